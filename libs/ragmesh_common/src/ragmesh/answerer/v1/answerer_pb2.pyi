@@ -1,0 +1,88 @@
+from ragmesh.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CheckInputRequest(_message.Message):
+    __slots__ = ("question",)
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    def __init__(self, question: _Optional[str] = ...) -> None: ...
+
+class CheckInputResponse(_message.Message):
+    __slots__ = ("allowed", "reason", "rules")
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    allowed: bool
+    reason: str
+    rules: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, allowed: _Optional[bool] = ..., reason: _Optional[str] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ChatTurn(_message.Message):
+    __slots__ = ("role", "content")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class AnswerRequest(_message.Message):
+    __slots__ = ("question", "sources", "graph_facts", "history", "max_tokens", "temperature", "has_temperature")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_FACTS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    HAS_TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    sources: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
+    graph_facts: _containers.RepeatedScalarFieldContainer[str]
+    history: _containers.RepeatedCompositeFieldContainer[ChatTurn]
+    max_tokens: int
+    temperature: float
+    has_temperature: bool
+    def __init__(self, question: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., graph_facts: _Optional[_Iterable[str]] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., has_temperature: _Optional[bool] = ...) -> None: ...
+
+class Citation(_message.Message):
+    __slots__ = ("source_index", "chunk_id", "support")
+    SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    source_index: int
+    chunk_id: str
+    support: float
+    def __init__(self, source_index: _Optional[int] = ..., chunk_id: _Optional[str] = ..., support: _Optional[float] = ...) -> None: ...
+
+class AnswerFinal(_message.Message):
+    __slots__ = ("answer", "citations", "grounding_score", "grounded", "warnings", "model", "prompt_tokens", "completion_tokens")
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    GROUNDING_SCORE_FIELD_NUMBER: _ClassVar[int]
+    GROUNDED_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    answer: str
+    citations: _containers.RepeatedCompositeFieldContainer[Citation]
+    grounding_score: float
+    grounded: bool
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+
+class AnswerEvent(_message.Message):
+    __slots__ = ("token", "final")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    final: AnswerFinal
+    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[AnswerFinal, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""Generated from proto/ by tools/gen_proto.py. Do not edit."""

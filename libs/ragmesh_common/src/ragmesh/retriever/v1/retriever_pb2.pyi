@@ -1,0 +1,140 @@
+from ragmesh.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FusionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_TYPE_UNSPECIFIED: _ClassVar[FusionType]
+    FUSION_TYPE_RELATIVE_SCORE: _ClassVar[FusionType]
+    FUSION_TYPE_RANKED: _ClassVar[FusionType]
+FUSION_TYPE_UNSPECIFIED: FusionType
+FUSION_TYPE_RELATIVE_SCORE: FusionType
+FUSION_TYPE_RANKED: FusionType
+
+class CreateDocumentRequest(_message.Message):
+    __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    filename: str
+    mime_type: str
+    acl: _common_pb2.Acl
+    size_bytes: int
+    def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class GetDocumentRequest(_message.Message):
+    __slots__ = ("document_id",)
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("limit", "offset")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    offset: int
+    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "total")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[_common_pb2.Document]
+    total: int
+    def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+
+class UpdateDocumentStatusRequest(_message.Message):
+    __slots__ = ("document_id", "status", "error", "page_count", "title", "summary")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    status: _common_pb2.DocumentStatus
+    error: str
+    page_count: int
+    title: str
+    summary: str
+    def __init__(self, document_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.DocumentStatus, str]] = ..., error: _Optional[str] = ..., page_count: _Optional[int] = ..., title: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentRequest(_message.Message):
+    __slots__ = ("document_id",)
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: bool
+    def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
+
+class IndexChunksRequest(_message.Message):
+    __slots__ = ("document_id", "chunks")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
+    def __init__(self, document_id: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...
+
+class IndexChunksResponse(_message.Message):
+    __slots__ = ("indexed",)
+    INDEXED_FIELD_NUMBER: _ClassVar[int]
+    indexed: int
+    def __init__(self, indexed: _Optional[int] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    HAS_ALPHA_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    query_vector: _containers.RepeatedScalarFieldContainer[float]
+    top_k: int
+    has_alpha: bool
+    alpha: float
+    fusion: FusionType
+    levels: _containers.RepeatedScalarFieldContainer[_common_pb2.ChunkLevel]
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: _Optional[bool] = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ACCESSIBLE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    ACCESSIBLE_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
+    accessible_documents: int
+    backend: str
+    accessible_document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetChunksRequest(_message.Message):
+    __slots__ = ("chunk_ids",)
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetChunksResponse(_message.Message):
+    __slots__ = ("chunks",)
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
+    def __init__(self, chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...

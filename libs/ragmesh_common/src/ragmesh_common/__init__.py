@@ -1,0 +1,1 @@
+"""Shared runtime for ragmesh services: config, server bootstrap, request context, telemetry."""

@@ -1,0 +1,58 @@
+"""The registry of span attributes ragmesh sets by hand. Declare here before use.
+
+Domain attributes are prefixed `rag.`; model calls follow the OpenTelemetry GenAI
+semantic conventions (`gen_ai.*`). Never put prompt text or document content here.
+"""
+from __future__ import annotations
+
+# who and what
+RAG_USER = "rag.user.id"
+RAG_DEPARTMENT = "rag.user.department"
+RAG_DOCUMENT_ID = "rag.document.id"
+RAG_DOCUMENT_FORMAT = "rag.document.format"
+RAG_STAGE = "rag.stage"
+RAG_DEGRADED = "rag.degraded"
+RAG_DEGRADED_REASON = "rag.degraded.reason"
+# parse / chunk
+RAG_PARSE_PIPELINE = "rag.parse.pipeline"
+RAG_PARSE_PAGES = "rag.parse.pages"
+RAG_PARSE_BLOCKS = "rag.parse.blocks"
+RAG_CHUNK_COUNT = "rag.chunk.count"
+# embed
+RAG_EMBED_TEXTS = "rag.embed.texts"
+RAG_EMBED_BATCH = "rag.embed.batch_size"
+# retrieval
+RAG_SEARCH_BACKEND = "rag.search.backend"
+RAG_SEARCH_TOP_K = "rag.search.top_k"
+RAG_SEARCH_ALPHA = "rag.search.alpha"
+RAG_SEARCH_FUSION = "rag.search.fusion"
+RAG_SEARCH_RESULTS = "rag.search.results"
+RAG_SEARCH_ACCESSIBLE_DOCS = "rag.search.accessible_documents"
+RAG_SEARCH_LEXICAL_HITS = "rag.search.lexical_hits"
+RAG_SEARCH_VECTOR_HITS = "rag.search.vector_hits"
+# rerank
+RAG_RERANK_CANDIDATES = "rag.rerank.candidates"
+RAG_RERANK_FALLBACK = "rag.rerank.fallback"
+# graph
+RAG_GRAPH_ENTITIES = "rag.graph.entities"
+RAG_GRAPH_RELATIONS = "rag.graph.relations"
+RAG_GRAPH_DEPTH = "rag.graph.depth"
+# answer and guardrails
+RAG_GUARDRAIL_RULES = "rag.guardrail.rules"
+RAG_GUARDRAIL_ALLOWED = "rag.guardrail.allowed"
+RAG_GROUNDING_SCORE = "rag.answer.grounding_score"
+RAG_CITATIONS = "rag.answer.citations"
+RAG_SOURCES = "rag.answer.sources"
+RAG_OUTCOME = "rag.chat.outcome"
+# GenAI semantic conventions
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_OPERATION = "gen_ai.operation.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+REGISTRY: frozenset[str] = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)

