@@ -21,7 +21,7 @@ class CheckInputResponse(_message.Message):
     allowed: bool
     reason: str
     rules: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, allowed: _Optional[bool] = ..., reason: _Optional[str] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, allowed: bool = ..., reason: _Optional[str] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChatTurn(_message.Message):
     __slots__ = ("role", "content")
@@ -47,7 +47,7 @@ class AnswerRequest(_message.Message):
     max_tokens: int
     temperature: float
     has_temperature: bool
-    def __init__(self, question: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., graph_facts: _Optional[_Iterable[str]] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., has_temperature: _Optional[bool] = ...) -> None: ...
+    def __init__(self, question: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., graph_facts: _Optional[_Iterable[str]] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., has_temperature: bool = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("source_index", "chunk_id", "support")
@@ -77,7 +77,7 @@ class AnswerFinal(_message.Message):
     model: str
     prompt_tokens: int
     completion_tokens: int
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class AnswerEvent(_message.Message):
     __slots__ = ("token", "final")

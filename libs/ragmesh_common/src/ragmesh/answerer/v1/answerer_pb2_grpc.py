@@ -5,7 +5,7 @@ import warnings
 
 from ragmesh.answerer.v1 import answerer_pb2 as ragmesh_dot_answerer_dot_v1_dot_answerer__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class AnswererServiceStub:
+class AnswererServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -46,7 +46,7 @@ class AnswererServiceStub:
                 _registered_method=True)
 
 
-class AnswererServiceServicer:
+class AnswererServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def CheckInput(self, request, context):
@@ -84,7 +84,7 @@ def add_AnswererServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class AnswererService:
+class AnswererService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

@@ -55,7 +55,7 @@ class Acl(_message.Message):
     departments: _containers.RepeatedScalarFieldContainer[str]
     roles: _containers.RepeatedScalarFieldContainer[str]
     users: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, public: _Optional[bool] = ..., departments: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, public: bool = ..., departments: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("document_id", "title", "filename", "mime_type", "owner_user", "owner_department", "acl", "status", "error", "chunk_count", "page_count", "created_at", "updated_at", "summary", "size_bytes")
@@ -133,4 +133,4 @@ class ScoredChunk(_message.Message):
     vector_score: float
     rerank_score: float
     reranked: bool
-    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: _Optional[bool] = ...) -> None: ...
+    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: bool = ...) -> None: ...

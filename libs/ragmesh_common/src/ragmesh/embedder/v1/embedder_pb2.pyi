@@ -12,7 +12,7 @@ class EmbedRequest(_message.Message):
     IS_QUERY_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     is_query: bool
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., is_query: _Optional[bool] = ...) -> None: ...
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., is_query: bool = ...) -> None: ...
 
 class Vector(_message.Message):
     __slots__ = ("values",)

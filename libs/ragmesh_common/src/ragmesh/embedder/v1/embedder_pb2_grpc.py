@@ -5,7 +5,7 @@ import warnings
 
 from ragmesh.embedder.v1 import embedder_pb2 as ragmesh_dot_embedder_dot_v1_dot_embedder__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class EmbedderServiceStub:
+class EmbedderServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -46,7 +46,7 @@ class EmbedderServiceStub:
                 _registered_method=True)
 
 
-class EmbedderServiceServicer:
+class EmbedderServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Embed(self, request, context):
@@ -82,7 +82,7 @@ def add_EmbedderServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class EmbedderService:
+class EmbedderService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

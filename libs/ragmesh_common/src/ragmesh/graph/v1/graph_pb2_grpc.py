@@ -5,7 +5,7 @@ import warnings
 
 from ragmesh.graph.v1 import graph_pb2 as ragmesh_dot_graph_dot_v1_dot_graph__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class GraphServiceStub:
+class GraphServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -51,7 +51,7 @@ class GraphServiceStub:
                 _registered_method=True)
 
 
-class GraphServiceServicer:
+class GraphServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def IngestChunks(self, request, context):
@@ -101,7 +101,7 @@ def add_GraphServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class GraphService:
+class GraphService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

@@ -5,7 +5,7 @@ import warnings
 
 from ragmesh.parser.v1 import parser_pb2 as ragmesh_dot_parser_dot_v1_dot_parser__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class ParserServiceStub:
+class ParserServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -46,7 +46,7 @@ class ParserServiceStub:
                 _registered_method=True)
 
 
-class ParserServiceServicer:
+class ParserServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Parse(self, request, context):
@@ -84,7 +84,7 @@ def add_ParserServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ParserService:
+class ParserService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

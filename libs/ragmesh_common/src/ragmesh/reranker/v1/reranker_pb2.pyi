@@ -14,7 +14,7 @@ class RerankRequest(_message.Message):
     query: str
     passages: _containers.RepeatedScalarFieldContainer[str]
     normalize: bool
-    def __init__(self, query: _Optional[str] = ..., passages: _Optional[_Iterable[str]] = ..., normalize: _Optional[bool] = ...) -> None: ...
+    def __init__(self, query: _Optional[str] = ..., passages: _Optional[_Iterable[str]] = ..., normalize: bool = ...) -> None: ...
 
 class RerankResponse(_message.Message):
     __slots__ = ("scores", "model")
@@ -38,4 +38,4 @@ class ModelInfo(_message.Message):
     model: str
     device: str
     state: str
-    def __init__(self, configured: _Optional[bool] = ..., model: _Optional[str] = ..., device: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+    def __init__(self, configured: bool = ..., model: _Optional[str] = ..., device: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...

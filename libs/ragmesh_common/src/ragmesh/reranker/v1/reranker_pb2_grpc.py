@@ -5,7 +5,7 @@ import warnings
 
 from ragmesh.reranker.v1 import reranker_pb2 as ragmesh_dot_reranker_dot_v1_dot_reranker__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class RerankerServiceStub:
+class RerankerServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -46,7 +46,7 @@ class RerankerServiceStub:
                 _registered_method=True)
 
 
-class RerankerServiceServicer:
+class RerankerServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Rerank(self, request, context):
@@ -83,7 +83,7 @@ def add_RerankerServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class RerankerService:
+class RerankerService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

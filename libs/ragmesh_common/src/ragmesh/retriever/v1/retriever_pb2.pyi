@@ -79,7 +79,7 @@ class DeleteDocumentResponse(_message.Message):
     __slots__ = ("deleted",)
     DELETED_FIELD_NUMBER: _ClassVar[int]
     deleted: bool
-    def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
+    def __init__(self, deleted: bool = ...) -> None: ...
 
 class IndexChunksRequest(_message.Message):
     __slots__ = ("document_id", "chunks")
@@ -113,7 +113,7 @@ class SearchRequest(_message.Message):
     fusion: FusionType
     levels: _containers.RepeatedScalarFieldContainer[_common_pb2.ChunkLevel]
     document_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: _Optional[bool] = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids")

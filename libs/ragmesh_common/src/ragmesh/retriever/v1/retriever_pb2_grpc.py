@@ -6,7 +6,7 @@ import warnings
 from ragmesh.common.v1 import common_pb2 as ragmesh_dot_common_dot_v1_dot_common__pb2
 from ragmesh.retriever.v1 import retriever_pb2 as ragmesh_dot_retriever_dot_v1_dot_retriever__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -26,7 +26,7 @@ if _version_not_supported:
     )
 
 
-class RetrieverServiceStub:
+class RetrieverServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -77,7 +77,7 @@ class RetrieverServiceStub:
                 _registered_method=True)
 
 
-class RetrieverServiceServicer:
+class RetrieverServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def CreateDocument(self, request, context):
@@ -181,7 +181,7 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class RetrieverService:
+class RetrieverService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
