@@ -66,13 +66,16 @@ class EmbeddedPostgres:
         ensure_folder_permissions(_bin().parent / "lib", read)
         ensure_folder_permissions(_bin().parent / "share", read)
         ensure_prefix_permissions(self.data_dir)
+        self.data_dir.chmod(self.data_dir.stat().st_mode | stat.S_IXGRP | stat.S_IXOTH)
         entry = pwd.getpwnam(SYSTEM_USER)
         self.pgdata.mkdir(parents=True, exist_ok=True)
         os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self._run_as = SYSTEM_USER
 
     def _run(self, args: list[str], timeout: float = 120) -> None:
-        subprocess.run(args, check=True, timeout=timeout, user=self._run_as, capture_output=True, text=True)
+        result = subprocess.run(args, timeout=timeout, user=self._run_as, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{Path(args[0]).name} failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
 
     def start(self, timeout: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -101,9 +104,9 @@ class EmbeddedPostgres:
         try:
             self._run([str(_bin() / "pg_ctl"), "-D", str(self.pgdata), "-l", str(log), "-o", options,
                        "-w", "-t", str(int(timeout)), "start"], timeout=timeout + 10)
-        except subprocess.CalledProcessError as exc:
+        except RuntimeError as exc:
             tail = log.read_text()[-3000:] if log.exists() else ""
-            raise RuntimeError(f"postgres did not start: {exc.stderr}\n{tail}") from exc
+            raise RuntimeError(f"postgres did not start: {exc}\n{tail}") from exc
         self._ensure_database()
 
     def _ensure_database(self) -> None:
@@ -119,7 +122,7 @@ class EmbeddedPostgres:
         try:
             self._prepare_root()
             self._run([str(_bin() / "pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"], timeout=60)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
             logger.warning("postgres stop failed: %s", exc)
 
 
@@ -130,3 +133,10 @@ def wait_port(host: str, port: int, timeout: float) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (for tests and launchers picking ports)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

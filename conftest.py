@@ -1,0 +1,49 @@
+"""Fixtures shared by every test folder: real embedded engines, started once per session when asked for."""
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
+
+
+@dataclass(frozen=True)
+class PostgresInfo:
+    owner_dsn: str
+    app_dsn: str
+    app_role: str
+    host: str
+    port: int
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]:
+    """An embedded PostgreSQL 18 + pgvector with the ragmesh schema; services use the app role."""
+    from ragmesh_common.engines.postgres import EmbeddedPostgres, free_port
+    from ragmesh_common.migrate import apply_schema
+
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres"), free_port())
+    server.start()
+    password = secrets.token_urlsafe(12)
+    apply_schema(server.owner_dsn(), "ragmesh_app", password, 384)
+    try:
+        yield PostgresInfo(owner_dsn=server.owner_dsn(),
+                           app_dsn=f"postgresql://ragmesh_app:{password}@{server.host}:{server.port}/{server.database}",
+                           app_role="ragmesh_app", host=server.host, port=server.port)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared evaluation data not found at {SHARED_DATA}")
+    return SHARED_DATA

@@ -1,0 +1,1 @@
+"""Retriever: the document catalogue (PostgreSQL, row-level security) and permission-aware hybrid search."""

@@ -1,0 +1,1 @@
+"""Search backends behind one contract: pgvector (embedded default) and Weaviate (production)."""

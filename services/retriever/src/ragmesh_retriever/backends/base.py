@@ -1,0 +1,50 @@
+"""The search-backend contract every backend implements (and the shared contract tests exercise)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common.context import UserContext
+
+RELATIVE = "relative_score"
+RANKED = "ranked"
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    text: str
+    vector: list[float] | None
+    top_k: int
+    alpha: float
+    fusion: str = RELATIVE
+    levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
+    candidates: int = 100
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk: common_pb2.Chunk
+    hybrid: float
+    lexical: float | None
+    vector: float | None
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
+        """Replaces the document's chunks; the caller must own the document."""
+
+    async def delete(self, user: UserContext, document_id: str) -> None:
+        """Removes the document's chunks (the catalogue row is removed by the catalogue)."""
+
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
+        """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first."""
+
+    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+        """Chunks by id, only from accessible documents."""

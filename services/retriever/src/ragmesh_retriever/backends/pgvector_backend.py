@@ -1,0 +1,219 @@
+"""The embedded default backend: PostgreSQL + pgvector.
+
+Vector leg: HNSW cosine search (pgvector 0.8 iterative scans, so filters do not starve the result).
+Lexical leg: Okapi BM25 computed in SQL from the tsvector of each chunk (term frequencies from
+lexeme positions) and corpus statistics per level (`lex_terms`, `lex_stats`, kept by triggers).
+Chunk rows are protected by row-level security themselves: every query runs as the user.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from opentelemetry import trace
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common import attributes as attr
+from ragmesh_common.context import UserContext
+from ragmesh_common.errors import InvalidArgument
+from ragmesh_retriever.backends.base import RANKED, Hit, SearchQuery
+from ragmesh_retriever.catalog import Database, parse_document_id
+from ragmesh_retriever.fusion import ranked_fusion, relative_score_fusion
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+_INSERT = """
+WITH src AS (
+    SELECT u.id, u.level, nullif(u.parent_id, '') AS parent_id, u.ordinal,
+           ARRAY(SELECT jsonb_array_elements_text(u.section_path::jsonb)) AS section_path,
+           u.page, u.kind, u.title, u.text, nullif(u.embedding, '')::vector AS embedding
+    FROM unnest(%(ids)s::text[], %(levels)s::smallint[], %(parents)s::text[], %(ordinals)s::int[],
+                %(paths)s::text[], %(pages)s::int[], %(kinds)s::text[], %(titles)s::text[], %(texts)s::text[],
+                %(embeddings)s::text[])
+         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding)
+), analysed AS (
+    SELECT src.*, to_tsvector(%(cfg)s::regconfig,
+               src.title || ' ' || array_to_string(src.section_path, ' ') || ' ' || src.text) AS tsv
+    FROM src
+)
+INSERT INTO chunks (id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
+                    ts_config, tsv, doc_len, embedding)
+SELECT a.id, %(document_id)s, a.level, a.parent_id, a.ordinal, a.section_path, a.page, a.kind, a.title, a.text,
+       %(cfg)s::regconfig, a.tsv,
+       (SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) FROM unnest(a.tsv) t), a.embedding
+FROM analysed a
+"""
+
+# Okapi BM25 (Robertson; Lucene's idf): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+# score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
+_BM25 = """
+WITH q AS (
+    SELECT u.lexeme AS term, coalesce(array_length(u.positions, 1), 1) AS qtf
+    FROM unnest(to_tsvector(%(cfg)s::regconfig, %(query)s)) u
+), stats AS (
+    SELECT level, n_docs, total_len::float8 / greatest(n_docs, 1) AS avgdl
+    FROM lex_stats WHERE level = ANY(%(levels)s) AND n_docs > 0
+), w AS (
+    SELECT t.level, q.term, q.qtf, ln(1 + (s.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM q JOIN lex_terms t ON t.term = q.term JOIN stats s ON s.level = t.level
+    WHERE t.df > 0
+), cand AS (
+    SELECT c.id, c.level, c.doc_len, c.tsv FROM chunks c
+    WHERE c.level = ANY(%(levels)s) AND c.document_id = ANY(%(docs)s::uuid[])
+      AND c.tsv @@ (SELECT string_agg(DISTINCT quote_literal(term), ' | ')::tsquery FROM w)
+)
+SELECT cand.id,
+       sum(w.qtf * w.idf * coalesce(array_length(u.positions, 1), 1) * (%(k1)s + 1)
+           / (coalesce(array_length(u.positions, 1), 1) + %(k1)s * (1 - %(b)s + %(b)s * cand.doc_len / s.avgdl)))
+         AS score
+FROM cand
+JOIN stats s ON s.level = cand.level
+CROSS JOIN LATERAL unnest(cand.tsv) u
+JOIN w ON w.term = u.lexeme AND w.level = cand.level
+GROUP BY cand.id
+ORDER BY score DESC, cand.id
+LIMIT %(k)s
+"""
+
+_VECTOR = """
+SELECT id, 1 - (embedding <=> %(vec)s::vector) AS sim FROM chunks
+WHERE level = ANY(%(levels)s) AND document_id = ANY(%(docs)s::uuid[]) AND embedding IS NOT NULL
+ORDER BY embedding <=> %(vec)s::vector
+LIMIT %(k)s
+"""
+
+_DETAILS = """
+SELECT id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
+       CASE WHEN embedding IS NULL OR %(vec)s::text IS NULL THEN NULL
+            ELSE 1 - (embedding <=> %(vec)s::vector) END AS sim
+FROM chunks WHERE id = ANY(%(ids)s) AND document_id = ANY(%(docs)s::uuid[])
+"""
+
+
+_SYSTEM = UserContext("system:retriever")
+
+
+def vector_literal(values: list[float]) -> str:
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def chunk_message(row: dict[str, Any] | tuple[Any, ...]) -> common_pb2.Chunk:
+    cid, doc, level, parent, ordinal, path, page, kind, title, text = row[:10]
+    return common_pb2.Chunk(chunk_id=cid, document_id=str(doc), level=level, parent_id=parent or "", ordinal=ordinal,
+                            section_path=path, page=page, kind=kind, title=title, text=text)
+
+
+class PgVectorBackend:
+    name = "pgvector"
+
+    def __init__(self, db: Database, *, dimension: int | None = None, text_search_config: str = "english",
+                 k1: float = 0.9, b: float = 0.4, ef_search: int = 100) -> None:
+        self.db = db
+        self.dimension = dimension
+        self.cfg = text_search_config
+        self.k1 = k1
+        self.b = b
+        self.ef_search = ef_search
+
+    async def start(self) -> None:
+        if self.dimension is None:
+            async with self.db.transaction(_SYSTEM) as conn:
+                row = await (await conn.execute(
+                    "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+                )).fetchone()
+            self.dimension = int(row[0]) if row and row[0] > 0 else None
+
+    async def close(self) -> None:
+        return None
+
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
+        doc_id = parse_document_id(document_id)
+        for i, chunk in enumerate(chunks):
+            if not chunk.chunk_id:
+                raise InvalidArgument(f"chunk {i} has no chunk_id")
+            if chunk.document_id and chunk.document_id != document_id:
+                raise InvalidArgument(f"chunk {chunk.chunk_id} belongs to {chunk.document_id}, not {document_id}")
+            if self.dimension and chunk.embedding and len(chunk.embedding) != self.dimension:
+                raise InvalidArgument(f"chunk {chunk.chunk_id} has a {len(chunk.embedding)}-d embedding; "
+                                      f"the index holds {self.dimension}-d vectors")
+        params = {
+            "document_id": doc_id, "cfg": self.cfg,
+            "ids": [c.chunk_id for c in chunks], "levels": [c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH for c in chunks],
+            "parents": [c.parent_id for c in chunks], "ordinals": [c.ordinal for c in chunks],
+            "paths": [json.dumps(list(c.section_path)) for c in chunks], "pages": [c.page for c in chunks],
+            "kinds": [c.kind or "paragraph" for c in chunks], "titles": [c.title for c in chunks],
+            "texts": [c.text for c in chunks],
+            "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
+        }
+        async with self.db.transaction(user) as conn:
+            owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))).fetchone()
+            if owner is None:
+                from ragmesh_common.errors import NotFound
+
+                raise NotFound(f"document {document_id} not found")
+            if owner[0] != user.user_id:
+                from ragmesh_common.errors import PermissionDenied
+
+                raise PermissionDenied(f"only the owner may index document {document_id}")
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
+            if chunks:
+                await conn.execute(_INSERT, params)
+            await conn.execute("UPDATE documents SET chunk_count = %s, updated_at = now() WHERE id = %s",
+                               (sum(1 for c in chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH)), doc_id))
+        return len(chunks)
+
+    async def delete(self, user: UserContext, document_id: str) -> None:
+        async with self.db.transaction(user) as conn:
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (parse_document_id(document_id),))
+
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
+        if not accessible_ids:
+            return []
+        pool = max(query.candidates, query.top_k)
+        vec = vector_literal(query.vector) if query.vector else None
+        base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
+        lexical: dict[str, float] = {}
+        vector: dict[str, float] = {}
+        async with self.db.transaction(user) as conn:
+            if query.text.strip() and query.alpha < 1.0:
+                with tracer.start_as_current_span("lexical leg"):
+                    cur = await conn.execute(_BM25, {**base, "query": query.text, "k1": self.k1, "b": self.b})
+                    lexical = {r[0]: float(r[1]) for r in await cur.fetchall()}
+            if vec is not None and query.alpha > 0.0:
+                with tracer.start_as_current_span("vector leg"):
+                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                                       (str(max(self.ef_search, pool)),))
+                    cur = await conn.execute(_VECTOR, {**base, "vec": vec})
+                    vector = {r[0]: float(r[1]) for r in await cur.fetchall()}
+            if query.fusion == RANKED:
+                fused = ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
+                                      query.alpha, lexical, vector)
+            else:
+                fused = relative_score_fusion(lexical, vector, query.alpha)
+            top = fused[: query.top_k]
+            span = trace.get_current_span()
+            span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))
+            span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
+            if not top:
+                return []
+            cur = await conn.execute(_DETAILS, {"vec": vec, "ids": [f.chunk_id for f in top], "docs": accessible_ids})
+            rows = {r[0]: r for r in await cur.fetchall()}
+        hits = []
+        for f in top:
+            row = rows.get(f.chunk_id)
+            if row is None:
+                continue
+            sim = f.vector if f.vector is not None else (float(row[10]) if row[10] is not None else None)
+            hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
+        return hits
+
+    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+        if not chunk_ids or not accessible_ids:
+            return []
+        async with self.db.transaction(user) as conn:
+            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids, "docs": accessible_ids})
+            rows = {r[0]: r for r in await cur.fetchall()}
+        return [chunk_message(rows[c]) for c in chunk_ids if c in rows]

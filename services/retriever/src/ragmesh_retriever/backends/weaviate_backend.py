@@ -1,0 +1,147 @@
+"""The production backend: Weaviate through weaviate-client v4 (collections API, async client).
+
+Chunks live in one collection with self-provided vectors; the document catalogue and its ACLs stay
+in PostgreSQL under RLS, which decides the accessible document ids that every query filters on.
+Search is Weaviate's native hybrid query (alpha, relativeScoreFusion or rankedFusion).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from urllib.parse import urlparse
+
+import weaviate
+from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common.context import UserContext
+from ragmesh_common.errors import InvalidArgument
+from ragmesh_retriever.backends.base import RANKED, Hit, SearchQuery
+
+logger = logging.getLogger(__name__)
+
+_PROPS = ["chunk_id", "document_id", "level", "parent_id", "ordinal", "section_path", "page", "kind", "title", "text"]
+_NAMESPACE = uuid.UUID("6f1c9a52-7f0e-4a7e-9b3c-2b1f0e9d4a10")
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+class WeaviateBackend:
+    name = "weaviate"
+
+    def __init__(self, url: str, *, grpc_port: int = 50051, api_key: str | None = None,
+                 collection: str = "RagmeshChunk", timeout_s: float = 10.0) -> None:
+        parsed = urlparse(url)
+        if not parsed.hostname:
+            raise ValueError(f"WEAVIATE_URL must look like http://host:8080, got {url!r}")
+        secure = parsed.scheme == "https"
+        self.client = weaviate.use_async_with_custom(
+            http_host=parsed.hostname, http_port=parsed.port or (443 if secure else 80), http_secure=secure,
+            grpc_host=parsed.hostname, grpc_port=grpc_port, grpc_secure=secure,
+            auth_credentials=Auth.api_key(api_key) if api_key else None,
+            additional_config=AdditionalConfig(timeout=Timeout(init=timeout_s, query=timeout_s, insert=timeout_s * 6)),
+        )
+        self.collection_name = collection
+
+    async def start(self) -> None:
+        await self.client.connect()
+        if not await self.client.collections.exists(self.collection_name):
+            await self.client.collections.create(
+                self.collection_name,
+                vector_config=Configure.Vectors.self_provided(),
+                properties=[
+                    Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD,
+                             skip_vectorization=True),
+                    Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                    Property(name="level", data_type=DataType.INT),
+                    Property(name="parent_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                    Property(name="ordinal", data_type=DataType.INT),
+                    Property(name="section_path", data_type=DataType.TEXT_ARRAY),
+                    Property(name="page", data_type=DataType.INT),
+                    Property(name="kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                    Property(name="title", data_type=DataType.TEXT),
+                    Property(name="text", data_type=DataType.TEXT),
+                ],
+            )
+            logger.info("created Weaviate collection %s", self.collection_name)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def _collection(self):  # type: ignore[no-untyped-def]
+        return self.client.collections.use(self.collection_name)
+
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
+        for i, chunk in enumerate(chunks):
+            if not chunk.chunk_id:
+                raise InvalidArgument(f"chunk {i} has no chunk_id")
+        await self.delete(user, document_id)
+        from weaviate.classes.data import DataObject
+
+        objects = [
+            DataObject(
+                uuid=uuid.uuid5(_NAMESPACE, c.chunk_id),
+                properties={"chunk_id": c.chunk_id, "document_id": document_id,
+                            "level": c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH, "parent_id": c.parent_id,
+                            "ordinal": c.ordinal, "section_path": list(c.section_path), "page": c.page,
+                            "kind": c.kind or "paragraph", "title": c.title, "text": c.text},
+                vector=list(c.embedding) if c.embedding else None,
+            )
+            for c in chunks
+        ]
+        if objects:
+            result = await self._collection().data.insert_many(objects)
+            if result.has_errors:
+                first = next(iter(result.errors.values()))
+                raise RuntimeError(f"Weaviate rejected {len(result.errors)} chunks: {first.message}")
+        return len(objects)
+
+    async def delete(self, user: UserContext, document_id: str) -> None:
+        await self._collection().data.delete_many(where=Filter.by_property("document_id").equal(document_id))
+
+    def _filters(self, accessible_ids: list[str], levels: list[int]):  # type: ignore[no-untyped-def]
+        return Filter.by_property("document_id").contains_any(accessible_ids) & Filter.by_property(
+            "level").contains_any(levels)
+
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
+        if not accessible_ids:
+            return []
+        fusion = HybridFusion.RANKED if query.fusion == RANKED else HybridFusion.RELATIVE_SCORE
+        reply = await self._collection().query.hybrid(
+            query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,
+            fusion_type=fusion, limit=query.top_k, filters=self._filters(accessible_ids, query.levels),
+            query_properties=["title^2", "section_path^2", "text"], include_vector=bool(query.vector),
+            return_metadata=MetadataQuery(score=True), return_properties=_PROPS,
+        )
+        hits = []
+        for obj in reply.objects:
+            chunk = self._chunk(obj.properties)
+            stored = obj.vector.get("default") if isinstance(obj.vector, dict) else None
+            sim = _cosine(query.vector, list(stored)) if query.vector and stored else None
+            hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
+        return hits
+
+    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+        if not chunk_ids or not accessible_ids:
+            return []
+        reply = await self._collection().query.fetch_objects(
+            filters=Filter.by_property("chunk_id").contains_any(chunk_ids)
+            & Filter.by_property("document_id").contains_any(accessible_ids),
+            limit=len(chunk_ids), return_properties=_PROPS)
+        found = {o.properties["chunk_id"]: self._chunk(o.properties) for o in reply.objects}
+        return [found[c] for c in chunk_ids if c in found]
+
+    @staticmethod
+    def _chunk(p: dict) -> common_pb2.Chunk:  # type: ignore[type-arg]
+        return common_pb2.Chunk(
+            chunk_id=str(p.get("chunk_id", "")), document_id=str(p.get("document_id", "")), level=int(p.get("level") or 0),
+            parent_id=str(p.get("parent_id") or ""), ordinal=int(p.get("ordinal") or 0),
+            section_path=list(p.get("section_path") or []), page=int(p.get("page") or 0),
+            kind=str(p.get("kind") or ""), title=str(p.get("title") or ""), text=str(p.get("text") or ""))

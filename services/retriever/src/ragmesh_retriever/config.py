@@ -1,0 +1,68 @@
+"""Retriever settings, read once from the environment."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragmesh_common.config import ConfigError, env_float, env_int, env_opt, env_str
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str
+    port: int
+    database_url: str          # the application role (no superuser, no BYPASSRLS)
+    backend: str               # pgvector | weaviate
+    alpha: float
+    bm25_k1: float
+    bm25_b: float
+    candidates: int            # per-leg candidate pool before fusion
+    text_search_config: str
+    statement_timeout_ms: int
+    pool_size: int
+    ef_search: int
+    weaviate_url: str | None
+    weaviate_grpc_port: int
+    weaviate_api_key: str | None
+    weaviate_collection: str
+
+    @classmethod
+    def defaults(cls, database_url: str, **overrides: object) -> Settings:
+        """The documented defaults (as from an empty environment) with overrides; for tools and tests."""
+        values: dict[str, object] = dict(
+            host="127.0.0.1", port=0, database_url=database_url, backend="pgvector", alpha=0.5, bm25_k1=0.9,
+            bm25_b=0.4, candidates=100, text_search_config="english", statement_timeout_ms=10000, pool_size=8,
+            ef_search=100, weaviate_url=None, weaviate_grpc_port=50051, weaviate_api_key=None,
+            weaviate_collection="RagmeshChunk",
+        )
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        backend = env_str("RETRIEVER_BACKEND", "pgvector")
+        if backend not in ("pgvector", "weaviate"):
+            raise ConfigError(f"RETRIEVER_BACKEND must be 'pgvector' or 'weaviate', got {backend!r}")
+        weaviate_url = env_opt("WEAVIATE_URL")
+        if backend == "weaviate" and not weaviate_url:
+            raise ConfigError("RETRIEVER_BACKEND=weaviate needs WEAVIATE_URL (e.g. http://weaviate:8080)")
+        alpha = env_float("RETRIEVER_ALPHA", 0.5)
+        if not 0 <= alpha <= 1:
+            raise ConfigError(f"RETRIEVER_ALPHA must be within [0, 1], got {alpha}")
+        return cls(
+            host=env_str("RETRIEVER_HOST", "127.0.0.1"),
+            port=env_int("RETRIEVER_PORT", 50053),
+            database_url=env_str("RETRIEVER_DATABASE_URL"),
+            backend=backend,
+            alpha=alpha,
+            bm25_k1=env_float("RETRIEVER_BM25_K1", 0.9),
+            bm25_b=env_float("RETRIEVER_BM25_B", 0.4),
+            candidates=env_int("RETRIEVER_CANDIDATES", 100),
+            text_search_config=env_str("RETRIEVER_TEXT_SEARCH_CONFIG", "english"),
+            statement_timeout_ms=env_int("RETRIEVER_STATEMENT_TIMEOUT_MS", 10000),
+            pool_size=env_int("RETRIEVER_POOL_SIZE", 8),
+            ef_search=env_int("RETRIEVER_HNSW_EF_SEARCH", 100),
+            weaviate_url=weaviate_url,
+            weaviate_grpc_port=env_int("WEAVIATE_GRPC_PORT", 50051),
+            weaviate_api_key=env_opt("WEAVIATE_API_KEY"),
+            weaviate_collection=env_str("WEAVIATE_COLLECTION", "RagmeshChunk"),
+        )

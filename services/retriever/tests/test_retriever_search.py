@@ -1,0 +1,198 @@
+"""Search through the gRPC contract: BM25 math, hybrid fusion, permissions, levels, validation."""
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import AsyncIterator
+
+import grpc
+import psycopg
+import pytest
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from ragmesh_common.context import UserContext
+from ragmesh_common.migrate import apply_schema
+from ragmesh_common.server import insecure_channel
+from ragmesh_retriever.server import build_service
+
+from ragmesh_retriever.config import Settings
+
+ALICE = UserContext("alice", "eng", ("employee",))
+BOB = UserContext("bob", "hr", ("employee",))
+NOBODY = UserContext("nobody", "sales", ())
+DIM = 384
+
+
+def unit(index: int, other: int | None = None) -> list[float]:
+    """A unit vector on axis `index` (optionally blended 50/50 with axis `other`)."""
+    v = [0.0] * DIM
+    v[index] = 1.0
+    if other is not None:
+        v[index] = v[other] = math.sqrt(0.5)
+    return v
+
+
+@pytest.fixture
+async def stub(postgres) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:  # type: ignore[no-untyped-def]
+    """A retriever on a database of its own, so corpus statistics are exactly the test's."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    owner = postgres.owner_dsn.rsplit("/", 1)[0] + f"/{name}"
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM)
+    app = f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
+    service = build_service(Settings.defaults(app, pool_size=4))
+    port = await service.start()
+    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield retriever_pb2_grpc.RetrieverServiceStub(channel)
+    await service.stop()
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:  # restore the shared role's password
+        conn.execute("SELECT 1")
+
+
+async def add_document(stub: retriever_pb2_grpc.RetrieverServiceStub, user: UserContext, title: str,
+                       texts: list[tuple[str, list[float]]], level: int = common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                       ready: bool = True) -> str:
+    doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title=title, filename=f"{title}.md"),
+                                    metadata=user.metadata())
+    chunks = [common_pb2.Chunk(chunk_id=f"{doc.document_id}:{i}", document_id=doc.document_id, level=level,
+                               ordinal=i, text=text, embedding=vec) for i, (text, vec) in enumerate(texts)]
+    await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=chunks),
+                           metadata=user.metadata())
+    if ready:
+        await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+            document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY), metadata=user.metadata())
+    return doc.document_id
+
+
+async def test_bm25_scores_match_the_formula(stub) -> None:  # type: ignore[no-untyped-def]
+    await add_document(stub, ALICE, "", [("apple banana", unit(0)), ("apple apple cherry", unit(1)),
+                                         ("cherry date", unit(2))])
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="apples", top_k=10), metadata=ALICE.metadata())
+    k1, b, n, avgdl = 0.9, 0.4, 3, 7 / 3
+    idf = math.log(1 + (n - 2 + 0.5) / (2 + 0.5))
+
+    def bm25(tf: int, dl: int) -> float:
+        return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+    got = {r.chunk.text: r.lexical_score for r in reply.results}
+    assert got == {"apple apple cherry": pytest.approx(bm25(2, 3)), "apple banana": pytest.approx(bm25(1, 2))}
+    assert [r.chunk.text for r in reply.results] == ["apple apple cherry", "apple banana"]
+
+
+async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type: ignore[no-untyped-def]
+    await add_document(stub, ALICE, "", [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1)),
+                                         ("cluster of grapes", unit(2))])
+    query = dict(query="cluster upgrade", query_vector=unit(1), top_k=3)
+    lexical = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.0), metadata=ALICE.metadata())
+    vector = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=1.0), metadata=ALICE.metadata())
+    assert lexical.results[0].chunk.text == "kubernetes cluster upgrade"
+    assert vector.results[0].chunk.text == "gardening tips"
+    assert vector.results[0].vector_score == pytest.approx(1.0, abs=1e-5)
+    hybrid = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())  # default alpha 0.5
+    scores = {r.chunk.text: r.hybrid_score for r in hybrid.results}
+    # lexical normalised: upgrade doc 1, grapes 0; vector normalised: gardening 1, others 0 -> 0.5 each
+    assert scores["kubernetes cluster upgrade"] == pytest.approx(0.5)
+    assert scores["gardening tips"] == pytest.approx(0.5)
+    assert scores["cluster of grapes"] == pytest.approx(0.0)
+    ranked = await stub.Search(retriever_pb2.SearchRequest(**query, fusion=retriever_pb2.FUSION_TYPE_RANKED),
+                               metadata=ALICE.metadata())
+    # in both rankings: first in one, second or third in the other -> wins under reciprocal-rank fusion
+    assert ranked.results[0].chunk.text == "kubernetes cluster upgrade"
+    assert ranked.results[0].hybrid_score > 0.5 / 60
+
+
+async def test_search_never_returns_another_departments_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+    secret = "the quarterly salary bands for senior engineers are confidential"
+    bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
+    alice_doc = await add_document(stub, ALICE, "eng-notes", [("the build pipeline uses caching", unit(6))])
+    for vector in (unit(5), unit(6)):
+        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50),
+                                     metadata=ALICE.metadata())
+        assert {r.chunk.document_id for r in as_alice.results} == {alice_doc}
+        assert bob_doc not in as_alice.accessible_document_ids
+    as_bob = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=unit(5), top_k=50),
+                               metadata=BOB.metadata())
+    assert as_bob.results[0].chunk.document_id == bob_doc and alice_doc not in {r.chunk.document_id for r in as_bob.results}
+    # asking for bob's document explicitly does not widen alice's access
+    narrowed = await stub.Search(retriever_pb2.SearchRequest(query=secret, document_ids=[bob_doc]), metadata=ALICE.metadata())
+    assert (len(narrowed.results), narrowed.accessible_documents) == (0, 0)
+    nobody = await stub.Search(retriever_pb2.SearchRequest(query=secret), metadata=NOBODY.metadata())
+    assert (len(nobody.results), nobody.accessible_documents) == (0, 0)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.GetDocument(retriever_pb2.GetDocumentRequest(document_id=bob_doc), metadata=ALICE.metadata())
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.DeleteDocument(retriever_pb2.DeleteDocumentRequest(document_id=bob_doc), metadata=ALICE.metadata())
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> None:  # type: ignore[no-untyped-def]
+    pending = await add_document(stub, ALICE, "pending", [("zebra migration patterns", unit(7))], ready=False)
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="zebra migration"), metadata=ALICE.metadata())
+    assert pending not in {r.chunk.document_id for r in reply.results}
+    doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
+        title="open", filename="open.md", acl=common_pb2.Acl(departments=["eng", "hr"])), metadata=ALICE.metadata())
+    assert list(doc.acl.departments) == ["eng", "hr"] and doc.owner_user == "alice"
+    default = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="d", filename="d.md"),
+                                        metadata=BOB.metadata())
+    assert list(default.acl.departments) == ["hr"]
+    seen = await stub.GetDocument(retriever_pb2.GetDocumentRequest(document_id=doc.document_id), metadata=BOB.metadata())
+    assert seen.title == "open"
+    with pytest.raises(grpc.aio.AioRpcError) as err:  # bob may read it but not change it
+        await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+            document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY), metadata=BOB.metadata())
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_level_filter_and_get_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+    doc = await add_document(stub, ALICE, "levels", [("volcano eruption summary", unit(8))],
+                             level=common_pb2.CHUNK_LEVEL_DOCUMENT)
+    paragraphs = await stub.Search(retriever_pb2.SearchRequest(query="volcano eruption"), metadata=ALICE.metadata())
+    assert doc not in {r.chunk.document_id for r in paragraphs.results}
+    summaries = await stub.Search(retriever_pb2.SearchRequest(query="volcano eruption",
+                                                              levels=[common_pb2.CHUNK_LEVEL_DOCUMENT]),
+                                  metadata=ALICE.metadata())
+    assert summaries.results[0].chunk.document_id == doc
+    got = await stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[f"{doc}:0"]), metadata=ALICE.metadata())
+    assert [c.text for c in got.chunks] == ["volcano eruption summary"]
+    hidden = await stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[f"{doc}:0"]), metadata=BOB.metadata())
+    assert list(hidden.chunks) == []
+
+
+async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+    doc = await add_document(stub, ALICE, "temp", [("ephemeral tardigrade notes", unit(9))])
+    await stub.DeleteDocument(retriever_pb2.DeleteDocumentRequest(document_id=doc), metadata=ALICE.metadata())
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="tardigrade"), metadata=ALICE.metadata())
+    assert reply.results == []
+    listed = await stub.ListDocuments(retriever_pb2.ListDocumentsRequest(), metadata=ALICE.metadata())
+    assert doc not in {d.document_id for d in listed.documents}
+
+
+@pytest.mark.parametrize("request_kwargs, message", [
+    (dict(query=""), "query text or query_vector"),
+    (dict(query="x", top_k=5000), "top_k"),
+    (dict(query="x", has_alpha=True, alpha=2.0), "alpha"),
+    (dict(query="x", document_ids=["not-a-uuid"]), "UUID"),
+    (dict(query="x", levels=[7]), "levels"),
+])
+async def test_bad_search_requests_are_invalid_argument(stub, request_kwargs, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.Search(retriever_pb2.SearchRequest(**request_kwargs), metadata=ALICE.metadata())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()
+
+
+async def test_calls_without_user_are_unauthenticated(stub) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.ListDocuments(retriever_pb2.ListDocumentsRequest())
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_wrong_dimension_is_invalid_argument(stub) -> None:  # type: ignore[no-untyped-def]
+    doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="d", filename="d.md"), metadata=ALICE.metadata())
+    bad = common_pb2.Chunk(chunk_id=f"{doc.document_id}:0", text="x", embedding=[0.1, 0.2])
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=[bad]),
+                               metadata=ALICE.metadata())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
