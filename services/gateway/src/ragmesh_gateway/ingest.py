@@ -1,0 +1,169 @@
+"""Document ingestion: parse → chunk → embed → index → graph, run by a Celery worker.
+
+The gateway stores the upload, creates the catalogue row (status `queued`) and enqueues a task;
+the worker moves the document through `parsing`, `embedding`, `indexing` to `ready` (or `failed`,
+with the reason) and publishes every step on Redis (`ragmesh:ingest:<id>`), which the gateway
+streams to the uploader as Server-Sent Events. Tasks are acknowledged late, so a worker that dies
+mid-document leaves the task in the queue rather than losing it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from celery import Celery
+from grpc import aio
+from opentelemetry import trace
+from redis.asyncio import Redis
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh.embedder.v1 import embedder_pb2
+from ragmesh.graph.v1 import graph_pb2
+from ragmesh.parser.v1 import parser_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common import attributes as attr
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.config import Deadlines
+from ragmesh_gateway.mesh import Mesh
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+TASK_NAME = "ragmesh.ingest_document"
+QUEUE = "ingest"
+EMBED_BATCH = 64
+TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+
+def channel_name(document_id: str) -> str:
+    return f"ragmesh:ingest:{document_id}"
+
+
+def create_celery(redis_url: str) -> Celery:
+    app = Celery("ragmesh", broker=redis_url)
+    app.conf.update(
+        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+        task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
+        broker_connection_retry_on_startup=True, broker_transport_options={"visibility_timeout": 3600},
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+class TransientIngestError(RuntimeError):
+    """A hop was unavailable; the task is retried with backoff."""
+
+
+class Ingestor:
+    """The async ingestion pipeline for one document."""
+
+    def __init__(self, mesh: Mesh, redis: Redis, deadlines: Deadlines, *, graph_enabled: bool = True) -> None:
+        self.mesh = mesh
+        self.redis = redis
+        self.deadlines = deadlines
+        self.graph_enabled = graph_enabled
+
+    async def publish(self, document_id: str, status: str, **extra: Any) -> None:
+        payload = json.dumps({"document_id": document_id, "status": status, "time": time.time(), **extra})
+        key = channel_name(document_id)
+        try:
+            await self.redis.set(f"{key}:last", payload, ex=3600)
+            await self.redis.publish(key, payload)
+        except Exception:  # noqa: BLE001 - progress events must not fail the ingestion
+            logger.warning("could not publish ingestion event for %s", document_id, exc_info=True)
+
+    async def _status(self, user: UserContext, document_id: str, status: int, **fields: Any) -> None:
+        await self.mesh.retriever.UpdateDocumentStatus(
+            retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, **fields),
+            metadata=user.metadata(), timeout=self.deadlines.index)
+
+    async def run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str,
+                  final_attempt: bool = True) -> None:
+        with tracer.start_as_current_span("ingest") as span:
+            span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
+            try:
+                await self._run(document_id, user, path, filename, mime_type)
+            except aio.AioRpcError as exc:
+                step = getattr(exc, "_ragmesh_step", "ingest")
+                if exc.code() in TRANSIENT and not final_attempt:
+                    await self.publish(document_id, "retrying", step=step, message=exc.details())
+                    raise TransientIngestError(f"{step}: {exc.code().name}") from exc
+                message = f"{step} failed: {exc.details() or exc.code().name}"
+                await self._fail(document_id, user, message)
+            except (OSError, ValueError) as exc:
+                await self._fail(document_id, user, f"ingest failed: {exc}")
+
+    async def _fail(self, document_id: str, user: UserContext, message: str) -> None:
+        logger.warning("document %s failed: %s", document_id, message)
+        trace.get_current_span().set_status(trace.Status(trace.StatusCode.ERROR, message))
+        try:
+            await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_FAILED, error=message[:2000])
+        finally:
+            await self.publish(document_id, "failed", error=message)
+
+    async def _step(self, step: str, call: Any) -> Any:
+        try:
+            return await call
+        except aio.AioRpcError as exc:
+            exc._ragmesh_step = step  # type: ignore[attr-defined]
+            raise
+
+    async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
+        md = user.metadata()
+        content = path.read_bytes()
+        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING)
+        await self.publish(document_id, "parsing", progress=0.1)
+        parsed = await self._step("parse", self.mesh.parser.Parse(
+            parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
+            metadata=md, timeout=self.deadlines.parse))
+        chunks = list(parsed.chunks)
+        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, page_count=parsed.page_count)
+        await self.publish(document_id, "embedding", progress=0.3, chunks=len(chunks), pages=parsed.page_count,
+                           format=parsed.format)
+        for start in range(0, len(chunks), EMBED_BATCH):
+            batch = chunks[start:start + EMBED_BATCH]
+            reply = await self._step("embed", self.mesh.embedder.Embed(
+                embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in batch]), metadata=md,
+                timeout=self.deadlines.embed * 6))
+            for chunk, vector in zip(batch, reply.vectors):
+                chunk.embedding[:] = vector.values
+            done = min(start + EMBED_BATCH, len(chunks))
+            await self.publish(document_id, "embedding", progress=round(0.3 + 0.5 * done / max(len(chunks), 1), 3),
+                               embedded=done, chunks=len(chunks))
+        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING)
+        await self.publish(document_id, "indexing", progress=0.85)
+        await self._step("index", self.mesh.retriever.IndexChunks(
+            retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=md,
+            timeout=self.deadlines.index))
+        graph_note = ""
+        if self.graph_enabled:
+            try:
+                reply = await self.mesh.graph.IngestChunks(graph_pb2.IngestChunksRequest(
+                    document_id=document_id,
+                    chunks=[graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
+                            for c in chunks if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH]),
+                    metadata=md, timeout=self.deadlines.index)
+                graph_note = f"{reply.entities} entities, {reply.relations} relations"
+            except aio.AioRpcError as exc:
+                # the graph is optional context: the document is searchable without it
+                graph_note = f"graph skipped: {exc.code().name}"
+                logger.warning("document %s: %s", document_id, graph_note)
+                span = trace.get_current_span()
+                span.set_attribute(attr.RAG_DEGRADED, True)
+                span.add_event("degraded", {attr.RAG_STAGE: "graph", attr.RAG_DEGRADED_REASON: graph_note})
+        summary = next((c.text for c in chunks if c.level == common_pb2.CHUNK_LEVEL_DOCUMENT), "")
+        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_READY, title=parsed.title,
+                           summary=summary[:2000], page_count=parsed.page_count)
+        await self.publish(document_id, "ready", progress=1.0, chunks=len(chunks), graph=graph_note)
+        logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
+
+
+def _embed_text(chunk: common_pb2.Chunk) -> str:
+    """What the embedder sees: the section path gives a paragraph its context."""
+    if chunk.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and chunk.section_path:
+        return " › ".join(chunk.section_path) + "\n" + chunk.text
+    return chunk.text

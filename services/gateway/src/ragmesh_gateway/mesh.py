@@ -1,0 +1,75 @@
+"""gRPC clients for every hop of the mesh, one channel per service, and how a failed hop is reported."""
+from __future__ import annotations
+
+import grpc
+from grpc import aio
+
+from ragmesh.answerer.v1 import answerer_pb2_grpc
+from ragmesh.embedder.v1 import embedder_pb2_grpc
+from ragmesh.graph.v1 import graph_pb2_grpc
+from ragmesh.parser.v1 import parser_pb2_grpc
+from ragmesh.reranker.v1 import reranker_pb2_grpc
+from ragmesh.retriever.v1 import retriever_pb2_grpc
+from ragmesh_common.server import insecure_channel, wait_serving
+
+# gRPC status -> HTTP status for errors the user should see as their own fault
+CLIENT_ERRORS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+}
+
+
+class StepFailed(Exception):
+    """A hop failed. `http_status` is 4xx for the caller's mistakes and 503 for an unavailable required hop."""
+
+    def __init__(self, step: str, message: str, http_status: int = 503) -> None:
+        super().__init__(f"{step}: {message}")
+        self.step = step
+        self.message = message
+        self.http_status = http_status
+
+    @classmethod
+    def from_rpc(cls, step: str, exc: aio.AioRpcError) -> StepFailed:
+        code = exc.code()
+        status = CLIENT_ERRORS.get(code, 503)
+        detail = exc.details() or code.name
+        if status == 503:
+            detail = f"the {step} step is unavailable ({code.name}: {detail})"
+        return cls(step, detail, status)
+
+
+class Mesh:
+    """Channels and stubs for the six services the gateway calls."""
+
+    def __init__(self, *, parser: str, embedder: str, retriever: str, reranker: str, graph: str, answerer: str) -> None:
+        self.addresses = {"parser": parser, "embedder": embedder, "retriever": retriever, "reranker": reranker,
+                          "graph": graph, "answerer": answerer}
+        self._channels: dict[str, aio.Channel] = {name: insecure_channel(addr) for name, addr in self.addresses.items()}
+        self.parser = parser_pb2_grpc.ParserServiceStub(self._channels["parser"])
+        self.embedder = embedder_pb2_grpc.EmbedderServiceStub(self._channels["embedder"])
+        self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channels["retriever"])
+        self.reranker = reranker_pb2_grpc.RerankerServiceStub(self._channels["reranker"])
+        self.graph = graph_pb2_grpc.GraphServiceStub(self._channels["graph"])
+        self.answerer = answerer_pb2_grpc.AnswererServiceStub(self._channels["answerer"])
+
+    async def health(self, timeout: float = 2.0) -> dict[str, str]:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        result: dict[str, str] = {}
+        for name, channel in self._channels.items():
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+                result[name] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except aio.AioRpcError as exc:
+                result[name] = f"UNREACHABLE ({exc.code().name})"
+        return result
+
+    async def wait_ready(self, timeout: float) -> None:
+        for addr in self.addresses.values():
+            await wait_serving(addr, timeout)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()

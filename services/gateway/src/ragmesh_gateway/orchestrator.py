@@ -1,0 +1,277 @@
+"""One chat request through the mesh: guardrails → embed → retrieve → rerank → graph → answer → checks.
+
+Required hops (guardrail, retrieve, answer) fail the request with the step named; optional hops
+(embed → lexical-only search, rerank → retrieval order, graph → no graph context) degrade, and every
+degradation is logged, recorded on the span and reported in the final event.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from grpc import aio
+from opentelemetry import trace
+
+from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh.common.v1 import common_pb2
+from ragmesh.embedder.v1 import embedder_pb2
+from ragmesh.graph.v1 import graph_pb2
+from ragmesh.reranker.v1 import reranker_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common import attributes as attr
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.config import Deadlines
+from ragmesh_gateway.mesh import Mesh, StepFailed
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+NO_PERMISSION = ("You do not have access to any documents yet, so I cannot answer from company knowledge. "
+                 "Upload a document or ask an administrator for access.")
+NO_SOURCES = ("I could not find anything relevant to your question in the documents you can access, "
+              "so I will not guess. Try rephrasing or naming the document.")
+SNIPPET_CHARS = 320
+LEVELS = {"document": common_pb2.CHUNK_LEVEL_DOCUMENT, "section": common_pb2.CHUNK_LEVEL_SECTION,
+          "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH}
+
+T = TypeVar("T")
+
+
+@dataclass
+class ChatOptions:
+    question: str
+    history: list[tuple[str, str]] = field(default_factory=list)
+    top_k: int = 5
+    candidates: int = 30
+    alpha: float | None = None
+    levels: list[str] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)
+    rerank: bool = True
+    graph: bool = True
+    max_tokens: int = 0
+
+
+@dataclass
+class Prepared:
+    """The part of a chat that runs before the response starts (so errors become HTTP statuses)."""
+    options: ChatOptions
+    user: UserContext
+    stages: list[dict[str, Any]]
+    results: list[common_pb2.ScoredChunk]
+    accessible_ids: list[str]
+    accessible: int
+    degraded: list[dict[str, str]]
+    outcome: str  # "answer" | "no_permission" | "no_sources"
+
+
+def event(name: str, **data: Any) -> dict[str, Any]:
+    return {"event": name, "data": data}
+
+
+def source_payload(index: int, item: common_pb2.ScoredChunk) -> dict[str, Any]:
+    chunk = item.chunk
+    text = chunk.text.strip()
+    return {
+        "index": index + 1, "document_id": chunk.document_id, "chunk_id": chunk.chunk_id, "title": chunk.title,
+        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk.kind,
+        "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …",
+        "scores": {"score": round(item.score, 6), "hybrid": round(item.hybrid_score, 6),
+                   "lexical": round(item.lexical_score, 6), "vector": round(item.vector_score, 6),
+                   "rerank": round(item.rerank_score, 6) if item.reranked else None},
+    }
+
+
+class Orchestrator:
+    def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True) -> None:
+        self.mesh = mesh
+        self.deadlines = deadlines
+        self.min_relevance = min_relevance
+        self.graph_enabled = graph_enabled
+
+    async def _call(self, step: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except aio.AioRpcError as exc:
+            raise StepFailed.from_rpc(step, exc) from exc
+
+    @staticmethod
+    def _degrade(degraded: list[dict[str, str]], step: str, reason: str) -> None:
+        logger.warning("degraded: %s skipped (%s)", step, reason)
+        span = trace.get_current_span()
+        span.set_attribute(attr.RAG_DEGRADED, True)
+        span.add_event("degraded", {attr.RAG_STAGE: step, attr.RAG_DEGRADED_REASON: reason})
+        degraded.append({"step": step, "reason": reason})
+
+    async def prepare(self, user: UserContext, options: ChatOptions) -> Prepared:
+        """Guardrail, embed and retrieve. Raises StepFailed (4xx/503) before any byte is streamed."""
+        md = user.metadata()
+        stages: list[dict[str, Any]] = []
+        degraded: list[dict[str, str]] = []
+        for name in options.levels:
+            if name not in LEVELS:
+                raise StepFailed("retrieve", f"unknown level {name!r}; use document, section or paragraph", 400)
+
+        started = time.perf_counter()
+        with tracer.start_as_current_span("guardrail") as span:
+            check = await self._call("guardrail", self.mesh.answerer.CheckInput(
+                answerer_pb2.CheckInputRequest(question=options.question), metadata=md,
+                timeout=self.deadlines.guardrail))
+            span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
+            span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
+        if not check.allowed:
+            raise StepFailed("guardrail", f"question rejected: {check.reason}", 400)
+        stages.append({"stage": "guardrail", "ms": _ms(started)})
+
+        started = time.perf_counter()
+        vector: list[float] = []
+        with tracer.start_as_current_span("embed query"):
+            try:
+                reply = await self.mesh.embedder.Embed(embedder_pb2.EmbedRequest(texts=[options.question], is_query=True),
+                                                       metadata=md, timeout=self.deadlines.embed)
+                vector = list(reply.vectors[0].values)
+            except aio.AioRpcError as exc:
+                self._degrade(degraded, "embed", f"embedder {exc.code().name}; lexical search only")
+        stages.append({"stage": "embed", "ms": _ms(started), "degraded": not vector})
+
+        started = time.perf_counter()
+        request = retriever_pb2.SearchRequest(
+            query=options.question, query_vector=vector, top_k=options.candidates,
+            levels=[LEVELS[name] for name in options.levels], document_ids=options.document_ids)
+        if options.alpha is not None:
+            request.has_alpha, request.alpha = True, options.alpha
+        with tracer.start_as_current_span("retrieve"):
+            found = await self._call("retrieve", self.mesh.retriever.Search(request, metadata=md,
+                                                                            timeout=self.deadlines.retrieve))
+        relevant = [r for r in found.results if self._relevant(r, bool(vector))]
+        stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(found.results),
+                       "relevant": len(relevant), "accessible_documents": found.accessible_documents})
+        outcome = "answer"
+        if found.accessible_documents == 0:
+            outcome = "no_permission"
+        elif not relevant:
+            outcome = "no_sources"
+        return Prepared(options=options, user=user, stages=stages, results=relevant,
+                        accessible_ids=list(found.accessible_document_ids), accessible=found.accessible_documents,
+                        degraded=degraded, outcome=outcome)
+
+    def _relevant(self, item: common_pb2.ScoredChunk, have_vector: bool) -> bool:
+        if have_vector:
+            return item.vector_score >= self.min_relevance
+        return item.lexical_score > 0
+
+    async def _rerank(self, prepared: Prepared, items: list[common_pb2.ScoredChunk]) -> list[common_pb2.ScoredChunk]:
+        with tracer.start_as_current_span("rerank") as span:
+            span.set_attribute(attr.RAG_RERANK_CANDIDATES, len(items))
+            try:
+                reply = await self.mesh.reranker.Rerank(
+                    reranker_pb2.RerankRequest(query=prepared.options.question, passages=[i.chunk.text for i in items],
+                                               normalize=True),
+                    metadata=prepared.user.metadata(), timeout=self.deadlines.rerank)
+            except aio.AioRpcError as exc:
+                reason = (exc.details() if exc.code() == grpc.StatusCode.FAILED_PRECONDITION
+                          else f"reranker {exc.code().name}")
+                span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
+                self._degrade(prepared.degraded, "rerank", f"{reason}; kept retrieval order")
+                return items
+        reranked = []
+        for item, score in zip(items, reply.scores):
+            copy = common_pb2.ScoredChunk()
+            copy.CopyFrom(item)
+            copy.rerank_score, copy.reranked, copy.score = score, True, score
+            reranked.append(copy)
+        reranked.sort(key=lambda i: -i.rerank_score)
+        return reranked
+
+    async def _graph(self, prepared: Prepared) -> list[str]:
+        with tracer.start_as_current_span("graph context") as span:
+            try:
+                reply = await self.mesh.graph.GetContext(
+                    graph_pb2.GetContextRequest(query=prepared.options.question, document_ids=prepared.accessible_ids,
+                                                max_depth=2, limit=12),
+                    metadata=prepared.user.metadata(), timeout=self.deadlines.graph)
+            except aio.AioRpcError as exc:
+                self._degrade(prepared.degraded, "graph", f"graph {exc.code().name}; answered without graph context")
+                return []
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(reply.relations))
+        return [f"{r.source} — {r.type.lower().replace('_', ' ')} — {r.target}" for r in reply.relations]
+
+    async def run(self, prepared: Prepared) -> AsyncIterator[dict[str, Any]]:
+        """Streams progress, tokens and the final event (with sources) for a prepared chat."""
+        for stage in prepared.stages:
+            yield event("progress", status="done", **stage)
+        trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
+        if prepared.outcome != "answer":
+            message = NO_PERMISSION if prepared.outcome == "no_permission" else NO_SOURCES
+            trace.get_current_span().set_attribute(attr.RAG_OUTCOME, prepared.outcome)
+            yield event("token", text=message)
+            yield event("final", outcome=prepared.outcome, answer=message, sources=[], citations=[],
+                        grounding_score=None, grounded=None, warnings=[], degraded=prepared.degraded,
+                        accessible_documents=prepared.accessible, trace_id=trace_id)
+            return
+        options = prepared.options
+        items = prepared.results
+        if options.rerank and len(items) > 1:
+            started = time.perf_counter()
+            yield event("progress", stage="rerank", status="started")
+            items = await self._rerank(prepared, items)
+            yield event("progress", stage="rerank", status="done", ms=_ms(started),
+                        degraded=any(d["step"] == "rerank" for d in prepared.degraded))
+        items = items[: options.top_k]
+        facts: list[str] = []
+        if options.graph and self.graph_enabled:
+            started = time.perf_counter()
+            facts = await self._graph(prepared)
+            yield event("progress", stage="graph", status="done", ms=_ms(started), facts=len(facts),
+                        degraded=any(d["step"] == "graph" for d in prepared.degraded))
+        started = time.perf_counter()
+        yield event("progress", stage="answer", status="started")
+        request = answerer_pb2.AnswerRequest(
+            question=options.question, sources=items, graph_facts=facts, max_tokens=options.max_tokens,
+            history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history])
+        final: answerer_pb2.AnswerFinal | None = None
+        first_token_ms: float | None = None
+        with tracer.start_as_current_span("answer") as span:
+            try:
+                async for reply in self.mesh.answerer.Answer(request, metadata=prepared.user.metadata(),
+                                                             timeout=self.deadlines.answer):
+                    if reply.HasField("final"):
+                        final = reply.final
+                    elif reply.token:
+                        if first_token_ms is None:
+                            first_token_ms = _ms(started)
+                        yield event("token", text=reply.token)
+            except aio.AioRpcError as exc:
+                failed = StepFailed.from_rpc("answer", exc)
+                logger.error("answer step failed: %s", failed)
+                yield event("error", step="answer", message=failed.message, status=failed.http_status,
+                            trace_id=trace_id)
+                return
+            if final is not None:
+                span.set_attribute(attr.RAG_GROUNDING_SCORE, final.grounding_score)
+                span.set_attribute(attr.RAG_CITATIONS, len(final.citations))
+            span.set_attribute(attr.RAG_SOURCES, len(items))
+            trace.get_current_span().set_attribute(attr.RAG_OUTCOME, "answer")
+        yield event("progress", stage="answer", status="done", ms=_ms(started), first_token_ms=first_token_ms)
+        if final is None:
+            yield event("error", step="answer", message="the answerer ended without a final message", status=503,
+                        trace_id=trace_id)
+            return
+        sources = [source_payload(i, item) for i, item in enumerate(items)]
+        support = {c.source_index: c.support for c in final.citations}
+        for i, source in enumerate(sources):
+            source["cited"] = i in support
+            source["support"] = round(support.get(i, 0.0), 4)
+        yield event("final", outcome="answer", answer=final.answer, sources=sources,
+                    citations=[{"source": c.source_index + 1, "chunk_id": c.chunk_id, "support": round(c.support, 4)}
+                               for c in final.citations],
+                    grounding_score=round(final.grounding_score, 4), grounded=final.grounded,
+                    warnings=list(final.warnings), degraded=prepared.degraded, model=final.model,
+                    accessible_documents=prepared.accessible, trace_id=trace_id)
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

@@ -1,0 +1,55 @@
+"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=solo -Q ingest`.
+
+Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
+the environment.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from ragmesh_common.context import UserContext
+from ragmesh_common.logs import setup_logging
+from ragmesh_common.telemetry import setup_telemetry
+from ragmesh_gateway.config import Settings
+from ragmesh_gateway.ingest import TASK_NAME, Ingestor, TransientIngestError, create_celery
+from ragmesh_gateway.mesh import Mesh
+
+setup_logging("ingest-worker")
+settings = Settings.from_env()
+setup_telemetry("ingest-worker", instrument_redis=True)
+from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402
+
+CeleryInstrumentor().instrument()
+app = create_celery(settings.redis_url)
+logger = logging.getLogger(__name__)
+MAX_RETRIES = 3
+
+
+async def _ingest(document_id: str, user: dict[str, object], path: str, filename: str, mime_type: str,
+                  final_attempt: bool) -> None:
+    mesh = Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
+                reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
+    redis = Redis.from_url(settings.redis_url, socket_timeout=5)
+    try:
+        context = UserContext(user_id=str(user["user_id"]), department=str(user.get("department", "")),
+                              roles=tuple(user.get("roles", [])))  # type: ignore[arg-type]
+        await Ingestor(mesh, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
+            document_id, context, Path(path), filename, mime_type, final_attempt=final_attempt)
+    finally:
+        await redis.aclose()
+        await mesh.close()
+
+
+@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
+def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
+    final_attempt = self.request.retries >= MAX_RETRIES
+    try:
+        asyncio.run(_ingest(document_id, json.loads(user_json), path, filename, mime_type, final_attempt))
+    except TransientIngestError as exc:
+        logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
+        raise self.retry(exc=exc, countdown=2 ** self.request.retries)

@@ -1,0 +1,159 @@
+"""Orchestration rules: required hops fail with the step named, optional hops degrade and say so."""
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+from grpc import aio
+
+from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh.common.v1 import common_pb2
+from ragmesh.embedder.v1 import embedder_pb2
+from ragmesh.graph.v1 import graph_pb2
+from ragmesh.reranker.v1 import reranker_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.config import Deadlines
+from ragmesh_gateway.mesh import StepFailed
+from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator
+
+USER = UserContext("alice", "eng", ("employee",))
+
+
+def rpc_error(code: grpc.StatusCode, details: str = "boom") -> aio.AioRpcError:
+    return aio.AioRpcError(code, aio.Metadata(), aio.Metadata(), details=details)
+
+
+def hit(chunk_id: str, vector: float, lexical: float = 1.0, text: str = "text") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title="T"),
+                                  score=vector, hybrid_score=vector, vector_score=vector, lexical_score=lexical)
+
+
+class Stub:
+    """Answers every method with a fixed reply or raises a fixed error; records requests."""
+
+    def __init__(self, **replies: Any) -> None:
+        self.replies = replies
+        self.requests: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        reply = self.replies[name]
+
+        def call(request: Any, **kwargs: Any) -> Any:
+            self.requests[name] = request
+            if name == "Answer":
+                return self._stream(reply)
+            return self._unary(reply)
+
+        return call
+
+    @staticmethod
+    async def _unary(reply: Any) -> Any:
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    @staticmethod
+    async def _stream(reply: Any) -> Any:
+        if isinstance(reply, Exception):
+            raise reply
+        for item in reply:
+            yield item
+
+
+class FakeMesh:
+    def __init__(self, **stubs: Stub) -> None:
+        ok_answer = [answerer_pb2.AnswerEvent(token="IBM was "), answerer_pb2.AnswerEvent(token="founded in 1911."),
+                     answerer_pb2.AnswerEvent(final=answerer_pb2.AnswerFinal(
+                         answer="IBM was founded in 1911.", grounding_score=1.0, grounded=True, model="m",
+                         citations=[answerer_pb2.Citation(source_index=1, chunk_id="c2", support=0.9)]))]
+        self.answerer = stubs.get("answerer") or Stub(
+            CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=ok_answer)
+        self.embedder = stubs.get("embedder") or Stub(
+            Embed=embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=[0.1, 0.2])]))
+        self.retriever = stubs.get("retriever") or Stub(Search=retriever_pb2.SearchResponse(
+            results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1)], accessible_documents=2,
+            accessible_document_ids=["d1", "d2"]))
+        self.reranker = stubs.get("reranker") or Stub(Rerank=reranker_pb2.RerankResponse(scores=[0.2, 0.9]))
+        self.graph = stubs.get("graph") or Stub(GetContext=graph_pb2.GetContextResponse(
+            relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]))
+
+
+async def run(mesh: FakeMesh, question: str = "When was IBM founded?") -> tuple[Any, list[dict[str, Any]]]:
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
+    prepared = await orchestrator.prepare(USER, ChatOptions(question=question, top_k=5))
+    return prepared, [e async for e in orchestrator.run(prepared)]
+
+
+async def test_full_pipeline_reranks_filters_and_attributes_sources() -> None:
+    mesh = FakeMesh()
+    prepared, events = await run(mesh)
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c1", "c2"]  # c3 is below the relevance gate
+    final = events[-1]["data"]
+    assert final["outcome"] == "answer" and final["degraded"] == []
+    assert [s["chunk_id"] for s in final["sources"]] == ["c2", "c1"]  # reranker order
+    assert final["sources"][0]["scores"]["rerank"] == pytest.approx(0.9)
+    assert final["sources"][0]["scores"]["hybrid"] == pytest.approx(0.6)
+    assert [s["cited"] for s in final["sources"]] == [False, True]
+    assert "".join(e["data"]["text"] for e in events if e["event"] == "token") == "IBM was founded in 1911."
+    assert list(mesh.graph.requests["GetContext"].document_ids) == ["d1", "d2"]
+    assert list(mesh.answerer.requests["Answer"].graph_facts) == ["IBM — related — Armonk"]
+
+
+async def test_embedder_down_degrades_to_lexical_search() -> None:
+    mesh = FakeMesh(embedder=Stub(Embed=rpc_error(grpc.StatusCode.UNAVAILABLE)))
+    mesh.retriever = Stub(Search=retriever_pb2.SearchResponse(
+        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0)], accessible_documents=1))
+    prepared, events = await run(mesh)
+    assert list(mesh.retriever.requests["Search"].query_vector) == []
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c1"]
+    assert events[-1]["data"]["degraded"][0]["step"] == "embed"
+
+
+async def test_reranker_not_configured_keeps_retrieval_order() -> None:
+    mesh = FakeMesh(reranker=Stub(Rerank=rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "no reranker model configured")))
+    _, events = await run(mesh)
+    final = events[-1]["data"]
+    assert [s["chunk_id"] for s in final["sources"]] == ["c1", "c2"]
+    assert final["degraded"] == [{"step": "rerank", "reason": "no reranker model configured; kept retrieval order"}]
+    assert final["sources"][0]["scores"]["rerank"] is None
+
+
+async def test_graph_down_still_answers() -> None:
+    mesh = FakeMesh(graph=Stub(GetContext=rpc_error(grpc.StatusCode.UNAVAILABLE)))
+    _, events = await run(mesh)
+    assert events[-1]["data"]["outcome"] == "answer"
+    assert [d["step"] for d in events[-1]["data"]["degraded"]] == ["graph"]
+
+
+async def test_required_hops_fail_with_the_step_named() -> None:
+    mesh = FakeMesh(retriever=Stub(Search=rpc_error(grpc.StatusCode.UNAVAILABLE, "connection refused")))
+    with pytest.raises(StepFailed) as err:
+        await run(mesh)
+    assert (err.value.step, err.value.http_status) == ("retrieve", 503)
+    assert "retrieve step is unavailable" in err.value.message
+    blocked = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=False, reason="injection")))
+    with pytest.raises(StepFailed) as err:
+        await run(blocked)
+    assert (err.value.step, err.value.http_status) == ("guardrail", 400)
+
+
+async def test_answerer_failure_mid_stream_is_an_error_event() -> None:
+    mesh = FakeMesh()
+    mesh.answerer = Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True),
+                         Answer=rpc_error(grpc.StatusCode.UNAVAILABLE, "ollama down"))
+    _, events = await run(mesh)
+    assert events[-1]["event"] == "error" and events[-1]["data"]["step"] == "answer"
+
+
+async def test_no_permission_and_no_sources_outcomes() -> None:
+    none = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(accessible_documents=0)))
+    _, events = await run(none)
+    assert events[-1]["data"]["outcome"] == "no_permission" and events[-1]["data"]["answer"] == NO_PERMISSION
+    irrelevant = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(
+        results=[hit("c1", 0.05)], accessible_documents=3)))
+    _, events = await run(irrelevant)
+    assert events[-1]["data"]["outcome"] == "no_sources" and events[-1]["data"]["sources"] == []
+    assert events[-1]["data"]["answer"] == NO_SOURCES
+    assert "Answer" not in irrelevant.answerer.requests
