@@ -13,7 +13,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
 	@echo "make test        install (first time) and run the whole test suite"
-	@echo "make token USER=alice DEPARTMENT=eng ROLES=user   mint a local dev JWT"
+	@echo "make token user=alice department=eng roles=employee   mint a local dev JWT"
 	@echo "make proto       regenerate gRPC stubs from proto/"
 	@echo "make clean-data  remove the local data folder (.data)"
 
@@ -39,7 +39,7 @@ proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py
 
 token: $(STAMP)
-	@$(BIN)/python -m ragmesh_gateway.tokens --user "$(USER)" --department "$(DEPARTMENT)" --roles "$(ROLES)"
+	@$(BIN)/python -m ragmesh_gateway.tokens --user "$(user)" --department "$(department)" --roles "$(roles)"
 
 clean-data:
 	rm -rf .data

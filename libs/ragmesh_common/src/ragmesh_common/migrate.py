@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from importlib.resources import files
 
 import psycopg
@@ -47,11 +48,14 @@ def apply_schema(owner_dsn: str, app_role: str, app_password: str, dim: int) -> 
 def main() -> None:
     logging.basicConfig(level=logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--owner-dsn", required=True)
-    parser.add_argument("--app-role", default="ragmesh_app")
-    parser.add_argument("--app-password", required=True)
-    parser.add_argument("--dim", type=int, default=384)
+    # secrets may come from the environment so they never show in the process list
+    parser.add_argument("--owner-dsn", default=os.environ.get("RAGMESH_OWNER_DSN"))
+    parser.add_argument("--app-role", default=os.environ.get("RAGMESH_APP_ROLE", "ragmesh_app"))
+    parser.add_argument("--app-password", default=os.environ.get("RAGMESH_APP_PASSWORD"))
+    parser.add_argument("--dim", type=int, default=int(os.environ.get("RETRIEVER_EMBEDDING_DIM", "384")))
     args = parser.parse_args()
+    if not args.owner_dsn or not args.app_password:
+        parser.error("--owner-dsn/RAGMESH_OWNER_DSN and --app-password/RAGMESH_APP_PASSWORD are required")
     apply_schema(args.owner_dsn, args.app_role, args.app_password, args.dim)
 
 

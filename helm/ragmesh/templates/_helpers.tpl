@@ -1,0 +1,180 @@
+{{/*
+Helpers shared by every object. Most take the component context built in component.yaml:
+  dict "root" $ "name" <component name> "c" <component values merged over .Values.default>
+*/}}
+
+{{- define "ragmesh.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* <release>-<component>: the Deployment, Service and ServiceAccount name, and the DNS name in *_ADDR. */}}
+{{- define "ragmesh.componentName" -}}
+{{- printf "%s-%s" .root.Release.Name .name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ragmesh.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{- define "ragmesh.labels" -}}
+helm.sh/chart: {{ include "ragmesh.chart" .root }}
+{{ include "ragmesh.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: ragmesh
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{/* Environment prefix of a component: the worker runs the gateway package, so it reads GATEWAY_*. */}}
+{{- define "ragmesh.envPrefix" -}}
+{{- if eq .name "worker" -}}GATEWAY{{- else -}}{{ upper .name }}{{- end -}}
+{{- end -}}
+
+{{/* The OpenTelemetry service name: the one each process passes to setup_telemetry. */}}
+{{- define "ragmesh.serviceName" -}}
+{{- if eq .name "worker" -}}ingest-worker{{- else -}}{{ .name }}{{- end -}}
+{{- end -}}
+
+{{/* "true" when this component is scheduled on GPUs, "" otherwise. */}}
+{{- define "ragmesh.gpuOn" -}}
+{{- if and .root.Values.gpu.enabled (gt (int .c.gpu) 0) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "ragmesh.image" -}}
+{{- $g := .root.Values.global.image -}}
+{{- $tag := .c.image.tag | default $g.tag | default .root.Chart.AppVersion -}}
+{{- if and (include "ragmesh.gpuOn" .) (not .c.image.tag) -}}
+{{- $tag = printf "%s%s" $tag .root.Values.gpu.imageTagSuffix -}}
+{{- end -}}
+{{- if $g.registry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $g.registry) .c.image.repository $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .c.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ragmesh.serviceAccountName" -}}
+{{- if .c.serviceAccount.create -}}
+{{- .c.serviceAccount.name | default (include "ragmesh.componentName" .) -}}
+{{- else -}}
+{{- .c.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ragmesh.secretEnv" -}}
+- name: {{ .env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .name }}
+      key: {{ .key }}
+{{- end -}}
+
+{{/*
+Environment the chart wires automatically (YAML list). Entries a component sets itself in `env`
+win: ragmesh.env drops wired entries of the same name.
+*/}}
+{{- define "ragmesh.wiredEnv" -}}
+{{- $v := .root.Values -}}
+{{- $prefix := include "ragmesh.envPrefix" . -}}
+{{- if .c.port }}
+- name: {{ $prefix }}_HOST
+  value: "0.0.0.0"
+- name: {{ $prefix }}_PORT
+  value: {{ .c.port | quote }}
+{{- end }}
+- name: OTEL_SERVICE_NAME
+  value: {{ include "ragmesh.serviceName" . | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "service.namespace=%s,service.version=%s" .root.Release.Name .root.Chart.AppVersion | quote }}
+{{- with $v.global.otelCollectorEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- if $v.observability.tracesToPostgres }}
+{{ include "ragmesh.secretEnv" (dict "env" "RAG_TRACES_DSN" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+{{- end }}
+- name: LOG_LEVEL
+  value: {{ $v.global.logLevel | quote }}
+- name: HF_HUB_OFFLINE
+  value: "1"
+- name: TRANSFORMERS_OFFLINE
+  value: "1"
+{{- if include "ragmesh.gpuOn" . }}
+- name: {{ $prefix }}_DEVICE
+  value: cuda
+{{- end }}
+{{- if has .name (list "gateway" "worker") }}
+{{- range $svc := list "parser" "embedder" "retriever" "reranker" "graph" "answerer" }}
+{{- $dep := get $v.components $svc }}
+{{- if and $dep (ne (toString (get $dep "enabled")) "false") }}
+- name: {{ upper $svc }}_ADDR
+  value: {{ printf "%s-%s:%v" $.root.Release.Name $svc (get $dep "port") | quote }}
+{{- end }}
+{{- end }}
+- name: REDIS_URL
+  value: {{ $v.stores.redis.url | quote }}
+- name: GATEWAY_UPLOAD_DIR
+  value: {{ $v.uploads.mountPath | quote }}
+- name: GATEWAY_GRAPH_ENABLED
+  value: {{ ne (toString $v.components.graph.enabled) "false" | quote }}
+{{- if not (or $v.auth.jwtSecret.name (and $v.auth.jwtIssuer $v.auth.jwksUrl)) }}
+{{- fail "auth: set auth.jwtIssuer and auth.jwksUrl (production) or auth.jwtSecret.name (development)" }}
+{{- end }}
+{{- with $v.auth.jwtIssuer }}
+- name: GATEWAY_JWT_ISSUER
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.auth.jwksUrl }}
+- name: GATEWAY_JWKS_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.auth.jwtAudience }}
+- name: GATEWAY_JWT_AUDIENCE
+  value: {{ . | quote }}
+{{- end }}
+{{- if and (eq .name "gateway") $v.observability.tracesToPostgres }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_TRACES_DSN" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+{{- end }}
+{{- if $v.auth.jwtSecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_JWT_SECRET" "name" $v.auth.jwtSecret.name "key" $v.auth.jwtSecret.key) }}
+{{- end }}
+{{- end }}
+{{- if eq .name "retriever" }}
+{{ include "ragmesh.secretEnv" (dict "env" "RETRIEVER_DATABASE_URL" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+- name: RETRIEVER_BACKEND
+  value: {{ $v.retriever.backend | quote }}
+{{- if eq $v.retriever.backend "weaviate" }}
+- name: WEAVIATE_URL
+  value: {{ required "stores.weaviate.url is required when retriever.backend=weaviate" $v.stores.weaviate.url | quote }}
+- name: WEAVIATE_GRPC_PORT
+  value: {{ $v.stores.weaviate.grpcPort | quote }}
+{{- if $v.stores.weaviate.apiKeySecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "WEAVIATE_API_KEY" "name" $v.stores.weaviate.apiKeySecret.name "key" $v.stores.weaviate.apiKeySecret.key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (eq .name "graph") $v.stores.neo4j.uri }}
+- name: GRAPH_NEO4J_URI
+  value: {{ $v.stores.neo4j.uri | quote }}
+{{ include "ragmesh.secretEnv" (dict "env" "GRAPH_NEO4J_USER" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.usernameKey) }}
+{{ include "ragmesh.secretEnv" (dict "env" "GRAPH_NEO4J_PASSWORD" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.passwordKey) }}
+{{- end }}
+{{- if eq .name "answerer" }}
+- name: OLLAMA_HOST
+  value: {{ required "stores.ollama.host is required (the answerer's OLLAMA_HOST)" $v.stores.ollama.host | quote }}
+- name: ANSWERER_MODEL
+  value: {{ $v.stores.ollama.model | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Wired env minus names the component overrides, then the component's own env. */}}
+{{- define "ragmesh.env" -}}
+{{- $own := list -}}
+{{- range .c.env }}{{ $own = append $own .name }}{{ end -}}
+{{- $out := list -}}
+{{- range (include "ragmesh.wiredEnv" . | fromYamlArray) }}
+{{- if not (has .name $own) }}{{ $out = append $out . }}{{ end }}
+{{- end -}}
+{{- toYaml (concat $out .c.env) -}}
+{{- end -}}

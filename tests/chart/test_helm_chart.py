@@ -1,0 +1,259 @@
+"""The Helm chart: lint, golden renders, Kubernetes schema validation and the behaviour operators rely on.
+
+Renders offline with real Helm v4 (helm-python-sdk); no helm binary, no cluster.
+Regenerate the golden renders after a deliberate chart change: python tools/render_chart.py --update
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "ragmesh"
+K8S_VERSION = "1.33"
+GPU_COMPONENTS = {"embedder", "reranker"}
+GRPC_PORTS = {"parser": 50051, "embedder": 50052, "retriever": 50053, "reranker": 50054, "graph": 50055,
+              "answerer": 50056}
+
+_spec = importlib.util.spec_from_file_location("render_chart", ROOT / "tools" / "render_chart.py")
+assert _spec is not None and _spec.loader is not None
+render_chart = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(render_chart)
+
+SCENARIOS = {p.name: p for p in render_chart.scenarios()}
+
+
+DEV_AUTH = {"auth": {"jwtSecret": {"name": "ragmesh-dev", "key": "jwt-secret"}}}
+
+
+def _docs(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return render_chart.documents(render_chart.render({**DEV_AUTH, **(values or {})}))
+
+
+def _scenario_docs(name: str) -> list[dict[str, Any]]:
+    return _docs(render_chart.load_values(SCENARIOS[name] / "values.yaml"))
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in docs if d["kind"] == kind}
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_scenarios_exist() -> None:
+    assert {"default", "gpu", "weaviate"} <= set(SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_lint_is_clean(scenario: str) -> None:
+    values = render_chart.load_values(SCENARIOS[scenario] / "values.yaml")
+    report = helm.lint(CHART, values, strict=True, kube_version=f"v{K8S_VERSION}.0")
+    assert report["errors"] == []
+    # severity 2 = warning, 3 = error (1 = info, e.g. "icon is recommended")
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_golden_render_is_current(scenario: str) -> None:
+    path = SCENARIOS[scenario]
+    fresh = render_chart.render(render_chart.load_values(path / "values.yaml"))
+    assert (path / "rendered.yaml").read_text() == fresh, (
+        f"{scenario}: golden render is stale; run python tools/render_chart.py --update and review the diff")
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_manifest_validates_against_kubernetes(scenario: str) -> None:
+    docs = render_chart.documents((SCENARIOS[scenario] / "rendered.yaml").read_text())
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "Service", "ServiceAccount", "PodDisruptionBudget", "Job"} <= kinds
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_gpu_limits_tolerations_and_cuda_images_only_on_embedder_and_reranker() -> None:
+    deployments = _by_kind(_scenario_docs("gpu"), "Deployment")
+    assert set(deployments) == {"gateway", "worker", *GRPC_PORTS}
+    for name, dep in deployments.items():
+        pod = dep["spec"]["template"]["spec"]
+        container = _container(dep)
+        limits = container["resources"].get("limits", {})
+        tolerations = pod.get("tolerations", [])
+        if name in GPU_COMPONENTS:
+            assert limits.get("nvidia.com/gpu") == 1, name
+            assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations, name
+            assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}, name
+            assert container["image"].endswith("-cuda"), name
+            assert _env(container)[f"{name.upper()}_DEVICE"] == "cuda"
+            assert "replicas" not in dep["spec"], f"{name}: the HPA owns the replica count"
+        else:
+            assert "nvidia.com/gpu" not in limits, name
+            assert tolerations == [], name
+            assert not container["image"].endswith("-cuda"), name
+
+
+def test_gpu_components_autoscale_on_cpu_and_default_stays_on_cpu() -> None:
+    hpas = _by_kind(_scenario_docs("gpu"), "HorizontalPodAutoscaler")
+    for name in GPU_COMPONENTS:
+        spec = hpas[name]["spec"]
+        assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"ragmesh-{name}"}
+        assert spec["maxReplicas"] > spec["minReplicas"]
+        assert spec["metrics"][0]["resource"]["name"] == "cpu"
+    default = _scenario_docs("default")
+    assert "nvidia.com/gpu" not in render_chart.render(render_chart.load_values(SCENARIOS["default"] / "values.yaml"))
+    assert _by_kind(default, "HorizontalPodAutoscaler") == {}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_probes_native_grpc_for_grpc_services_and_http_for_gateway(scenario: str) -> None:
+    deployments = _by_kind(_scenario_docs(scenario), "Deployment")
+    for name, port in GRPC_PORTS.items():
+        container = _container(deployments[name])
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+    gateway = _container(deployments["gateway"])
+    assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert gateway["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert "exec" in _container(deployments["worker"])["livenessProbe"]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_pods_run_restricted(scenario: str) -> None:
+    docs = _scenario_docs(scenario)
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "Job")]
+    assert len(pods) == 9  # 8 components + the migration job
+    for pod in pods:
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 10001
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        for container in pod["containers"]:
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["capabilities"] == {"drop": ["ALL"]}
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_service_ports_match_containers_and_addr_wiring(scenario: str) -> None:
+    docs = _scenario_docs(scenario)
+    deployments, services = _by_kind(docs, "Deployment"), _by_kind(docs, "Service")
+    assert set(services) == {"gateway", *GRPC_PORTS}, "every component but the worker has a Service"
+    for name, svc in services.items():
+        container_ports = {p["name"]: p["containerPort"] for p in _container(deployments[name])["ports"]}
+        (port,) = svc["spec"]["ports"]
+        assert container_ports[port["targetPort"]] == port["port"], name
+        assert svc["spec"]["selector"] == deployments[name]["spec"]["selector"]["matchLabels"]
+        env = _env(_container(deployments[name]))
+        assert env[f"{name.upper()}_PORT"] == str(port["port"])
+        assert env[f"{name.upper()}_HOST"] == "0.0.0.0"
+    assert services["gateway"]["spec"]["ports"][0]["port"] == 8080
+    for client in ("gateway", "worker"):
+        env = _env(_container(deployments[client]))
+        for name, port in GRPC_PORTS.items():
+            assert services[name]["spec"]["ports"][0]["port"] == port
+            assert env[f"{name.upper()}_ADDR"] == f"{services[name]['metadata']['name']}:{port}"
+
+
+def test_worker_runs_celery_from_the_gateway_image() -> None:
+    deployments = _by_kind(_scenario_docs("default"), "Deployment")
+    worker, gateway = _container(deployments["worker"]), _container(deployments["gateway"])
+    assert worker["command"] == ["celery", "-A", "ragmesh_gateway.worker", "worker"]
+    assert worker["image"] == gateway["image"] == "ghcr.io/ragmesh/ragmesh-gateway:0.1.0"
+    assert "ports" not in worker
+
+
+def test_otel_and_store_wiring() -> None:
+    deployments = _by_kind(_scenario_docs("weaviate"), "Deployment")
+    for name, dep in deployments.items():
+        env = _env(_container(dep))
+        assert env["OTEL_SERVICE_NAME"] == ("ingest-worker" if name == "worker" else name)
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env  # no collector configured in this scenario
+    retriever = _env(_container(deployments["retriever"]))
+    assert retriever["RETRIEVER_BACKEND"] == "weaviate"
+    assert retriever["WEAVIATE_URL"] == "http://weaviate.weaviate:8080"
+    assert retriever["RETRIEVER_DATABASE_URL"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "app-dsn"}}
+    answerer = _env(_container(deployments["answerer"]))
+    assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "smollm2:135m"
+    graph = _env(_container(deployments["graph"]))
+    assert graph["GRAPH_NEO4J_URI"] == "neo4j://neo4j.neo4j:7687"
+    gpu = _by_kind(_scenario_docs("gpu"), "Deployment")
+    assert _env(_container(gpu["parser"]))["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4317"
+    reranker = _container(gpu["reranker"])
+    assert _env(reranker)["RERANKER_MODEL"] == "/models/bge-reranker-v2-m3"
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in reranker["volumeMounts"]
+
+
+def test_network_policies_admit_only_the_callers() -> None:
+    policies = _by_kind(_scenario_docs("weaviate"), "NetworkPolicy")
+    assert set(policies) == {"gateway", "worker", *GRPC_PORTS}
+    (gateway_rule,) = policies["gateway"]["spec"]["ingress"]
+    assert "from" not in gateway_rule and gateway_rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    assert policies["worker"]["spec"]["ingress"] == []
+    for name, port in GRPC_PORTS.items():
+        (rule,) = policies[name]["spec"]["ingress"]
+        callers = {f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in rule["from"]}
+        assert callers == {"gateway", "worker"}, name
+        assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
+    assert _by_kind(_scenario_docs("default"), "NetworkPolicy") == {}
+
+
+def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:
+    (job,) = [d for d in _scenario_docs("default") if d["kind"] == "Job"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "ragmesh_common.migrate"]
+    assert "--owner-dsn=$(RAGMESH_OWNER_DSN)" in container["args"]
+    assert _env(container)["RAGMESH_OWNER_DSN"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "owner-dsn"}}
+
+
+def test_component_env_overrides_wired_env_without_duplicates() -> None:
+    docs = _docs({"components": {"gateway": {"env": [{"name": "REDIS_URL", "value": "redis://other:6379/1"}]}}})
+    env_list = _container(_by_kind(docs, "Deployment")["gateway"])["env"]
+    names = [e["name"] for e in env_list]
+    assert len(names) == len(set(names))
+    assert _env({"env": env_list})["REDIS_URL"] == "redis://other:6379/1"
+
+
+def test_disabled_component_renders_nothing_and_is_not_wired() -> None:
+    docs = _docs({"components": {"graph": {"enabled": False}}})
+    assert not [d for d in docs if d["metadata"]["name"] == "ragmesh-graph"]
+    env = _env(_container(_by_kind(docs, "Deployment")["gateway"]))
+    assert "GRAPH_ADDR" not in env and env["GATEWAY_GRAPH_ENABLED"] == "false"
+
+
+@pytest.mark.parametrize("values, offending", [
+    ({"components": {"embedder": {"replcas": 2}}}, "replcas"),
+    ({"golbal": {"image": {"tag": "1.0"}}}, "golbal"),
+    ({"default": {"autoscaling": {"targetCPU": 50}}}, "targetCPU"),
+    ({"components": {"vectorizer": {"port": 1}}}, "vectorizer"),
+    ({"retriever": {"backend": "faiss"}}, "backend"),
+])
+def test_schema_rejects_unknown_keys_and_bad_values(values: dict[str, Any], offending: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=offending):
+        render_chart.render(values)
+
+
+def test_weaviate_backend_requires_a_url() -> None:
+    with pytest.raises(helm.HelmError, match="stores.weaviate.url is required"):
+        render_chart.render({**DEV_AUTH, "retriever": {"backend": "weaviate"}})
+
+
+def test_gateway_auth_must_be_configured() -> None:
+    # the gateway refuses to start without it; the chart says so at install time instead
+    with pytest.raises(helm.HelmError, match="auth.jwtIssuer and auth.jwksUrl"):
+        render_chart.render({})
