@@ -217,7 +217,9 @@ def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "ragmesh_common.migrate"]
-    assert "--owner-dsn=$(RAGMESH_OWNER_DSN)" in container["args"]
+    # secrets reach migrate through the environment, never the command line (visible in ps)
+    assert not any("DSN" in arg or "PASSWORD" in arg for arg in container["args"])
+    assert "RAGMESH_APP_PASSWORD" in _env(container)
     assert _env(container)["RAGMESH_OWNER_DSN"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "owner-dsn"}}
 
 
