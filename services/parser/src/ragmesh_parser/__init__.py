@@ -1,0 +1,1 @@
+"""Parser: turns uploaded files into a document structure (headings, blocks, tables) and hierarchical chunks."""

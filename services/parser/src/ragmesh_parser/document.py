@@ -1,0 +1,146 @@
+"""The parsed document model and its extraction from a DoclingDocument (blocks, headings, section paths)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from docling_core.types.doc import (
+    CoordOrigin,
+    DocItemLabel,
+    DoclingDocument,
+    SectionHeaderItem,
+    TableItem,
+    TextItem,
+    TitleItem,
+)
+
+_WS = re.compile(r"\s+")
+
+_PARAGRAPH_LABELS = {
+    DocItemLabel.TEXT, DocItemLabel.PARAGRAPH, DocItemLabel.REFERENCE, DocItemLabel.FOOTNOTE,
+    DocItemLabel.FORMULA, DocItemLabel.CHECKBOX_SELECTED, DocItemLabel.CHECKBOX_UNSELECTED,
+}
+_KIND_BY_LABEL = {DocItemLabel.LIST_ITEM: "list_item", DocItemLabel.CODE: "code", DocItemLabel.CAPTION: "caption"}
+
+
+@dataclass
+class BBox:
+    left: float
+    top: float
+    right: float
+    bottom: float
+    unit: str  # "pt" (PDF, top-left origin), "emu" (PPTX)
+
+
+@dataclass
+class Block:
+    kind: str                       # heading, paragraph, table, list_item, code, caption
+    text: str
+    section_path: list[str] = field(default_factory=list)
+    page: int = 0                   # 1-based; 0 when unknown
+    bbox: BBox | None = None
+    rows: list[list[str]] | None = None  # set when kind == "table"
+    heading_level: int = 0          # set when kind == "heading" (1 = top)
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int
+    page: int
+
+
+@dataclass
+class ParsedDocument:
+    title: str
+    format: str
+    page_count: int
+    blocks: list[Block]
+    pipeline: str
+
+    @property
+    def headings(self) -> list[Heading]:
+        return [Heading(b.text, b.heading_level, b.page) for b in self.blocks if b.kind == "heading"]
+
+
+def clean_text(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def table_text(rows: list[list[str]]) -> str:
+    """Markdown-ish rows: `| a | b |`, one line per row."""
+    return "\n".join("| " + " | ".join(cell.replace("\n", " ").strip() for cell in row) + " |" for row in rows)
+
+
+def _table_rows(item: TableItem) -> list[list[str]]:
+    rows = [[clean_text(cell.text) for cell in row] for row in item.data.grid]
+    return [row for row in rows if any(row)]
+
+
+def _bbox(item: TextItem | TableItem, doc: DoclingDocument, fmt: str) -> tuple[int, BBox | None]:
+    if not item.prov:
+        return 0, None
+    prov = item.prov[0]
+    page = prov.page_no or 0
+    if fmt == "pdf":
+        size = doc.pages[page].size if page in doc.pages else None
+        if size is None:
+            return page, None
+        box = prov.bbox.to_top_left_origin(size.height)
+        return page, BBox(box.l, box.t, box.r, box.b, "pt")
+    if fmt == "pptx" and prov.bbox.coord_origin == CoordOrigin.TOPLEFT:
+        box = prov.bbox
+        return page, BBox(box.l, box.t, box.r, box.b, "emu")
+    return page, None
+
+
+def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
+    """Body items in reading order as blocks; heading levels compressed to 1..n, section paths attached."""
+    raw: list[tuple[Block, int]] = []  # block and its raw heading level (-1 for non-headings)
+    for item, _depth in doc.iterate_items(with_groups=False):
+        if isinstance(item, TableItem):
+            rows = _table_rows(item)
+            if not rows:
+                continue
+            page, box = _bbox(item, doc, fmt)
+            raw.append((Block("table", table_text(rows), page=page, bbox=box, rows=rows), -1))
+            continue
+        if not isinstance(item, TextItem):
+            continue
+        text = clean_text(item.text)
+        if not text:
+            continue
+        page, box = _bbox(item, doc, fmt)
+        if isinstance(item, TitleItem):
+            raw.append((Block("heading", text, page=page, bbox=box), 0))
+        elif isinstance(item, SectionHeaderItem):
+            raw.append((Block("heading", text, page=page, bbox=box), max(1, item.level)))
+        elif item.label in _KIND_BY_LABEL:
+            raw.append((Block(_KIND_BY_LABEL[item.label], item.text.strip() if item.label == DocItemLabel.CODE else text,
+                              page=page, bbox=box), -1))
+        elif item.label in _PARAGRAPH_LABELS:
+            raw.append((Block("paragraph", text, page=page, bbox=box), -1))
+    return assign_sections(raw)
+
+
+def assign_sections(raw: list[tuple[Block, int]]) -> list[Block]:
+    """Compresses the raw heading levels present into 1..n and fills every block's section path."""
+    levels = sorted({level for _, level in raw if level >= 0})
+    level_map = {level: i + 1 for i, level in enumerate(levels)}
+    stack: list[tuple[int, str]] = []
+    blocks: list[Block] = []
+    for block, level in raw:
+        if level >= 0:
+            block.heading_level = level_map[level]
+            while stack and stack[-1][0] >= block.heading_level:
+                stack.pop()
+            stack.append((block.heading_level, block.text))
+        block.section_path = [text for _, text in stack]
+        blocks.append(block)
+    return blocks
+
+
+def paragraphs_from_text(text: str) -> list[Block]:
+    """Plain text: paragraphs are separated by blank lines; lines inside a paragraph are joined."""
+    parts = re.split(r"\n\s*\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return [Block("paragraph", clean_text(part)) for part in parts if part.strip()]

@@ -1,0 +1,268 @@
+"""Structure for text-layer PDFs without layout weights.
+
+Docling's model-free `NativePdfPipeline` yields one text line per cell (page, box, font) but no
+headings, paragraphs or reading structure. This module rebuilds them:
+
+1. running headers/footers (lines repeated in the page margins across pages) and page numbers go;
+2. heading candidates are lines matching a PDF bookmark, set larger than the body text, or bold
+   where the body is regular; adjacent candidate lines of one style form one heading;
+3. the remaining lines merge into paragraphs (and bullet list items) by spacing, size and indentation;
+4. Docling's `HeadingHierarchyModel` assigns the heading levels (bookmarks > numbering > style).
+
+The result is an ordinary `DoclingDocument`, so every format shares one block extraction.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+import pypdfium2 as pdfium
+from docling.datamodel.document import ConversionResult
+from docling.datamodel.pipeline_options import HeadingHierarchyOptions
+from docling.models.stages.heading_hierarchy.heading_hierarchy_model import HeadingHierarchyModel
+from docling.utils.font_style import parse_font_style, weight_class
+from docling.utils.pdf_outline import _PdfOutlineItem, extract_outline_from_pdfium
+from docling_core.types.doc import BoundingBox, CoordOrigin, DocItemLabel, DoclingDocument, ProvenanceItem
+from docling_core.types.doc.page import SegmentedPdfPage
+
+logger = logging.getLogger(__name__)
+
+MARGIN_RATIO = 0.12          # share of the page height, top and bottom, where running furniture lives
+REPEAT_RATIO = 0.2           # a margin line on this share of the pages (at least 2-3) is a running header/footer
+HEADING_SIZE_RATIO = 1.15    # larger than the body text by this factor -> heading candidate
+MAX_HEADING_WORDS = 20
+_BULLET = re.compile(r"^\s*([•∞▪◦●○■□➢►\-–*·]|\(?\d{1,2}[.)]\s|\(?[a-z][.)]\s)")
+_BULLET_CHARS = "•∞▪◦●○■□➢►–*·-"
+_PAGE_NUMBER = re.compile(r"^\W*(page\s*)?(\d+|[ivxlcdm]+)(\s*(of|/)\s*\d+)?\W*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?:;\"”')\]]$")
+
+
+@dataclass
+class Line:
+    page: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+    text: str
+    size: float
+    bold: bool
+    heading: bool = False
+
+    @property
+    def height(self) -> float:
+        return self.bottom - self.top
+
+
+@dataclass
+class Segment:
+    """A heading or a paragraph/list item assembled from lines."""
+
+    kind: str  # heading, paragraph, list_item
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        out = ""
+        for line in self.lines:
+            piece = line.text.strip()
+            if not out:
+                out = piece
+            elif out.endswith("-") and piece[:1].islower():
+                out = out[:-1] + piece  # de-hyphenate a word broken across lines
+            else:
+                out += " " + piece
+        return out
+
+
+def read_outline(content: bytes) -> list[_PdfOutlineItem]:
+    """The PDF bookmarks (flat, document order), or [] when there are none or they cannot be read."""
+    try:
+        pdf = pdfium.PdfDocument(content)
+    except Exception as exc:  # noqa: BLE001 - an unreadable outline only loses one signal
+        logger.debug("no outline: %s", exc)
+        return []
+    try:
+        return extract_outline_from_pdfium(pdf)
+    finally:
+        pdf.close()
+
+
+def _lines(pages: dict[int, SegmentedPdfPage]) -> list[Line]:
+    lines: list[Line] = []
+    for page_no in sorted(pages):
+        parsed = pages[page_no]
+        height = parsed.dimension.height
+        for cell in parsed.textline_cells:
+            text = cell.text.strip() if cell.text else ""
+            if not text:
+                continue
+            box = cell.rect.to_bounding_box().to_top_left_origin(height)
+            style = parse_font_style(getattr(cell, "font_name", "") or "")
+            lines.append(Line(page_no, box.l, box.t, box.r, box.b, text, round(cell.rect.height, 1),
+                              style.known and weight_class(style.weight) >= 2))
+    return lines
+
+
+def _furniture_key(line: Line) -> str:
+    text = re.sub(r"\d+", "#", line.text.lower())
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def drop_furniture(lines: list[Line], page_heights: dict[int, float]) -> list[Line]:
+    """Removes page numbers and lines repeated in the page margins (same text modulo digits, same height band)."""
+    n_pages = len(page_heights)
+
+    def in_margin(line: Line) -> bool:
+        height = page_heights[line.page]
+        return line.top < height * MARGIN_RATIO or line.bottom > height * (1 - MARGIN_RATIO)
+
+    pages_by_key: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for line in lines:
+        if in_margin(line):
+            pages_by_key[(_furniture_key(line), round(line.top / 6))].add(line.page)
+
+    def repeated(line: Line) -> bool:
+        key, band = _furniture_key(line), round(line.top / 6)
+        pages: set[int] = set()
+        for near in (band - 1, band, band + 1):  # tolerate a slightly shifted baseline
+            pages |= pages_by_key.get((key, near), set())
+        needed = 2 if n_pages <= 4 else max(3, REPEAT_RATIO * n_pages)
+        return n_pages >= 2 and len(pages) >= needed
+
+    # Peel from each page edge inwards and stop at the first real line: body text that happens to
+    # repeat (boilerplate clauses) must survive when a non-repeated line sits between it and the edge.
+    dropped: set[int] = set()
+    by_page: dict[int, list[Line]] = defaultdict(list)
+    for line in lines:
+        by_page[line.page].append(line)
+    for page_lines in by_page.values():
+        ordered = sorted(page_lines, key=lambda ln: ln.top)
+        height = page_heights[ordered[0].page]
+        for edge in (ordered, ordered[::-1]):
+            for line in edge:
+                if id(line) in dropped:
+                    continue
+                in_zone = (line.top < height * MARGIN_RATIO if edge is ordered
+                           else line.bottom > height * (1 - MARGIN_RATIO))
+                # a footer row holds several cells ("12", "Chapter 3 ..."): one marker condemns the row
+                row = [other for other in page_lines if abs(other.top - line.top) <= 3]
+                if not in_zone or not any(_PAGE_NUMBER.match(o.text) or repeated(o) for o in row):
+                    break
+                dropped.update(id(other) for other in row)
+    kept = [line for line in lines if id(line) not in dropped]
+    if len(kept) != len(lines):
+        logger.debug("dropped %d running header/footer lines", len(lines) - len(kept))
+    return kept
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\W_]+", " ", text.lower()).strip()
+
+
+def _matches_bookmark(line: Line, outline: list[_PdfOutlineItem]) -> bool:
+    text = _norm(line.text)
+    if not text:
+        return False
+    for item in outline:
+        if item.page_no is not None and item.page_no != line.page:
+            continue
+        title = _norm(item.title)
+        if title and (title == text or SequenceMatcher(None, title, text).ratio() >= 0.85):
+            return True
+    return False
+
+
+def mark_headings(lines: list[Line], outline: list[_PdfOutlineItem]) -> None:
+    if not lines:
+        return
+    sizes: Counter[float] = Counter()
+    bold_chars = 0
+    for line in lines:
+        sizes[line.size] += len(line.text)
+        bold_chars += len(line.text) if line.bold else 0
+    body_size = sizes.most_common(1)[0][0]
+    body_bold = bold_chars > 0.5 * sum(sizes.values())
+    for line in lines:
+        words = line.text.split()
+        if not any(ch.isalpha() for ch in line.text) or len(words) > MAX_HEADING_WORDS or line.text[0] in _BULLET_CHARS:
+            continue
+        if outline and _matches_bookmark(line, outline):
+            line.heading = True
+            continue
+        prominent = line.size >= body_size * HEADING_SIZE_RATIO or (line.bold and not body_bold and line.size >= body_size * 0.95)
+        if prominent and not line.text.endswith((",", ";")):
+            line.heading = True
+
+
+def segments(lines: list[Line]) -> list[Segment]:
+    """Groups lines (in the parser's reading order) into headings, paragraphs and list items."""
+    out: list[Segment] = []
+    prev: Line | None = None
+    for line in lines:
+        kind = "heading" if line.heading else ("list_item" if _BULLET.match(line.text) else "paragraph")
+        current = out[-1] if out else None
+        if current is not None and prev is not None and _continues(current, prev, line, kind):
+            current.lines.append(line)
+        else:
+            out.append(Segment(kind, [line]))
+        prev = line
+    return out
+
+
+def _continues(segment: Segment, prev: Line, line: Line, kind: str) -> bool:
+    if kind == "list_item":
+        return False  # a bullet always starts a new item
+    if (segment.kind == "heading") != (kind == "heading"):
+        return False
+    if abs(prev.size - line.size) > 0.15 * max(prev.size, line.size):
+        return False
+    if kind == "heading" and (prev.bold != line.bold or line.page != prev.page):
+        return False
+    if line.page != prev.page:
+        # a paragraph broken by the page: the previous line did not end a sentence
+        return kind != "heading" and not _SENTENCE_END.search(prev.text)
+    gap = line.top - prev.bottom
+    if gap < -0.5 * prev.height:
+        return False  # moved up: a new column or a side element
+    return gap <= 0.9 * max(prev.height, line.height)
+
+
+def structure_pdf(conv_res: ConversionResult, content: bytes, name: str) -> DoclingDocument:
+    """A DoclingDocument with headings (levelled), paragraphs and list items from a native-pipeline result."""
+    parsed_pages = {page.page_no: page.parsed_page for page in conv_res.pages if page.parsed_page is not None}
+    src = conv_res.document
+    doc = DoclingDocument(name=name, origin=src.origin)
+    page_heights: dict[int, float] = {}
+    for page_no, page in src.pages.items():
+        doc.add_page(page_no=page_no, size=page.size)
+        page_heights[page_no] = page.size.height
+    parsed_pages = {no: parsed for no, parsed in parsed_pages.items() if no in page_heights}
+    outline = read_outline(content)
+    lines = drop_furniture(_lines(parsed_pages), page_heights)
+    mark_headings(lines, outline)
+    list_group = None
+    for segment in segments(lines):
+        first = segment.lines[0]
+        same_page = [ln for ln in segment.lines if ln.page == first.page]
+        box = BoundingBox(l=min(ln.left for ln in same_page), t=min(ln.top for ln in same_page),
+                          r=max(ln.right for ln in same_page), b=max(ln.bottom for ln in same_page),
+                          coord_origin=CoordOrigin.TOPLEFT).to_bottom_left_origin(page_heights[first.page])
+        text = segment.text
+        prov = ProvenanceItem(page_no=first.page, bbox=box, charspan=(0, len(text)))
+        if segment.kind == "list_item":
+            if list_group is None:
+                list_group = doc.add_list_group()
+            doc.add_list_item(text=text, prov=prov, parent=list_group)
+            continue
+        list_group = None
+        if segment.kind == "heading":
+            doc.add_heading(text=text, level=1, prov=prov)
+        else:
+            doc.add_text(label=DocItemLabel.TEXT, text=text, prov=prov)
+    options = HeadingHierarchyOptions(enabled=True, use_bookmarks=True, use_numbering=True, use_style=True)
+    HeadingHierarchyModel(options).assign_heading_levels(doc, parsed_pages=parsed_pages, outline=outline or None)
+    return doc

@@ -1,0 +1,42 @@
+"""Fixtures: one in-process parser gRPC server (port 0) for the whole parser suite."""
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ragmesh.parser.v1 import parser_pb2_grpc
+from ragmesh_common.server import insecure_channel
+from ragmesh_parser.config import Settings
+from ragmesh_parser.server import build_service
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+DOCUMENTS = DATA / "documents"
+MAX_TOKENS = 200
+
+
+def make_settings(**overrides: object) -> Settings:
+    values: dict[str, object] = dict(host="127.0.0.1", port=0, max_bytes=5 * 1024 * 1024, timeout_seconds=60.0,
+                                     concurrency=2, max_chunk_tokens=MAX_TOKENS, artifacts_path=None)
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def documents() -> Path:
+    if not DOCUMENTS.is_dir():
+        pytest.skip(f"shared evaluation documents not found at {DOCUMENTS} (../shared/data is absent)")
+    return DOCUMENTS
+
+
+@pytest.fixture(scope="session")
+async def parser_stub() -> AsyncIterator[parser_pb2_grpc.ParserServiceStub]:
+    service = build_service(make_settings())
+    port = await service.start()
+    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield parser_pb2_grpc.ParserServiceStub(channel)
+    await service.stop()
