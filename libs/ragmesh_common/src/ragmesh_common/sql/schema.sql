@@ -54,7 +54,19 @@ CREATE INDEX IF NOT EXISTS chunks_tsv_idx ON chunks USING gin (tsv);
 CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks USING hnsw (embedding vector_cosine_ops)
     WITH (m = 16, ef_construction = 64);
 
--- BM25 corpus statistics per chunk level, kept by statement triggers on chunks.
+-- BM25 index: one posting per (term, chunk) with its term frequency, and corpus statistics per
+-- chunk level; all kept by statement triggers on chunks. Postings carry no text (the chunk rows, under
+-- RLS, do); every lexical query restricts them to the document ids RLS returned.
+CREATE TABLE IF NOT EXISTS postings (
+    term        text     NOT NULL,
+    level       smallint NOT NULL,
+    chunk_id    text     NOT NULL,
+    document_id uuid     NOT NULL,
+    tf          real     NOT NULL,
+    doc_len     real     NOT NULL
+);
+CREATE INDEX IF NOT EXISTS postings_term_idx ON postings (term, level) INCLUDE (chunk_id, document_id, tf, doc_len);
+CREATE INDEX IF NOT EXISTS postings_chunk_idx ON postings (chunk_id);
 CREATE TABLE IF NOT EXISTS lex_terms (
     level smallint NOT NULL,
     term  text     NOT NULL,
@@ -64,12 +76,14 @@ CREATE TABLE IF NOT EXISTS lex_terms (
 CREATE TABLE IF NOT EXISTS lex_stats (
     level     smallint PRIMARY KEY,
     n_docs    bigint NOT NULL,
-    total_len bigint NOT NULL
+    total_len double precision NOT NULL
 );
-
 
 CREATE OR REPLACE FUNCTION chunks_lex_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len)
+        SELECT u.lexeme, n.level, n.id, n.document_id, coalesce(array_length(u.positions, 1), 1), n.doc_len
+        FROM new_rows n, unnest(n.tsv) u;
     INSERT INTO lex_stats AS s (level, n_docs, total_len)
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
@@ -83,6 +97,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    DELETE FROM postings p USING old_rows o WHERE p.chunk_id = o.id;
     UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
         FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
         WHERE s.level = d.level;
@@ -159,4 +174,5 @@ CREATE INDEX IF NOT EXISTS rag_traces_start_idx ON rag_traces (start_time DESC);
 GRANT USAGE ON SCHEMA public TO {app_role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON documents, chunks TO {app_role};
 GRANT SELECT, INSERT, UPDATE ON lex_terms, lex_stats TO {app_role};
+GRANT SELECT, INSERT, DELETE ON postings TO {app_role};
 GRANT SELECT, INSERT, DELETE ON rag_traces TO {app_role};

@@ -53,27 +53,19 @@ WITH q AS (
     SELECT u.lexeme AS term, coalesce(array_length(u.positions, 1), 1) AS qtf
     FROM unnest(to_tsvector(%(cfg)s::regconfig, %(query)s)) u
 ), stats AS (
-    SELECT level, n_docs, total_len::float8 / greatest(n_docs, 1) AS avgdl
+    SELECT level, n_docs, total_len / greatest(n_docs, 1) AS avgdl
     FROM lex_stats WHERE level = ANY(%(levels)s) AND n_docs > 0
 ), w AS (
-    SELECT t.level, q.term, q.qtf, ln(1 + (s.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf
+    SELECT t.level, q.term, q.qtf, ln(1 + (s.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf, s.avgdl
     FROM q JOIN lex_terms t ON t.term = q.term JOIN stats s ON s.level = t.level
     WHERE t.df > 0
-), cand AS (
-    SELECT c.id, c.level, c.doc_len, c.tsv FROM chunks c
-    WHERE c.level = ANY(%(levels)s) AND c.document_id = ANY(%(docs)s::uuid[])
-      AND c.tsv @@ (SELECT string_agg(DISTINCT quote_literal(term), ' | ')::tsquery FROM w)
 )
-SELECT cand.id,
-       sum(w.qtf * w.idf * coalesce(array_length(u.positions, 1), 1) * (%(k1)s + 1)
-           / (coalesce(array_length(u.positions, 1), 1) + %(k1)s * (1 - %(b)s + %(b)s * cand.doc_len / s.avgdl)))
-         AS score
-FROM cand
-JOIN stats s ON s.level = cand.level
-CROSS JOIN LATERAL unnest(cand.tsv) u
-JOIN w ON w.term = u.lexeme AND w.level = cand.level
-GROUP BY cand.id
-ORDER BY score DESC, cand.id
+SELECT p.chunk_id,
+       sum(w.qtf * w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / w.avgdl))) AS score
+FROM w JOIN postings p ON p.term = w.term AND p.level = w.level
+WHERE p.document_id = ANY(%(docs)s::uuid[])
+GROUP BY p.chunk_id
+ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s
 """
 
