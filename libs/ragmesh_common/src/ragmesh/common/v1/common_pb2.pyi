@@ -118,7 +118,7 @@ class Chunk(_message.Message):
     def __init__(self, chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., level: _Optional[_Union[ChunkLevel, str]] = ..., parent_id: _Optional[str] = ..., ordinal: _Optional[int] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., kind: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ScoredChunk(_message.Message):
-    __slots__ = ("chunk", "score", "hybrid_score", "lexical_score", "vector_score", "rerank_score", "reranked")
+    __slots__ = ("chunk", "score", "hybrid_score", "lexical_score", "vector_score", "rerank_score", "reranked", "origin")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     HYBRID_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +126,7 @@ class ScoredChunk(_message.Message):
     VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     RERANKED_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     chunk: Chunk
     score: float
     hybrid_score: float
@@ -133,4 +134,5 @@ class ScoredChunk(_message.Message):
     vector_score: float
     rerank_score: float
     reranked: bool
-    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: bool = ...) -> None: ...
+    origin: str
+    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: bool = ..., origin: _Optional[str] = ...) -> None: ...

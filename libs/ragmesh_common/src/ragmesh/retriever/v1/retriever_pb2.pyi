@@ -13,9 +13,18 @@ class FusionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_TYPE_UNSPECIFIED: _ClassVar[FusionType]
     FUSION_TYPE_RELATIVE_SCORE: _ClassVar[FusionType]
     FUSION_TYPE_RANKED: _ClassVar[FusionType]
+
+class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STRATEGY_UNSPECIFIED: _ClassVar[Strategy]
+    STRATEGY_DIRECT: _ClassVar[Strategy]
+    STRATEGY_SUMMARY_FIRST: _ClassVar[Strategy]
 FUSION_TYPE_UNSPECIFIED: FusionType
 FUSION_TYPE_RELATIVE_SCORE: FusionType
 FUSION_TYPE_RANKED: FusionType
+STRATEGY_UNSPECIFIED: Strategy
+STRATEGY_DIRECT: Strategy
+STRATEGY_SUMMARY_FIRST: Strategy
 
 class CreateDocumentRequest(_message.Message):
     __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes")
@@ -95,8 +104,32 @@ class IndexChunksResponse(_message.Message):
     indexed: int
     def __init__(self, indexed: _Optional[int] = ...) -> None: ...
 
+class ContextOptions(_message.Message):
+    __slots__ = ("enabled", "document_expansion_threshold", "max_chunks_per_document", "sibling_expansion", "thin_chunk_tokens", "coverage_boost", "coverage_weight", "mmr", "mmr_lambda", "token_budget")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_EXPANSION_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHUNKS_PER_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    SIBLING_EXPANSION_FIELD_NUMBER: _ClassVar[int]
+    THIN_CHUNK_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_BOOST_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MMR_FIELD_NUMBER: _ClassVar[int]
+    MMR_LAMBDA_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    document_expansion_threshold: float
+    max_chunks_per_document: int
+    sibling_expansion: bool
+    thin_chunk_tokens: int
+    coverage_boost: bool
+    coverage_weight: float
+    mmr: bool
+    mmr_lambda: float
+    token_budget: int
+    def __init__(self, enabled: bool = ..., document_expansion_threshold: _Optional[float] = ..., max_chunks_per_document: _Optional[int] = ..., sibling_expansion: bool = ..., thin_chunk_tokens: _Optional[int] = ..., coverage_boost: bool = ..., coverage_weight: _Optional[float] = ..., mmr: bool = ..., mmr_lambda: _Optional[float] = ..., token_budget: _Optional[int] = ...) -> None: ...
+
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids")
+    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +138,9 @@ class SearchRequest(_message.Message):
     FUSION_FIELD_NUMBER: _ClassVar[int]
     LEVELS_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
@@ -113,19 +149,24 @@ class SearchRequest(_message.Message):
     fusion: FusionType
     levels: _containers.RepeatedScalarFieldContainer[_common_pb2.ChunkLevel]
     document_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    strategy: Strategy
+    context: ContextOptions
+    language: str
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids")
+    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ACCESSIBLE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     ACCESSIBLE_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
     accessible_documents: int
     backend: str
     accessible_document_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    strategy: Strategy
+    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ...) -> None: ...
 
 class GetChunksRequest(_message.Message):
     __slots__ = ("chunk_ids",)
