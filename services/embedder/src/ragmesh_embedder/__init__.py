@@ -1,0 +1,1 @@
+"""Embedder: dense text embeddings with FlagEmbedding, batching concurrent requests."""

@@ -1,0 +1,71 @@
+"""EmbedderService: Embed and GetModelInfo over gRPC."""
+from __future__ import annotations
+
+import logging
+
+from grpc import aio
+from opentelemetry import trace
+
+from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from ragmesh_common import attributes as attr
+from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.server import GrpcService
+from ragmesh_embedder.config import Settings
+from ragmesh_embedder.model import EmbeddingModel, MicroBatcher
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+
+class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model: EmbeddingModel | None = None
+        self.batcher: MicroBatcher | None = None
+
+    async def load(self) -> None:
+        import asyncio
+
+        self.model = await asyncio.to_thread(EmbeddingModel, self.settings)
+        self.batcher = MicroBatcher(self.model, self.settings.batch_size, self.settings.batch_wait_ms)
+        self.batcher.start()
+        logger.info("embedder ready: %s (%d-d) on %s", self.model.name, self.model.dimension, self.settings.device)
+
+    @grpc_errors
+    async def Embed(self, request: embedder_pb2.EmbedRequest, context: aio.ServicerContext) -> embedder_pb2.EmbedResponse:
+        if not request.texts:
+            raise InvalidArgument("texts must not be empty")
+        if len(request.texts) > self.settings.max_texts:
+            raise InvalidArgument(f"at most {self.settings.max_texts} texts per request (EMBEDDER_MAX_TEXTS), "
+                                  f"got {len(request.texts)}")
+        for i, text in enumerate(request.texts):
+            if not text.strip():
+                raise InvalidArgument(f"text {i} is empty")
+        assert self.batcher is not None and self.model is not None
+        with tracer.start_as_current_span("embed") as span:
+            span.set_attribute(attr.RAG_EMBED_TEXTS, len(request.texts))
+            span.set_attribute(attr.RAG_EMBED_BATCH, self.settings.batch_size)
+            vectors = await self.batcher.embed(list(request.texts), is_query=request.is_query)
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=v.tolist()) for v in vectors],
+                                          model=self.model.name, dimension=self.model.dimension)
+
+    @grpc_errors
+    async def GetModelInfo(self, request: embedder_pb2.GetModelInfoRequest, context: aio.ServicerContext) -> embedder_pb2.ModelInfo:
+        assert self.model is not None
+        return embedder_pb2.ModelInfo(model=self.model.name, dimension=self.model.dimension, device=self.settings.device,
+                                      max_length=self.settings.max_length, batch_size=self.settings.batch_size)
+
+
+def build_service(settings: Settings) -> tuple[GrpcService, EmbedderServicer]:
+    servicer = EmbedderServicer(settings)
+
+    def add(server: aio.Server) -> list[str]:
+        embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(servicer, server)
+        return [embedder_pb2.DESCRIPTOR.services_by_name["EmbedderService"].full_name]
+
+    async def on_stop() -> None:
+        if servicer.batcher is not None:
+            await servicer.batcher.stop()
+
+    return GrpcService("embedder", add, host=settings.host, port=settings.port, warmup=servicer.load,
+                       on_stop=on_stop), servicer

@@ -1,0 +1,86 @@
+"""The embedder through gRPC: correct vectors for MiniLM, batching of concurrent calls, bad input."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import numpy as np
+import pytest
+
+from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+from ragmesh_common.server import insecure_channel
+from ragmesh_embedder.config import Settings
+from ragmesh_embedder.server import EmbedderServicer, build_service
+
+
+@pytest.fixture(scope="module")
+async def embedder() -> AsyncIterator[tuple[embedder_pb2_grpc.EmbedderServiceStub, EmbedderServicer]]:
+    service, servicer = build_service(Settings.defaults(batch_wait_ms=50))
+    port = await service.start()
+    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield embedder_pb2_grpc.EmbedderServiceStub(channel), servicer
+    await service.stop()
+
+
+def reference_mean_pooling(texts: list[str]) -> np.ndarray:
+    """Sentence-Transformers' definition of all-MiniLM-L6-v2: mean over tokens, L2-normalised."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    path = Settings.defaults().model
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    pooled = (hidden * mask).sum(1) / mask.sum(1)
+    return torch.nn.functional.normalize(pooled, dim=-1).numpy()
+
+
+async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> None:  # type: ignore[no-untyped-def]
+    stub, _ = embedder
+    texts = ["The cat sits on the mat.", "Quarterly revenue grew by 12 percent in 2023."]
+    reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts))
+    got = np.array([v.values for v in reply.vectors])
+    assert reply.dimension == 384 and got.shape == (2, 384)
+    np.testing.assert_allclose(got, reference_mean_pooling(texts), atol=1e-4)
+    queries = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts, is_query=True))
+    np.testing.assert_allclose(np.array([v.values for v in queries.vectors]), got, atol=1e-5)  # no instruction
+
+
+async def test_paraphrase_is_closer_than_unrelated(embedder) -> None:  # type: ignore[no-untyped-def]
+    stub, _ = embedder
+    reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=[
+        "How do I reset my password?", "Steps to change a forgotten password", "The volcano erupted in 1883."]))
+    a, b, c = (np.array(v.values) for v in reply.vectors)
+    assert float(a @ b) > float(a @ c) + 0.2
+
+
+async def test_concurrent_requests_share_model_calls(embedder) -> None:  # type: ignore[no-untyped-def]
+    stub, servicer = embedder
+    assert servicer.model is not None
+    before = servicer.model.calls
+    replies = await asyncio.gather(*[stub.Embed(embedder_pb2.EmbedRequest(texts=[f"document number {i}"]))
+                                     for i in range(12)])
+    assert all(len(r.vectors) == 1 for r in replies)
+    assert servicer.model.calls - before < 12
+    # each caller got its own text's vector back
+    single = await stub.Embed(embedder_pb2.EmbedRequest(texts=["document number 7"]))
+    np.testing.assert_allclose(replies[7].vectors[0].values, single.vectors[0].values, atol=1e-5)
+
+
+@pytest.mark.parametrize("texts, message", [([], "must not be empty"), (["ok", "  "], "text 1 is empty"),
+                                            (["x"] * 513, "at most 512")])
+async def test_bad_input_is_invalid_argument(embedder, texts, message) -> None:  # type: ignore[no-untyped-def]
+    stub, _ = embedder
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.Embed(embedder_pb2.EmbedRequest(texts=texts))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()
+
+
+async def test_model_info(embedder) -> None:  # type: ignore[no-untyped-def]
+    stub, _ = embedder
+    info = await stub.GetModelInfo(embedder_pb2.GetModelInfoRequest())
+    assert (info.dimension, info.device, info.max_length) == (384, "cpu", 256)
