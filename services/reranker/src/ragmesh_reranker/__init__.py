@@ -1,0 +1,1 @@
+"""Reranker: cross-encoder relevance scores with FlagEmbedding's FlagReranker."""
