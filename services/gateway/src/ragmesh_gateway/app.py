@@ -14,8 +14,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from google.protobuf.json_format import MessageToDict
 from grpc import aio
 from opentelemetry import trace
@@ -32,7 +33,7 @@ from ragmesh_gateway.auth import Authenticator, require_admin
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.ingest import TASK_NAME, channel_name, create_celery
 from ragmesh_gateway.mesh import Mesh, StepFailed
-from ragmesh_gateway.orchestrator import ChatOptions, Orchestrator
+from ragmesh_gateway.orchestrator import ChatOptions, Orchestrator, source_payload
 from ragmesh_gateway.traces import TraceStore
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,17 @@ class ChatRequest(BaseModel):
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
 
 
+class SearchRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int = Field(10, ge=1, le=100)
+    candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
+    alpha: float | None = Field(None, ge=0, le=1)
+    levels: list[Literal["document", "section", "paragraph"]] = Field(default_factory=list)
+    document_ids: list[uuid.UUID] = Field(default_factory=list)
+    rerank: bool = False
+    relevance_gate: bool = Field(True, description="Drop chunks below GATEWAY_MIN_RELEVANCE")
+
+
 class AclIn(BaseModel):
     public: bool = False
     departments: list[str] = Field(default_factory=list)
@@ -72,6 +84,7 @@ class AclIn(BaseModel):
 def document_json(doc: common_pb2.Document) -> dict[str, Any]:
     data = MessageToDict(doc, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
     data["status"] = common_pb2.DocumentStatus.Name(doc.status).removeprefix("DOCUMENT_STATUS_").lower()
+    data["size_bytes"] = doc.size_bytes  # int64 would otherwise be a JSON string
     return data
 
 
@@ -84,6 +97,18 @@ def safe_filename(name: str) -> str:
 def rpc_http_error(exc: aio.AioRpcError, step: str) -> HTTPException:
     failed = StepFailed.from_rpc(step, exc)
     return HTTPException(failed.http_status, failed.message)
+
+
+_bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
+
+
+def current_user(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None) -> UserContext:
+    """The authenticated caller (bearer JWT verified by the app's Authenticator)."""
+    authenticator: Authenticator = request.app.state.authenticator
+    return authenticator(request)
+
+
+User = Annotated[UserContext, Depends(current_user)]
 
 
 def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
@@ -112,7 +137,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
 
     app = FastAPI(title="ragmesh", version="0.1.0", lifespan=lifespan,
                   description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.")
-    User = Annotated[UserContext, Depends(auth)]
+    app.state.authenticator = auth
 
     async def rate_limit(user: UserContext) -> None:
         if settings.rate_limit_per_minute <= 0:
@@ -177,6 +202,22 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             elif item["event"] == "final":
                 return {**item["data"], "progress": progress}
         raise HTTPException(503, "the chat ended without an answer")
+
+    @app.post("/api/v1/search", tags=["chat"], summary="Permission-aware hybrid search without an answer")
+    async def search(body: SearchRequest, user: User) -> Any:
+        await rate_limit(user)
+        options = ChatOptions(question=body.query, top_k=body.top_k, candidates=body.candidates or max(body.top_k, 10),
+                              alpha=body.alpha, levels=list(body.levels),
+                              document_ids=[str(d) for d in body.document_ids], rerank=body.rerank, graph=False,
+                              relevance_gate=body.relevance_gate)
+        with tracer.start_as_current_span("search", attributes={attr.RAG_USER: user.user_id}):
+            try:
+                prepared, items = await state["orchestrator"].search(user, options)
+            except StepFailed as exc:
+                raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+        return {"results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
+                "accessible_documents": prepared.accessible, "degraded": prepared.degraded,
+                "progress": prepared.stages}
 
     # ---------- documents ----------
     async def accepted_formats() -> set[str]:

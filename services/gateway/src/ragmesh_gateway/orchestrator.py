@@ -53,6 +53,7 @@ class ChatOptions:
     rerank: bool = True
     graph: bool = True
     max_tokens: int = 0
+    relevance_gate: bool = True
 
 
 @dataclass
@@ -68,17 +69,23 @@ class Prepared:
     outcome: str  # "answer" | "no_permission" | "no_sources"
 
 
+def chunk_origin(item: common_pb2.ScoredChunk) -> str:
+    return item.origin or "search"
+
+
 def event(name: str, **data: Any) -> dict[str, Any]:
     return {"event": name, "data": data}
 
 
-def source_payload(index: int, item: common_pb2.ScoredChunk) -> dict[str, Any]:
+def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = True) -> dict[str, Any]:
     chunk = item.chunk
     text = chunk.text.strip()
+    if snippet and len(text) > SNIPPET_CHARS:
+        text = text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
     return {
         "index": index + 1, "document_id": chunk.document_id, "chunk_id": chunk.chunk_id, "title": chunk.title,
         "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk.kind,
-        "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …",
+        "snippet": text, "origin": chunk_origin(item),
         "scores": {"score": round(item.score, 6), "hybrid": round(item.hybrid_score, 6),
                    "lexical": round(item.lexical_score, 6), "vector": round(item.vector_score, 6),
                    "rerank": round(item.rerank_score, 6) if item.reranked else None},
@@ -106,7 +113,7 @@ class Orchestrator:
         span.add_event("degraded", {attr.RAG_STAGE: step, attr.RAG_DEGRADED_REASON: reason})
         degraded.append({"step": step, "reason": reason})
 
-    async def prepare(self, user: UserContext, options: ChatOptions) -> Prepared:
+    async def prepare(self, user: UserContext, options: ChatOptions, *, guard: bool = True) -> Prepared:
         """Guardrail, embed and retrieve. Raises StepFailed (4xx/503) before any byte is streamed."""
         md = user.metadata()
         stages: list[dict[str, Any]] = []
@@ -115,16 +122,17 @@ class Orchestrator:
             if name not in LEVELS:
                 raise StepFailed("retrieve", f"unknown level {name!r}; use document, section or paragraph", 400)
 
-        started = time.perf_counter()
-        with tracer.start_as_current_span("guardrail") as span:
-            check = await self._call("guardrail", self.mesh.answerer.CheckInput(
-                answerer_pb2.CheckInputRequest(question=options.question), metadata=md,
-                timeout=self.deadlines.guardrail))
-            span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
-            span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
-        if not check.allowed:
-            raise StepFailed("guardrail", f"question rejected: {check.reason}", 400)
-        stages.append({"stage": "guardrail", "ms": _ms(started)})
+        if guard:
+            started = time.perf_counter()
+            with tracer.start_as_current_span("guardrail") as span:
+                check = await self._call("guardrail", self.mesh.answerer.CheckInput(
+                    answerer_pb2.CheckInputRequest(question=options.question), metadata=md,
+                    timeout=self.deadlines.guardrail))
+                span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
+                span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
+            if not check.allowed:
+                raise StepFailed("guardrail", f"question rejected: {check.reason}", 400)
+            stages.append({"stage": "guardrail", "ms": _ms(started)})
 
         started = time.perf_counter()
         vector: list[float] = []
@@ -146,7 +154,7 @@ class Orchestrator:
         with tracer.start_as_current_span("retrieve"):
             found = await self._call("retrieve", self.mesh.retriever.Search(request, metadata=md,
                                                                             timeout=self.deadlines.retrieve))
-        relevant = [r for r in found.results if self._relevant(r, bool(vector))]
+        relevant = [r for r in found.results if not options.relevance_gate or self._relevant(r, bool(vector))]
         stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(found.results),
                        "relevant": len(relevant), "accessible_documents": found.accessible_documents})
         outcome = "answer"
@@ -191,13 +199,23 @@ class Orchestrator:
             try:
                 reply = await self.mesh.graph.GetContext(
                     graph_pb2.GetContextRequest(query=prepared.options.question, document_ids=prepared.accessible_ids,
-                                                max_depth=2, limit=12),
+                                                max_depth=2, limit=6),
                     metadata=prepared.user.metadata(), timeout=self.deadlines.graph)
             except aio.AioRpcError as exc:
                 self._degrade(prepared.degraded, "graph", f"graph {exc.code().name}; answered without graph context")
                 return []
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(reply.relations))
         return [f"{r.source} — {r.type.lower().replace('_', ' ')} — {r.target}" for r in reply.relations]
+
+    async def search(self, user: UserContext, options: ChatOptions) -> tuple[Prepared, list[common_pb2.ScoredChunk]]:
+        """Retrieval only (the search API and the benchmarks): embed, retrieve, rerank; no answer."""
+        prepared = await self.prepare(user, options, guard=False)
+        items = prepared.results
+        if options.rerank and len(items) > 1:
+            started = time.perf_counter()
+            items = await self._rerank(prepared, items)
+            prepared.stages.append({"stage": "rerank", "ms": _ms(started)})
+        return prepared, items[: options.top_k]
 
     async def run(self, prepared: Prepared) -> AsyncIterator[dict[str, Any]]:
         """Streams progress, tokens and the final event (with sources) for a prepared chat."""

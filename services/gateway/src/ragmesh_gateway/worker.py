@@ -21,7 +21,7 @@ from ragmesh_gateway.mesh import Mesh
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
-setup_telemetry("ingest-worker", instrument_redis=True)
+setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402
 
 CeleryInstrumentor().instrument()
