@@ -1,0 +1,125 @@
+"""GraphService: IngestChunks (extract + merge), GetContext (permission-filtered neighbourhood), DeleteDocument."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from grpc import aio
+from opentelemetry import trace
+
+from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
+from ragmesh_common import attributes as attr
+from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.server import GrpcService
+from ragmesh_graph.config import Settings
+from ragmesh_graph.extract import EntityExtractor, build_document_graph
+from ragmesh_graph.store import EntityInfo, GraphStore
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+MAX_ID_CHARS = 512
+MAX_QUERY_CHARS = 10_000
+DEFAULT_DEPTH = 2
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 200
+
+
+def _document_id(value: str) -> str:
+    if not value.strip():
+        raise InvalidArgument("document_id is required")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidArgument(f"document_id is longer than {MAX_ID_CHARS} characters")
+    return value
+
+
+def _entity_pb(entity: EntityInfo) -> graph_pb2.Entity:
+    return graph_pb2.Entity(name=entity.name, type=entity.type, mentions=entity.mentions)
+
+
+class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
+    def __init__(self, store: GraphStore, extractor: EntityExtractor) -> None:
+        self.store = store
+        self.extractor = extractor
+
+    @grpc_errors
+    async def IngestChunks(self, request: graph_pb2.IngestChunksRequest,
+                           context: aio.ServicerContext) -> graph_pb2.IngestChunksResponse:
+        document_id = _document_id(request.document_id)
+        chunks: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for index, chunk in enumerate(request.chunks):
+            if not chunk.chunk_id.strip():
+                raise InvalidArgument(f"chunks[{index}]: chunk_id is required")
+            if len(chunk.chunk_id) > MAX_ID_CHARS:
+                raise InvalidArgument(f"chunks[{index}]: chunk_id is longer than {MAX_ID_CHARS} characters")
+            if chunk.document_id and chunk.document_id != document_id:
+                raise InvalidArgument(f"chunks[{index}] ({chunk.chunk_id}): document_id {chunk.document_id!r} "
+                                      f"differs from the request's {document_id!r}")
+            if chunk.chunk_id in seen:
+                raise InvalidArgument(f"chunks[{index}]: chunk_id {chunk.chunk_id!r} appears twice")
+            seen.add(chunk.chunk_id)
+            chunks.append((chunk.chunk_id, chunk.text))
+        with tracer.start_as_current_span("graph ingest") as span:
+            span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
+            span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
+            graph = await asyncio.to_thread(build_document_graph, self.extractor, document_id, chunks)
+            span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(graph.entities))
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(graph.relations))
+            await self.store.replace_document(graph)
+        logger.info("ingested %s: %d chunks, %d entities, %d relations", document_id, len(chunks),
+                    len(graph.entities), len(graph.relations))
+        return graph_pb2.IngestChunksResponse(entities=len(graph.entities), relations=len(graph.relations))
+
+    @grpc_errors
+    async def GetContext(self, request: graph_pb2.GetContextRequest,
+                         context: aio.ServicerContext) -> graph_pb2.GetContextResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query is empty")
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
+        if request.max_depth not in (0, 1, 2):
+            raise InvalidArgument(f"max_depth must be 1 or 2 (0 = {DEFAULT_DEPTH}), got {request.max_depth}")
+        if request.limit < 0:
+            raise InvalidArgument(f"limit must be >= 0 (0 = {DEFAULT_LIMIT}), got {request.limit}")
+        depth = request.max_depth or DEFAULT_DEPTH
+        limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
+        # The caller lists what the user may read; no list means no access, never "everything".
+        document_ids = sorted({d for d in request.document_ids if d})
+        with tracer.start_as_current_span("graph hop") as span:
+            span.set_attribute(attr.RAG_GRAPH_DEPTH, depth)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(document_ids))
+            keys = self.extractor.query_keys(request.query) if document_ids else []
+            found = await self.store.context(keys, document_ids, depth, limit)
+            span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(found.matched) + len(found.neighbours))
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(found.relations))
+        return graph_pb2.GetContextResponse(
+            matched=[_entity_pb(e) for e in found.matched],
+            neighbours=[_entity_pb(e) for e in found.neighbours],
+            relations=[graph_pb2.Relation(source=r.source, target=r.target, type=r.type, weight=r.weight,
+                                          chunk_ids=r.chunk_ids, depth=r.depth) for r in found.relations],
+            chunk_ids=found.chunk_ids,
+        )
+
+    @grpc_errors
+    async def DeleteDocument(self, request: graph_pb2.DeleteDocumentRequest,
+                             context: aio.ServicerContext) -> graph_pb2.DeleteDocumentResponse:
+        document_id = _document_id(request.document_id)
+        removed = await self.store.delete_document(document_id)
+        logger.info("deleted %s from the graph: %d chunks", document_id, removed)
+        return graph_pb2.DeleteDocumentResponse(removed_chunks=removed)
+
+
+def build_service(settings: Settings, store: GraphStore | None = None,
+                  extractor: EntityExtractor | None = None) -> GrpcService:
+    """The graph gRPC service; SERVING once the database answers and the schema is in place."""
+    store = store or GraphStore.connect(settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password,
+                                        settings.neo4j_database, settings.query_timeout_seconds)
+    servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk))
+
+    def add(server: aio.Server) -> list[str]:
+        graph_pb2_grpc.add_GraphServiceServicer_to_server(servicer, server)
+        return [graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name]
+
+    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup,
+                       on_stop=store.close)

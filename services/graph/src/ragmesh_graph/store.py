@@ -1,0 +1,347 @@
+"""The entity graph in Neo4j 5 over Bolt (ArcadeDB's Bolt server on one machine), through the async neo4j driver.
+
+Model:
+    (:Entity {key, name, type})              key = normalised name, unique
+    (:Chunk {uid, id, document_id})          uid = document_id + "/" + chunk id, unique
+    (:Entity)-[:MENTIONED_IN]->(:Chunk)
+    (:Entity)-[:RELATED {document_id, weight, chunk_ids}]->(:Entity)
+
+A co-occurrence is stored once PER DOCUMENT (one RELATED edge per entity pair and document, pointing
+from the smaller key to the larger), never summed across documents. Reading, every mention and every
+relation is filtered by `document_id IN $document_ids` and the weights of the readable documents are summed
+then, so a user sees exactly the evidence in documents they may read, and deleting or re-ingesting a
+document touches only its own edges.
+
+Portable Cypher only (the subset Neo4j 5 and ArcadeDB both run): MERGE, UNWIND, list parameters, pattern
+predicates; no full-text/vector index DDL, no APOC, no variable-length paths (hops are one query each so
+that weights aggregate per hop). Parameters never carry nulls or mixed-type lists (Neo4j rejects null
+MERGE keys; ArcadeDB would accept them). Concurrent MERGEs of one new entity make the loser fail with
+ConstraintError on both engines; it and transient errors (deadlocks, ArcadeDB's concurrent page changes)
+are retried with jittered backoff.
+
+Re-ingest is delete-then-merge in batches, one transaction each (bounded transaction size): a reader may see
+the document half-written for a moment, and a failed batch leaves it partial until the caller retries the
+(idempotent) ingest.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import neo4j
+from neo4j import AsyncDriver, AsyncTransaction
+from neo4j.exceptions import ConstraintError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
+
+from ragmesh_common.errors import Unavailable
+from ragmesh_graph.extract import DocumentGraph
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RETRYABLE = (ConstraintError, TransientError, ServiceUnavailable, SessionExpired)
+RELATION_TYPE = "RELATED"
+BATCH_ROWS = 500
+HOP_ROW_CAP = 1000  # relations read per hop, the heaviest first
+MAX_CONTEXT_CHUNKS = 50
+
+SCHEMA = (
+    "CREATE CONSTRAINT ragmesh_entity_key IF NOT EXISTS FOR (e:Entity) REQUIRE e.key IS UNIQUE",
+    "CREATE CONSTRAINT ragmesh_chunk_uid IF NOT EXISTS FOR (c:Chunk) REQUIRE c.uid IS UNIQUE",
+    "CREATE INDEX ragmesh_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.document_id)",
+    "CREATE INDEX ragmesh_related_document IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.document_id)",
+)
+
+Q_DOCUMENT_ENTITY_KEYS = """
+MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) WHERE c.document_id = $document_id
+RETURN DISTINCT e.key AS key
+"""
+Q_DELETE_RELATIONS = """
+MATCH (:Entity)-[r:RELATED]->(:Entity) WHERE r.document_id = $document_id
+DELETE r
+"""
+Q_COUNT_CHUNKS = "MATCH (c:Chunk) WHERE c.document_id = $document_id RETURN count(c) AS n"
+Q_DELETE_CHUNKS = "MATCH (c:Chunk) WHERE c.document_id = $document_id DETACH DELETE c"
+Q_DELETE_ORPHANS = """
+UNWIND $keys AS k
+MATCH (e:Entity {key: k}) WHERE NOT (e)-[:MENTIONED_IN]->()
+DETACH DELETE e
+"""
+Q_MERGE_CHUNKS = """
+UNWIND $rows AS row
+MERGE (c:Chunk {uid: row.uid})
+SET c.id = row.id, c.document_id = $document_id
+"""
+Q_MERGE_MENTIONS = """
+UNWIND $rows AS row
+MERGE (e:Entity {key: row.key})
+ON CREATE SET e.name = row.name, e.type = row.type
+WITH e, row
+MATCH (c:Chunk {uid: row.uid})
+MERGE (e)-[:MENTIONED_IN]->(c)
+"""
+Q_MERGE_RELATIONS = """
+UNWIND $rows AS row
+MERGE (a:Entity {key: row.a})
+ON CREATE SET a.name = row.a_name, a.type = row.a_type
+MERGE (b:Entity {key: row.b})
+ON CREATE SET b.name = row.b_name, b.type = row.b_type
+MERGE (a)-[r:RELATED {document_id: $document_id}]->(b)
+SET r.weight = row.weight, r.chunk_ids = row.chunk_ids
+"""
+Q_ENTITIES_WITH_CHUNKS = """
+MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk)
+WHERE e.key IN $keys AND c.document_id IN $document_ids
+RETURN e.key AS key, e.name AS name, e.type AS type, collect(DISTINCT c.id) AS chunk_ids
+"""
+Q_ENTITY_MENTIONS = """
+MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk)
+WHERE e.key IN $keys AND c.document_id IN $document_ids
+RETURN e.key AS key, e.name AS name, e.type AS type, count(DISTINCT c) AS mentions
+"""
+Q_HOP = """
+MATCH (a:Entity)-[r:RELATED]-(b:Entity)
+WHERE a.key IN $keys AND r.document_id IN $document_ids
+RETURN a.key AS a, a.name AS a_name, b.key AS b, b.name AS b_name, r.document_id AS document_id,
+       r.weight AS weight, r.chunk_ids AS chunk_ids
+ORDER BY weight DESC
+LIMIT $cap
+"""
+
+
+@dataclass
+class EntityInfo:
+    key: str
+    name: str
+    type: str
+    mentions: int = 0
+    chunk_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RelationInfo:
+    source: str  # names, the smaller key first
+    target: str
+    weight: float
+    chunk_ids: list[str]
+    depth: int
+    type: str = RELATION_TYPE
+
+
+@dataclass
+class GraphContext:
+    matched: list[EntityInfo] = field(default_factory=list)
+    neighbours: list[EntityInfo] = field(default_factory=list)
+    relations: list[RelationInfo] = field(default_factory=list)
+    chunk_ids: list[str] = field(default_factory=list)
+
+
+def _batches(rows: Sequence[dict[str, Any]], size: int = BATCH_ROWS) -> list[list[dict[str, Any]]]:
+    return [list(rows[i:i + size]) for i in range(0, len(rows), size)]
+
+
+def chunk_uid(document_id: str, chunk_id: str) -> str:
+    return f"{document_id}/{chunk_id}"
+
+
+class GraphStore:
+    """Reads and writes the entity graph; every statement runs in a transaction with a timeout."""
+
+    def __init__(self, driver: AsyncDriver, database: str, timeout: float, attempts: int = 6) -> None:
+        self.driver = driver
+        self.database = database
+        self.timeout = timeout
+        self.attempts = attempts
+
+    @classmethod
+    def connect(cls, uri: str, user: str, password: str, database: str, timeout: float) -> GraphStore:
+        """A store over a new driver (it connects lazily: `warmup` checks the connection)."""
+        driver = neo4j.AsyncGraphDatabase.driver(
+            uri, auth=(user, password), connection_timeout=timeout, connection_acquisition_timeout=timeout,
+            max_connection_pool_size=50, user_agent="ragmesh-graph")
+        return cls(driver, database, timeout)
+
+    async def close(self) -> None:
+        await self.driver.close()
+
+    # ---------- lifecycle ----------
+    async def warmup(self, connect_deadline: float = 60.0) -> None:
+        """Waits for the database (up to `connect_deadline` seconds), then creates constraints and indexes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + connect_deadline
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self.driver.verify_connectivity()
+                    async with self.driver.session(database=self.database) as session:  # the database exists
+                        await (await session.run(neo4j.Query("RETURN 1 AS one", timeout=self.timeout))).consume()
+                break
+            except (Neo4jError, ServiceUnavailable, SessionExpired, OSError, TimeoutError) as exc:
+                if loop.time() >= deadline:
+                    raise Unavailable(f"graph database not reachable: {exc}") from exc
+                logger.warning("graph database not reachable yet (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+        await self.setup_schema()
+
+    async def setup_schema(self) -> None:
+        """Uniqueness constraints and indexes where the backend has them; one it rejects is logged and skipped."""
+        for statement in SCHEMA:
+            try:
+                async with asyncio.timeout(self.timeout + 2):
+                    async with self.driver.session(database=self.database) as session:
+                        result = await session.run(neo4j.Query(statement, timeout=self.timeout))
+                        await result.consume()
+            except (Neo4jError, TimeoutError) as exc:
+                logger.warning("graph schema statement not supported by this backend, skipped: %s (%s)",
+                               statement, exc)
+
+    # ---------- transactions ----------
+    async def _transaction(self, work: Callable[[AsyncTransaction], Awaitable[T]], *, write: bool, what: str) -> T:
+        """Runs `work` in one transaction, retrying constraint races and transient errors with backoff."""
+        mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
+        delay = 0.05
+        for attempt in range(1, self.attempts + 1):
+            try:
+                # The server-side transaction timeout bounds the query; the client-side one bounds a backend
+                # that ignores it or a network that stalls.
+                async with asyncio.timeout(self.timeout + 2):
+                    async with self.driver.session(database=self.database, default_access_mode=mode) as session:
+                        async with await session.begin_transaction(timeout=self.timeout) as tx:
+                            result = await work(tx)
+                            await tx.commit()
+                            return result
+            except RETRYABLE as exc:
+                if attempt == self.attempts:
+                    raise Unavailable(f"graph {what} failed after {attempt} attempts: {exc}") from exc
+                logger.info("graph %s: %s on attempt %d/%d, retrying", what, type(exc).__name__, attempt,
+                            self.attempts)
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
+                delay = min(delay * 2, 2.0)
+            except TimeoutError:
+                raise TimeoutError(f"graph {what} took longer than {self.timeout:.0f}s "
+                                   "(GRAPH_QUERY_TIMEOUT_SECONDS)") from None
+            except Neo4jError as exc:
+                if "TimedOut" in (exc.code or ""):
+                    raise TimeoutError(f"graph {what} timed out in the database: {exc.code}") from exc
+                raise
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    async def _run(tx: AsyncTransaction, text: str, **params: Any) -> list[dict[str, Any]]:
+        result = await tx.run(text, params)
+        return await result.data()
+
+    # ---------- writes ----------
+    async def replace_document(self, graph: DocumentGraph) -> None:
+        """Removes the document's previous contribution, then merges the new one in batches (idempotent)."""
+        await self.delete_document(graph.document_id)
+        doc = graph.document_id
+        names = graph.entities
+        mentions_by_chunk: dict[str, list[dict[str, Any]]] = {}
+        for key, chunk_id in graph.mentions:
+            entity = names[key]
+            mentions_by_chunk.setdefault(chunk_id, []).append(
+                {"key": key, "name": entity.name, "type": entity.type, "uid": chunk_uid(doc, chunk_id)})
+        chunk_rows = [{"uid": chunk_uid(doc, chunk_id), "id": chunk_id} for chunk_id in graph.chunk_ids]
+        for batch in _batches(chunk_rows):
+            mention_rows = [row for chunk in batch for row in mentions_by_chunk.get(chunk["id"], [])]
+
+            async def write_chunks(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch,
+                                   mention_rows: list[dict[str, Any]] = mention_rows) -> None:
+                await self._run(tx, Q_MERGE_CHUNKS, rows=batch, document_id=doc)
+                for rows in _batches(mention_rows):
+                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
+
+            await self._transaction(write_chunks, write=True, what="ingest chunks")
+        relation_rows = [
+            {"a": a, "a_name": names[a].name, "a_type": names[a].type, "b": b, "b_name": names[b].name,
+             "b_type": names[b].type, "weight": stats.weight, "chunk_ids": list(stats.chunk_ids)}
+            for (a, b), stats in graph.relations.items()
+        ]
+        for batch in _batches(relation_rows):
+
+            async def write_relations(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch) -> None:
+                await self._run(tx, Q_MERGE_RELATIONS, rows=batch, document_id=doc)
+
+            await self._transaction(write_relations, write=True, what="ingest relations")
+
+    async def delete_document(self, document_id: str) -> int:
+        """Removes the document's chunks, mentions and relations, and entities no longer mentioned anywhere."""
+
+        async def work(tx: AsyncTransaction) -> int:
+            keys = [row["key"] for row in await self._run(tx, Q_DOCUMENT_ENTITY_KEYS, document_id=document_id)]
+            await self._run(tx, Q_DELETE_RELATIONS, document_id=document_id)
+            count = await self._run(tx, Q_COUNT_CHUNKS, document_id=document_id)
+            await self._run(tx, Q_DELETE_CHUNKS, document_id=document_id)
+            for batch in range(0, len(keys), BATCH_ROWS):
+                await self._run(tx, Q_DELETE_ORPHANS, keys=keys[batch:batch + BATCH_ROWS])
+            return int(count[0]["n"]) if count else 0
+
+        return await self._transaction(work, write=True, what="delete document")
+
+    # ---------- reads ----------
+    async def context(self, keys: list[str], document_ids: list[str], max_depth: int, limit: int) -> GraphContext:
+        """Entities among `keys` mentioned in the documents, and their neighbourhood up to `max_depth` hops.
+
+        Only mentions and relations recorded for `document_ids` count; an empty list reads nothing.
+        """
+        if not keys or not document_ids:
+            return GraphContext()
+
+        async def work(tx: AsyncTransaction) -> GraphContext:
+            rows = await self._run(tx, Q_ENTITIES_WITH_CHUNKS, keys=keys, document_ids=document_ids)
+            matched = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], len(row["chunk_ids"]),
+                                              sorted(row["chunk_ids"])) for row in rows}
+            if not matched:
+                return GraphContext()
+            pairs: dict[tuple[str, str], RelationInfo] = {}
+            seen_edges: set[tuple[str, str, str]] = set()
+            depth_of = dict.fromkeys(matched, 0)
+            frontier = list(matched)
+            for depth in range(1, max_depth + 1):
+                if not frontier:
+                    break
+                hop = await self._run(tx, Q_HOP, keys=frontier, document_ids=document_ids, cap=HOP_ROW_CAP)
+                reached: list[str] = []
+                for row in hop:
+                    (a, a_name), (b, b_name) = sorted([(row["a"], row["a_name"]), (row["b"], row["b_name"])])
+                    edge = (a, b, row["document_id"])
+                    if edge in seen_edges:  # both ends in the frontier: the same edge read from each side
+                        continue
+                    seen_edges.add(edge)
+                    relation = pairs.get((a, b))
+                    if relation is None:
+                        relation = pairs[(a, b)] = RelationInfo(a_name, b_name, 0.0, [], depth)
+                    elif relation.depth != depth:
+                        continue  # found at a shorter depth already
+                    relation.weight += float(row["weight"])
+                    relation.chunk_ids.extend(c for c in row["chunk_ids"] if c not in relation.chunk_ids)
+                    for key in (a, b):
+                        if key not in depth_of:
+                            depth_of[key] = depth
+                            reached.append(key)
+                frontier = reached
+            relations = sorted(pairs.items(), key=lambda item: (-item[1].weight, item[1].depth, item[0]))[:limit]
+            strength: dict[str, float] = {}
+            for (a, b), relation in relations:
+                for key in (a, b):
+                    if key not in matched:
+                        strength[key] = strength.get(key, 0.0) + relation.weight
+            neighbours: list[EntityInfo] = []
+            if strength:
+                rows = await self._run(tx, Q_ENTITY_MENTIONS, keys=list(strength), document_ids=document_ids)
+                found = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], int(row["mentions"]))
+                         for row in rows}
+                neighbours = [found[key] for key in sorted(strength, key=lambda k: (-strength[k], depth_of[k], k))
+                              if key in found]
+            chunk_votes: Counter[str] = Counter(c for entity in matched.values() for c in entity.chunk_ids)
+            chunk_ids = sorted(chunk_votes, key=lambda c: (-chunk_votes[c], c))[:MAX_CONTEXT_CHUNKS]
+            ordered = sorted(matched.values(), key=lambda e: (-e.mentions, e.key))
+            return GraphContext(ordered, neighbours, [relation for _, relation in relations], chunk_ids)
+
+        return await self._transaction(work, write=False, what="context")
