@@ -190,7 +190,7 @@ def test_otel_and_store_wiring() -> None:
     answerer = _env(_container(deployments["answerer"]))
     assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "smollm2:135m"
     graph = _env(_container(deployments["graph"]))
-    assert graph["GRAPH_NEO4J_URI"] == "neo4j://neo4j.neo4j:7687"
+    assert graph["NEO4J_URI"] == "neo4j://neo4j.neo4j:7687"
     gpu = _by_kind(_scenario_docs("gpu"), "Deployment")
     assert _env(_container(gpu["parser"]))["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4317"
     reranker = _container(gpu["reranker"])

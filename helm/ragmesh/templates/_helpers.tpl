@@ -154,11 +154,13 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and (eq .name "graph") $v.stores.neo4j.uri }}
-- name: GRAPH_NEO4J_URI
-  value: {{ $v.stores.neo4j.uri | quote }}
-{{ include "ragmesh.secretEnv" (dict "env" "GRAPH_NEO4J_USER" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.usernameKey) }}
-{{ include "ragmesh.secretEnv" (dict "env" "GRAPH_NEO4J_PASSWORD" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.passwordKey) }}
+{{- if eq .name "graph" }}
+- name: NEO4J_URI
+  value: {{ required "stores.neo4j.uri is required (the graph service's NEO4J_URI)" $v.stores.neo4j.uri | quote }}
+- name: NEO4J_DATABASE
+  value: {{ $v.stores.neo4j.database | quote }}
+{{ include "ragmesh.secretEnv" (dict "env" "NEO4J_USER" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.usernameKey) }}
+{{ include "ragmesh.secretEnv" (dict "env" "NEO4J_PASSWORD" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.passwordKey) }}
 {{- end }}
 {{- if eq .name "answerer" }}
 - name: OLLAMA_HOST

@@ -62,6 +62,7 @@ def test_priority_resolves_ties_and_names_every_rule() -> None:
     ("The budget rose 25% to $5 million in the 1990s", ["25%", "$5 million", "1990s"]),
     ("What do E. B. White and Dan Masterson have in common?", ["E. B. White", "Dan Masterson"]),
     ("IBM and ibm and IBM again", ["IBM"]),
+    ("It was founded in 2005.", ["2005"]),  # a year ending the sentence
     ("When was it founded?", []),
     ("Normandy is where?", []),  # a lone capitalised first word is not taken for a name
 ])
@@ -74,6 +75,11 @@ def test_comparison_gets_graph_and_one_sub_query_per_entity() -> None:
     assert result.multi_hop and result.use_graph
     assert result.sub_queries == ["IBM company founded year", "Microsoft company founded year"]
     assert result.strategy == "direct" and result.levels == ["paragraph"]
+
+
+def test_both_question_splits_per_person() -> None:
+    result = route("Are Christopher Nolan and Sathish Kalathil both film directors?")
+    assert result.sub_queries == ["Christopher Nolan film directors", "Sathish Kalathil film directors"]
 
 
 def test_multi_hop_bridge_question() -> None:

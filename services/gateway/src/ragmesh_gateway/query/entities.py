@@ -17,11 +17,12 @@ _QUOTED = re.compile(r'"([^"\n]{1,120})"|“([^”\n]{1,120})”|‘([^’\n]{1,
 _TOKEN = re.compile(r"(?:[A-Z]\.){2,}|[A-Z]\.(?=\s)|\w+(?:[-'’.&]\w+)*(?:['’]s?\b)?|\S")
 _NUMBER_UNIT = re.compile(
     r"(?<![\w.])(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|bn|k|m)\b)?"
-    r"|\d[\d,]*(?:\.\d+)?\s?(?:%|percent|kg|g|mg|km|m|cm|mm|mi|ft|lb|lbs|gb|mb|tb|kb|ghz|mhz|ms|s|sec|"
-    r"seconds|minutes|hours|days|weeks|months|years|kw|mw|w|v|usd|eur|gbp|million|billion)\b)",
+    r"|\d[\d,]*(?:\.\d+)?%|\d[\d,]*(?:\.\d+)?\s?(?:percent|kg|g|mg|km|m|cm|mm|mi|ft|lb|lbs|gb|mb|tb|kb|ghz|"
+    r"mhz|ms|s|sec|seconds|minutes|hours|days|weeks|months|years|kw|mw|w|v|usd|eur|gbp|million|billion)\b)",
     re.IGNORECASE)
-_YEAR = re.compile(r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?:s|'s)?(?![\w.%]|\s?(?:%|percent)\b)")
-_ACRONYM = re.compile(r"^(?:[A-Z]\.){2,}$|^[A-Z][A-Z0-9&]*[A-Z0-9]$|^[A-Z]+[0-9][A-Za-z0-9]*$|^[0-9]+[A-Z][A-Za-z0-9]*$")
+_YEAR = re.compile(r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?:s|'s)?(?![\w%]|\.\d|\s?(?:%|percent)\b)")
+_ACRONYM = re.compile(r"^(?:[A-Z]\.){2,}$|^[A-Z][A-Z0-9&]*[A-Z0-9]$|^[A-Z]+[0-9][A-Za-z0-9]*$|"
+                      r"^[0-9]+[A-Z][A-Za-z0-9]*$")
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$")
 _SENTENCE_END = re.compile(r"[.!?:;]")
 
@@ -94,7 +95,8 @@ def _capitalised_phrases(tokens: list[Token]) -> list[tuple[int, str]]:
             nxt = tokens[j]
             if nxt.sentence_start or nxt.after_punct:
                 break
-            if _strip_possessive(words[-1]) != words[-1] and not (nxt.text[:1].isupper() and not _ACRONYM.match(nxt.text)):
+            possessive = _strip_possessive(words[-1]) != words[-1]
+            if possessive and not (nxt.text[:1].isupper() and not _ACRONYM.match(nxt.text)):
                 break  # "Grace Krilanovich's first novel" ends the name; "Woman's Viewpoint" does not
             if _is_cap(nxt.text) and nxt.text != "I" or nxt.text.isdigit() and not _YEAR.fullmatch(nxt.text):
                 words.append(nxt.text)

@@ -31,7 +31,8 @@ KIND_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
         ("comparative than", _rx(rf"\b({_COMPARATIVES}|more \w+|less \w+) than\b")),
         ("both", _rx(r"\bboth\b")),
         ("in common", _rx(r"\bin common\b|\bthe same (\w+ )?as\b|\bthe same (state|country|city|band|province|"
-                          r"genre|team|year|company|nationality|profession|university)\b|\bsimilar(ities)? (to|between)\b")),
+                          r"genre|team|year|company|nationality|profession|university)\b|"
+                          r"\bsimilar(ities)? (to|between)\b")),
         ("which of two", _rx(r"^(which|who|what)\b.*\b(first|older|oldest|younger|youngest|larger|largest|smaller|"
                              r"smallest|more|most|less|fewest|higher|highest|earlier|earliest|later|longer|better)\b"
                              r".*,?\s.+\bor\b.+\??$")),
@@ -50,7 +51,8 @@ KIND_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
         ("connected", _rx(r"\bconnect(ed|ion|ions)?\b|\blink(s|ed)? (between|to|with)\b|\blinks?\b.*\bbetween\b")),
         ("works with", _rx(r"\bwho (works|worked|collaborates|collaborated|reports|reported) (with|to|for)\b|"
                            r"\bwork(s|ed)? (together|with)\b")),
-        ("part of", _rx(r"\b(is|are|was|were) (a )?part of\b|\bbelongs? to\b|\baffiliated with\b|\bsubsidiar(y|ies) of\b")),
+        ("part of", _rx(r"\b(is|are|was|were)\s+(?:[\w-]+\s+){0,4}?(a\s+)?part of\b|\bbelongs? to\b|"
+                        r"\baffiliated with\b|\bsubsidiar(y|ies) of\b")),
     ],
     "procedural": [
         ("how to", _rx(r"\bhow (do|does|can|should|would|could) (i|we|you|one|a user|users|someone)\b|\bhow to\b")),
@@ -78,11 +80,12 @@ _DESCRIBED = _rx(rf"\b(the|a|an|one of the)\s+(?:[\w'-]+\s+){{0,4}}?{_NOUN}\s+{_
 _PREP_REL = re.compile(r"(?<=\w\s)(in|for|of|on|at|by|with|from|to|under|during|through)\s+(which|whom|whose)\s+"
                        r"(?:[\w'-]+\s+){2,}")
 # Reduced relative on an indefinite/definite noun: "a racing video game developed by", "a man born in".
-_PARTICIPLE = _rx(r"\b(the|a|an|this|that|^what|^which)\s+(?:[\w'-]+\s+){0,4}?"
-                  r"(?!(?:is|are|was|were|be|been|being|has|have|had)\b)[a-z][\w-]*\s+(?:[a-z]+ly\s+)?(?-i:developed|founded|directed|written|produced|"
-                  r"created|based|known|born|located|released|published|owned|featuring|starring|headquartered|"
-                  r"designed|named|formed|composed|hosted|sponsored|performed|recorded|made|built|used|shot|"
-                  r"featured|starred|associated|who)\s+(by|in|for|as|on|with|from|at)\b")
+_PARTICIPLE = _rx(r"\b(the|a|an|this|that|^(?:what|which)(?!\s+(?:is|are|was|were|has|have|had|did|do|does)\b))"
+                  r"\s+(?:[\w'-]+\s+){0,4}?(?!(?:is|are|was|were|be|been|being|has|have|had)\b)[a-z][\w-]*\s+"
+                  r"(?:[a-z]+ly\s+)?(?-i:developed|founded|directed|written|produced|created|based|known|born|"
+                  r"located|released|published|owned|featuring|starring|headquartered|designed|named|formed|"
+                  r"composed|hosted|sponsored|performed|recorded|made|built|used|shot|featured|starred|associated)"
+                  r"\s+(by|in|for|as|on|with|from|at)\b")
 # A role/attribute of a described entity: "the director of the film", "the mother of Edward Stafford".
 _ROLE = _rx(r"\b(the|a|an)\s+(?:[\w'-]+\s+){0,2}?(director|author|writer|founder|founders|father|mother|wife|husband|"
             r"son|daughter|brother|sister|creator|owner|producer|composer|singer|player|members?|president|"
@@ -90,15 +93,18 @@ _ROLE = _rx(r"\b(the|a|an)\s+(?:[\w'-]+\s+){0,2}?(director|author|writer|founder
             r"parent|successor|predecessor|leader|editor|designer|developer|inventor|spouse|child|children|"
             r"birthplace|hometown|label|receiver|winner|runner-up|subject|basis|soundtrack|mayor|voice)"
             r"(?:\s+and\s+(?:[\w-]+\s+){0,2}?[\w-]+)?\s+"
-            r"(of|to|from|behind|for)\s+(?:(?:the|a|an|one of the|his|her|their)\s+(?-i:[a-z0-9])|(?-i:[A-Z\"“])[^,?]*,)")
-_POSSESSIVE_CHAIN = re.compile(r"\w+['’]s?\s+(?:\w+\s+){0,2}?\w+['’]s?\s+\w+")
+            r"(of|to|from|behind|for)\s+"
+            # …of a description ("of the film that…"), or of a name that an appositive describes further.
+            r"(?:(?:the|a|an|one of the|his|her|their)\s+(?-i:[a-z0-9])|(?-i:[A-Z\"“])[^,?]*,)")
+_POSSESSIVE_CHAIN = re.compile(r"\b\w+['’]s\s+(?:\w+\s+){0,2}?\w+['’]s\s+\w")
 _WHICH_OF_THAT = _rx(r"\b(which|what)\b.+\bof the\b.+\b(?-i:that|who|which|where)\b")
 _IN_SITU_WH = _rx(r"\s(?-i:what|which|who|whom|when|where|how many|how much)\b[^,]*\?\s*$")
 _LEADING_WH = _rx(r"^\s*(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|"
                   r"should|would|will|has|have|had|name|list|tell|give|describe|explain|in|on|at|for|from|to|by|"
                   r"during|of|with|after|before|since|under|about|besides|between|if)\b")
 _APPOSITIVE = _rx(r",\s*(?-i:who|whom|which|whose|that)\b|,\s*(?-i:known|born|based|released|located|founded|"
-                 r"directed|written|produced|created|published|formed|named|famous|best known)\s+(for|in|as|by|on|from)\b|,\s*(a|an|the)\s+[\w'-]+(\s+[\w'-]+){0,5},")
+                 r"directed|written|produced|created|published|formed|named|famous|best known)\s+"
+                 r"(for|in|as|by|on|from)\b|,\s*(a|an|the)\s+[\w'-]+(\s+[\w'-]+){0,5},")
 _BOTH_AND = _rx(r"\bboth\b.+\band\b|\band\b.+\bboth\b|\brespective\b|\bwhich of the (two|2)\b|"
                 r"\beach other\b")
 # Sentence ends, not initials or "v." ("Mark U. Edwards", "Pierce v. Society").
@@ -110,7 +116,6 @@ _INDEFINITE_WH = _rx(r"\b(a|an)\s+(?:[\w'-]+\s+){0,3}?[\w'-]+\s+(from|by|of|in|a
 # An event anchored on another entity: "during the era of Haymo of Faversham".
 _ANCHOR = _rx(r"\b(during|after|before|since|at the time of|following)\s+the\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+of\s+"
               r"(the\s+)?[A-Z\"“]")
-_OR_CHOICE = _rx(r"[,\s](.+)\s+or\s+(.+?)\s*\??\s*$")
 # Questions opening with a subordinate clause: "When X left, who replaced him?" (the comma is no apposition).
 _INTRO = _rx(r"^(when|if|in|on|at|after|before|since|although|while|during|as|once|until|because|according|given|"
              r"besides|other than|along with|apart from)\b[^,]*,\s*(?-i:who|whom|which|whose|what|where|when|how)\b")
@@ -160,10 +165,10 @@ def classify(question: str) -> tuple[str, list[str]]:
 
 def _two_sided(question: str, names: list[str]) -> bool:
     """`…, X or Y?`: a name just before "or" and another one after it, ending the question."""
-    m = _OR_CHOICE.search(question)
-    if not m:
+    at = question.rfind(" or ")
+    if at < 0 or len(names) < 2:
         return False
-    left, right = m.group(1).rstrip(" ,"), m.group(2)
+    left, right = question[:at].rstrip(" ,"), question[at + 4:]
     return any(left.endswith(n) for n in names) and any(n in right for n in names)
 
 
@@ -193,7 +198,7 @@ def multi_hop_cues(question: str, kind: str, names: list[str]) -> list[str]:
         cues.append("reduced relative clause")
     if _ROLE.search(q):
         cues.append("role of described entity")
-    if _POSSESSIVE_CHAIN.search(q) and len(re.findall(r"\w['’]s\b", q)) >= 2:
+    if len(re.findall(r"\w['’]s\b", q)) >= 2 and _POSSESSIVE_CHAIN.search(q):
         cues.append("possessive chain")
     if _WHICH_OF_THAT.search(q):
         cues.append("which … of the … that")

@@ -1,0 +1,129 @@
+"""Follow-up rewriting: rules resolve pronouns and ellipsis, skip self-contained questions, never raise;
+the LLM fallback runs only for references the rules cannot resolve, and any failure keeps the question."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ragmesh_gateway.query import arewrite_followup, rewrite_followup
+
+
+def chat(*turns: tuple[str, str]) -> list[tuple[str, str]]:
+    """History from (question, answer) pairs."""
+    return [turn for question, answer in turns for turn in (("user", question), ("assistant", answer))]
+
+
+@pytest.mark.parametrize(("question", "history", "expected"), [
+    ("When was it founded?", chat(("Tell me about IBM", "IBM is an American technology company.")),
+     "When was IBM founded?"),
+    ("What is its revenue?", chat(("Tell me about IBM", "...")), "What is IBM's revenue?"),
+    ("What did they announce?", chat(("Tell me about IBM", "...")), "What did IBM announce?"),
+    ("Did she win an award for her album?", chat(("Tell me about Adele", "...")),
+     "Did Adele win an award for Adele's album?"),
+    # "he" after a who-question is the answer, not the company asked about.
+    ("When was he born?", chat(("Who founded Microsoft?", "Bill Gates and Paul Allen founded Microsoft.")),
+     "When was Bill Gates born?"),
+    # The previous question was itself a follow-up: look one turn further back.
+    ("Who runs it?", chat(("Tell me about IBM", "..."), ("When was it founded?", "1911.")), "Who runs IBM?"),
+    # No named entity: the previous question's noun phrase is the topic.
+    ("How much does it cost?", chat(("What is the premium support plan?", "...")),
+     "How much does the premium support plan cost?"),
+    ("What does this policy cover?", chat(("What is the travel policy?", "...")),
+     "What does the travel policy cover?"),
+])
+def test_pronouns_are_resolved(question: str, history: list[tuple[str, str]], expected: str) -> None:
+    result = rewrite_followup(question, history)
+    assert (result.text, result.rewritten) == (expected, True)
+    assert result.reason.startswith(("pronoun", "demonstrative"))
+
+
+@pytest.mark.parametrize(("question", "previous", "expected"), [
+    ("What about Microsoft?", "When was IBM founded?", "When was Microsoft founded?"),
+    ("And Microsoft?", "When was IBM founded?", "When was Microsoft founded?"),
+    ("how about Google?", "How many employees does Microsoft have?", "How many employees does Google have?"),
+    ("Same for Google", "How many employees does Microsoft have?", "How many employees does Google have?"),
+    ("And in 2020?", "What was the revenue of IBM in 2019?", "What was the revenue of IBM in 2020?"),
+    ("And the expense policy?", "What is the travel policy?", "What is the expense policy?"),
+])
+def test_ellipsis_reuses_the_previous_question(question: str, previous: str, expected: str) -> None:
+    result = rewrite_followup(question, chat((previous, "an answer")))
+    assert result == result.__class__(expected, True, "ellipsis")
+
+
+@pytest.mark.parametrize("question", [
+    "When was Microsoft founded?",
+    "Who founded the company that makes the iPhone?",  # "that" is a relative pronoun here
+    "Is it possible to reset the VPN token for Okta?",  # expletive "it"
+])
+def test_self_contained_questions_are_kept(question: str) -> None:
+    result = rewrite_followup(question, chat(("Tell me about IBM", "...")))
+    assert (result.text, result.rewritten, result.reason) == (question, False, "self-contained")
+
+
+@pytest.mark.parametrize(("question", "history", "reason"), [
+    ("When was it founded?", [], "no history"),
+    ("When was it founded?", [("assistant", "Hello!")], "no history"),
+    ("When was it founded?", chat(("hello", "hi")), "unresolved pronoun"),
+    ("What about the price?", chat(("When was IBM founded?", "1911.")), "unresolved ellipsis"),
+    ("", chat(("Tell me about IBM", "...")), "empty question"),
+    ("it " * 5000, chat(("Tell me about IBM", "...")), "too long to rewrite"),
+])
+def test_unresolvable_or_odd_input_keeps_the_question(question: str, history: list[tuple[str, str]],
+                                                      reason: str) -> None:
+    result = rewrite_followup(question, history)
+    assert (result.text, result.rewritten, result.reason) == (question, False, reason)
+
+
+@pytest.mark.parametrize("history", [None, "not a list", [("user",)], [(1, 2)], [("user", None)], [None]])
+def test_malformed_history_never_raises(history: object) -> None:
+    result = rewrite_followup("When was it founded?", history)  # type: ignore[arg-type]
+    assert (result.text, result.rewritten) == ("When was it founded?", False)
+
+
+class FakeLLM:
+    def __init__(self, reply: str | Exception | None = None, delay: float = 0.0) -> None:
+        self.reply, self.delay, self.prompts = reply, delay, []
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply  # type: ignore[return-value]
+
+
+async def test_llm_not_called_when_rules_resolve_or_nothing_to_resolve() -> None:
+    llm = FakeLLM("should not be used")
+    resolved = await arewrite_followup("When was it founded?", chat(("Tell me about IBM", "...")), llm=llm)
+    kept = await arewrite_followup("When was Microsoft founded?", chat(("Tell me about IBM", "...")), llm=llm)
+    assert resolved.text == "When was IBM founded?" and kept.reason == "self-contained"
+    assert llm.prompts == []
+
+
+async def test_llm_resolves_what_the_rules_cannot() -> None:
+    llm = FakeLLM("Rewritten question: What is the price of the IBM Z16 mainframe?\nextra line")
+    history = chat(("When was IBM founded?", "1911."))
+    result = await arewrite_followup("What about the price?", history, llm=llm)
+    assert result == result.__class__("What is the price of the IBM Z16 mainframe?", True, "llm")
+    assert len(llm.prompts) == 1 and "When was IBM founded?" in llm.prompts[0]
+
+
+@pytest.mark.parametrize(("llm", "reason"), [
+    (FakeLLM(RuntimeError("model down")), "llm error"),
+    (FakeLLM("late", delay=5.0), "llm timeout"),
+    (FakeLLM(""), "llm output rejected"),
+    (FakeLLM("x" * 5000), "llm output rejected"),
+    (FakeLLM(None), "llm output rejected"),
+])
+async def test_llm_failure_keeps_the_original(llm: FakeLLM, reason: str) -> None:
+    result = await arewrite_followup("What about the price?", chat(("When was IBM founded?", "1911.")),
+                                     llm=llm, timeout=0.05)
+    assert (result.text, result.rewritten, result.reason) == ("What about the price?", False, reason)
+
+
+async def test_without_llm_the_async_variant_equals_the_rules() -> None:
+    history = chat(("When was IBM founded?", "1911."))
+    assert await arewrite_followup("What about the price?", history) == rewrite_followup("What about the price?",
+                                                                                          history)
