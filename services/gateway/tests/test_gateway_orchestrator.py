@@ -44,7 +44,7 @@ class Stub:
             self.requests[name] = request
             if name == "Answer":
                 return self._stream(reply)
-            return self._unary(reply)
+            return self._unary(reply(request) if callable(reply) else reply)
 
         return call
 
@@ -70,8 +70,8 @@ class FakeMesh:
                          citations=[answerer_pb2.Citation(source_index=1, chunk_id="c2", support=0.9)]))]
         self.answerer = stubs.get("answerer") or Stub(
             CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=ok_answer)
-        self.embedder = stubs.get("embedder") or Stub(
-            Embed=embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=[0.1, 0.2])]))
+        self.embedder = stubs.get("embedder") or Stub(Embed=lambda request: embedder_pb2.EmbedResponse(
+            vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in request.texts]))
         self.retriever = stubs.get("retriever") or Stub(Search=retriever_pb2.SearchResponse(
             results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1)], accessible_documents=2,
             accessible_document_ids=["d1", "d2"]))
@@ -80,9 +80,13 @@ class FakeMesh:
             relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]))
 
 
-async def run(mesh: FakeMesh, question: str = "When was IBM founded?") -> tuple[Any, list[dict[str, Any]]]:
+RELATIONAL = "What is the relationship between IBM and Armonk?"
+
+
+async def run(mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None
+              ) -> tuple[Any, list[dict[str, Any]]]:
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
-    prepared = await orchestrator.prepare(USER, ChatOptions(question=question, top_k=5))
+    prepared = await orchestrator.prepare(USER, ChatOptions(question=question, top_k=5, history=history or []))
     return prepared, [e async for e in orchestrator.run(prepared)]
 
 
@@ -157,3 +161,30 @@ async def test_no_permission_and_no_sources_outcomes() -> None:
     assert events[-1]["data"]["outcome"] == "no_sources" and events[-1]["data"]["sources"] == []
     assert events[-1]["data"]["answer"] == NO_SOURCES
     assert "Answer" not in irrelevant.answerer.requests
+
+
+async def test_router_skips_the_graph_for_a_plain_factual_question() -> None:
+    mesh = FakeMesh()
+    prepared, events = await run(mesh, "When was IBM founded?")
+    assert prepared.route.kind == "temporal" and not prepared.route.use_graph
+    assert "GetContext" not in mesh.graph.requests
+    assert "graph" not in [e["data"].get("stage") for e in events if e["event"] == "progress"]
+
+
+async def test_follow_up_is_rewritten_before_search_and_answer() -> None:
+    mesh = FakeMesh()
+    prepared, _ = await run(mesh, "When was it founded?", history=[("user", "Tell me about IBM"),
+                                                                     ("assistant", "IBM is a company.")])
+    assert prepared.query == "When was IBM founded?"
+    assert mesh.retriever.requests["Search"].query == "When was IBM founded?"
+    assert mesh.answerer.requests["Answer"].question == "When was IBM founded?"
+    understand = next(s for s in prepared.stages if s["stage"] == "understand")
+    assert understand["rewritten"] is True
+
+
+async def test_comparative_question_searches_each_entity_and_merges() -> None:
+    mesh = FakeMesh()
+    prepared, _ = await run(mesh, "Which company was founded first, IBM or Microsoft?")
+    assert len(prepared.route.sub_queries) == 2
+    assert len(mesh.embedder.requests["Embed"].texts) == 3
+    assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3

@@ -196,3 +196,69 @@ async def test_wrong_dimension_is_invalid_argument(stub) -> None:  # type: ignor
         await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=[bad]),
                                metadata=ALICE.metadata())
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def _structured(stub: retriever_pb2_grpc.RetrieverServiceStub, user: UserContext, title: str,
+                      rows: list[tuple[int, str, str, list[str], str]]) -> str:
+    """rows: (level, local id, parent local id, section path, text) -> document id."""
+    doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title=title, filename=f"{title}.md"),
+                                    metadata=user.metadata())
+    did = doc.document_id
+    chunks = [common_pb2.Chunk(chunk_id=f"{did}:{lid}", document_id=did, level=level, ordinal=i,
+                               parent_id=f"{did}:{parent}" if parent else "", section_path=path, text=text, title=title,
+                               embedding=unit(30 + i))
+              for i, (level, lid, parent, path, text) in enumerate(rows)]
+    await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=did, chunks=chunks), metadata=user.metadata())
+    await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+        document_id=did, status=common_pb2.DOCUMENT_STATUS_READY), metadata=user.metadata())
+    return did
+
+
+async def test_summary_first_promotes_chunks_of_the_best_summarised_documents(stub) -> None:  # type: ignore[no-untyped-def]
+    c = await _structured(stub, ALICE, "c", [(3, "1", "", [], "volcano eruption volcano eruption history")])
+    a = await _structured(stub, ALICE, "a", [(1, "0", "", [], "volcano eruption report"),
+                                            (3, "1", "0", [], "volcano eruption lava notes")])
+    query = dict(query="volcano eruption", top_k=5, has_alpha=True, alpha=0.0)
+    direct = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())
+    assert [r.chunk.chunk_id for r in direct.results] == [f"{c}:1", f"{a}:1"]
+    first = await stub.Search(retriever_pb2.SearchRequest(**query, strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST),
+                              metadata=ALICE.metadata())
+    assert first.strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST
+    assert [r.chunk.chunk_id for r in first.results] == [f"{a}:1", f"{c}:1"]  # found twice beats found once
+    assert first.results[0].score == pytest.approx(1 / 60 + 1 / 61)
+
+
+async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:  # type: ignore[no-untyped-def]
+    d = await _structured(stub, ALICE, "d", [(2, "0", "", ["Intro"], "Intro"),
+                                            (3, "1", "0", ["Intro"], "alpha beta gamma"),
+                                            (3, "2", "0", ["Intro"], "delta kappa"),
+                                            (3, "3", "0", ["Intro"], "omega psi"),
+                                            (3, "4", "0", ["Intro"], "epsilon zeta")])
+    base = dict(query="kappa", top_k=10, has_alpha=True, alpha=0.0)
+    plain = await stub.Search(retriever_pb2.SearchRequest(**base), metadata=ALICE.metadata())
+    assert [r.chunk.chunk_id for r in plain.results] == [f"{d}:2"]
+    thin = await stub.Search(retriever_pb2.SearchRequest(
+        **base, context=retriever_pb2.ContextOptions(enabled=True, sibling_expansion=True)), metadata=ALICE.metadata())
+    got = {r.chunk.chunk_id: r.origin for r in thin.results}
+    assert thin.results[0].chunk.chunk_id == f"{d}:2"  # the hit stays first
+    assert got == {f"{d}:2": "search", f"{d}:0": "parent", f"{d}:1": "sibling", f"{d}:3": "sibling"}
+    expanded = await stub.Search(retriever_pb2.SearchRequest(
+        **base, context=retriever_pb2.ContextOptions(enabled=True, document_expansion_threshold=0.5,
+                                                     max_chunks_per_document=3)), metadata=ALICE.metadata())
+    origins = [r.origin for r in expanded.results]
+    assert origins[0] == "search" and origins.count("document_expansion") == 2  # capped at 3 per document
+    budget = await stub.Search(retriever_pb2.SearchRequest(
+        **base, context=retriever_pb2.ContextOptions(enabled=True, sibling_expansion=True, token_budget=1)),
+        metadata=ALICE.metadata())
+    assert [r.chunk.chunk_id for r in budget.results] == [f"{d}:2"]  # the budget never drops the top hit
+
+
+async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[no-untyped-def]
+    zh = await add_document(stub, ALICE, "zh", [("信息检索是从大量文档中找到相关信息的过程。", unit(50))])
+    de = await add_document(stub, ALICE, "de", [("Die alten Häuser der Stadt wurden im Jahr 1900 gebaut.", unit(51))])
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="信息检索", has_alpha=True, alpha=0.0),
+                              metadata=ALICE.metadata())
+    assert [r.chunk.document_id for r in reply.results] == [zh]
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?", has_alpha=True,
+                                                          alpha=0.0), metadata=ALICE.metadata())
+    assert reply.results and reply.results[0].chunk.document_id == de

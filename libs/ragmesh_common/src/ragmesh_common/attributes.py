@@ -30,6 +30,12 @@ RAG_SEARCH_RESULTS = "rag.search.results"
 RAG_SEARCH_ACCESSIBLE_DOCS = "rag.search.accessible_documents"
 RAG_SEARCH_LEXICAL_HITS = "rag.search.lexical_hits"
 RAG_SEARCH_VECTOR_HITS = "rag.search.vector_hits"
+# query understanding
+RAG_QUERY_KIND = "rag.query.kind"
+RAG_QUERY_MULTI_HOP = "rag.query.multi_hop"
+RAG_QUERY_REWRITTEN = "rag.query.rewritten"
+RAG_QUERY_STRATEGY = "rag.query.strategy"
+RAG_QUERY_SUB_QUERIES = "rag.query.sub_queries"
 # rerank
 RAG_RERANK_CANDIDATES = "rag.rerank.candidates"
 RAG_RERANK_FALLBACK = "rag.rerank.fallback"

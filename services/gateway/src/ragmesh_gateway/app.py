@@ -61,10 +61,30 @@ class ChatRequest(BaseModel):
     rerank: bool = True
     graph: bool = True
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
+    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
+    context: ContextIn | None = Field(None, description="Context assembly override")
+
+
+class ContextIn(BaseModel):
+    """Context assembly after the search (see retriever.proto ContextOptions); 0 = the service default."""
+    enabled: bool = True
+    document_expansion_threshold: float = Field(0.0, ge=0, le=1)
+    max_chunks_per_document: int = Field(0, ge=0, le=100)
+    sibling_expansion: bool = False
+    thin_chunk_tokens: int = Field(0, ge=0, le=1000)
+    coverage_boost: bool = False
+    coverage_weight: float = Field(0.0, ge=0, le=10)
+    mmr: bool = False
+    mmr_lambda: float = Field(0.0, ge=0, le=1)
+    token_budget: int = Field(0, ge=0, le=100000)
 
 
 class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4000)
+    routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
+    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
+    fusion: Literal["relative_score", "ranked"] = "relative_score"
+    context: ContextIn | None = None
     top_k: int = Field(10, ge=1, le=100)
     candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
     alpha: float | None = Field(None, ge=0, le=1)
@@ -162,7 +182,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         options = ChatOptions(question=body.question, history=[(t.role, t.content) for t in body.history],
                               top_k=body.top_k, candidates=max(settings.candidates, body.top_k), alpha=body.alpha,
                               levels=list(body.levels), document_ids=[str(d) for d in body.document_ids],
-                              rerank=body.rerank, graph=body.graph, max_tokens=body.max_tokens)
+                              rerank=body.rerank, graph=body.graph, max_tokens=body.max_tokens,
+                              strategy=body.strategy, context=body.context.model_dump() if body.context else None)
         orchestrator: Orchestrator = state["orchestrator"]
         span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
         try:
@@ -209,7 +230,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         options = ChatOptions(question=body.query, top_k=body.top_k, candidates=body.candidates or max(body.top_k, 10),
                               alpha=body.alpha, levels=list(body.levels),
                               document_ids=[str(d) for d in body.document_ids], rerank=body.rerank, graph=False,
-                              relevance_gate=body.relevance_gate)
+                              relevance_gate=body.relevance_gate, routing=body.routing, strategy=body.strategy,
+                              fusion=body.fusion, context=body.context.model_dump() if body.context else None)
         with tracer.start_as_current_span("search", attributes={attr.RAG_USER: user.user_id}):
             try:
                 prepared, items = await state["orchestrator"].search(user, options)

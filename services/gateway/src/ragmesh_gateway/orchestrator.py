@@ -6,6 +6,7 @@ degradation is logged, recorded on the span and reported in the final event.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -26,6 +27,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.mesh import Mesh, StepFailed
+from ragmesh_gateway.query import Route, rewrite_followup, route
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -54,6 +56,10 @@ class ChatOptions:
     graph: bool = True
     max_tokens: int = 0
     relevance_gate: bool = True
+    routing: bool = True          # query router picks levels, strategy, graph use, sub-queries
+    strategy: str | None = None   # "direct" | "summary_first": manual override
+    fusion: str = "relative_score"
+    context: dict[str, Any] | None = None  # ContextOptions fields; None = the gateway default
 
 
 @dataclass
@@ -67,6 +73,8 @@ class Prepared:
     accessible: int
     degraded: list[dict[str, str]]
     outcome: str  # "answer" | "no_permission" | "no_sources"
+    query: str = ""               # the self-contained question actually searched
+    route: Route | None = None
 
 
 def chunk_origin(item: common_pb2.ScoredChunk) -> str:
@@ -93,7 +101,9 @@ def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = Tru
 
 
 class Orchestrator:
-    def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True) -> None:
+    def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True,
+                 default_context: dict[str, Any] | None = None) -> None:
+        self.default_context = default_context or {}
         self.mesh = mesh
         self.deadlines = deadlines
         self.min_relevance = min_relevance
@@ -135,28 +145,65 @@ class Orchestrator:
             stages.append({"stage": "guardrail", "ms": _ms(started)})
 
         started = time.perf_counter()
-        vector: list[float] = []
-        with tracer.start_as_current_span("embed query"):
-            try:
-                reply = await self.mesh.embedder.Embed(embedder_pb2.EmbedRequest(texts=[options.question], is_query=True),
-                                                       metadata=md, timeout=self.deadlines.embed)
-                vector = list(reply.vectors[0].values)
-            except aio.AioRpcError as exc:
-                self._degrade(degraded, "embed", f"embedder {exc.code().name}; lexical search only")
-        stages.append({"stage": "embed", "ms": _ms(started), "degraded": not vector})
+        query = options.question
+        with tracer.start_as_current_span("understand query") as span:
+            rewrite = rewrite_followup(options.question, options.history) if options.history else None
+            if rewrite is not None and rewrite.rewritten:
+                query = rewrite.text
+            plan = route(query) if options.routing else None
+            span.set_attribute(attr.RAG_QUERY_REWRITTEN, bool(rewrite and rewrite.rewritten))
+            if plan is not None:
+                span.set_attribute(attr.RAG_QUERY_KIND, plan.kind)
+                span.set_attribute(attr.RAG_QUERY_MULTI_HOP, plan.multi_hop)
+                span.set_attribute(attr.RAG_QUERY_STRATEGY, plan.strategy)
+                span.set_attribute(attr.RAG_QUERY_SUB_QUERIES, len(plan.sub_queries))
+        stages.append({"stage": "understand", "ms": _ms(started), "query": query,
+                       "rewritten": bool(rewrite and rewrite.rewritten),
+                       "kind": plan.kind if plan else None, "multi_hop": plan.multi_hop if plan else None})
+
+        levels = list(options.levels)
+        if not levels and plan is not None and plan.levels != ["paragraph"]:
+            levels = sorted({*plan.levels, "paragraph"}, key=list(LEVELS).index)  # never lose the paragraphs
+        strategy = options.strategy or (plan.strategy if plan else "direct")
+        queries = [query, *(plan.sub_queries if plan else [])]
 
         started = time.perf_counter()
-        request = retriever_pb2.SearchRequest(
-            query=options.question, query_vector=vector, top_k=options.candidates,
-            levels=[LEVELS[name] for name in options.levels], document_ids=options.document_ids)
-        if options.alpha is not None:
-            request.has_alpha, request.alpha = True, options.alpha
+        vectors: list[list[float]] = []
+        with tracer.start_as_current_span("embed query"):
+            try:
+                reply = await self.mesh.embedder.Embed(embedder_pb2.EmbedRequest(texts=queries, is_query=True),
+                                                       metadata=md, timeout=self.deadlines.embed)
+                vectors = [list(v.values) for v in reply.vectors]
+            except aio.AioRpcError as exc:
+                self._degrade(degraded, "embed", f"embedder {exc.code().name}; lexical search only")
+        stages.append({"stage": "embed", "ms": _ms(started), "degraded": not vectors})
+
+        started = time.perf_counter()
+        requests = []
+        for i, text in enumerate(queries):
+            request = retriever_pb2.SearchRequest(
+                query=text, query_vector=vectors[i] if vectors else [], top_k=options.candidates,
+                levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
+                strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
+                else retriever_pb2.STRATEGY_DIRECT)
+            if options.alpha is not None:
+                request.has_alpha, request.alpha = True, options.alpha
+            if options.fusion == "ranked":
+                request.fusion = retriever_pb2.FUSION_TYPE_RANKED
+            context = options.context if options.context is not None else self.default_context
+            if context:
+                request.context.CopyFrom(retriever_pb2.ContextOptions(**context))
+            requests.append(request)
         with tracer.start_as_current_span("retrieve"):
-            found = await self._call("retrieve", self.mesh.retriever.Search(request, metadata=md,
-                                                                            timeout=self.deadlines.retrieve))
-        relevant = [r for r in found.results if not options.relevance_gate or self._relevant(r, bool(vector))]
-        stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(found.results),
-                       "relevant": len(relevant), "accessible_documents": found.accessible_documents})
+            replies = await asyncio.gather(*[
+                self._call("retrieve", self.mesh.retriever.Search(r, metadata=md, timeout=self.deadlines.retrieve))
+                for r in requests])
+        found = replies[0]
+        results = merge_results([list(r.results) for r in replies]) if len(replies) > 1 else list(found.results)
+        relevant = [r for r in results if not options.relevance_gate or self._relevant(r, bool(vectors))]
+        stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(results),
+                       "relevant": len(relevant), "accessible_documents": found.accessible_documents,
+                       "searches": len(requests), "strategy": strategy})
         outcome = "answer"
         if found.accessible_documents == 0:
             outcome = "no_permission"
@@ -164,7 +211,11 @@ class Orchestrator:
             outcome = "no_sources"
         return Prepared(options=options, user=user, stages=stages, results=relevant,
                         accessible_ids=list(found.accessible_document_ids), accessible=found.accessible_documents,
-                        degraded=degraded, outcome=outcome)
+                        degraded=degraded, outcome=outcome, query=query, route=plan)
+
+    @staticmethod
+    def _relevant_static(item: common_pb2.ScoredChunk, have_vector: bool, threshold: float) -> bool:
+        return item.vector_score >= threshold if have_vector else item.lexical_score > 0
 
     def _relevant(self, item: common_pb2.ScoredChunk, have_vector: bool) -> bool:
         if have_vector:
@@ -176,7 +227,7 @@ class Orchestrator:
             span.set_attribute(attr.RAG_RERANK_CANDIDATES, len(items))
             try:
                 reply = await self.mesh.reranker.Rerank(
-                    reranker_pb2.RerankRequest(query=prepared.options.question, passages=[i.chunk.text for i in items],
+                    reranker_pb2.RerankRequest(query=prepared.query or prepared.options.question, passages=[i.chunk.text for i in items],
                                                normalize=True),
                     metadata=prepared.user.metadata(), timeout=self.deadlines.rerank)
             except aio.AioRpcError as exc:
@@ -198,7 +249,7 @@ class Orchestrator:
         with tracer.start_as_current_span("graph context") as span:
             try:
                 reply = await self.mesh.graph.GetContext(
-                    graph_pb2.GetContextRequest(query=prepared.options.question, document_ids=prepared.accessible_ids,
+                    graph_pb2.GetContextRequest(query=prepared.query or prepared.options.question, document_ids=prepared.accessible_ids,
                                                 max_depth=2, limit=6),
                     metadata=prepared.user.metadata(), timeout=self.deadlines.graph)
             except aio.AioRpcError as exc:
@@ -240,7 +291,8 @@ class Orchestrator:
                         degraded=any(d["step"] == "rerank" for d in prepared.degraded))
         items = items[: options.top_k]
         facts: list[str] = []
-        if options.graph and self.graph_enabled:
+        use_graph = prepared.route.use_graph if prepared.route is not None else True
+        if options.graph and self.graph_enabled and use_graph:
             started = time.perf_counter()
             facts = await self._graph(prepared)
             yield event("progress", stage="graph", status="done", ms=_ms(started), facts=len(facts),
@@ -248,7 +300,7 @@ class Orchestrator:
         started = time.perf_counter()
         yield event("progress", stage="answer", status="started")
         request = answerer_pb2.AnswerRequest(
-            question=options.question, sources=items, graph_facts=facts, max_tokens=options.max_tokens,
+            question=prepared.query or options.question, sources=items, graph_facts=facts, max_tokens=options.max_tokens,
             history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history])
         final: answerer_pb2.AnswerFinal | None = None
         first_token_ms: float | None = None
@@ -289,6 +341,21 @@ class Orchestrator:
                     grounding_score=round(final.grounding_score, 4), grounded=final.grounded,
                     warnings=list(final.warnings), degraded=prepared.degraded, model=final.model,
                     accessible_documents=prepared.accessible, trace_id=trace_id)
+
+
+def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:
+    """Merges the main search with sub-query searches by reciprocal rank (k = 60): a chunk found by
+    several searches rises; raw scores of different searches are not comparable, ranks are."""
+    fused: dict[str, float] = {}
+    best: dict[str, common_pb2.ScoredChunk] = {}
+    for results in lists:
+        for rank, item in enumerate(results):
+            key = item.chunk.chunk_id
+            fused[key] = fused.get(key, 0.0) + 1.0 / (60 + rank)
+            if key not in best or item.vector_score > best[key].vector_score:
+                best[key] = item
+    order = sorted(fused, key=lambda k: -fused[k])
+    return [best[k] for k in order]
 
 
 def _ms(started: float) -> float:

@@ -1,7 +1,9 @@
 """RetrieverService: catalogue RPCs and permission-aware hybrid search."""
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import replace
 
 from grpc import aio
 from opentelemetry import trace
@@ -12,7 +14,9 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.context import require_user
 from ragmesh_common.errors import InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
-from ragmesh_retriever.backends.base import RANKED, RELATIVE, SearchBackend, SearchQuery
+from ragmesh_common.context import UserContext
+from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
+from ragmesh_retriever.backends.base import RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database, parse_document_id
 from ragmesh_retriever.config import Settings
 
@@ -92,7 +96,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
                            alpha=alpha, fusion=RANKED if request.fusion == retriever_pb2.FUSION_TYPE_RANKED else RELATIVE,
-                           levels=levels, candidates=max(self.candidates, request.top_k))
+                           levels=levels, candidates=max(self.candidates, request.top_k), language=request.language)
 
     @grpc_errors
     async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext) -> retriever_pb2.SearchResponse:
@@ -107,15 +111,84 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             async with self.catalog.db.transaction(user) as conn:
                 accessible = await self.catalog.accessible_ids(conn, restrict or None)
             span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
-            hits = await self.backend.search(user, query, accessible)
-            span.set_attribute(attr.RAG_SEARCH_RESULTS, len(hits))
-        results = [
-            common_pb2.ScoredChunk(chunk=h.chunk, score=h.hybrid, hybrid_score=h.hybrid,
-                                   lexical_score=h.lexical or 0.0, vector_score=h.vector or 0.0)
-            for h in hits
-        ]
+            strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
+            if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
+                results = await self._summary_first(user, query, accessible)
+            else:
+                results = [scored(h) for h in await self.backend.search(user, query, accessible)]
+            if request.context.enabled and results:
+                with tracer.start_as_current_span("assemble context"):
+                    results = await self._assemble(user, results, request.context, query.top_k)
+            span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
         return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
-                                            backend=self.backend.name, accessible_document_ids=accessible)
+                                            backend=self.backend.name, accessible_document_ids=accessible,
+                                            strategy=strategy)
+
+    async def _summary_first(self, user: UserContext, query: SearchQuery,
+                             accessible: list[str]) -> list[common_pb2.ScoredChunk]:
+        """Two stages: the top documents by their summaries, then chunks within them — merged by reciprocal
+        rank with a direct chunk search over everything, so nothing is lost when the summaries miss."""
+        with tracer.start_as_current_span("summary search"):
+            summaries = await self.backend.search(
+                user, replace(query, levels=[common_pb2.CHUNK_LEVEL_DOCUMENT], top_k=SUMMARY_DOCUMENTS), accessible)
+        top_docs = list(dict.fromkeys(h.chunk.document_id for h in summaries))
+        direct, within = await asyncio.gather(
+            self.backend.search(user, query, accessible),
+            self.backend.search(user, query, top_docs) if top_docs else _no_hits())
+        fused: dict[str, float] = {}
+        best: dict[str, common_pb2.ScoredChunk] = {}
+        for origin, hits in (("search", direct), ("summary", within)):
+            for rank, hit in enumerate(hits):
+                key = hit.chunk.chunk_id
+                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
+                best.setdefault(key, scored(hit, origin))
+        order = sorted(fused, key=lambda k: -fused[k])[: query.top_k]
+        results = []
+        for key in order:
+            item = best[key]
+            item.score = fused[key]
+            results.append(item)
+        return results
+
+    async def _assemble(self, user: UserContext, results: list[common_pb2.ScoredChunk],
+                        context: retriever_pb2.ContextOptions, top_k: int) -> list[common_pb2.ScoredChunk]:
+        options = AssemblyOptions.from_proto(context)
+        cands = [candidate(r) for r in results]
+        needs = plan(cands, options)
+        docs = sorted({*needs.documents, *(d for d, _ in needs.sections),
+                       *(c.document_id for c in cands if c.chunk_id in set(needs.thin_chunk_ids))})
+        rows = await self.backend.document_chunks(
+            user, docs, [common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH]) if docs else []
+        pool = [candidate(common_pb2.ScoredChunk(chunk=c), score=0.0) for c in rows]
+        section_totals: dict[tuple[str, tuple[str, ...]], int] = {}
+        for c in pool:
+            if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH:
+                key = (c.document_id, c.section_key)
+                section_totals[key] = section_totals.get(key, 0) + 1
+        doc_chunks: dict[str, list[Candidate]] = {}
+        for c in pool:
+            if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH:
+                doc_chunks.setdefault(c.document_id, []).append(c)
+        neighbours: dict[str, list[Candidate]] = {}
+        by_id = {c.chunk_id: c for c in pool}
+        for chunk_id in needs.thin_chunk_ids:
+            me = next(c for c in cands if c.chunk_id == chunk_id)
+            siblings = sorted((c for c in doc_chunks.get(me.document_id, []) if c.parent_id == me.parent_id),
+                              key=lambda c: c.ordinal)
+            position = next((i for i, c in enumerate(siblings) if c.chunk_id == chunk_id), None)
+            near = [] if position is None else siblings[max(position - 1, 0):position] + siblings[position + 1:position + 2]
+            parent = [by_id[me.parent_id]] if me.parent_id in by_id else []
+            neighbours[chunk_id] = parent + near
+        assembled = assemble(cands, options, section_totals=section_totals, doc_chunks=doc_chunks,
+                             neighbours=neighbours, limit=top_k)
+        out = []
+        for c in assembled:
+            item = common_pb2.ScoredChunk()
+            item.CopyFrom(c.payload)
+            item.score = c.score
+            item.origin = c.origin if c.origin != "search" or not item.origin else item.origin
+            out.append(item)
+        return out
 
     @grpc_errors
     async def GetChunks(self, request: retriever_pb2.GetChunksRequest, context: aio.ServicerContext) -> retriever_pb2.GetChunksResponse:
@@ -126,6 +199,27 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             accessible = await self.catalog.accessible_ids(conn, None)
         chunks = await self.backend.get_chunks(user, list(request.chunk_ids), accessible)
         return retriever_pb2.GetChunksResponse(chunks=chunks)
+
+
+SUMMARY_DOCUMENTS = 5
+RRF_K = 60
+
+
+async def _no_hits() -> list[Hit]:
+    return []
+
+
+def scored(hit: Hit, origin: str = "search") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(chunk=hit.chunk, score=hit.hybrid, hybrid_score=hit.hybrid,
+                                  lexical_score=hit.lexical or 0.0, vector_score=hit.vector or 0.0, origin=origin)
+
+
+def candidate(item: common_pb2.ScoredChunk, score: float | None = None) -> Candidate:
+    chunk = item.chunk
+    return Candidate(chunk_id=chunk.chunk_id, document_id=chunk.document_id, section_key=tuple(chunk.section_path),
+                     ordinal=chunk.ordinal, parent_id=chunk.parent_id, level=chunk.level, text=chunk.text,
+                     score=item.score if score is None else score, tokens=estimate_tokens(chunk.text),
+                     origin=item.origin or "search", payload=item)
 
 
 def make_backend(settings: Settings, db: Database) -> SearchBackend:

@@ -73,6 +73,9 @@ CREATE TABLE IF NOT EXISTS lex_terms (
     df    integer  NOT NULL,
     PRIMARY KEY (level, term)
 );
+CREATE TABLE IF NOT EXISTS lex_configs (
+    cfg regconfig PRIMARY KEY  -- text-search configurations present in the corpus (query analysis uses them)
+);
 CREATE TABLE IF NOT EXISTS lex_stats (
     level     smallint PRIMARY KEY,
     n_docs    bigint NOT NULL,
@@ -84,6 +87,7 @@ BEGIN
     INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len)
         SELECT u.lexeme, n.level, n.id, n.document_id, coalesce(array_length(u.positions, 1), 1), n.doc_len
         FROM new_rows n, unnest(n.tsv) u;
+    INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM new_rows ON CONFLICT DO NOTHING;
     INSERT INTO lex_stats AS s (level, n_docs, total_len)
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
@@ -175,4 +179,5 @@ GRANT USAGE ON SCHEMA public TO {app_role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON documents, chunks TO {app_role};
 GRANT SELECT, INSERT, UPDATE ON lex_terms, lex_stats TO {app_role};
 GRANT SELECT, INSERT, DELETE ON postings TO {app_role};
+GRANT SELECT, INSERT ON lex_configs TO {app_role};
 GRANT SELECT, INSERT, DELETE ON rag_traces TO {app_role};

@@ -20,6 +20,7 @@ class SearchQuery:
     fusion: str = RELATIVE
     levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
     candidates: int = 100
+    language: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,6 @@ class SearchBackend(Protocol):
 
     async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
         """Chunks by id, only from accessible documents."""
+
+    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+        """All chunks of the given (accessible) documents at these levels, in document order."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from opentelemetry import trace
@@ -19,6 +20,7 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import RANKED, Hit, SearchQuery
 from ragmesh_retriever.catalog import Database, parse_document_id
+from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for
 from ragmesh_retriever.fusion import ranked_fusion, relative_score_fusion
 
 logger = logging.getLogger(__name__)
@@ -28,20 +30,19 @@ _INSERT = """
 WITH src AS (
     SELECT u.id, u.level, nullif(u.parent_id, '') AS parent_id, u.ordinal,
            ARRAY(SELECT jsonb_array_elements_text(u.section_path::jsonb)) AS section_path,
-           u.page, u.kind, u.title, u.text, nullif(u.embedding, '')::vector AS embedding
+           u.page, u.kind, u.title, u.text, nullif(u.embedding, '')::vector AS embedding,
+           u.cfg::regconfig AS cfg, u.lexical
     FROM unnest(%(ids)s::text[], %(levels)s::smallint[], %(parents)s::text[], %(ordinals)s::int[],
                 %(paths)s::text[], %(pages)s::int[], %(kinds)s::text[], %(titles)s::text[], %(texts)s::text[],
-                %(embeddings)s::text[])
-         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding)
+                %(embeddings)s::text[], %(cfgs)s::text[], %(lexicals)s::text[])
+         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding, cfg, lexical)
 ), analysed AS (
-    SELECT src.*, to_tsvector(%(cfg)s::regconfig,
-               src.title || ' ' || array_to_string(src.section_path, ' ') || ' ' || src.text) AS tsv
-    FROM src
+    SELECT src.*, to_tsvector(src.cfg, src.lexical) AS tsv FROM src
 )
 INSERT INTO chunks (id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
                     ts_config, tsv, doc_len, embedding)
 SELECT a.id, %(document_id)s, a.level, a.parent_id, a.ordinal, a.section_path, a.page, a.kind, a.title, a.text,
-       %(cfg)s::regconfig, a.tsv,
+       a.cfg, a.tsv,
        (SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) FROM unnest(a.tsv) t), a.embedding
 FROM analysed a
 """
@@ -49,9 +50,13 @@ FROM analysed a
 # Okapi BM25 (Robertson; Lucene's idf): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
 _BM25 = """
-WITH q AS (
-    SELECT u.lexeme AS term, coalesce(array_length(u.positions, 1), 1) AS qtf
-    FROM unnest(to_tsvector(%(cfg)s::regconfig, %(query)s)) u
+WITH qa AS (
+    SELECT * FROM unnest(%(qcfgs)s::text[], %(qtexts)s::text[]) AS x(cfg, txt)
+), q AS (
+    -- the query analysed with each configuration; a lexeme two analyses share counts once
+    SELECT u.lexeme AS term, max(coalesce(array_length(u.positions, 1), 1)) AS qtf
+    FROM qa CROSS JOIN LATERAL unnest(to_tsvector(qa.cfg::regconfig, qa.txt)) u
+    GROUP BY u.lexeme
 ), stats AS (
     SELECT level, n_docs, total_len / greatest(n_docs, 1) AS avgdl
     FROM lex_stats WHERE level = ANY(%(levels)s) AND n_docs > 0
@@ -108,6 +113,9 @@ class PgVectorBackend:
         self.k1 = k1
         self.b = b
         self.ef_search = ef_search
+        self.default_lang = "en" if text_search_config == "english" else "simple"
+        self._langs: list[str] = []
+        self._langs_at = -1e9
 
     async def start(self) -> None:
         if self.dimension is None:
@@ -139,6 +147,10 @@ class PgVectorBackend:
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
         }
+        langs = [detect_language(c.text, default=self.default_lang) for c in chunks]
+        params["cfgs"] = [regconfig_for(lang) for lang in langs]
+        params["lexicals"] = [prepare_lexical_text(f"{c.title} {' '.join(c.section_path)} {c.text}", lang)
+                              for c, lang in zip(chunks, langs)]
         async with self.db.transaction(user) as conn:
             owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))).fetchone()
             if owner is None:
@@ -171,7 +183,9 @@ class PgVectorBackend:
         async with self.db.transaction(user) as conn:
             if query.text.strip() and query.alpha < 1.0:
                 with tracer.start_as_current_span("lexical leg"):
-                    cur = await conn.execute(_BM25, {**base, "query": query.text, "k1": self.k1, "b": self.b})
+                    analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
+                    cur = await conn.execute(_BM25, {**base, "qcfgs": [a[0] for a in analyses],
+                                                     "qtexts": [a[1] for a in analyses], "k1": self.k1, "b": self.b})
                     lexical = {r[0]: float(r[1]) for r in await cur.fetchall()}
             if vec is not None and query.alpha > 0.0:
                 with tracer.start_as_current_span("vector leg"):
@@ -201,6 +215,24 @@ class PgVectorBackend:
             sim = f.vector if f.vector is not None else (float(row[10]) if row[10] is not None else None)
             hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
         return hits
+
+    async def _corpus_languages(self, conn: Any) -> list[str]:
+        now = time.monotonic()
+        if now - self._langs_at > 30:
+            rows = await (await conn.execute("SELECT cfg::text FROM lex_configs ORDER BY 1")).fetchall()
+            self._langs = [r[0] for r in rows] or [self.cfg]
+            self._langs_at = now
+        return self._langs
+
+    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+        if not document_ids:
+            return []
+        async with self.db.transaction(user) as conn:
+            cur = await conn.execute(
+                "SELECT id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text FROM chunks "
+                "WHERE document_id = ANY(%s::uuid[]) AND level = ANY(%s) ORDER BY document_id, ordinal LIMIT 5000",
+                (document_ids, levels))
+            return [chunk_message(r) for r in await cur.fetchall()]
 
     async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
         if not chunk_ids or not accessible_ids:

@@ -138,6 +138,14 @@ class WeaviateBackend:
         found = {o.properties["chunk_id"]: self._chunk(o.properties) for o in reply.objects}
         return [found[c] for c in chunk_ids if c in found]
 
+    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+        if not document_ids:
+            return []
+        reply = await self._collection().query.fetch_objects(
+            filters=self._filters(document_ids, levels), limit=5000, return_properties=_PROPS)
+        chunks = [self._chunk(o.properties) for o in reply.objects]
+        return sorted(chunks, key=lambda c: (c.document_id, c.ordinal))
+
     @staticmethod
     def _chunk(p: dict) -> common_pb2.Chunk:  # type: ignore[type-arg]
         return common_pb2.Chunk(
