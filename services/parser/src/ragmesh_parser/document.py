@@ -8,6 +8,9 @@ from docling_core.types.doc import (
     CoordOrigin,
     DocItemLabel,
     DoclingDocument,
+    GroupItem,
+    GroupLabel,
+    NodeItem,
     SectionHeaderItem,
     TableItem,
     TextItem,
@@ -94,11 +97,55 @@ def _bbox(item: TextItem | TableItem, doc: DoclingDocument, fmt: str) -> tuple[i
     return page, None
 
 
+_NO_SPACE_BEFORE = re.compile(r"\s+([,.;:!?)\]}])")
+_NO_SPACE_AFTER = re.compile(r"([(\[{])\s+")
+
+
+def _inline_texts(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
+    """The text items under an inline group, in order (inline groups may nest)."""
+    found: list[TextItem] = []
+    for ref in node.children:
+        child = ref.resolve(doc)
+        if isinstance(child, TextItem):
+            found.append(child)
+        elif isinstance(child, GroupItem):
+            found.extend(_inline_texts(child, doc))
+    return found
+
+
+def join_inline(parts: list[str]) -> str:
+    """Joins the runs of an inline group (text, `code`, links) into one sentence-like string."""
+    text = " ".join(p for p in parts if p)
+    return _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text))
+
+
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
-    """Body items in reading order as blocks; heading levels compressed to 1..n, section paths attached."""
+    """Body items in reading order as blocks; heading levels compressed to 1..n, section paths attached.
+
+    An inline group (a paragraph with `code`, links or emphasis in Markdown/HTML/DOCX) is one paragraph,
+    not one block per run; items inside tables belong to the table, not to the body.
+    """
     raw: list[tuple[Block, int]] = []  # block and its raw heading level (-1 for non-headings)
-    for item, _depth in doc.iterate_items(with_groups=False):
+    consumed: set[str] = set()  # items already represented by an enclosing inline group or table
+    for item, _depth in doc.iterate_items(with_groups=True):
+        parent_ref = item.parent.cref if item.parent is not None else None
+        if parent_ref in consumed:
+            consumed.add(item.self_ref)
+            continue
+        if isinstance(item, GroupItem):
+            if item.label == GroupLabel.INLINE:
+                consumed.add(item.self_ref)
+                runs = _inline_texts(item, doc)
+                text = clean_text(join_inline([r.text for r in runs]))
+                if not text:
+                    continue
+                parent = item.parent.resolve(doc) if item.parent is not None else None
+                kind = "list_item" if isinstance(parent, TextItem) and parent.label == DocItemLabel.LIST_ITEM else "paragraph"
+                page, box = _bbox(runs[0], doc, fmt)
+                raw.append((Block(kind, text, page=page, bbox=box), -1))
+            continue
         if isinstance(item, TableItem):
+            consumed.add(item.self_ref)
             rows = _table_rows(item)
             if not rows:
                 continue
