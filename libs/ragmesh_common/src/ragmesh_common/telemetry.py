@@ -134,10 +134,11 @@ def setup_telemetry(service_name: str, *, instrument_grpc: bool = True, instrume
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     if instrument_grpc:
-        from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer
+        from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer, filters
 
-        GrpcAioInstrumentorServer().instrument()
-        GrpcAioInstrumentorClient().instrument()
+        # health probes every few seconds would bury the request traces
+        GrpcAioInstrumentorServer(filter_=filters.negate(filters.health_check())).instrument()
+        GrpcAioInstrumentorClient(filter_=filters.negate(filters.health_check())).instrument()
     if instrument_psycopg:
         from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
