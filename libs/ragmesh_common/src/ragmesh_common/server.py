@@ -117,3 +117,24 @@ async def wait_serving(address: str, timeout: float = 60.0, service: str = "") -
                 last = exc
             await asyncio.sleep(0.25)
     raise TimeoutError(f"{address} not SERVING after {timeout:.0f}s (last: {last})")
+
+
+def run_service(name: str, settings_from_env: Callable[[], object],
+                build: Callable[[object], GrpcService], **telemetry: bool) -> None:
+    """The `__main__` of every gRPC service: logging, settings (fail fast), telemetry, serve until SIGTERM.
+
+    `telemetry` takes the instrumentation switches of `setup_telemetry` (e.g. instrument_psycopg=True).
+    """
+    from ragmesh_common.logs import setup_logging
+    from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
+
+    async def main() -> None:
+        setup_logging(name)
+        settings = settings_from_env()
+        setup_telemetry(name, **telemetry)
+        try:
+            await build(settings).serve_forever()
+        finally:
+            shutdown_telemetry()
+
+    asyncio.run(main())
