@@ -262,3 +262,22 @@ async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[
     reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?", has_alpha=True,
                                                           alpha=0.0), metadata=ALICE.metadata())
     assert reply.results and reply.results[0].chunk.document_id == de
+
+
+async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None:  # type: ignore[no-untyped-def]
+    # the query vector (axis 60) only knows the first chunk; its neighbour (axes 60+61) is close to the
+    # first chunk but not to the query; feedback moves the query toward the first chunk and past the decoy
+    doc = await add_document(stub, ALICE, "fb", [("seed passage", unit(60)), ("neighbour passage", unit(61, 60)),
+                                                 ("decoy passage", unit(62))])
+    vector = [0.0] * DIM
+    vector[60], vector[62] = 0.8, 0.6  # cosines: seed 0.8, decoy 0.6, neighbour 0.57
+    query = dict(query="zzz-no-lexical-match", query_vector=vector, top_k=3, has_alpha=True, alpha=1.0)
+    plain = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())
+    assert [r.chunk.text for r in plain.results][:2] == ["seed passage", "decoy passage"]
+    fed = await stub.Search(retriever_pb2.SearchRequest(**query, feedback_docs=1, feedback_weight=2.0),
+                            metadata=ALICE.metadata())
+    assert [r.chunk.text for r in fed.results][:2] == ["seed passage", "neighbour passage"]
+    # reported similarities stay those of the user's query
+    assert {r.chunk.text: round(r.vector_score, 3) for r in fed.results} == \
+        {r.chunk.text: round(r.vector_score, 3) for r in plain.results}
+    assert doc

@@ -84,6 +84,8 @@ class SearchRequest(BaseModel):
     routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     fusion: Literal["relative_score", "ranked"] = "relative_score"
+    feedback_docs: int = Field(0, ge=0, le=50, description="Vector pseudo-relevance feedback from the top N (0 = off)")
+    feedback_weight: float = Field(1.0, gt=0, le=10)
     context: ContextIn | None = None
     top_k: int = Field(10, ge=1, le=100)
     candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
@@ -231,7 +233,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                               alpha=body.alpha, levels=list(body.levels),
                               document_ids=[str(d) for d in body.document_ids], rerank=body.rerank, graph=False,
                               relevance_gate=body.relevance_gate, routing=body.routing, strategy=body.strategy,
-                              fusion=body.fusion, context=body.context.model_dump() if body.context else None)
+                              fusion=body.fusion, context=body.context.model_dump() if body.context else None,
+                              feedback_docs=body.feedback_docs, feedback_weight=body.feedback_weight)
         with tracer.start_as_current_span("search", attributes={attr.RAG_USER: user.user_id}):
             try:
                 prepared, items = await state["orchestrator"].search(user, options)

@@ -60,6 +60,8 @@ class ChatOptions:
     strategy: str | None = None   # "direct" | "summary_first": manual override
     fusion: str = "relative_score"
     context: dict[str, Any] | None = None  # ContextOptions fields; None = the gateway default
+    feedback_docs: int = 0
+    feedback_weight: float = 1.0
 
 
 @dataclass
@@ -188,6 +190,8 @@ class Orchestrator:
                 else retriever_pb2.STRATEGY_DIRECT)
             if options.alpha is not None:
                 request.has_alpha, request.alpha = True, options.alpha
+            if options.feedback_docs:
+                request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
             if options.fusion == "ranked":
                 request.fusion = retriever_pb2.FUSION_TYPE_RANKED
             context = options.context if options.context is not None else self.default_context

@@ -96,7 +96,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
                            alpha=alpha, fusion=RANKED if request.fusion == retriever_pb2.FUSION_TYPE_RANKED else RELATIVE,
-                           levels=levels, candidates=max(self.candidates, request.top_k), language=request.language)
+                           levels=levels, candidates=max(self.candidates, request.top_k), language=request.language,
+                           feedback_docs=max(0, min(request.feedback_docs, 50)),
+                           feedback_weight=request.feedback_weight or 1.0)
 
     @grpc_errors
     async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext) -> retriever_pb2.SearchResponse:

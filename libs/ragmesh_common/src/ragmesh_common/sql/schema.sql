@@ -112,6 +112,9 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- upgrades: configurations of chunks indexed before lex_configs existed
+INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM chunks ON CONFLICT DO NOTHING;
+
 DROP TRIGGER IF EXISTS chunks_lex_insert ON chunks;
 CREATE TRIGGER chunks_lex_insert AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION chunks_lex_insert();

@@ -21,6 +21,8 @@ class SearchQuery:
     levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
     candidates: int = 100
     language: str = ""
+    feedback_docs: int = 0        # vector pseudo-relevance feedback (Rocchio); 0 = off
+    feedback_weight: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ class PgVectorBackend:
             return []
         pool = max(query.candidates, query.top_k)
         vec = vector_literal(query.vector) if query.vector else None
+        original_vec, expanded_query = vec, False
         base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
         lexical: dict[str, float] = {}
         vector: dict[str, float] = {}
@@ -192,29 +193,60 @@ class PgVectorBackend:
                     await conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                                        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
                                        (str(max(self.ef_search, pool)),))
-                    cur = await conn.execute(_VECTOR, {**base, "vec": vec})
-                    vector = {r[0]: float(r[1]) for r in await cur.fetchall()}
-            if query.fusion == RANKED:
-                fused = ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
-                                      query.alpha, lexical, vector)
-            else:
-                fused = relative_score_fusion(lexical, vector, query.alpha)
+                    vector = await self._vector_leg(conn, {**base, "vec": vec})
+            fused = self._fuse(query, lexical, vector)
+            if query.feedback_docs > 0 and vec is not None and query.alpha > 0.0 and fused:
+                with tracer.start_as_current_span("vector feedback"):
+                    expanded = await self._feedback_vector(conn, query, [f.chunk_id for f in fused[: query.feedback_docs]])
+                    if expanded is not None:
+                        expanded_query = True
+                        vector = await self._vector_leg(conn, {**base, "vec": vector_literal(expanded)})
+                        fused = self._fuse(query, lexical, vector)
             top = fused[: query.top_k]
             span = trace.get_current_span()
             span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))
             span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
             if not top:
                 return []
-            cur = await conn.execute(_DETAILS, {"vec": vec, "ids": [f.chunk_id for f in top], "docs": accessible_ids})
+            cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top],
+                                                "docs": accessible_ids})
             rows = {r[0]: r for r in await cur.fetchall()}
         hits = []
         for f in top:
             row = rows.get(f.chunk_id)
             if row is None:
                 continue
-            sim = f.vector if f.vector is not None else (float(row[10]) if row[10] is not None else None)
+            # the reported similarity is always to the user's query, also after feedback moved the vector
+            sim = f.vector if f.vector is not None and not expanded_query else (
+                float(row[10]) if row[10] is not None else None)
             hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
         return hits
+
+    @staticmethod
+    async def _vector_leg(conn: Any, params: dict[str, Any]) -> dict[str, float]:
+        cur = await conn.execute(_VECTOR, params)
+        return {r[0]: float(r[1]) for r in await cur.fetchall()}
+
+    @staticmethod
+    def _fuse(query: SearchQuery, lexical: dict[str, float], vector: dict[str, float]) -> list[Any]:
+        if query.fusion == RANKED:
+            return ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
+                                 query.alpha, lexical, vector)
+        return relative_score_fusion(lexical, vector, query.alpha)
+
+    @staticmethod
+    async def _feedback_vector(conn: Any, query: SearchQuery, chunk_ids: list[str]) -> list[float] | None:
+        """Rocchio: q' = normalise(q + weight * mean(top chunks' vectors))."""
+        import numpy as np
+
+        cur = await conn.execute("SELECT embedding::text FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
+                                 (chunk_ids,))
+        rows = [json.loads(r[0]) for r in await cur.fetchall()]
+        if not rows or query.vector is None:
+            return None
+        moved = np.asarray(query.vector, dtype=np.float64) + query.feedback_weight * np.mean(np.asarray(rows), axis=0)
+        norm = float(np.linalg.norm(moved))
+        return (moved / norm).tolist() if norm else None
 
     async def _corpus_languages(self, conn: Any) -> list[str]:
         now = time.monotonic()

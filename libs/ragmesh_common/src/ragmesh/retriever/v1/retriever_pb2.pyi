@@ -129,7 +129,7 @@ class ContextOptions(_message.Message):
     def __init__(self, enabled: bool = ..., document_expansion_threshold: _Optional[float] = ..., max_chunks_per_document: _Optional[int] = ..., sibling_expansion: bool = ..., thin_chunk_tokens: _Optional[int] = ..., coverage_boost: bool = ..., coverage_weight: _Optional[float] = ..., mmr: bool = ..., mmr_lambda: _Optional[float] = ..., token_budget: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language")
+    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +141,8 @@ class SearchRequest(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_DOCS_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
@@ -152,7 +154,9 @@ class SearchRequest(_message.Message):
     strategy: Strategy
     context: ContextOptions
     language: str
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ...) -> None: ...
+    feedback_docs: int
+    feedback_weight: float
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy")
