@@ -435,7 +435,9 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
             conn.execute(definition)
         log(f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s")
         conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))
-        conn.execute("ANALYZE documents, chunks, postings, lex_terms")
+        # what autovacuum does shortly after a bulk load: statistics, and the visibility map that lets the
+        # lexical leg read postings from the index alone
+        conn.execute("VACUUM (ANALYZE) documents, chunks, postings, lex_terms")
 
 
 def scale_documents(stack: Any) -> list[str]:
@@ -473,7 +475,9 @@ class InProcess:
         db = Database(dsn, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
         await db.open()
         backend = PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
-                                  b=settings.bm25_b, ef_search=settings.ef_search)
+                                  b=settings.bm25_b, ef_search=settings.ef_search,
+                                  postings_per_term=settings.bm25_postings_per_term,
+                                  document_first_max_docs=settings.bm25_document_first_max_docs)
         await backend.start()
         return cls(model, db, Catalog(db), backend, settings.alpha, settings.candidates)
 
@@ -528,7 +532,7 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
         f"embedding is that passage's real MiniLM vector + N(0, {SCALE_NOISE_SIGMA}²) per dimension, renormalised "
         f"(seed {SCALE_SEED}); inserted by the database owner with the retriever's own INSERT statement, so tsvector "
         f"and BM25 postings/statistics are computed as for indexed chunks; a bulk load: the secondary indexes of chunks "
-        f"and postings (HNSW included) are dropped first and rebuilt from their own definitions, then ANALYZE")
+        f"and postings (HNSW included) are dropped first and rebuilt from their own definitions, then VACUUM (ANALYZE)")
     reset_index(stack)
     document_ids = scale_documents(stack)
     inproc = await InProcess.open(stack.app_dsn, embed_model)

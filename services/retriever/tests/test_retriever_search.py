@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 import psycopg
@@ -33,22 +34,33 @@ def unit(index: int, other: int | None = None) -> list[float]:
     return v
 
 
+@asynccontextmanager
+async def retriever_on(app_dsn: str, **overrides: object) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:
+    service = build_service(Settings.defaults(app_dsn, **{"pool_size": 4, **overrides}))
+    port = await service.start()
+    try:
+        async with insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield retriever_pb2_grpc.RetrieverServiceStub(channel)
+    finally:
+        await service.stop()
+
+
 @pytest.fixture
-async def stub(postgres) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:  # type: ignore[no-untyped-def]
-    """A retriever on a database of its own, so corpus statistics are exactly the test's."""
+def app_dsn(postgres) -> str:  # type: ignore[no-untyped-def]
+    """A database of its own, so corpus statistics are exactly the test's."""
     name = f"t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     owner = postgres.owner_dsn.rsplit("/", 1)[0] + f"/{name}"
     apply_schema(owner, "ragmesh_app", "app-pw", DIM)
-    app = f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
-    service = build_service(Settings.defaults(app, pool_size=4))
-    port = await service.start()
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
-        yield retriever_pb2_grpc.RetrieverServiceStub(channel)
-    await service.stop()
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:  # restore the shared role's password
-        conn.execute("SELECT 1")
+    return f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
+
+
+@pytest.fixture
+async def stub(app_dsn, request) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:  # type: ignore[no-untyped-def]
+    """A retriever with the default settings (or `request.param`'s overrides) on its own database."""
+    async with retriever_on(app_dsn, **getattr(request, "param", {})) as stub:
+        yield stub
 
 
 async def add_document(stub: retriever_pb2_grpc.RetrieverServiceStub, user: UserContext, title: str,
@@ -66,6 +78,13 @@ async def add_document(stub: retriever_pb2_grpc.RetrieverServiceStub, user: User
     return doc.document_id
 
 
+# both lexical plans are exact when no term has more readable postings than the per-term bound
+BOTH_LEXICAL_PLANS = pytest.mark.parametrize("stub", [{"bm25_document_first_max_docs": 0},
+                                                      {"bm25_document_first_max_docs": 10_000}],
+                                             ids=["term_first", "document_first"], indirect=True)
+
+
+@BOTH_LEXICAL_PLANS
 async def test_bm25_scores_match_the_formula(stub) -> None:  # type: ignore[no-untyped-def]
     await add_document(stub, ALICE, "", [("apple banana", unit(0)), ("apple apple cherry", unit(1)),
                                          ("cherry date", unit(2))])
@@ -103,6 +122,7 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     assert ranked.results[0].hybrid_score > 0.5 / 60
 
 
+@BOTH_LEXICAL_PLANS
 async def test_search_never_returns_another_departments_chunks(stub) -> None:  # type: ignore[no-untyped-def]
     secret = "the quarterly salary bands for senior engineers are confidential"
     bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
@@ -146,6 +166,7 @@ async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> N
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+@BOTH_LEXICAL_PLANS
 async def test_level_filter_and_get_chunks(stub) -> None:  # type: ignore[no-untyped-def]
     doc = await add_document(stub, ALICE, "levels", [("volcano eruption summary", unit(8))],
                              level=common_pb2.CHUNK_LEVEL_DOCUMENT)
@@ -281,3 +302,29 @@ async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None
     assert {r.chunk.text: round(r.vector_score, 3) for r in fed.results} == \
         {r.chunk.text: round(r.vector_score, 3) for r in plain.results}
     assert doc
+
+
+async def test_term_first_plan_reads_each_terms_strongest_postings_first(app_dsn) -> None:  # type: ignore[no-untyped-def]
+    texts = ["kiwi filler filler filler", "kiwi kiwi filler filler", "kiwi kiwi kiwi filler", "kiwi kiwi kiwi kiwi"]
+    async with retriever_on(app_dsn) as exact:
+        await add_document(exact, ALICE, "fruit", [(t, unit(i)) for i, t in enumerate(texts)])
+        request = retriever_pb2.SearchRequest(query="kiwi", top_k=10, alpha=0.0)
+        full = {r.chunk.text: r.lexical_score for r in (await exact.Search(request, metadata=ALICE.metadata())).results}
+    assert sorted(full, key=full.__getitem__, reverse=True) == texts[::-1]
+    async with retriever_on(app_dsn, bm25_postings_per_term=2, bm25_document_first_max_docs=0) as bounded:
+        got = {r.chunk.text: r.lexical_score for r in (await bounded.Search(request, metadata=ALICE.metadata())).results}
+    # the two highest-impact postings of "kiwi", scored exactly as without the bound
+    assert got == {t: pytest.approx(full[t]) for t in texts[2:]}
+    async with retriever_on(app_dsn, bm25_postings_per_term=2, bm25_document_first_max_docs=10) as few_docs:
+        got = {r.chunk.text: r.lexical_score for r in (await few_docs.Search(request, metadata=ALICE.metadata())).results}
+    assert got == pytest.approx(full)  # a reader of few documents gets every posting of theirs
+
+
+async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) -> None:  # type: ignore[no-untyped-def]
+    async with retriever_on(app_dsn, bm25_postings_per_term=1, bm25_document_first_max_docs=1) as stub:
+        await add_document(stub, BOB, "hr", [("salary salary salary review", unit(0))])
+        mine = await add_document(stub, ALICE, "eng", [("salary review of the build farm", unit(1))])
+        for user, expected in ((ALICE, {mine}), (NOBODY, set())):
+            reply = await stub.Search(retriever_pb2.SearchRequest(query="salary", top_k=10, alpha=0.0),
+                                      metadata=user.metadata())
+            assert {r.chunk.document_id for r in reply.results} == expected

@@ -29,6 +29,7 @@ RAG_SEARCH_FUSION = "rag.search.fusion"
 RAG_SEARCH_RESULTS = "rag.search.results"
 RAG_SEARCH_ACCESSIBLE_DOCS = "rag.search.accessible_documents"
 RAG_SEARCH_LEXICAL_HITS = "rag.search.lexical_hits"
+RAG_SEARCH_LEXICAL_PLAN = "rag.search.lexical_plan"  # term_first | document_first
 RAG_SEARCH_VECTOR_HITS = "rag.search.vector_hits"
 # query understanding
 RAG_QUERY_KIND = "rag.query.kind"

@@ -15,6 +15,8 @@ class Settings:
     alpha: float
     bm25_k1: float
     bm25_b: float
+    bm25_postings_per_term: int  # impact-ordered postings read per query term (bounded lexical work)
+    bm25_document_first_max_docs: int  # up to this many readable documents: postings by document
     candidates: int            # per-leg candidate pool before fusion
     text_search_config: str
     statement_timeout_ms: int
@@ -30,7 +32,8 @@ class Settings:
         """The documented defaults (as from an empty environment) with overrides; for tools and tests."""
         values: dict[str, object] = dict(
             host="127.0.0.1", port=0, database_url=database_url, backend="pgvector", alpha=0.5, bm25_k1=0.9,
-            bm25_b=0.4, candidates=100, text_search_config="english", statement_timeout_ms=10000, pool_size=8,
+            bm25_b=0.4, bm25_postings_per_term=2000,
+            bm25_document_first_max_docs=200, candidates=100, text_search_config="english", statement_timeout_ms=10000, pool_size=8,
             ef_search=100, weaviate_url=None, weaviate_grpc_port=50051, weaviate_api_key=None,
             weaviate_collection="RagmeshChunk",
         )
@@ -48,6 +51,9 @@ class Settings:
         alpha = env_float("RETRIEVER_ALPHA", 0.5)
         if not 0 <= alpha <= 1:
             raise ConfigError(f"RETRIEVER_ALPHA must be within [0, 1], got {alpha}")
+        postings_per_term = env_int("RETRIEVER_BM25_POSTINGS_PER_TERM", 2000)
+        if postings_per_term < 1:
+            raise ConfigError(f"RETRIEVER_BM25_POSTINGS_PER_TERM must be at least 1, got {postings_per_term}")
         return cls(
             host=env_str("RETRIEVER_HOST", "127.0.0.1"),
             port=env_int("RETRIEVER_PORT", 50053),
@@ -56,6 +62,8 @@ class Settings:
             alpha=alpha,
             bm25_k1=env_float("RETRIEVER_BM25_K1", 0.9),
             bm25_b=env_float("RETRIEVER_BM25_B", 0.4),
+            bm25_postings_per_term=postings_per_term,
+            bm25_document_first_max_docs=env_int("RETRIEVER_BM25_DOCUMENT_FIRST_MAX_DOCS", 200),
             candidates=env_int("RETRIEVER_CANDIDATES", 100),
             text_search_config=env_str("RETRIEVER_TEXT_SEARCH_CONFIG", "english"),
             statement_timeout_ms=env_int("RETRIEVER_STATEMENT_TIMEOUT_MS", 10000),

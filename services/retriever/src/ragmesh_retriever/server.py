@@ -234,7 +234,9 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
     from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 
     return PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
-                           b=settings.bm25_b, ef_search=settings.ef_search)
+                           b=settings.bm25_b, ef_search=settings.ef_search,
+                           postings_per_term=settings.bm25_postings_per_term,
+                           document_first_max_docs=settings.bm25_document_first_max_docs)
 
 
 def build_service(settings: Settings) -> GrpcService:

@@ -57,6 +57,10 @@ CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks USING hnsw (embedding 
 -- BM25 index: one posting per (term, chunk) with its term frequency, and corpus statistics per
 -- chunk level; all kept by statement triggers on chunks. Postings carry no text (the chunk rows, under
 -- RLS, do); every lexical query restricts them to the document ids RLS returned.
+-- `impact` is the posting's BM25 term-frequency saturation when it was written (k1 0.9, b 0.4, the
+-- level's average length then): it only orders a term's postings, so a query can read a term's
+-- strongest postings first and stop after a bounded number (impact-ordered early termination);
+-- the score itself is always recomputed exactly with the configured k1 and b.
 CREATE TABLE IF NOT EXISTS postings (
     term        text     NOT NULL,
     level       smallint NOT NULL,
@@ -65,8 +69,13 @@ CREATE TABLE IF NOT EXISTS postings (
     tf          real     NOT NULL,
     doc_len     real     NOT NULL
 );
-CREATE INDEX IF NOT EXISTS postings_term_idx ON postings (term, level) INCLUDE (chunk_id, document_id, tf, doc_len);
-CREATE INDEX IF NOT EXISTS postings_chunk_idx ON postings (chunk_id);
+ALTER TABLE postings ADD COLUMN IF NOT EXISTS impact real NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS postings_term_idx;
+CREATE INDEX IF NOT EXISTS postings_impact_idx ON postings (term, level, impact DESC)
+    INCLUDE (chunk_id, document_id, tf, doc_len);
+-- a few readable documents: their postings directly, whatever the terms' document frequencies
+DROP INDEX IF EXISTS postings_chunk_idx;
+CREATE INDEX IF NOT EXISTS postings_document_idx ON postings (document_id, term, level) INCLUDE (chunk_id, tf, doc_len);
 CREATE TABLE IF NOT EXISTS lex_terms (
     level smallint NOT NULL,
     term  text     NOT NULL,
@@ -84,14 +93,16 @@ CREATE TABLE IF NOT EXISTS lex_stats (
 
 CREATE OR REPLACE FUNCTION chunks_lex_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len)
-        SELECT u.lexeme, n.level, n.id, n.document_id, coalesce(array_length(u.positions, 1), 1), n.doc_len
-        FROM new_rows n, unnest(n.tsv) u;
     INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM new_rows ON CONFLICT DO NOTHING;
     INSERT INTO lex_stats AS s (level, n_docs, total_len)
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
                                       total_len = s.total_len + excluded.total_len;
+    INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len, impact)
+        SELECT u.lexeme, n.level, n.id, n.document_id, x.tf, n.doc_len,
+               x.tf * 1.9 / (x.tf + 0.9 * (0.6 + 0.4 * n.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
+        FROM new_rows n JOIN lex_stats s ON s.level = n.level, unnest(n.tsv) u,
+             LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf) x;
     INSERT INTO lex_terms AS t (level, term, df)
         SELECT n.level, u.lexeme, count(*) FROM new_rows n, unnest(n.tsv) u
         GROUP BY n.level, u.lexeme ORDER BY n.level, u.lexeme
@@ -101,7 +112,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM postings p USING old_rows o WHERE p.chunk_id = o.id;
+    DELETE FROM postings p USING old_rows o WHERE p.document_id = o.document_id AND p.chunk_id = o.id;
     UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
         FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
         WHERE s.level = d.level;
@@ -112,6 +123,9 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- upgrades: postings written before impacts existed
+UPDATE postings p SET impact = p.tf * 1.9 / (p.tf + 0.9 * (0.6 + 0.4 * p.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
+    FROM lex_stats s WHERE s.level = p.level AND p.impact = 0;
 -- upgrades: configurations of chunks indexed before lex_configs existed
 INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM chunks ON CONFLICT DO NOTHING;
 

@@ -49,7 +49,7 @@ FROM analysed a
 
 # Okapi BM25 (Robertson; Lucene's idf): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
-_BM25 = """
+_BM25_TERMS = """
 WITH qa AS (
     SELECT * FROM unnest(%(qcfgs)s::text[], %(qtexts)s::text[]) AS x(cfg, txt)
 ), q AS (
@@ -58,21 +58,42 @@ WITH qa AS (
     FROM qa CROSS JOIN LATERAL unnest(to_tsvector(qa.cfg::regconfig, qa.txt)) u
     GROUP BY u.lexeme
 ), stats AS (
-    SELECT level, n_docs, total_len / greatest(n_docs, 1) AS avgdl
+    SELECT level, n_docs::float8 AS n_docs, total_len / greatest(n_docs, 1) AS avgdl
     FROM lex_stats WHERE level = ANY(%(levels)s) AND n_docs > 0
-), w AS (
-    SELECT t.level, q.term, q.qtf, ln(1 + (s.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf, s.avgdl
+), w AS MATERIALIZED (
+    -- per query term and level: the idf-weighted query term frequency and the length-normalisation
+    -- constants, in double precision, computed once per term (never per posting)
+    SELECT t.level, q.term,
+           q.qtf * ln(1.0::float8 + (s.n_docs - t.df + 0.5::float8) / (t.df + 0.5::float8)) AS weight,
+           %(k1)s::float8 * (1.0::float8 - %(b)s::float8) AS norm_base,
+           %(k1)s::float8 * %(b)s::float8 / s.avgdl AS norm_len
     FROM q JOIN lex_terms t ON t.term = q.term JOIN stats s ON s.level = t.level
     WHERE t.df > 0
 )
 SELECT p.chunk_id,
-       sum(w.qtf * w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / w.avgdl))) AS score
-FROM w JOIN postings p ON p.term = w.term AND p.level = w.level
-WHERE p.document_id = ANY(%(docs)s::uuid[])
+       sum(w.weight * p.tf * (%(k1)s::float8 + 1.0::float8) / (p.tf + w.norm_base + w.norm_len * p.doc_len)) AS score
+FROM w CROSS JOIN LATERAL {postings} p
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s
 """
+# Term first (many readable documents): a term's postings strongest first, at most %(per_term)s of them;
+# exact whenever the term's readable postings are fewer, otherwise the weakest, which add the least, are
+# left out (impact-ordered early termination, so the work per term is bounded at any corpus size).
+_POSTINGS_BY_TERM = """(
+    SELECT p.chunk_id, p.tf, p.doc_len FROM postings p
+    WHERE p.term = w.term AND p.level = w.level AND p.document_id = ANY(%(docs)s::uuid[])
+    ORDER BY p.impact DESC
+    LIMIT %(per_term)s
+)"""
+# Document first (few readable documents): every posting of the query terms in those documents, exact;
+# a user who may read 1 % of a large corpus never walks the other 99 %'s postings.
+_POSTINGS_BY_DOCUMENT = """(
+    SELECT p.chunk_id, p.tf, p.doc_len FROM postings p
+    WHERE p.document_id = ANY(%(docs)s::uuid[]) AND p.term = w.term AND p.level = w.level
+)"""
+_BM25_BY_TERM = _BM25_TERMS.replace("{postings}", _POSTINGS_BY_TERM)
+_BM25_BY_DOCUMENT = _BM25_TERMS.replace("{postings}", _POSTINGS_BY_DOCUMENT)
 
 _VECTOR = """
 SELECT id, 1 - (embedding <=> %(vec)s::vector) AS sim FROM chunks
@@ -106,13 +127,16 @@ class PgVectorBackend:
     name = "pgvector"
 
     def __init__(self, db: Database, *, dimension: int | None = None, text_search_config: str = "english",
-                 k1: float = 0.9, b: float = 0.4, ef_search: int = 100) -> None:
+                 k1: float = 0.9, b: float = 0.4, ef_search: int = 100, postings_per_term: int = 2000,
+                 document_first_max_docs: int = 200) -> None:
         self.db = db
         self.dimension = dimension
         self.cfg = text_search_config
         self.k1 = k1
         self.b = b
         self.ef_search = ef_search
+        self.postings_per_term = postings_per_term
+        self.document_first_max_docs = document_first_max_docs
         self.default_lang = "en" if text_search_config == "english" else "simple"
         self._langs: list[str] = []
         self._langs_at = -1e9
@@ -185,8 +209,12 @@ class PgVectorBackend:
             if query.text.strip() and query.alpha < 1.0:
                 with tracer.start_as_current_span("lexical leg"):
                     analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
-                    cur = await conn.execute(_BM25, {**base, "qcfgs": [a[0] for a in analyses],
-                                                     "qtexts": [a[1] for a in analyses], "k1": self.k1, "b": self.b})
+                    by_document = len(accessible_ids) <= self.document_first_max_docs
+                    trace.get_current_span().set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN,
+                                                           "document_first" if by_document else "term_first")
+                    cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {**base, "qcfgs": [a[0] for a in analyses],
+                                                     "qtexts": [a[1] for a in analyses], "k1": self.k1, "b": self.b,
+                                                     "per_term": self.postings_per_term})
                     lexical = {r[0]: float(r[1]) for r in await cur.fetchall()}
             if vec is not None and query.alpha > 0.0:
                 with tracer.start_as_current_span("vector leg"):
