@@ -45,6 +45,8 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "bm25": {"alpha": 0.0},
     "vector": {"alpha": 1.0},
     "hybrid": {"alpha": None},
+    "hybrid+dbsf": {"fusion": "distribution_based"},
+    "hybrid+expansion": {"feedback_docs": 5},
     "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
 }
@@ -314,13 +316,13 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents ({2 * len(corpus)} chunks) through the mesh")
     indexed = await index_corpus(stack, corpus, user, dataset.name)
-    sample = [t for d in corpus[:128] for t in (summary_text(d.get("title", ""), d["text"]),
+    sample = [t for d in corpus[:256] for t in (summary_text(d.get("title", ""), d["text"]),
                                                  passage_embed_text(d.get("title", ""), d["text"]))]
-    raw = measure_throughput(embed_model, sample)
+    raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
-                "texts of each corpus (summary and paragraph alternating), in slices of the model's batch size as the "
-                "micro-batcher would, mesh idle; the indexer's Embed calls carry 64 texts, which the model sorts by "
-                "length before batching (less padding), so mesh / raw can exceed 1")
+                f"texts of each corpus (summary and paragraph alternating, as indexed), in model calls of "
+                f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
+                f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone")
     if raw_note not in notes:
         notes.append(raw_note)
     out: dict[str, Any] = results.setdefault(dataset.name, {})

@@ -51,6 +51,35 @@ async def test_concurrent_calls_share_batches_up_to_batch_size() -> None:
     assert threading.get_ident() not in encoder.threads  # the model ran in a worker thread
 
 
+class SlowEncoder(RecordingEncoder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[list[str]] = []
+
+    def encode(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        import time
+
+        self.started.append(list(texts))
+        time.sleep(0.05)
+        return super().encode(texts, is_query=is_query)
+
+
+async def test_without_wait_an_idle_model_runs_at_once_and_a_busy_one_batches_what_queues() -> None:
+    encoder = SlowEncoder()
+    batcher = MicroBatcher(encoder, 8, 0)  # type: ignore[arg-type]
+    batcher.start()
+    try:
+        first = asyncio.create_task(batcher.embed(["alone"], is_query=True))
+        await asyncio.sleep(0.01)  # the model is busy with "alone" now
+        assert encoder.started == [["alone"]]  # at once, no wait for company
+        rest = await asyncio.gather(*[batcher.embed([t], is_query=True) for t in ("b", "cc", "ddd")])
+        await first
+    finally:
+        await batcher.stop()
+    assert encoder.batches == [(["alone"], True), (["b", "cc", "ddd"], True)]
+    assert [float(r[0][0]) for r in rest] == [1, 2, 3]
+
+
 async def test_queries_and_passages_never_share_a_model_call() -> None:
     encoder = RecordingEncoder()
     results = await run_batcher(encoder, [(["q1"], True), (["p1"], False), (["q2", "q3"], True), (["p2"], False)])

@@ -102,7 +102,18 @@ async def test_full_pipeline_reranks_filters_and_attributes_sources() -> None:
     assert [s["cited"] for s in final["sources"]] == [False, True]
     assert "".join(e["data"]["text"] for e in events if e["event"] == "token") == "IBM was founded in 1911."
     assert list(mesh.graph.requests["GetContext"].document_ids) == ["d1", "d2"]
+    assert mesh.retriever.requests["Search"].include_accessible_document_ids  # the graph hop needs them
     assert list(mesh.answerer.requests["Answer"].graph_facts) == ["IBM — related — Armonk"]
+
+
+async def test_search_passes_fusion_and_without_graph_asks_for_no_accessible_ids() -> None:
+    mesh = FakeMesh()
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
+    prepared, items = await orchestrator.search(USER, ChatOptions(question=RELATIONAL, top_k=5, graph=False,
+                                                                  fusion="distribution_based"))
+    assert not mesh.retriever.requests["Search"].include_accessible_document_ids
+    assert mesh.retriever.requests["Search"].fusion == retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED
+    assert prepared.accessible == 2 and {i.chunk.chunk_id for i in items} == {"c1", "c2"}
 
 
 async def test_embedder_down_degrades_to_lexical_search() -> None:

@@ -1,9 +1,9 @@
-"""Fusion math against hand-computed examples (Weaviate's relativeScoreFusion and rankedFusion)."""
+"""Fusion math against hand-computed examples (Weaviate's relativeScoreFusion and rankedFusion, DBSF)."""
 from __future__ import annotations
 
 import pytest
 
-from ragmesh_retriever.fusion import ranked_fusion, relative_score_fusion
+from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
 
 
 def test_relative_score_fusion_matches_hand_computation() -> None:
@@ -45,3 +45,21 @@ def test_ranked_fusion_is_weighted_reciprocal_rank() -> None:
 def test_alpha_out_of_range_is_rejected() -> None:
     with pytest.raises(ValueError, match="alpha"):
         relative_score_fusion({}, {}, alpha=1.5)
+
+
+def test_distribution_based_fusion_matches_hand_computation() -> None:
+    # lexical 1, 2, 3, 10: mean 4, population sd 3.5355; scaled (s - (4 - 10.6066)) / 21.2132
+    lexical = {"a": 10.0, "b": 3.0, "c": 2.0, "d": 1.0}
+    vector = {"b": 0.8, "c": 0.6}                   # mean 0.7, sd 0.1: b (0.8 - 0.4) / 0.6, c (0.6 - 0.4) / 0.6
+    fused = {f.chunk_id: f.score for f in distribution_based_fusion(lexical, vector, alpha=0.5)}
+    sd = 12.5 ** 0.5
+    lex = {k: (v - (4 - 3 * sd)) / (6 * sd) for k, v in lexical.items()}
+    assert fused["a"] == pytest.approx(0.5 * lex["a"])
+    assert fused["b"] == pytest.approx(0.5 * lex["b"] + 0.5 * (0.4 / 0.6))
+    assert fused["c"] == pytest.approx(0.5 * lex["c"] + 0.5 * (0.2 / 0.6))
+    assert [f.chunk_id for f in distribution_based_fusion(lexical, vector, alpha=0.5)] == ["b", "a", "c", "d"]
+
+
+def test_distribution_based_fusion_equal_scores_scale_to_one() -> None:
+    fused = distribution_based_fusion({"a": 3.0, "b": 3.0}, {}, alpha=0.5)
+    assert [f.score for f in fused] == [pytest.approx(0.5), pytest.approx(0.5)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -120,6 +121,15 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     # in both rankings: first in one, second or third in the other -> wins under reciprocal-rank fusion
     assert ranked.results[0].chunk.text == "kubernetes cluster upgrade"
     assert ranked.results[0].hybrid_score > 0.5 / 60
+    dbsf = await stub.Search(retriever_pb2.SearchRequest(**query, fusion=retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED),
+                             metadata=ALICE.metadata())
+    # each leg scaled by mean ± 3 sd: lexical {upgrade, grapes} -> 4/6, 2/6; vector {1, 0, 0} -> below
+    sd = statistics.pstdev([1.0, 0.0, 0.0])
+    vec = {v: (v - (1 / 3 - 3 * sd)) / (6 * sd) for v in (1.0, 0.0)}
+    scores = {r.chunk.text: r.hybrid_score for r in dbsf.results}
+    assert scores == {"kubernetes cluster upgrade": pytest.approx(0.5 * 4 / 6 + 0.5 * vec[0.0], abs=1e-4),
+                      "gardening tips": pytest.approx(0.5 * vec[1.0], abs=1e-4),
+                      "cluster of grapes": pytest.approx(0.5 * 2 / 6 + 0.5 * vec[0.0], abs=1e-4)}
 
 
 @BOTH_LEXICAL_PLANS
@@ -128,10 +138,13 @@ async def test_search_never_returns_another_departments_chunks(stub) -> None:  #
     bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
     alice_doc = await add_document(stub, ALICE, "eng-notes", [("the build pipeline uses caching", unit(6))])
     for vector in (unit(5), unit(6)):
-        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50),
+        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50,
+                                                                 include_accessible_document_ids=True),
                                      metadata=ALICE.metadata())
         assert {r.chunk.document_id for r in as_alice.results} == {alice_doc}
-        assert bob_doc not in as_alice.accessible_document_ids
+        assert list(as_alice.accessible_document_ids) == [alice_doc]
+    plain = await stub.Search(retriever_pb2.SearchRequest(query=secret, top_k=5), metadata=ALICE.metadata())
+    assert (plain.accessible_documents, list(plain.accessible_document_ids)) == (1, [])  # ids only when asked
     as_bob = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=unit(5), top_k=50),
                                metadata=BOB.metadata())
     assert as_bob.results[0].chunk.document_id == bob_doc and alice_doc not in {r.chunk.document_id for r in as_bob.results}

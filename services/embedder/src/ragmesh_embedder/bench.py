@@ -24,14 +24,15 @@ class Throughput:
 
 
 def measure_throughput(model: EmbeddingModel, texts: list[str], *, is_query: bool = False,
-                       repeats: int = 1) -> Throughput:
-    """Encodes `texts` `repeats` times in chunks of the model's batch size, as the micro-batcher would.
+                       repeats: int = 1, call_size: int | None = None) -> Throughput:
+    """Encodes `texts` `repeats` times in model calls of `call_size` texts (default: the model's batch size,
+    as the micro-batcher would; a client's Embed call of N texts reaches the model as one call of N).
 
     Returns the total time spent in model calls (the model is already warm from its construction).
     """
     if not texts or repeats < 1:
         raise ValueError("measure_throughput needs at least one text and one repeat")
-    size = model.settings.batch_size
+    size = call_size or model.settings.batch_size
     calls = 0
     start = time.perf_counter()
     for _ in range(repeats):

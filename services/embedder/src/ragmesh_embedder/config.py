@@ -79,7 +79,7 @@ class Settings:
             batch_size=env_int("EMBEDDER_BATCH_SIZE", 32),
             fp16=env_bool("EMBEDDER_FP16", device.startswith("cuda")),
             max_texts=env_int("EMBEDDER_MAX_TEXTS", 512),
-            batch_wait_ms=env_int("EMBEDDER_BATCH_WAIT_MS", 5),
+            batch_wait_ms=env_int("EMBEDDER_BATCH_WAIT_MS", 0),
         )
         for name, value, least in (("EMBEDDER_MAX_LENGTH", settings.max_length, 1),
                                    ("EMBEDDER_BATCH_SIZE", settings.batch_size, 1),
@@ -94,6 +94,6 @@ class Settings:
         """The production defaults on CPU and port 0 (for tests and benchmarks), with overrides."""
         values: dict[str, object] = dict(host="127.0.0.1", port=0, model=default_model_path(), pooling="mean",
                                          query_instruction="", max_length=256, device="cpu", batch_size=32, fp16=False,
-                                         max_texts=512, batch_wait_ms=5)
+                                         max_texts=512, batch_wait_ms=0)
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

@@ -26,15 +26,19 @@ def _single_pass_flag_model(**kwargs: Any) -> Any:
     from FlagEmbedding.utils.tokenizer_compat import pad_with_compat
 
     class SinglePassFlagModel(FlagModel):  # type: ignore[misc]
-        @torch.no_grad()
+        _ready_on: str | None = None
+
+        @torch.inference_mode()
         def encode_single_device(self, sentences: list[str] | str, batch_size: int = 256, max_length: int = 512,
                                  convert_to_numpy: bool = True, device: str | None = None,
                                  **kw: Any) -> Any:
             device = device or self.target_devices[0]
-            if device == "cpu":
-                self.model.float()
-            self.model.to(device)
-            self.model.eval()
+            if self._ready_on != device:  # once, not per call: walking every module costs a query milliseconds
+                if device == "cpu":
+                    self.model.float()
+                self.model.to(device)
+                self.model.eval()
+                self._ready_on = device
             single = isinstance(sentences, str)
             items = [sentences] if single else list(sentences)
             encoded = self.tokenizer(items, truncation=True, max_length=max_length, **kw)
@@ -111,8 +115,10 @@ class _Pending:
 class MicroBatcher:
     """Collects texts from concurrent calls (queries and passages apart) into one model call.
 
-    A batch closes when it holds `batch_size` texts or `wait_ms` passed since its first request;
-    the model runs in a worker thread, one batch at a time, so the event loop stays free.
+    The model runs in a worker thread, one batch at a time, so the event loop stays free. With `wait_ms`
+    0 (the default) a request runs as soon as the model is free, and what arrives while it is busy forms
+    the next batch (up to `batch_size` texts): batching under load, no added latency when idle. With
+    `wait_ms` > 0 an idle model also waits that long for company (throughput over latency).
     """
 
     model: Encoder

@@ -83,7 +83,7 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4000)
     routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
-    fusion: Literal["relative_score", "ranked"] = "relative_score"
+    fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
     feedback_docs: int = Field(0, ge=0, le=50, description="Vector pseudo-relevance feedback from the top N (0 = off)")
     feedback_weight: float = Field(1.0, gt=0, le=10)
     context: ContextIn | None = None

@@ -43,6 +43,10 @@ LEVELS = {"document": common_pb2.CHUNK_LEVEL_DOCUMENT, "section": common_pb2.CHU
 T = TypeVar("T")
 
 
+FUSIONS = {"relative_score": retriever_pb2.FUSION_TYPE_RELATIVE_SCORE, "ranked": retriever_pb2.FUSION_TYPE_RANKED,
+           "distribution_based": retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED}
+
+
 @dataclass
 class ChatOptions:
     question: str
@@ -187,13 +191,13 @@ class Orchestrator:
                 query=text, query_vector=vectors[i] if vectors else [], top_k=options.candidates,
                 levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
                 strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
-                else retriever_pb2.STRATEGY_DIRECT)
+                else retriever_pb2.STRATEGY_DIRECT,
+                include_accessible_document_ids=options.graph and self.graph_enabled)  # the graph hop filters by them
             if options.alpha is not None:
                 request.has_alpha, request.alpha = True, options.alpha
             if options.feedback_docs:
                 request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
-            if options.fusion == "ranked":
-                request.fusion = retriever_pb2.FUSION_TYPE_RANKED
+            request.fusion = FUSIONS.get(options.fusion, retriever_pb2.FUSION_TYPE_RELATIVE_SCORE)
             context = options.context if options.context is not None else self.default_context
             if context:
                 request.context.CopyFrom(retriever_pb2.ContextOptions(**context))

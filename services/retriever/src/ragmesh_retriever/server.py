@@ -16,7 +16,7 @@ from ragmesh_common.errors import InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
-from ragmesh_retriever.backends.base import RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
+from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database, parse_document_id
 from ragmesh_retriever.config import Settings
 
@@ -25,6 +25,9 @@ tracer = trace.get_tracer(__name__)
 
 MAX_TOP_K = 1000
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
+
+
+FUSIONS = {retriever_pb2.FUSION_TYPE_RANKED: RANKED, retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED: DISTRIBUTION}
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
@@ -95,7 +98,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not request.query_vector:
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
-                           alpha=alpha, fusion=RANKED if request.fusion == retriever_pb2.FUSION_TYPE_RANKED else RELATIVE,
+                           alpha=alpha, fusion=FUSIONS.get(request.fusion, RELATIVE),
                            levels=levels, candidates=max(self.candidates, request.top_k), language=request.language,
                            feedback_docs=max(0, min(request.feedback_docs, 50)),
                            feedback_weight=request.feedback_weight or 1.0)
@@ -123,7 +126,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                     results = await self._assemble(user, results, request.context, query.top_k)
             span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
         return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
-                                            backend=self.backend.name, accessible_document_ids=accessible,
+                                            backend=self.backend.name,
+                                            accessible_document_ids=accessible if request.include_accessible_document_ids else [],
                                             strategy=strategy)
 
     async def _summary_first(self, user: UserContext, query: SearchQuery,

@@ -9,6 +9,7 @@ from ragmesh_common.context import UserContext
 
 RELATIVE = "relative_score"
 RANKED = "ranked"
+DISTRIBUTION = "distribution_based"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Chunk rows are protected by row-level security themselves: every query runs as t
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -18,10 +19,10 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import RANKED, Hit, SearchQuery
+from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
 from ragmesh_retriever.catalog import Database, parse_document_id
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for
-from ragmesh_retriever.fusion import ranked_fusion, relative_score_fusion
+from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -111,6 +112,10 @@ FROM chunks WHERE id = ANY(%(ids)s) AND document_id = ANY(%(docs)s::uuid[])
 
 
 _SYSTEM = UserContext("system:retriever")
+
+
+async def _nothing() -> dict[str, float]:
+    return {}
 
 
 def vector_literal(values: list[float]) -> str:
@@ -203,39 +208,25 @@ class PgVectorBackend:
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
         base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
-        lexical: dict[str, float] = {}
-        vector: dict[str, float] = {}
+        # the two legs run at once, each on a connection (and a server process) of its own, under the user
+        lexical, vector = await asyncio.gather(
+            self._lexical_leg(user, query, base) if query.text.strip() and query.alpha < 1.0 else _nothing(),
+            self._vector_leg(user, {**base, "vec": vec}) if vec is not None and query.alpha > 0.0 else _nothing())
+        fused = self._fuse(query, lexical, vector)
+        span = trace.get_current_span()
+        span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))
+        span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
+        if not fused:
+            return []
         async with self.db.transaction(user) as conn:
-            if query.text.strip() and query.alpha < 1.0:
-                with tracer.start_as_current_span("lexical leg"):
-                    analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
-                    by_document = len(accessible_ids) <= self.document_first_max_docs
-                    trace.get_current_span().set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN,
-                                                           "document_first" if by_document else "term_first")
-                    cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {**base, "qcfgs": [a[0] for a in analyses],
-                                                     "qtexts": [a[1] for a in analyses], "k1": self.k1, "b": self.b,
-                                                     "per_term": self.postings_per_term})
-                    lexical = {r[0]: float(r[1]) for r in await cur.fetchall()}
-            if vec is not None and query.alpha > 0.0:
-                with tracer.start_as_current_span("vector leg"):
-                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                                       "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                                       (str(max(self.ef_search, pool)),))
-                    vector = await self._vector_leg(conn, {**base, "vec": vec})
-            fused = self._fuse(query, lexical, vector)
-            if query.feedback_docs > 0 and vec is not None and query.alpha > 0.0 and fused:
+            if query.feedback_docs > 0 and vec is not None and query.alpha > 0.0:
                 with tracer.start_as_current_span("vector feedback"):
                     expanded = await self._feedback_vector(conn, query, [f.chunk_id for f in fused[: query.feedback_docs]])
-                    if expanded is not None:
-                        expanded_query = True
-                        vector = await self._vector_leg(conn, {**base, "vec": vector_literal(expanded)})
-                        fused = self._fuse(query, lexical, vector)
+                if expanded is not None:
+                    expanded_query = True
+                    vector = await self._vector_leg(user, {**base, "vec": vector_literal(expanded)})
+                    fused = self._fuse(query, lexical, vector)
             top = fused[: query.top_k]
-            span = trace.get_current_span()
-            span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))
-            span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
-            if not top:
-                return []
             cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top],
                                                 "docs": accessible_ids})
             rows = {r[0]: r for r in await cur.fetchall()}
@@ -250,16 +241,33 @@ class PgVectorBackend:
             hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
         return hits
 
-    @staticmethod
-    async def _vector_leg(conn: Any, params: dict[str, Any]) -> dict[str, float]:
-        cur = await conn.execute(_VECTOR, params)
-        return {r[0]: float(r[1]) for r in await cur.fetchall()}
+    async def _lexical_leg(self, user: UserContext, query: SearchQuery, base: dict[str, Any]) -> dict[str, float]:
+        with tracer.start_as_current_span("lexical leg") as span:
+            by_document = len(base["docs"]) <= self.document_first_max_docs
+            span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, "document_first" if by_document else "term_first")
+            async with self.db.transaction(user) as conn:
+                analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
+                cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {
+                    **base, "qcfgs": [a[0] for a in analyses], "qtexts": [a[1] for a in analyses],
+                    "k1": self.k1, "b": self.b, "per_term": self.postings_per_term})
+                return {r[0]: float(r[1]) for r in await cur.fetchall()}
+
+    async def _vector_leg(self, user: UserContext, params: dict[str, Any]) -> dict[str, float]:
+        with tracer.start_as_current_span("vector leg"):
+            async with self.db.transaction(user) as conn:
+                await conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                                   "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                                   (str(max(self.ef_search, params["k"])),))
+                cur = await conn.execute(_VECTOR, params)
+                return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     @staticmethod
     def _fuse(query: SearchQuery, lexical: dict[str, float], vector: dict[str, float]) -> list[Any]:
         if query.fusion == RANKED:
             return ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
                                  query.alpha, lexical, vector)
+        if query.fusion == DISTRIBUTION:
+            return distribution_based_fusion(lexical, vector, query.alpha)
         return relative_score_fusion(lexical, vector, query.alpha)
 
     @staticmethod

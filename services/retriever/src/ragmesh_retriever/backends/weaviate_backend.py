@@ -19,7 +19,7 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import RANKED, Hit, SearchQuery
+from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,9 @@ class WeaviateBackend:
     async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
         if not accessible_ids:
             return []
+        if query.fusion == DISTRIBUTION:
+            raise InvalidArgument("distribution-based fusion runs on the pgvector backend only; Weaviate "
+                                  "offers relative_score and ranked")
         fusion = HybridFusion.RANKED if query.fusion == RANKED else HybridFusion.RELATIVE_SCORE
         reply = await self._collection().query.hybrid(
             query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,

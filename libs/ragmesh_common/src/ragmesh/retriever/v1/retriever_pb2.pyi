@@ -13,6 +13,7 @@ class FusionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_TYPE_UNSPECIFIED: _ClassVar[FusionType]
     FUSION_TYPE_RELATIVE_SCORE: _ClassVar[FusionType]
     FUSION_TYPE_RANKED: _ClassVar[FusionType]
+    FUSION_TYPE_DISTRIBUTION_BASED: _ClassVar[FusionType]
 
 class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -22,6 +23,7 @@ class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 FUSION_TYPE_UNSPECIFIED: FusionType
 FUSION_TYPE_RELATIVE_SCORE: FusionType
 FUSION_TYPE_RANKED: FusionType
+FUSION_TYPE_DISTRIBUTION_BASED: FusionType
 STRATEGY_UNSPECIFIED: Strategy
 STRATEGY_DIRECT: Strategy
 STRATEGY_SUMMARY_FIRST: Strategy
@@ -129,7 +131,7 @@ class ContextOptions(_message.Message):
     def __init__(self, enabled: bool = ..., document_expansion_threshold: _Optional[float] = ..., max_chunks_per_document: _Optional[int] = ..., sibling_expansion: bool = ..., thin_chunk_tokens: _Optional[int] = ..., coverage_boost: bool = ..., coverage_weight: _Optional[float] = ..., mmr: bool = ..., mmr_lambda: _Optional[float] = ..., token_budget: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight")
+    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight", "include_accessible_document_ids")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +145,7 @@ class SearchRequest(_message.Message):
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_DOCS_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ACCESSIBLE_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
@@ -156,7 +159,8 @@ class SearchRequest(_message.Message):
     language: str
     feedback_docs: int
     feedback_weight: float
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ...) -> None: ...
+    include_accessible_document_ids: bool
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., include_accessible_document_ids: bool = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy")
