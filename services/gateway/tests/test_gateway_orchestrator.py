@@ -16,7 +16,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.mesh import StepFailed
-from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator
+from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator, merge_results
 
 USER = UserContext("alice", "eng", ("employee",))
 
@@ -199,3 +199,13 @@ async def test_comparative_question_searches_each_entity_and_merges() -> None:
     assert len(prepared.route.sub_queries) == 2
     assert len(mesh.embedder.requests["Embed"].texts) == 3
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3
+
+
+def test_sub_query_hits_follow_the_main_ranking_without_reordering_it() -> None:
+    main = [hit("a", 0.9), hit("b", 0.8)]
+    first = [hit("c", 0.5), hit("b", 0.95), hit("d", 0.4)]
+    second = [hit("d", 0.6), hit("e", 0.3)]
+    merged = merge_results([main, first, second])
+    # d is found by both sub-queries (1/62 + 1/60) and outranks c (1/60) and e (1/61); b stays second
+    assert [m.chunk.chunk_id for m in merged] == ["a", "b", "d", "c", "e"]
+    assert next(m for m in merged if m.chunk.chunk_id == "d").vector_score == pytest.approx(0.6)

@@ -352,18 +352,24 @@ class Orchestrator:
 
 
 def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:
-    """Merges the main search with sub-query searches by reciprocal rank (k = 60): a chunk found by
-    several searches rises; raw scores of different searches are not comparable, ranks are."""
+    """The main search's ranking first, untouched; then what only the sub-queries found, merged among
+    themselves by reciprocal rank (k = 60). Measured on HotpotQA (`make bench-retrieval`): any fusion
+    that let sub-query hits overtake the main ranking lowered Recall@2/@5 (equal-weight RRF 0.655 → 0.510
+    Recall@2), while appending kept the main ranking's recall and adds the entity-specific chunks the
+    whole question missed to the candidates (and to the answer's context when there is room)."""
+    main, subs = lists[0], lists[1:]
+    seen = {item.chunk.chunk_id for item in main}
     fused: dict[str, float] = {}
     best: dict[str, common_pb2.ScoredChunk] = {}
-    for results in lists:
+    for results in subs:
         for rank, item in enumerate(results):
             key = item.chunk.chunk_id
+            if key in seen:
+                continue
             fused[key] = fused.get(key, 0.0) + 1.0 / (60 + rank)
             if key not in best or item.vector_score > best[key].vector_score:
                 best[key] = item
-    order = sorted(fused, key=lambda k: -fused[k])
-    return [best[k] for k in order]
+    return [*main, *(best[k] for k in sorted(fused, key=lambda k: -fused[k]))]
 
 
 def _ms(started: float) -> float:
