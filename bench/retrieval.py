@@ -459,7 +459,9 @@ def scale_documents(stack: Any) -> list[str]:
 
 @dataclass
 class InProcess:
-    """The retriever's Search pipeline without the mesh: embed the query, accessible ids, backend.search."""
+    """The retriever's Search pipeline without the mesh: the query embedded (in a worker thread) while the
+    accessible ids are read and the lexical leg runs, then the vector leg — as the retriever does with
+    embed_query, minus gateway, gRPC and tracing."""
     model: Any
     db: Any
     catalog: Any
@@ -486,9 +488,9 @@ class InProcess:
     async def search(self, user: Any, text: str, top_k: int) -> int:
         from ragmesh_retriever.backends.base import SearchQuery
 
-        vector = self.model.encode([text], is_query=True)[0].tolist()
-        query = SearchQuery(text=text, vector=vector, top_k=top_k, alpha=self.alpha,
-                            candidates=max(self.candidates, top_k))
+        pending = asyncio.create_task(asyncio.to_thread(lambda: self.model.encode([text], is_query=True)[0].tolist()))
+        query = SearchQuery(text=text, vector=None, top_k=top_k, alpha=self.alpha,
+                            candidates=max(self.candidates, top_k), pending_vector=pending)
         async with self.db.transaction(user) as conn:
             accessible = await self.catalog.accessible_ids(conn, None)
         return len(await self.backend.search(user, query, accessible))
@@ -524,9 +526,11 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
              "1pct": UserContext("bench-1pct", "scale-1pct", [])}
     notes.append(
         f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
-        f"warm-up calls not counted), sent one at a time; the mesh path is POST /api/v1/search (gateway → embedder "
-        f"+ retriever → PostgreSQL, top 10, service defaults), the in-process path is the same embedder model and "
-        f"the retriever's Catalog + PgVectorBackend called directly (accessible ids, then backend.search)")
+        f"warm-up calls not counted), sent one at a time; the mesh path is POST /api/v1/search (gateway → retriever, "
+        f"which calls the embedder while it reads permissions and runs BM25 in PostgreSQL; top 10, service "
+        f"defaults), the in-process path is the same embedder model and "
+        f"the retriever's Catalog + PgVectorBackend called directly (the query embedded in a worker thread while the "
+        f"accessible ids are read and the lexical leg runs, as the retriever overlaps them)")
     notes.append(
         f"scale: {SCALE_DOCUMENTS} synthetic ready documents ({SCALE_ONE_PCT_DOCS} readable by the 1% user through "
         f"department scale-1pct; all readable by the unfiltered user through role scale-reader), 10 then 100 "

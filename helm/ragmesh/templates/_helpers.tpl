@@ -104,6 +104,13 @@ win: ragmesh.env drops wired entries of the same name.
 - name: {{ $prefix }}_DEVICE
   value: cuda
 {{- end }}
+{{- if eq .name "retriever" }}
+{{- $emb := $v.components.embedder }}
+{{- if and $emb (ne (toString (get $emb "enabled")) "false") }}
+- name: EMBEDDER_ADDR
+  value: {{ printf "%s-embedder:%v" $.root.Release.Name (get $emb "port") | quote }}
+{{- end }}
+{{- end }}
 {{- if has .name (list "gateway" "worker") }}
 {{- range $svc := list "parser" "embedder" "retriever" "reranker" "graph" "answerer" }}
 {{- $dep := get $v.components $svc }}

@@ -117,13 +117,18 @@ async def test_search_passes_fusion_and_without_graph_asks_for_no_accessible_ids
 
 
 async def test_embedder_down_degrades_to_lexical_search() -> None:
-    mesh = FakeMesh(embedder=Stub(Embed=rpc_error(grpc.StatusCode.UNAVAILABLE)))
+    # the retriever embeds the query (embed_query); when its embedder fails it says so and searches lexically
+    mesh = FakeMesh()
     mesh.retriever = Stub(Search=retriever_pb2.SearchResponse(
-        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0)], accessible_documents=1))
+        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0)], accessible_documents=1,
+        vector_unavailable="embedder UNAVAILABLE; lexical search only"))
     prepared, events = await run(mesh)
-    assert list(mesh.retriever.requests["Search"].query_vector) == []
-    assert [r.chunk.chunk_id for r in prepared.results] == ["c1"]
-    assert events[-1]["data"]["degraded"][0]["step"] == "embed"
+    request = mesh.retriever.requests["Search"]
+    assert request.embed_query and list(request.query_vector) == []
+    assert "Embed" not in mesh.embedder.requests  # the gateway no longer embeds queries itself
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c1"]  # gate on BM25 > 0 without vectors
+    assert events[-1]["data"]["degraded"][0] == {"step": "embed", "reason": "embedder UNAVAILABLE; lexical search only"}
+    assert next(s for s in prepared.stages if s["stage"] == "embed")["degraded"] is True
 
 
 async def test_reranker_not_configured_keeps_retrieval_order() -> None:
@@ -197,7 +202,7 @@ async def test_comparative_question_searches_each_entity_and_merges() -> None:
     mesh = FakeMesh()
     prepared, _ = await run(mesh, "Which company was founded first, IBM or Microsoft?")
     assert len(prepared.route.sub_queries) == 2
-    assert len(mesh.embedder.requests["Embed"].texts) == 3
+    assert mesh.retriever.requests["Search"].embed_query  # each search embeds its own (sub-)query
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3
 
 

@@ -1,7 +1,9 @@
 """Search through the gRPC contract: BM25 math, hybrid fusion, permissions, levels, validation."""
 from __future__ import annotations
 
+import asyncio
 import math
+import socket
 import statistics
 import uuid
 from collections.abc import AsyncIterator
@@ -12,6 +14,7 @@ import psycopg
 import pytest
 
 from ragmesh.common.v1 import common_pb2
+from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 from ragmesh_common.migrate import apply_schema
@@ -341,3 +344,50 @@ async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) 
             reply = await stub.Search(retriever_pb2.SearchRequest(query="salary", top_k=10, alpha=0.0),
                                       metadata=user.metadata())
             assert {r.chunk.document_id for r in reply.results} == expected
+
+
+class FixedEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
+    """An embedder that answers every query with axis 1 (after a short think)."""
+
+    async def Embed(self, request, context):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.02)
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts],
+                                          dimension=DIM)
+
+
+async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> None:  # type: ignore[no-untyped-def]
+    server = grpc.aio.server()
+    embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(FixedEmbedder(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    texts = [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1))]
+    try:
+        async with retriever_on(app_dsn, embedder_addr=f"127.0.0.1:{port}") as stub:
+            await add_document(stub, ALICE, "ops", texts)
+            request = dict(query="cluster upgrade", top_k=5)
+            given = await stub.Search(retriever_pb2.SearchRequest(**request, query_vector=unit(1)), metadata=ALICE.metadata())
+            embedded = await stub.Search(retriever_pb2.SearchRequest(**request, embed_query=True), metadata=ALICE.metadata())
+            plain = await stub.Search(retriever_pb2.SearchRequest(**request), metadata=ALICE.metadata())
+    finally:
+        await server.stop(None)
+    key = [(r.chunk.text, round(r.hybrid_score, 6), round(r.vector_score, 6)) for r in given.results]
+    assert [(r.chunk.text, round(r.hybrid_score, 6), round(r.vector_score, 6)) for r in embedded.results] == key
+    assert embedded.results[0].vector_score == pytest.approx(1.0, abs=1e-5)  # "gardening tips", axis 1
+    assert embedded.vector_unavailable == "" and embedded.embed_ms >= 20
+    assert [r.chunk.text for r in plain.results] == ["kubernetes cluster upgrade"]  # neither vector nor embed_query
+
+
+async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    async with retriever_on(app_dsn) as stub:
+        await add_document(stub, ALICE, "ops", [("kubernetes cluster upgrade", unit(0)), ("gardening", unit(1))])
+    for overrides, reason in (({"embedder_addr": f"127.0.0.1:{dead}", "embed_timeout_ms": 2000}, "UNAVAILABLE"),
+                              ({}, "no embedder")):
+        async with retriever_on(app_dsn, **overrides) as stub:
+            reply = await stub.Search(retriever_pb2.SearchRequest(query="cluster upgrade", top_k=5, embed_query=True),
+                                      metadata=ALICE.metadata())
+        assert reason in reply.vector_unavailable
+        assert [r.chunk.text for r in reply.results] == ["kubernetes cluster upgrade"]
+        assert reply.results[0].hybrid_score == pytest.approx(1.0)  # lexical only: alpha 0

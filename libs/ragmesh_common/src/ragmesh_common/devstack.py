@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open, wait_port
+from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open
 from ragmesh_common.engines.redis import EmbeddedRedis
 
 logger = logging.getLogger("ragmesh.devstack")

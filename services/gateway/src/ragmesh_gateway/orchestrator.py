@@ -19,7 +19,6 @@ from opentelemetry import trace
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
-from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.reranker.v1 import reranker_pb2
 from ragmesh.retriever.v1 import retriever_pb2
@@ -173,22 +172,13 @@ class Orchestrator:
         strategy = options.strategy or (plan.strategy if plan else "direct")
         queries = [query, *(plan.sub_queries if plan else [])]
 
-        started = time.perf_counter()
-        vectors: list[list[float]] = []
-        with tracer.start_as_current_span("embed query"):
-            try:
-                reply = await self.mesh.embedder.Embed(embedder_pb2.EmbedRequest(texts=queries, is_query=True),
-                                                       metadata=md, timeout=self.deadlines.embed)
-                vectors = [list(v.values) for v in reply.vectors]
-            except aio.AioRpcError as exc:
-                self._degrade(degraded, "embed", f"embedder {exc.code().name}; lexical search only")
-        stages.append({"stage": "embed", "ms": _ms(started), "degraded": not vectors})
-
+        # The retriever embeds each query itself (embed_query) while it looks up permissions and runs the
+        # lexical leg, so the embedder's time hides behind them instead of adding to them.
         started = time.perf_counter()
         requests = []
-        for i, text in enumerate(queries):
+        for text in queries:
             request = retriever_pb2.SearchRequest(
-                query=text, query_vector=vectors[i] if vectors else [], top_k=options.candidates,
+                query=text, embed_query=True, top_k=options.candidates,
                 levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
                 strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
                 else retriever_pb2.STRATEGY_DIRECT,
@@ -207,8 +197,13 @@ class Orchestrator:
                 self._call("retrieve", self.mesh.retriever.Search(r, metadata=md, timeout=self.deadlines.retrieve))
                 for r in requests])
         found = replies[0]
+        for reason in dict.fromkeys(r.vector_unavailable for r in replies if r.vector_unavailable):
+            self._degrade(degraded, "embed", reason)
+        stages.append({"stage": "embed", "ms": round(found.embed_ms, 1), "in": "retriever",
+                       "degraded": bool(found.vector_unavailable)})
         results = merge_results([list(r.results) for r in replies]) if len(replies) > 1 else list(found.results)
-        relevant = [r for r in results if not options.relevance_gate or self._relevant(r, bool(vectors))]
+        have_vector = not found.vector_unavailable
+        relevant = [r for r in results if not options.relevance_gate or self._relevant(r, have_vector)]
         stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(results),
                        "relevant": len(relevant), "accessible_documents": found.accessible_documents,
                        "searches": len(requests), "strategy": strategy})

@@ -22,6 +22,8 @@ class Settings:
     statement_timeout_ms: int
     pool_size: int
     ef_search: int
+    embedder_addr: str | None  # for queries sent without a vector (embed_query)
+    embed_timeout_ms: int
     weaviate_url: str | None
     weaviate_grpc_port: int
     weaviate_api_key: str | None
@@ -34,7 +36,7 @@ class Settings:
             host="127.0.0.1", port=0, database_url=database_url, backend="pgvector", alpha=0.5, bm25_k1=0.9,
             bm25_b=0.4, bm25_postings_per_term=2000,
             bm25_document_first_max_docs=200, candidates=100, text_search_config="english", statement_timeout_ms=10000, pool_size=8,
-            ef_search=100, weaviate_url=None, weaviate_grpc_port=50051, weaviate_api_key=None,
+            ef_search=100, embedder_addr=None, embed_timeout_ms=5000, weaviate_url=None, weaviate_grpc_port=50051, weaviate_api_key=None,
             weaviate_collection="RagmeshChunk",
         )
         values.update(overrides)
@@ -69,6 +71,8 @@ class Settings:
             statement_timeout_ms=env_int("RETRIEVER_STATEMENT_TIMEOUT_MS", 10000),
             pool_size=env_int("RETRIEVER_POOL_SIZE", 8),
             ef_search=env_int("RETRIEVER_HNSW_EF_SEARCH", 100),
+            embedder_addr=env_opt("EMBEDDER_ADDR"),
+            embed_timeout_ms=env_int("RETRIEVER_EMBED_TIMEOUT_MS", 5000),
             weaviate_url=weaviate_url,
             weaviate_grpc_port=env_int("WEAVIATE_GRPC_PORT", 50051),
             weaviate_api_key=env_opt("WEAVIATE_API_KEY"),

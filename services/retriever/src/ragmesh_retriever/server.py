@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import replace
 
 from grpc import aio
@@ -19,6 +20,7 @@ from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, est
 from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database, parse_document_id
 from ragmesh_retriever.config import Settings
+from ragmesh_retriever.embedding import QueryEmbedder
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -31,11 +33,13 @@ FUSIONS = {retriever_pb2.FUSION_TYPE_RANKED: RANKED, retriever_pb2.FUSION_TYPE_D
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
-    def __init__(self, catalog: Catalog, backend: SearchBackend, *, alpha: float, candidates: int) -> None:
+    def __init__(self, catalog: Catalog, backend: SearchBackend, *, alpha: float, candidates: int,
+                 embedder: QueryEmbedder | None = None) -> None:
         self.catalog = catalog
         self.backend = backend
         self.alpha = alpha
         self.candidates = candidates
+        self.embedder = embedder
 
     @grpc_errors
     async def CreateDocument(self, request: retriever_pb2.CreateDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
@@ -95,7 +99,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
         alpha = request.alpha if request.has_alpha else self.alpha
-        if not request.query_vector:
+        if not request.query_vector and not request.embed_query:
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
                            alpha=alpha, fusion=FUSIONS.get(request.fusion, RELATIVE),
@@ -108,19 +112,36 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         user = await require_user(context)
         query = self._query(request)
         restrict = [parse_document_id(d) for d in request.document_ids]
+        embedding: dict[str, object] = {}
         with tracer.start_as_current_span("hybrid search") as span:
             span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
             span.set_attribute(attr.RAG_SEARCH_TOP_K, query.top_k)
             span.set_attribute(attr.RAG_SEARCH_ALPHA, query.alpha)
             span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion)
-            async with self.catalog.db.transaction(user) as conn:
-                accessible = await self.catalog.accessible_ids(conn, restrict or None)
-            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
-            strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
-            if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
-                results = await self._summary_first(user, query, accessible)
-            else:
-                results = [scored(h) for h in await self.backend.search(user, query, accessible)]
+            pending = None
+            if query.vector is None and request.embed_query and query.alpha > 0.0:
+                if self.embedder is None:
+                    embedding["reason"] = "the retriever has no embedder (EMBEDDER_ADDR); lexical search only"
+                    query = replace(query, alpha=0.0)
+                else:  # embeds while the permission lookup and the lexical leg run
+                    pending = asyncio.create_task(self._embed(user, request.query, embedding))
+                    query = replace(query, pending_vector=pending)
+            try:
+                async with self.catalog.db.transaction(user) as conn:
+                    accessible = await self.catalog.accessible_ids(conn, restrict or None)
+                span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
+                strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
+                if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
+                    results = await self._summary_first(user, await query.resolved(), accessible)
+                else:
+                    results = [scored(h) for h in await self.backend.search(user, query, accessible)]
+            finally:
+                if pending is not None and not pending.done():
+                    pending.cancel()  # nothing readable, or the search failed: the vector is not needed
+            if embedding.get("reason"):
+                logger.warning("search degraded: %s", embedding["reason"])
+                span.set_attribute(attr.RAG_DEGRADED, True)
+                span.set_attribute(attr.RAG_DEGRADED_REASON, str(embedding["reason"]))
             if request.context.enabled and results:
                 with tracer.start_as_current_span("assemble context"):
                     results = await self._assemble(user, results, request.context, query.top_k)
@@ -128,7 +149,21 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
                                             backend=self.backend.name,
                                             accessible_document_ids=accessible if request.include_accessible_document_ids else [],
-                                            strategy=strategy)
+                                            strategy=strategy, vector_unavailable=str(embedding.get("reason", "")),
+                                            embed_ms=float(embedding.get("ms", 0.0)))
+
+    async def _embed(self, user: UserContext, text: str, outcome: dict[str, object]) -> list[float] | None:
+        """The query's vector from the embedder, or None (lexical only) with the reason in `outcome`."""
+        assert self.embedder is not None
+        started = time.perf_counter()
+        try:
+            with tracer.start_as_current_span("embed query"):
+                return await self.embedder.embed(user, text)
+        except aio.AioRpcError as exc:
+            outcome["reason"] = f"embedder {exc.code().name}; lexical search only"
+            return None
+        finally:
+            outcome["ms"] = round((time.perf_counter() - started) * 1000, 1)
 
     async def _summary_first(self, user: UserContext, query: SearchQuery,
                              accessible: list[str]) -> list[common_pb2.ScoredChunk]:
@@ -247,7 +282,9 @@ def build_service(settings: Settings) -> GrpcService:
     db = Database(settings.database_url, pool_size=settings.pool_size,
                   statement_timeout_ms=settings.statement_timeout_ms)
     backend = make_backend(settings, db)
-    servicer = RetrieverServicer(Catalog(db), backend, alpha=settings.alpha, candidates=settings.candidates)
+    embedder = QueryEmbedder(settings.embedder_addr, settings.embed_timeout_ms / 1000) if settings.embedder_addr else None
+    servicer = RetrieverServicer(Catalog(db), backend, alpha=settings.alpha, candidates=settings.candidates,
+                                 embedder=embedder)
 
     def add(server: aio.Server) -> list[str]:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(servicer, server)
@@ -258,6 +295,8 @@ def build_service(settings: Settings) -> GrpcService:
         await backend.start()
 
     async def on_stop() -> None:
+        if embedder is not None:
+            await embedder.close()
         await backend.close()
         await db.close()
 

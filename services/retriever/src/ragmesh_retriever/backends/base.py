@@ -1,7 +1,8 @@
 """The search-backend contract every backend implements (and the shared contract tests exercise)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ragmesh.common.v1 import common_pb2
@@ -24,6 +25,16 @@ class SearchQuery:
     language: str = ""
     feedback_docs: int = 0        # vector pseudo-relevance feedback (Rocchio); 0 = off
     feedback_weight: float = 1.0
+    # a query vector still being computed (the retriever embeds the query itself): a backend may start
+    # everything that does not need it first; None when it could not be had (lexical only)
+    pending_vector: Awaitable[list[float] | None] | None = field(default=None, compare=False, repr=False)
+
+    async def resolved(self) -> SearchQuery:
+        """This query with its vector in place (waits for a pending one); alpha 0 when there is none."""
+        if self.pending_vector is None:
+            return self
+        vector = await self.pending_vector
+        return replace(self, vector=vector, pending_vector=None, alpha=self.alpha if vector else 0.0)
 
 
 @dataclass(frozen=True)

@@ -205,13 +205,20 @@ class PgVectorBackend:
         if not accessible_ids:
             return []
         pool = max(query.candidates, query.top_k)
+        base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
+
+        async def vector_leg() -> tuple[SearchQuery, dict[str, float]]:
+            resolved = await query.resolved()  # a query vector still being embedded: the lexical leg runs meanwhile
+            if not resolved.vector or resolved.alpha <= 0.0:
+                return resolved, {}
+            return resolved, await self._vector_leg(user, {**base, "vec": vector_literal(resolved.vector)})
+
+        # the two legs run at once, each on a connection (and a server process) of its own, under the user
+        lexical, (query, vector) = await asyncio.gather(
+            self._lexical_leg(user, query, base) if query.text.strip() and query.alpha < 1.0 else _nothing(),
+            vector_leg())
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
-        base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
-        # the two legs run at once, each on a connection (and a server process) of its own, under the user
-        lexical, vector = await asyncio.gather(
-            self._lexical_leg(user, query, base) if query.text.strip() and query.alpha < 1.0 else _nothing(),
-            self._vector_leg(user, {**base, "vec": vec}) if vec is not None and query.alpha > 0.0 else _nothing())
         fused = self._fuse(query, lexical, vector)
         span = trace.get_current_span()
         span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))

@@ -117,6 +117,7 @@ class WeaviateBackend:
             raise InvalidArgument("distribution-based fusion runs on the pgvector backend only; Weaviate "
                                   "offers relative_score and ranked")
         fusion = HybridFusion.RANKED if query.fusion == RANKED else HybridFusion.RELATIVE_SCORE
+        query = await query.resolved()  # one native hybrid query: it needs the vector up front
         reply = await self._collection().query.hybrid(
             query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,
             fusion_type=fusion, limit=query.top_k, filters=self._filters(accessible_ids, query.levels),
