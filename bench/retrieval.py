@@ -47,6 +47,7 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid": {"alpha": None},
     "hybrid+dbsf": {"fusion": "distribution_based"},
     "hybrid+expansion": {"feedback_docs": 5},
+    "hybrid+dbsf+expansion": {"fusion": "distribution_based", "feedback_docs": 5},
     "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
 }

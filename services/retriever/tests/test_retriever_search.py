@@ -19,6 +19,9 @@ from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 from ragmesh_common.migrate import apply_schema
 from ragmesh_common.server import insecure_channel
+from ragmesh_common.errors import InvalidArgument
+from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
+from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.server import build_service
 
 from ragmesh_retriever.config import Settings
@@ -391,3 +394,28 @@ async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(a
         assert reason in reply.vector_unavailable
         assert [r.chunk.text for r in reply.results] == ["kubernetes cluster upgrade"]
         assert reply.results[0].hybrid_score == pytest.approx(1.0)  # lexical only: alpha 0
+
+
+def test_accessible_ids_travel_as_one_uuid_array_literal() -> None:
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    assert uuid_array_literal(ids) == "{" + ",".join(ids) + "}"
+    assert uuid_array_literal([]) == "{}"
+    for bad in (["x'); DROP TABLE chunks; --"], [ids[0] + "}"], ["a,b,"], [""], [ids[0].replace("-", "")]):
+        with pytest.raises(InvalidArgument):
+            uuid_array_literal(bad)
+
+
+async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> None:  # type: ignore[no-untyped-def]
+    db = Database(app_dsn, pool_size=1, statement_timeout_ms=1234)
+    await db.open()
+    try:
+        async with db.transaction(ALICE, {"hnsw.ef_search": "77", "hnsw.iterative_scan": "relaxed_order"}) as conn:
+            row = await (await conn.execute(
+                "SELECT current_setting('rag.user_id'), current_setting('statement_timeout'), "
+                "current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")).fetchone()
+        assert row == (ALICE.user_id, "1234ms", "77", "relaxed_order")
+        async with db.transaction(ALICE) as conn:  # transaction-local: gone with the transaction
+            row = await (await conn.execute("SELECT current_setting('hnsw.ef_search', true)")).fetchone()
+        assert row is not None and row[0] != "77"
+    finally:
+        await db.close()

@@ -78,13 +78,19 @@ class Database:
         await self._pool.close()
 
     @asynccontextmanager
-    async def transaction(self, user: UserContext) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def transaction(self, user: UserContext,
+                          settings: dict[str, str] | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A transaction as `user` (RLS reads the rag.* settings), with more transaction-local `settings`
+        set in the same round trip."""
+        extra = settings or {}
         async with self._pool.connection() as conn:
             async with conn.transaction():
                 await conn.execute(
                     "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                    "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)",
-                    (user.user_id, user.department, ",".join(user.roles), str(self._timeout)),
+                    "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)"
+                    + ", set_config(%s, %s, true)" * len(extra),
+                    (user.user_id, user.department, ",".join(user.roles), str(self._timeout),
+                     *(x for item in extra.items() for x in item)),
                 )
                 yield conn
 
@@ -184,7 +190,8 @@ class Catalog:
     async def accessible_ids(self, conn: psycopg.AsyncConnection[Any], restrict: list[uuid.UUID] | None) -> list[str]:
         """Ready documents the transaction's user may read (decided by RLS), optionally narrowed."""
         if restrict:
-            cur = await conn.execute("SELECT id FROM documents WHERE status = 'ready' AND id = ANY(%s)", (restrict,))
+            cur = await conn.execute("SELECT id::text FROM documents WHERE status = 'ready' AND id = ANY(%s)",
+                                     (restrict,))
         else:
-            cur = await conn.execute("SELECT id FROM documents WHERE status = 'ready'")
-        return [str(r[0]) for r in await cur.fetchall()]
+            cur = await conn.execute("SELECT id::text FROM documents WHERE status = 'ready'")
+        return [r[0] for r in await cur.fetchall()]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -118,6 +119,20 @@ async def _nothing() -> dict[str, float]:
     return {}
 
 
+_UUID = r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+_UUID_LIST = re.compile(rf"{_UUID}(?:,{_UUID})*")
+
+
+def uuid_array_literal(ids: list[str]) -> str:
+    """A uuid[] literal built in one join: psycopg adapting a Python list element by element costs a
+    reader of a thousand documents milliseconds per leg; the server parses this in C (measured at 100k
+    chunks, 1,000 readable documents: vector leg p50 6.4 → 3.9 ms, lexical 13.5 → 11.4 ms)."""
+    joined = ",".join(ids)
+    if ids and not _UUID_LIST.fullmatch(joined):
+        raise InvalidArgument("document ids must be UUIDs")
+    return "{" + joined + "}"
+
+
 def vector_literal(values: list[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
@@ -205,17 +220,24 @@ class PgVectorBackend:
         if not accessible_ids:
             return []
         pool = max(query.candidates, query.top_k)
-        base = {"levels": query.levels, "docs": accessible_ids, "k": pool, "cfg": self.cfg}
+        docs = uuid_array_literal(accessible_ids)
+        base = {"levels": query.levels, "docs": docs, "k": pool, "cfg": self.cfg}
 
         async def vector_leg() -> tuple[SearchQuery, dict[str, float]]:
-            resolved = await query.resolved()  # a query vector still being embedded: the lexical leg runs meanwhile
-            if not resolved.vector or resolved.alpha <= 0.0:
-                return resolved, {}
-            return resolved, await self._vector_leg(user, {**base, "vec": vector_literal(resolved.vector)})
+            if query.alpha <= 0.0:
+                return query, {}
+            # the transaction opens while the query vector may still be embedding (the lexical leg runs
+            # meanwhile), so only the search itself waits for the vector
+            async with self._vector_transaction(user, pool) as conn:
+                resolved = await query.resolved()
+                if not resolved.vector or resolved.alpha <= 0.0:
+                    return resolved, {}
+                return resolved, await self._vector_leg(conn, {**base, "vec": vector_literal(resolved.vector)})
 
         # the two legs run at once, each on a connection (and a server process) of its own, under the user
         lexical, (query, vector) = await asyncio.gather(
-            self._lexical_leg(user, query, base) if query.text.strip() and query.alpha < 1.0 else _nothing(),
+            self._lexical_leg(user, query, base, len(accessible_ids))
+            if query.text.strip() and query.alpha < 1.0 else _nothing(),
             vector_leg())
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
@@ -231,11 +253,12 @@ class PgVectorBackend:
                     expanded = await self._feedback_vector(conn, query, [f.chunk_id for f in fused[: query.feedback_docs]])
                 if expanded is not None:
                     expanded_query = True
-                    vector = await self._vector_leg(user, {**base, "vec": vector_literal(expanded)})
+                    async with self._vector_transaction(user, pool) as vconn:
+                        vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)})
                     fused = self._fuse(query, lexical, vector)
             top = fused[: query.top_k]
             cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top],
-                                                "docs": accessible_ids})
+                                                "docs": docs})
             rows = {r[0]: r for r in await cur.fetchall()}
         hits = []
         for f in top:
@@ -248,9 +271,10 @@ class PgVectorBackend:
             hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
         return hits
 
-    async def _lexical_leg(self, user: UserContext, query: SearchQuery, base: dict[str, Any]) -> dict[str, float]:
+    async def _lexical_leg(self, user: UserContext, query: SearchQuery, base: dict[str, Any],
+                           documents: int) -> dict[str, float]:
         with tracer.start_as_current_span("lexical leg") as span:
-            by_document = len(base["docs"]) <= self.document_first_max_docs
+            by_document = documents <= self.document_first_max_docs
             span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, "document_first" if by_document else "term_first")
             async with self.db.transaction(user) as conn:
                 analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
@@ -259,14 +283,16 @@ class PgVectorBackend:
                     "k1": self.k1, "b": self.b, "per_term": self.postings_per_term})
                 return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
-    async def _vector_leg(self, user: UserContext, params: dict[str, Any]) -> dict[str, float]:
+    def _vector_transaction(self, user: UserContext, pool: int) -> Any:
+        """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`."""
+        return self.db.transaction(user, {"hnsw.ef_search": str(max(self.ef_search, pool)),
+                                          "hnsw.iterative_scan": "relaxed_order"})
+
+    @staticmethod
+    async def _vector_leg(conn: Any, params: dict[str, Any]) -> dict[str, float]:
         with tracer.start_as_current_span("vector leg"):
-            async with self.db.transaction(user) as conn:
-                await conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                                   "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                                   (str(max(self.ef_search, params["k"])),))
-                cur = await conn.execute(_VECTOR, params)
-                return {r[0]: float(r[1]) for r in await cur.fetchall()}
+            cur = await conn.execute(_VECTOR, params)
+            return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     @staticmethod
     def _fuse(query: SearchQuery, lexical: dict[str, float], vector: dict[str, float]) -> list[Any]:
@@ -313,6 +339,6 @@ class PgVectorBackend:
         if not chunk_ids or not accessible_ids:
             return []
         async with self.db.transaction(user) as conn:
-            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids, "docs": accessible_ids})
+            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids, "docs": uuid_array_literal(accessible_ids)})
             rows = {r[0]: r for r in await cur.fetchall()}
         return [chunk_message(rows[c]) for c in chunk_ids if c in rows]
