@@ -339,6 +339,7 @@ class PgVectorBackend:
         if not chunk_ids or not accessible_ids:
             return []
         async with self.db.transaction(user) as conn:
-            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids, "docs": uuid_array_literal(accessible_ids)})
+            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids,
+                                                "docs": uuid_array_literal(accessible_ids)})
             rows = {r[0]: r for r in await cur.fetchall()}
         return [chunk_message(rows[c]) for c in chunk_ids if c in rows]
