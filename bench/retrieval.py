@@ -51,6 +51,9 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
 }
+# The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.5.
+ALPHA_SWEEP = (0.3, 0.4, 0.6, 0.7)
+CONFIGURATIONS.update({f"hybrid@alpha={a}": {"alpha": a} for a in ALPHA_SWEEP})
 NEEDS_RERANKER = {"hybrid+rerank"}
 # The latency pipeline: the service defaults (hybrid, top 10).
 LATENCY_REQUEST: dict[str, Any] = {"top_k": 10, "relevance_gate": False}
@@ -392,10 +395,9 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
     import psycopg
     from tqdm import tqdm
 
-    from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, regconfig_for
-    from ragmesh_retriever.backends.pgvector_backend import _INSERT, vector_literal
+    from ragmesh_retriever.backends.pgvector_backend import _INSERT, lexical_columns, vector_literal
 
-    lexical: dict[int, tuple[str, str]] = {}
+    lexical: dict[int, tuple[str, str, str]] = {}
     first, last = per_document
 
     def params(d: int, doc_id: str) -> dict[str, Any]:
@@ -406,15 +408,16 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
         for p in picks:
             if p not in lexical:
                 title, text = sources[p]
-                lang = detect_language(text, default="en")
-                lexical[p] = (regconfig_for(lang), prepare_lexical_text(f"{title}  {text}", lang))
+                columns = lexical_columns([(title, [], text)], "en")
+                lexical[p] = (columns["cfgs"][0], columns["heads"][0], columns["bodies"][0])
         return {
             "document_id": doc_id, "ids": [f"{doc_id}:{o}" for o in range(first, last)],
             "levels": [3] * len(picks), "parents": [""] * len(picks), "ordinals": list(range(first, last)),
             "paths": ["[]"] * len(picks), "pages": [0] * len(picks), "kinds": ["paragraph"] * len(picks),
             "titles": [sources[p][0] for p in picks], "texts": [sources[p][1] for p in picks],
             "embeddings": [vector_literal(v.tolist()) for v in noisy],
-            "cfgs": [lexical[p][0] for p in picks], "lexicals": [lexical[p][1] for p in picks],
+            "cfgs": [lexical[p][0] for p in picks], "heads": [lexical[p][1] for p in picks],
+            "bodies": [lexical[p][2] for p in picks],
         }
 
     with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
@@ -472,17 +475,14 @@ class InProcess:
 
     @classmethod
     async def open(cls, dsn: str, model: Any) -> InProcess:
-        from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
         from ragmesh_retriever.catalog import Catalog, Database
         from ragmesh_retriever.config import Settings
+        from ragmesh_retriever.server import make_backend
 
         settings = Settings.defaults(dsn)
         db = Database(dsn, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
         await db.open()
-        backend = PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
-                                  b=settings.bm25_b, ef_search=settings.ef_search,
-                                  postings_per_term=settings.bm25_postings_per_term,
-                                  document_first_max_docs=settings.bm25_document_first_max_docs)
+        backend = make_backend(settings, db)  # the retriever's own backend with the same settings
         await backend.start()
         return cls(model, db, Catalog(db), backend, settings.alpha, settings.candidates)
 

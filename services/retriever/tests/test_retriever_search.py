@@ -107,6 +107,38 @@ async def test_bm25_scores_match_the_formula(stub) -> None:  # type: ignore[no-u
     assert [r.chunk.text for r in reply.results] == ["apple apple cherry", "apple banana"]
 
 
+@pytest.mark.parametrize("document_first_max_docs", [0, 10_000], ids=["term_first", "document_first"])
+@pytest.mark.parametrize("weight", [1.0, 3.0])
+async def test_bm25_weights_title_and_section_path_occurrences(app_dsn, weight, document_first_max_docs) -> None:  # type: ignore[no-untyped-def]
+    async with retriever_on(app_dsn, bm25_heading_weight=weight,
+                            bm25_document_first_max_docs=document_first_max_docs) as stub:
+        doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="guide", filename="guide.md"),
+                                        metadata=ALICE.metadata())
+        fields = [("Pricing", ["Overview"], "cost table"), ("", [], "pricing rules apply daily"),
+                  ("", [], "cherry date fig grape")]  # four tokens each: dl = avgdl = 4
+        chunks = [common_pb2.Chunk(chunk_id=f"{doc.document_id}:{i}", document_id=doc.document_id,
+                                   level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=i,
+                                   title=title, section_path=path, text=text, embedding=unit(i))
+                  for i, (title, path, text) in enumerate(fields)]
+        await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=chunks),
+                               metadata=ALICE.metadata())
+        await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+            document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY), metadata=ALICE.metadata())
+
+        async def lexical(query: str) -> dict[str, float]:
+            reply = await stub.Search(retriever_pb2.SearchRequest(query=query, top_k=10, alpha=0.0),
+                                      metadata=ALICE.metadata())
+            return {r.chunk.text: r.lexical_score for r in reply.results}
+
+        def bm25(df: int, tf: float) -> float:  # n = 3 chunks, every dl = avgdl, k1 0.9, b 0.4
+            return math.log(1 + (3 - df + 0.5) / (df + 0.5)) * tf * 1.9 / (tf + 0.9)
+
+        # "pricing" is in the first chunk's title and the second chunk's text; "overview" only in a section path
+        assert await lexical("pricing") == {"cost table": pytest.approx(bm25(2, weight)),
+                                            "pricing rules apply daily": pytest.approx(bm25(2, 1))}
+        assert await lexical("overview") == {"cost table": pytest.approx(bm25(1, weight))}
+
+
 async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type: ignore[no-untyped-def]
     await add_document(stub, ALICE, "", [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1)),
                                          ("cluster of grapes", unit(2))])

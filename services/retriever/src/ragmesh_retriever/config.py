@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 from ragmesh_common.config import ConfigError, env_float, env_int, env_opt, env_str
 
+# BM25 weight of a term occurrence in a chunk's title or section path (1 = counted like body text)
+HEADING_WEIGHT = 1.0
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -15,6 +18,7 @@ class Settings:
     alpha: float
     bm25_k1: float
     bm25_b: float
+    bm25_heading_weight: float  # an occurrence in the title or section path counts this many times
     bm25_postings_per_term: int  # impact-ordered postings read per query term (bounded lexical work)
     bm25_document_first_max_docs: int  # up to this many readable documents: postings by document
     candidates: int            # per-leg candidate pool before fusion
@@ -34,7 +38,7 @@ class Settings:
         """The documented defaults (as from an empty environment) with overrides; for tools and tests."""
         values: dict[str, object] = dict(
             host="127.0.0.1", port=0, database_url=database_url, backend="pgvector", alpha=0.5, bm25_k1=0.9,
-            bm25_b=0.4, bm25_postings_per_term=2000,
+            bm25_b=0.4, bm25_heading_weight=HEADING_WEIGHT, bm25_postings_per_term=2000,
             bm25_document_first_max_docs=200, candidates=100, text_search_config="english", statement_timeout_ms=10000, pool_size=8,
             ef_search=100, embedder_addr=None, embed_timeout_ms=5000, weaviate_url=None, weaviate_grpc_port=50051, weaviate_api_key=None,
             weaviate_collection="RagmeshChunk",
@@ -53,6 +57,9 @@ class Settings:
         alpha = env_float("RETRIEVER_ALPHA", 0.5)
         if not 0 <= alpha <= 1:
             raise ConfigError(f"RETRIEVER_ALPHA must be within [0, 1], got {alpha}")
+        heading_weight = env_float("RETRIEVER_BM25_HEADING_WEIGHT", HEADING_WEIGHT)
+        if not 0 <= heading_weight <= 100:
+            raise ConfigError(f"RETRIEVER_BM25_HEADING_WEIGHT must be within [0, 100], got {heading_weight}")
         postings_per_term = env_int("RETRIEVER_BM25_POSTINGS_PER_TERM", 2000)
         if postings_per_term < 1:
             raise ConfigError(f"RETRIEVER_BM25_POSTINGS_PER_TERM must be at least 1, got {postings_per_term}")
@@ -64,6 +71,7 @@ class Settings:
             alpha=alpha,
             bm25_k1=env_float("RETRIEVER_BM25_K1", 0.9),
             bm25_b=env_float("RETRIEVER_BM25_B", 0.4),
+            bm25_heading_weight=heading_weight,
             bm25_postings_per_term=postings_per_term,
             bm25_document_first_max_docs=env_int("RETRIEVER_BM25_DOCUMENT_FIRST_MAX_DOCS", 200),
             candidates=env_int("RETRIEVER_CANDIDATES", 100),

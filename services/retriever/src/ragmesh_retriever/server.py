@@ -269,11 +269,12 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
 
         assert settings.weaviate_url is not None
         return WeaviateBackend(settings.weaviate_url, grpc_port=settings.weaviate_grpc_port,
-                               api_key=settings.weaviate_api_key, collection=settings.weaviate_collection)
+                               api_key=settings.weaviate_api_key, collection=settings.weaviate_collection,
+                               k1=settings.bm25_k1, b=settings.bm25_b, heading_weight=settings.bm25_heading_weight)
     from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 
     return PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
-                           b=settings.bm25_b, ef_search=settings.ef_search,
+                           b=settings.bm25_b, heading_weight=settings.bm25_heading_weight, ef_search=settings.ef_search,
                            postings_per_term=settings.bm25_postings_per_term,
                            document_first_max_docs=settings.bm25_document_first_max_docs)
 

@@ -70,12 +70,19 @@ CREATE TABLE IF NOT EXISTS postings (
     doc_len     real     NOT NULL
 );
 ALTER TABLE postings ADD COLUMN IF NOT EXISTS impact real NOT NULL DEFAULT 0;
+-- `tf_head`: how many of the `tf` occurrences are in the chunk's title or section path (the tsvector's
+-- weight-A positions); a query weights them (RETRIEVER_BM25_HEADING_WEIGHT) without re-indexing.
+-- Postings written before this column existed count no heading occurrences until re-indexed.
+ALTER TABLE postings ADD COLUMN IF NOT EXISTS tf_head real NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS postings_term_idx;
-CREATE INDEX IF NOT EXISTS postings_impact_idx ON postings (term, level, impact DESC)
-    INCLUDE (chunk_id, document_id, tf, doc_len);
+DROP INDEX IF EXISTS postings_impact_idx;
+CREATE INDEX IF NOT EXISTS postings_term_impact_idx ON postings (term, level, impact DESC)
+    INCLUDE (chunk_id, document_id, tf, tf_head, doc_len);
 -- a few readable documents: their postings directly, whatever the terms' document frequencies
 DROP INDEX IF EXISTS postings_chunk_idx;
-CREATE INDEX IF NOT EXISTS postings_document_idx ON postings (document_id, term, level) INCLUDE (chunk_id, tf, doc_len);
+DROP INDEX IF EXISTS postings_document_idx;
+CREATE INDEX IF NOT EXISTS postings_document_term_idx ON postings (document_id, term, level)
+    INCLUDE (chunk_id, tf, tf_head, doc_len);
 CREATE TABLE IF NOT EXISTS lex_terms (
     level smallint NOT NULL,
     term  text     NOT NULL,
@@ -98,11 +105,12 @@ BEGIN
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
                                       total_len = s.total_len + excluded.total_len;
-    INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len, impact)
-        SELECT u.lexeme, n.level, n.id, n.document_id, x.tf, n.doc_len,
+    INSERT INTO postings (term, level, chunk_id, document_id, tf, tf_head, doc_len, impact)
+        SELECT u.lexeme, n.level, n.id, n.document_id, x.tf, x.tf_head, n.doc_len,
                x.tf * 1.9 / (x.tf + 0.9 * (0.6 + 0.4 * n.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
         FROM new_rows n JOIN lex_stats s ON s.level = n.level, unnest(n.tsv) u,
-             LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf) x;
+             LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf,
+                             (SELECT count(*) FROM unnest(u.weights) wt WHERE wt = 'A')::real AS tf_head) x;
     INSERT INTO lex_terms AS t (level, term, df)
         SELECT n.level, u.lexeme, count(*) FROM new_rows n, unnest(n.tsv) u
         GROUP BY n.level, u.lexeme ORDER BY n.level, u.lexeme

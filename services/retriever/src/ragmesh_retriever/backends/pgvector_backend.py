@@ -33,13 +33,14 @@ WITH src AS (
     SELECT u.id, u.level, nullif(u.parent_id, '') AS parent_id, u.ordinal,
            ARRAY(SELECT jsonb_array_elements_text(u.section_path::jsonb)) AS section_path,
            u.page, u.kind, u.title, u.text, nullif(u.embedding, '')::vector AS embedding,
-           u.cfg::regconfig AS cfg, u.lexical
+           u.cfg::regconfig AS cfg, u.head, u.body
     FROM unnest(%(ids)s::text[], %(levels)s::smallint[], %(parents)s::text[], %(ordinals)s::int[],
                 %(paths)s::text[], %(pages)s::int[], %(kinds)s::text[], %(titles)s::text[], %(texts)s::text[],
-                %(embeddings)s::text[], %(cfgs)s::text[], %(lexicals)s::text[])
-         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding, cfg, lexical)
+                %(embeddings)s::text[], %(cfgs)s::text[], %(heads)s::text[], %(bodies)s::text[])
+         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding, cfg, head, body)
 ), analysed AS (
-    SELECT src.*, to_tsvector(src.cfg, src.lexical) AS tsv FROM src
+    -- title and section path as weight-A positions (postings count them as tf_head), the text after them
+    SELECT src.*, setweight(to_tsvector(src.cfg, src.head), 'A') || to_tsvector(src.cfg, src.body) AS tsv FROM src
 )
 INSERT INTO chunks (id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
                     ts_config, tsv, doc_len, embedding)
@@ -50,7 +51,9 @@ FROM analysed a
 """
 
 # Okapi BM25 (Robertson; Lucene's idf): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
-# score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)).
+# score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)),
+# where tf counts an occurrence in the title or section path `heading weight` times (a BM25F-style field
+# weight on term frequency; document length stays the plain token count).
 _BM25_TERMS = """
 WITH qa AS (
     SELECT * FROM unnest(%(qcfgs)s::text[], %(qtexts)s::text[]) AS x(cfg, txt)
@@ -83,7 +86,7 @@ LIMIT %(k)s
 # exact whenever the term's readable postings are fewer, otherwise the weakest, which add the least, are
 # left out (impact-ordered early termination, so the work per term is bounded at any corpus size).
 _POSTINGS_BY_TERM = """(
-    SELECT p.chunk_id, p.tf, p.doc_len FROM postings p
+    SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
     WHERE p.term = w.term AND p.level = w.level AND p.document_id = ANY(%(docs)s::uuid[])
     ORDER BY p.impact DESC
     LIMIT %(per_term)s
@@ -91,7 +94,7 @@ _POSTINGS_BY_TERM = """(
 # Document first (few readable documents): every posting of the query terms in those documents, exact;
 # a user who may read 1 % of a large corpus never walks the other 99 %'s postings.
 _POSTINGS_BY_DOCUMENT = """(
-    SELECT p.chunk_id, p.tf, p.doc_len FROM postings p
+    SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
     WHERE p.document_id = ANY(%(docs)s::uuid[]) AND p.term = w.term AND p.level = w.level
 )"""
 _BM25_BY_TERM = _BM25_TERMS.replace("{postings}", _POSTINGS_BY_TERM)
@@ -133,6 +136,18 @@ def uuid_array_literal(ids: list[str]) -> str:
     return "{" + joined + "}"
 
 
+def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str) -> dict[str, list[str]]:
+    """The `cfgs`, `heads` and `bodies` parameters of `_INSERT` for chunks given as (title, section path,
+    text): the text-search configuration of each chunk's detected language, its heading (title and section
+    path) and its text, each prepared for that configuration."""
+    langs = [detect_language(text, default=default_lang) for _, _, text in fields]
+    return {
+        "cfgs": [regconfig_for(lang) for lang in langs],
+        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs)],
+        "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs)],
+    }
+
+
 def vector_literal(values: list[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
@@ -147,13 +162,14 @@ class PgVectorBackend:
     name = "pgvector"
 
     def __init__(self, db: Database, *, dimension: int | None = None, text_search_config: str = "english",
-                 k1: float = 0.9, b: float = 0.4, ef_search: int = 100, postings_per_term: int = 2000,
-                 document_first_max_docs: int = 200) -> None:
+                 k1: float = 0.9, b: float = 0.4, heading_weight: float = 1.0, ef_search: int = 100,
+                 postings_per_term: int = 2000, document_first_max_docs: int = 200) -> None:
         self.db = db
         self.dimension = dimension
         self.cfg = text_search_config
         self.k1 = k1
         self.b = b
+        self.heading_weight = heading_weight
         self.ef_search = ef_search
         self.postings_per_term = postings_per_term
         self.document_first_max_docs = document_first_max_docs
@@ -191,10 +207,7 @@ class PgVectorBackend:
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
         }
-        langs = [detect_language(c.text, default=self.default_lang) for c in chunks]
-        params["cfgs"] = [regconfig_for(lang) for lang in langs]
-        params["lexicals"] = [prepare_lexical_text(f"{c.title} {' '.join(c.section_path)} {c.text}", lang)
-                              for c, lang in zip(chunks, langs)]
+        params.update(lexical_columns([(c.title, list(c.section_path), c.text) for c in chunks], self.default_lang))
         async with self.db.transaction(user) as conn:
             owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))).fetchone()
             if owner is None:
@@ -280,7 +293,8 @@ class PgVectorBackend:
                 analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
                 cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {
                     **base, "qcfgs": [a[0] for a in analyses], "qtexts": [a[1] for a in analyses],
-                    "k1": self.k1, "b": self.b, "per_term": self.postings_per_term})
+                    "k1": self.k1, "b": self.b, "head_extra": self.heading_weight - 1.0,
+                    "per_term": self.postings_per_term})
                 return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     def _vector_transaction(self, user: UserContext, pool: int) -> Any:

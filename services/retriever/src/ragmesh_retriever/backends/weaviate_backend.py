@@ -2,7 +2,8 @@
 
 Chunks live in one collection with self-provided vectors; the document catalogue and its ACLs stay
 in PostgreSQL under RLS, which decides the accessible document ids that every query filters on.
-Search is Weaviate's native hybrid query (alpha, relativeScoreFusion or rankedFusion).
+Search is Weaviate's native hybrid query (alpha, relativeScoreFusion or rankedFusion); BM25 k1 and b are
+set when the collection is created (Weaviate keeps them per collection), the heading weight per query.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ class WeaviateBackend:
     name = "weaviate"
 
     def __init__(self, url: str, *, grpc_port: int = 50051, api_key: str | None = None,
-                 collection: str = "RagmeshChunk", timeout_s: float = 10.0) -> None:
+                 collection: str = "RagmeshChunk", timeout_s: float = 10.0, k1: float = 0.9, b: float = 0.4,
+                 heading_weight: float = 1.0) -> None:
         parsed = urlparse(url)
         if not parsed.hostname:
             raise ValueError(f"WEAVIATE_URL must look like http://host:8080, got {url!r}")
@@ -49,6 +51,10 @@ class WeaviateBackend:
             additional_config=AdditionalConfig(timeout=Timeout(init=timeout_s, query=timeout_s, insert=timeout_s * 6)),
         )
         self.collection_name = collection
+        self.k1, self.b = k1, b
+        # the same field weighting as the pgvector backend's BM25: title and section path `heading_weight`×
+        boost = f"^{heading_weight:g}" if heading_weight != 1 else ""
+        self.query_properties = [f"title{boost}", f"section_path{boost}", "text"]
 
     async def start(self) -> None:
         await self.client.connect()
@@ -56,6 +62,7 @@ class WeaviateBackend:
             await self.client.collections.create(
                 self.collection_name,
                 vector_config=Configure.Vectors.self_provided(),
+                inverted_index_config=Configure.inverted_index(bm25_k1=self.k1, bm25_b=self.b),
                 properties=[
                     Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD,
                              skip_vectorization=True),
@@ -121,7 +128,7 @@ class WeaviateBackend:
         reply = await self._collection().query.hybrid(
             query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,
             fusion_type=fusion, limit=query.top_k, filters=self._filters(accessible_ids, query.levels),
-            query_properties=["title^2", "section_path^2", "text"], include_vector=bool(query.vector),
+            query_properties=self.query_properties, include_vector=bool(query.vector),
             return_metadata=MetadataQuery(score=True), return_properties=_PROPS,
         )
         hits = []
