@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -49,3 +49,6 @@ clean: clean-data
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python bench/retrieval.py $(ARGS)
+
+bench-sweep: $(STAMP)
+	$(BIN)/python bench/sweep.py $(ARGS)

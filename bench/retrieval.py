@@ -51,8 +51,8 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
 }
-# The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.5.
-ALPHA_SWEEP = (0.3, 0.4, 0.6, 0.7)
+# The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.4.
+ALPHA_SWEEP = (0.3, 0.5, 0.6, 0.7)
 CONFIGURATIONS.update({f"hybrid@alpha={a}": {"alpha": a} for a in ALPHA_SWEEP})
 NEEDS_RERANKER = {"hybrid+rerank"}
 # The latency pipeline: the service defaults (hybrid, top 10).

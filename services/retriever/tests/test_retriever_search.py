@@ -24,7 +24,7 @@ from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
 from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.server import build_service
 
-from ragmesh_retriever.config import Settings
+from ragmesh_retriever.config import ALPHA, Settings
 
 ALICE = UserContext("alice", "eng", ("employee",))
 BOB = UserContext("bob", "hr", ("employee",))
@@ -148,18 +148,22 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     assert lexical.results[0].chunk.text == "kubernetes cluster upgrade"
     assert vector.results[0].chunk.text == "gardening tips"
     assert vector.results[0].vector_score == pytest.approx(1.0, abs=1e-5)
-    hybrid = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())  # default alpha 0.5
+    hybrid = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())  # default alpha
     scores = {r.chunk.text: r.hybrid_score for r in hybrid.results}
-    # lexical normalised: upgrade doc 1, grapes 0; vector normalised: gardening 1, others 0 -> 0.5 each
-    assert scores["kubernetes cluster upgrade"] == pytest.approx(0.5)
-    assert scores["gardening tips"] == pytest.approx(0.5)
+    # lexical normalised: upgrade doc 1, grapes 0; vector normalised: gardening 1, others 0
+    assert scores["kubernetes cluster upgrade"] == pytest.approx(1 - ALPHA)
+    assert scores["gardening tips"] == pytest.approx(ALPHA)
     assert scores["cluster of grapes"] == pytest.approx(0.0)
+    even = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.5), metadata=ALICE.metadata())
+    assert {r.chunk.text: r.hybrid_score for r in even.results} == pytest.approx(
+        {"kubernetes cluster upgrade": 0.5, "gardening tips": 0.5, "cluster of grapes": 0.0})
     ranked = await stub.Search(retriever_pb2.SearchRequest(**query, fusion=retriever_pb2.FUSION_TYPE_RANKED),
                                metadata=ALICE.metadata())
     # in both rankings: first in one, second or third in the other -> wins under reciprocal-rank fusion
     assert ranked.results[0].chunk.text == "kubernetes cluster upgrade"
     assert ranked.results[0].hybrid_score > 0.5 / 60
-    dbsf = await stub.Search(retriever_pb2.SearchRequest(**query, fusion=retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED),
+    dbsf = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.5,
+                                                         fusion=retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED),
                              metadata=ALICE.metadata())
     # each leg scaled by mean ± 3 sd: lexical {upgrade, grapes} -> 4/6, 2/6; vector {1, 0, 0} -> below
     sd = statistics.pstdev([1.0, 0.0, 0.0])
@@ -399,7 +403,7 @@ async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> No
     try:
         async with retriever_on(app_dsn, embedder_addr=f"127.0.0.1:{port}") as stub:
             await add_document(stub, ALICE, "ops", texts)
-            request = dict(query="cluster upgrade", top_k=5)
+            request = dict(query="cluster upgrade", top_k=5, has_alpha=True, alpha=0.7)  # the vector leg leads
             given = await stub.Search(retriever_pb2.SearchRequest(**request, query_vector=unit(1)), metadata=ALICE.metadata())
             embedded = await stub.Search(retriever_pb2.SearchRequest(**request, embed_query=True), metadata=ALICE.metadata())
             plain = await stub.Search(retriever_pb2.SearchRequest(**request), metadata=ALICE.metadata())
