@@ -455,3 +455,36 @@ async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> No
         assert row is not None and row[0] != "77"
     finally:
         await db.close()
+
+
+async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_dsn, postgres) -> None:  # type: ignore[no-untyped-def]
+    async with retriever_on(app_dsn) as stub:
+        await add_document(stub, ALICE, "old", [("pricing rules apply daily", unit(0))])
+    owner = postgres.owner_dsn.rsplit("/", 1)[0] + "/" + app_dsn.rsplit("/", 1)[1]
+    with psycopg.connect(owner, autocommit=True) as conn:  # back to the postings of the previous schema
+        conn.execute("DROP INDEX postings_term_impact_idx")
+        conn.execute("DROP INDEX postings_document_term_idx")
+        conn.execute("ALTER TABLE postings DROP COLUMN tf_head")
+        conn.execute("CREATE INDEX postings_impact_idx ON postings (term, level, impact DESC) "
+                     "INCLUDE (chunk_id, document_id, tf, doc_len)")
+        conn.execute("CREATE INDEX postings_document_idx ON postings (document_id, term, level) "
+                     "INCLUDE (chunk_id, tf, doc_len)")
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM)
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM)  # and again: every start applies it
+    with psycopg.connect(owner) as conn:
+        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
+        assert {"postings_term_impact_idx", "postings_document_term_idx"} <= names
+        assert not {"postings_impact_idx", "postings_document_idx"} & names
+        assert conn.execute("SELECT count(*), sum(tf_head) FROM postings").fetchone() == (4, 0)
+    async with retriever_on(app_dsn) as stub:  # old postings count no heading occurrences; search still works
+        reply = await stub.Search(retriever_pb2.SearchRequest(query="pricing", top_k=5, has_alpha=True, alpha=0.0),
+                                  metadata=ALICE.metadata())
+        assert [r.chunk.text for r in reply.results] == ["pricing rules apply daily"]
+        doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="new", filename="new.md"),
+                                        metadata=ALICE.metadata())
+        chunk = common_pb2.Chunk(chunk_id=f"{doc.document_id}:0", document_id=doc.document_id, title="Notes",
+                                 level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="a note", embedding=unit(1))
+        await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=[chunk]),
+                               metadata=ALICE.metadata())
+    with psycopg.connect(owner) as conn:  # the upgraded trigger writes tf_head
+        assert conn.execute("SELECT term, tf, tf_head FROM postings WHERE tf_head > 0").fetchall() == [("note", 2, 1)]

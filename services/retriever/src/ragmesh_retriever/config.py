@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 from ragmesh_common.config import ConfigError, env_float, env_int, env_opt, env_str
 
-# Defaults chosen by `make bench-retrieval` (the same for every dataset; see bench/README.md):
-# the hybrid weight of the vector leg (its alpha sweep: 0.4 led on SciFact, SQuAD and HotpotQA Recall@2), and the
-# BM25 weight of a term occurrence in a chunk's title or section path (1 = counted like body text; 3 led the
-# hybrid metrics on SciFact and HotpotQA and left SQuAD unchanged).
+# Defaults chosen by the benchmarks, the same for every dataset (bench/README.md): the hybrid weight of the
+# vector leg (`make bench-retrieval`'s alpha sweep: 0.4 led on SciFact, SQuAD and HotpotQA Recall@2), and the
+# BM25 weight of a term occurrence in a chunk's title or section path (`make bench-sweep`: 1 = counted like
+# body text; 3 led the hybrid metrics on SciFact and HotpotQA and left SQuAD unchanged).
 ALPHA = 0.4
 HEADING_WEIGHT = 3.0
 
