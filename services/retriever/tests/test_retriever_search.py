@@ -52,13 +52,18 @@ async def retriever_on(app_dsn: str, **overrides: object) -> AsyncIterator[retri
         await service.stop()
 
 
+def owner_dsn_of(postgres, database: str) -> str:  # type: ignore[no-untyped-def]
+    """The database owner's DSN for one database of the embedded server."""
+    return postgres.owner_dsn.rsplit("/", 1)[0] + f"/{database}"
+
+
 @pytest.fixture
 def app_dsn(postgres) -> str:  # type: ignore[no-untyped-def]
     """A database of its own, so corpus statistics are exactly the test's."""
     name = f"t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    owner = postgres.owner_dsn.rsplit("/", 1)[0] + f"/{name}"
+    owner = owner_dsn_of(postgres, name)
     apply_schema(owner, "ragmesh_app", "app-pw", DIM)
     return f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
 
@@ -460,7 +465,7 @@ async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> No
 async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_dsn, postgres) -> None:  # type: ignore[no-untyped-def]
     async with retriever_on(app_dsn) as stub:
         await add_document(stub, ALICE, "old", [("pricing rules apply daily", unit(0))])
-    owner = postgres.owner_dsn.rsplit("/", 1)[0] + "/" + app_dsn.rsplit("/", 1)[1]
+    owner = owner_dsn_of(postgres, app_dsn.rsplit("/", 1)[1])
     with psycopg.connect(owner, autocommit=True) as conn:  # back to the postings of the previous schema
         conn.execute("DROP INDEX postings_term_impact_idx")
         conn.execute("DROP INDEX postings_document_term_idx")

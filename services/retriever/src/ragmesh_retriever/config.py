@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from ragmesh_common.config import ConfigError, env_float, env_int, env_opt, env_str
 
 # Defaults chosen by the benchmarks, the same for every dataset (bench/README.md): the hybrid weight of the
-# vector leg (`make bench-retrieval`'s alpha sweep: 0.4 led on SciFact, SQuAD and HotpotQA Recall@2), and the
+# vector leg (`make bench-retrieval`'s alpha sweep: 0.4 led on SciFact and SQuAD and tied HotpotQA Recall@5;
+# 0.3 was 0.005 ahead on HotpotQA Recall@2 and behind on the rest), and the
 # BM25 weight of a term occurrence in a chunk's title or section path (`make bench-sweep`: 1 = counted like
 # body text; 3 led the hybrid metrics on SciFact and HotpotQA and left SQuAD unchanged).
 ALPHA = 0.4
