@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 import jwt
 from fastapi import HTTPException, Request
 
@@ -56,6 +57,13 @@ class Authenticator:
             raise HTTPException(401, "missing bearer token (Authorization: Bearer <jwt>)",
                                 headers={"WWW-Authenticate": "Bearer"})
         return self.verify(token.strip())
+
+    async def authenticate(self, request: Request) -> UserContext:
+        """`self(request)` for async callers: on the event loop for a shared-secret (HS256) token, which is a
+        few microseconds of CPU; in a worker thread with JWKS, whose key lookup may fetch over the network."""
+        if self._jwks is None:
+            return self(request)
+        return await anyio.to_thread.run_sync(self, request)
 
 
 def require_admin(user: UserContext) -> UserContext:
