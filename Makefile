@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -52,3 +52,6 @@ bench-retrieval: $(STAMP)
 
 bench-sweep: $(STAMP)
 	$(BIN)/python bench/sweep.py $(ARGS)
+
+bench-hops: $(STAMP)
+	$(BIN)/python bench/hops.py $(ARGS)
