@@ -225,7 +225,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             elif item["event"] == "error":
                 return JSONResponse({"detail": item["data"]}, status_code=item["data"]["status"])
             elif item["event"] == "final":
-                return {**item["data"], "progress": progress}
+                return JSONResponse({**item["data"], "progress": progress})  # JSON-native, as the SSE events
         raise HTTPException(503, "the chat ended without an answer")
 
     @app.post("/api/v1/search", tags=["chat"], summary="Permission-aware hybrid search without an answer")
@@ -242,9 +242,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                 prepared, items = await state["orchestrator"].search(user, options)
             except StepFailed as exc:
                 raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
-        return {"results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
-                "accessible_documents": prepared.accessible, "degraded": prepared.degraded,
-                "progress": prepared.stages}
+        # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
+        # jsonable_encoder walk of a returned dict cost ~0.9 ms per 10-result reply (~2% of a search).
+        return JSONResponse({"results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
+                             "accessible_documents": prepared.accessible, "degraded": prepared.degraded,
+                             "progress": prepared.stages})
 
     # ---------- documents ----------
     async def accepted_formats() -> set[str]:
