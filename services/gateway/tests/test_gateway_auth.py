@@ -44,8 +44,10 @@ def test_issuer_is_enforced_when_configured() -> None:
     assert auth.verify(mint(SECRET, "alice", issuer="https://sso.example.com")).user_id == "alice"
 
 
-def _request(token: str) -> Request:
-    return Request({"type": "http", "method": "GET", "path": "/", "headers": [(b"authorization", f"Bearer {token}".encode())]})
+def _request(token: str | None) -> Request:
+    """An HTTP request carrying `Bearer <token>`, or no Authorization header at all for None."""
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token is not None else []
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": headers})
 
 
 async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> None:
@@ -98,6 +100,6 @@ async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> 
 async def test_a_missing_bearer_token_is_a_401_on_the_async_path() -> None:
     auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
     with pytest.raises(HTTPException) as err:
-        await auth.authenticate(Request({"type": "http", "method": "GET", "path": "/", "headers": []}))
+        await auth.authenticate(_request(None))
     assert err.value.status_code == 401 and "missing bearer token" in str(err.value.detail)
     assert (await auth.authenticate(_request(mint(SECRET, "bob")))).user_id == "bob"
