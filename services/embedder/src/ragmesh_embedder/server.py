@@ -15,7 +15,6 @@ from ragmesh_embedder.config import Settings
 from ragmesh_embedder.model import EmbeddingModel, MicroBatcher
 
 logger = logging.getLogger(__name__)
-tracer = trace.get_tracer(__name__)
 
 
 class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
@@ -45,10 +44,10 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
                 raise InvalidArgument(f"text {i} is empty")
         if self.batcher is None or self.model is None:
             raise Unavailable("embedder is warming up (model not loaded yet)")
-        with tracer.start_as_current_span("embed") as span:
-            span.set_attribute(attr.RAG_EMBED_TEXTS, len(request.texts))
-            span.set_attribute(attr.RAG_EMBED_BATCH, self.settings.batch_size)
-            vectors = await self.batcher.embed(list(request.texts), is_query=request.is_query)
+        span = trace.get_current_span()  # the gRPC server span: no child span of the same extent
+        span.set_attribute(attr.RAG_EMBED_TEXTS, len(request.texts))
+        span.set_attribute(attr.RAG_EMBED_BATCH, self.settings.batch_size)
+        vectors = await self.batcher.embed(list(request.texts), is_query=request.is_query)
         return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=v.tolist()) for v in vectors],
                                           model=self.model.name, dimension=self.model.dimension)
 

@@ -16,13 +16,9 @@ async def main() -> None:
     settings = Settings.from_env()
     setup_telemetry("gateway", instrument_psycopg=False, instrument_redis=True)
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
     CeleryInstrumentor().instrument()
-    app = create_app(settings)
-    # One server span per request: the ASGI "http send"/"http receive" child spans would add one span per
-    # streamed SSE event (every token of a chat) to the trace and to rag_traces, and cost the hot path CPU.
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz", exclude_spans=["receive", "send"])
+    app = create_app(settings)  # HTTP server spans: FastAPI's own OpenTelemetry support (see create_app)
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                                            timeout_graceful_shutdown=10))
     try:

@@ -113,39 +113,39 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         query = self._query(request)
         restrict = [parse_document_id(d) for d in request.document_ids]
         embedding: dict[str, object] = {}
-        with tracer.start_as_current_span("hybrid search") as span:
-            span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
-            span.set_attribute(attr.RAG_SEARCH_TOP_K, query.top_k)
-            span.set_attribute(attr.RAG_SEARCH_ALPHA, query.alpha)
-            span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion)
-            pending = None
-            if query.vector is None and request.embed_query and query.alpha > 0.0:
-                if self.embedder is None:
-                    embedding["reason"] = "the retriever has no embedder (EMBEDDER_ADDR); lexical search only"
-                    query = replace(query, alpha=0.0)
-                else:  # embeds while the permission lookup and the lexical leg run
-                    pending = asyncio.create_task(self._embed(user, request.query, embedding))
-                    query = replace(query, pending_vector=pending)
-            try:
-                async with self.catalog.db.transaction(user) as conn:
-                    accessible = await self.catalog.accessible_ids(conn, restrict or None)
-                span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
-                strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
-                if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
-                    results = await self._summary_first(user, await query.resolved(), accessible)
-                else:
-                    results = [scored(h) for h in await self.backend.search(user, query, accessible)]
-            finally:
-                if pending is not None and not pending.done():
-                    pending.cancel()  # nothing readable, or the search failed: the vector is not needed
-            if embedding.get("reason"):
-                logger.warning("search degraded: %s", embedding["reason"])
-                span.set_attribute(attr.RAG_DEGRADED, True)
-                span.set_attribute(attr.RAG_DEGRADED_REASON, str(embedding["reason"]))
-            if request.context.enabled and results:
-                with tracer.start_as_current_span("assemble context"):
-                    results = await self._assemble(user, results, request.context, query.top_k)
-            span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
+        span = trace.get_current_span()  # the gRPC server span: the search has no child span of the same extent
+        span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
+        span.set_attribute(attr.RAG_SEARCH_TOP_K, query.top_k)
+        span.set_attribute(attr.RAG_SEARCH_ALPHA, query.alpha)
+        span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion)
+        pending = None
+        if query.vector is None and request.embed_query and query.alpha > 0.0:
+            if self.embedder is None:
+                embedding["reason"] = "the retriever has no embedder (EMBEDDER_ADDR); lexical search only"
+                query = replace(query, alpha=0.0)
+            else:  # embeds while the permission lookup and the lexical leg run
+                pending = asyncio.create_task(self._embed(user, request.query, embedding))
+                query = replace(query, pending_vector=pending)
+        try:
+            async with self.catalog.db.transaction(user) as conn:
+                accessible = await self.catalog.accessible_ids(conn, restrict or None)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
+            strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
+            if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
+                results = await self._summary_first(user, await query.resolved(), accessible)
+            else:
+                results = [scored(h) for h in await self.backend.search(user, query, accessible)]
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()  # nothing readable, or the search failed: the vector is not needed
+        if embedding.get("reason"):
+            logger.warning("search degraded: %s", embedding["reason"])
+            span.set_attribute(attr.RAG_DEGRADED, True)
+            span.set_attribute(attr.RAG_DEGRADED_REASON, str(embedding["reason"]))
+        if request.context.enabled and results:
+            with tracer.start_as_current_span("assemble context"):
+                results = await self._assemble(user, results, request.context, query.top_k)
+        span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
         return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
                                             backend=self.backend.name,
                                             accessible_document_ids=accessible if request.include_accessible_document_ids else [],
@@ -157,8 +157,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         assert self.embedder is not None
         started = time.perf_counter()
         try:
-            with tracer.start_as_current_span("embed query"):
-                return await self.embedder.embed(user, text)
+            return await self.embedder.embed(user, text)  # traced by the gRPC client span
         except aio.AioRpcError as exc:
             outcome["reason"] = f"embedder {exc.code().name}; lexical search only"
             return None
