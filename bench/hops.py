@@ -10,7 +10,8 @@ unfiltered user. For every query, in turn (so that drift of a shared machine hit
 
 | path | what it includes |
 |---|---|
-| `gateway` | POST /api/v1/search: HTTP, auth, orchestration, then everything below |
+| `gateway` | POST /api/v1/search (aiohttp client): HTTP, auth, orchestration, then everything below |
+| `gateway, httpx client` | the same request through httpx.AsyncClient: the difference is the client library's own cost |
 | `retriever gRPC, embeds` | RetrieverService/Search with `embed_query`: the retriever calls the embedder while it reads permissions and runs BM25 |
 | `retriever gRPC, vector given` | the same search with the query vector sent along: no embedder hop |
 | `embedder gRPC` | EmbedderService/Embed for the query alone |
@@ -82,7 +83,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         user = UserContext("bench-all", "scale-all", ["scale-reader"])
         md = user.metadata()
         top_k = bench.LATENCY_REQUEST["top_k"]
-        gateway = bench.Gateway(stack.gateway_url, stack.token(user.user_id, user.department, list(user.roles)))
+        token = stack.token(user.user_id, user.department, list(user.roles))
+        gateway, gateway_httpx = bench.Gateway(stack.gateway_url, token), bench.Gateway(stack.gateway_url, token, "httpx")
         inproc = await bench.InProcess.open(stack.app_dsn, model)
         try:
             async with insecure_channel(stack.addr("retriever")) as rch, insecure_channel(stack.addr("embedder")) as ech:
@@ -98,6 +100,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
                 paths = {
                     "gateway": lambda q: gateway.search(q, bench.LATENCY_REQUEST),
+                    "gateway, httpx client": lambda q: gateway_httpx.search(q, bench.LATENCY_REQUEST),
                     "retriever gRPC, embeds": lambda q: retriever.Search(retriever_pb2.SearchRequest(
                         query=q, embed_query=True, top_k=top_k), metadata=md, timeout=30),
                     "retriever gRPC, vector given": lambda q: retriever.Search(retriever_pb2.SearchRequest(
@@ -121,6 +124,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                         times[name].append((time.perf_counter() - started) * 1000)
         finally:
             await gateway.close()
+            await gateway_httpx.close()
             await inproc.close()
     finally:
         stack.stop()
