@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -523,14 +523,20 @@ class InProcess:
         await self.db.close()
 
 
-async def timed(calls: Iterable[Callable[[], Awaitable[Any]]], warmup: int = 5) -> list[float]:
-    """Milliseconds of each call, one at a time (latency, not throughput); the first `warmup` are not kept."""
-    out = []
-    for i, call in enumerate(calls):
-        started = time.perf_counter()
-        await call()
-        if i >= warmup:
-            out.append((time.perf_counter() - started) * 1000)
+async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5) -> list[list[float]]:
+    """Milliseconds of each path's calls, one call at a time (latency, not throughput). A round holds one call
+    per path for the same query. The paths take turns within each round, and the first path rotates from
+    round to round, so that drift of a shared machine (background work after a bulk load, a neighbour's
+    load) hits every path alike instead of one block of queries. The first `warmup` rounds are not kept."""
+    paths = len(rounds[0]) if rounds else 0
+    out: list[list[float]] = [[] for _ in range(paths)]
+    for i, calls in enumerate(rounds):
+        for k in range(paths):
+            path = (i + k) % paths
+            started = time.perf_counter()
+            await calls[path]()
+            if i >= warmup:
+                out[path].append((time.perf_counter() - started) * 1000)
     return out
 
 
@@ -550,9 +556,9 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
              "1pct": UserContext("bench-1pct", "scale-1pct", [])}
     notes.append(
         f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
-        f"warm-up calls not counted), sent one at a time; the mesh path is POST /api/v1/search (aiohttp client; "
-        f"gateway → retriever, which calls the embedder while it reads permissions and runs BM25 in PostgreSQL; "
-        f"top 10, service "
+        f"warm-up calls not counted), sent one at a time, the mesh and the in-process call of each claim in turn "
+        f"(which goes first alternates); the mesh path is POST /api/v1/search (aiohttp client; gateway → "
+        f"retriever, which calls the embedder while it reads permissions and runs BM25 in PostgreSQL; top 10, service "
         f"defaults), the in-process path is the same embedder model and "
         f"the retriever's Catalog + PgVectorBackend called directly (the query embedded in a worker thread while the "
         f"accessible ids are read and the lexical leg runs, as the retriever overlaps them)")
@@ -589,8 +595,7 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
                 def local_call(q: str, u: Any = user) -> Callable[[], Awaitable[Any]]:
                     return lambda: inproc.search(u, q, LATENCY_REQUEST["top_k"])
 
-                mesh = await timed([mesh_call(q) for q in warm + questions])
-                local = await timed([local_call(q) for q in warm + questions])
+                mesh, local = await timed([(mesh_call(q), local_call(q)) for q in warm + questions])
                 for path, values in (("mesh", mesh), ("in-process", local)):
                     latency[f"{path} {label} {who}"] = {
                         "p50_ms": round(percentile(values, 0.5), 1), "p95_ms": round(percentile(values, 0.95), 1),
