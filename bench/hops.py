@@ -6,7 +6,8 @@
 `make bench-retrieval` reports mesh / in-process for the whole pipeline; this splits the difference. The
 index is the benchmark's scale index (`retrieval.scale_documents` + `retrieval.scale_insert`: 1,000
 documents, `--per-document` chunks each, SciFact text with its real MiniLM vectors plus noise), read by the
-unfiltered user. For every query, in turn (so that drift of a shared machine hits every path alike):
+unfiltered user. Every query goes down each path in turn, and the first path rotates from query to query
+(`retrieval.timed`), so that drift of a shared machine hits every path alike:
 
 | path | what it includes |
 |---|---|
@@ -34,7 +35,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -111,17 +111,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "in-process, vector given": inproc_with_vector,
                     "in-process model": lambda q: asyncio.to_thread(model.encode, [q], is_query=True),
                 }
-                for q in questions[:WARMUP]:
-                    for call in paths.values():
-                        await call(q)
-                times: dict[str, list[float]] = {name: [] for name in paths}
-                from tqdm import tqdm
-
-                for q in tqdm(questions, desc="hops", unit="q", file=sys.stderr, mininterval=2):
-                    for name, call in paths.items():
-                        started = time.perf_counter()
-                        await call(q)
-                        times[name].append((time.perf_counter() - started) * 1000)
+                rounds = [[lambda call=call, q=q: call(q) for call in paths.values()]
+                          for q in questions[:WARMUP] + questions]
+                times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops")))
         finally:
             await gateway.close()
             await gateway_httpx.close()

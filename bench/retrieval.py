@@ -523,14 +523,19 @@ class InProcess:
         await self.db.close()
 
 
-async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5) -> list[list[float]]:
+async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5,
+                progress: str | None = None) -> list[list[float]]:
     """Milliseconds of each path's calls, one call at a time (latency, not throughput). A round holds one call
     per path for the same query. The paths take turns within each round, and the first path rotates from
     round to round, so that drift of a shared machine (background work after a bulk load, a neighbour's
-    load) hits every path alike instead of one block of queries. The first `warmup` rounds are not kept."""
+    load) hits every path alike instead of one block of queries. The first `warmup` rounds are not kept.
+    With `progress`, a progress bar of that name counts the rounds."""
+    from tqdm import tqdm
+
     paths = len(rounds[0]) if rounds else 0
     out: list[list[float]] = [[] for _ in range(paths)]
-    for i, calls in enumerate(rounds):
+    for i, calls in enumerate(tqdm(rounds, desc=progress, unit="q", file=sys.stderr, mininterval=2,
+                                   disable=progress is None)):
         for k in range(paths):
             path = (i + k) % paths
             started = time.perf_counter()
