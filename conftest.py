@@ -15,6 +15,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """`kill` of a test run (SIGTERM) interrupts it like Ctrl-C: fixtures are torn down, so the embedded engines
+    and the e2e mesh, which run in sessions of their own, stop with it."""
+    from ragmesh_common.devstack import interrupt_on_sigterm
+
+    interrupt_on_sigterm()
+
+
 @dataclass(frozen=True)
 class PostgresInfo:
     owner_dsn: str

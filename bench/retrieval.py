@@ -768,6 +768,9 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ragmesh_common.devstack import interrupt_on_sigterm
+
+    interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     sys.exit(asyncio.run(main_async(args)))
 
 

@@ -222,6 +222,9 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--cache-dir", default=str(root / ".data" / "bench-cache"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "sweep.json"))
+    from ragmesh_common.devstack import interrupt_on_sigterm
+
+    interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 

@@ -51,6 +51,17 @@ def ports_from_env() -> dict[str, int]:
     return {name: int(os.environ.get(PORT_VARS[name], default)) for name, default in DEFAULT_PORTS.items()}
 
 
+def interrupt_on_sigterm() -> None:
+    """Makes SIGTERM raise KeyboardInterrupt in the main thread, as Ctrl-C does.
+
+    Engines and services run in sessions of their own (`start_new_session`), so only their parent stops them,
+    from a `finally` (`Stack.stop`, `EmbeddedPostgres.stop`). Python's default SIGTERM action ends the parent
+    without running it, and a benchmark or test run stopped with `kill` would leave every process running.
+    Inside `asyncio.run` the interrupt cancels the main task, so a coroutine's `finally` runs as well.
+    """
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 @dataclass
 class Process:
     name: str
