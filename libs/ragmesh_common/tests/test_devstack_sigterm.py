@@ -49,6 +49,12 @@ def alive(pid: int) -> bool:
     return True
 
 
+def kill_if_alive(pid: int) -> None:
+    """A test that fails must not leave its child behind (it sleeps for two minutes in a session of its own)."""
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
 def run_and_terminate(script: str) -> tuple[int, str]:
     """Starts the parent, sends it SIGTERM once its child runs; the child's pid and the parent's output."""
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
@@ -63,11 +69,14 @@ def run_and_terminate(script: str) -> tuple[int, str]:
 @pytest.mark.parametrize("script", [PLAIN, ASYNC], ids=["plain", "asyncio"])
 def test_sigterm_runs_finally_and_stops_the_child(script: str) -> None:
     child, out = run_and_terminate(script.format(install=INSTALL))
-    assert "stopped" in out
-    deadline = time.monotonic() + 10
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child)
+    try:
+        assert "stopped" in out
+        deadline = time.monotonic() + 10
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        kill_if_alive(child)
 
 
 def test_without_it_the_child_outlives_its_parent() -> None:
@@ -77,8 +86,7 @@ def test_without_it_the_child_outlives_its_parent() -> None:
         assert "stopped" not in out
         assert alive(child)
     finally:
-        if alive(child):
-            os.kill(child, signal.SIGKILL)
+        kill_if_alive(child)
 
 
 def test_pytest_runs_with_it_installed() -> None:
