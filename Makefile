@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -55,3 +55,9 @@ bench-sweep: $(STAMP)
 
 bench-hops: $(STAMP)
 	$(BIN)/python bench/hops.py $(ARGS)
+
+bench-spans: $(STAMP)
+	$(BIN)/python bench/spans.py $(ARGS)
+
+bench-gateway: $(STAMP)
+	$(BIN)/python bench/gateway.py $(ARGS)

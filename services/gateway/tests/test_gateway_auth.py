@@ -103,3 +103,56 @@ async def test_a_missing_bearer_token_is_a_401_on_the_async_path() -> None:
         await auth.authenticate(_request(None))
     assert err.value.status_code == 401 and "missing bearer token" in str(err.value.detail)
     assert (await auth.authenticate(_request(mint(SECRET, "bob")))).user_id == "bob"
+
+
+def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    decode = jwt.decode
+
+    def counted(token: str, *args: object, **kwargs: object) -> object:
+        calls.append(token)
+        return decode(token, *args, **kwargs)
+
+    monkeypatch.setattr(jwt, "decode", counted)
+    return calls
+
+
+def test_a_verified_token_is_not_decoded_again_until_it_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    decodes = _count_decodes(monkeypatch)
+    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
+    expires = int(time.time()) + 2
+    token = jwt.encode({"sub": "alice", "department": "eng", "roles": ["employee"], "exp": expires},
+                       SECRET, algorithm="HS256")
+    assert auth.verify(token).user_id == "alice"
+    assert auth.verify(token).roles == ("employee",)
+    assert len(decodes) == 1
+    while time.time() <= expires:  # past its exp the token is verified again, and fails as expired
+        time.sleep(0.2)
+    with pytest.raises(HTTPException) as err:
+        auth.verify(token)
+    assert err.value.status_code == 401 and "expired" in str(err.value.detail) and len(decodes) == 2
+
+
+def test_the_token_cache_is_bounded_in_size_and_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    decodes = _count_decodes(monkeypatch)
+    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None, cache_size=2, cache_seconds=60)
+    alice, bob, carol = (mint(SECRET, name) for name in ("alice", "bob", "carol"))
+    for token in (alice, bob, carol, carol, bob, alice):  # carol's entry pushed alice's out
+        auth.verify(token)
+    assert decodes == [alice, bob, carol, alice]
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 61)  # within the tokens' exp, past cache_seconds
+    auth.verify(alice)
+    assert decodes[-1] == alice and len(decodes) == 5
+
+
+def test_a_cached_token_proves_nothing_about_another_string() -> None:
+    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
+    good = mint(SECRET, "alice", "eng", ["employee"])
+    auth.verify(good)
+    header, payload, signature = good.split(".")
+    forged_claims = jwt.encode({"sub": "alice", "roles": ["admin"], "exp": int(time.time()) + 60}, "x" * 32,
+                               algorithm="HS256").split(".")[1]
+    with pytest.raises(HTTPException) as err:
+        auth.verify(f"{header}.{forged_claims}.{signature}")
+    assert err.value.status_code == 401

@@ -214,3 +214,25 @@ def test_sub_query_hits_follow_the_main_ranking_without_reordering_it() -> None:
     # d is found by both sub-queries (1/62 + 1/60) and outranks c (1/60) and e (1/61); b stays second
     assert [m.chunk.chunk_id for m in merged] == ["a", "b", "d", "c", "e"]
     assert next(m for m in merged if m.chunk.chunk_id == "d").vector_score == pytest.approx(0.6)
+
+
+async def test_retrieve_span_groups_parallel_searches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-hop question's searches share a "retrieve" parent span; a single search is its gRPC client span
+    alone (no second span of the same extent)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragmesh_gateway import orchestrator as module
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(module, "tracer", provider.get_tracer("test"))
+    await run(FakeMesh(), "Which company was founded first, IBM or Microsoft?")
+    assert "retrieve" in [s.name for s in exporter.get_finished_spans()]
+    exporter.clear()
+    prepared, _ = await run(FakeMesh(), "When was IBM founded?")
+    assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 1
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert "retrieve" not in names and "answer" in names

@@ -1,11 +1,10 @@
 """Entry point: python -m ragmesh_gateway (uvicorn serving the FastAPI app)."""
 from __future__ import annotations
 
-import asyncio
-
 import uvicorn
 
 from ragmesh_common.logs import setup_logging
+from ragmesh_common.server import run_event_loop
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
@@ -28,4 +27,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_event_loop(main())

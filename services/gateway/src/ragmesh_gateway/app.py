@@ -137,7 +137,8 @@ User = Annotated[UserContext, Depends(current_user)]
 
 def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
     auth = Authenticator(secret=settings.jwt_secret, issuer=settings.jwt_issuer, audience=settings.jwt_audience,
-                         jwks_url=settings.jwks_url)
+                         jwks_url=settings.jwks_url, cache_size=settings.token_cache_size,
+                         cache_seconds=settings.token_cache_seconds)
     state: dict[str, Any] = {}
 
     @asynccontextmanager

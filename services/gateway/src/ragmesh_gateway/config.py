@@ -42,6 +42,8 @@ class Settings:
     candidates: int = 30
     min_relevance: float = 0.25
     rate_limit_per_minute: int = 60
+    token_cache_size: int = 4096
+    token_cache_seconds: float = 300.0
     graph_enabled: bool = True
     deadlines: Deadlines = field(default_factory=Deadlines)
 
@@ -72,6 +74,8 @@ class Settings:
             candidates=env_int("GATEWAY_CANDIDATES", 30),
             min_relevance=env_float("GATEWAY_MIN_RELEVANCE", 0.25),
             rate_limit_per_minute=env_int("GATEWAY_RATE_LIMIT_PER_MINUTE", 60),
+            token_cache_size=env_int("GATEWAY_TOKEN_CACHE_SIZE", 4096),
+            token_cache_seconds=env_float("GATEWAY_TOKEN_CACHE_SECONDS", 300.0),
             graph_enabled=env_bool("GATEWAY_GRAPH_ENABLED", True),
             deadlines=Deadlines(answer=env_float("GATEWAY_ANSWER_DEADLINE_SECONDS", 180.0)),
         )

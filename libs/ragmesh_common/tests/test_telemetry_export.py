@@ -1,0 +1,80 @@
+"""The span exporter to PostgreSQL `rag_traces`: every field of a span stored, batches by COPY, a batch that
+repeats stored spans still stores its new ones, and an unreachable database fails the export without raising."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragmesh_common.telemetry import PostgresSpanExporter
+
+
+@pytest.fixture
+def recorded() -> InMemorySpanExporter:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,
+                                      attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}):
+        with tracer.start_as_current_span("lexical leg") as leg:
+            leg.add_event("postings read", {"terms": 3})
+            leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
+    return memory
+
+
+def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT name, span_id, parent_span_id, service, kind, duration_ms, status_code, "
+                            "status_message, attributes, events FROM rag_traces WHERE trace_id = %s",
+                            (trace_id,)).fetchall()
+    names = [r[0] for r in rows]
+    assert len(names) == len(set(names)), f"a span is stored twice: {names}"
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+    spans = recorded.get_finished_spans()
+    exporter = PostgresSpanExporter(postgres.app_dsn)
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    server, leg = sorted(spans, key=lambda s: s.name)  # "POST ..." sorts before "lexical leg"
+    stored = _stored(postgres.app_dsn, format(server.context.trace_id, "032x"))
+    assert set(stored) == {"POST /api/v1/search", "lexical leg"}
+    span_id, parent, service, kind, duration, status, message, attributes, events = stored["POST /api/v1/search"]
+    assert (span_id, parent, kind, status) == (format(server.context.span_id, "016x"), None, "server", "unset")
+    assert attributes == {"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}
+    assert duration == pytest.approx((server.end_time - server.start_time) / 1e6)
+    assert service == "gateway"
+    span_id, parent, _, kind, _, status, message, attributes, events = stored["lexical leg"]
+    assert parent == format(server.context.span_id, "016x")
+    assert (kind, status, message) == ("internal", "error", "statement timeout")
+    assert [(e["name"], e["attributes"]) for e in events] == [("postings read", {"terms": 3})]
+
+
+def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+    server, leg = sorted(recorded.get_finished_spans(), key=lambda s: s.name)
+    exporter = PostgresSpanExporter(postgres.app_dsn)
+    try:
+        assert exporter.export([leg]) == SpanExportResult.SUCCESS
+        # COPY fails on the repeated span (primary key); the batch is then inserted without it
+        assert exporter.export([leg, server]) == SpanExportResult.SUCCESS
+        assert exporter.export([server]) == SpanExportResult.SUCCESS  # the connection is still usable
+    finally:
+        exporter.shutdown()
+    assert set(_stored(postgres.app_dsn, format(server.context.trace_id, "032x"))) == {"POST /api/v1/search",
+                                                                                      "lexical leg"}
+
+
+def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> None:  # type: ignore[no-untyped-def]
+    from ragmesh_common.engines.postgres import free_port
+
+    exporter = PostgresSpanExporter(f"postgresql://nobody@127.0.0.1:{free_port()}/none", connect_timeout=2)
+    assert exporter.export(recorded.get_finished_spans()) == SpanExportResult.FAILURE
+    exporter.shutdown()
