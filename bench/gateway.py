@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -165,15 +164,10 @@ def main() -> None:
     interrupt_on_sigterm()  # kill stops the gateways and stubs too
     with tempfile.TemporaryDirectory(prefix="ragmesh-gateway-bench-") as work:
         result = asyncio.run(measure(args, Path(work)))
-    print(f"\n{args.requests} searches per configuration, interleaved\n")
-    print("| configuration | p50 ms | p95 ms | mean ms | mean / first |")
-    print("|---|---|---|---|---|")
-    for name, row in result["configurations"].items():
-        print(f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {row['mean_ms']} | {row['mean_over_first']} |")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"[bench] wrote {args.output}")
-
+    bench.write_report(args.output, result, f"{args.requests} searches per configuration, interleaved",
+                       ["configuration", "p50 ms", "p95 ms", "mean ms", "mean / first"],
+                       [(name, r["p50_ms"], r["p95_ms"], r["mean_ms"], r["mean_over_first"])
+                        for name, r in result["configurations"].items()])
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,20 @@ SCALE_ONE_PCT_DOCS = 10   # documents the 1 % user may read
 SCALE_NOISE_SIGMA = 0.01  # per dimension; for 384-d unit vectors cos(original, noisy) ≈ 0.98
 SCALE_SEED = 20240601
 OWNER = "bench-scale"
+
+
+def write_report(output: str | Path, results: dict[str, Any], title: str, columns: Sequence[str],
+                 rows: Iterable[Sequence[object]]) -> None:
+    """Prints `title` and a Markdown table of `rows`, and writes `results` to `output` as JSON (the small
+    benchmarks: bench-gateway, bench-spans)."""
+    print(f"\n{title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join("" if v is None else str(v) for v in row) + " |")
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(results, indent=1) + "\n")
+    print(f"[bench] wrote {output}")
 
 
 def log(message: str) -> None:

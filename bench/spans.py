@@ -15,7 +15,6 @@ writes `bench/results/spans.json`. Benchmarks are not tests: nothing is asserted
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -25,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from retrieval import write_report  # noqa: E402  (the benchmarks' Markdown table + JSON file)
 
 
 def search_spans(batch_size: int) -> list[Any]:
@@ -135,18 +137,13 @@ def main() -> None:
     result["copy_over_insert"] = {"mean_ms": round(copy["mean_ms"] / insert["mean_ms"], 3)}
     result["meta"] = {"cpu_cores": os.cpu_count(), "machine": platform.machine(),
                       "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
-    print(f"\n{args.batches} batches of {args.batch_size} spans per method, alternating; "
-          f"{stored} spans stored\n")
-    print("| step | median ms / batch | mean ms / batch | client CPU s / 1,000 spans | server CPU s / 1,000 spans |")
-    print("|---|---|---|---|---|")
-    for name, row in result["methods"].items():
-        print(f"| {name} | {row['median_ms']} | {row['mean_ms']} | {row.get('client_cpu_s_per_1000_spans', '')} "
-              f"| {row.get('server_cpu_s_per_1000_spans', '')} |")
-    print(f"\nCOPY / INSERT per span (mean): {result['copy_over_insert']['mean_ms']}")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"[bench] wrote {args.output}")
-
+    write_report(args.output, result,
+                 f"{args.batches} batches of {args.batch_size} spans per method, alternating; {stored} spans stored; "
+                 f"COPY / INSERT per span (mean): {result['copy_over_insert']['mean_ms']}",
+                 ["step", "median ms / batch", "mean ms / batch", "client CPU s / 1,000 spans",
+                  "server CPU s / 1,000 spans"],
+                 [(name, r["median_ms"], r["mean_ms"], r.get("client_cpu_s_per_1000_spans"),
+                   r.get("server_cpu_s_per_1000_spans")) for name, r in result["methods"].items()])
 
 if __name__ == "__main__":
     main()
