@@ -128,7 +128,7 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Runs a process's main coroutine on the event loop named by `RAGMESH_EVENT_LOOP`: `uvloop` (default;
     libuv's loop, the one uvicorn picks for itself when it is installed, as uvicorn[standard] does) or
     `asyncio` (the standard library's). grpc.aio, psycopg and redis run on both; uvloop takes less CPU per
-    request and per gRPC call (`make bench-hops` compares the two)."""
+    request and per gRPC call (`make bench-gateway` compares the two)."""
     choice = os.environ.get("RAGMESH_EVENT_LOOP", "uvloop").strip().lower() or "uvloop"
     if choice not in EVENT_LOOPS:
         main.close()
