@@ -33,9 +33,12 @@ from ragmesh_common.engines.redis import EmbeddedRedis
 logger = logging.getLogger("ragmesh.devstack")
 
 SERVICES = ("parser", "embedder", "retriever", "reranker", "graph", "answerer")
+# Below Linux's ephemeral range (32768-60999): a port inside it can be taken as the source port of an outgoing
+# connection (a service connecting to PostgreSQL, a readiness probe) before its server binds it. With the
+# services' own defaults (50051-50056) that once failed `make run` with "Failed to bind to 127.0.0.1:50056".
 DEFAULT_PORTS = {
-    "gateway": 8080, "parser": 50051, "embedder": 50052, "retriever": 50053, "reranker": 50054, "graph": 50055,
-    "answerer": 50056, "postgres": 55432, "redis": 56379, "arcadedb_bolt": 57687, "arcadedb_http": 52480,
+    "gateway": 8080, "parser": 15051, "embedder": 15052, "retriever": 15053, "reranker": 15054, "graph": 15055,
+    "answerer": 15056, "postgres": 15432, "redis": 16379, "arcadedb_bolt": 17687, "arcadedb_http": 12480,
     "ollama": 11435,
 }
 PORT_VARS = {
