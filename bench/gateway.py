@@ -91,6 +91,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     secret = "bench-gateway-secret-of-sufficient-length"
     processes: list[subprocess.Popen[bytes]] = []
+    logs: list[Any] = []
     gateways: dict[str, bench.Gateway] = {}
     base = {k: v for k, v in os.environ.items() if k not in ("RAG_TRACES_DSN", "OTEL_SDK_DISABLED")}
     base.update({"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
@@ -100,6 +101,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             env = {**base, **extra}
             slug = name.replace(", ", "-").replace(" ", "-")
             log = (work / f"{slug}.log").open("wb")
+            logs.append(log)
             processes.append(subprocess.Popen([sys.executable, __file__, "--stub-retriever", str(rport)], env=env,
                                               stdout=log, stderr=subprocess.STDOUT))
             addr = f"127.0.0.1:{rport}"
@@ -124,8 +126,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
                         raise RuntimeError(f"{name}: the gateway or its stub did not start (logs in {work})")
                     await asyncio.sleep(0.5)
-        calls = [gateway for gateway in gateways.values()]
-        rounds = [[(lambda g=g: g.search(QUERY, {"top_k": 10})) for g in calls]
+        rounds = [[(lambda g=g: g.search(QUERY, {"top_k": 10})) for g in gateways.values()]
                   for _ in range(args.requests + WARMUP)]
         times = await bench.timed(rounds, warmup=WARMUP, progress="searches")
     finally:
@@ -138,14 +139,12 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+        for log in logs:
+            log.close()
     first = statistics.mean(times[0])
-    rows = {}
-    for name, ms in zip(gateways, times):
-        ordered = sorted(ms)
-        rows[name] = {"p50_ms": round(statistics.median(ms), 3),
-                      "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
-                      "mean_ms": round(statistics.mean(ms), 3),
-                      "mean_over_first": round(statistics.mean(ms) / first, 3)}
+    rows = {name: {"p50_ms": round(bench.percentile(ms, 0.5), 3), "p95_ms": round(bench.percentile(ms, 0.95), 3),
+                   "mean_ms": round(statistics.mean(ms), 3), "mean_over_first": round(statistics.mean(ms) / first, 3)}
+            for name, ms in zip(gateways, times)}
     return {"requests": args.requests, "configurations": rows,
             "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2)}}
 
