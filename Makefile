@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -61,3 +61,6 @@ bench-spans: $(STAMP)
 
 bench-gateway: $(STAMP)
 	$(BIN)/python bench/gateway.py $(ARGS)
+
+bench-wakeup: $(STAMP)
+	$(BIN)/python bench/wakeup.py $(ARGS)
