@@ -44,9 +44,10 @@ def tokens(mesh: Stack) -> dict[str, str]:
     }
 
 
-def upload(client: httpx.Client, token: str, path: Path) -> dict[str, Any]:
+def upload(client: httpx.Client, token: str, path: Path, content_type: str | None = None) -> dict[str, Any]:
     with path.open("rb") as fh:
-        reply = client.post("/api/v1/documents", headers=auth(token), files={"file": (path.name, fh)})
+        part = (path.name, fh) if content_type is None else (path.name, fh, content_type)
+        reply = client.post("/api/v1/documents", headers=auth(token), files={"file": part})
     assert reply.status_code == 202, reply.text
     body = reply.json()
     assert body["status"] == "queued" and body["document_id"]
@@ -101,8 +102,10 @@ def test_uploads_become_ready_with_progress_events(client, tokens, documents) ->
     assert {d["document_id"] for d in listed["documents"]} == {documents["alice_md"], documents["alice_html"]}
     bob_doc = client.get(f"/api/v1/documents/{documents['bob_docx']}", headers=auth(tokens["bob"])).json()
     assert bob_doc["acl"]["departments"] == ["hr"] and bob_doc["owner_user"] == "bob"
-    # a fresh upload streams its status changes until ready
-    doc = upload(client, tokens["alice"], DOCS / "md" / "sources" / "duck.md")
+    # a fresh upload streams its status changes until ready; sent as curl sends it (a generic content type),
+    # it is catalogued with the type its extension stands for
+    doc = upload(client, tokens["alice"], DOCS / "md" / "sources" / "duck.md", "application/octet-stream")
+    assert doc["mime_type"] == "text/markdown", doc
     events = sse_events(client, tokens["alice"], f"/api/v1/documents/{doc['document_id']}/events")
     statuses = [data["status"] for _, data in events]
     assert statuses[-1] == "ready", statuses

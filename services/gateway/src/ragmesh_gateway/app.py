@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import mimetypes
 import re
 import shutil
 import time
@@ -114,6 +115,17 @@ def safe_filename(name: str) -> str:
     base = Path(name.replace("\\", "/")).name
     cleaned = re.sub(r"[^A-Za-z0-9._ -]", "_", base).strip(" .")
     return cleaned[:200] or "upload"
+
+
+GENERIC_MIME_TYPES = {"", "application/octet-stream", "binary/octet-stream"}
+
+
+def upload_mime_type(filename: str, declared: str | None) -> str:
+    """The client's content type; when it sent none or a generic one (curl and many browsers send
+    application/octet-stream for .md or .csv), the type the file name's extension stands for."""
+    if (declared or "").split(";", 1)[0].strip().lower() not in GENERIC_MIME_TYPES:
+        return declared or ""
+    return mimetypes.guess_type(filename, strict=False)[0] or declared or ""
 
 
 def rpc_http_error(exc: aio.AioRpcError, step: str) -> HTTPException:
@@ -288,9 +300,10 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         if len(content) > settings.max_upload_bytes:
             raise HTTPException(413, f"{filename} is larger than {settings.max_upload_bytes} bytes")
         mesh: Mesh = state["mesh"]
+        mime_type = upload_mime_type(filename, file.content_type)
         try:
             doc = await mesh.retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
-                title=title or Path(filename).stem, filename=filename, mime_type=file.content_type or "",
+                title=title or Path(filename).stem, filename=filename, mime_type=mime_type,
                 acl=common_pb2.Acl(**acl_in.model_dump()), size_bytes=len(content)),
                 metadata=user.metadata(), timeout=settings.deadlines.retrieve)
         except aio.AioRpcError as exc:
@@ -301,8 +314,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         await asyncio.to_thread(path.write_bytes, content)
         user_json = json.dumps({"user_id": user.user_id, "department": user.department, "roles": list(user.roles)})
         try:
-            state["celery"].send_task(TASK_NAME, args=[doc.document_id, user_json, str(path), filename,
-                                                       file.content_type or ""])
+            state["celery"].send_task(TASK_NAME, args=[doc.document_id, user_json, str(path), filename, mime_type])
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so, keep the file
             logger.error("could not enqueue ingestion of %s: %s", doc.document_id, exc)
             await mesh.retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
