@@ -96,7 +96,7 @@ OWNER = "bench-scale"
 def write_report(output: str | Path, results: dict[str, Any], title: str, columns: Sequence[str],
                  rows: Iterable[Sequence[object]]) -> None:
     """Prints `title` and a Markdown table of `rows`, and writes `results` to `output` as JSON (the small
-    benchmarks: bench-gateway, bench-spans)."""
+    benchmarks: bench-gateway, bench-spans, bench-wakeup)."""
     print(f"\n{title}\n")
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

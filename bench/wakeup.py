@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -102,7 +101,8 @@ async def measure(grpc_port: int, tcp_port: int, gaps: list[float], requests: in
 def main() -> int:
     import uvloop
 
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_common.engines.postgres import free_port, wait_port
 
     root = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -122,19 +122,15 @@ def main() -> int:
     if args.requests < 1 or args.warmup < 0 or not gaps or min(gaps) < 0:
         parser.error("--requests must be at least 1, --warmup and every gap at least 0")
 
+    interrupt_on_sigterm()  # kill stops the echo server too
     grpc_port, tcp_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(grpc_port), str(tcp_port)])
     try:
-        deadline = time.monotonic() + 30
-        while True:  # both servers listen once the TCP port answers (gRPC binds first)
-            try:
-                socket.create_connection(("127.0.0.1", tcp_port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    print("[bench] the echo server did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.1)
+        try:
+            wait_port("127.0.0.1", tcp_port, 30)  # both servers listen once the TCP port answers (gRPC binds first)
+        except TimeoutError:
+            print("[bench] the echo server did not start", file=sys.stderr)
+            return 1
         rows = uvloop.run(measure(grpc_port, tcp_port, gaps, args.requests, args.warmup))
     finally:
         server.kill()
