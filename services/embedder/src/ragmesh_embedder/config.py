@@ -42,6 +42,9 @@ def auto_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+LONG_TEXT_MODES = ("truncate", "mean")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Embedder configuration; `from_env` fails fast naming the bad variable."""
@@ -57,6 +60,7 @@ class Settings:
     fp16: bool
     max_texts: int
     batch_wait_ms: int
+    long_text: str = "truncate"  # a passage longer than max_length: truncate, or mean of overlapping windows
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -80,7 +84,10 @@ class Settings:
             fp16=env_bool("EMBEDDER_FP16", device.startswith("cuda")),
             max_texts=env_int("EMBEDDER_MAX_TEXTS", 512),
             batch_wait_ms=env_int("EMBEDDER_BATCH_WAIT_MS", 0),
+            long_text=env_str("EMBEDDER_LONG_TEXT", "truncate"),
         )
+        if settings.long_text not in LONG_TEXT_MODES:
+            raise ConfigError(f"EMBEDDER_LONG_TEXT must be one of {', '.join(LONG_TEXT_MODES)}, got {settings.long_text!r}")
         for name, value, least in (("EMBEDDER_MAX_LENGTH", settings.max_length, 1),
                                    ("EMBEDDER_BATCH_SIZE", settings.batch_size, 1),
                                    ("EMBEDDER_MAX_TEXTS", settings.max_texts, 1),

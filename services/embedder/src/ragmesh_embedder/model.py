@@ -99,10 +99,56 @@ class EmbeddingModel:
         if is_query:
             vectors = self.model.encode_queries(texts, batch_size=self.settings.batch_size,
                                                 max_length=self.settings.max_length)
+        elif self.settings.long_text == "mean":
+            return self._encode_windows(texts)
         else:
             vectors = self.model.encode_corpus(texts, batch_size=self.settings.batch_size,
                                                max_length=self.settings.max_length)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def _encode_windows(self, texts: list[str]) -> np.ndarray:
+        """Passages longer than the model's window: the normalised mean of overlapping windows' vectors."""
+        pieces, owner = long_text_windows(self.model.tokenizer, texts, self.settings.max_length)
+        vectors = np.asarray(self.model.encode_corpus(pieces, batch_size=self.settings.batch_size,
+                                                      max_length=self.settings.max_length), dtype=np.float32)
+        vectors = vectors.reshape(len(pieces), -1)
+        if len(pieces) == len(texts):
+            return vectors
+        summed = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        np.add.at(summed, np.asarray(owner), vectors)
+        return summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+
+
+def long_text_windows(tokenizer: Any, texts: list[str], max_length: int) -> tuple[list[str], list[int]]:
+    """Each text, or for a text over `max_length` tokens (special tokens included) its windows of at most
+    that many tokens, each starting about a quarter window before the previous one ends; windows start and
+    end at word boundaries, so each is a substring of the text that tokenizes to the same tokens; with the
+    index of the text each piece came from."""
+    width = max(1, max_length - tokenizer.num_special_tokens_to_add(pair=False))
+    stride = max(1, width * 3 // 4)
+    pieces: list[str] = []
+    owner: list[int] = []
+    for index, text in enumerate(texts):
+        encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets, words = encoding["offset_mapping"], encoding.word_ids()
+        total = len(offsets)
+        if total <= width:
+            pieces.append(text)
+            owner.append(index)
+            continue
+        start = 0
+        while True:
+            end = min(start + width, total)
+            while start + 1 < end < total and words[end] == words[end - 1]:  # not inside a word
+                end -= 1
+            pieces.append(text[offsets[start][0]:offsets[end - 1][1]])
+            owner.append(index)
+            if end == total:
+                break
+            start = max(start + 1, min(start + stride, end - 1))
+            while start < end and words[start] == words[start - 1]:
+                start += 1
+    return pieces, owner
 
 
 @dataclass
