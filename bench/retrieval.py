@@ -185,12 +185,11 @@ class Indexed:
 
 
 async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, label: str,
-                       passage_tokens: int = 0) -> Indexed:
-    """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks, Embed (at most
-    EMBED_BATCH texts a call), IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so
-    the mesh overhead hides behind the model. With `passage_tokens` > 0 a passage longer than that is split
-    into paragraph chunks of at most `passage_tokens` MiniLM tokens at sentence boundaries by the parser's
-    own `Chunker.split`, as ingestion chunks a document; with 0 the whole passage is one paragraph chunk."""
+                       split: Callable[[str], list[str]] | None = None) -> Indexed:
+    """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks (`split` of the passage,
+    see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
+    IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
+    behind the model."""
     from tqdm import tqdm
 
     from ragmesh.common.v1 import common_pb2
@@ -200,7 +199,7 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
 
     md = user.metadata()
     per_batch = EMBED_BATCH // 2
-    chunker = passage_chunker() if passage_tokens > 0 else None
+    split = split or passage_splitter(0)
     corpus_of_document: dict[str, str] = {}
     paragraph_chunk: dict[str, str] = {}
     indexed_chunks = 0
@@ -216,18 +215,19 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                 created = await asyncio.gather(*[retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
                     title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
                     size_bytes=len(d["text"].encode())), metadata=md, timeout=60) for d in docs])
-                summaries = [summary_text(d.get("title", ""), d["text"]) for d in docs]
-                pieces = [passage_pieces(d["text"], chunker, passage_tokens) for d in docs]
+                pieces = [split(d["text"]) for d in docs]
                 texts = [t for d, parts in zip(docs, pieces) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
                 for start in range(0, len(texts), EMBED_BATCH):
                     reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH],
                                                                            is_query=False), metadata=md, timeout=300)
                     vectors += [list(v.values) for v in reply.vectors]
-                requests = []
-                position = 0
-                for d, doc, summary, parts in zip(docs, created, summaries, pieces):
+                requests, summaries = [], []
+                position = 0  # of the document's summary in `texts` and `vectors`
+                for d, doc, parts in zip(docs, created, pieces):
                     doc_id = doc.document_id
+                    summary = texts[position]
+                    summaries.append(summary)
                     top = common_pb2.Chunk(chunk_id=f"{doc_id}:0", document_id=doc_id,
                                            level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=summary,
                                            title=d.get("title", ""), kind="summary", embedding=vectors[position])
@@ -255,22 +255,21 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
     return Indexed(corpus_of_document, paragraph_chunk, chunks=indexed_chunks, seconds=seconds)
 
 
-def passage_pieces(text: str, chunker: Any, passage_tokens: int) -> list[str]:
-    """The paragraph chunks of one passage: the whole passage, or the chunker's pieces."""
-    return chunker.split(text, passage_tokens) if chunker is not None else [text]
+def passage_splitter(passage_tokens: int) -> Callable[[str], list[str]]:
+    """A passage → its paragraph chunks. 0: the whole passage is one chunk; N > 0: pieces of at most N MiniLM
+    tokens cut at sentence boundaries by the parser's own `Chunker.split`, as ingestion cuts a document."""
+    if passage_tokens <= 0:
+        return lambda text: [text]
+    from ragmesh_parser.chunker import Chunker, load_tokenizer
+
+    chunker = Chunker(load_tokenizer())
+    return lambda text: chunker.split(text, passage_tokens)
 
 
 def embed_texts(doc: dict[str, Any], pieces: list[str]) -> list[str]:
     """What the embedder sees for one corpus document, in chunk order: its summary, then each piece."""
     title = doc.get("title", "")
     return [summary_text(title, doc["text"]), *(passage_embed_text(title, piece) for piece in pieces)]
-
-
-def passage_chunker() -> Any:
-    """The parser's chunker (MiniLM WordPiece counts), used only for its sentence-boundary `split`."""
-    from ragmesh_parser.chunker import Chunker, load_tokenizer
-
-    return Chunker(load_tokenizer())
 
 
 def reset_index(stack: Any) -> None:
@@ -388,9 +387,9 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
     user = UserContext(f"bench-{dataset.name}", "bench", [])
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
-    indexed = await index_corpus(stack, corpus, user, dataset.name, passage_tokens)
-    chunker = passage_chunker() if passage_tokens > 0 else None
-    sample = [t for d in corpus[:256] for t in embed_texts(d, passage_pieces(d["text"], chunker, passage_tokens))][:512]
+    split = passage_splitter(passage_tokens)
+    indexed = await index_corpus(stack, corpus, user, dataset.name, split)
+    sample = [t for d in corpus[:256] for t in embed_texts(d, split(d["text"]))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
                 f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
