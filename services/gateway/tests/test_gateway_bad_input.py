@@ -77,6 +77,7 @@ class FakeMesh:
                                                                  accessible_document_ids=[DOC_ID])
         self.retriever = Stub(Search=search, GetDocument=retriever_error or document(),
                               CreateDocument=retriever_error or document(), UpdateDocumentStatus=document(),
+                              DeleteDocument=retriever_error or retriever_pb2.DeleteDocumentResponse(deleted=True),
                               ListDocuments=retriever_error or retriever_pb2.ListDocumentsResponse(
                                   documents=[document()], total=1))
         self.answerer = Stub(CheckInput=guardrail_error or answerer_pb2.CheckInputResponse(allowed=True), Answer=[
@@ -85,7 +86,8 @@ class FakeMesh:
                                                                     grounding_score=1.0, grounded=True))])
         self.parser = Stub(ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md", ".pdf"]))
         self.reranker = Stub(Rerank=rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "no reranker model configured"))
-        self.graph = Stub(GetContext=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY))
+        self.graph = Stub(GetContext=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY),
+                          DeleteDocument=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY))
 
     async def health(self) -> dict[str, str]:
         return {"retriever": "SERVING"}

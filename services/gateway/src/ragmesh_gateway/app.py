@@ -36,7 +36,7 @@ from ragmesh_gateway.auth import Authenticator, require_admin
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.ingest import TASK_NAME, channel_name, create_celery
 from ragmesh_gateway.mesh import Mesh, StepFailed
-from ragmesh_gateway.models import (INT32_MAX, MAX_ACL_JSON_CHARS, MAX_FILENAME_CHARS, MAX_TITLE_CHARS, AclIn,
+from ragmesh_gateway.models import (CHAT_EVENTS, DOCUMENT_EVENTS, INT32_MAX, MAX_ACL_JSON_CHARS, MAX_FILENAME_CHARS, MAX_TITLE_CHARS, AclIn,
                                     ChatRequest, ChatResponse, ContextIn, DeleteResponse, DocumentList, DocumentOut,
                                     Health, Readiness, SearchRequest, SearchResponse, TraceDetail,
                                     TraceList, Turn, UploadResponse, error_responses)
@@ -159,7 +159,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
               response_model=None,
               responses={200: {"model": ChatResponse, "description": "JSON answer, or text/event-stream when "
                                "stream=true (events: progress, token, final, error)",
-                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                               "content": {"text/event-stream": {"schema": CHAT_EVENTS}}},
                          **error_responses(400, 401, 413, 422, 429, 503)})
     async def chat(body: ChatRequest, user: User) -> Any:
         await rate_limit(user)
@@ -329,7 +329,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
              summary="Ingestion progress as Server-Sent Events, until ready or failed",
              response_class=EventSourceResponse,
              responses={200: {"description": "`status` events: {document_id, status, error}",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                              "content": {"text/event-stream": {"schema": DOCUMENT_EVENTS}}},
                         **error_responses(401, 404, 422, 503)})
     async def document_events(document_id: uuid.UUID, user: User) -> EventSourceResponse:
         doc = await get_document(user, document_id)  # 404 for documents the user may not read

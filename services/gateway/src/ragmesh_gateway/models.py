@@ -253,6 +253,21 @@ class Readiness(Reply):
     services: dict[str, str]
 
 
+def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
+    """One Server-Sent Event as OpenAPI 3.1 describes an event stream's items: the event's name and its data,
+    a JSON text whose schema is `data`."""
+    return {"type": "object", "required": ["event", "data"],
+            "properties": {"event": {"type": "string", "enum": events},
+                           "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+                           "id": {"type": "string"}, "retry": {"type": "integer"}}}
+
+
+CHAT_EVENTS = sse_event_schema(["progress", "token", "final", "error"], {"type": "object"})
+DOCUMENT_EVENTS = sse_event_schema(["status"], {
+    "type": "object", "required": ["document_id", "status"],
+    "properties": {"document_id": {"type": "string"}, "status": {"type": "string"},
+                   "error": {"type": ["string", "null"]}}})
+
 ERROR_DESCRIPTIONS = {
     400: "Bad request (for example a question the guardrails reject)",
     401: "Missing or invalid bearer token",
