@@ -271,7 +271,8 @@ def test_trace_filters_are_checked(admin: TestClient, query: str) -> None:
 
 
 def test_trace_ids_are_checked(admin: TestClient) -> None:
-    refused(admin.get("/api/v1/traces/not-hex"), 400, "trace_id")
+    refused(admin.get("/api/v1/traces/not-hex"), 422, "trace_id")
+    refused(admin.get("/api/v1/traces/" + "A" * 32), 422, "trace_id")
     # the filters are fine, trace storage is not configured here: a 503 that says so
     refused(admin.get("/api/v1/traces?name=chat"), 503, "GATEWAY_TRACES_DSN")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
+from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -52,6 +53,7 @@ tracer = trace.get_tracer(__name__)
 
 SSE_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 TERMINAL = {"ready", "failed", "deleted"}
+TRACE_ID_PATTERN = "^[0-9a-f]{32}$"
 FALLBACK_FORMATS = {".md", ".markdown", ".html", ".htm", ".docx", ".pptx", ".xlsx", ".csv", ".pdf", ".txt"}
 
 
@@ -407,11 +409,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             raise trace_storage_error(exc) from exc
 
     @app.get("/api/v1/traces/{trace_id}", tags=["admin"], summary="All spans of one trace (admin only)",
-             response_model=TraceDetail, responses=error_responses(400, 401, 403, 404, 422, 503))
-    async def get_trace(trace_id: str, user: User) -> Any:
+             response_model=TraceDetail, responses=error_responses(401, 403, 404, 422, 503))
+    async def get_trace(trace_id: Annotated[str, FastAPIPath(pattern=TRACE_ID_PATTERN,
+                                                             description="32 lower-case hex characters")],
+                        user: User) -> Any:
         require_admin(user)
-        if not re.fullmatch(r"[0-9a-f]{32}", trace_id):
-            raise HTTPException(400, "trace_id must be 32 lower-case hex characters")
         try:
             spans = await trace_store().spans(trace_id)
         except (psycopg.Error, OSError) as exc:

@@ -22,7 +22,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 # C0 controls except \t \n \r, DEL, C1 controls, and surrogates (a str holding one is not valid Unicode text)
@@ -57,8 +57,11 @@ def check_text(value: str) -> str:
     return value
 
 
+# The same rule for the OpenAPI spec (surrogates aside, which a JSON Schema pattern cannot name), so that
+# clients and fuzzers know it; the check itself is check_text, whose message says what and where.
+TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$"
 # Any text a client sends; pydantic turns the ValueError into a 422 naming the field.
-Text = Annotated[str, AfterValidator(check_text)]
+Text = Annotated[str, AfterValidator(check_text), Field(json_schema_extra={"pattern": TEXT_PATTERN})]
 # An ACL entry: a department, role or user name, the same identifiers a token's claims must be.
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 
