@@ -19,7 +19,8 @@ async def main() -> None:
     CeleryInstrumentor().instrument()
     app = create_app(settings)  # HTTP server spans: FastAPI's own OpenTelemetry support (see create_app)
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                                           timeout_graceful_shutdown=10))
+                                           timeout_graceful_shutdown=10,
+                                           h11_max_incomplete_event_size=settings.max_header_bytes))
     try:
         await server.serve()
     finally:

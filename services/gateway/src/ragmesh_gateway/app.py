@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
+from fastapi import Path as FastAPIPath
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from google.protobuf.json_format import MessageToDict
 from grpc import aio
 from opentelemetry import trace
-from pydantic import BaseModel, Field, ValidationError
+import psycopg
+from pydantic import ValidationError
 from redis.asyncio import Redis
 from sse_starlette.sse import EventSourceResponse
 
@@ -34,74 +37,24 @@ from ragmesh_gateway.auth import Authenticator, require_admin
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.ingest import TASK_NAME, channel_name, create_celery
 from ragmesh_gateway.mesh import Mesh, StepFailed
+from ragmesh_gateway.models import (CHAT_EVENTS, DOCUMENT_EVENTS, INT32_MAX, MAX_ACL_JSON_CHARS, MAX_FILENAME_CHARS, MAX_TITLE_CHARS, AclIn,
+                                    ChatRequest, ChatResponse, ContextIn, DeleteResponse, DocumentList, DocumentOut,
+                                    Health, Readiness, SearchRequest, SearchResponse, TraceDetail,
+                                    TraceList, Turn, UploadResponse, error_responses)
+
+__all__ = ["AclIn", "ChatRequest", "ContextIn", "SearchRequest", "Turn", "create_app"]  # the models live in models.py
 from ragmesh_gateway.orchestrator import ChatOptions, Orchestrator, source_payload
 from ragmesh_gateway.traces import TraceStore
+from ragmesh_gateway.validation import (HeaderLimitMiddleware, StrictJSONRoute, Text, text_problem,
+                                        validation_error_handler)
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 SSE_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 TERMINAL = {"ready", "failed", "deleted"}
+TRACE_ID_PATTERN = "^[0-9a-f]{32}$"
 FALLBACK_FORMATS = {".md", ".markdown", ".html", ".htm", ".docx", ".pptx", ".xlsx", ".csv", ".pdf", ".txt"}
-
-
-class Turn(BaseModel):
-    role: Literal["user", "assistant"]
-    content: str = Field(max_length=8000)
-
-
-class ChatRequest(BaseModel):
-    question: str = Field(min_length=1, max_length=4000, description="The user's question")
-    stream: bool = Field(False, description="Server-Sent Events when true, one JSON otherwise")
-    history: list[Turn] = Field(default_factory=list, max_length=20)
-    top_k: int = Field(5, ge=1, le=20, description="Sources given to the answerer")
-    alpha: float | None = Field(None, ge=0, le=1, description="Hybrid weight: 1 = vector only, 0 = BM25 only")
-    levels: list[Literal["document", "section", "paragraph"]] = Field(
-        default_factory=list, description="Chunk levels to search (manual override); default paragraph")
-    document_ids: list[uuid.UUID] = Field(default_factory=list, description="Restrict to these documents")
-    rerank: bool = True
-    graph: bool = True
-    max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
-    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
-    context: ContextIn | None = Field(None, description="Context assembly override")
-
-
-class ContextIn(BaseModel):
-    """Context assembly after the search (see retriever.proto ContextOptions); 0 = the service default."""
-    enabled: bool = True
-    document_expansion_threshold: float = Field(0.0, ge=0, le=1)
-    max_chunks_per_document: int = Field(0, ge=0, le=100)
-    sibling_expansion: bool = False
-    thin_chunk_tokens: int = Field(0, ge=0, le=1000)
-    coverage_boost: bool = False
-    coverage_weight: float = Field(0.0, ge=0, le=10)
-    mmr: bool = False
-    mmr_lambda: float = Field(0.0, ge=0, le=1)
-    token_budget: int = Field(0, ge=0, le=100000)
-
-
-class SearchRequest(BaseModel):
-    query: str = Field(min_length=1, max_length=4000)
-    routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
-    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
-    fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
-    feedback_docs: int = Field(0, ge=0, le=50, description="Vector pseudo-relevance feedback from the top N (0 = off)")
-    feedback_weight: float = Field(1.0, gt=0, le=10)
-    context: ContextIn | None = None
-    top_k: int = Field(10, ge=1, le=100)
-    candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
-    alpha: float | None = Field(None, ge=0, le=1)
-    levels: list[Literal["document", "section", "paragraph"]] = Field(default_factory=list)
-    document_ids: list[uuid.UUID] = Field(default_factory=list)
-    rerank: bool = False
-    relevance_gate: bool = Field(True, description="Drop chunks below GATEWAY_MIN_RELEVANCE")
-
-
-class AclIn(BaseModel):
-    public: bool = False
-    departments: list[str] = Field(default_factory=list)
-    roles: list[str] = Field(default_factory=list)
-    users: list[str] = Field(default_factory=list)
 
 
 def document_json(doc: common_pb2.Document) -> dict[str, Any]:
@@ -183,6 +136,10 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                   telemetry={"operation_spans": False,
                              "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz")})
     app.state.authenticator = auth
+    app.router.route_class = StrictJSONRoute  # JSON bodies without NaN/Infinity or lone surrogates (validation.py)
+    app.state.max_json_bytes = settings.max_json_bytes
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_middleware(HeaderLimitMiddleware, max_bytes=settings.max_header_bytes)
 
     async def rate_limit(user: UserContext) -> None:
         if settings.rate_limit_per_minute <= 0:
@@ -201,7 +158,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
 
     # ---------- chat ----------
     @app.post("/api/v1/chat", tags=["chat"], summary="Ask a question over the documents you may read",
-              responses={200: {"description": "JSON answer, or text/event-stream when stream=true"}})
+              response_model=None,
+              responses={200: {"model": ChatResponse, "description": "JSON answer, or text/event-stream when "
+                               "stream=true (events: progress, token, final, error)",
+                               "content": {"text/event-stream": {"schema": CHAT_EVENTS}}},
+                         **error_responses(400, 401, 413, 422, 429, 503)})
     async def chat(body: ChatRequest, user: User) -> Any:
         await rate_limit(user)
         options = ChatOptions(question=body.question, history=[(t.role, t.content) for t in body.history],
@@ -249,7 +210,9 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                 return JSONResponse({**item["data"], "progress": progress})  # JSON-native, as the SSE events
         raise HTTPException(503, "the chat ended without an answer")
 
-    @app.post("/api/v1/search", tags=["chat"], summary="Permission-aware hybrid search without an answer")
+    @app.post("/api/v1/search", tags=["chat"], summary="Permission-aware hybrid search without an answer",
+              response_model=SearchResponse,
+              responses=error_responses(400, 401, 413, 422, 429, 503))
     async def search(body: SearchRequest, user: User) -> Any:
         await rate_limit(user)
         options = ChatOptions(question=body.query, top_k=body.top_k, candidates=body.candidates or max(body.top_k, 10),
@@ -282,18 +245,31 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         return state["formats"]
 
     @app.post("/api/v1/documents", tags=["documents"], status_code=202,
-              summary="Upload a document; ingestion runs in the background")
-    async def upload(user: User, file: UploadFile = File(...), title: str = Form(""),
-                     acl: str = Form("", description='JSON, e.g. {"departments": ["eng"], "users": ["bob"]}; '
-                                                     "default: the uploader's department")) -> Any:
-        filename = safe_filename(file.filename or "")
+              summary="Upload a document; ingestion runs in the background", response_model=UploadResponse,
+              max_body_size=settings.max_upload_bytes + settings.max_json_bytes,
+              form_limits={"max_fields": 8, "max_files": 1, "max_part_size": MAX_ACL_JSON_CHARS * 4},
+              responses=error_responses(400, 401, 413, 415, 422, 503))
+    async def upload(user: User, file: UploadFile = File(...),
+                     title: Annotated[Text, Form(max_length=MAX_TITLE_CHARS, description="default: the file name")] = "",
+                     acl: Annotated[Text, Form(max_length=MAX_ACL_JSON_CHARS,
+                                               description='JSON, e.g. {"departments": ["eng"], "users": ["bob"]}; '
+                                                           "default: the uploader's department")] = "") -> Any:
+        raw_name = file.filename or ""
+        problem = text_problem(raw_name) or (f"is longer than {MAX_FILENAME_CHARS} characters"
+                                             if len(raw_name) > MAX_FILENAME_CHARS else None)
+        if problem:
+            raise HTTPException(400, f"file name {problem}")
+        filename = safe_filename(raw_name)
         if Path(filename).suffix.lower() not in await accepted_formats():
             raise HTTPException(415, f"unsupported file type {Path(filename).suffix or '(none)'}; accepted: "
                                      f"{', '.join(sorted(await accepted_formats()))}")
         try:
             acl_in = AclIn.model_validate_json(acl) if acl.strip() else AclIn()
         except ValidationError as exc:
-            raise HTTPException(400, f"acl must be JSON like {{\"departments\": [\"eng\"]}}: {exc.errors()[0]['msg']}") from exc
+            first = exc.errors(include_input=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise HTTPException(400, f"acl must be JSON like {{\"departments\": [\"eng\"]}}: "
+                                     f"{where + ': ' if where else ''}{first['msg']}") from exc
         content = await file.read(settings.max_upload_bytes + 1)
         if not content:
             raise HTTPException(400, f"{filename} is empty")
@@ -317,14 +293,19 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             state["celery"].send_task(TASK_NAME, args=[doc.document_id, user_json, str(path), filename, mime_type])
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so, keep the file
             logger.error("could not enqueue ingestion of %s: %s", doc.document_id, exc)
-            await mesh.retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_FAILED,
-                error="ingestion queue unavailable; upload again later"), metadata=user.metadata(), timeout=5)
+            try:
+                await mesh.retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+                    document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_FAILED,
+                    error="ingestion queue unavailable; upload again later"), metadata=user.metadata(), timeout=5)
+            except aio.AioRpcError as status_exc:
+                logger.error("could not mark %s failed: %s", doc.document_id, status_exc.code().name)
             raise HTTPException(503, "ingestion queue unavailable; the document was not queued") from exc
         return {**document_json(doc), "events_url": f"/api/v1/documents/{doc.document_id}/events"}
 
-    @app.get("/api/v1/documents", tags=["documents"], summary="Documents you may read")
-    async def list_documents(user: User, limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)) -> Any:
+    @app.get("/api/v1/documents", tags=["documents"], summary="Documents you may read", response_model=DocumentList,
+             responses=error_responses(401, 422, 503))
+    async def list_documents(user: User, limit: int = Query(100, ge=1, le=1000),
+                             offset: int = Query(0, ge=0, le=INT32_MAX)) -> Any:
         try:
             reply = await state["mesh"].retriever.ListDocuments(
                 retriever_pb2.ListDocumentsRequest(limit=limit, offset=offset), metadata=user.metadata(),
@@ -341,12 +322,17 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
 
-    @app.get("/api/v1/documents/{document_id}", tags=["documents"])
+    @app.get("/api/v1/documents/{document_id}", tags=["documents"], summary="One document you may read",
+             response_model=DocumentOut, responses=error_responses(401, 404, 422, 503))
     async def document(document_id: uuid.UUID, user: User) -> Any:
         return document_json(await get_document(user, document_id))
 
     @app.get("/api/v1/documents/{document_id}/events", tags=["documents"],
-             summary="Ingestion progress as Server-Sent Events, until ready or failed")
+             summary="Ingestion progress as Server-Sent Events, until ready or failed",
+             response_class=EventSourceResponse,
+             responses={200: {"description": "`status` events: {document_id, status, error}",
+                              "content": {"text/event-stream": {"schema": DOCUMENT_EVENTS}}},
+                        **error_responses(401, 404, 422, 503)})
     async def document_events(document_id: uuid.UUID, user: User) -> EventSourceResponse:
         doc = await get_document(user, document_id)  # 404 for documents the user may not read
         redis: Redis = state["redis"]
@@ -381,7 +367,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
 
         return EventSourceResponse(stream(), headers=SSE_HEADERS, ping=15)
 
-    @app.delete("/api/v1/documents/{document_id}", tags=["documents"], summary="Delete a document you own")
+    @app.delete("/api/v1/documents/{document_id}", tags=["documents"], summary="Delete a document you own",
+                response_model=DeleteResponse, responses=error_responses(401, 403, 404, 422, 503))
     async def delete_document(document_id: uuid.UUID, user: User) -> Any:
         mesh: Mesh = state["mesh"]
         try:
@@ -402,23 +389,35 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         return {"document_id": str(document_id), "deleted": True, "warnings": warnings}
 
     # ---------- traces (admin) ----------
+    def trace_storage_error(exc: Exception) -> HTTPException:
+        logger.error("trace storage query failed: %s", exc)
+        return HTTPException(503, f"trace storage is unavailable ({type(exc).__name__})")
+
     def trace_store() -> TraceStore:
         if state.get("traces") is None:
             raise HTTPException(503, "trace storage is not configured (GATEWAY_TRACES_DSN)")
         return state["traces"]
 
-    @app.get("/api/v1/traces", tags=["admin"], summary="Recent request traces (admin only)")
+    @app.get("/api/v1/traces", tags=["admin"], summary="Recent request traces (admin only)", response_model=TraceList,
+             responses=error_responses(401, 403, 422, 503))
     async def list_traces(user: User, limit: int = Query(50, ge=1, le=500), hours: int = Query(24, ge=1, le=24 * 30),
-                          name: str | None = Query(None, max_length=100)) -> Any:
+                          name: Annotated[Text | None, Query(max_length=100)] = None) -> Any:
         require_admin(user)
-        return {"traces": await trace_store().list(limit=limit, hours=hours, name=name)}
+        try:
+            return {"traces": await trace_store().list(limit=limit, hours=hours, name=name)}
+        except (psycopg.Error, OSError) as exc:
+            raise trace_storage_error(exc) from exc
 
-    @app.get("/api/v1/traces/{trace_id}", tags=["admin"], summary="All spans of one trace (admin only)")
-    async def get_trace(trace_id: str, user: User) -> Any:
+    @app.get("/api/v1/traces/{trace_id}", tags=["admin"], summary="All spans of one trace (admin only)",
+             response_model=TraceDetail, responses=error_responses(401, 403, 404, 422, 503))
+    async def get_trace(trace_id: Annotated[str, FastAPIPath(pattern=TRACE_ID_PATTERN,
+                                                             description="32 lower-case hex characters")],
+                        user: User) -> Any:
         require_admin(user)
-        if not re.fullmatch(r"[0-9a-f]{32}", trace_id):
-            raise HTTPException(400, "trace_id must be 32 lower-case hex characters")
-        spans = await trace_store().spans(trace_id)
+        try:
+            spans = await trace_store().spans(trace_id)
+        except (psycopg.Error, OSError) as exc:
+            raise trace_storage_error(exc) from exc
         if not spans:
             raise HTTPException(404, f"trace {trace_id} not found")
         return {"trace_id": trace_id, "spans": spans}
@@ -428,11 +427,12 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         return files("ragmesh_gateway").joinpath("static/admin.html").read_text()
 
     # ---------- health ----------
-    @app.get("/healthz", tags=["health"], summary="Liveness")
+    @app.get("/healthz", tags=["health"], summary="Liveness", response_model=Health)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: every service SERVING and Redis reachable")
+    @app.get("/readyz", tags=["health"], summary="Readiness: every service SERVING and Redis reachable",
+             response_model=Readiness, responses={503: {"model": Readiness, "description": "Not ready"}})
     async def readyz() -> JSONResponse:
         services = await state["mesh"].health()
         try:

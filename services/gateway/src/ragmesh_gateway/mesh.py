@@ -1,6 +1,8 @@
 """gRPC clients for every hop of the mesh, one channel per service, and how a failed hop is reported."""
 from __future__ import annotations
 
+import logging
+
 import grpc
 from grpc import aio
 
@@ -20,6 +22,20 @@ CLIENT_ERRORS = {
     grpc.StatusCode.UNAUTHENTICATED: 401,
 }
 
+UNAVAILABLE_CAUSES = {
+    grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
+    grpc.StatusCode.CANCELLED: "the call was cancelled",
+    grpc.StatusCode.FAILED_PRECONDITION: "the service is not configured for this",
+    grpc.StatusCode.UNIMPLEMENTED: "the service does not implement this call",
+    grpc.StatusCode.INTERNAL: "the service failed internally",
+    grpc.StatusCode.UNKNOWN: "the service failed internally",
+    grpc.StatusCode.DATA_LOSS: "the service failed internally",
+}
+
+logger = logging.getLogger(__name__)
+
 
 class StepFailed(Exception):
     """A hop failed. `http_status` is 4xx for the caller's mistakes and 503 for an unavailable required hop."""
@@ -36,7 +52,10 @@ class StepFailed(Exception):
         status = CLIENT_ERRORS.get(code, 503)
         detail = exc.details() or code.name
         if status == 503:
-            detail = f"the {step} step is unavailable ({code.name}: {detail})"
+            # gRPC's details name addresses and ports ("ipv4:127.0.0.1:50053: Connection refused") and a
+            # service's internals: they go to the log, and the client gets the step and the cause
+            logger.warning("%s step failed: %s: %s", step, code.name, detail)
+            detail = f"the {step} step is unavailable ({code.name}: {UNAVAILABLE_CAUSES.get(code, 'failed')})"
         return cls(step, detail, status)
 
 

@@ -1,0 +1,286 @@
+"""The HTTP API's request and response models, and its one error model (the OpenAPI spec is built from them).
+
+Requests are checked here, before any hop: text (`Text`) refuses control characters, NUL bytes and lone
+surrogates, and every list, string and number is bounded. Responses allow extra fields, so that a field
+added to a reply is a compatible change of the spec rather than a broken promise.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragmesh_gateway.validation import Identifier, Text
+
+MAX_DOCUMENT_IDS = 1000      # document_ids in one chat or search request
+MAX_ACL_ENTRIES = 256        # entries in each ACL list (departments, roles, users)
+MAX_TITLE_CHARS = 500
+MAX_ACL_JSON_CHARS = 65536   # the upload's acl form field
+MAX_FILENAME_CHARS = 1024    # the upload's file name as sent (it is shortened to 200 when stored)
+MAX_HISTORY_TURNS = 20
+INT32_MAX = 2**31 - 1        # the catalogue's offsets are int32 on the wire
+
+Level = Literal["document", "section", "paragraph"]
+
+
+# ---------- requests ----------
+class Turn(BaseModel):
+    role: Literal["user", "assistant"]
+    content: Text = Field(max_length=8000)
+
+
+class ContextIn(BaseModel):
+    """Context assembly after the search (see retriever.proto ContextOptions); 0 = the service default."""
+    enabled: bool = True
+    document_expansion_threshold: float = Field(0.0, ge=0, le=1)
+    max_chunks_per_document: int = Field(0, ge=0, le=100)
+    sibling_expansion: bool = False
+    thin_chunk_tokens: int = Field(0, ge=0, le=1000)
+    coverage_boost: bool = False
+    coverage_weight: float = Field(0.0, ge=0, le=10)
+    mmr: bool = False
+    mmr_lambda: float = Field(0.0, ge=0, le=1)
+    token_budget: int = Field(0, ge=0, le=100000)
+
+
+class ChatRequest(BaseModel):
+    question: Text = Field(min_length=1, max_length=4000, description="The user's question")
+    stream: bool = Field(False, description="Server-Sent Events when true, one JSON otherwise")
+    history: list[Turn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS)
+    top_k: int = Field(5, ge=1, le=20, description="Sources given to the answerer")
+    alpha: float | None = Field(None, ge=0, le=1, description="Hybrid weight: 1 = vector only, 0 = BM25 only")
+    levels: list[Level] = Field(default_factory=list, max_length=3,
+                                description="Chunk levels to search (manual override); default paragraph")
+    document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS,
+                                          description="Restrict to these documents")
+    rerank: bool = True
+    graph: bool = True
+    max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
+    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
+    context: ContextIn | None = Field(None, description="Context assembly override")
+
+
+class SearchRequest(BaseModel):
+    query: Text = Field(min_length=1, max_length=4000)
+    routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
+    strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
+    fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
+    feedback_docs: int = Field(0, ge=0, le=50, description="Vector pseudo-relevance feedback from the top N (0 = off)")
+    feedback_weight: float = Field(1.0, gt=0, le=10)
+    context: ContextIn | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
+    alpha: float | None = Field(None, ge=0, le=1)
+    levels: list[Level] = Field(default_factory=list, max_length=3)
+    document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS)
+    rerank: bool = False
+    relevance_gate: bool = Field(True, description="Drop chunks below GATEWAY_MIN_RELEVANCE")
+
+
+class AclIn(BaseModel):
+    """Who may read a document besides its owner. Entries are identifiers as in tokens (1-128 characters of
+    letters, digits, _ . @ : -); an unknown key is an error, since a misspelt one would silently leave the
+    default ACL."""
+    model_config = ConfigDict(extra="forbid")
+
+    public: bool = False
+    departments: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
+    roles: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
+    users: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
+
+
+# ---------- responses ----------
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class FieldError(Reply):
+    loc: list[str | int] = Field(description="Where: body, query, path or header, then the field")
+    msg: str
+    type: str
+
+
+class StepError(Reply):
+    step: str = Field(description="The hop that failed or refused: guardrail, retrieve, answer, catalogue, …")
+    message: str
+    status: int | None = None
+    trace_id: str | None = None
+
+
+class ErrorResponse(Reply):
+    """Every 4xx and 5xx: a message, a failed step, or the list of invalid fields (422)."""
+    detail: str | StepError | list[FieldError]
+
+
+class Scores(Reply):
+    score: float
+    hybrid: float
+    lexical: float
+    vector: float
+    rerank: float | None = None
+
+
+class Source(Reply):
+    index: int
+    document_id: str
+    chunk_id: str
+    title: str
+    section_path: list[str]
+    page: int | None = None
+    kind: str
+    snippet: str
+    origin: str
+    scores: Scores
+    cited: bool | None = None
+    support: float | None = None
+
+
+class Citation(Reply):
+    source: int
+    chunk_id: str
+    support: float
+
+
+class Degradation(Reply):
+    step: str
+    reason: str
+
+
+class ChatResponse(Reply):
+    outcome: Literal["answer", "no_permission", "no_sources"]
+    answer: str
+    sources: list[Source]
+    citations: list[Citation]
+    grounding_score: float | None = None
+    grounded: bool | None = None
+    warnings: list[str]
+    degraded: list[Degradation]
+    model: str | None = None
+    accessible_documents: int
+    trace_id: str
+    progress: list[dict[str, Any]] = Field(description="The stages as the progress events report them")
+
+
+class SearchResponse(Reply):
+    results: list[Source]
+    accessible_documents: int
+    degraded: list[Degradation]
+    progress: list[dict[str, Any]]
+
+
+class AclOut(Reply):
+    public: bool
+    departments: list[str]
+    roles: list[str]
+    users: list[str]
+
+
+class DocumentOut(Reply):
+    document_id: str
+    title: str
+    filename: str
+    mime_type: str
+    owner_user: str
+    owner_department: str
+    acl: AclOut
+    status: str = Field(description="queued, parsing, embedding, indexing, ready or failed")
+    error: str
+    chunk_count: int
+    page_count: int
+    created_at: str
+    updated_at: str
+    summary: str
+    size_bytes: int
+
+
+class UploadResponse(DocumentOut):
+    events_url: str
+
+
+class DocumentList(Reply):
+    documents: list[DocumentOut]
+    total: int
+
+
+class DeleteResponse(Reply):
+    document_id: str
+    deleted: bool
+    warnings: list[str]
+
+
+class TraceSummary(Reply):
+    trace_id: str
+    start_time: str
+    duration_ms: float
+    span_count: int
+    services: list[str]
+    root_name: str | None = None
+    has_error: bool | None = None
+    user_id: str | None = None
+
+
+class TraceList(Reply):
+    traces: list[TraceSummary]
+
+
+class Span(Reply):
+    span_id: str
+    parent_span_id: str | None = None
+    name: str
+    service: str
+    kind: str | None = None
+    start_time: str
+    end_time: str | None = None
+    duration_ms: float | None = None
+    status_code: str | None = None
+    status_message: str | None = None
+    attributes: dict[str, Any] | None = None
+    events: list[Any] | None = None
+
+
+class TraceDetail(Reply):
+    trace_id: str
+    spans: list[Span]
+
+
+class Health(Reply):
+    status: str
+
+
+class Readiness(Reply):
+    ready: bool
+    services: dict[str, str]
+
+
+def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
+    """One Server-Sent Event as OpenAPI 3.1 describes an event stream's items: the event's name and its data,
+    a JSON text whose schema is `data`."""
+    return {"type": "object", "required": ["event", "data"],
+            "properties": {"event": {"type": "string", "enum": events},
+                           "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+                           "id": {"type": "string"}, "retry": {"type": "integer"}}}
+
+
+CHAT_EVENTS = sse_event_schema(["progress", "token", "final", "error"], {"type": "object"})
+DOCUMENT_EVENTS = sse_event_schema(["status"], {
+    "type": "object", "required": ["document_id", "status"],
+    "properties": {"document_id": {"type": "string"}, "status": {"type": "string"},
+                   "error": {"type": ["string", "null"]}}})
+
+ERROR_DESCRIPTIONS = {
+    400: "Bad request (for example a question the guardrails reject)",
+    401: "Missing or invalid bearer token",
+    403: "Not allowed (for example a non-owner deleting, or a non-admin reading traces)",
+    404: "Not found, or not readable by you",
+    413: "Too large",
+    415: "Unsupported file type",
+    422: "Invalid request: the fields and what is wrong with each",
+    429: "Rate limit; retry after the Retry-After header's seconds",
+    503: "A required step is unavailable; the message names the step and the cause",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, all with the ErrorResponse model."""
+    return {code: {"model": ErrorResponse, "description": ERROR_DESCRIPTIONS[code]} for code in codes}
