@@ -187,6 +187,7 @@ class Stack:
             "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
             "GATEWAY_TRACES_DSN": self.app_dsn, "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
             "GATEWAY_JWT_SECRET": self.jwt_secret,
+            "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
         })
         env.update(self.extra_env)
