@@ -49,18 +49,17 @@ def run_stack(data_dir: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
     """`make run` as a user runs it: python -m ragmesh_common.devstack run, stopped with SIGINT."""
     env = {**os.environ, **{PORT_VARS[name]: str(port) for name, port in ports.items()},
            "GATEWAY_RATE_LIMIT_PER_MINUTE": "1000"}
-    log = (data_dir / "devstack.out").open("ab")
-    process = subprocess.Popen([sys.executable, "-m", "ragmesh_common.devstack", "run", "--data-dir", str(data_dir)],
-                               env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{ports['gateway']}/readyz"
+    out = data_dir / "devstack.out"
+    offset = out.stat().st_size if out.exists() else 0
+    with out.open("ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "ragmesh_common.devstack", "run", "--data-dir",
+                                    str(data_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_SECONDS
+    # the banner, not /readyz: the gateway is ready to chat before the parser (uploads) has warmed up
     while time.monotonic() < deadline:
-        assert process.poll() is None, (data_dir / "devstack.out").read_text()[-3000:]
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
+        assert process.poll() is None, out.read_text()[-3000:]
+        if "ragmesh is up." in out.read_text(errors="replace")[offset:]:
+            return process
         time.sleep(1)
     process.send_signal(signal.SIGINT)
     process.wait(120)
@@ -103,9 +102,7 @@ def snapshot(stack: Stack, client: httpx.Client, tokens: dict[str, str]) -> dict
                                             tuple(sorted(d["acl"].get("users", [])))) for d in docs)
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:
         seen["chunks"] = conn.execute("SELECT document_id::text, count(*) FROM chunks GROUP BY 1 ORDER BY 1").fetchall()
-        seen["traces"] = conn.execute("SELECT count(DISTINCT trace_id) FROM rag_traces WHERE start_time < %s",
-                                      (seen.setdefault("cutoff", conn.execute("SELECT now()").fetchone()[0]),)
-                                      ).fetchone()[0]
+        seen["traces"] = {row[0] for row in conn.execute("SELECT DISTINCT trace_id FROM rag_traces")}
     with neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{stack.ports['arcadedb_bolt']}",
                                     auth=("root", stack.secret("arcadedb_password"))) as driver:
         with driver.session(database="ragmesh") as session:
@@ -138,7 +135,7 @@ def test_everything_survives_a_stop_and_restart(data_dir: Path, ports: dict[str,
     finally:
         stop_stack(process, ports)
     assert len(before["documents:alice"]) == 2 and len(before["documents:bob"]) == 1
-    assert before["traces"] > 0 and before["entities"]
+    assert before["traces"] and before["entities"]
 
     process = run_stack(data_dir, ports)
     try:
@@ -146,7 +143,8 @@ def test_everything_survives_a_stop_and_restart(data_dir: Path, ports: dict[str,
             after = snapshot(view, client, tokens)
     finally:
         stop_stack(process, ports)
-    after["cutoff"] = before["cutoff"]
+    # spans still in the exporters' queues at the snapshot land later (the stop flushes them): more, never fewer
+    assert before.pop("traces") <= after.pop("traces")
     assert after == before
 
 
