@@ -8,6 +8,12 @@ server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible 
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
 ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services.
+
+Supervision: once the mesh is up, a supervisor thread watches every process (services, the ingest worker, the
+model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a capped exponential backoff
+(RAGMESH_RESTART_BASE_SECONDS, default 0.5, doubling up to RAGMESH_RESTART_MAX_SECONDS, default 30; the count
+starts again once a process has run RAGMESH_RESTART_STABLE_SECONDS, default 60). The rest keeps running.
+Ctrl-C or SIGTERM stops everything.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,11 +72,49 @@ def interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Writes a secret file readable by its owner only (0600), also when it existed with wider permissions."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
 @dataclass
 class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Supervised:
+    """One thing the supervisor watches: `exit_code` returns None while it runs (UNKNOWN when it is gone but
+    its code is not ours to read), `restart` starts it again."""
+
+    name: str
+    exit_code: Callable[[], int | str | None]
+    restart: Callable[[], None]
+    started: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+    due: float | None = None
+
+
+UNKNOWN = "unknown"
+
+
+def env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise SystemExit(f"{name} must be a number of seconds, not {value!r}") from None
+
+
+def restart_delay(attempt: int, base: float, cap: float) -> float:
+    """Capped exponential backoff: base, 2·base, 4·base, … up to cap (attempt counts from 1)."""
+    return min(cap, base * 2 ** max(attempt - 1, 0))
 
 
 @dataclass
@@ -81,6 +126,7 @@ class Stack:
     host: str = "127.0.0.1"
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
+    supervise: bool = True
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -89,6 +135,10 @@ class Stack:
         self.redis = EmbeddedRedis(self.data_dir / "redis", self.ports["redis"], host=self.host)
         self.arcadedb = None
         self._secrets: dict[str, str] = {}
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._supervised: list[Supervised] = []
+        self.restarts: list[dict[str, object]] = []  # one entry per restart: name, exit_code, attempt, delay, time
 
     # ---------- configuration ----------
     def secret(self, name: str) -> str:
@@ -97,8 +147,7 @@ class Stack:
             self._secrets = json.loads(path.read_text()) if path.exists() else {}
         if name not in self._secrets:
             self._secrets[name] = secrets.token_urlsafe(24)
-            path.write_text(json.dumps(self._secrets, indent=1))
-            path.chmod(0o600)
+            write_private(path, json.dumps(self._secrets, indent=1))
         return self._secrets[name]
 
     def addr(self, service: str) -> str:
@@ -116,7 +165,7 @@ class Stack:
     @property
     def jwt_secret(self) -> str:
         key = self.secret("jwt_dev_secret")
-        (self.data_dir / "jwt-dev-secret").write_text(key)
+        write_private(self.data_dir / "jwt-dev-secret", key)
         return key
 
     def env(self) -> dict[str, str]:
@@ -138,23 +187,30 @@ class Stack:
             "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
             "GATEWAY_TRACES_DSN": self.app_dsn, "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
             "GATEWAY_JWT_SECRET": self.jwt_secret,
+            "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
         })
         env.update(self.extra_env)
         return env
 
     # ---------- lifecycle ----------
-    def _spawn(self, name: str, args: list[str]) -> Process:
+    def _launch(self, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
-        handle = log.open("ab")
-        popen = subprocess.Popen(args, env=self.env(), stdout=handle, stderr=subprocess.STDOUT,
-                                 cwd=self.data_dir, start_new_session=True)
-        handle.close()
-        process = Process(name, popen, log)
-        self.processes.append(process)
+        with log.open("ab") as handle:
+            popen = subprocess.Popen(args, env=self.env(), stdout=handle, stderr=subprocess.STDOUT,
+                                     cwd=self.data_dir, start_new_session=True)
         logger.info("started %s (pid %d), log %s", name, popen.pid, log)
+        return popen, log
+
+    def _spawn(self, name: str, args: list[str]) -> Process:
+        popen, log = self._launch(name, args)
+        process = Process(name, popen, log, args)
+        self.processes.append(process)
         return process
+
+    def process(self, name: str) -> Process:
+        return next(p for p in self.processes if p.name == name)
 
     def _check_alive(self, process: Process) -> None:
         if process.popen.poll() is not None:
@@ -229,8 +285,87 @@ class Stack:
             self.stop()
             raise
         logger.info("mesh ready in %.1fs", time.monotonic() - started)
+        if self.supervise:
+            self.start_supervisor()
+
+    # ---------- supervision ----------
+    def _watch_list(self) -> list[Supervised]:
+        units = [Supervised(p.name, lambda p=p: p.popen.poll(), lambda p=p: self._respawn(p))
+                 for p in self.processes]
+        # the engines this stack started (a stack may run services against engines started elsewhere)
+        if self._postgres_exit() is None:
+            units.append(Supervised("postgres", self._postgres_exit, self._restart_postgres))
+        if self.redis.process is not None:
+            units.append(Supervised("redis", lambda: self.redis.process.poll() if self.redis.process else UNKNOWN,
+                                    lambda: (self.redis.stop(), self.redis.start())))
+        if self.arcadedb is not None:
+            arcadedb = self.arcadedb
+            units.append(Supervised("arcadedb", lambda: arcadedb.process.poll() if arcadedb.process else UNKNOWN,
+                                    lambda: (arcadedb.stop(), arcadedb.start())))
+        return units
+
+    def _respawn(self, process: Process) -> None:
+        process.popen, process.log = self._launch(process.name, process.args)
+
+    def _postgres_exit(self) -> str | None:
+        """None while the postmaster named in postmaster.pid runs (pg_ctl daemonizes it: not our child)."""
+        try:
+            pid = int((self.postgres.pgdata / "postmaster.pid").read_text().split()[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError, IndexError):
+            return UNKNOWN
+        return None
+
+    def _restart_postgres(self) -> None:
+        # a killed postmaster leaves its pid file; PostgreSQL checks that the pid is gone and starts anyway
+        self.postgres.start()
+
+    def start_supervisor(self) -> None:
+        """Watches every process from now on and restarts one that exits (see the module docstring)."""
+        if self._supervisor is not None:
+            return
+        self._supervised = self._watch_list()
+        self._supervisor = threading.Thread(target=self._supervise, name="ragmesh-supervisor", daemon=True)
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        base = env_seconds("RAGMESH_RESTART_BASE_SECONDS", 0.5)
+        cap = env_seconds("RAGMESH_RESTART_MAX_SECONDS", 30.0)
+        stable = env_seconds("RAGMESH_RESTART_STABLE_SECONDS", 60.0)
+        while not self._stopping.wait(0.25):
+            for unit in self._supervised:
+                if self._stopping.is_set():
+                    return
+                now = time.monotonic()
+                if unit.due is None:
+                    code = unit.exit_code()
+                    if code is None:
+                        continue
+                    if now - unit.started >= stable:
+                        unit.attempts = 0
+                    unit.attempts += 1
+                    delay = restart_delay(unit.attempts, base, cap)
+                    unit.due = now + delay
+                    logger.warning("restarting %s (exit code %s, attempt %d, next in %.1f s)", unit.name,
+                                   code, unit.attempts, delay)
+                    self.restarts.append({"name": unit.name, "exit_code": code, "attempt": unit.attempts,
+                                          "delay_s": delay, "time": time.time()})
+                elif now >= unit.due:
+                    unit.due = None
+                    unit.started = time.monotonic()
+                    try:
+                        unit.restart()
+                    except Exception as exc:  # noqa: BLE001 - an engine that fails to start is retried with backoff
+                        logger.error("restart of %s failed: %s", unit.name, exc)
+
+    def stop_supervisor(self) -> None:
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(120)
+            self._supervisor = None
 
     def stop(self) -> None:
+        self.stop_supervisor()
         for process in reversed(self.processes):
             if process.popen.poll() is None:
                 process.popen.send_signal(signal.SIGTERM)
@@ -284,14 +419,10 @@ def main() -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stack.start()
+    stack.start()  # also starts the supervisor, which restarts whatever exits from now on
     print(_banner(stack), flush=True)
     try:
         while not stop.is_set():
-            for process in stack.processes:
-                if process.popen.poll() is not None:
-                    logger.error("%s exited (%s); see %s", process.name, process.popen.returncode, process.log)
-                    stop.set()
             stop.wait(2)
     finally:
         logger.info("stopping the mesh")

@@ -26,6 +26,11 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # A restarted service is reached within ~2 s: gRPC's default reconnect backoff grows to 120 s, and while a
+    # channel waits out its backoff every call on it fails UNAVAILABLE although the service is back.
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.min_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 
 AddServicers = Callable[[aio.Server], Sequence[str]]

@@ -15,6 +15,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
 from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
@@ -44,7 +45,8 @@ from ragmesh_gateway.models import (CHAT_EVENTS, DOCUMENT_EVENTS, INT32_MAX, MAX
 
 __all__ = ["AclIn", "ChatRequest", "ContextIn", "SearchRequest", "Turn", "create_app"]  # the models live in models.py
 from ragmesh_gateway.orchestrator import ChatOptions, Orchestrator, source_payload
-from ragmesh_gateway.traces import TraceStore
+from ragmesh_gateway.shutdown import SHUTDOWN_GRACE_SECONDS, until_shutdown
+from ragmesh_gateway.traces import Retention, TraceStore
 from ragmesh_gateway.validation import (HeaderLimitMiddleware, StrictJSONRoute, Text, text_problem,
                                         validation_error_handler)
 
@@ -54,6 +56,8 @@ tracer = trace.get_tracer(__name__)
 SSE_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 TERMINAL = {"ready", "failed", "deleted"}
 TRACE_ID_PATTERN = "^[0-9a-f]{32}$"
+# /readyz: without these no chat can be answered; the others only degrade it
+REQUIRED_FOR_CHAT = ("retriever", "answerer")
 FALLBACK_FORMATS = {".md", ".markdown", ".html", ".htm", ".docx", ".pptx", ".xlsx", ".csv", ".pdf", ".txt"}
 
 
@@ -116,10 +120,16 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         state["redis"] = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
         state["celery"] = create_celery(settings.redis_url)
         state["traces"] = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
+        retention = Retention.from_env()
+        background: list[asyncio.Task[None]] = []
         if state["traces"]:
             await state["traces"].open()
+            if retention.enabled:
+                background.append(asyncio.create_task(state["traces"].keep_bounded(retention)))
         settings.upload_dir.mkdir(parents=True, exist_ok=True)
         yield
+        for task in background:
+            task.cancel()
         if state["traces"]:
             await state["traces"].close()
         await state["redis"].aclose()
@@ -192,11 +202,14 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                 span.end()
 
         if body.stream:
+            shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
+
             async def sse() -> AsyncIterator[dict[str, str]]:
-                async for item in events():
+                async for item in until_shutdown(events(), shutdown):
                     yield {"event": item["event"], "data": json.dumps(item["data"])}
 
-            return EventSourceResponse(sse(), headers=SSE_HEADERS, ping=15)
+            return EventSourceResponse(sse(), headers=SSE_HEADERS, ping=15, shutdown_event=shutdown,
+                                       shutdown_grace_period=SHUTDOWN_GRACE_SECONDS)
         tokens: list[str] = []
         progress: list[dict[str, Any]] = []
         async for item in events():
@@ -431,18 +444,25 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: every service SERVING and Redis reachable",
+    @app.get("/readyz", tags=["health"], summary="Readiness: can this gateway answer chat",
+             description="503 naming the missing parts when a part chat needs (retriever, answerer) is not "
+                         "SERVING; 200 otherwise, with the optional parts that are down (embedder, reranker, "
+                         "graph, parser, Redis) listed in `degraded`.",
              response_model=Readiness, responses={503: {"model": Readiness, "description": "Not ready"}})
     async def readyz() -> JSONResponse:
-        services = await state["mesh"].health()
+        services = await state["mesh"].health(timeout=1.0)
         try:
-            await state["redis"].ping()
+            await asyncio.wait_for(state["redis"].ping(), timeout=1.0)
             services["redis"] = "SERVING"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - Redis is optional for chat
             services["redis"] = f"UNREACHABLE ({type(exc).__name__})"
-        required = {k: v for k, v in services.items() if k not in ("reranker", "graph")}
-        ready = all(v == "SERVING" for v in required.values())
-        return JSONResponse({"ready": ready, "services": services}, status_code=200 if ready else 503)
+        missing = [name for name in REQUIRED_FOR_CHAT if services.get(name) != "SERVING"]
+        degraded = [name for name, status in services.items() if name not in REQUIRED_FOR_CHAT and status != "SERVING"]
+        body: dict[str, Any] = {"ready": not missing, "services": services, "degraded": degraded}
+        if missing:
+            body["reason"] = "chat needs " + ", ".join(f"{name} ({services.get(name)})" for name in missing)
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
 
     @app.get("/", include_in_schema=False)
     async def root(request: Request) -> dict[str, str]:

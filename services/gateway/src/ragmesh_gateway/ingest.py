@@ -4,12 +4,16 @@ The gateway stores the upload, creates the catalogue row (status `queued`) and e
 the worker moves the document through `parsing`, `embedding`, `indexing` to `ready` (or `failed`,
 with the reason) and publishes every step on Redis (`ragmesh:ingest:<id>`), which the gateway
 streams to the uploader as Server-Sent Events. Tasks are acknowledged late, so a worker that dies
-mid-document leaves the task in the queue rather than losing it.
+mid-document leaves the task in the queue rather than losing it: the broker hands it out again after
+INGEST_VISIBILITY_TIMEOUT_SECONDS (default 3600, longer than any ingestion), or at once when the local
+stack's single worker restarts (worker.py, INGEST_RESTORE_UNACKED_ON_START). Running a document again is
+harmless: indexing replaces the document's chunks in one transaction and the graph MERGEs.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -43,12 +47,23 @@ def channel_name(document_id: str) -> str:
     return f"ragmesh:ingest:{document_id}"
 
 
+def visibility_timeout() -> float:
+    raw = os.environ.get("INGEST_VISIBILITY_TIMEOUT_SECONDS", "").strip()
+    try:
+        value = float(raw) if raw else 3600.0
+    except ValueError:
+        raise SystemExit(f"INGEST_VISIBILITY_TIMEOUT_SECONDS must be a number of seconds, not {raw!r}") from None
+    if value <= 0:
+        raise SystemExit("INGEST_VISIBILITY_TIMEOUT_SECONDS must be > 0")
+    return value
+
+
 def create_celery(redis_url: str) -> Celery:
     app = Celery("ragmesh", broker=redis_url)
     app.conf.update(
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
-        broker_connection_retry_on_startup=True, broker_transport_options={"visibility_timeout": 3600},
+        broker_connection_retry_on_startup=True, broker_transport_options={"visibility_timeout": visibility_timeout()},
         worker_hijack_root_logger=False,
     )
     return app

@@ -1,6 +1,7 @@
 """gRPC clients for every hop of the mesh, one channel per service, and how a failed hop is reported."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -76,14 +77,16 @@ class Mesh:
     async def health(self, timeout: float = 2.0) -> dict[str, str]:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-        result: dict[str, str] = {}
-        for name, channel in self._channels.items():
+        async def check(channel: aio.Channel) -> str:
             try:
                 reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-                result[name] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+                return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
             except aio.AioRpcError as exc:
-                result[name] = f"UNREACHABLE ({exc.code().name})"
-        return result
+                return f"UNREACHABLE ({exc.code().name})"
+
+        # in parallel: a hung service must not push /readyz past its probe's timeout
+        statuses = await asyncio.gather(*(check(channel) for channel in self._channels.values()))
+        return dict(zip(self._channels, statuses))
 
     async def wait_ready(self, timeout: float) -> None:
         for addr in self.addresses.values():

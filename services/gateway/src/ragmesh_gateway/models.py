@@ -251,6 +251,8 @@ class Health(Reply):
 class Readiness(Reply):
     ready: bool
     services: dict[str, str]
+    degraded: list[str] = Field(default_factory=list, description="optional parts that are down (chat degrades)")
+    reason: str | None = Field(None, description="why chat cannot be answered (503 only)")
 
 
 def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:

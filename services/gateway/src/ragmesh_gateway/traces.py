@@ -1,6 +1,13 @@
-"""Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard)."""
+"""Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard), and keeps the
+table bounded: spans older than RAG_TRACES_RETENTION_HOURS, and the oldest beyond RAG_TRACES_MAX_ROWS, are
+deleted every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempotent, so replicas may
+overlap)."""
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -28,6 +35,49 @@ SELECT span_id, parent_span_id, name, service, kind, start_time, end_time, durat
        status_message, attributes, events
 FROM rag_traces WHERE trace_id = %s ORDER BY start_time, span_id
 """
+
+
+logger = logging.getLogger(__name__)
+
+RETENTION_BATCH = 5000  # rows per DELETE: short transactions, no long lock on the table the exporters write
+_DELETE_OLDER = """
+DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM rag_traces WHERE start_time < now() - make_interval(secs => %(seconds)s) LIMIT %(batch)s))
+"""
+_NTH_NEWEST = "SELECT start_time FROM rag_traces ORDER BY start_time DESC OFFSET %(keep)s LIMIT 1"
+_DELETE_UP_TO = """
+DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM rag_traces WHERE start_time <= %(cutoff)s LIMIT %(batch)s))
+"""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of rag_traces to keep; 0 turns a limit off."""
+
+    hours: float = 168.0
+    max_rows: int = 1_000_000
+    interval_seconds: float = 300.0
+
+    @classmethod
+    def from_env(cls) -> Retention:
+        def number(name: str, default: float) -> float:
+            raw = os.environ.get(name, "").strip()
+            try:
+                value = float(raw) if raw else default
+            except ValueError:
+                raise SystemExit(f"{name} must be a number, not {raw!r}") from None
+            if value < 0:
+                raise SystemExit(f"{name} must be >= 0, not {raw!r}")
+            return value
+
+        return cls(hours=number("RAG_TRACES_RETENTION_HOURS", cls.hours),
+                   max_rows=int(number("RAG_TRACES_MAX_ROWS", cls.max_rows)),
+                   interval_seconds=number("RAG_TRACES_RETENTION_INTERVAL_SECONDS", cls.interval_seconds) or 300.0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.hours > 0 or self.max_rows > 0
 
 
 class TraceStore:
@@ -60,3 +110,36 @@ class TraceStore:
             row["start_time"] = row["start_time"].isoformat()
             row["end_time"] = row["end_time"].isoformat() if row["end_time"] else None
         return rows
+
+    async def enforce(self, retention: Retention) -> int:
+        """Deletes the spans `retention` does not keep; returns how many."""
+        deleted = 0
+        async with self._pool.connection() as conn:
+            if retention.hours > 0:
+                while True:
+                    cur = await conn.execute(_DELETE_OLDER, {"seconds": retention.hours * 3600,
+                                                             "batch": RETENTION_BATCH})
+                    deleted += cur.rowcount
+                    if cur.rowcount < RETENTION_BATCH:
+                        break
+            if retention.max_rows > 0:
+                row = await (await conn.execute(_NTH_NEWEST, {"keep": retention.max_rows})).fetchone()
+                while row is not None:
+                    cur = await conn.execute(_DELETE_UP_TO, {"cutoff": row[0], "batch": RETENTION_BATCH})
+                    deleted += cur.rowcount
+                    if cur.rowcount < RETENTION_BATCH:
+                        break
+        return deleted
+
+    async def keep_bounded(self, retention: Retention) -> None:
+        """Runs `enforce` now and then every `retention.interval_seconds`, until cancelled; a failed pass (the
+        database is down) is logged and tried again at the next interval."""
+        while True:
+            try:
+                deleted = await asyncio.wait_for(self.enforce(retention), timeout=max(retention.interval_seconds, 60))
+                if deleted:
+                    logger.info("trace retention: deleted %d spans (keep %.1f h, at most %d rows)", deleted,
+                                retention.hours, retention.max_rows)
+            except Exception as exc:  # noqa: BLE001 - retention must never stop the gateway
+                logger.warning("trace retention pass failed: %s", exc)
+            await asyncio.sleep(retention.interval_seconds)

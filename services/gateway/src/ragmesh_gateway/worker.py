@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from pathlib import Path
+
+from celery.signals import worker_init
 
 from redis.asyncio import Redis
 
@@ -28,6 +31,24 @@ CeleryInstrumentor().instrument()
 app = create_celery(settings.redis_url)
 logger = logging.getLogger(__name__)
 MAX_RETRIES = 3
+
+
+@worker_init.connect
+def restore_unacked(**_: object) -> None:
+    """Puts the tasks a killed worker had taken (acknowledged late, so still in Redis's unacked set) back in
+    the queue before this worker consumes, so that they run now rather than after the broker's visibility
+    timeout (an hour). Only where this is the sole ingest worker (INGEST_RESTORE_UNACKED_ON_START=true, as the
+    local stack sets it): with several, it would hand out the tasks the others are running."""
+    if os.environ.get("INGEST_RESTORE_UNACKED_ON_START", "").strip().lower() not in ("1", "true", "yes"):
+        return
+    with app.connection_for_write() as connection:
+        qos = connection.default_channel.qos
+        with connection.default_channel.conn_or_acquire() as client:
+            tags = [t.decode() if isinstance(t, bytes) else t for t in client.hkeys(qos.unacked_key)]
+        for tag in tags:
+            qos.restore_by_tag(tag, leftmost=True)
+    if tags:
+        logger.warning("restored %d unacknowledged ingestion task(s) left by a stopped worker", len(tags))
 
 
 async def _ingest(document_id: str, user: dict[str, object], path: str, filename: str, mime_type: str,

@@ -4,6 +4,7 @@ row-level-security policies of `documents` and `chunks` decide what the user see
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
@@ -53,6 +54,18 @@ def document_message(row: dict[str, Any]) -> common_pb2.Document:
     )
 
 
+async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """psycopg_pool's check_connection (an empty query), on a plain cursor: `conn.execute` goes through the
+    OpenTelemetry psycopg instrumentation and would store a span per connection checkout."""
+    await conn.set_autocommit(True)
+    try:
+        async with psycopg.AsyncCursor(conn) as cur:
+            await cur.execute("")
+    finally:
+        if not conn.closed:
+            await conn.set_autocommit(False)
+
+
 class Database:
     """An async connection pool whose transactions run as a given user under RLS."""
 
@@ -60,8 +73,14 @@ class Database:
         # Custom plans always: every search binds the caller's accessible document ids as an array, and a
         # cached generic plan (psycopg prepares a statement after 5 runs) cannot hash an array parameter, so
         # the filter would scan the whole array per row (measured: vector leg 9 → 65 ms at 10k chunks).
-        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False, timeout=10,
-                                         kwargs={"connect_timeout": 10, "application_name": "ragmesh-retriever",
+        # Recovery after a PostgreSQL restart: `check` drops a connection the restart broke when it is taken
+        # from the pool (one empty round trip), instead of failing the request that took it; the short
+        # reconnect_timeout caps the pool's doubling reconnect backoff (1, 2, 4, 8 s ... left alone it made
+        # recovery take ~18 s): a given-up attempt is started afresh, at once, by the next request or health
+        # probe. `timeout` bounds how long a request waits for a connection while the database is down.
+        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False, timeout=5,
+                                         check=check_connection, reconnect_timeout=2,
+                                         kwargs={"connect_timeout": 3, "application_name": "ragmesh-retriever",
                                                  "options": "-c plan_cache_mode=force_custom_plan"})
         self._timeout = statement_timeout_ms
 
@@ -76,6 +95,16 @@ class Database:
 
     async def close(self) -> None:
         await self._pool.close()
+
+    async def ping(self, timeout: float = 2.0) -> str | None:
+        """None when the database answers within `timeout`, else why not (for the health status)."""
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._pool.connection(timeout=timeout) as conn, psycopg.AsyncCursor(conn) as cur:
+                    await cur.execute("SELECT 1")  # a plain cursor: the health probe is not traced
+        except (psycopg.Error, PoolTimeout, TimeoutError, OSError) as exc:
+            return f"{type(exc).__name__}: {exc}".strip()[:300]
+        return None
 
     @asynccontextmanager
     async def transaction(self, user: UserContext,

@@ -290,14 +290,44 @@ def build_service(settings: Settings) -> GrpcService:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(servicer, server)
         return [retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name]
 
+    watch: list[asyncio.Task[None]] = []
+
     async def warmup() -> None:
         await db.open()
         await backend.start()
+        watch.append(asyncio.create_task(watch_database(db, service)))
 
     async def on_stop() -> None:
+        for task in watch:
+            task.cancel()
         if embedder is not None:
             await embedder.close()
         await backend.close()
         await db.close()
 
-    return GrpcService("retriever", add, host=settings.host, port=settings.port, warmup=warmup, on_stop=on_stop)
+    service = GrpcService("retriever", add, host=settings.host, port=settings.port, warmup=warmup, on_stop=on_stop)
+    return service
+
+
+DB_HEALTH_INTERVAL = 1.0
+
+
+async def watch_database(db: Database, service: GrpcService, interval: float = DB_HEALTH_INTERVAL) -> None:
+    """Health follows the database: NOT_SERVING while PostgreSQL does not answer (every search would fail, and
+    the gateway's readiness and Kubernetes read this status), SERVING again once it does."""
+    from grpc_health.v1 import health_pb2
+
+    serving = True
+    await asyncio.sleep(interval)
+    while True:
+        problem = await db.ping(timeout=max(interval, 1.0))
+        if (problem is None) != serving:
+            serving = problem is None
+            status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+            if serving:
+                logger.info("database reachable again: SERVING")
+            else:
+                logger.warning("database unreachable (%s): NOT_SERVING", problem)
+            await service.health.set("", status)
+            await service.health.set(retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name, status)
+        await asyncio.sleep(interval)

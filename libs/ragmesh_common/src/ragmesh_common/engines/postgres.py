@@ -80,8 +80,9 @@ class EmbeddedPostgres:
     def start(self, timeout: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self._password_file.exists():
-            self._password_file.write_text(secrets.token_urlsafe(18))
-            self._password_file.chmod(0o600)
+            fd = os.open(self._password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(18))
         self._prepare_root()
         if not (self.pgdata / "PG_VERSION").exists():
             pwfile = self.data_dir / ".initdb-pw"
