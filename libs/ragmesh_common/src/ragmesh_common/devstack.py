@@ -23,12 +23,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open
 from ragmesh_common.engines.redis import EmbeddedRedis
+
+if TYPE_CHECKING:
+    from ragmesh_common.tokens import TokenSigner
 
 logger = logging.getLogger("ragmesh.devstack")
 
@@ -119,7 +123,28 @@ class Stack:
         (self.data_dir / "jwt-dev-secret").write_text(key)
         return key
 
-    def env(self) -> dict[str, str]:
+    def internal_keys(self) -> tuple[str, str]:
+        """The internal identity key pair (private, public PEM), made once in the data folder (mode 0600)."""
+        from ragmesh_common.tokens import generate_keypair
+
+        private, public = self.data_dir / "internal-signing-key.pem", self.data_dir / "internal-public-key.pem"
+        if not (private.exists() and public.exists()):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path, text in zip((private, public), generate_keypair()):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(text)
+        return private.read_text(), public.read_text()
+
+    def internal_signer(self, actor: str = "test") -> TokenSigner:
+        """A signer the stack's services trust (tests and benches that call a service directly)."""
+        from ragmesh_common.tokens import TokenSigner, load_signing_key
+
+        return TokenSigner(load_signing_key(self.internal_keys()[0]), actor=actor)
+
+    def env(self, process: str = "") -> dict[str, str]:
+        """The environment of a process; only the gateway and the worker get the private signing key."""
+        signing_key, public_key = self.internal_keys()
         env = dict(os.environ)
         env.update({
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -139,7 +164,11 @@ class Stack:
             "GATEWAY_TRACES_DSN": self.app_dsn, "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
             "GATEWAY_JWT_SECRET": self.jwt_secret,
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
+            "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
         })
+        env.pop("RAGMESH_INTERNAL_SIGNING_KEY", None)
+        if process in ("gateway", "ingest-worker"):
+            env["RAGMESH_INTERNAL_SIGNING_KEY"] = signing_key
         env.update(self.extra_env)
         return env
 
@@ -148,7 +177,7 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
         handle = log.open("ab")
-        popen = subprocess.Popen(args, env=self.env(), stdout=handle, stderr=subprocess.STDOUT,
+        popen = subprocess.Popen(args, env=self.env(name), stdout=handle, stderr=subprocess.STDOUT,
                                  cwd=self.data_dir, start_new_session=True)
         handle.close()
         process = Process(name, popen, log)
