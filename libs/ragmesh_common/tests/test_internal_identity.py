@@ -136,6 +136,8 @@ async def test_a_valid_token_names_the_user_and_plain_metadata_cannot_override_i
 async def test_channel_as_adds_the_token_to_every_call(address: str) -> None:
     async with channel_as(address, UserContext("bob", "hr", ())) as channel:
         assert await channel.unary_unary(f"/{SERVICE}/Who")(b"", timeout=10) == b"bob|hr||True"
+        replies = [r async for r in channel.unary_stream(f"/{SERVICE}/WhoStream")(b"", timeout=10)]
+        assert replies == [b"bob|hr||True"] * 2
 
 
 async def test_health_and_reflection_need_no_token(address: str) -> None:

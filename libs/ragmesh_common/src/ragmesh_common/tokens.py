@@ -240,8 +240,7 @@ def use_local_keys(actor: str = "local") -> TokenSigner:
     return signer
 
 
-class _AddIdentity(aio.UnaryUnaryClientInterceptor, aio.UnaryStreamClientInterceptor,
-                   aio.StreamUnaryClientInterceptor, aio.StreamStreamClientInterceptor):
+class _AddIdentity:
     """Adds `user`'s token to every call that does not carry one already."""
 
     def __init__(self, user: UserContext) -> None:
@@ -255,15 +254,24 @@ class _AddIdentity(aio.UnaryUnaryClientInterceptor, aio.UnaryStreamClientInterce
         return aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
                                      details.wait_for_ready)
 
+
+# grpc.aio files an interceptor under the first call kind it subclasses, so one class per kind.
+class _UnaryUnary(_AddIdentity, aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         return await continuation(self._details(details), request)
 
+
+class _UnaryStream(_AddIdentity, aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         return await continuation(self._details(details), request)
 
+
+class _StreamUnary(_AddIdentity, aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
         return await continuation(self._details(details), requests)
 
+
+class _StreamStream(_AddIdentity, aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
         return await continuation(self._details(details), requests)
 
@@ -273,4 +281,5 @@ def channel_as(address: str, user: UserContext) -> aio.Channel:
     for tests and tools that call a service directly as one user."""
     from ragmesh_common.server import CHANNEL_OPTIONS
 
-    return aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=[_AddIdentity(user)])
+    interceptors = [kind(user) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
+    return aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
