@@ -1,4 +1,8 @@
-"""Internal identity at the retriever: only a verified token names the user; CheckDocumentAccess answers under RLS."""
+"""Internal identity at the retriever: only a verified token names the user; CheckDocumentAccess answers under RLS.
+
+Named after test_retriever_search (whose fixtures it uses): its databases reset the app role's password, so it runs after
+the tests that use the session database's DSN.
+"""
 from __future__ import annotations
 
 import time
