@@ -152,7 +152,9 @@ def test_the_gateway_still_signs_every_hop(mesh: Stack, carol_document: str) -> 
     events: list[tuple[str, Any]] = []
     with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client:
         with client.stream("POST", "/api/v1/chat", headers=headers,
-                           json={"question": "What did NASA test in Houston?", "stream": True}) as reply:
+                           # a relational question: the router sends it through the graph hop
+                           json={"question": "What is the relationship between NASA and Acme Corp?",
+                                 "stream": True}) as reply:
             assert reply.status_code == 200, reply.read().decode()
             name = "message"
             for line in reply.iter_lines():
@@ -162,6 +164,6 @@ def test_the_gateway_still_signs_every_hop(mesh: Stack, carol_document: str) -> 
                     events.append((name, json.loads(line.split(":", 1)[1].strip())))
     graph = [data for name, data in events if name == "progress" and data.get("stage") == "graph"
              and data.get("status") == "done"]
-    assert graph and graph[-1]["degraded"] is False, events
+    assert graph and graph[-1]["degraded"] is False and graph[-1]["facts"] > 0, events
     final = [data for name, data in events if name not in ("progress", "token")][-1]
     assert carol_document in json.dumps(final), final

@@ -7,7 +7,9 @@ server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible 
 (llama-cpp-python on SmolLM2). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
 ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
-WEAVIATE_URL, ...) pass through to the services.
+WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
+ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
+public key, only the gateway and the worker the private one.
 """
 from __future__ import annotations
 
