@@ -17,10 +17,14 @@ SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 
 def pytest_configure(config: pytest.Config) -> None:
     """`kill` of a test run (SIGTERM) interrupts it like Ctrl-C: fixtures are torn down, so the embedded engines
-    and the e2e mesh, which run in sessions of their own, stop with it."""
+    and the e2e mesh, which run in sessions of their own, stop with it. And a test key pair for internal identity."""
     from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_common.tokens import use_local_keys
 
     interrupt_on_sigterm()
+    # Services started in this process verify internal identity tokens with a key pair made for this run, and
+    # UserContext.metadata() signs with it (the e2e mesh brings its own keys, through the Stack).
+    use_local_keys("test")
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,10 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from ragmesh_common.engines.postgres import free_port
     from ragmesh_gateway.tokens import mint
 
+    from ragmesh_common.tokens import SIGNING_KEY_ENV, generate_keypair
+
     secret = "bench-gateway-secret-of-sufficient-length"
+    signing_key = generate_keypair()[0]  # the gateway signs each hop's internal token (the stub does not check)
     processes: list[subprocess.Popen[bytes]] = []
     logs: list[Any] = []
     gateways: dict[str, bench.Gateway] = {}
@@ -106,6 +109,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                               stdout=log, stderr=subprocess.STDOUT))
             addr = f"127.0.0.1:{rport}"
             env.update({"GATEWAY_PORT": str(gport), "GATEWAY_JWT_SECRET": secret, "GATEWAY_RATE_LIMIT_PER_MINUTE": "0",
+                        SIGNING_KEY_ENV: signing_key,
                         "GATEWAY_UPLOAD_DIR": str(work / "uploads"), "REDIS_URL": "redis://127.0.0.1:1/0",
                         **{f"{s}_ADDR": addr for s in ("PARSER", "EMBEDDER", "RETRIEVER", "RERANKER", "GRAPH",
                                                         "ANSWERER")}})

@@ -49,7 +49,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-    from ragmesh_common.context import UserContext
+    from ragmesh_common.context import UserContext, install_signer
     from ragmesh_common.devstack import DEFAULT_PORTS, Stack
     from ragmesh_common.engines.postgres import free_port
     from ragmesh_common.server import insecure_channel
@@ -67,6 +67,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="ragmesh-hops-", dir=args.work_dir))
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS},
                   extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+    install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     try:
         bench.log(f"starting the mesh in {work}")
         stack.start(timeout=420)

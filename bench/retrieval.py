@@ -711,6 +711,7 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    from ragmesh_common.context import install_signer
     from ragmesh_common.devstack import DEFAULT_PORTS, Stack
     from ragmesh_common.engines.postgres import free_port
     from ragmesh_embedder.config import Settings as EmbedderSettings
@@ -741,6 +742,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if os.environ.get("RERANKER_MODEL"):
         extra["RERANKER_MODEL"] = os.environ["RERANKER_MODEL"]
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
+    install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     results: dict[str, Any] = {}
     notes: list[str] = [
         "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "

@@ -145,8 +145,10 @@ async def main_async(args: argparse.Namespace) -> int:
     from ragmesh_common.migrate import apply_schema
     from ragmesh_common.server import insecure_channel
     from ragmesh_retriever.config import Settings
+    from ragmesh_common.tokens import use_local_keys
     from ragmesh_retriever.server import build_service
 
+    use_local_keys("bench")  # the in-process retrievers trust it; user.metadata() signs with it
     variants = named_json(args.variant, DEFAULT_VARIANTS, "variant")
     configs = named_json(args.config, DEFAULT_CONFIGS, "config")
     for name, overrides in variants.items():

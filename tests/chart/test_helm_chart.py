@@ -198,8 +198,14 @@ def test_otel_and_store_wiring() -> None:
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in reranker["volumeMounts"]
 
 
-def test_network_policies_admit_only_the_callers() -> None:
-    policies = _by_kind(_scenario_docs("weaviate"), "NetworkPolicy")
+CALLERS = {"parser": {"gateway", "worker"}, "embedder": {"gateway", "worker", "retriever"},
+           "retriever": {"gateway", "worker", "graph"}, "reranker": {"gateway"}, "graph": {"gateway", "worker"},
+           "answerer": {"gateway"}}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> None:
+    policies = _by_kind(_scenario_docs(scenario), "NetworkPolicy")
     assert set(policies) == {"gateway", "worker", *GRPC_PORTS}
     (gateway_rule,) = policies["gateway"]["spec"]["ingress"]
     assert "from" not in gateway_rule and gateway_rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
@@ -207,13 +213,30 @@ def test_network_policies_admit_only_the_callers() -> None:
     for name, port in GRPC_PORTS.items():
         (rule,) = policies[name]["spec"]["ingress"]
         callers = {f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in rule["from"]}
-        # the retriever embeds search queries itself, so it may call the embedder too
-        assert callers == ({"gateway", "worker", "retriever"} if name == "embedder" else {"gateway", "worker"}), name
+        assert callers == CALLERS[name], name
         assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
-    assert _by_kind(_scenario_docs("default"), "NetworkPolicy") == {}
+    assert _by_kind(_docs({"default": {"networkPolicy": {"enabled": False}}}), "NetworkPolicy") == {}
     (retriever,) = [d for d in _scenario_docs("weaviate") if d["kind"] == "Deployment"
                     and d["metadata"]["name"] == "ragmesh-retriever"]
     assert _env(retriever["spec"]["template"]["spec"]["containers"][0])["EMBEDDER_ADDR"] == "ragmesh-embedder:50052"
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_internal_identity_signing_key_only_in_gateway_and_worker(scenario: str) -> None:
+    deployments = _by_kind(_scenario_docs(scenario), "Deployment")
+    secret = {"name": "ragmesh-internal-identity"}
+    for name, dep in deployments.items():
+        env = _env(_container(dep))
+        if name in ("gateway", "worker"):
+            assert env["RAGMESH_INTERNAL_SIGNING_KEY"] == {"secretKeyRef": {**secret, "key": "signing-key"}}, name
+            assert env["RAGMESH_INTERNAL_TOKEN_TTL_SECONDS"] == "120"
+            assert "RAGMESH_INTERNAL_PUBLIC_KEY" not in env
+        else:
+            assert env["RAGMESH_INTERNAL_PUBLIC_KEY"] == {"secretKeyRef": {**secret, "key": "public-key"}}, name
+            assert "RAGMESH_INTERNAL_SIGNING_KEY" not in env, f"{name} must not be able to mint identities"
+    assert _env(_container(deployments["graph"]))["RETRIEVER_ADDR"] == "ragmesh-retriever:50053"
+    with pytest.raises(helm.HelmValuesError, match="tokenTtlSeconds"):
+        render_chart.render({**DEV_AUTH, "internalIdentity": {"tokenTtlSeconds": 86400}})
 
 
 def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:

@@ -96,6 +96,14 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 - name: LOG_LEVEL
   value: {{ $v.global.logLevel | quote }}
+{{- $identity := $v.internalIdentity.secret }}
+{{- if has .name (list "gateway" "worker") }}
+{{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_SIGNING_KEY" "name" $identity.name "key" $identity.signingKeyKey) }}
+- name: RAGMESH_INTERNAL_TOKEN_TTL_SECONDS
+  value: {{ $v.internalIdentity.tokenTtlSeconds | quote }}
+{{- else if eq .c.protocol "grpc" }}
+{{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_PUBLIC_KEY" "name" $identity.name "key" $identity.publicKeyKey) }}
+{{- end }}
 - name: HF_HUB_OFFLINE
   value: "1"
 - name: TRANSFORMERS_OFFLINE
@@ -162,6 +170,8 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- end }}
 {{- if eq .name "graph" }}
+- name: RETRIEVER_ADDR
+  value: {{ printf "%s-retriever:%v" $.root.Release.Name $v.components.retriever.port | quote }}
 - name: NEO4J_URI
   value: {{ required "stores.neo4j.uri is required (the graph service's NEO4J_URI)" $v.stores.neo4j.uri | quote }}
 - name: NEO4J_DATABASE

@@ -9,11 +9,15 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.server import GrpcService, insecure_channel
+from ragmesh_common.context import UserContext
+from ragmesh_common.server import GrpcService
+from ragmesh_common.tokens import channel_as
 
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.local_ollama import free_port
 from ragmesh_answerer.server import SERVICE_NAME, build_service
+
+CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
 
 VACATION = common_pb2.ScoredChunk(score=0.9, chunk=common_pb2.Chunk(
     chunk_id="handbook-leave-3", title="Employee Handbook", section_path=["Leave", "Vacation"],
@@ -29,7 +33,7 @@ def _words(text: str) -> list[str]:
 
 
 def _stub(service: GrpcService) -> tuple[grpc.aio.Channel, answerer_pb2_grpc.AnswererServiceStub]:
-    channel = insecure_channel(f"127.0.0.1:{service.port}")
+    channel = channel_as(f"127.0.0.1:{service.port}", CALLER)
     return channel, answerer_pb2_grpc.AnswererServiceStub(channel)
 
 
@@ -111,7 +115,7 @@ async def test_ollama_down_not_serving_and_unavailable() -> None:
         while service.server is None:
             await asyncio.sleep(0.05)
         address = f"127.0.0.1:{service.port}"
-        async with insecure_channel(address) as channel:
+        async with channel_as(address, CALLER) as channel:
             health = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=5)
             assert health.status == health_pb2.HealthCheckResponse.NOT_SERVING

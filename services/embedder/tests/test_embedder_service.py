@@ -9,18 +9,21 @@ import numpy as np
 import pytest
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.context import UserContext
+from ragmesh_common.tokens import channel_as
 from ragmesh_embedder.bench import measure_throughput, synthetic_passages
 from ragmesh_embedder.config import Settings
 from ragmesh_embedder.model import EmbeddingModel, long_text_windows
 from ragmesh_embedder.server import EmbedderServicer, build_service
+
+CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
 
 
 @pytest.fixture(scope="module")
 async def embedder() -> AsyncIterator[tuple[embedder_pb2_grpc.EmbedderServiceStub, EmbedderServicer]]:
     service, servicer = build_service(Settings.defaults(batch_wait_ms=50))
     port = await service.start()
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with channel_as(f"127.0.0.1:{port}", CALLER) as channel:
         yield embedder_pb2_grpc.EmbedderServiceStub(channel), servicer
     await service.stop()
 

@@ -1,16 +1,28 @@
-"""Fixtures: one real ArcadeDB (Bolt) per session, and one in-process graph gRPC server on port 0 over it."""
+"""Fixtures: one real ArcadeDB (Bolt) per session, and one in-process graph gRPC server on port 0 over it.
+
+The graph asks the catalogue (the retriever's CheckDocumentAccess) who may read and who owns a document; here
+that is an in-process catalogue server behind the real identity interceptor, whose documents a test declares
+(`documents.add`). `graph_stub` calls as ALICE; `graph_as(user)` opens a stub for another user.
+"""
 from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 
+import grpc
 import pytest
+from grpc import aio
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
+from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.engines.arcadedb import EmbeddedArcadeDB
 from ragmesh_common.engines.postgres import free_port
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.server import GrpcService
+from ragmesh_common.tokens import channel_as
 from ragmesh_graph.config import Settings
 from ragmesh_graph.server import build_service
 from ragmesh_graph.store import GraphStore
@@ -27,20 +39,92 @@ def arcadedb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedArcad
         server.stop()
 
 
+ALICE = UserContext("alice", "eng", ("employee",))
+CAROL = UserContext("carol", "finance", ("employee",))
+
+
+@dataclass
+class Catalogue(retriever_pb2_grpc.RetrieverServiceServicer):
+    """Documents by id: owner and the other users who may read them (ready unless said otherwise)."""
+
+    documents: dict[str, tuple[str, set[str], bool]] = field(default_factory=dict)
+    calls: int = 0
+    down: bool = False
+
+    def add(self, document_id: str, owner: str = "alice", readers: set[str] | None = None,
+            ready: bool = True) -> str:
+        self.documents[document_id] = (owner, set(readers or ()), ready)
+        return document_id
+
+    async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
+                                  context: aio.ServicerContext) -> retriever_pb2.CheckDocumentAccessResponse:
+        user = await require_user(context)  # the graph forwarded the caller's verified token
+        self.calls += 1
+        if self.down:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "catalogue down")
+        readable, owned = [], []
+        for document_id in request.document_ids:
+            if document_id not in self.documents:
+                continue
+            owner, readers, ready = self.documents[document_id]
+            if ready and (user.user_id == owner or user.user_id in readers):
+                readable.append(document_id)
+            if user.user_id == owner:
+                owned.append(document_id)
+        return retriever_pb2.CheckDocumentAccessResponse(readable_ids=readable, owned_ids=owned)
+
+
 @pytest.fixture(scope="session")
-def graph_settings(arcadedb: EmbeddedArcadeDB) -> Settings:
+async def catalogue() -> AsyncIterator[tuple[Catalogue, int]]:
+    servicer = Catalogue()
+
+    def add(server: aio.Server) -> list[str]:
+        retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(servicer, server)
+        return [retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name]
+
+    service = GrpcService("catalogue", add)
+    port = await service.start()
+    yield servicer, port
+    await service.stop()
+
+
+@pytest.fixture(scope="session")
+def graph_settings(arcadedb: EmbeddedArcadeDB, catalogue: tuple[Catalogue, int]) -> Settings:
     return Settings(host="127.0.0.1", port=0, neo4j_uri=arcadedb.uri, neo4j_user=arcadedb.user,
                     neo4j_password=arcadedb.password, neo4j_database=arcadedb.database, query_timeout_seconds=20.0,
-                    max_entities_per_chunk=25)
+                    max_entities_per_chunk=25, retriever_addr=f"127.0.0.1:{catalogue[1]}",
+                    access_cache_seconds=0.0)  # every call asks: tests change the catalogue between calls
 
 
 @pytest.fixture(scope="session")
-async def graph_stub(graph_settings: Settings) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
+async def graph_address(graph_settings: Settings) -> AsyncIterator[str]:
     service = build_service(graph_settings)
     port = await service.start()
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
-        yield graph_pb2_grpc.GraphServiceStub(channel)
+    yield f"127.0.0.1:{port}"
     await service.stop()
+
+
+@pytest.fixture(scope="session")
+def graph_as(graph_address: str) -> Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]]:
+    @asynccontextmanager
+    async def open_as(user: UserContext) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
+        async with channel_as(graph_address, user) as channel:
+            yield graph_pb2_grpc.GraphServiceStub(channel)
+
+    return open_as
+
+
+@pytest.fixture(scope="session")
+async def graph_stub(graph_as: Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]]
+                     ) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
+    """The graph, called as ALICE."""
+    async with graph_as(ALICE) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="session")
+def documents(catalogue: tuple[Catalogue, int]) -> Catalogue:
+    return catalogue[0]
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +137,9 @@ async def graph_store(graph_settings: Settings) -> AsyncIterator[GraphStore]:
 
 
 @pytest.fixture
-def doc_id() -> str:
-    """A fresh document id per test: tests share one database and are isolated by the permission filter."""
-    return f"doc-{uuid.uuid4().hex[:10]}"
+def doc_id(documents: Catalogue) -> str:
+    """A fresh document of ALICE's per test: tests share one database and are isolated by the permission filter."""
+    return documents.add(f"doc-{uuid.uuid4().hex[:10]}")
 
 
 def ingest_request(document_id: str, *texts: str) -> graph_pb2.IngestChunksRequest:

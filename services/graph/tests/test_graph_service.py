@@ -12,7 +12,7 @@ import pytest
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_graph.store import GraphStore
 
-from .conftest import ingest_request
+from .conftest import Catalogue, ingest_request
 
 Stub = graph_pb2_grpc.GraphServiceStub
 
@@ -37,8 +37,9 @@ async def context(stub: Stub, query: str, *document_ids: str, depth: int = 0, li
 
 
 @pytest.fixture
-async def two_documents(graph_stub: Stub) -> tuple[str, str]:
-    space, europe = f"space-{uuid.uuid4().hex[:8]}", f"europe-{uuid.uuid4().hex[:8]}"
+async def two_documents(graph_stub: Stub, documents: Catalogue) -> tuple[str, str]:
+    space = documents.add(f"space-{uuid.uuid4().hex[:8]}")
+    europe = documents.add(f"europe-{uuid.uuid4().hex[:8]}")
     first = await graph_stub.IngestChunks(ingest_request(space, *SPACE), timeout=30)
     second = await graph_stub.IngestChunks(ingest_request(europe, *EUROPE), timeout=30)
     assert (first.entities, first.relations) == (4, 5)  # NASA, Acme Corp, WidgetPro, Houston
@@ -125,8 +126,9 @@ async def test_delete_removes_the_document_and_orphan_entities(graph_stub: Stub,
     assert again.removed_chunks == 0
 
 
-async def test_delete_keeps_entities_other_documents_mention(graph_stub: Stub, doc_id: str) -> None:
-    other = f"{doc_id}-other"
+async def test_delete_keeps_entities_other_documents_mention(graph_stub: Stub, doc_id: str,
+                                                              documents: Catalogue) -> None:
+    other = documents.add(f"{doc_id}-other")
     await graph_stub.IngestChunks(ingest_request(doc_id, "NASA and Acme Corp met."), timeout=30)
     await graph_stub.IngestChunks(ingest_request(other, "NASA and Acme Corp met again."), timeout=30)
     await graph_stub.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=doc_id), timeout=30)
@@ -165,12 +167,13 @@ async def test_delete_without_document_id_is_rejected(graph_stub: Stub) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_concurrent_ingests_of_overlapping_entities_both_succeed(graph_stub: Stub, doc_id: str) -> None:
+async def test_concurrent_ingests_of_overlapping_entities_both_succeed(graph_stub: Stub, doc_id: str,
+                                                                        documents: Catalogue) -> None:
     # New entity names shared by every document: each ingest races to MERGE the same new nodes, and the
     # losers see ConstraintError (or a transient conflict) and retry.
     shared = [f"Qux{letters()}Labs" for _ in range(4)]
     text = " ".join(f"{a} partners with {b}." for a, b in zip(shared, shared[1:]))
-    ids = [f"{doc_id}-{i}" for i in range(4)]
+    ids = [documents.add(f"{doc_id}-{i}") for i in range(4)]
     replies = await asyncio.gather(*(graph_stub.IngestChunks(ingest_request(d, text, text), timeout=60)
                                      for d in ids))
     assert [r.relations for r in replies] == [3, 3, 3, 3]

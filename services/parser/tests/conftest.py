@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from ragmesh.parser.v1 import parser_pb2_grpc
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.context import UserContext
+from ragmesh_common.tokens import channel_as
 from ragmesh_parser.config import Settings
 from ragmesh_parser.server import build_service
+
+CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -37,6 +40,6 @@ def documents() -> Path:
 async def parser_stub() -> AsyncIterator[parser_pb2_grpc.ParserServiceStub]:
     service = build_service(make_settings())
     port = await service.start()
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with channel_as(f"127.0.0.1:{port}", CALLER) as channel:
         yield parser_pb2_grpc.ParserServiceStub(channel)
     await service.stop()

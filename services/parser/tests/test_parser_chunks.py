@@ -128,7 +128,8 @@ class _SlowParser:
 
 async def test_slow_conversion_times_out(chunker: Chunker) -> None:
     from ragmesh.parser.v1 import parser_pb2_grpc
-    from ragmesh_common.server import insecure_channel
+    from ragmesh_common.context import UserContext
+    from ragmesh_common.tokens import channel_as
     from ragmesh_parser.config import Settings
     from ragmesh_parser.server import build_service
 
@@ -137,7 +138,7 @@ async def test_slow_conversion_times_out(chunker: Chunker) -> None:
     service = build_service(settings, parser=_SlowParser(), chunker=chunker)  # type: ignore[arg-type]
     port = await service.start()
     try:
-        async with insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with channel_as(f"127.0.0.1:{port}", UserContext("tester")) as channel:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await parser_pb2_grpc.ParserServiceStub(channel).Parse(
                     parser_pb2.ParseRequest(filename="slow.txt", content=b"hello"), timeout=10)

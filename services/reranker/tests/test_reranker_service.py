@@ -11,9 +11,13 @@ import pytest
 
 from ragmesh.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from ragmesh_common.config import ConfigError
-from ragmesh_common.server import insecure_channel, wait_serving
+from ragmesh_common.context import UserContext
+from ragmesh_common.server import wait_serving
+from ragmesh_common.tokens import channel_as
 from ragmesh_reranker.config import Settings
 from ragmesh_reranker.server import NOT_CONFIGURED, build_service
+
+CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
 
 QUERY = "how do vaccines train the immune system"
 # unequal lengths in unsorted order: scoring sorts by length inside and must restore the request order
@@ -48,7 +52,7 @@ async def reranker(tiny_cross_encoder: Path) -> AsyncIterator[reranker_pb2_grpc.
     # batch size 2: three passages take two model batches
     service, _ = build_service(Settings.defaults(model=str(tiny_cross_encoder), batch_size=2, max_passages=5))
     port = await service.start()
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with channel_as(f"127.0.0.1:{port}", CALLER) as channel:
         yield reranker_pb2_grpc.RerankerServiceStub(channel)
     await service.stop()
 
@@ -93,7 +97,7 @@ async def test_unconfigured_reranker_says_so() -> None:
     service, _ = build_service(Settings.defaults(model=None))
     port = await service.start()
     await wait_serving(f"127.0.0.1:{port}", timeout=5)  # the mesh stays healthy without a reranker
-    async with insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with channel_as(f"127.0.0.1:{port}", CALLER) as channel:
         stub = reranker_pb2_grpc.RerankerServiceStub(channel)
         info = await stub.GetModelInfo(reranker_pb2.GetModelInfoRequest())
         assert not info.configured and info.state == NOT_CONFIGURED

@@ -44,6 +44,7 @@ RAG_RERANK_FALLBACK = "rag.rerank.fallback"
 RAG_GRAPH_ENTITIES = "rag.graph.entities"
 RAG_GRAPH_RELATIONS = "rag.graph.relations"
 RAG_GRAPH_DEPTH = "rag.graph.depth"
+RAG_GRAPH_UNREADABLE_DOCS = "rag.graph.unreadable_documents"  # asked for, but the catalogue says not readable
 # answer and guardrails
 RAG_GUARDRAIL_RULES = "rag.guardrail.rules"
 RAG_GUARDRAIL_ALLOWED = "rag.guardrail.allowed"

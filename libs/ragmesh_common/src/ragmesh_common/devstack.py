@@ -7,7 +7,9 @@ server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible 
 (llama-cpp-python on SmolLM2). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
 ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
-WEAVIATE_URL, ...) pass through to the services.
+WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
+ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
+public key, only the gateway and the worker the private one.
 
 Supervision: once the mesh is up, a supervisor thread watches every process (services, the ingest worker, the
 model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a capped exponential backoff
@@ -30,12 +32,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open
 from ragmesh_common.engines.redis import EmbeddedRedis
+
+if TYPE_CHECKING:
+    from ragmesh_common.tokens import TokenSigner
 
 logger = logging.getLogger("ragmesh.devstack")
 
@@ -168,7 +174,28 @@ class Stack:
         write_private(self.data_dir / "jwt-dev-secret", key)
         return key
 
-    def env(self) -> dict[str, str]:
+    def internal_keys(self) -> tuple[str, str]:
+        """The internal identity key pair (private, public PEM), made once in the data folder (mode 0600)."""
+        from ragmesh_common.tokens import generate_keypair
+
+        private, public = self.data_dir / "internal-signing-key.pem", self.data_dir / "internal-public-key.pem"
+        if not (private.exists() and public.exists()):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path, text in zip((private, public), generate_keypair()):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(text)
+        return private.read_text(), public.read_text()
+
+    def internal_signer(self, actor: str = "test") -> TokenSigner:
+        """A signer the stack's services trust (tests and benches that call a service directly)."""
+        from ragmesh_common.tokens import TokenSigner, load_signing_key
+
+        return TokenSigner(load_signing_key(self.internal_keys()[0]), actor=actor)
+
+    def env(self, process: str = "") -> dict[str, str]:
+        """The environment of a process; only the gateway and the worker get the private signing key."""
+        signing_key, public_key = self.internal_keys()
         env = dict(os.environ)
         env.update({
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -189,7 +216,11 @@ class Stack:
             "GATEWAY_JWT_SECRET": self.jwt_secret,
             "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
+            "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
         })
+        env.pop("RAGMESH_INTERNAL_SIGNING_KEY", None)
+        if process in ("gateway", "ingest-worker"):
+            env["RAGMESH_INTERNAL_SIGNING_KEY"] = signing_key
         env.update(self.extra_env)
         return env
 
@@ -198,7 +229,7 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
         with log.open("ab") as handle:
-            popen = subprocess.Popen(args, env=self.env(), stdout=handle, stderr=subprocess.STDOUT,
+            popen = subprocess.Popen(args, env=self.env(name), stdout=handle, stderr=subprocess.STDOUT,
                                      cwd=self.data_dir, start_new_session=True)
         logger.info("started %s (pid %d), log %s", name, popen.pid, log)
         return popen, log

@@ -6,6 +6,7 @@ import uvicorn
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.server import run_event_loop
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
+from ragmesh_common.tokens import install_from_env
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
 
@@ -13,6 +14,7 @@ from ragmesh_gateway.config import Settings
 async def main() -> None:
     setup_logging("gateway")
     settings = Settings.from_env()
+    install_from_env("gateway")  # signs the internal identity token of every hop (RAGMESH_INTERNAL_SIGNING_KEY)
     setup_telemetry("gateway", instrument_psycopg=False, instrument_redis=True)
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
 

@@ -247,10 +247,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                              "progress": prepared.stages})
 
     # ---------- documents ----------
-    async def accepted_formats() -> set[str]:
+    async def accepted_formats(user: UserContext) -> set[str]:
         if "formats" not in state:
             try:
-                reply = await state["mesh"].parser.ListFormats(parser_pb2.ListFormatsRequest(), timeout=5)
+                reply = await state["mesh"].parser.ListFormats(parser_pb2.ListFormatsRequest(),
+                                                               metadata=user.metadata(), timeout=5)
                 state["formats"] = {e if e.startswith(".") else f".{e}" for e in reply.extensions}
             except aio.AioRpcError:
                 logger.warning("parser unreachable for ListFormats; using the built-in list")
@@ -273,9 +274,9 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         if problem:
             raise HTTPException(400, f"file name {problem}")
         filename = safe_filename(raw_name)
-        if Path(filename).suffix.lower() not in await accepted_formats():
+        if Path(filename).suffix.lower() not in await accepted_formats(user):
             raise HTTPException(415, f"unsupported file type {Path(filename).suffix or '(none)'}; accepted: "
-                                     f"{', '.join(sorted(await accepted_formats()))}")
+                                     f"{', '.join(sorted(await accepted_formats(user)))}")
         try:
             acl_in = AclIn.model_validate_json(acl) if acl.strip() else AclIn()
         except ValidationError as exc:

@@ -128,13 +128,13 @@ class Ingestor:
             raise
 
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
-        md = user.metadata()
+        # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
         content = path.read_bytes()
         await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING)
         await self.publish(document_id, "parsing", progress=0.1)
         parsed = await self._step("parse", self.mesh.parser.Parse(
             parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
-            metadata=md, timeout=self.deadlines.parse))
+            metadata=user.metadata(), timeout=self.deadlines.parse))
         chunks = list(parsed.chunks)
         await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, page_count=parsed.page_count)
         await self.publish(document_id, "embedding", progress=0.3, chunks=len(chunks), pages=parsed.page_count,
@@ -142,7 +142,7 @@ class Ingestor:
         for start in range(0, len(chunks), EMBED_BATCH):
             batch = chunks[start:start + EMBED_BATCH]
             reply = await self._step("embed", self.mesh.embedder.Embed(
-                embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in batch]), metadata=md,
+                embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in batch]), metadata=user.metadata(),
                 timeout=self.deadlines.embed * 6))
             for chunk, vector in zip(batch, reply.vectors):
                 chunk.embedding[:] = vector.values
@@ -152,7 +152,7 @@ class Ingestor:
         await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING)
         await self.publish(document_id, "indexing", progress=0.85)
         await self._step("index", self.mesh.retriever.IndexChunks(
-            retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=md,
+            retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=user.metadata(),
             timeout=self.deadlines.index))
         graph_note = ""
         if self.graph_enabled:
@@ -161,7 +161,7 @@ class Ingestor:
                     document_id=document_id,
                     chunks=[graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
                             for c in chunks if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH]),
-                    metadata=md, timeout=self.deadlines.index)
+                    metadata=user.metadata(), timeout=self.deadlines.index)
                 graph_note = f"{reply.entities} entities, {reply.relations} relations"
             except aio.AioRpcError as exc:
                 # the graph is optional context: the document is searchable without it

@@ -1,7 +1,8 @@
 """The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=solo -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
-the environment.
+the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
+the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
 """
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from redis.asyncio import Redis
 from ragmesh_common.context import UserContext
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
+from ragmesh_common.tokens import install_from_env
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.ingest import TASK_NAME, Ingestor, TransientIngestError, create_celery
 from ragmesh_gateway.mesh import Mesh
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
+install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402
 

@@ -16,6 +16,10 @@ class Settings:
     neo4j_database: str = "ragmesh"
     query_timeout_seconds: float = 10.0
     max_entities_per_chunk: int = 25
+    # The catalogue (retriever) that decides which documents a caller may read or owns.
+    retriever_addr: str = ""
+    access_timeout_seconds: float = 5.0
+    access_cache_seconds: float = 5.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -29,6 +33,9 @@ class Settings:
             neo4j_database=env_str("NEO4J_DATABASE", "ragmesh"),
             query_timeout_seconds=env_float("GRAPH_QUERY_TIMEOUT_SECONDS", 10.0),
             max_entities_per_chunk=env_int("GRAPH_MAX_ENTITIES_PER_CHUNK", 25),
+            retriever_addr=env_str("RETRIEVER_ADDR"),
+            access_timeout_seconds=env_float("GRAPH_ACCESS_TIMEOUT_SECONDS", 5.0),
+            access_cache_seconds=env_float("GRAPH_ACCESS_CACHE_SECONDS", 5.0),
         )
         if not settings.neo4j_uri.startswith(("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://",
                                               "neo4j+ssc://")):
@@ -37,4 +44,8 @@ class Settings:
             raise ConfigError(f"GRAPH_QUERY_TIMEOUT_SECONDS must be positive, got {settings.query_timeout_seconds}")
         if settings.max_entities_per_chunk < 1:
             raise ConfigError(f"GRAPH_MAX_ENTITIES_PER_CHUNK must be at least 1, got {settings.max_entities_per_chunk}")
+        if settings.access_timeout_seconds <= 0:
+            raise ConfigError(f"GRAPH_ACCESS_TIMEOUT_SECONDS must be positive, got {settings.access_timeout_seconds}")
+        if settings.access_cache_seconds < 0:
+            raise ConfigError(f"GRAPH_ACCESS_CACHE_SECONDS must be >= 0, got {settings.access_cache_seconds}")
         return settings

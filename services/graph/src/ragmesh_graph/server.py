@@ -1,4 +1,10 @@
-"""GraphService: IngestChunks (extract + merge), GetContext (permission-filtered neighbourhood), DeleteDocument."""
+"""GraphService: IngestChunks (extract + merge), GetContext (permission-filtered neighbourhood), DeleteDocument.
+
+The caller is the verified user of the request's internal identity token. The graph decides access itself,
+never from a list the caller hands it alone: GetContext reads only documents the catalogue (the retriever,
+under RLS, asked as that user) says the user may read; IngestChunks writes only a document the user owns;
+DeleteDocument removes only a document whose recorded owner is the user.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +15,10 @@ from opentelemetry import trace
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_common import attributes as attr
-from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.context import UserContext, require_user
+from ragmesh_common.errors import InvalidArgument, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
+from ragmesh_graph.access import AccessUnavailable, DocumentAccess
 from ragmesh_graph.config import Settings
 from ragmesh_graph.extract import EntityExtractor, build_document_graph
 from ragmesh_graph.store import EntityInfo, GraphStore
@@ -23,6 +31,7 @@ MAX_QUERY_CHARS = 10_000
 DEFAULT_DEPTH = 2
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+MAX_DOCUMENT_IDS = 100_000
 
 
 def _document_id(value: str) -> str:
@@ -37,14 +46,33 @@ def _entity_pb(entity: EntityInfo) -> graph_pb2.Entity:
     return graph_pb2.Entity(name=entity.name, type=entity.type, mentions=entity.mentions)
 
 
+def _access_failed(exc: AccessUnavailable, what: str) -> AccessUnavailable:
+    """Logs and traces a failed access check; the RPC then fails closed (UNAVAILABLE, no graph data)."""
+    logger.warning("%s refused, fail closed: %s", what, exc)
+    span = trace.get_current_span()
+    span.set_attribute(attr.RAG_DEGRADED, True)
+    span.add_event("degraded", {attr.RAG_STAGE: "graph access", attr.RAG_DEGRADED_REASON: str(exc)})
+    return exc
+
+
 class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
-    def __init__(self, store: GraphStore, extractor: EntityExtractor) -> None:
+    def __init__(self, store: GraphStore, extractor: EntityExtractor, access: DocumentAccess) -> None:
         self.store = store
         self.extractor = extractor
+        self.access = access
+
+    async def _require_owner(self, user: UserContext, document_id: str) -> None:
+        try:
+            access = await self.access.check(user, [document_id])
+        except AccessUnavailable as exc:
+            raise _access_failed(exc, f"graph write of {document_id}") from exc
+        if document_id not in access.owned:
+            raise PermissionDenied(f"only the owner may write the graph data of document {document_id}")
 
     @grpc_errors
     async def IngestChunks(self, request: graph_pb2.IngestChunksRequest,
                            context: aio.ServicerContext) -> graph_pb2.IngestChunksResponse:
+        user = await require_user(context)
         document_id = _document_id(request.document_id)
         chunks: list[tuple[str, str]] = []
         seen: set[str] = set()
@@ -60,13 +88,16 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 raise InvalidArgument(f"chunks[{index}]: chunk_id {chunk.chunk_id!r} appears twice")
             seen.add(chunk.chunk_id)
             chunks.append((chunk.chunk_id, chunk.text))
+        await self._require_owner(user, document_id)
+        if await self.store.document_owners(document_id) - {user.user_id, ""}:
+            raise PermissionDenied(f"document {document_id}'s graph data belongs to another user")
         with tracer.start_as_current_span("graph ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
             graph = await asyncio.to_thread(build_document_graph, self.extractor, document_id, chunks)
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(graph.entities))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(graph.relations))
-            await self.store.replace_document(graph)
+            await self.store.replace_document(graph, user.user_id)
         logger.info("ingested %s: %d chunks, %d entities, %d relations", document_id, len(chunks),
                     len(graph.entities), len(graph.relations))
         return graph_pb2.IngestChunksResponse(entities=len(graph.entities), relations=len(graph.relations))
@@ -82,13 +113,26 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             raise InvalidArgument(f"max_depth must be 1 or 2 (0 = {DEFAULT_DEPTH}), got {request.max_depth}")
         if request.limit < 0:
             raise InvalidArgument(f"limit must be >= 0 (0 = {DEFAULT_LIMIT}), got {request.limit}")
+        if len(request.document_ids) > MAX_DOCUMENT_IDS:
+            raise InvalidArgument(f"at most {MAX_DOCUMENT_IDS} document ids per call")
+        user = await require_user(context)
         depth = request.max_depth or DEFAULT_DEPTH
         limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
-        # The caller lists what the user may read; no list means no access, never "everything".
-        document_ids = sorted({d for d in request.document_ids if d})
+        # The caller narrows to the documents of interest (no list means nothing, never "everything"); the
+        # catalogue decides which of them this user may read.
+        asked = {d for d in request.document_ids if d}
         with tracer.start_as_current_span("graph hop") as span:
             span.set_attribute(attr.RAG_GRAPH_DEPTH, depth)
+            try:
+                readable = (await self.access.check(user, asked)).readable
+            except AccessUnavailable as exc:
+                raise _access_failed(exc, "graph context") from exc
+            document_ids = sorted(readable)
             span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(document_ids))
+            if len(asked) > len(document_ids):
+                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(document_ids))
+                logger.info("graph context for %s: %d of %d documents asked for are not readable", user.user_id,
+                            len(asked) - len(document_ids), len(asked))
             keys = self.extractor.query_keys(request.query) if document_ids else []
             found = await self.store.context(keys, document_ids, depth, limit)
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(found.matched) + len(found.neighbours))
@@ -104,22 +148,38 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     @grpc_errors
     async def DeleteDocument(self, request: graph_pb2.DeleteDocumentRequest,
                              context: aio.ServicerContext) -> graph_pb2.DeleteDocumentResponse:
+        user = await require_user(context)
         document_id = _document_id(request.document_id)
+        owners = await self.store.document_owners(document_id)
+        if not owners:
+            return graph_pb2.DeleteDocumentResponse(removed_chunks=0)
+        # The gateway deletes the catalogue row first, so the owner recorded at ingest decides; only data written
+        # before owners were recorded ("") asks the catalogue.
+        if owners != {user.user_id}:
+            if owners - {user.user_id, ""}:
+                raise PermissionDenied(f"only the owner may delete the graph data of document {document_id}")
+            await self._require_owner(user, document_id)
         removed = await self.store.delete_document(document_id)
         logger.info("deleted %s from the graph: %d chunks", document_id, removed)
         return graph_pb2.DeleteDocumentResponse(removed_chunks=removed)
 
 
-def build_service(settings: Settings, store: GraphStore | None = None,
-                  extractor: EntityExtractor | None = None) -> GrpcService:
+def build_service(settings: Settings, store: GraphStore | None = None, extractor: EntityExtractor | None = None,
+                  access: DocumentAccess | None = None) -> GrpcService:
     """The graph gRPC service; SERVING once the database answers and the schema is in place."""
     store = store or GraphStore.connect(settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password,
                                         settings.neo4j_database, settings.query_timeout_seconds)
-    servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk))
+    access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds,
+                                      cache_seconds=settings.access_cache_seconds)
+    servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk), access)
+
+    async def on_stop() -> None:
+        await access.close()
+        await store.close()
 
     def add(server: aio.Server) -> list[str]:
         graph_pb2_grpc.add_GraphServiceServicer_to_server(servicer, server)
         return [graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name]
 
     return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup,
-                       on_stop=store.close)
+                       on_stop=on_stop)

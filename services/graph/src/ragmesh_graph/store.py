@@ -2,7 +2,7 @@
 
 Model:
     (:Entity {key, name, type})              key = normalised name, unique
-    (:Chunk {uid, id, document_id})          uid = document_id + "/" + chunk id, unique
+    (:Chunk {uid, id, document_id, owner})   uid = document_id + "/" + chunk id, unique; owner = the uploader
     (:Entity)-[:MENTIONED_IN]->(:Chunk)
     (:Entity)-[:RELATED {document_id, weight, chunk_ids}]->(:Entity)
 
@@ -75,7 +75,11 @@ DETACH DELETE e
 Q_MERGE_CHUNKS = """
 UNWIND $rows AS row
 MERGE (c:Chunk {uid: row.uid})
-SET c.id = row.id, c.document_id = $document_id
+SET c.id = row.id, c.document_id = $document_id, c.owner = $owner
+"""
+Q_DOCUMENT_OWNERS = """
+MATCH (c:Chunk) WHERE c.document_id = $document_id
+RETURN DISTINCT coalesce(c.owner, '') AS owner
 """
 Q_MERGE_MENTIONS = """
 UNWIND $rows AS row
@@ -237,8 +241,11 @@ class GraphStore:
         return await result.data()
 
     # ---------- writes ----------
-    async def replace_document(self, graph: DocumentGraph) -> None:
-        """Removes the document's previous contribution, then merges the new one in batches (idempotent)."""
+    async def replace_document(self, graph: DocumentGraph, owner: str) -> None:
+        """Removes the document's previous contribution, then merges the new one in batches (idempotent).
+
+        `owner` (the user the catalogue says owns the document) is recorded on its chunks: a delete, which comes
+        after the catalogue row is gone, is checked against it."""
         await self.delete_document(graph.document_id)
         doc = graph.document_id
         names = graph.entities
@@ -253,7 +260,7 @@ class GraphStore:
 
             async def write_chunks(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch,
                                    mention_rows: list[dict[str, Any]] = mention_rows) -> None:
-                await self._run(tx, Q_MERGE_CHUNKS, rows=batch, document_id=doc)
+                await self._run(tx, Q_MERGE_CHUNKS, rows=batch, document_id=doc, owner=owner)
                 for rows in _batches(mention_rows):
                     await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
 
@@ -269,6 +276,15 @@ class GraphStore:
                 await self._run(tx, Q_MERGE_RELATIONS, rows=batch, document_id=doc)
 
             await self._transaction(write_relations, write=True, what="ingest relations")
+
+    async def document_owners(self, document_id: str) -> set[str]:
+        """The owners recorded on the document's chunks ("" for chunks written before owners were recorded);
+        empty when the graph holds nothing of the document."""
+
+        async def work(tx: AsyncTransaction) -> set[str]:
+            return {row["owner"] for row in await self._run(tx, Q_DOCUMENT_OWNERS, document_id=document_id)}
+
+        return await self._transaction(work, write=False, what="document owner")
 
     async def delete_document(self, document_id: str) -> int:
         """Removes the document's chunks, mentions and relations, and entities no longer mentioned anywhere."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import replace
 
 from grpc import aio
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TOP_K = 1000
+MAX_ACCESS_CHECK_IDS = 100_000
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
 
 
@@ -239,6 +241,28 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             accessible = await self.catalog.accessible_ids(conn, None)
         chunks = await self.backend.get_chunks(user, list(request.chunk_ids), accessible)
         return retriever_pb2.GetChunksResponse(chunks=chunks)
+
+    @grpc_errors
+    async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
+                                  context: aio.ServicerContext) -> retriever_pb2.CheckDocumentAccessResponse:
+        user = await require_user(context)
+        if len(request.document_ids) > MAX_ACCESS_CHECK_IDS:
+            raise InvalidArgument(f"at most {MAX_ACCESS_CHECK_IDS} document ids per call")
+        ids: set[uuid.UUID] = set()
+        for value in request.document_ids:
+            try:
+                ids.add(uuid.UUID(value))
+            except ValueError:
+                continue  # not a document id: neither readable nor owned
+        if not ids:
+            return retriever_pb2.CheckDocumentAccessResponse()
+        async with self.catalog.db.transaction(user) as conn:  # RLS: only rows the user may see come back
+            cur = await conn.execute("SELECT id::text, status = 'ready', owner_user = %s FROM documents "
+                                     "WHERE id = ANY(%s)", (user.user_id, list(ids)))
+            rows = await cur.fetchall()
+        trace.get_current_span().set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, sum(1 for r in rows if r[1]))
+        return retriever_pb2.CheckDocumentAccessResponse(readable_ids=sorted(r[0] for r in rows if r[1]),
+                                                         owned_ids=sorted(r[0] for r in rows if r[2]))
 
 
 SUMMARY_DOCUMENTS = 5

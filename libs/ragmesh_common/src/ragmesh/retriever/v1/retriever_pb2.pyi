@@ -193,3 +193,17 @@ class GetChunksResponse(_message.Message):
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
     def __init__(self, chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...
+
+class CheckDocumentAccessRequest(_message.Message):
+    __slots__ = ("document_ids",)
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CheckDocumentAccessResponse(_message.Message):
+    __slots__ = ("readable_ids", "owned_ids")
+    READABLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    OWNED_IDS_FIELD_NUMBER: _ClassVar[int]
+    readable_ids: _containers.RepeatedScalarFieldContainer[str]
+    owned_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, readable_ids: _Optional[_Iterable[str]] = ..., owned_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -75,6 +75,11 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.FromString,
                 _registered_method=True)
+        self.CheckDocumentAccess = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/CheckDocumentAccess',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -130,6 +135,14 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckDocumentAccess(self, request, context):
+        """Which of the given documents the caller may read (ready ones, decided by RLS) and which the caller owns
+        (any status): how a service that keeps per-document data of its own (the graph) checks access.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +185,11 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.GetChunks,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.SerializeToString,
+            ),
+            'CheckDocumentAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckDocumentAccess,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +408,33 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/GetChunks',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckDocumentAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/CheckDocumentAccess',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.FromString,
             options,
             channel_credentials,
             insecure,

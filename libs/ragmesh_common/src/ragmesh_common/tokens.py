@@ -1,0 +1,285 @@
+"""Internal identity tokens: what proves, on every gRPC hop, which user a call is for.
+
+The gateway (and the ingestion worker, acting for the uploader) signs a short-lived JWT per user —
+`sub`, `department`, `roles`, `iat`, `exp` (2 minutes by default), `aud` "ragmesh-internal", `iss`
+"ragmesh-gateway", `act` {"sub": "gateway" | "ingest-worker"} (RFC 8693's actor: who signed on the user's
+behalf) — and every service verifies it (`ragmesh_common.context.UserContextInterceptor`).
+
+Ed25519 (JWS `EdDSA`), not HS256: services hold only the PUBLIC key (RAGMESH_INTERNAL_PUBLIC_KEY), and only
+the gateway and the worker hold the private one (RAGMESH_INTERNAL_SIGNING_KEY). With a shared HMAC secret
+every service could mint a token for any user, so one compromised pod — the parser, which runs Docling on
+untrusted uploads, is the likeliest — would be every user. Ed25519 signatures are small and deterministic
+(no nonce to get wrong, unlike ECDSA), and both ends cache: the signer reuses a user's token for three
+quarters of its lifetime and a verifier keeps a verified token until it expires, so the query path pays a
+dictionary lookup per hop, not a signature.
+
+Keys are PEM (`openssl genpkey -algorithm ed25519`, `openssl pkey -pubout`). A verifier accepts several
+public keys (concatenated PEM blocks), picked by the token's `kid` (a hash of the public key): rotate by
+adding the new public key everywhere, then switching the signers, then removing the old key.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from grpc import aio
+
+from ragmesh_common.config import ConfigError, env_int
+from ragmesh_common.context import IDENTITY_KEY, UserContext, install_signer, validate_identifier
+
+AUDIENCE = "ragmesh-internal"
+ISSUER = "ragmesh-gateway"
+ALGORITHM = "EdDSA"
+SIGNING_KEY_ENV = "RAGMESH_INTERNAL_SIGNING_KEY"
+PUBLIC_KEY_ENV = "RAGMESH_INTERNAL_PUBLIC_KEY"
+TTL_ENV = "RAGMESH_INTERNAL_TOKEN_TTL_SECONDS"
+DEFAULT_TTL_SECONDS = 120
+MIN_TTL_SECONDS, MAX_TTL_SECONDS = 30, 900
+LEEWAY_SECONDS = 10  # clock skew between pods
+REUSE_FRACTION = 0.75  # a signer hands out the same token until this much of its lifetime has passed
+
+_PEM_BLOCK = "-----END PUBLIC KEY-----"
+
+
+class InvalidToken(Exception):
+    """The token is missing, malformed, forged, expired or meant for someone else."""
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.urlsafe_b64encode(hashlib.sha256(raw).digest()[:12]).decode().rstrip("=")
+
+
+def generate_keypair() -> tuple[str, str]:
+    """A new Ed25519 key pair as PEM text: (private key, public key)."""
+    private = Ed25519PrivateKey.generate()
+    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption()).decode()
+    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private_pem, public_pem
+
+
+def load_signing_key(pem: str, what: str = SIGNING_KEY_ENV) -> Ed25519PrivateKey:
+    try:
+        key = serialization.load_pem_private_key(pem.strip().encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{what} must be an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519): "
+                          f"{exc}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ConfigError(f"{what} must be an Ed25519 private key, got {type(key).__name__}")
+    return key
+
+
+def load_public_keys(pem: str, what: str = PUBLIC_KEY_ENV) -> dict[str, Ed25519PublicKey]:
+    """Every public key in `pem` (one or more PEM blocks), by key id."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    for block in pem.split(_PEM_BLOCK):
+        if not block.strip():
+            continue
+        try:
+            key = serialization.load_pem_public_key((block.strip() + "\n" + _PEM_BLOCK + "\n").encode())
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{what} must hold Ed25519 public keys in PEM (openssl pkey -pubout): {exc}") from None
+        if not isinstance(key, Ed25519PublicKey):
+            raise ConfigError(f"{what} must hold Ed25519 public keys, got {type(key).__name__}")
+        keys[key_id(key)] = key
+    if not keys:
+        raise ConfigError(f"{what} holds no public key")
+    return keys
+
+
+def _required_env(name: str, who: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"environment variable {name} is required but not set ({who})")
+    return value
+
+
+class TokenSigner:
+    """Signs internal tokens; one token per user is reused for most of its lifetime (bounded cache)."""
+
+    def __init__(self, private_key: Ed25519PrivateKey, *, actor: str, ttl_seconds: int = DEFAULT_TTL_SECONDS,
+                 cache_size: int = 4096, clock: Callable[[], float] = time.time) -> None:
+        if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
+            raise ConfigError(f"{TTL_ENV} must be within {MIN_TTL_SECONDS}..{MAX_TTL_SECONDS}, got {ttl_seconds}")
+        self._key = private_key
+        self._kid = key_id(private_key.public_key())
+        self.actor = actor
+        self.ttl = ttl_seconds
+        self._cache_size = cache_size
+        self._clock = clock
+        self._tokens: OrderedDict[tuple[str, str, tuple[str, ...]], tuple[str, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, actor: str) -> TokenSigner:
+        """The signer of the gateway or the worker: RAGMESH_INTERNAL_SIGNING_KEY (required), ..._TTL_SECONDS."""
+        pem = _required_env(SIGNING_KEY_ENV, f"the {actor} signs internal identity tokens with it")
+        return cls(load_signing_key(pem), actor=actor, ttl_seconds=env_int(TTL_ENV, DEFAULT_TTL_SECONDS))
+
+    @property
+    def public_key_pem(self) -> str:
+        return self._key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+    def token(self, user: UserContext) -> str:
+        key = (user.user_id, user.department, tuple(user.roles))
+        now = self._clock()
+        with self._lock:
+            cached = self._tokens.get(key)
+            if cached is not None and now < cached[1]:
+                self._tokens.move_to_end(key)
+                return cached[0]
+        token = self.mint(user, now)
+        with self._lock:
+            self._tokens[key] = (token, now + self.ttl * REUSE_FRACTION)
+            self._tokens.move_to_end(key)
+            while len(self._tokens) > self._cache_size:
+                self._tokens.popitem(last=False)
+        return token
+
+    def mint(self, user: UserContext, now: float | None = None, **overrides: Any) -> str:
+        """A fresh token for `user` (no cache); `overrides` replace claims (tests: expired, wrong audience)."""
+        issued = int(self._clock() if now is None else now)
+        claims: dict[str, Any] = {"sub": user.user_id, "department": user.department, "roles": list(user.roles),
+                                  "iat": issued, "exp": issued + self.ttl, "aud": AUDIENCE, "iss": ISSUER,
+                                  "act": {"sub": self.actor}}
+        claims.update(overrides)
+        return jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self._kid})
+
+
+class TokenVerifier:
+    """Verifies internal tokens against the trusted public keys; verified tokens are kept until they expire."""
+
+    def __init__(self, public_keys: dict[str, Ed25519PublicKey], *, leeway: float = LEEWAY_SECONDS,
+                 cache_size: int = 4096, clock: Callable[[], float] = time.time) -> None:
+        if not public_keys:
+            raise ConfigError("a token verifier needs at least one public key")
+        self._keys = dict(public_keys)
+        self._leeway = leeway
+        self._cache_size = cache_size
+        self._clock = clock
+        self._verified: OrderedDict[str, tuple[UserContext, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> TokenVerifier:
+        pem = _required_env(PUBLIC_KEY_ENV, "every gRPC service verifies internal identity tokens with it")
+        return cls(load_public_keys(pem))
+
+    def verify(self, token: str) -> UserContext:
+        """The token's user (carrying the token, to forward it), or InvalidToken."""
+        now = self._clock()
+        with self._lock:
+            cached = self._verified.get(token)
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        user, expires = self._verify(token, now)
+        with self._lock:
+            self._verified[token] = (user, expires)
+            while len(self._verified) > self._cache_size:
+                self._verified.popitem(last=False)
+        return user
+
+    def _verify(self, token: str, now: float) -> tuple[UserContext, float]:
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(f"malformed token: {exc}") from None
+        key = self._keys.get(kid) if isinstance(kid, str) else None
+        if key is None:
+            raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
+        try:
+            # Expiry is checked below against this verifier's clock (the one its cache uses), not PyJWT's.
+            claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=AUDIENCE, issuer=ISSUER,
+                                leeway=self._leeway, options={"require": ["sub", "exp", "iat", "aud", "iss"],
+                                                              "verify_exp": False})
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(str(exc)) from None
+        if not isinstance(claims["exp"], int | float) or claims["exp"] + self._leeway <= now:
+            raise InvalidToken("token has expired")
+        if claims["exp"] - claims["iat"] > MAX_TTL_SECONDS:
+            raise InvalidToken(f"token lives longer than {MAX_TTL_SECONDS}s")
+        roles, department = claims.get("roles", []), claims.get("department", "")
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not isinstance(department, str):
+            raise InvalidToken("roles must be a list of strings and department a string")
+        try:
+            validate_identifier(str(claims["sub"]), "sub")
+            for value in [*roles, *([department] if department else [])]:
+                validate_identifier(value, "role/department")
+        except ValueError as exc:
+            raise InvalidToken(str(exc)) from None
+        user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles), token=token)
+        return user, min(float(claims["exp"]), now + MAX_TTL_SECONDS)
+
+
+def install_from_env(actor: str) -> TokenSigner:
+    """Reads the signing key (failing fast) and makes it the process's signer: `UserContext.metadata()` uses it."""
+    signer = TokenSigner.from_env(actor)
+    install_signer(signer)
+    return signer
+
+
+def use_local_keys(actor: str = "local") -> TokenSigner:
+    """A fresh key pair for a single-process run (tests, benches that start services in process): installs its
+    signer and sets RAGMESH_INTERNAL_PUBLIC_KEY, so that servers started afterwards in this process trust it."""
+    private_pem, public_pem = generate_keypair()
+    os.environ[PUBLIC_KEY_ENV] = public_pem
+    signer = TokenSigner(load_signing_key(private_pem), actor=actor)
+    install_signer(signer)
+    return signer
+
+
+class _AddIdentity:
+    """Adds `user`'s token to every call that does not carry one already."""
+
+    def __init__(self, user: UserContext) -> None:
+        self.user = user
+
+    def _details(self, details: aio.ClientCallDetails) -> aio.ClientCallDetails:
+        metadata = aio.Metadata(*(details.metadata or ()))
+        if IDENTITY_KEY not in metadata:
+            for key, value in self.user.metadata():
+                metadata.add(key, value)
+        return aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
+                                     details.wait_for_ready)
+
+
+# grpc.aio files an interceptor under the first call kind it subclasses, so one class per kind.
+class _UnaryUnary(_AddIdentity, aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _UnaryStream(_AddIdentity, aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _StreamUnary(_AddIdentity, aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+class _StreamStream(_AddIdentity, aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+def channel_as(address: str, user: UserContext) -> aio.Channel:
+    """A client channel (the mesh's message limits) whose calls all carry `user`'s token unless they name one:
+    for tests and tools that call a service directly as one user."""
+    from ragmesh_common.server import CHANNEL_OPTIONS
+
+    interceptors = [kind(user) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
+    return aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
