@@ -157,9 +157,15 @@ def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus
     qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
     questions = [Question("hotpotqa", q["_id"], q["text"], [str(q.get("answer") or q.get("metadata", {}).get("answer", ""))],
                           sorted(qrels.get(q["_id"], {}))) for q in bench.read_jsonl(folder / "queries.jsonl")][:count]
+    everything = [q["_id"] for q in bench.read_jsonl(folder / "queries.jsonl")]
+    if count < len(everything):
+        # The corpus file holds the questions' context passages in question order (about 10 each), so a run of
+        # the first `count` questions uploads the passages before question count+1's first supporting passage.
+        position = {p["_id"]: i for i, p in enumerate(passages)}
+        passages = passages[:min(position[c] for c in qrels[everything[count]])]
     corpus = Corpus()
     seen: set[str] = set()
-    for passage in passages:  # the set is the union of the questions' context passages; one document per title
+    for passage in passages:  # the union of the questions' context passages; one document per title
         title = passage["title"]
         if title in seen:
             continue
