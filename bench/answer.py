@@ -571,6 +571,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2),
         "settings": "embedded defaults (SmolLM2-135M-Instruct, all-MiniLM-L6-v2, no reranker model); "
                     "GATEWAY_RATE_LIMIT_PER_MINUTE=0; chat requests carry only question and stream",
+        # settings exported by whoever ran it pass through to the services (Stack.env); record the ones that matter
+        "environment": {k: v for k, v in sorted(os.environ.items())
+                        if k.startswith(("LOCAL_LLM_", "ANSWERER_", "GATEWAY_", "RETRIEVER_", "RERANKER_", "EMBEDDER_"))
+                        and "SECRET" not in k and "PASSWORD" not in k and "KEY" not in k},
     }
     if args.details:
         Path(args.details).parent.mkdir(parents=True, exist_ok=True)
