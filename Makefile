@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -68,3 +68,6 @@ bench-wakeup: $(STAMP)
 
 bench-faults: $(STAMP)
 	RAGMESH_FAULTS=all RAGMESH_FAULTS_REPORT=bench/results/faults.json $(BIN)/python -m pytest tests/e2e/test_faults_e2e.py -x $(ARGS)
+
+bench-answer: $(STAMP)
+	$(BIN)/python bench/answer.py $(ARGS)

@@ -1,0 +1,663 @@
+"""Answer benchmark: end-to-end answer quality, grounding and latency of the real mesh, through its HTTP API.
+
+    make bench-answer                                         # SQuAD 200, HotpotQA 100, every off-topic question
+    python bench/answer.py --limit 20                         # a quick run: 20 questions per set
+    python bench/answer.py --data-dir /tmp/answer-stack       # keep the mesh's data; a second run reuses the uploads
+
+Starts the whole mesh with its embedded defaults (`ragmesh_common.devstack.Stack`: SmolLM2-135M behind the
+local Ollama server, all-MiniLM-L6-v2, no reranker model), uploads the corpora as a user would
+(POST /api/v1/documents, 8 at a time, then GET /api/v1/documents/{id} until `ready`), asks every question
+through POST /api/v1/chat with `stream: true` (the first `token` event times the first token) and scores the
+final event. Writes bench/results/answer.json as dataset → metric → value and prints a Markdown table.
+
+Corpora, in one index (as one deployment holds every department's documents), kept apart by ACL:
+- SQuAD v1.1 dev: a seeded sample of questions over the whole dev set; every article one of them comes
+  from is uploaded whole, as one Markdown file (`# title`, then its paragraphs in order). That is how a
+  user adds a Wikipedia page: the parser, not the benchmark, decides the chunk boundaries, and each
+  question has its article's other paragraphs (same topic, the hardest distractors) and the other articles
+  beside its gold paragraph.
+- HotpotQA (100 questions): every context passage as its own Markdown document (`# title`, then the
+  passage; titles are unique in the set). Each set is readable by its own department; the off-topic user
+  has a role that reads both.
+
+Metrics (see bench/README.md for the definitions): exact match and token F1 with the official SQuAD
+normalisation (on `short_answer` when the response has one, else `answer`), gold containment, citation
+precision, answered rate and outcome counts, the no-sources rate on off-topic questions, the false-grounded
+rate, time to first token and total time (p50/p95), and retrieval-only ceilings (gold passage among the
+sources / among the cited sources; gold answer in a source's text) that tell retriever from reader failures.
+
+Benchmarks are not tests: no thresholds, the numbers are reported as measured.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import difflib
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import string
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import retrieval as bench  # noqa: E402  (read_jsonl, read_qrels, percentile, log)
+
+SEED = 20240617
+UPLOADS_IN_FLIGHT = 8
+READY_TIMEOUT_S = 3600.0     # one document; the ingest worker is serial, so the last of a batch waits longest
+CHAT_TIMEOUT_S = 600.0       # one question, the whole stream (the gateway's answer deadline is 180 s)
+GOLD_RUN_SHARE = 0.5         # a chunk comes from a passage when this share of its tokens is one run inside it
+F1_WRONG = 0.5               # below this F1 (and gold not contained) an answer counts as wrong
+MANIFEST = "bench-answer-manifest.json"
+SQUAD_DEPARTMENT, HOTPOT_DEPARTMENT, ALL_ROLE = "bench-squad", "bench-hotpot", "bench-answer-all"
+
+
+# ---------------------------------------------------------------- the official SQuAD v1.1 normalisation and scores
+
+def normalize_answer(text: str) -> str:
+    """Lower case, no punctuation, no articles (a, an, the), single spaces (SQuAD v1.1 evaluate-v1.1.py)."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = collections.Counter(pred) & collections.Counter(ref)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def contains_gold(text: str, golds: list[str]) -> bool:
+    """A normalised gold answer occurs in the normalised text as whole tokens ("ten" is not in "often")."""
+    haystack = f" {normalize_answer(text)} "
+    return any(g and f" {g} " in haystack for g in (normalize_answer(x) for x in golds))
+
+
+def from_passage(chunk_text: str, passage_tokens: list[str]) -> bool:
+    """The chunk's text comes from the passage: at least GOLD_RUN_SHARE of its normalised tokens form one
+    contiguous run inside the passage's normalised tokens (a chunk may pack the end of one paragraph with the
+    start of the next; the run then decides which it mostly is)."""
+    tokens = normalize_answer(chunk_text).split()
+    if not tokens or not passage_tokens:
+        return False
+    match = difflib.SequenceMatcher(None, tokens, passage_tokens, autojunk=False).find_longest_match(
+        0, len(tokens), 0, len(passage_tokens))
+    return match.size >= GOLD_RUN_SHARE * len(tokens)
+
+
+# ---------------------------------------------------------------- data
+
+@dataclass
+class Question:
+    dataset: str
+    qid: str
+    text: str
+    golds: list[str]                  # gold answers (empty for off-topic)
+    gold_passages: list[str]          # corpus ids of the gold / supporting passages
+
+
+@dataclass
+class Upload:
+    key: str                          # dataset:name, stable between runs (the manifest's key)
+    filename: str
+    title: str
+    content: str
+    department: str
+
+
+@dataclass
+class Corpus:
+    uploads: list[Upload] = field(default_factory=list)
+    passage_tokens: dict[str, list[str]] = field(default_factory=dict)   # corpus id → normalised tokens
+
+
+def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Question], Corpus]:
+    folder = data_dir / "squad_v1.1_dev"
+    passages = {p["_id"]: p for p in bench.read_jsonl(folder / "corpus.jsonl")}
+    qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
+    pool = [q for q in bench.read_jsonl(folder / "queries.jsonl") if q["_id"] in qrels]
+    sample = random.Random(seed).sample(pool, min(count, len(pool)))
+    questions = [Question("squad", q["_id"], q["text"], list(q.get("answers") or q.get("metadata", {}).get("answers", [])),
+                          sorted(qrels[q["_id"]])) for q in sample]
+    titles = {passages[p]["title"] for q in questions for p in q.gold_passages}
+    corpus = Corpus()
+    by_title: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for passage in passages.values():  # file order is paragraph order within an article
+        if passage["title"] in titles:
+            by_title[passage["title"]].append(passage)
+            corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
+    for title in sorted(by_title):
+        body = "\n\n".join(p["text"].strip() for p in by_title[title])
+        corpus.uploads.append(Upload(f"squad:{title}", f"{safe_name(title)}.md", title, f"# {title}\n\n{body}\n",
+                                     SQUAD_DEPARTMENT))
+    return questions, corpus
+
+
+def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus]:
+    folder = data_dir / "hotpotqa_train100"
+    passages = bench.read_jsonl(folder / "corpus.jsonl")
+    qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
+    questions = [Question("hotpotqa", q["_id"], q["text"], [str(q.get("answer") or q.get("metadata", {}).get("answer", ""))],
+                          sorted(qrels.get(q["_id"], {}))) for q in bench.read_jsonl(folder / "queries.jsonl")][:count]
+    everything = [q["_id"] for q in bench.read_jsonl(folder / "queries.jsonl")]
+    if count < len(everything):
+        # The corpus file holds the questions' context passages in question order (about 10 each), so a run of
+        # the first `count` questions uploads the passages before question count+1's first supporting passage.
+        position = {p["_id"]: i for i, p in enumerate(passages)}
+        passages = passages[:min(position[c] for c in qrels[everything[count]])]
+    corpus = Corpus()
+    seen: set[str] = set()
+    for passage in passages:  # the union of the questions' context passages; one document per title
+        title = passage["title"]
+        if title in seen:
+            continue
+        seen.add(title)
+        corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
+        corpus.uploads.append(Upload(f"hotpotqa:{title}", f"{safe_name(title)}.md", title,
+                                     f"# {title}\n\n{passage['text'].strip()}\n", HOTPOT_DEPARTMENT))
+    return questions, corpus
+
+
+def safe_name(title: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", title).strip("._")[:120] or "document"
+
+
+def offtopic_questions(path: Path, count: int | None) -> list[tuple[Question, list[str]]]:
+    """bench/offtopic.txt: `question<TAB>key term; key term`, `#` comments."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        question, _, terms = line.partition("\t")
+        rows.append((Question("offtopic", f"offtopic-{len(rows) + 1}", question.strip(), [], []),
+                     [t.strip() for t in terms.split(";") if t.strip()]))
+    return rows if count is None else rows[:count]
+
+
+def key_terms_found(rows: list[tuple[Question, list[str]]], texts: list[str]) -> dict[str, list[str]]:
+    """Off-topic question → its key terms that do occur in the corpora (whole words, case-insensitive)."""
+    blob = "\n".join(texts).lower()
+    found: dict[str, list[str]] = {}
+    for question, terms in rows:
+        hits = [t for t in terms if re.search(rf"(?<!\w){re.escape(t.lower())}(?!\w)", blob)]
+        if hits or not terms:
+            found[question.text] = hits or ["(no key terms listed)"]
+    return found
+
+
+# ---------------------------------------------------------------- the HTTP API
+
+class Api:
+    """The gateway's documents and chat APIs, as a frontend calls them (aiohttp)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.session: Any = None
+
+    async def open(self) -> None:
+        import aiohttp
+
+        self.session = aiohttp.ClientSession(self.url, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def upload(self, token: str, item: Upload) -> tuple[str | None, str]:
+        """(document id, "") or (None, why it was refused)."""
+        import aiohttp
+
+        form = aiohttp.FormData()
+        form.add_field("file", item.content.encode(), filename=item.filename, content_type="text/markdown")
+        form.add_field("title", item.title)
+        form.add_field("acl", json.dumps({"departments": [item.department], "roles": [ALL_ROLE]}))
+        try:
+            async with self.session.post("/api/v1/documents", data=form, headers=auth(token),
+                                         timeout=aiohttp.ClientTimeout(total=120)) as reply:
+                text = await reply.text()
+                if reply.status not in (200, 201, 202):
+                    return None, f"http {reply.status}: {text[:200]}"
+                return json.loads(text)["document_id"], ""
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+
+    async def status(self, token: str, document_id: str) -> tuple[str, str]:
+        """(status, error); ("missing", why) when the gateway does not answer 200."""
+        import aiohttp
+
+        try:
+            async with self.session.get(f"/api/v1/documents/{document_id}", headers=auth(token),
+                                        timeout=aiohttp.ClientTimeout(total=60)) as reply:
+                if reply.status != 200:
+                    return "missing", f"http {reply.status}"
+                data = await reply.json()
+                return str(data.get("status", "")), str(data.get("error") or "")
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            return "unreachable", f"{type(exc).__name__}: {exc}"
+
+    async def chat(self, token: str, question: str) -> dict[str, Any]:
+        """One streamed chat. Returns {outcome, final, ttft_s, total_s, error}; never raises for the mesh's
+        answers: a non-200 reply is outcome `http_<status>`, an error event `error:<step>`, a broken stream
+        `exception:<type>`, a stream without a final event `no_final`."""
+        import aiohttp
+
+        started = time.perf_counter()
+        result: dict[str, Any] = {"outcome": "no_final", "final": None, "ttft_s": None, "total_s": None, "error": ""}
+        try:
+            async with self.session.post("/api/v1/chat", json={"question": question, "stream": True},
+                                         headers=auth(token), timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S)) as reply:
+                if reply.status != 200:
+                    result.update(outcome=f"http_{reply.status}", error=(await reply.text())[:500])
+                    return result
+                async for name, data in sse_events(reply.content):
+                    if name == "token" and result["ttft_s"] is None:
+                        result["ttft_s"] = time.perf_counter() - started
+                    elif name == "error":
+                        payload = parse_json(data)
+                        result.update(outcome=f"error:{payload.get('step', 'unknown')}", error=str(payload)[:500])
+                        break
+                    elif name == "final":
+                        final = parse_json(data)
+                        result.update(final=final, outcome=str(final.get("outcome") or "unknown"))
+                        break
+        except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError) as exc:
+            result.update(outcome=f"exception:{type(exc).__name__}", error=str(exc)[:500])
+        finally:
+            result["total_s"] = time.perf_counter() - started
+        return result
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def parse_json(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {"raw": data[:500]}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+async def sse_events(stream: Any) -> Any:
+    """(event, data) pairs of a text/event-stream (comments and pings skipped; CRLF or LF line ends)."""
+    name, data = "message", []
+    async for raw in stream:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if data:
+                yield name, "\n".join(data)
+            name, data = "message", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield name, "\n".join(data)
+
+
+# ---------------------------------------------------------------- ingestion
+
+async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manifest_path: Path) -> dict[str, Any]:
+    """Uploads what the manifest does not already hold as `ready`, UPLOADS_IN_FLIGHT at a time, and waits until
+    every document is ready or failed. Returns the counts and the wall time."""
+    from tqdm import tqdm
+
+    manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    token_of = {SQUAD_DEPARTMENT: tokens["squad"], HOTPOT_DEPARTMENT: tokens["hotpotqa"]}
+    reused = 0
+    todo: list[Upload] = []
+    for item in uploads:
+        document_id = manifest.get(item.key)
+        if document_id and (await api.status(token_of[item.department], document_id))[0] == "ready":
+            reused += 1
+        else:
+            todo.append(item)
+    started = time.perf_counter()
+    gate = asyncio.Semaphore(UPLOADS_IN_FLIGHT)
+    failures: dict[str, str] = {}
+    progress = tqdm(total=len(todo), desc="upload", unit="doc", file=sys.stderr, mininterval=2)
+
+    async def send(item: Upload) -> None:
+        async with gate:
+            document_id, why = await api.upload(token_of[item.department], item)
+        if document_id is None:
+            failures[item.key] = why
+        else:
+            manifest[item.key] = document_id
+        progress.update()
+
+    await asyncio.gather(*[send(item) for item in todo])
+    progress.close()
+    manifest_path.write_text(json.dumps(manifest, indent=1))
+    pending = {item.key: item for item in todo if item.key in manifest}
+    progress = tqdm(total=len(pending), desc="ingest", unit="doc", file=sys.stderr, mininterval=2)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while pending and time.monotonic() < deadline:
+        await asyncio.sleep(2)
+        for key, item in list(pending.items()):
+            status, error = await api.status(token_of[item.department], manifest[key])
+            if status == "ready":
+                del pending[key]
+                progress.update()
+            elif status in ("failed", "deleted", "missing"):
+                failures[key] = f"{status}: {error}"
+                del pending[key]
+                progress.update()
+            else:
+                break  # the worker is serial: the rest of the batch is not ready either
+    progress.close()
+    for key in pending:
+        failures[key] = f"not ready after {READY_TIMEOUT_S:.0f}s"
+    if failures:
+        bench.log(f"{len(failures)} uploads did not become ready, e.g. {next(iter(failures.items()))}")
+    return {"documents": len(uploads), "reused": reused, "uploaded": len(todo), "failed": len(failures),
+            "failures": dict(list(failures.items())[:20]), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def chunk_texts(stack: Any, chunk_ids: set[str]) -> dict[str, str]:
+    """Full chunk texts (the API's sources carry a 320-character snippet), read as the database owner."""
+    import psycopg
+
+    if not chunk_ids:
+        return {}
+    with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
+        rows = conn.execute("SELECT id, text FROM chunks WHERE id = ANY(%s)", (sorted(chunk_ids),)).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+# ---------------------------------------------------------------- scoring
+
+def answered(final: dict[str, Any] | None) -> bool:
+    """An answer was given: outcome `answer` and not withheld by a verifier (field present on newer gateways)."""
+    return bool(final) and final.get("outcome") == "answer" and not final.get("withheld")
+
+
+def trusted(final: dict[str, Any]) -> bool:
+    """Presented as trustworthy: grounded, verified when the response says, and no warning."""
+    return (final.get("grounded") is True and final.get("verified", True) is not False
+            and not final.get("warnings"))
+
+
+def score(question: Question, result: dict[str, Any], texts: dict[str, str], corpus: Corpus) -> dict[str, Any]:
+    """One question's row: the reader scores, the grounding verdict and the retrieval ceilings."""
+    final = result["final"] or {}
+    is_answer = answered(result["final"])
+    answer_text = str(final.get("answer") or "") if is_answer else ""
+    short = final.get("short_answer")
+    prediction = str(short) if is_answer and isinstance(short, str) and short.strip() else answer_text
+    sources = final.get("sources") or [] if isinstance(final.get("sources"), list) else []
+    row: dict[str, Any] = {
+        "dataset": question.dataset, "id": question.qid, "question": question.text, "golds": question.golds,
+        "outcome": result["outcome"] if not (result["final"] and final.get("withheld")) else "withheld",
+        "answer": final.get("answer"), "short_answer": short, "grounded": final.get("grounded"),
+        "verified": final.get("verified"), "warnings": final.get("warnings") or [],
+        "degraded": [d.get("step") for d in final.get("degraded") or [] if isinstance(d, dict)],
+        "ttft_s": result["ttft_s"], "total_s": result["total_s"], "error": result["error"],
+        "answered": is_answer, "sources": len(sources), "cited": sum(1 for s in sources if s.get("cited")),
+    }
+    if question.dataset == "offtopic":
+        row["false_grounded"] = is_answer and trusted(final)
+        return row
+    row["em"] = max((exact_match(prediction, g) for g in question.golds), default=0.0) if is_answer else 0.0
+    row["f1"] = max((token_f1(prediction, g) for g in question.golds), default=0.0) if is_answer else 0.0
+    row["contains"] = is_answer and contains_gold(answer_text or prediction, question.golds)
+    row["false_grounded"] = is_answer and row["f1"] < F1_WRONG and not row["contains"] and trusted(final)
+    gold_tokens = [corpus.passage_tokens.get(p, []) for p in question.gold_passages]
+
+    def gold_of(source: dict[str, Any]) -> set[int]:
+        text = texts.get(str(source.get("chunk_id")), str(source.get("snippet") or ""))
+        return {i for i, tokens in enumerate(gold_tokens) if from_passage(text, tokens)}
+
+    found = [gold_of(s) for s in sources]
+    cited = [g for s, g in zip(sources, found) if s.get("cited")]
+    row["gold_in_sources"] = any(found)
+    row["all_gold_in_sources"] = bool(gold_tokens) and set().union(*found, set()) >= set(range(len(gold_tokens)))
+    row["gold_in_cited"] = any(cited)
+    row["cited_from_gold"] = sum(1 for g in cited if g)
+    row["answer_in_sources"] = any(contains_gold(texts.get(str(s.get("chunk_id")), str(s.get("snippet") or "")),
+                                                 question.golds) for s in sources)
+    return row
+
+
+def mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
+    n = len(rows)
+    outcomes = collections.Counter(r["outcome"] for r in rows)
+    answered_rows = [r for r in rows if r["answered"]]
+    ttft = [r["ttft_s"] for r in answered_rows if r["ttft_s"] is not None]
+    total = [r["total_s"] for r in rows if r["total_s"] is not None]
+    out: dict[str, Any] = {"questions": n}
+    if offtopic:
+        out["no_sources_rate"] = mean([float(r["outcome"] == "no_sources") for r in rows])
+    else:
+        cited_rows = [r for r in rows if r["cited"]]
+        out.update({
+            "exact_match": mean([r["em"] for r in rows]), "f1": mean([r["f1"] for r in rows]),
+            "contains_gold": mean([float(r["contains"]) for r in rows]),
+            "exact_match_answered": mean([r["em"] for r in answered_rows]),
+            "f1_answered": mean([r["f1"] for r in answered_rows]),
+            "citation_precision": mean([r["cited_from_gold"] / r["cited"] for r in cited_rows]),
+            "citation_precision_micro": (round(sum(r["cited_from_gold"] for r in cited_rows)
+                                               / sum(r["cited"] for r in cited_rows), 4) if cited_rows else None),
+            "questions_with_citations": len(cited_rows),
+            "gold_in_sources": mean([float(r["gold_in_sources"]) for r in rows]),
+            "all_gold_in_sources": mean([float(r["all_gold_in_sources"]) for r in rows]),
+            "gold_in_cited": mean([float(r["gold_in_cited"]) for r in rows]),
+            "answer_in_sources": mean([float(r["answer_in_sources"]) for r in rows]),
+        })
+    out.update({
+        "answered_rate": mean([float(r["answered"]) for r in rows]),
+        "false_grounded_rate": mean([float(r["false_grounded"]) for r in rows]),
+        "false_grounded": sum(1 for r in rows if r["false_grounded"]),
+        "outcomes": dict(sorted(outcomes.items())),
+        "degraded_steps": dict(sorted(collections.Counter(s for r in rows for s in set(r["degraded"])).items())),
+        "ttft_p50_s": rounded(bench.percentile(ttft, 0.5)), "ttft_p95_s": rounded(bench.percentile(ttft, 0.95)),
+        "total_p50_s": rounded(bench.percentile(total, 0.5)), "total_p95_s": rounded(bench.percentile(total, 0.95)),
+    })
+    return out
+
+
+def rounded(value: float) -> float | None:
+    return None if value != value else round(value, 3)  # NaN (no values) → null
+
+
+# ---------------------------------------------------------------- the run
+
+async def ask_all(api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str) -> list[dict[str, Any]]:
+    from tqdm import tqdm
+
+    gate = asyncio.Semaphore(concurrency)
+    results: list[dict[str, Any]] = [{} for _ in questions]
+    progress = tqdm(total=len(questions), desc=label, unit="q", file=sys.stderr, mininterval=2)
+
+    async def one(i: int, question: Question, token: str) -> None:
+        async with gate:
+            results[i] = await api.chat(token, question.text)
+        progress.update()
+
+    await asyncio.gather(*[one(i, q, t) for i, (q, t) in enumerate(questions)])
+    progress.close()
+    return results
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_common.engines.postgres import free_port
+
+    eval_dir = Path(args.eval_dir).resolve()
+    squad_n = min(args.squad, args.limit) if args.limit else args.squad
+    hotpot_n = min(args.hotpot, args.limit) if args.limit else args.hotpot
+    offtopic_n = args.offtopic if args.offtopic is not None else None
+    if args.limit:
+        offtopic_n = min(offtopic_n if offtopic_n is not None else args.limit, args.limit)
+    squad, squad_corpus = squad_questions(eval_dir, squad_n, args.seed) if squad_n else ([], Corpus())
+    hotpot, hotpot_corpus = hotpot_questions(eval_dir, hotpot_n) if hotpot_n else ([], Corpus())
+    offtopic_rows = offtopic_questions(Path(args.offtopic_file), offtopic_n) if offtopic_n != 0 else []
+    # the off-topic check runs against both corpora in full, whatever this run ingests
+    all_texts = [p["text"] + " " + p["title"] for folder in ("squad_v1.1_dev", "hotpotqa_train100")
+                 for p in bench.read_jsonl(eval_dir / folder / "corpus.jsonl")]
+    leaking = key_terms_found(offtopic_rows, all_texts)
+    if leaking:
+        bench.log(f"off-topic questions whose key terms occur in the corpora: {leaking}")
+
+    keep = args.data_dir is not None
+    work = Path(args.data_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="ragmesh-answer-"))
+    work.mkdir(parents=True, exist_ok=True)
+    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0"})
+    api = Api("")
+    started = time.perf_counter()
+    try:
+        bench.log(f"starting the mesh in {work}")
+        stack.start(timeout=600)
+        api = Api(stack.gateway_url)
+        await api.open()
+        tokens = {"squad": stack.token("bench-squad", SQUAD_DEPARTMENT),
+                  "hotpotqa": stack.token("bench-hotpot", HOTPOT_DEPARTMENT),
+                  "offtopic": stack.token("bench-offtopic", "bench-offtopic", [ALL_ROLE])}
+        uploads = squad_corpus.uploads + hotpot_corpus.uploads
+        bench.log(f"uploading {len(uploads)} documents ({len(squad_corpus.uploads)} SQuAD articles, "
+                  f"{len(hotpot_corpus.uploads)} HotpotQA passages)")
+        ingestion = await ingest(api, tokens, uploads, work / MANIFEST)
+        bench.log(f"ingestion: {ingestion}")
+        asked = [(q, tokens["squad"]) for q in squad] + [(q, tokens["hotpotqa"]) for q in hotpot] + \
+                [(q, tokens["offtopic"]) for q, _ in offtopic_rows]
+        ask_started = time.perf_counter()
+        results = await ask_all(api, asked, args.concurrency, "chat")
+        ask_seconds = time.perf_counter() - ask_started
+        cited_ids = {str(s.get("chunk_id")) for r in results if r.get("final")
+                     for s in (r["final"].get("sources") or []) if isinstance(s, dict)}
+        texts = chunk_texts(stack, cited_ids)
+    finally:
+        await api.close()
+        stack.stop()
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus()}
+    rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results)]
+    report: dict[str, Any] = {}
+    for name in ("squad", "hotpotqa", "offtopic"):
+        mine = [r for r in rows if r["dataset"] == name]
+        if mine:
+            report[name] = summarise(mine, offtopic=name == "offtopic")
+    report["meta"] = {
+        "seed": args.seed, "squad": len(squad), "hotpotqa": len(hotpot), "offtopic": len(offtopic_rows),
+        "squad_articles": len(squad_corpus.uploads), "hotpotqa_passages": len(hotpot_corpus.uploads),
+        "concurrency": args.concurrency, "ingestion": ingestion, "ask_seconds": round(ask_seconds, 1),
+        "wall_seconds": round(time.perf_counter() - started, 1), "offtopic_key_terms_in_corpora": leaking,
+        "cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2),
+        "settings": "embedded defaults (SmolLM2-135M-Instruct, all-MiniLM-L6-v2, no reranker model); "
+                    "GATEWAY_RATE_LIMIT_PER_MINUTE=0; chat requests carry only question and stream",
+        # settings exported by whoever ran it pass through to the services (Stack.env); record the ones that matter
+        "environment": {k: v for k, v in sorted(os.environ.items())
+                        if k.startswith(("LOCAL_LLM_", "ANSWERER_", "GATEWAY_", "RETRIEVER_", "RERANKER_", "EMBEDDER_"))
+                        and "SECRET" not in k and "PASSWORD" not in k and "KEY" not in k},
+    }
+    if args.details:
+        Path(args.details).parent.mkdir(parents=True, exist_ok=True)
+        with Path(args.details).open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return report
+
+
+METRIC_ROWS = (
+    ("exact match", "exact_match"), ("token F1", "f1"), ("gold contained", "contains_gold"),
+    ("EM / F1 of answered", None), ("citation precision (macro / micro)", None),
+    ("gold passage in sources", "gold_in_sources"), ("all gold passages in sources", "all_gold_in_sources"),
+    ("gold passage cited", "gold_in_cited"), ("gold answer in a source", "answer_in_sources"),
+    ("answered rate", "answered_rate"), ("no-sources rate", "no_sources_rate"),
+    ("false-grounded rate", "false_grounded_rate"), ("TTFT p50 / p95 s", None), ("total p50 / p95 s", None),
+    ("outcomes", None),
+)
+
+
+def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
+    if summary is None:
+        return ""
+    if key is not None:
+        value = summary.get(key)
+        return "" if value is None else str(value)
+    pair = {"EM / F1 of answered": ("exact_match_answered", "f1_answered"),
+            "citation precision (macro / micro)": ("citation_precision", "citation_precision_micro"),
+            "TTFT p50 / p95 s": ("ttft_p50_s", "ttft_p95_s"), "total p50 / p95 s": ("total_p50_s", "total_p95_s")}
+    if label == "outcomes":
+        return ", ".join(f"{k} {v}" for k, v in summary.get("outcomes", {}).items())
+    first, second = pair[label]
+    if summary.get(first) is None and summary.get(second) is None:
+        return ""
+    return f"{summary.get(first)} / {summary.get(second)}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    names = [n for n in ("squad", "hotpotqa", "offtopic") if n in report]
+    meta = report["meta"]
+    head = (f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
+            f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}; "
+            f"{meta['wall_seconds'] / 60:.1f} min")
+    lines = [head, "", "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for label, key in METRIC_ROWS:
+        cells = [cell(report.get(n), label, key) for n in names]
+        if any(cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description="ragmesh end-to-end answer benchmark")
+    parser.add_argument("--squad", type=int, default=200, help="SQuAD v1.1 dev questions (seeded sample)")
+    parser.add_argument("--hotpot", type=int, default=100, help="HotpotQA questions, in file order")
+    parser.add_argument("--offtopic", type=int, default=None, help="off-topic questions (default: all in the file)")
+    parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
+    parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--data-dir", default=None,
+                        help="the mesh's data folder, kept after the run; a later run with the same folder reuses "
+                             "the documents already ready (default: a temporary folder, deleted)")
+    parser.add_argument("--eval-dir", default=str(root.parent / "shared" / "data"), help="the evaluation data")
+    parser.add_argument("--offtopic-file", default=str(root / "bench" / "offtopic.txt"))
+    parser.add_argument("--output", default=str(root / "bench" / "results" / "answer.json"))
+    parser.add_argument("--details", default=None, help="also write one JSON line per question here")
+    args = parser.parse_args()
+    if args.squad < 0 or args.hotpot < 0 or (args.offtopic or 0) < 0 or args.limit < 0 or args.concurrency < 1:
+        parser.error("counts must be >= 0 and --concurrency >= 1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ragmesh_common.devstack import interrupt_on_sigterm
+
+    interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
+    report = asyncio.run(run(args))
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=1) + "\n")
+    print(markdown(report), flush=True)
+    bench.log(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
