@@ -13,20 +13,35 @@ from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.verify import Verdict
 
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = answerer_pb2.DESCRIPTOR.services_by_name["AnswererService"].full_name
 
 
+_VERDICTS = {v: answerer_pb2.Verdict.Value(f"VERDICT_{v.name}") for v in Verdict}
+
+
 def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
-    return answerer_pb2.AnswerFinal(
+    final = answerer_pb2.AnswerFinal(
         answer=result.answer,
         citations=[answerer_pb2.Citation(source_index=c.source_index, chunk_id=c.chunk_id, support=c.support)
                    for c in result.citations],
         grounding_score=result.grounding_score, grounded=result.grounded, warnings=result.warnings,
         model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        short_answer=result.short_answer,
+        evidence=[answerer_pb2.EvidenceQuote(source_index=q.source_index, chunk_id=q.chunk_id, text=q.text,
+                                             start=q.start, end=q.end) for q in result.evidence],
+        sentences=[answerer_pb2.SentenceVerdict(
+            text=s.text, supported=s.supported, source_indexes=s.sources, evidence_indexes=s.evidence,
+            unsupported_tokens=s.unsupported_tokens, reason=s.reason, verdict=_VERDICTS[s.verdict],
+            short_answer=s.short_answer) for s in result.sentences],
+        verified=result.verified, withheld=result.withheld,
     )
+    if result.draft is not None:
+        final.draft = result.draft
+    return final
 
 
 class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
@@ -36,7 +51,8 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
     @grpc_errors
     async def CheckInput(self, request: answerer_pb2.CheckInputRequest,
                          context: aio.ServicerContext) -> answerer_pb2.CheckInputResponse:
-        verdict = self._answerer.check_input(request.question)
+        verdict = self._answerer.check_input(request.question,
+                                             [(turn.role, turn.content) for turn in request.history])
         if not verdict.allowed:
             logger.info("question refused by %s", ",".join(verdict.rules))
         return answerer_pb2.CheckInputResponse(allowed=verdict.allowed, reason=verdict.reason, rules=verdict.rules)
