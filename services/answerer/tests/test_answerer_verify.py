@@ -81,6 +81,21 @@ def test_number_from_another_quote_does_not_rescue_a_sentence() -> None:
     assert not result.verified and _only(result).evidence == (0,)
 
 
+def test_a_quote_is_checked_sentence_by_sentence() -> None:
+    quote = [Quote(0, "IBM was founded in 1911 in Endicott. It was renamed in 1924.", "Company history")]
+    assert not verify("When was IBM founded?", "IBM was founded in 1924.", quote, 0.5).verified
+    assert verify("When was IBM renamed?", "IBM was renamed in 1924. [1]", quote, 0.5).verified  # "It" = IBM
+
+
+def test_a_marker_adds_a_supporting_quote_below_the_best() -> None:
+    quotes = [Quote(0, "Full-time employees receive 25 days of paid vacation per calendar year."),
+              Quote(1, "Employees receive paid days off for 25 public holidays and vacation.")]
+    answer = "Full-time employees receive 25 days of paid vacation per calendar year"
+    question = "How many days of paid vacation do employees get?"
+    assert _only(verify(question, answer + ".", quotes, 0.5)).sources == (0,)
+    assert _only(verify(question, answer + " [2].", quotes, 0.5)).sources == (0, 1)
+
+
 def test_answer_of_the_wrong_type_is_unverified() -> None:
     result = verify("When was IBM founded?", "IBM is the Computing-Tabulating-Recording Company.", IBM, 0.5)
     sentence = _only(result)

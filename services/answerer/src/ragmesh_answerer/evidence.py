@@ -9,8 +9,10 @@ are skipped: a small model copies them instead of answering.
 
 The best `max_quotes` sentences scoring at least half the best score are kept, higher-ranked sources
 first on ties. A sentence that opens with a pronoun ("It was founded in 1911.") takes its preceding
-sentence along in the same quote, so the quote says what "it" is. Adjacent chosen sentences merge into
-one quote. Quotes are numbered in the prompt in order of score.
+sentence along in the same quote, so the quote says what "it" is, and is scored together with it.
+Other sentences stay separate quotes even when adjacent: verification checks a claim against the quote that
+supports it, and "founded in 1911. Renamed in 1924." as one quote would let "founded in 1924" pass.
+Quotes are numbered in the prompt in order of score.
 """
 from __future__ import annotations
 
@@ -125,7 +127,10 @@ def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
             sentence = source.text[s:e]
             if _is_heading(sentence) or not words(sentence):
                 continue
-            score = score_sentence(q, sentence)
+            scored = sentence
+            if k > 0 and _PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
+                scored = source.text[spans[k - 1][0]:e]
+            score = score_sentence(q, scored)
             if score > 0:
                 candidates.append((-score, i, k, s, e))
     if not candidates:
@@ -133,25 +138,26 @@ def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
     candidates.sort()
     best = -candidates[0][0]
     chosen = [c for c in candidates if -c[0] >= best * MIN_RELATIVE_SCORE][:max_quotes]
-    # Sentence indexes per source: each chosen one, and its predecessor when it opens with a pronoun.
-    picked: dict[int, dict[int, float]] = {}
+    # Each chosen sentence is its own quote (a date from the next sentence must not back a claim about this
+    # one); a sentence opening with a pronoun is quoted with its predecessor, and overlapping quotes merge.
+    groups: list[tuple[int, int, int, float]] = []  # (source, first sentence, last sentence, score)
     for neg, i, k, s, e in chosen:
-        entry = picked.setdefault(i, {})
-        entry[k] = max(entry.get(k, 0.0), -neg)
-        if k > 0 and _PRONOUN_START.match(sources[i].text[s:e]):
-            entry.setdefault(k - 1, 0.0)
+        first = k - 1 if k > 0 and _PRONOUN_START.match(sources[i].text[s:e]) else k
+        groups.append((i, first, k, -neg))
+    groups.sort()
+    merged: list[list[float]] = []
+    for i, first, last, score in groups:
+        if merged and merged[-1][0] == i and first <= merged[-1][2]:
+            merged[-1][2] = max(merged[-1][2], last)
+            merged[-1][3] = max(merged[-1][3], score)
+        else:
+            merged.append([i, first, last, score])
     quotes: list[EvidenceQuote] = []
-    for i, ks in picked.items():
-        spans = spans_by_source[i]
-        run: list[int] = []
-        for k in sorted(ks) + [-2]:
-            if run and k != run[-1] + 1:
-                start, end = spans[run[0]][0], spans[run[-1]][1]
-                start, end = _clip(sources[i].text, start, end, q)
-                quotes.append(EvidenceQuote(i, sources[i].chunk_id, sources[i].text[start:end], start, end,
-                                            sources[i].heading_text, max(ks[r] for r in run)))
-                run = []
-            run.append(k)
+    for i_f, first_f, last_f, score in merged:
+        i, first, last = int(i_f), int(first_f), int(last_f)
+        start, end = _clip(sources[i].text, spans_by_source[i][first][0], spans_by_source[i][last][1], q)
+        quotes.append(EvidenceQuote(i, sources[i].chunk_id, sources[i].text[start:end], start, end,
+                                    sources[i].heading_text, score))
     quotes.sort(key=lambda quote: (-quote.score, quote.source_index, quote.start))
     kept: list[EvidenceQuote] = []
     used = 0

@@ -312,7 +312,7 @@ class SentenceVerdict:
     supported: bool
     verdict: Verdict
     support: float = 0.0
-    evidence: tuple[int, ...] = ()         # indexes into the quotes
+    evidence: tuple[int, ...] = ()         # indexes into the quotes (sentence units while checking)
     sources: tuple[int, ...] = ()          # source indexes of those quotes
     unsupported_tokens: list[str] = field(default_factory=list)
     reason: str = ""
@@ -350,22 +350,47 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+_PRONOUN_START = re.compile(r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
+                            r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b", re.IGNORECASE)
+
+
+def _units(quotes: Sequence[Quote]) -> list[Quote]:
+    """Each quote's sentences as separate units (so a number in one sentence cannot back a claim that
+    another sentence supports), with the heading; a sentence that opens with a pronoun gets its
+    predecessor's names (what "it" is), not its numbers or words. `source_index` = the quote's index."""
+    from ragmesh_answerer.evidence import sentence_spans
+    units: list[Quote] = []
+    for j, quote in enumerate(quotes):
+        sentences = [quote.text[s:e] for s, e in sentence_spans(quote.text)] or [quote.text]
+        for k, sentence in enumerate(sentences):
+            text = sentence
+            if k > 0 and _PRONOUN_START.match(sentence):
+                text = " ".join(dict.fromkeys(names(sentences[k - 1]))) + " " + sentence
+            units.append(Quote(j, text, quote.heading))
+    return units
+
+
 def verify(question: str, answer: str, quotes: Sequence[Quote], threshold: float) -> Verification:
     """Checks every sentence of `answer` against `quotes` (see the module docstring)."""
     q = Question.parse(question)
-    contexts = [quote.context for quote in quotes]
-    quote_stems = [content_stems(c) for c in contexts]
-    quote_words = [set(words(c)) for c in contexts]
-    quote_numbers = [numbers(c) for c in contexts]
+    units = _units(quotes)
+    contexts = [unit.context for unit in units]
+    unit_stems = [content_stems(c) for c in contexts]
+    unit_words = [set(words(c)) for c in contexts]
+    unit_numbers = [numbers(c) for c in contexts]
     verdicts: list[SentenceVerdict] = []
     for sentence in split_sentences(answer):
-        verdicts.append(_check_sentence(sentence, quotes, quote_stems, quote_words, quote_numbers, threshold))
+        verdict = _check_sentence(sentence, units, unit_stems, unit_words, unit_numbers, threshold)
+        verdicts.append(verdict)
     checkable = [v for v in verdicts if v.checkable]
     short = checkable[0] if checkable else None
     if short is not None:
         short.short_answer = True
         if short.supported:
-            _check_short_answer(short, q, quotes)
+            _check_short_answer(short, q, units)
+    for verdict in verdicts:  # unit indexes -> quote indexes
+        verdict.evidence = tuple(sorted({units[u].source_index for u in verdict.evidence}))
+        verdict.sources = tuple(sorted({quotes[j].source_index for j in verdict.evidence}))
     supported = sum(v.supported for v in checkable)
     warnings = [f"not supported by the evidence: \"{_clip(v.text)}\" ({v.reason})" for v in checkable
                 if not v.supported]
@@ -398,10 +423,15 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
         supports = [len(content & qs) / len(content) for qs in quote_stems]
         best = max(supports)
         chosen = {j for j, s in enumerate(supports) if s >= threshold and s >= best - TIE_MARGIN}
-        chosen |= {n - 1 for n in markers(sentence) if 1 <= n <= len(quotes) and supports[n - 1] >= threshold}
+        cited = set(markers(sentence))  # [n] = the n-th quote; `quotes` here are its sentence units
+        chosen |= {u for u, unit in enumerate(quotes) if unit.source_index + 1 in cited and supports[u] >= threshold}
         if not chosen:
+            absent = missing_in(range(len(quotes)))
             return SentenceVerdict(sentence.strip(), True, False, Verdict.LOW_SUPPORT, support=round(best, 4),
-                                   reason=f"only {best:.0%} of its words are in the evidence")
+                                   unsupported_tokens=absent,
+                                   reason=f"only {best:.0%} of its words are in the evidence"
+                                   + ("; it states " + ", ".join(f"'{t}'" for t in absent) + ", which the "
+                                      "evidence does not" if absent else ""))
     else:
         # Too few words to attribute by: it rests on the quotes that state the most of its numbers and names.
         missing_by_quote = [len(missing_in([j])) for j in range(len(quotes))]
@@ -410,7 +440,7 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
         chosen = {j for j, m in enumerate(missing_by_quote) if m == fewest} if fewest < tokens else set()
         best = 1.0 - fewest / tokens
     evidence = tuple(sorted(chosen))
-    sources = tuple(sorted({quotes[j].source_index for j in evidence}))
+    sources: tuple[int, ...] = ()  # filled in by `verify`, which knows the quotes
     missing = missing_in(evidence) if evidence else [n.text for n in stated_numbers] + stated_names
     if missing:
         return SentenceVerdict(sentence.strip(), True, False, Verdict.MISSING_TOKEN, support=round(best, 4),
@@ -420,9 +450,9 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
                            evidence=evidence, sources=sources)
 
 
-def _check_short_answer(verdict: SentenceVerdict, q: Question, quotes: Sequence[Quote]) -> None:
+def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Quote]) -> None:
     if q.key_terms():
-        gaps = [q.missing_key_terms(quotes[j].context) for j in verdict.evidence]
+        gaps = [q.missing_key_terms(units[u].context) for u in verdict.evidence]
         if all(gaps):
             missing = min(gaps, key=len)
             verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
