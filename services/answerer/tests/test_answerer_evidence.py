@@ -60,4 +60,4 @@ def test_prompt_numbers_the_quotes_and_ends_with_the_question() -> None:
     messages = build_prompt("When was IBM founded?", ["IBM was founded in 1911."], [("user", "Hi")],
                             history_turns=4)
     assert messages[0]["role"] == "system" and messages[-2] == {"role": "user", "content": "Hi"}
-    assert messages[-1]["content"] == "[1] IBM was founded in 1911.\n\nWhen was IBM founded?"
+    assert messages[-1]["content"] == "Quotes:\n[1] IBM was founded in 1911.\n\nQuestion: When was IBM founded?"

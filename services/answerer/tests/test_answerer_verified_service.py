@@ -92,7 +92,7 @@ async def test_correct_answer_is_verified_with_evidence_and_source_markers(
     assert sentence.supported and sentence.short_answer and sentence.verdict == answerer_pb2.VERDICT_SUPPORTED
     assert list(sentence.source_indexes) == [1]
     # The model saw the quotes, not the whole sources, and the question last.
-    assert chat.messages[-1]["content"].startswith("[1] IBM was founded in 1911")
+    assert chat.messages[-1]["content"].startswith("Quotes:\n[1] IBM was founded in 1911")
     assert "lasagna" not in chat.messages[-1]["content"]
 
 

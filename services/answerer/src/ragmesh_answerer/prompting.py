@@ -1,10 +1,10 @@
-"""The evidence-first prompt: a one-shot example, recent history, then the numbered quotes and the question.
+"""The evidence-first prompt: one instruction line, recent history, then the numbered quotes and the question.
 
-Shaped for SmolLM2-135M and chosen by trying variants on hand-written cases (quotes, question, expected
-answer) with greedy decoding; see the answerer README. What worked: a one-line system instruction to copy
-one short sentence from the quotes, one worked example as a previous user/assistant turn (it teaches the
-`[n]` citation and the length better than any instruction did), then the quotes and the bare question.
-Headings are not shown to the model (it copied them); verification reads them.
+Shaped for SmolLM2-135M and chosen by trying variants on 13 hand-written cases (quotes, question, expected
+answer) with greedy decoding; the answerer README has the table. The winner is also the shortest (~70 prompt
+tokens): a one-line system instruction to copy one short sentence, then `Quotes:` and `Question:`. A worked
+example as a previous turn made answers cite `[n]` but leaked: the model answered with the example's facts
+("The Zephyr bridge opened in 1932, so…"). Headings are not shown to the model; verification reads them.
 """
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ from dataclasses import dataclass
 from ragmesh.common.v1 import common_pb2
 
 SYSTEM_PROMPT = "Answer with one short sentence copied from the quotes."
-EXAMPLE_QUESTION = ("[1] The Zephyr bridge opened in 1932 and is 410 metres long.\n"
-                    "[2] It was designed by Lena Ortiz.\n\n"
-                    "When did the Zephyr bridge open?")
-EXAMPLE_ANSWER = "The Zephyr bridge opened in 1932. [1]"
 MAX_TURN_CHARS = 500
 SECTION_SEPARATOR = " › "
 
@@ -55,11 +51,9 @@ def _shorten(text: str, limit: int) -> str:
 def build_prompt(question: str, quotes: Sequence[str], history: Sequence[tuple[str, str]], *,
                  history_turns: int) -> list[dict[str, str]]:
     """Chat messages for `question` over `quotes` (numbered [1].. in the given order)."""
-    messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": EXAMPLE_QUESTION},
-                {"role": "assistant", "content": EXAMPLE_ANSWER}]
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     recent = list(history[-history_turns:]) if history_turns else []
     messages += [{"role": role, "content": _shorten(content, MAX_TURN_CHARS)} for role, content in recent]
     numbered = "\n".join(f"[{i + 1}] {' '.join(quote.split())}" for i, quote in enumerate(quotes))
-    messages.append({"role": "user", "content": f"{numbered}\n\n{question.strip()}"})
+    messages.append({"role": "user", "content": f"Quotes:\n{numbered}\n\nQuestion: {question.strip()}"})
     return messages
