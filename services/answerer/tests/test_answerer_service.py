@@ -58,15 +58,35 @@ async def test_answer_streams_tokens_then_cites_the_relevant_source(answerer_ser
             max_tokens=48, temperature=0.0, has_temperature=True))
     assert tokens, "no token streamed"
     assert final is not None
-    # The final answer is the streamed text, less any out-of-range [n] markers.
+    # The model is prompted with the quote that answers, copies it, and the copy verifies.
+    assert [q.source_index for q in final.evidence] == [1]
+    quote = final.evidence[0]
+    assert VACATION.chunk.text[quote.start:quote.end] == quote.text and "25 days" in quote.text
+    assert final.verified and final.grounded and not final.withheld, list(final.warnings)
+    # The final answer is the streamed text, with [n] pointing at sources instead of quotes.
     assert _words(final.answer) == _words("".join(tokens))
-    assert "25" in final.answer
-    assert [c.source_index for c in final.citations][:1] == [1]
+    assert "25" in final.short_answer and len(final.short_answer) < len(final.answer) + 1
+    assert [c.source_index for c in final.citations] == [1]
     assert final.citations[0].chunk_id == "handbook-leave-3" and final.citations[0].support >= 0.5
-    assert all(c.chunk_id != "security-accounts-1" for c in final.citations)
-    assert final.grounding_score > 0
+    assert final.grounding_score == 1.0
     assert final.model == "smollm2:135m"
     assert final.prompt_tokens > 0 and 0 < final.completion_tokens <= 48
+
+
+async def test_answer_to_the_wrong_question_is_not_verified(answerer_service: GrpcService) -> None:
+    """The sources say nothing about the CEO; whatever the model makes of them must not come back verified."""
+    channel, stub = _stub(answerer_service)
+    report = common_pb2.ScoredChunk(score=0.8, chunk=common_pb2.Chunk(
+        chunk_id="nw-report-1", title="Northwind Analytics GmbH", section_path=["About this report"],
+        text="This report on Northwind Analytics GmbH was written by Tom Baker. "
+             "Northwind Analytics GmbH has 240 employees in Leipzig."))
+    async with channel:
+        _, final = await _collect(stub, answerer_pb2.AnswerRequest(
+            question="Who is the CEO of Northwind Analytics GmbH?", sources=[report], max_tokens=48,
+            temperature=0.0, has_temperature=True))
+    assert final is not None
+    assert not final.verified and not final.grounded
+    assert final.withheld or final.warnings
 
 
 async def test_max_tokens_cut_is_reported(answerer_service: GrpcService) -> None:

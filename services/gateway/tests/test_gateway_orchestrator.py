@@ -236,3 +236,31 @@ async def test_retrieve_span_groups_parallel_searches_only(monkeypatch: pytest.M
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 1
     names = [s.name for s in exporter.get_finished_spans()]
     assert "retrieve" not in names and "answer" in names
+
+
+async def test_final_event_carries_verification_and_evidence_mapped_to_documents() -> None:
+    withheld = [answerer_pb2.AnswerEvent(token="IBM was founded in 1924."),
+                answerer_pb2.AnswerEvent(final=answerer_pb2.AnswerFinal(
+                    answer="I could not verify an answer in your documents.", short_answer="I could not verify",
+                    withheld=True, verified=False, grounded=False, draft="IBM was founded in 1924.", model="m",
+                    evidence=[answerer_pb2.EvidenceQuote(source_index=0, chunk_id="c2", text="founded in 1911",
+                                                         start=4, end=19)],
+                    sentences=[answerer_pb2.SentenceVerdict(
+                        text="IBM was founded in 1924.", supported=False, source_indexes=[0],
+                        evidence_indexes=[0], unsupported_tokens=["1924"], reason="the evidence does not state '1924'",
+                        verdict=answerer_pb2.VERDICT_MISSING_TOKEN, short_answer=True)]))]
+    mesh = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=withheld))
+    _, events = await run(mesh, history=[("user", "Tell me about IBM"), ("assistant", "IBM is a company.")])
+    final = events[-1]["data"]
+    assert final["withheld"] is True and final["verified"] is False and final["grounded"] is False
+    assert final["draft"] == "IBM was founded in 1924." and final["short_answer"] == "I could not verify"
+    first = final["sources"][0]  # the reranker put c2 first: evidence source 1 is c2's document
+    assert final["evidence"] == [{"source": 1, "document_id": first["document_id"], "title": first["title"],
+                                  "section_path": first["section_path"], "page": first["page"],
+                                  "quote": "founded in 1911", "start": 4, "end": 19}]
+    assert final["sentences"] == [{"text": "IBM was founded in 1924.", "supported": False, "sources": [1],
+                                   "unsupported_tokens": ["1924"], "reason": "the evidence does not state '1924'",
+                                   "verdict": "missing_token", "short_answer": True}]
+    checked = mesh.answerer.requests["CheckInput"]
+    assert [(t.role, t.content) for t in checked.history] == [("user", "Tell me about IBM"),
+                                                              ("assistant", "IBM is a company.")]

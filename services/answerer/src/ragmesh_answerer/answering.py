@@ -1,8 +1,9 @@
-"""The answer pipeline: guard the input, prompt the model, stream its tokens, check the output."""
+"""The answer pipeline: guard the input, select evidence, prompt the model, stream its tokens, verify."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -11,16 +12,23 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.errors import InvalidArgument
 
 from ragmesh_answerer.config import Settings
-from ragmesh_answerer.grounding import attribute
+from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
+from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_input
 from ragmesh_answerer.llm import Generation, OllamaChat
 from ragmesh_answerer.prompting import Source, build_prompt
+from ragmesh_answerer.verify import SentenceVerdict, verify
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TOKENS_LIMIT = 4096
 HISTORY_ROLES = frozenset({"user", "assistant"})
+# A short answer is one sentence: a blank line means the model has moved on to something else.
+STOP_SEQUENCES = ("\n\n",)
+WITHHELD_MESSAGE = ("I could not verify an answer in your documents: the passages I found do not support what the "
+                    "model wrote. Check the sources below, or rephrase the question.")
+_MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,12 @@ class AnswerResult:
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    short_answer: str = ""
+    evidence: list[EvidenceQuote] = field(default_factory=list)
+    sentences: list[SentenceVerdict] = field(default_factory=list)
+    verified: bool = False
+    withheld: bool = False
+    draft: str | None = None  # the unverified model answer, when withheld
 
 
 @dataclass(frozen=True)
@@ -53,17 +67,20 @@ class AnswerInput:
 
 
 class Answerer:
-    """Guarded, grounded answers from `llm` over the sources the caller retrieved."""
+    """Guarded, verified answers from `llm` over the sources the caller retrieved."""
 
     def __init__(self, settings: Settings, llm: OllamaChat) -> None:
         self.settings = settings
         self.llm = llm
 
-    def check_input(self, question: str) -> GuardrailResult:
-        return check_input(question, self.settings.max_question_chars)
+    def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
+        return check_input(question, self.settings.max_question_chars, history)
 
     def _validate(self, request: AnswerInput) -> tuple[int, float]:
-        verdict = self.check_input(request.question)
+        for i, (role, _) in enumerate(request.history):
+            if role not in HISTORY_ROLES:
+                raise InvalidArgument(f"history[{i}].role must be user or assistant, got {role!r}")
+        verdict = self.check_input(request.question, request.history)
         if not verdict.allowed:
             raise InvalidArgument(f"question refused: {verdict.reason}")
         if not request.sources:
@@ -74,20 +91,17 @@ class Answerer:
         temperature = self.settings.temperature if request.temperature is None else request.temperature
         if not 0.0 <= temperature <= 2.0:
             raise InvalidArgument(f"temperature must be within 0..2, got {temperature}")
-        for i, (role, _) in enumerate(request.history):
-            if role not in HISTORY_ROLES:
-                raise InvalidArgument(f"history[{i}].role must be user or assistant, got {role!r}")
         return request.max_tokens or self.settings.max_tokens, temperature
 
     async def answer(self, request: AnswerInput) -> AsyncIterator[str | AnswerResult]:
         """Yields the answer's pieces as the model writes them, then one `AnswerResult`."""
         max_tokens, temperature = self._validate(request)
-        prompt = build_prompt(request.question, request.sources, request.graph_facts, request.history,
-                              context_chars=self.settings.max_context_chars,
-                              history_turns=self.settings.history_turns)
-        if prompt.truncated_sources:
-            logger.info("%d of %d sources shortened to fit %d characters", prompt.truncated_sources,
-                        len(request.sources), self.settings.max_context_chars)
+        quotes = select_evidence(request.question, request.sources, self.settings.max_quotes,
+                                 self.settings.max_context_chars)
+        # Graph facts are not document text (no offsets to quote, nothing to verify against), so the
+        # evidence-first prompt leaves them out; the gateway still reports them.
+        messages = build_prompt(request.question, [q.text for q in quotes], request.history,
+                                history_turns=self.settings.history_turns)
         generation = Generation()
         span = tracer.start_span("generate", attributes={
             attr.GEN_AI_SYSTEM: "ollama",
@@ -96,10 +110,12 @@ class Answerer:
             attr.GEN_AI_REQUEST_MAX_TOKENS: max_tokens,
             attr.GEN_AI_REQUEST_TEMPERATURE: temperature,
             attr.RAG_SOURCES: len(request.sources),
+            attr.RAG_ANSWER_EVIDENCE: len(quotes),
         })
         try:
-            async for piece in self.llm.stream(prompt.messages, max_tokens=max_tokens, temperature=temperature,
-                                               seed=self.settings.seed, result=generation):
+            async for piece in self.llm.stream(messages, max_tokens=max_tokens, temperature=temperature,
+                                               seed=self.settings.seed, result=generation,
+                                               stop=list(STOP_SEQUENCES)):
                 yield piece
         except BaseException as exc:
             span.record_exception(exc)
@@ -109,30 +125,53 @@ class Answerer:
             span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
             span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
             span.end()
-        yield self.check_output(generation, request.sources, prompt.shown_sources, max_tokens)
+        yield self.check_output(generation, request.question, request.sources, quotes, max_tokens)
 
-    def check_output(self, generation: Generation, sources: list[Source], shown: list[str],
-                     max_tokens: int) -> AnswerResult:
-        """Citations, grounding score and warnings for a finished generation."""
+    def check_output(self, generation: Generation, question: str, sources: Sequence[Source],
+                     quotes: Sequence[EvidenceQuote], max_tokens: int) -> AnswerResult:
+        """Verifies a finished generation against the evidence it was prompted with (`verify.py`)."""
         with tracer.start_as_current_span("output_check") as span:
-            attribution = attribute(generation.text.strip(), shown, self.settings.min_sentence_support)
-            warnings = list(attribution.warnings)
-            grounded = attribution.grounding_score >= self.settings.min_grounding
-            if not attribution.answer:
+            warnings: list[str] = []
+            draft = drop_out_of_range(generation.text.strip(), len(quotes), warnings)
+            result = verify(question, draft, [q.as_quote() for q in quotes], self.settings.min_sentence_support)
+            withheld = result.nothing_supported
+            if not draft:
                 warnings.append("the model returned an empty answer")
-            elif attribution.content_sentences == 0:
+            elif not result.checkable:
                 warnings.append("the answer makes no statement that can be checked against the sources")
-            elif not grounded:
-                warnings.append(f"only {attribution.grounding_score:.0%} of the answer's statements are supported "
-                                "by the sources; verify it before relying on it")
+            if withheld:
+                warnings.append("the answer was withheld: none of its statements could be verified against the "
+                                "quoted evidence")
+            warnings += result.warnings
             if generation.done_reason == "length":
                 warnings.append(f"the answer was cut off at the token limit ({max_tokens} tokens)")
-            citations = [Citation(c.source_index, sources[c.source_index].chunk_id, c.support)
-                         for c in attribution.citations]
-            span.set_attribute(attr.RAG_GROUNDING_SCORE, attribution.grounding_score)
+            best: dict[int, float] = {}
+            for sentence in result.sentences:
+                if sentence.supported:
+                    for j in sentence.sources:
+                        best[j] = max(best.get(j, 0.0), sentence.support)
+            citations = sorted((Citation(j, sources[j].chunk_id, round(s, 4)) for j, s in best.items()),
+                               key=lambda c: (-c.support, c.source_index))
+            span.set_attribute(attr.RAG_GROUNDING_SCORE, result.score)
             span.set_attribute(attr.RAG_CITATIONS, len(citations))
+            span.set_attribute(attr.RAG_ANSWER_VERIFIED, result.verified)
+            span.set_attribute(attr.RAG_ANSWER_WITHHELD, withheld)
+            answer = WITHHELD_MESSAGE if withheld else _to_source_markers(draft, quotes)
             return AnswerResult(
-                answer=attribution.answer, citations=citations, grounding_score=attribution.grounding_score,
-                grounded=grounded and bool(attribution.answer), warnings=warnings, model=self.llm.model,
+                answer=answer, citations=[] if withheld else citations, grounding_score=result.score,
+                grounded=result.verified, warnings=warnings, model=self.llm.model,
                 prompt_tokens=generation.prompt_tokens, completion_tokens=generation.completion_tokens,
+                short_answer=WITHHELD_MESSAGE if withheld else _to_source_markers(result.short_answer, quotes),
+                evidence=list(quotes), sentences=result.sentences, verified=result.verified, withheld=withheld,
+                draft=draft if withheld else None,
             )
+
+
+def _to_source_markers(text: str, quotes: Sequence[EvidenceQuote]) -> str:
+    """The model cites quotes ([n] = the n-th quote); the reply cites sources, as the gateway numbers them."""
+    def fix(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in match.group(1).split(",")]
+        mapped = dict.fromkeys(quotes[n - 1].source_index + 1 for n in numbers if 1 <= n <= len(quotes))
+        return f"[{', '.join(map(str, mapped))}]" if mapped else ""
+
+    return _MARKER.sub(fix, text)

@@ -17,9 +17,9 @@ class Settings:
     temperature: float           # default when the request has no temperature
     timeout_seconds: float       # whole generation, and each HTTP read
     max_question_chars: int
-    max_context_chars: int       # budget for source text in the prompt
-    min_grounding: float         # grounding_score at or above which an answer is grounded
-    min_sentence_support: float  # lexical support at or above which a sentence is supported by a source
+    max_context_chars: int       # budget for the evidence quotes in the prompt
+    max_quotes: int              # evidence quotes selected for the prompt
+    min_sentence_support: float  # share of a sentence's content words its evidence must contain
     history_turns: int           # how many past chat turns go into the prompt
     seed: int | None             # fixed sampling seed (tests, evaluations); None = random
 
@@ -35,12 +35,12 @@ class Settings:
             port=env_int("ANSWERER_PORT", 50056),
             ollama_host=env_str("OLLAMA_HOST"),
             model=env_str("ANSWERER_MODEL", "smollm2:135m"),
-            max_tokens=env_int("ANSWERER_MAX_TOKENS", 192),
+            max_tokens=env_int("ANSWERER_MAX_TOKENS", 64),
             temperature=env_float("ANSWERER_TEMPERATURE", 0.2),
             timeout_seconds=env_float("ANSWERER_TIMEOUT_SECONDS", 120.0),
             max_question_chars=env_int("ANSWERER_MAX_QUESTION_CHARS", 2000),
-            max_context_chars=env_int("ANSWERER_MAX_CONTEXT_CHARS", 6000),
-            min_grounding=env_float("ANSWERER_MIN_GROUNDING", 0.5),
+            max_context_chars=env_int("ANSWERER_MAX_CONTEXT_CHARS", 2000),
+            max_quotes=env_int("ANSWERER_MAX_QUOTES", 5),
             min_sentence_support=env_float("ANSWERER_MIN_SENTENCE_SUPPORT", 0.5),
             history_turns=env_int("ANSWERER_HISTORY_TURNS", 4),
             seed=seed_value,
@@ -51,9 +51,9 @@ class Settings:
     @classmethod
     def defaults(cls, ollama_host: str, **overrides: object) -> Settings:
         """The documented defaults (as from an empty environment) with overrides; for tools and tests."""
-        base = cls(host="127.0.0.1", port=50056, ollama_host=ollama_host, model="smollm2:135m", max_tokens=192,
-                   temperature=0.2, timeout_seconds=120.0, max_question_chars=2000, max_context_chars=6000,
-                   min_grounding=0.5, min_sentence_support=0.5, history_turns=4, seed=None)
+        base = cls(host="127.0.0.1", port=50056, ollama_host=ollama_host, model="smollm2:135m", max_tokens=64,
+                   temperature=0.2, timeout_seconds=120.0, max_question_chars=2000, max_context_chars=2000,
+                   max_quotes=5, min_sentence_support=0.5, history_turns=4, seed=None)
         settings = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
         settings.validate()
         return settings
@@ -65,7 +65,7 @@ class Settings:
             ("ANSWERER_TIMEOUT_SECONDS", self.timeout_seconds > 0, "must be > 0"),
             ("ANSWERER_MAX_QUESTION_CHARS", self.max_question_chars > 0, "must be > 0"),
             ("ANSWERER_MAX_CONTEXT_CHARS", self.max_context_chars >= 200, "must be >= 200"),
-            ("ANSWERER_MIN_GROUNDING", 0.0 <= self.min_grounding <= 1.0, "must be within 0..1"),
+            ("ANSWERER_MAX_QUOTES", 1 <= self.max_quotes <= 20, "must be within 1..20"),
             ("ANSWERER_MIN_SENTENCE_SUPPORT", 0.0 < self.min_sentence_support <= 1.0, "must be within (0, 1]"),
             ("ANSWERER_HISTORY_TURNS", self.history_turns >= 0, "must be >= 0"),
         ]

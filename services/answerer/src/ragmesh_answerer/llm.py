@@ -62,9 +62,11 @@ class OllamaChat:
             delay = min(delay * 2, max_delay)
 
     async def stream(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float,
-                     seed: int | None, result: Generation) -> AsyncIterator[str]:
+                     seed: int | None, result: Generation, stop: list[str] | None = None) -> AsyncIterator[str]:
         """Yields content pieces; fills `result` from the final line. Bounded by the timeout as a whole."""
-        options: dict[str, float | int] = {"num_predict": max_tokens, "temperature": temperature}
+        options: dict[str, float | int | list[str]] = {"num_predict": max_tokens, "temperature": temperature}
+        if stop:
+            options["stop"] = stop
         if seed is not None:
             options["seed"] = seed
         loop = asyncio.get_running_loop()

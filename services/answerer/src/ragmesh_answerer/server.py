@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
+import grpc
+from google.protobuf.message import DecodeError
 from grpc import aio
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh_common.errors import grpc_errors
@@ -13,20 +16,35 @@ from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.verify import Verdict
 
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = answerer_pb2.DESCRIPTOR.services_by_name["AnswererService"].full_name
 
 
+_VERDICTS = {v: answerer_pb2.Verdict.Value(f"VERDICT_{v.name}") for v in Verdict}
+
+
 def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
-    return answerer_pb2.AnswerFinal(
+    final = answerer_pb2.AnswerFinal(
         answer=result.answer,
         citations=[answerer_pb2.Citation(source_index=c.source_index, chunk_id=c.chunk_id, support=c.support)
                    for c in result.citations],
         grounding_score=result.grounding_score, grounded=result.grounded, warnings=result.warnings,
         model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        short_answer=result.short_answer,
+        evidence=[answerer_pb2.EvidenceQuote(source_index=q.source_index, chunk_id=q.chunk_id, text=q.text,
+                                             start=q.start, end=q.end) for q in result.evidence],
+        sentences=[answerer_pb2.SentenceVerdict(
+            text=s.text, supported=s.supported, source_indexes=s.sources, evidence_indexes=s.evidence,
+            unsupported_tokens=s.unsupported_tokens, reason=s.reason, verdict=_VERDICTS[s.verdict],
+            short_answer=s.short_answer) for s in result.sentences],
+        verified=result.verified, withheld=result.withheld,
     )
+    if result.draft is not None:
+        final.draft = result.draft
+    return final
 
 
 class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
@@ -36,7 +54,8 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
     @grpc_errors
     async def CheckInput(self, request: answerer_pb2.CheckInputRequest,
                          context: aio.ServicerContext) -> answerer_pb2.CheckInputResponse:
-        verdict = self._answerer.check_input(request.question)
+        verdict = self._answerer.check_input(request.question,
+                                             [(turn.role, turn.content) for turn in request.history])
         if not verdict.allowed:
             logger.info("question refused by %s", ",".join(verdict.rules))
         return answerer_pb2.CheckInputResponse(allowed=verdict.allowed, reason=verdict.reason, rules=verdict.rules)
@@ -61,13 +80,86 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
                 yield answerer_pb2.AnswerEvent(final=_final(item))
 
 
+class Undecodable:
+    """A request whose bytes are not a valid message (e.g. a string field that is not UTF-8, such as an
+    encoded lone surrogate): answered INVALID_ARGUMENT instead of grpc's UNKNOWN/INTERNAL."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _lenient(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | None:
+    if handler is None or handler.request_deserializer is None:
+        return handler
+    parse = handler.request_deserializer
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return Undecodable(str(exc))
+
+    def refuse(request: Any) -> str | None:
+        if isinstance(request, Undecodable):
+            logger.info("undecodable request refused: %s", request.error)
+            return "the request could not be decoded (a text field is not valid UTF-8?); send valid UTF-8 text"
+        return None
+
+    def unary(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(request: Any, context: aio.ServicerContext) -> Any:
+            reason = refuse(request)
+            if reason:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
+            return await behaviour(request, context)
+        return call
+
+    def streaming(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+            reason = refuse(request)
+            if reason:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
+            async for item in behaviour(request, context):
+                yield item
+        return call
+
+    changes: dict[str, Any] = {"request_deserializer": deserialize}
+    if handler.unary_unary is not None:
+        changes["unary_unary"] = unary(handler.unary_unary)
+    if handler.unary_stream is not None:
+        changes["unary_stream"] = streaming(handler.unary_stream)
+    return handler._replace(**changes)  # type: ignore[attr-defined]  # RpcMethodHandler is a namedtuple
+
+
+class _LenientGeneric(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+        self._inner = inner
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        return _lenient(self._inner.service(handler_call_details))
+
+
+class _LenientRegistrar:
+    """Registers the generated handlers on `server` with lenient request decoding (see `Undecodable`);
+    every RPC of the service is covered, whatever the generated code adds."""
+
+    def __init__(self, server: aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in handlers))
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self._server.add_registered_method_handlers(service, {k: _lenient(h) for k, h in handlers.items()})
+
+
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
     """The answerer server; SERVING once the model is listed by Ollama (retried until it is)."""
     chat = llm or OllamaChat(settings.ollama_host, settings.model, settings.timeout_seconds)
     answerer = Answerer(settings, chat)
 
     def add(server: aio.Server) -> Sequence[str]:
-        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer), server)
+        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer),
+                                                                 _LenientRegistrar(server))
         return [SERVICE_NAME]
 
     return GrpcService("answerer", add, host=settings.host, port=settings.port, warmup=chat.wait_ready,

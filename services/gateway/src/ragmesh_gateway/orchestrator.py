@@ -106,6 +106,14 @@ def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = Tru
     }
 
 
+def evidence_payload(quote: answerer_pb2.EvidenceQuote, items: list[common_pb2.ScoredChunk]) -> dict[str, Any]:
+    """An answer's evidence quote with the document, section and page of the source it is cut from."""
+    chunk = items[quote.source_index].chunk if 0 <= quote.source_index < len(items) else common_pb2.Chunk()
+    return {"source": quote.source_index + 1, "document_id": chunk.document_id, "title": chunk.title,
+            "section_path": list(chunk.section_path), "page": chunk.page or None, "quote": quote.text,
+            "start": quote.start, "end": quote.end}
+
+
 class Orchestrator:
     def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True,
                  default_context: dict[str, Any] | None = None) -> None:
@@ -142,7 +150,9 @@ class Orchestrator:
             started = time.perf_counter()
             with tracer.start_as_current_span("guardrail") as span:
                 check = await self._call("guardrail", self.mesh.answerer.CheckInput(
-                    answerer_pb2.CheckInputRequest(question=options.question), metadata=md,
+                    answerer_pb2.CheckInputRequest(question=options.question, history=[
+                        answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history]),
+                    metadata=md,
                     timeout=self.deadlines.guardrail))
                 span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
                 span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
@@ -350,7 +360,15 @@ class Orchestrator:
                                for c in final.citations],
                     grounding_score=round(final.grounding_score, 4), grounded=final.grounded,
                     warnings=list(final.warnings), degraded=prepared.degraded, model=final.model,
-                    accessible_documents=prepared.accessible, trace_id=trace_id)
+                    accessible_documents=prepared.accessible, trace_id=trace_id,
+                    short_answer=final.short_answer, verified=final.verified, withheld=final.withheld,
+                    draft=final.draft if final.HasField("draft") else None,
+                    evidence=[evidence_payload(q, items) for q in final.evidence],
+                    sentences=[{"text": v.text, "supported": v.supported,
+                                "sources": [j + 1 for j in v.source_indexes],
+                                "unsupported_tokens": list(v.unsupported_tokens), "reason": v.reason,
+                                "verdict": answerer_pb2.Verdict.Name(v.verdict).removeprefix("VERDICT_").lower(),
+                                "short_answer": v.short_answer} for v in final.sentences])
 
 
 def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:

@@ -1,5 +1,6 @@
 from ragmesh.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -7,11 +8,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_UNSPECIFIED: _ClassVar[Verdict]
+    VERDICT_SUPPORTED: _ClassVar[Verdict]
+    VERDICT_NOT_CHECKABLE: _ClassVar[Verdict]
+    VERDICT_LOW_SUPPORT: _ClassVar[Verdict]
+    VERDICT_MISSING_TOKEN: _ClassVar[Verdict]
+    VERDICT_OFF_QUESTION: _ClassVar[Verdict]
+    VERDICT_WRONG_ANSWER_TYPE: _ClassVar[Verdict]
+VERDICT_UNSPECIFIED: Verdict
+VERDICT_SUPPORTED: Verdict
+VERDICT_NOT_CHECKABLE: Verdict
+VERDICT_LOW_SUPPORT: Verdict
+VERDICT_MISSING_TOKEN: Verdict
+VERDICT_OFF_QUESTION: Verdict
+VERDICT_WRONG_ANSWER_TYPE: Verdict
+
 class CheckInputRequest(_message.Message):
-    __slots__ = ("question",)
+    __slots__ = ("question", "history")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     question: str
-    def __init__(self, question: _Optional[str] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[ChatTurn]
+    def __init__(self, question: _Optional[str] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ...) -> None: ...
 
 class CheckInputResponse(_message.Message):
     __slots__ = ("allowed", "reason", "rules")
@@ -60,7 +80,7 @@ class Citation(_message.Message):
     def __init__(self, source_index: _Optional[int] = ..., chunk_id: _Optional[str] = ..., support: _Optional[float] = ...) -> None: ...
 
 class AnswerFinal(_message.Message):
-    __slots__ = ("answer", "citations", "grounding_score", "grounded", "warnings", "model", "prompt_tokens", "completion_tokens")
+    __slots__ = ("answer", "citations", "grounding_score", "grounded", "warnings", "model", "prompt_tokens", "completion_tokens", "short_answer", "evidence", "sentences", "verified", "withheld", "draft")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     GROUNDING_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +89,12 @@ class AnswerFinal(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SHORT_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     grounding_score: float
@@ -77,7 +103,47 @@ class AnswerFinal(_message.Message):
     model: str
     prompt_tokens: int
     completion_tokens: int
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+    short_answer: str
+    evidence: _containers.RepeatedCompositeFieldContainer[EvidenceQuote]
+    sentences: _containers.RepeatedCompositeFieldContainer[SentenceVerdict]
+    verified: bool
+    withheld: bool
+    draft: str
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., short_answer: _Optional[str] = ..., evidence: _Optional[_Iterable[_Union[EvidenceQuote, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[SentenceVerdict, _Mapping]]] = ..., verified: bool = ..., withheld: bool = ..., draft: _Optional[str] = ...) -> None: ...
+
+class EvidenceQuote(_message.Message):
+    __slots__ = ("source_index", "chunk_id", "text", "start", "end")
+    SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    source_index: int
+    chunk_id: str
+    text: str
+    start: int
+    end: int
+    def __init__(self, source_index: _Optional[int] = ..., chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class SentenceVerdict(_message.Message):
+    __slots__ = ("text", "supported", "source_indexes", "evidence_indexes", "unsupported_tokens", "reason", "verdict", "short_answer")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_INDEXES_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SHORT_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    supported: bool
+    source_indexes: _containers.RepeatedScalarFieldContainer[int]
+    evidence_indexes: _containers.RepeatedScalarFieldContainer[int]
+    unsupported_tokens: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    verdict: Verdict
+    short_answer: bool
+    def __init__(self, text: _Optional[str] = ..., supported: bool = ..., source_indexes: _Optional[_Iterable[int]] = ..., evidence_indexes: _Optional[_Iterable[int]] = ..., unsupported_tokens: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., short_answer: bool = ...) -> None: ...
 
 class AnswerEvent(_message.Message):
     __slots__ = ("token", "final")

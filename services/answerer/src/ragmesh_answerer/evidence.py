@@ -1,0 +1,181 @@
+"""Evidence first: the few source sentences that best support answering the question.
+
+Before generation the sources are cut into sentences (with their character offsets, so every quote is
+an exact substring of its source's text) and each sentence is scored by the question's key terms it
+contains: a name of the question counts 2, an acronym (or the words it abbreviates) 2, any other key
+term 1 (compared by stem); a sentence of the asked type (a number for how-many, a year for when) gets
++0.5. Headings and other short lines without a verb-like shape (no end punctuation, ≤ 8 words, no digit)
+are skipped: a small model copies them instead of answering.
+
+The best `max_quotes` sentences scoring at least half the best score are kept, higher-ranked sources
+first on ties. A sentence that opens with a pronoun ("It was founded in 1911.") takes its preceding
+sentence along in the same quote, so the quote says what "it" is, and is scored together with it.
+Other sentences stay separate quotes even when adjacent: verification checks a claim against the quote that
+supports it, and "founded in 1911. Renamed in 1924." as one quote would let "founded in 1924" pass.
+Quotes are numbered in the prompt in order of score.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.verify import AnswerType, Question, Quote, normalise, numbers, stem, words
+
+MAX_QUOTE_CHARS = 400
+MIN_RELATIVE_SCORE = 0.5
+TYPE_BONUS = 0.5
+
+_LINE = re.compile(r"[^\n]+")
+# A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace.
+_END = re.compile(r"(?<=[.!?])[\"'”’)\]]?\s+")
+_ABBREVIATIONS = frozenset("""e.g i.e etc vs dr mr mrs ms prof inc ltd co corp st no fig approx ca jr sr dept
+z.b bzw ggf usw u.a d.h""".split())
+_PRONOUN_START = re.compile(r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
+                            r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b", re.IGNORECASE)
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*•]\s*$)")
+
+
+@dataclass(frozen=True)
+class EvidenceQuote:
+    source_index: int  # 0-based index into the request's sources
+    chunk_id: str
+    text: str          # == sources[source_index].text[start:end]
+    start: int
+    end: int
+    heading: str = ""
+    score: float = 0.0
+
+    def as_quote(self) -> Quote:
+        return Quote(self.source_index, self.text, self.heading)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`: split at line breaks and at . ! ? before whitespace,
+    not after a common abbreviation or a single letter ("e.g.", "J. Smith"); spans exclude outer space."""
+    spans: list[tuple[int, int]] = []
+    for line in _LINE.finditer(text):
+        start = line.start()
+        for end_match in _END.finditer(line.group(0)):
+            cut = line.start() + end_match.start()
+            last_word = re.search(r"([\w.]+)[.!?][\"'”’)\]]?$", text[start:cut])
+            if last_word and (last_word.group(1).lower() in _ABBREVIATIONS or len(last_word.group(1)) == 1):
+                continue
+            spans.append((start, cut))
+            start = line.start() + end_match.end()
+        spans.append((start, line.end()))
+    result = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            result.append((s, e))
+    return result
+
+
+def _is_heading(sentence: str) -> bool:
+    stripped = sentence.strip()
+    if _HEADING.match(stripped):
+        return True
+    return (not re.search(r"[.!?:;]\W*$", stripped) and len(stripped.split()) <= 8
+            and not re.search(r"\d", stripped))
+
+
+def score_sentence(question: Question, sentence: str) -> float:
+    entities, acronyms, focus = question.coverage(sentence)
+    score = 2.0 * len(entities) + 2.0 * len(acronyms) + 1.0 * len(focus)
+    if score and question.answer_type in (AnswerType.DATE, AnswerType.NUMBER) and numbers(sentence):
+        score += TYPE_BONUS
+    return score
+
+
+def _clip(text: str, start: int, end: int, question: Question) -> tuple[int, int]:
+    """Narrows [start, end) to at most MAX_QUOTE_CHARS around the first key term, at word boundaries."""
+    if end - start <= MAX_QUOTE_CHARS:
+        return start, end
+    keys = {*question.entities, *(a.lower() for a in question.acronyms)}
+    key_stems = {stem(f) for f in question.focus}
+    anchor = start
+    for m in re.finditer(r"[^\W_]+", text[start:end]):
+        word = normalise(m.group(0)).lower()
+        if word in keys or stem(word) in key_stems:
+            anchor = start + m.start()
+            break
+    lo = max(start, anchor - MAX_QUOTE_CHARS // 3)
+    hi = min(end, lo + MAX_QUOTE_CHARS)
+    while lo > start and not text[lo - 1].isspace():
+        lo += 1
+    while hi < end and not text[hi].isspace():
+        hi -= 1
+    return lo, hi
+
+
+def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
+                    max_chars: int = 2000) -> list[EvidenceQuote]:
+    """The quotes to prompt with, best first, within `max_chars` together (the first always); when no
+    sentence shares a key term with the question, the opening sentences of the top-ranked source."""
+    q = Question.parse(question)
+    candidates: list[tuple[float, int, int, int, int]] = []  # (-score, source, order, start, end)
+    spans_by_source: list[list[tuple[int, int]]] = []
+    for i, source in enumerate(sources):
+        spans = sentence_spans(source.text)
+        spans_by_source.append(spans)
+        for k, (s, e) in enumerate(spans):
+            sentence = source.text[s:e]
+            if _is_heading(sentence) or not words(sentence):
+                continue
+            scored = sentence
+            if k > 0 and _PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
+                scored = source.text[spans[k - 1][0]:e]
+            score = score_sentence(q, scored)
+            if score > 0:
+                candidates.append((-score, i, k, s, e))
+    if not candidates:
+        return _opening(sources, spans_by_source, q)
+    candidates.sort()
+    best = -candidates[0][0]
+    chosen = [c for c in candidates if -c[0] >= best * MIN_RELATIVE_SCORE][:max_quotes]
+    # Each chosen sentence is its own quote (a date from the next sentence must not back a claim about this
+    # one); a sentence opening with a pronoun is quoted with its predecessor, and overlapping quotes merge.
+    groups: list[tuple[int, int, int, float]] = []  # (source, first sentence, last sentence, score)
+    for neg, i, k, s, e in chosen:
+        first = k - 1 if k > 0 and _PRONOUN_START.match(sources[i].text[s:e]) else k
+        groups.append((i, first, k, -neg))
+    groups.sort()
+    merged: list[list[float]] = []
+    for i, first, last, score in groups:
+        if merged and merged[-1][0] == i and first <= merged[-1][2]:
+            merged[-1][2] = max(merged[-1][2], last)
+            merged[-1][3] = max(merged[-1][3], score)
+        else:
+            merged.append([i, first, last, score])
+    quotes: list[EvidenceQuote] = []
+    for i_f, first_f, last_f, score in merged:
+        i, first, last = int(i_f), int(first_f), int(last_f)
+        start, end = _clip(sources[i].text, spans_by_source[i][first][0], spans_by_source[i][last][1], q)
+        quotes.append(EvidenceQuote(i, sources[i].chunk_id, sources[i].text[start:end], start, end,
+                                    sources[i].heading_text, score))
+    quotes.sort(key=lambda quote: (-quote.score, quote.source_index, quote.start))
+    kept: list[EvidenceQuote] = []
+    used = 0
+    for quote in quotes:
+        if kept and used + len(quote.text) > max_chars:
+            break
+        kept.append(quote)
+        used += len(quote.text)
+    return kept
+
+
+def _opening(sources: Sequence[Source], spans_by_source: list[list[tuple[int, int]]],
+             q: Question) -> list[EvidenceQuote]:
+    """Nothing shares a key term: the first two sentences of the top-ranked source, so the model still has
+    something to say; verification then finds whether it answers the question (usually not)."""
+    for i, source in enumerate(sources):
+        spans = [(s, e) for s, e in spans_by_source[i] if not _is_heading(source.text[s:e])][:2]
+        if spans:
+            start, end = _clip(source.text, spans[0][0], spans[-1][1], q)
+            return [EvidenceQuote(i, source.chunk_id, source.text[start:end], start, end, source.heading_text)]
+    return []
