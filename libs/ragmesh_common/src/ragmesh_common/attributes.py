@@ -51,6 +51,10 @@ RAG_GROUNDING_SCORE = "rag.answer.grounding_score"
 RAG_CITATIONS = "rag.answer.citations"
 RAG_SOURCES = "rag.answer.sources"
 RAG_OUTCOME = "rag.chat.outcome"
+RAG_QUEUE_POSITION = "rag.answer.queue_position"      # place taken in the answerer's queue (0 = started at once)
+RAG_QUEUE_WAIT_MS = "rag.answer.queue_wait_ms"
+RAG_QUEUE_REFUSED = "rag.answer.queue_refused"        # RESOURCE_EXHAUSTED: queue full or wait over budget
+RAG_RETRY_AFTER = "rag.answer.retry_after_seconds"
 # GenAI semantic conventions
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_OPERATION = "gen_ai.operation.name"

@@ -133,6 +133,12 @@ def rpc_http_error(exc: aio.AioRpcError, step: str) -> HTTPException:
     return HTTPException(failed.http_status, failed.message)
 
 
+def error_response(data: dict[str, Any]) -> JSONResponse:
+    """A chat's error event as an HTTP error; a busy answerer's carries Retry-After."""
+    headers = {"Retry-After": str(data["retry_after"])} if data.get("retry_after") else None
+    return JSONResponse({"detail": data}, status_code=data["status"], headers=headers)
+
+
 _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
 
 
@@ -231,9 +237,27 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                 span.end()
 
         if body.stream:
+            # Read up to the answerer's admission before the status line goes out: a busy answerer
+            # (queue full, wait over budget) is then a real 503 with Retry-After, not an error event in a 200.
+            stream = events()
+            head: list[dict[str, Any]] = []
+            async for item in stream:
+                head.append(item)
+                if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
+                        "answer", "started"):
+                    break
+            if head and head[-1]["event"] == "error":
+                await stream.aclose()
+                return error_response(head[-1]["data"])
+
             async def sse() -> AsyncIterator[dict[str, str]]:
-                async for item in events():
-                    yield {"event": item["event"], "data": json.dumps(item["data"])}
+                try:
+                    for item in head:
+                        yield {"event": item["event"], "data": json.dumps(item["data"])}
+                    async for item in stream:
+                        yield {"event": item["event"], "data": json.dumps(item["data"])}
+                finally:
+                    await stream.aclose()  # a client that left cancels the answer at once (its slot frees)
 
             return EventSourceResponse(sse(), headers=SSE_HEADERS, ping=15)
         tokens: list[str] = []
@@ -244,7 +268,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             elif item["event"] == "progress":
                 progress.append(item["data"])
             elif item["event"] == "error":
-                return JSONResponse({"detail": item["data"]}, status_code=item["data"]["status"])
+                return error_response(item["data"])
             elif item["event"] == "final":
                 return JSONResponse({**item["data"], "progress": progress})  # JSON-native, as the SSE events
         raise HTTPException(503, "the chat ended without an answer")

@@ -80,9 +80,19 @@ class AnswerFinal(_message.Message):
     def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class AnswerEvent(_message.Message):
-    __slots__ = ("token", "final")
+    __slots__ = ("token", "final", "queued")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     token: str
     final: AnswerFinal
-    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[AnswerFinal, _Mapping]] = ...) -> None: ...
+    queued: QueueStatus
+    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[AnswerFinal, _Mapping]] = ..., queued: _Optional[_Union[QueueStatus, _Mapping]] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("position", "estimated_wait_seconds")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    estimated_wait_seconds: float
+    def __init__(self, position: _Optional[int] = ..., estimated_wait_seconds: _Optional[float] = ...) -> None: ...
