@@ -4,7 +4,9 @@
     python bench/load.py --concurrency 20 --duration 60
 
 Starts the whole mesh (`ragmesh_common.devstack.Stack`, every service its own process, loopback only,
-rate limiting off so that the answerer's admission control is what is measured), uploads a few Markdown
+rate limiting off so that the answerer's admission control is what is measured; one llama.cpp thread in the
+model server and one torch thread per service, as the other benches, because two spinning llama.cpp threads
+on a shared 2-core machine slow generation by an order of magnitude), uploads a few Markdown
 documents from `../shared/data/documents/md/sources` through the gateway and waits until they are ready,
 sends one warm-up chat, then runs `--concurrency` clients for `--duration` seconds. Each client is its own
 user (department `eng`) and loops: POST /api/v1/chat with `stream: true`, read the SSE stream to its end,
@@ -182,7 +184,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"no documents under {sources}")
     work = Path(tempfile.mkdtemp(prefix="ragmesh-load-", dir=args.work_dir))
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS},
-                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                             "LOCAL_LLM_THREADS": str(args.llm_threads)})
     load_start = os.getloadavg()[0]
     try:
         bench.log(f"starting the mesh in {work}")
@@ -245,7 +248,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
               for name in before["rss_mib"]}
     other = sum(tally.errors.values())
     return {
-        "config": {"concurrency": args.concurrency, "duration_s": args.duration, "documents": [p.name for p in paths],
+        "config": {"concurrency": args.concurrency, "duration_s": args.duration, "llm_threads": args.llm_threads, "documents": [p.name for p in paths],
                    "questions": len(asked), "request_timeout_s": args.request_timeout,
                    "answerer": {k: v for k, v in stack.env().items() if k.startswith("ANSWERER_MAX")
                                 or k == "ANSWERER_QUEUE_TIMEOUT_SECONDS"} or "defaults"},
@@ -293,14 +296,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="clients chatting at once")
     parser.add_argument("--duration", type=float, default=300.0, help="seconds during which clients start chats")
     parser.add_argument("--request-timeout", type=float, default=240.0, help="client timeout of one chat, seconds")
+    parser.add_argument("--llm-threads", type=int, default=1,
+                        help="llama.cpp threads of the local model server (LOCAL_LLM_THREADS; its default is 2)")
     parser.add_argument("--settle", type=float, default=10.0, help="idle seconds before each snapshot")
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "load.json"))
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
     parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (logs) afterwards")
     args = parser.parse_args()
-    if args.concurrency < 1 or args.duration <= 0 or args.request_timeout <= 0 or args.settle < 0:
-        parser.error("--concurrency >= 1, --duration and --request-timeout > 0, --settle >= 0")
+    if args.concurrency < 1 or args.llm_threads < 1 or args.duration <= 0 or args.request_timeout <= 0 or args.settle < 0:
+        parser.error("--concurrency and --llm-threads >= 1, --duration and --request-timeout > 0, --settle >= 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
