@@ -191,6 +191,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         bench.log(f"starting the mesh in {work}")
         stack.start(timeout=600)
         pids = {p.name: p.popen.pid for p in stack.processes}
+        env = stack.env()
+        limits = {k: env.get(k, "service default") for k in (
+            "ANSWERER_MAX_CONCURRENT", "ANSWERER_MAX_QUEUE", "ANSWERER_QUEUE_TIMEOUT_SECONDS")}
         url = stack.gateway_url
         owner = stack.token("load-owner", "eng", ["employee"])
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
@@ -250,8 +253,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "config": {"concurrency": args.concurrency, "duration_s": args.duration, "llm_threads": args.llm_threads, "documents": [p.name for p in paths],
                    "questions": len(asked), "request_timeout_s": args.request_timeout,
-                   "answerer": {k: v for k, v in stack.env().items() if k.startswith("ANSWERER_MAX")
-                                or k == "ANSWERER_QUEUE_TIMEOUT_SECONDS"} or "defaults"},
+                   "answerer": limits},
         "wall_s": round(wall, 1),
         "chats": {"completed": tally.completed, "refused_503_retry_after": tally.refused, "other_failures": other,
                   "failures_by_kind": dict(tally.errors), "completed_after_queueing": tally.chats_queued,
@@ -284,7 +286,8 @@ def rows(report: dict[str, Any]) -> list[tuple[str, object]]:
     ]
     for name, m in report["memory"].items():
         out.append((f"RSS {name} MiB before → peak → after (target ±10 %)",
-                    f"{m['before_mib']} → {m['peak_mib']} → {m['after_mib']} ({m['change_pct']:+} %)"))
+                    f"{m['before_mib']} → {m['peak_mib']} → {m['after_mib']} ({m['change_pct']:+} %)"
+                    if m["change_pct"] is not None else "not readable"))
     for name, s in report["established_sockets"].items():
         out.append((f"ESTABLISHED sockets {name} before → after", f"{s['before']} → {s['after']}"))
     return out
