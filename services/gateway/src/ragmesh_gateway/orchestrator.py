@@ -341,7 +341,8 @@ class Orchestrator:
             except aio.AioRpcError as exc:
                 failed = StepFailed.from_rpc("answer", exc)
                 retry_after = retry_after_seconds(exc)
-                logger.error("answer step failed: %s", failed)
+                # a busy answerer is load, not a fault: a warning, so that a burst does not flood the error log
+                (logger.warning if retry_after else logger.error)("answer step failed: %s", failed)
                 yield event("error", step="answer", message=failed.message, status=failed.http_status,
                             trace_id=trace_id, **({"retry_after": retry_after} if retry_after else {}))
                 return
