@@ -117,6 +117,19 @@ async def test_expected_wait_comes_from_recent_hold_times() -> None:
     assert limiter.expected_wait(2) == pytest.approx(26)  # then two more take 10 s each
 
 
+async def test_varying_hold_times_plan_for_more_than_their_mean() -> None:
+    clock = Clock()
+    limiter = Limiter(1, 8, 30.0, clock=clock)
+    for held in (10, 30, 10, 30):
+        ticket = limiter.enter()
+        clock.now += held
+        ticket.release()
+    assert limiter.hold_seconds is not None and limiter.planned_hold is not None
+    assert limiter.planned_hold > limiter.hold_seconds + 10  # twice a deviation of several seconds on top
+    limiter.enter()
+    assert limiter.expected_wait(0) == pytest.approx(limiter.planned_hold)
+
+
 async def test_deadline_shorter_than_the_expected_wait_is_refused_at_once() -> None:
     clock = Clock()
     limiter = Limiter(1, 8, 30.0, clock=clock)

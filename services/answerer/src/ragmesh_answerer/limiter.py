@@ -3,9 +3,11 @@
 A request either starts at once, waits in the queue (its position and an estimated wait are reported
 whenever the position changes), or is refused at once with `Exhausted` and a retry-after hint: when the
 queue is full, or when the expected wait already exceeds its budget (the queue timeout, or what is left of
-the call's deadline). The expected wait comes from the recent hold times of the slots (an exponentially
-weighted mean): the slot of each running generation is expected to free at its start + that mean, and the
-waiters ahead take the slots in turn as they free. Until a first generation has finished there is no
+the call's deadline). The expected wait comes from the recent hold times of the slots: a smoothed mean
+plus twice their smoothed deviation (as TCP plans its retransmission timeout), because generation times
+vary a lot on a shared machine, and a waiter whose budget runs out after its stream started can no longer
+get a clean refusal. The slot of each running generation is expected to free at its start + that planned
+hold, and the waiters ahead take the slots in turn as they free. Until a first generation has finished there is no
 estimate, and only the queue's length and the budget's expiry bound the wait.
 """
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Limiter:
         self._active: set[Ticket] = set()
         self._queue: deque[Ticket] = deque()
         self.hold_seconds: float | None = None  # smoothed hold time of a slot; None until one was released
+        self.hold_deviation = 0.0               # smoothed absolute deviation of the hold times
 
     @property
     def active(self) -> int:
@@ -107,16 +110,22 @@ class Limiter:
     def position(self, ticket: Ticket) -> int:
         return self._queue.index(ticket) + 1
 
+    @property
+    def planned_hold(self) -> float | None:
+        """How long a slot is planned to be held: the smoothed mean plus twice the smoothed deviation."""
+        return None if self.hold_seconds is None else self.hold_seconds + 2 * self.hold_deviation
+
     def expected_wait(self, ahead: int) -> float:
         """Seconds until a waiter with `ahead` waiters before it is expected to start (0 without an estimate)."""
-        if self.hold_seconds is None:
+        hold = self.planned_hold
+        if hold is None:
             return 0.0
         now = self.clock()
-        frees = [max(now, (t.started_at or now) + self.hold_seconds) for t in self._active]
+        frees = [max(now, (t.started_at or now) + hold) for t in self._active]
         frees += [now] * (self.max_concurrent - len(frees))
         heapq.heapify(frees)
-        for _ in range(ahead):  # each waiter ahead takes the next slot to free and holds it for the mean
-            heapq.heappush(frees, heapq.heappop(frees) + self.hold_seconds)
+        for _ in range(ahead):  # each waiter ahead takes the next slot to free and holds it for the planned time
+            heapq.heappush(frees, heapq.heappop(frees) + hold)
         return max(0.0, frees[0] - now)
 
     def retry_after(self, budget: float) -> float:
@@ -130,7 +139,7 @@ class Limiter:
         """The wait budget: the queue timeout, shortened to the call's deadline less a generation's time."""
         if deadline_remaining is None:
             return self.queue_timeout
-        return min(self.queue_timeout, deadline_remaining - (self.hold_seconds or 0.0))
+        return min(self.queue_timeout, deadline_remaining - (self.planned_hold or 0.0))
 
     def enter(self, deadline_remaining: float | None = None) -> Ticket:
         """Admits, queues or refuses (`Exhausted`, at once) a request whose call has `deadline_remaining`."""
@@ -154,8 +163,11 @@ class Limiter:
         if ticket in self._active:
             self._active.remove(ticket)
             held = self.clock() - (ticket.started_at or self.clock())
-            self.hold_seconds = held if self.hold_seconds is None else (
-                (1 - self._smoothing) * self.hold_seconds + self._smoothing * held)
+            if self.hold_seconds is None:
+                self.hold_seconds = held
+            else:
+                self.hold_deviation += self._smoothing * (abs(held - self.hold_seconds) - self.hold_deviation)
+                self.hold_seconds += self._smoothing * (held - self.hold_seconds)
         elif ticket in self._queue:
             self._queue.remove(ticket)
         else:
