@@ -139,7 +139,7 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
     return JSONResponse({"detail": data}, status_code=data["status"], headers=headers)
 
 
-async def in_one_task(source: AsyncGenerator[dict[str, Any], None]) -> AsyncIterator[dict[str, Any]]:
+async def in_one_task(source: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[dict[str, Any], None]:
     """Iterates `source` in a task of its own and hands its items over one at a time. The chat's events are
     read first by the request handler (up to the admission) and then by the response's task; the spans they
     open and close across yields must stay in one context, or OpenTelemetry cannot detach them."""
@@ -270,11 +270,15 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             # (queue full, wait over budget) is then a real 503 with Retry-After, not an error event in a 200.
             stream = in_one_task(events())
             head: list[dict[str, Any]] = []
-            async for item in stream:
-                head.append(item)
-                if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
-                        "answer", "started"):
-                    break
+            try:
+                async for item in stream:
+                    head.append(item)
+                    if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
+                            "answer", "started"):
+                        break
+            except BaseException:
+                await stream.aclose()  # the handler failed or was cancelled before the response began
+                raise
             if head and head[-1]["event"] == "error":
                 await stream.aclose()
                 return error_response(head[-1]["data"])
