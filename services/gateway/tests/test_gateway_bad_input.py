@@ -41,7 +41,7 @@ class Stub:
 
         def call(request: Any, **kwargs: Any) -> Any:
             if name == "Answer":
-                return self._stream(reply)
+                return StreamCall(reply)
             return self._unary(reply)
 
         return call
@@ -52,11 +52,24 @@ class Stub:
             raise reply
         return reply
 
-    @staticmethod
-    async def _stream(reply: Any) -> Any:
-        if isinstance(reply, Exception):
-            raise reply
-        for item in reply:
+
+
+class StreamCall:
+    """A server-streaming call as grpc.aio returns it: the answerer's admission header, then the events."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    async def initial_metadata(self) -> aio.Metadata:
+        return aio.Metadata() if isinstance(self.reply, Exception) else aio.Metadata(("x-rag-admission", "started"))
+
+    def cancel(self) -> bool:
+        return False
+
+    async def __aiter__(self) -> Any:
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        for item in self.reply:
             yield item
 
 

@@ -43,7 +43,7 @@ class Stub:
         def call(request: Any, **kwargs: Any) -> Any:
             self.requests[name] = request
             if name == "Answer":
-                return self._stream(reply)
+                return FakeStreamCall(reply)
             return self._unary(reply(request) if callable(reply) else reply)
 
         return call
@@ -54,11 +54,25 @@ class Stub:
             raise reply
         return reply
 
-    @staticmethod
-    async def _stream(reply: Any) -> Any:
-        if isinstance(reply, Exception):
-            raise reply
-        for item in reply:
+
+
+class FakeStreamCall:
+    """A server-streaming call as grpc.aio returns it: headers (the answerer's admission key unless the reply
+    is an error, which comes trailers-only), then the events or the error."""
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    async def initial_metadata(self) -> aio.Metadata:
+        return aio.Metadata() if isinstance(self.reply, Exception) else aio.Metadata(("x-rag-admission", "started"))
+
+    def cancel(self) -> bool:
+        return False
+
+    async def __aiter__(self) -> Any:
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        for item in self.reply:
             yield item
 
 

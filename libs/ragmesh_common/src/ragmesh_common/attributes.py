@@ -55,6 +55,10 @@ RAG_ANSWER_EVIDENCE = "rag.answer.evidence_quotes"
 RAG_ANSWER_VERIFIED = "rag.answer.verified"
 RAG_ANSWER_WITHHELD = "rag.answer.withheld"
 RAG_OUTCOME = "rag.chat.outcome"
+RAG_QUEUE_POSITION = "rag.answer.queue_position"      # place taken in the answerer's queue (0 = started at once)
+RAG_QUEUE_WAIT_MS = "rag.answer.queue_wait_ms"
+RAG_QUEUE_REFUSED = "rag.answer.queue_refused"        # RESOURCE_EXHAUSTED: queue full or wait over budget
+RAG_RETRY_AFTER = "rag.answer.retry_after_seconds"
 # GenAI semantic conventions
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_OPERATION = "gen_ai.operation.name"

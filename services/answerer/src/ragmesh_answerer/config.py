@@ -22,6 +22,9 @@ class Settings:
     min_sentence_support: float  # share of a sentence's content words its evidence must contain
     history_turns: int           # how many past chat turns go into the prompt
     seed: int | None             # fixed sampling seed (tests, evaluations); None = random
+    max_concurrent: int = 1      # generations at once (match the model server's parallel slots)
+    max_queue: int = 32          # requests waiting for a slot; beyond it RESOURCE_EXHAUSTED at once
+    queue_timeout_seconds: float = 30.0  # longest wait for a slot (less when the call's deadline is nearer)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -44,6 +47,9 @@ class Settings:
             min_sentence_support=env_float("ANSWERER_MIN_SENTENCE_SUPPORT", 0.5),
             history_turns=env_int("ANSWERER_HISTORY_TURNS", 4),
             seed=seed_value,
+            max_concurrent=env_int("ANSWERER_MAX_CONCURRENT", 1),
+            max_queue=env_int("ANSWERER_MAX_QUEUE", 32),
+            queue_timeout_seconds=env_float("ANSWERER_QUEUE_TIMEOUT_SECONDS", 30.0),
         )
         settings.validate()
         return settings
@@ -68,6 +74,9 @@ class Settings:
             ("ANSWERER_MAX_QUOTES", 1 <= self.max_quotes <= 20, "must be within 1..20"),
             ("ANSWERER_MIN_SENTENCE_SUPPORT", 0.0 < self.min_sentence_support <= 1.0, "must be within (0, 1]"),
             ("ANSWERER_HISTORY_TURNS", self.history_turns >= 0, "must be >= 0"),
+            ("ANSWERER_MAX_CONCURRENT", self.max_concurrent >= 1, "must be >= 1"),
+            ("ANSWERER_MAX_QUEUE", self.max_queue >= 0, "must be >= 0 (0 = no queue: busy means refused)"),
+            ("ANSWERER_QUEUE_TIMEOUT_SECONDS", self.queue_timeout_seconds > 0, "must be > 0"),
         ]
         for name, ok, why in checks:
             if not ok:

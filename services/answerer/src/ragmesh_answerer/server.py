@@ -2,18 +2,22 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
+from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
+from ragmesh_common import attributes as attr
 from ragmesh_common.errors import grpc_errors
 from ragmesh_common.server import GrpcService
 
 from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
 from ragmesh_answerer.config import Settings
+from ragmesh_answerer.limiter import Exhausted, Limiter
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.verify import Verdict
@@ -21,6 +25,11 @@ from ragmesh_answerer.verify import Verdict
 logger = logging.getLogger(__name__)
 
 SERVICE_NAME = answerer_pb2.DESCRIPTOR.services_by_name["AnswererService"].full_name
+# Trailing metadata of a RESOURCE_EXHAUSTED Answer: whole seconds after which a retry is expected to fit.
+RETRY_AFTER_KEY = "retry-after"
+# Initial metadata sent as soon as the request is admitted or queued, before any event: a caller can wait
+# for it to learn that the request was not refused (the gateway does, before it starts its HTTP response).
+ADMISSION_KEY = "x-rag-admission"
 
 
 _VERDICTS = {v: answerer_pb2.Verdict.Value(f"VERDICT_{v.name}") for v in Verdict}
@@ -47,9 +56,22 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
     return final
 
 
+async def _refuse(context: aio.ServicerContext, exc: Exhausted) -> NoReturn:
+    span = trace.get_current_span()
+    span.set_attribute(attr.RAG_QUEUE_REFUSED, True)
+    span.set_attribute(attr.RAG_RETRY_AFTER, exc.retry_after_seconds)
+    span.add_event("refused", {attr.RAG_RETRY_AFTER: exc.retry_after_seconds})
+    logger.warning("answer refused: %s; retry after %ds", exc, exc.retry_after_seconds)
+    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc}; retry after {exc.retry_after_seconds}s",
+                        trailing_metadata=((RETRY_AFTER_KEY, str(exc.retry_after_seconds)),))
+    raise AssertionError("context.abort raises")
+
+
 class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
-    def __init__(self, answerer: Answerer) -> None:
+    def __init__(self, answerer: Answerer, limiter: Limiter | None = None) -> None:
         self._answerer = answerer
+        settings = answerer.settings
+        self._limiter = limiter or Limiter(settings.max_concurrent, settings.max_queue, settings.queue_timeout_seconds)
 
     @grpc_errors
     async def CheckInput(self, request: answerer_pb2.CheckInputRequest,
@@ -71,13 +93,36 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             max_tokens=request.max_tokens,
             temperature=request.temperature if request.has_temperature else None,
         )
-        async for item in self._answerer.answer(answer_input):
-            if isinstance(item, str):
-                yield answerer_pb2.AnswerEvent(token=item)
-            else:
-                logger.info("answered: grounding %.2f, %d citations, %d tokens", item.grounding_score,
-                            len(item.citations), item.completion_tokens)
-                yield answerer_pb2.AnswerEvent(final=_final(item))
+        try:
+            ticket = self._limiter.enter(context.time_remaining())
+        except Exhausted as exc:
+            await _refuse(context, exc)
+        span = trace.get_current_span()
+        queued_at = time.perf_counter()
+        try:
+            await context.send_initial_metadata(((ADMISSION_KEY, "started" if ticket.admitted else "queued"),))
+            first_position = 0
+            try:
+                async for place in ticket.wait():
+                    first_position = first_position or place.position
+                    yield answerer_pb2.AnswerEvent(queued=answerer_pb2.QueueStatus(
+                        position=place.position, estimated_wait_seconds=place.estimated_wait))
+            except Exhausted as exc:
+                await _refuse(context, exc)
+            span.set_attribute(attr.RAG_QUEUE_POSITION, first_position)
+            span.set_attribute(attr.RAG_QUEUE_WAIT_MS, round((time.perf_counter() - queued_at) * 1000, 1))
+            if first_position:
+                logger.info("started after %.1fs in the queue (joined at position %d)",
+                            time.perf_counter() - queued_at, first_position)
+            async for item in self._answerer.answer(answer_input):
+                if isinstance(item, str):
+                    yield answerer_pb2.AnswerEvent(token=item)
+                else:
+                    logger.info("answered: grounding %.2f, %d citations, %d tokens", item.grounding_score,
+                                len(item.citations), item.completion_tokens)
+                    yield answerer_pb2.AnswerEvent(final=_final(item))
+        finally:
+            ticket.release()  # also when the caller went away while it waited or streamed
 
 
 class Undecodable:

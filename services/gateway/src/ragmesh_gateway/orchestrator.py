@@ -41,6 +41,9 @@ LEVELS = {"document": common_pb2.CHUNK_LEVEL_DOCUMENT, "section": common_pb2.CHU
           "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH}
 
 T = TypeVar("T")
+# Metadata keys of the answerer's admission control (ragmesh_answerer.server).
+ADMISSION_KEY = "x-rag-admission"
+RETRY_AFTER_KEY = "retry-after"
 
 
 FUSIONS = {"relative_score": retriever_pb2.FUSION_TYPE_RELATIVE_SCORE, "ranked": retriever_pb2.FUSION_TYPE_RANKED,
@@ -318,28 +321,43 @@ class Orchestrator:
             yield event("progress", stage="graph", status="done", ms=_ms(started), facts=len(facts),
                         degraded=any(d["step"] == "graph" for d in prepared.degraded))
         started = time.perf_counter()
-        yield event("progress", stage="answer", status="started")
         request = answerer_pb2.AnswerRequest(
             question=prepared.query or options.question, sources=items, graph_facts=facts, max_tokens=options.max_tokens,
             history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history])
         final: answerer_pb2.AnswerFinal | None = None
         first_token_ms: float | None = None
         with tracer.start_as_current_span("answer") as span:
+            call = self.mesh.answerer.Answer(request, metadata=prepared.user.metadata(), timeout=self.deadlines.answer)
             try:
-                async for reply in self.mesh.answerer.Answer(request, metadata=prepared.user.metadata(),
-                                                             timeout=self.deadlines.answer):
+                # The answerer sends its headers once it has admitted or queued the request; a refusal
+                # (RESOURCE_EXHAUSTED) comes without them. So "started" means not refused, and the HTTP
+                # layer can still answer a refusal with a real 503 (app.py reads up to this event).
+                announced = metadata_value(await call.initial_metadata(), ADMISSION_KEY) is not None
+                if announced:
+                    yield event("progress", stage="answer", status="started")
+                async for reply in call:
+                    if not announced:
+                        announced = True
+                        yield event("progress", stage="answer", status="started")
                     if reply.HasField("final"):
                         final = reply.final
+                    elif reply.HasField("queued"):
+                        yield event("progress", stage="answer", status="queued", position=reply.queued.position,
+                                    estimated_wait_s=round(reply.queued.estimated_wait_seconds, 1))
                     elif reply.token:
                         if first_token_ms is None:
                             first_token_ms = _ms(started)
                         yield event("token", text=reply.token)
             except aio.AioRpcError as exc:
                 failed = StepFailed.from_rpc("answer", exc)
-                logger.error("answer step failed: %s", failed)
+                retry_after = retry_after_seconds(exc)
+                # a busy answerer is load, not a fault: a warning, so that a burst does not flood the error log
+                (logger.warning if retry_after else logger.error)("answer step failed: %s", failed)
                 yield event("error", step="answer", message=failed.message, status=failed.http_status,
-                            trace_id=trace_id)
+                            trace_id=trace_id, **({"retry_after": retry_after} if retry_after else {}))
                 return
+            finally:
+                call.cancel()  # no-op once it ended; frees the answerer's slot when the client left mid-stream
             if final is not None:
                 span.set_attribute(attr.RAG_GROUNDING_SCORE, final.grounding_score)
                 span.set_attribute(attr.RAG_CITATIONS, len(final.citations))
@@ -369,6 +387,25 @@ class Orchestrator:
                                 "unsupported_tokens": list(v.unsupported_tokens), "reason": v.reason,
                                 "verdict": answerer_pb2.Verdict.Name(v.verdict).removeprefix("VERDICT_").lower(),
                                 "short_answer": v.short_answer} for v in final.sentences])
+
+
+def metadata_value(metadata: Any, key: str) -> str | None:
+    """The first value of `key` in gRPC metadata (aio.Metadata or a tuple of pairs; both iterate as pairs)."""
+    for name, value in metadata or ():
+        if name == key:
+            return str(value)
+    return None
+
+
+def retry_after_seconds(exc: aio.AioRpcError) -> int | None:
+    """The answerer's retry-after hint (whole seconds) on a RESOURCE_EXHAUSTED call, else None."""
+    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    value = metadata_value(exc.trailing_metadata(), RETRY_AFTER_KEY)
+    try:
+        return max(1, int(value)) if value is not None else 1
+    except (TypeError, ValueError):
+        return 1
 
 
 def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:

@@ -146,9 +146,19 @@ class SentenceVerdict(_message.Message):
     def __init__(self, text: _Optional[str] = ..., supported: bool = ..., source_indexes: _Optional[_Iterable[int]] = ..., evidence_indexes: _Optional[_Iterable[int]] = ..., unsupported_tokens: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., short_answer: bool = ...) -> None: ...
 
 class AnswerEvent(_message.Message):
-    __slots__ = ("token", "final")
+    __slots__ = ("token", "final", "queued")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     token: str
     final: AnswerFinal
-    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[AnswerFinal, _Mapping]] = ...) -> None: ...
+    queued: QueueStatus
+    def __init__(self, token: _Optional[str] = ..., final: _Optional[_Union[AnswerFinal, _Mapping]] = ..., queued: _Optional[_Union[QueueStatus, _Mapping]] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("position", "estimated_wait_seconds")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    estimated_wait_seconds: float
+    def __init__(self, position: _Optional[int] = ..., estimated_wait_seconds: _Optional[float] = ...) -> None: ...

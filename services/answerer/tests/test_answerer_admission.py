@@ -1,0 +1,134 @@
+"""Admission control over gRPC: started / queued headers, queue events, RESOURCE_EXHAUSTED with retry-after.
+
+The model is a gated stand-in (its generation waits until the test opens the gate), so that which request
+holds the slot is decided by the test, not by timing.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+import pytest_asyncio
+from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common.context import UserContext
+from ragmesh_common.server import GrpcService
+from ragmesh_common.tokens import channel_as
+
+from ragmesh_answerer.config import Settings
+from ragmesh_answerer.llm import Generation
+from ragmesh_answerer.server import ADMISSION_KEY, RETRY_AFTER_KEY, build_service
+
+ANSWER = "IBM was founded in 1911."
+REQUEST = answerer_pb2.AnswerRequest(question="When was IBM founded?", sources=[common_pb2.ScoredChunk(
+    score=0.9, chunk=common_pb2.Chunk(chunk_id="ibm-1", title="IBM", text="IBM was founded in 1911 in Endicott."))])
+
+
+class GatedChat:
+    """Answers every prompt with ANSWER once `gate` is open."""
+
+    model = "gated"
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.generating = 0
+
+    async def wait_ready(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def stream(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float,
+                     seed: int | None, result: Generation, stop: list[str] | None = None) -> AsyncIterator[str]:
+        self.generating += 1
+        await self.gate.wait()
+        result.text, result.done_reason, result.completion_tokens = ANSWER, "stop", 6
+        yield ANSWER
+
+
+@pytest_asyncio.fixture
+async def gated() -> AsyncIterator[tuple[GatedChat, answerer_pb2_grpc.AnswererServiceStub]]:
+    chat = GatedChat()
+    settings = Settings.defaults("http://127.0.0.1:9", port=0, max_concurrent=1, max_queue=1,
+                                 queue_timeout_seconds=60.0)
+    service: GrpcService = build_service(settings, llm=chat)  # type: ignore[arg-type]
+    await service.start()
+    channel = channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",)))
+    try:
+        yield chat, answerer_pb2_grpc.AnswererServiceStub(channel)
+    finally:
+        chat.gate.set()
+        await channel.close()
+        await service.stop()
+
+
+def _value(metadata: object, key: str) -> str | None:
+    return next((v for k, v in metadata or () if k == key), None)  # type: ignore[attr-defined]
+
+
+async def _drain(call: grpc.aio.UnaryStreamCall) -> list[answerer_pb2.AnswerEvent]:
+    """The rest of the events, read with `read()` (a call read once cannot be iterated any more)."""
+    events = []
+    while (event := await call.read()) is not grpc.aio.EOF:
+        events.append(event)
+    if (code := await call.code()) != grpc.StatusCode.OK:
+        raise grpc.aio.AioRpcError(code, await call.initial_metadata(), await call.trailing_metadata(),
+                                   await call.details())
+    return events
+
+
+async def test_one_generates_one_waits_the_next_is_refused_at_once(gated) -> None:  # type: ignore[no-untyped-def]
+    chat, stub = gated
+    first = stub.Answer(REQUEST, timeout=60)
+    assert _value(await first.initial_metadata(), ADMISSION_KEY) == "started"
+    second = stub.Answer(REQUEST, timeout=60)
+    assert _value(await second.initial_metadata(), ADMISSION_KEY) == "queued"
+    queued = await second.read()
+    assert queued.HasField("queued") and queued.queued.position == 1
+
+    third = stub.Answer(REQUEST, timeout=60)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await _drain(third)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "queue is full" in (refused.value.details() or "")
+    assert int(_value(refused.value.trailing_metadata(), RETRY_AFTER_KEY) or 0) >= 1
+
+    chat.gate.set()
+    first_events, second_events = await asyncio.gather(_drain(first), _drain(second))
+    assert first_events[-1].final.answer == ANSWER and second_events[-1].final.answer == ANSWER
+    assert chat.generating == 2
+
+
+async def test_a_caller_that_leaves_the_queue_frees_its_place(gated) -> None:  # type: ignore[no-untyped-def]
+    chat, stub = gated
+    holder = stub.Answer(REQUEST, timeout=60)
+    await holder.initial_metadata()
+    leaving = stub.Answer(REQUEST, timeout=60)
+    assert (await leaving.read()).queued.position == 1
+    leaving.cancel()
+    # The place is free again once the answerer has seen the cancellation; the queue holds one.
+    for _ in range(200):
+        taker = stub.Answer(REQUEST, timeout=60)
+        first_event = await taker.read()
+        if first_event is not grpc.aio.EOF:
+            break
+        assert (await taker.code()) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the cancelled waiter's place never freed")
+    assert first_event.queued.position == 1
+    chat.gate.set()
+    assert (await _drain(taker))[-1].final.answer == ANSWER
+    assert (await _drain(holder))[-1].final.answer == ANSWER
+    assert chat.generating == 2  # the one that left never generated
+
+
+async def test_settings_validate_the_limits() -> None:
+    from ragmesh_common.config import ConfigError
+
+    for overrides in ({"max_concurrent": 0}, {"max_queue": -1}, {"queue_timeout_seconds": 0.0}):
+        with pytest.raises(ConfigError):
+            Settings.defaults("http://127.0.0.1:9", **overrides)
