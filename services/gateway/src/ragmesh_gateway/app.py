@@ -411,14 +411,14 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
     async def list_traces(user: User, limit: int = Query(50, ge=1, le=500), hours: int = Query(24, ge=1, le=24 * 30),
                           name: str | None = Query(None, max_length=100)) -> Any:
         require_admin(user)
-        return {"traces": await trace_store().list(limit=limit, hours=hours, name=name)}
+        return {"traces": await trace_store().list(user.roles, limit=limit, hours=hours, name=name)}
 
     @app.get("/api/v1/traces/{trace_id}", tags=["admin"], summary="All spans of one trace (admin only)")
     async def get_trace(trace_id: str, user: User) -> Any:
         require_admin(user)
         if not re.fullmatch(r"[0-9a-f]{32}", trace_id):
             raise HTTPException(400, "trace_id must be 32 lower-case hex characters")
-        spans = await trace_store().spans(trace_id)
+        spans = await trace_store().spans(user.roles, trace_id)
         if not spans:
             raise HTTPException(404, f"trace {trace_id} not found")
         return {"trace_id": trace_id, "spans": spans}

@@ -1,7 +1,15 @@
-"""Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard)."""
+"""Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard).
+
+Row-level security lets a transaction read spans only when its `rag.roles` holds `admin`: each read runs in a
+transaction that carries the requesting user's roles, so the database checks the role the API checked.
+"""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
+
+import psycopg
 
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -41,8 +49,16 @@ class TraceStore:
     async def close(self) -> None:
         await self._pool.close()
 
-    async def list(self, limit: int = 50, hours: int = 24, name: str | None = None) -> list[dict[str, Any]]:
-        async with self._pool.connection() as conn:
+    @asynccontextmanager
+    async def _as(self, roles: Sequence[str]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT set_config('rag.roles', %s, true)", (",".join(roles),))
+            yield conn
+
+    async def list(self, roles: Sequence[str], limit: int = 50, hours: int = 24,
+                   name: str | None = None) -> list[dict[str, Any]]:
+        """Recent traces, as a user with `roles` (nothing unless they hold `admin`)."""
+        async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_LIST, {"limit": limit, "hours": hours, "name": name})
             rows = await cur.fetchall()
@@ -51,8 +67,9 @@ class TraceStore:
             row["duration_ms"] = round(float(row["duration_ms"] or 0), 2)
         return rows
 
-    async def spans(self, trace_id: str) -> list[dict[str, Any]]:
-        async with self._pool.connection() as conn:
+    async def spans(self, roles: Sequence[str], trace_id: str) -> list[dict[str, Any]]:
+        """The spans of one trace, as a user with `roles` (nothing unless they hold `admin`)."""
+        async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_SPANS, (trace_id,))
             rows = await cur.fetchall()
