@@ -166,13 +166,15 @@ ALTER TABLE chunks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
 
 DROP POLICY IF EXISTS documents_read ON documents;
+-- the settings are read once per statement (each `(SELECT ...)` is an init plan), not once per row: the
+-- postings and statistics policies hash every readable document id, once per statement
 CREATE POLICY documents_read ON documents FOR SELECT USING (
-    rag_user() <> '' AND (
+    (SELECT rag_user()) <> '' AND (
         acl_public
-        OR owner_user = rag_user()
-        OR rag_user() = ANY (acl_users)
-        OR (rag_department() <> '' AND rag_department() = ANY (acl_departments))
-        OR acl_roles && rag_roles()
+        OR owner_user = (SELECT rag_user())
+        OR (SELECT rag_user()) = ANY (acl_users)
+        OR ((SELECT rag_department()) <> '' AND (SELECT rag_department()) = ANY (acl_departments))
+        OR acl_roles && (SELECT rag_roles())
     )
 );
 DROP POLICY IF EXISTS documents_insert ON documents;
@@ -204,16 +206,29 @@ ALTER TABLE lex_doc_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE lex_doc_stats FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS postings_read ON postings;
 CREATE POLICY postings_read ON postings FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
-DROP POLICY IF EXISTS postings_owner ON postings;
-CREATE POLICY postings_owner ON postings FOR ALL
-    USING (document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()))
-    WITH CHECK (document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
 DROP POLICY IF EXISTS lex_doc_stats_read ON lex_doc_stats;
 CREATE POLICY lex_doc_stats_read ON lex_doc_stats FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
+-- per command, not FOR ALL: a FOR ALL policy would add a second documents lookup to every read
+DROP POLICY IF EXISTS postings_owner ON postings;
 DROP POLICY IF EXISTS lex_doc_stats_owner ON lex_doc_stats;
-CREATE POLICY lex_doc_stats_owner ON lex_doc_stats FOR ALL
-    USING (document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()))
-    WITH CHECK (document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS postings_insert ON postings;
+CREATE POLICY postings_insert ON postings FOR INSERT WITH CHECK (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS postings_update ON postings;
+CREATE POLICY postings_update ON postings FOR UPDATE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS postings_delete ON postings;
+CREATE POLICY postings_delete ON postings FOR DELETE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_insert ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_insert ON lex_doc_stats FOR INSERT WITH CHECK (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_update ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_update ON lex_doc_stats FOR UPDATE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_delete ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_delete ON lex_doc_stats FOR DELETE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
 
 -- OpenTelemetry spans of every service.
 CREATE TABLE IF NOT EXISTS rag_traces (

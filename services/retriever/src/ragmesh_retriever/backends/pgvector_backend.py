@@ -71,6 +71,7 @@ WITH qa AS (
     FROM lex_doc_stats WHERE document_id = ANY(%(docs)s::uuid[]) AND level = ANY(%(levels)s)
     GROUP BY level HAVING sum(n_chunks) > 0
 ), tdf AS MATERIALIZED (
+    -- each query term's document frequency among the documents searched
     SELECT s.level, s.n_docs, s.avgdl, q.term, q.qtf,
            (SELECT count(*) FROM postings p
             WHERE p.term = q.term AND p.level = s.level AND p.document_id = ANY(%(docs)s::uuid[]))::float8 AS df
