@@ -277,7 +277,7 @@ def reset_index(stack: Any) -> None:
     import psycopg
 
     with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
-        conn.execute("TRUNCATE documents, chunks, postings, lex_terms, lex_stats, lex_configs")
+        conn.execute("TRUNCATE documents, chunks, postings, lex_doc_stats, lex_stats")
 
 
 # ---------------------------------------------------------------- querying through the gateway
@@ -511,7 +511,7 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
         conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))
         # what autovacuum does shortly after a bulk load: statistics, and the visibility map that lets the
         # lexical leg read postings from the index alone
-        conn.execute("VACUUM (ANALYZE) documents, chunks, postings, lex_terms")
+        conn.execute("VACUUM (ANALYZE) documents, chunks, postings, lex_doc_stats")
 
 
 def scale_documents(stack: Any) -> list[str]:

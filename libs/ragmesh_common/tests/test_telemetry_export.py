@@ -1,5 +1,6 @@
-"""The span exporter to PostgreSQL `rag_traces`: every field of a span stored, batches by COPY, a batch that
-repeats stored spans still stores its new ones, and an unreachable database fails the export without raising."""
+"""The span exporter to PostgreSQL `rag_traces`: every field of a span stored, a batch in one statement, a batch
+that repeats stored spans still stores its new ones, an unreachable database fails the export without raising,
+and only an admin's transaction reads what the writers stored."""
 from __future__ import annotations
 
 import psycopg
@@ -28,7 +29,8 @@ def recorded() -> InMemorySpanExporter:
 
 
 def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn) as conn:  # spans are read by admins only (row-level security)
+        conn.execute("SELECT set_config('rag.roles', 'admin', true)")
         rows = conn.execute("SELECT name, span_id, parent_span_id, service, kind, duration_ms, status_code, "
                             "status_message, attributes, events FROM rag_traces WHERE trace_id = %s",
                             (trace_id,)).fetchall()
@@ -63,7 +65,7 @@ def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorde
     exporter = PostgresSpanExporter(postgres.app_dsn)
     try:
         assert exporter.export([leg]) == SpanExportResult.SUCCESS
-        # COPY fails on the repeated span (primary key); the batch is then inserted without it
+        # the repeated span (primary key) is skipped, the new one stored
         assert exporter.export([leg, server]) == SpanExportResult.SUCCESS
         assert exporter.export([server]) == SpanExportResult.SUCCESS  # the connection is still usable
     finally:
@@ -78,3 +80,27 @@ def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> N
     exporter = PostgresSpanExporter(f"postgresql://nobody@127.0.0.1:{free_port()}/none", connect_timeout=2)
     assert exporter.export(recorded.get_finished_spans()) == SpanExportResult.FAILURE
     exporter.shutdown()
+
+
+def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+    spans = recorded.get_finished_spans()
+    exporter = PostgresSpanExporter(postgres.app_dsn)
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    trace_id = format(spans[0].context.trace_id, "032x")
+    query = "SELECT count(*) FROM rag_traces WHERE trace_id = %s"
+    with psycopg.connect(postgres.app_dsn) as conn:
+        assert conn.execute(query, (trace_id,)).fetchone() == (0,)  # no user context: nothing
+    for roles, expected in (("employee", 0), ("employee,auditor", 0), ("employee,admin", 2)):
+        with psycopg.connect(postgres.app_dsn) as conn:
+            conn.execute("SELECT set_config('rag.user_id', 'u', true), set_config('rag.roles', %s, true)", (roles,))
+            assert conn.execute(query, (trace_id,)).fetchone() == (expected,)
+    with psycopg.connect(postgres.app_dsn) as conn:  # not even an admin changes or removes spans
+        conn.execute("SELECT set_config('rag.roles', 'admin', true)")
+        for statement in ("DELETE FROM rag_traces WHERE trace_id = %s",
+                          "UPDATE rag_traces SET name = 'x' WHERE trace_id = %s"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with conn.transaction():
+                    conn.execute(statement, (trace_id,))

@@ -68,3 +68,71 @@ async def test_service_database_refuses_a_superuser_dsn(postgres) -> None:  # ty
     with pytest.raises(RuntimeError, match="SUPERUSER"):
         await db.open()
     await db.close()
+
+
+_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(postgres) -> None:  # type: ignore[no-untyped-def]
+    """Every table, view or sequence of the schema that the application role may read or write: row-level
+    security enabled and forced, and a policy for each command it is granted. Tables it has no grant on
+    (the owner's own statistics) are listed too, and must really be closed to it."""
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relkind, c.relrowsecurity, c.relforcerowsecurity, "
+            "       array(SELECT p FROM unnest(%s::text[]) p WHERE has_table_privilege(%s, c.oid, p)), "
+            "       array(SELECT pol.polcmd::text FROM pg_policy pol WHERE pol.polrelid = c.oid) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') "
+            "  AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
+            (list(_PRIVILEGES), postgres.app_role)).fetchall()
+    tables = {name: (kind, rls, forced, set(granted), set(commands))
+              for name, kind, rls, forced, granted, commands in rows}
+    # the tables that hold document-derived data are all here
+    assert {"documents", "chunks", "postings", "lex_doc_stats", "lex_stats", "rag_traces"} <= set(tables)
+    readable = {name for name, (_, _, _, granted, _) in tables.items() if granted}
+    assert readable == {"documents", "chunks", "postings", "lex_doc_stats", "rag_traces"}
+    command_of = {"SELECT": "r", "INSERT": "a", "UPDATE": "w", "DELETE": "d"}
+    for name in readable:
+        kind, rls, forced, granted, commands = tables[name]
+        assert kind in ("r", "p") and rls and forced, f"{name}: RLS enabled {rls}, forced {forced}"
+        for privilege in granted:
+            assert commands & {command_of[privilege], "*"}, f"{name}: {privilege} granted without a policy"
+    assert not {"lex_terms", "lex_configs"} & set(tables)  # corpus-wide statistics are gone
+
+
+def test_postings_and_statistics_follow_their_documents(postgres) -> None:  # type: ignore[no-untyped-def]
+    """The application role reads the postings and length statistics of the documents a user may read, and
+    none of any other; it cannot write them at all (the chunk triggers do, as the schema owner)."""
+    with psycopg.connect(postgres.app_dsn, autocommit=True) as conn:
+        with conn.transaction():
+            mine = _insert(conn, "rls-postings-apricot", "rls-dora", "legal")
+            theirs = _insert(conn, "rls-postings-walnut", "rls-erin", "finance")
+        with conn.transaction():
+            _as(conn, "rls-dora", "legal")
+            terms = {r[0] for r in conn.execute("SELECT term FROM postings")}
+            docs = {str(r[0]) for r in conn.execute("SELECT document_id FROM postings")}
+            stats = {str(r[0]) for r in conn.execute("SELECT document_id FROM lex_doc_stats")}
+        assert mine in docs and theirs not in docs
+        assert {"apricot", "rls-postings-apricot"} <= terms and not {"walnut", "rls-postings-walnut"} & terms
+        assert mine in stats and theirs not in stats
+        with conn.transaction():  # no user context: nothing
+            assert conn.execute("SELECT count(*) FROM postings").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM lex_doc_stats").fetchone() == (0,)
+        for statement, params in (
+                ("DELETE FROM postings WHERE document_id = %s", (theirs,)),
+                ("DELETE FROM postings WHERE document_id = %s", (mine,)),
+                ("UPDATE postings SET tf = 100 WHERE document_id = %s", (mine,)),
+                ("INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len) "
+                 "VALUES ('planted', 3, 'x', %s, 1, 1)", (theirs,)),
+                ("DELETE FROM lex_doc_stats WHERE document_id = %s", (mine,)),
+                ("SELECT * FROM lex_stats", None)):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                _as(conn, "rls-dora", "legal")
+                conn.execute(statement, params)
+        with conn.transaction():  # deleting a chunk one owns removes its postings (the trigger, as the owner)
+            _as(conn, "rls-erin", "finance")
+            assert conn.execute("DELETE FROM chunks WHERE document_id = %s", (theirs,)).rowcount == 1
+            assert conn.execute("SELECT count(*) FROM postings WHERE document_id = %s", (theirs,)).fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM lex_doc_stats WHERE document_id = %s",
+                                (theirs,)).fetchone() == (0,)

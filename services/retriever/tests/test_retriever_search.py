@@ -23,6 +23,7 @@ from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
 from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.server import build_service
+from ragmesh_retriever.validation import check_strings, check_text
 
 from ragmesh_retriever.config import ALPHA, Settings
 
@@ -493,3 +494,69 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
                                metadata=ALICE.metadata())
     with psycopg.connect(owner) as conn:  # the upgraded trigger writes tf_head
         assert conn.execute("SELECT term, tf, tf_head FROM postings WHERE tf_head > 0").fetchall() == [("note", 2, 1)]
+
+
+@BOTH_LEXICAL_PLANS
+async def test_bm25_statistics_say_nothing_about_documents_the_user_cannot_read(stub) -> None:  # type: ignore[no-untyped-def]
+    """A marker word only in bob's documents scores for alice exactly like a word in no document at all; a word
+    alice planted in her own document scores the same whether or not bob's documents hold it too; alice's
+    scores come from her documents' statistics alone (N, average length, document frequency)."""
+    await add_document(stub, ALICE, "harbour", [("harbour crane maintenance schedule", unit(0)),
+                                                ("harbour safety rules", unit(1)), ("zqxplanted probe", unit(2))])
+    # bob's: the markers, and the common word in longer chunks (corpus-wide statistics would all move)
+    await add_document(stub, BOB, "hr-harbour", [("harbour zqxmarker payroll audit notes for every single quarter",
+                                                  unit(3)), ("zqxmarker zqxmarker harbour", unit(4)),
+                                                 ("harbour harbour zqxplanted zqxplanted", unit(5))])
+
+    async def lexical(user: UserContext, query: str) -> dict[str, float]:
+        reply = await stub.Search(retriever_pb2.SearchRequest(query=query, top_k=10, has_alpha=True, alpha=0.0),
+                                  metadata=user.metadata())
+        return {r.chunk.text: r.lexical_score for r in reply.results}
+
+    with_marker = await lexical(ALICE, "harbour zqxmarker")
+    with_nothing = await lexical(ALICE, "harbour qqnowhereword")
+    assert with_marker == with_nothing  # exactly: not a bit of the score depends on bob's documents
+    assert await lexical(ALICE, "zqxmarker") == {}
+    assert len(await lexical(BOB, "zqxmarker")) == 2  # the marker is there, for whoever may read it
+
+    def bm25(n: int, df: int, dl: int) -> float:  # alice's three chunks: lengths 4, 3 and 2
+        return math.log(1 + (n - df + 0.5) / (df + 0.5)) * 1.9 / (1 + 0.9 * (1 - 0.4 + 0.4 * dl / 3))
+
+    assert with_marker == {"harbour crane maintenance schedule": pytest.approx(bm25(3, 2, 4), rel=1e-12),
+                           "harbour safety rules": pytest.approx(bm25(3, 2, 3), rel=1e-12)}
+    assert await lexical(ALICE, "zqxplanted") == {"zqxplanted probe": pytest.approx(bm25(3, 1, 2), rel=1e-12)}
+
+
+@pytest.mark.parametrize("bad", ["\x00", "a\x00b"])
+async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> None:  # type: ignore[no-untyped-def]
+    doc = await add_document(stub, ALICE, "ok", [("plain text", unit(0))])
+    calls = [
+        stub.Search(retriever_pb2.SearchRequest(query=f"plain {bad}"), metadata=ALICE.metadata()),
+        stub.Search(retriever_pb2.SearchRequest(query="plain", language=bad), metadata=ALICE.metadata()),
+        stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title=bad, filename="x.md"), metadata=ALICE.metadata()),
+        stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
+            title="t", filename="x.md", acl=common_pb2.Acl(departments=["eng", bad])), metadata=ALICE.metadata()),
+        stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
+            document_id=doc, status=common_pb2.DOCUMENT_STATUS_FAILED, error=bad), metadata=ALICE.metadata()),
+        stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc, chunks=[common_pb2.Chunk(
+            chunk_id=f"{doc}:0", document_id=doc, text="fine", section_path=["Intro", bad])]), metadata=ALICE.metadata()),
+        stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[bad]), metadata=ALICE.metadata()),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "NUL character" in (err.value.details() or "")
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="plain"), metadata=ALICE.metadata())
+    assert [r.chunk.text for r in reply.results] == ["plain text"]  # nothing was changed
+
+
+def test_string_checks_name_the_field_and_catch_lone_surrogates() -> None:
+    check_text("query", "ordinary text, even 信息检索 or emoji \U0001f600")
+    with pytest.raises(InvalidArgument, match="query contains a lone surrogate at position 1"):
+        check_text("query", "a\ud800b")
+    request = retriever_pb2.IndexChunksRequest(chunks=[common_pb2.Chunk(text="ok"),
+                                                      common_pb2.Chunk(section_path=["a", "b\x00"])])
+    with pytest.raises(InvalidArgument, match=r"chunks\[1\]\.section_path\[1\] contains a NUL character"):
+        check_strings(request)
+    check_strings(retriever_pb2.SearchRequest(query="fine", query_vector=[0.5]))

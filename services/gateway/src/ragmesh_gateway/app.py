@@ -478,7 +478,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                           name: Annotated[Text | None, Query(max_length=100)] = None) -> Any:
         require_admin(user)
         try:
-            return {"traces": await trace_store().list(limit=limit, hours=hours, name=name)}
+            return {"traces": await trace_store().list(user.roles, limit=limit, hours=hours, name=name)}
         except (psycopg.Error, OSError) as exc:
             raise trace_storage_error(exc) from exc
 
@@ -489,7 +489,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                         user: User) -> Any:
         require_admin(user)
         try:
-            spans = await trace_store().spans(trace_id)
+            spans = await trace_store().spans(user.roles, trace_id)
         except (psycopg.Error, OSError) as exc:
             raise trace_storage_error(exc) from exc
         if not spans:

@@ -1,15 +1,25 @@
 """Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard), and keeps the
-table bounded: spans older than RAG_TRACES_RETENTION_HOURS, and the oldest beyond RAG_TRACES_MAX_ROWS, are
-deleted every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempotent, so replicas may
-overlap)."""
+table bounded.
+
+Row-level security lets a transaction read spans only when its `rag.roles` holds `admin`: each read runs in a
+transaction that carries the requesting user's roles, so the database checks the role the API checked.
+
+Retention: spans older than RAG_TRACES_RETENTION_HOURS, and the oldest beyond RAG_TRACES_MAX_ROWS, are deleted
+every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempotent, so replicas may overlap).
+The application role may not delete spans itself: it calls `rag_traces_prune` (schema.sql), which runs as the
+schema owner and deletes only what the retention settings allow, one short batch per call.
+"""
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -36,19 +46,10 @@ SELECT span_id, parent_span_id, name, service, kind, start_time, end_time, durat
 FROM rag_traces WHERE trace_id = %s ORDER BY start_time, span_id
 """
 
-
 logger = logging.getLogger(__name__)
 
-RETENTION_BATCH = 5000  # rows per DELETE: short transactions, no long lock on the table the exporters write
-_DELETE_OLDER = """
-DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM rag_traces WHERE start_time < now() - make_interval(secs => %(seconds)s) LIMIT %(batch)s))
-"""
-_NTH_NEWEST = "SELECT start_time FROM rag_traces ORDER BY start_time DESC OFFSET %(keep)s LIMIT 1"
-_DELETE_UP_TO = """
-DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM rag_traces WHERE start_time <= %(cutoff)s LIMIT %(batch)s))
-"""
+RETENTION_BATCH = 5000  # rows per call: short transactions, no long lock on the table the exporters write
+_PRUNE = "SELECT rag_traces_prune(%(seconds)s, %(rows)s, %(batch)s)"
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,16 @@ class TraceStore:
     async def close(self) -> None:
         await self._pool.close()
 
-    async def list(self, limit: int = 50, hours: int = 24, name: str | None = None) -> list[dict[str, Any]]:
-        async with self._pool.connection() as conn:
+    @asynccontextmanager
+    async def _as(self, roles: Sequence[str]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT set_config('rag.roles', %s, true)", (",".join(roles),))
+            yield conn
+
+    async def list(self, roles: Sequence[str], limit: int = 50, hours: int = 24,
+                   name: str | None = None) -> list[dict[str, Any]]:
+        """Recent traces, as a user with `roles` (nothing unless they hold `admin`)."""
+        async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_LIST, {"limit": limit, "hours": hours, "name": name})
             rows = await cur.fetchall()
@@ -101,8 +110,9 @@ class TraceStore:
             row["duration_ms"] = round(float(row["duration_ms"] or 0), 2)
         return rows
 
-    async def spans(self, trace_id: str) -> list[dict[str, Any]]:
-        async with self._pool.connection() as conn:
+    async def spans(self, roles: Sequence[str], trace_id: str) -> list[dict[str, Any]]:
+        """The spans of one trace, as a user with `roles` (nothing unless they hold `admin`)."""
+        async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_SPANS, (trace_id,))
             rows = await cur.fetchall()
@@ -112,25 +122,17 @@ class TraceStore:
         return rows
 
     async def enforce(self, retention: Retention) -> int:
-        """Deletes the spans `retention` does not keep; returns how many."""
+        """Deletes the spans `retention` does not keep (through `rag_traces_prune`); returns how many."""
         deleted = 0
         async with self._pool.connection() as conn:
-            if retention.hours > 0:
-                while True:
-                    cur = await conn.execute(_DELETE_OLDER, {"seconds": retention.hours * 3600,
-                                                             "batch": RETENTION_BATCH})
-                    deleted += cur.rowcount
-                    if cur.rowcount < RETENTION_BATCH:
-                        break
-            if retention.max_rows > 0:
-                row = await (await conn.execute(_NTH_NEWEST, {"keep": retention.max_rows})).fetchone()
-                while row is not None:
-                    cur = await conn.execute(_DELETE_UP_TO, {"cutoff": row[0], "batch": RETENTION_BATCH})
-                    deleted += cur.rowcount
-                    if cur.rowcount < RETENTION_BATCH:
-                        break
-        return deleted
-
+            while True:
+                cur = await conn.execute(_PRUNE, {"seconds": retention.hours * 3600, "rows": retention.max_rows,
+                                                  "batch": RETENTION_BATCH})
+                row = await cur.fetchone()
+                count = int(row[0]) if row else 0
+                deleted += count
+                if count < RETENTION_BATCH:
+                    return deleted
     async def keep_bounded(self, retention: Retention) -> None:
         """Runs `enforce` now and then every `retention.interval_seconds`, until cancelled; a failed pass (the
         database is down) is logged and tried again at the next interval."""

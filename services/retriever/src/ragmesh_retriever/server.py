@@ -22,6 +22,7 @@ from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, RELATIVE, Hit,
 from ragmesh_retriever.catalog import Catalog, Database, parse_document_id
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.embedding import QueryEmbedder
+from ragmesh_retriever.validation import check_strings
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -45,25 +46,30 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def CreateDocument(self, request: retriever_pb2.CreateDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
+        check_strings(request)
         user = await require_user(context)
         return await self.catalog.create(user, request.title, request.filename, request.mime_type, request.acl,
                                          request.size_bytes)
 
     @grpc_errors
     async def GetDocument(self, request: retriever_pb2.GetDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
+        check_strings(request)
         return await self.catalog.get(await require_user(context), request.document_id)
 
     @grpc_errors
     async def ListDocuments(self, request: retriever_pb2.ListDocumentsRequest, context: aio.ServicerContext) -> retriever_pb2.ListDocumentsResponse:
+        check_strings(request)
         docs, total = await self.catalog.list(await require_user(context), request.limit, request.offset)
         return retriever_pb2.ListDocumentsResponse(documents=docs, total=total)
 
     @grpc_errors
     async def UpdateDocumentStatus(self, request: retriever_pb2.UpdateDocumentStatusRequest, context: aio.ServicerContext) -> common_pb2.Document:
+        check_strings(request)
         return await self.catalog.update_status(await require_user(context), request)
 
     @grpc_errors
     async def DeleteDocument(self, request: retriever_pb2.DeleteDocumentRequest, context: aio.ServicerContext) -> retriever_pb2.DeleteDocumentResponse:
+        check_strings(request)
         user = await require_user(context)
         await self.catalog.get(user, request.document_id)  # NOT_FOUND before touching the index
         if self.backend.name != "pgvector":
@@ -73,6 +79,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def IndexChunks(self, request: retriever_pb2.IndexChunksRequest, context: aio.ServicerContext) -> retriever_pb2.IndexChunksResponse:
+        check_strings(request)
         user = await require_user(context)
         parse_document_id(request.document_id)
         with tracer.start_as_current_span("index") as span:
@@ -111,6 +118,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext) -> retriever_pb2.SearchResponse:
+        check_strings(request)
         user = await require_user(context)
         query = self._query(request)
         restrict = [parse_document_id(d) for d in request.document_ids]
@@ -234,6 +242,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def GetChunks(self, request: retriever_pb2.GetChunksRequest, context: aio.ServicerContext) -> retriever_pb2.GetChunksResponse:
+        check_strings(request)
         user = await require_user(context)
         if len(request.chunk_ids) > MAX_TOP_K:
             raise InvalidArgument(f"at most {MAX_TOP_K} chunk ids per call")

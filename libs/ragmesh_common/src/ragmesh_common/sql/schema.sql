@@ -54,9 +54,11 @@ CREATE INDEX IF NOT EXISTS chunks_tsv_idx ON chunks USING gin (tsv);
 CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks USING hnsw (embedding vector_cosine_ops)
     WITH (m = 16, ef_construction = 64);
 
--- BM25 index: one posting per (term, chunk) with its term frequency, and corpus statistics per
--- chunk level; all kept by statement triggers on chunks. Postings carry no text (the chunk rows, under
--- RLS, do); every lexical query restricts them to the document ids RLS returned.
+-- BM25 index: one posting per (term, chunk) with its term frequency, and the chunk count and total length
+-- of each document per chunk level; all kept by statement triggers on chunks. A query computes its BM25
+-- statistics (document frequency, N, average length) from these rows for the documents it searches, which
+-- the user may read: corpus-wide statistics would tell a user whether, and how often, a word occurs in
+-- documents they cannot read. Both tables are under row-level security like the chunks they come from.
 -- `impact` is the posting's BM25 term-frequency saturation when it was written (k1 0.9, b 0.4, the
 -- level's average length then): it only orders a term's postings, so a query can read a term's
 -- strongest postings first and stop after a bounded number (impact-ordered early termination);
@@ -83,59 +85,72 @@ DROP INDEX IF EXISTS postings_chunk_idx;
 DROP INDEX IF EXISTS postings_document_idx;
 CREATE INDEX IF NOT EXISTS postings_document_term_idx ON postings (document_id, term, level)
     INCLUDE (chunk_id, tf, tf_head, doc_len);
-CREATE TABLE IF NOT EXISTS lex_terms (
-    level smallint NOT NULL,
-    term  text     NOT NULL,
-    df    integer  NOT NULL,
-    PRIMARY KEY (level, term)
+CREATE TABLE IF NOT EXISTS lex_doc_stats (
+    document_id uuid     NOT NULL,
+    level       smallint NOT NULL,
+    n_chunks    integer  NOT NULL,
+    total_len   double precision NOT NULL,
+    PRIMARY KEY (document_id, level)
 );
-CREATE TABLE IF NOT EXISTS lex_configs (
-    cfg regconfig PRIMARY KEY  -- text-search configurations present in the corpus (query analysis uses them)
-);
+-- Corpus-wide chunk count and length per level: only for the impacts written with new postings (an
+-- ordering hint, never a score). The owner's alone: the application role has no grant on it.
 CREATE TABLE IF NOT EXISTS lex_stats (
     level     smallint PRIMARY KEY,
     n_docs    bigint NOT NULL,
     total_len double precision NOT NULL
 );
+-- corpus-wide document frequencies and the corpus's languages: no longer read (statistics are per
+-- search; a query is analysed in its own language)
+DROP TABLE IF EXISTS lex_terms;
+DROP TABLE IF EXISTS lex_configs;
 
-CREATE OR REPLACE FUNCTION chunks_lex_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The triggers run as the schema owner (SECURITY DEFINER): the application role writes chunks, under their
+-- policies, and has no write grant on the tables derived from them.
+CREATE OR REPLACE FUNCTION chunks_lex_insert() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
-    INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM new_rows ON CONFLICT DO NOTHING;
     INSERT INTO lex_stats AS s (level, n_docs, total_len)
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
                                       total_len = s.total_len + excluded.total_len;
+    INSERT INTO lex_doc_stats AS d (document_id, level, n_chunks, total_len)
+        SELECT document_id, level, count(*), sum(doc_len) FROM new_rows
+        GROUP BY document_id, level ORDER BY document_id, level
+    ON CONFLICT (document_id, level) DO UPDATE SET n_chunks = d.n_chunks + excluded.n_chunks,
+                                                   total_len = d.total_len + excluded.total_len;
     INSERT INTO postings (term, level, chunk_id, document_id, tf, tf_head, doc_len, impact)
         SELECT u.lexeme, n.level, n.id, n.document_id, x.tf, x.tf_head, n.doc_len,
                x.tf * 1.9 / (x.tf + 0.9 * (0.6 + 0.4 * n.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
         FROM new_rows n JOIN lex_stats s ON s.level = n.level, unnest(n.tsv) u,
              LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf,
                              (SELECT count(*) FROM unnest(u.weights) wt WHERE wt = 'A')::real AS tf_head) x;
-    INSERT INTO lex_terms AS t (level, term, df)
-        SELECT n.level, u.lexeme, count(*) FROM new_rows n, unnest(n.tsv) u
-        GROUP BY n.level, u.lexeme ORDER BY n.level, u.lexeme
-    ON CONFLICT (level, term) DO UPDATE SET df = t.df + excluded.df;
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
     DELETE FROM postings p USING old_rows o WHERE p.document_id = o.document_id AND p.chunk_id = o.id;
     UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
         FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
         WHERE s.level = d.level;
-    UPDATE lex_terms t SET df = t.df - d.n
-        FROM (SELECT o.level, u.lexeme, count(*) AS n FROM old_rows o, unnest(o.tsv) u
-              GROUP BY o.level, u.lexeme) d
-        WHERE t.level = d.level AND t.term = d.lexeme;
+    UPDATE lex_doc_stats s SET n_chunks = s.n_chunks - d.n, total_len = s.total_len - d.len
+        FROM (SELECT document_id, level, count(*) AS n, sum(doc_len) AS len FROM old_rows
+              GROUP BY document_id, level) d
+        WHERE s.document_id = d.document_id AND s.level = d.level;
+    DELETE FROM lex_doc_stats s USING (SELECT DISTINCT document_id FROM old_rows) d
+        WHERE s.document_id = d.document_id AND s.n_chunks <= 0;
     RETURN NULL;
 END $$;
+REVOKE ALL ON FUNCTION chunks_lex_insert(), chunks_lex_delete() FROM PUBLIC;
 
 -- upgrades: postings written before impacts existed
 UPDATE postings p SET impact = p.tf * 1.9 / (p.tf + 0.9 * (0.6 + 0.4 * p.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
     FROM lex_stats s WHERE s.level = p.level AND p.impact = 0;
--- upgrades: configurations of chunks indexed before lex_configs existed
-INSERT INTO lex_configs (cfg) SELECT DISTINCT ts_config FROM chunks ON CONFLICT DO NOTHING;
+-- upgrades: per-document statistics of chunks indexed before they existed
+INSERT INTO lex_doc_stats (document_id, level, n_chunks, total_len)
+    SELECT document_id, level, count(*), sum(doc_len) FROM chunks
+    WHERE NOT EXISTS (SELECT 1 FROM lex_doc_stats) GROUP BY document_id, level;
 
 DROP TRIGGER IF EXISTS chunks_lex_insert ON chunks;
 CREATE TRIGGER chunks_lex_insert AFTER INSERT ON chunks REFERENCING NEW TABLE AS new_rows
@@ -151,13 +166,15 @@ ALTER TABLE chunks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
 
 DROP POLICY IF EXISTS documents_read ON documents;
+-- the settings are read once per statement (each `(SELECT ...)` is an init plan), not once per row: the
+-- postings and statistics policies hash every readable document id, once per statement
 CREATE POLICY documents_read ON documents FOR SELECT USING (
-    rag_user() <> '' AND (
+    (SELECT rag_user()) <> '' AND (
         acl_public
-        OR owner_user = rag_user()
-        OR rag_user() = ANY (acl_users)
-        OR (rag_department() <> '' AND rag_department() = ANY (acl_departments))
-        OR acl_roles && rag_roles()
+        OR owner_user = (SELECT rag_user())
+        OR (SELECT rag_user()) = ANY (acl_users)
+        OR ((SELECT rag_department()) <> '' AND (SELECT rag_department()) = ANY (acl_departments))
+        OR acl_roles && (SELECT rag_roles())
     )
 );
 DROP POLICY IF EXISTS documents_insert ON documents;
@@ -180,6 +197,39 @@ CREATE POLICY chunks_delete ON chunks FOR DELETE USING (
     EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = rag_user())
 );
 
+-- Postings and per-document statistics: readable with their document, written (by the triggers) only
+-- for documents the user owns. `IN (SELECT ...)` rather than a correlated EXISTS: the readable documents
+-- are looked up once per statement and hashed, not once per posting.
+ALTER TABLE postings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE postings FORCE ROW LEVEL SECURITY;
+ALTER TABLE lex_doc_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE lex_doc_stats FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS postings_read ON postings;
+CREATE POLICY postings_read ON postings FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
+DROP POLICY IF EXISTS lex_doc_stats_read ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_read ON lex_doc_stats FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
+-- per command, not FOR ALL: a FOR ALL policy would add a second documents lookup to every read
+DROP POLICY IF EXISTS postings_owner ON postings;
+DROP POLICY IF EXISTS lex_doc_stats_owner ON lex_doc_stats;
+DROP POLICY IF EXISTS postings_insert ON postings;
+CREATE POLICY postings_insert ON postings FOR INSERT WITH CHECK (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS postings_update ON postings;
+CREATE POLICY postings_update ON postings FOR UPDATE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS postings_delete ON postings;
+CREATE POLICY postings_delete ON postings FOR DELETE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_insert ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_insert ON lex_doc_stats FOR INSERT WITH CHECK (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_update ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_update ON lex_doc_stats FOR UPDATE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+DROP POLICY IF EXISTS lex_doc_stats_delete ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_delete ON lex_doc_stats FOR DELETE USING (
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+
 -- OpenTelemetry spans of every service.
 CREATE TABLE IF NOT EXISTS rag_traces (
     trace_id       text        NOT NULL,
@@ -199,10 +249,53 @@ CREATE TABLE IF NOT EXISTS rag_traces (
 );
 CREATE INDEX IF NOT EXISTS rag_traces_start_idx ON rag_traces (start_time DESC);
 
--- The application role: no superuser, no BYPASSRLS.
+-- Spans: every service's exporter inserts them; only a transaction whose `rag.roles` holds `admin` (the
+-- gateway's traces API, for an admin's request) reads them. COPY FROM does not run under row-level
+-- security, so the exporter inserts.
+ALTER TABLE rag_traces ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rag_traces FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS rag_traces_write ON rag_traces;
+CREATE POLICY rag_traces_write ON rag_traces FOR INSERT WITH CHECK (true);
+DROP POLICY IF EXISTS rag_traces_read ON rag_traces;
+CREATE POLICY rag_traces_read ON rag_traces FOR SELECT USING ('admin' = ANY (rag_roles()));
+
+-- Trace retention (the gateway, RAG_TRACES_*): the application role has no DELETE grant on spans; it calls
+-- this function, which runs as the schema owner and deletes only what retention allows, at most `batch`
+-- rows per call (short transactions beside the exporters' inserts): spans older than `keep_seconds`, then
+-- the oldest beyond `max_rows` (0 turns a limit off). Returns how many it deleted.
+DROP POLICY IF EXISTS rag_traces_retention ON rag_traces;
+CREATE POLICY rag_traces_retention ON rag_traces FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+CREATE OR REPLACE FUNCTION rag_traces_prune(keep_seconds double precision, max_rows bigint, batch integer)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    deleted bigint := 0;
+    n bigint;
+    cutoff timestamptz;
+BEGIN
+    IF keep_seconds > 0 THEN
+        DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM rag_traces WHERE start_time < now() - make_interval(secs => keep_seconds) LIMIT batch));
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+    END IF;
+    IF max_rows > 0 AND deleted < batch THEN
+        SELECT start_time INTO cutoff FROM rag_traces ORDER BY start_time DESC OFFSET max_rows LIMIT 1;
+        IF cutoff IS NOT NULL THEN
+            DELETE FROM rag_traces WHERE ctid = ANY(ARRAY(
+                SELECT ctid FROM rag_traces WHERE start_time <= cutoff LIMIT batch - deleted));
+            GET DIAGNOSTICS n = ROW_COUNT;
+            deleted := deleted + n;
+        END IF;
+    END IF;
+    RETURN deleted;
+END $$;
+
+-- The application role: no superuser, no BYPASSRLS; every table it may touch is under forced row-level
+-- security, and it has no grant on the rest.
 GRANT USAGE ON SCHEMA public TO {app_role};
-GRANT SELECT, INSERT, UPDATE, DELETE ON documents, chunks TO {app_role};
-GRANT SELECT, INSERT, UPDATE ON lex_terms, lex_stats TO {app_role};
-GRANT SELECT, INSERT, DELETE ON postings TO {app_role};
-GRANT SELECT, INSERT ON lex_configs TO {app_role};
-GRANT SELECT, INSERT, DELETE ON rag_traces TO {app_role};
+REVOKE ALL ON documents, chunks, postings, lex_doc_stats, lex_stats, rag_traces FROM {app_role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON documents TO {app_role};
+GRANT SELECT, INSERT, DELETE ON chunks TO {app_role};
+GRANT SELECT ON postings, lex_doc_stats TO {app_role};
+GRANT SELECT, INSERT ON rag_traces TO {app_role};
+REVOKE ALL ON FUNCTION rag_traces_prune(double precision, bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rag_traces_prune(double precision, bigint, integer) TO {app_role};

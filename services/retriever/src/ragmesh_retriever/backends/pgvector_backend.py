@@ -1,9 +1,11 @@
 """The embedded default backend: PostgreSQL + pgvector.
 
 Vector leg: HNSW cosine search (pgvector 0.8 iterative scans, so filters do not starve the result).
-Lexical leg: Okapi BM25 computed in SQL from the tsvector of each chunk (term frequencies from
-lexeme positions) and corpus statistics per level (`lex_terms`, `lex_stats`, kept by triggers).
-Chunk rows are protected by row-level security themselves: every query runs as the user.
+Lexical leg: Okapi BM25 computed in SQL from postings (term frequencies from lexeme positions) and statistics
+computed per query over the documents searched (document frequency from their postings, chunk count and
+length from `lex_doc_stats`), so a score says nothing about documents the user cannot read.
+Chunk rows and the postings and statistics derived from them are protected by row-level security: every query
+runs as the user.
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import asyncio
 import json
 import logging
 import re
-import time
 from typing import Any
 
 from opentelemetry import trace
@@ -22,7 +23,7 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
 from ragmesh_retriever.catalog import Database, parse_document_id
-from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for
+from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ FROM analysed a
 # score = sum over query terms of qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)),
 # where tf counts an occurrence in the title or section path `heading weight` times (a BM25F-style field
 # weight on term frequency; document length stays the plain token count).
+# N, avgdl and df are those of the documents searched (%(docs)s: what the user may read, or the part of it
+# the request narrows to), never of the whole corpus: a word found only in documents the user cannot read
+# then scores exactly like a word found nowhere.
 _BM25_TERMS = """
 WITH qa AS (
     SELECT * FROM unnest(%(qcfgs)s::text[], %(qtexts)s::text[]) AS x(cfg, txt)
@@ -62,18 +66,24 @@ WITH qa AS (
     SELECT u.lexeme AS term, max(coalesce(array_length(u.positions, 1), 1)) AS qtf
     FROM qa CROSS JOIN LATERAL unnest(to_tsvector(qa.cfg::regconfig, qa.txt)) u
     GROUP BY u.lexeme
-), stats AS (
-    SELECT level, n_docs::float8 AS n_docs, total_len / greatest(n_docs, 1) AS avgdl
-    FROM lex_stats WHERE level = ANY(%(levels)s) AND n_docs > 0
+), stats AS MATERIALIZED (
+    SELECT level, sum(n_chunks)::float8 AS n_docs, sum(total_len) / sum(n_chunks) AS avgdl
+    FROM lex_doc_stats WHERE document_id = ANY(%(docs)s::uuid[]) AND level = ANY(%(levels)s)
+    GROUP BY level HAVING sum(n_chunks) > 0
+), tdf AS MATERIALIZED (
+    -- each query term's document frequency among the documents searched
+    SELECT s.level, s.n_docs, s.avgdl, q.term, q.qtf,
+           (SELECT count(*) FROM postings p
+            WHERE p.term = q.term AND p.level = s.level AND p.document_id = ANY(%(docs)s::uuid[]))::float8 AS df
+    FROM q CROSS JOIN stats s
 ), w AS MATERIALIZED (
     -- per query term and level: the idf-weighted query term frequency and the length-normalisation
     -- constants, in double precision, computed once per term (never per posting)
-    SELECT t.level, q.term,
-           q.qtf * ln(1.0::float8 + (s.n_docs - t.df + 0.5::float8) / (t.df + 0.5::float8)) AS weight,
+    SELECT level, term,
+           qtf * ln(1.0::float8 + (n_docs - df + 0.5::float8) / (df + 0.5::float8)) AS weight,
            %(k1)s::float8 * (1.0::float8 - %(b)s::float8) AS norm_base,
-           %(k1)s::float8 * %(b)s::float8 / s.avgdl AS norm_len
-    FROM q JOIN lex_terms t ON t.term = q.term JOIN stats s ON s.level = t.level
-    WHERE t.df > 0
+           %(k1)s::float8 * %(b)s::float8 / avgdl AS norm_len
+    FROM tdf WHERE df > 0
 )
 SELECT p.chunk_id,
        sum(w.weight * p.tf * (%(k1)s::float8 + 1.0::float8) / (p.tf + w.norm_base + w.norm_len * p.doc_len)) AS score
@@ -138,8 +148,9 @@ def uuid_array_literal(ids: list[str]) -> str:
 
 def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str) -> dict[str, list[str]]:
     """The `cfgs`, `heads` and `bodies` parameters of `_INSERT` for chunks given as (title, section path,
-    text): the text-search configuration of each chunk's detected language, its heading (title and section
-    path) and its text, each prepared for that configuration."""
+    text): the text-search configuration of each chunk's detected language (`default_lang`, a language code
+    or configuration name, when short or unclear), its heading (title and section path) and its text, each
+    prepared for that configuration."""
     langs = [detect_language(text, default=default_lang) for _, _, text in fields]
     return {
         "cfgs": [regconfig_for(lang) for lang in langs],
@@ -173,11 +184,9 @@ class PgVectorBackend:
         self.ef_search = ef_search
         self.postings_per_term = postings_per_term
         self.document_first_max_docs = document_first_max_docs
-        self.default_lang = "en" if text_search_config == "english" else "simple"
-        self._langs: list[str] = []
-        self._langs_at = -1e9
 
     async def start(self) -> None:
+        await asyncio.to_thread(warm_up)
         if self.dimension is None:
             async with self.db.transaction(_SYSTEM) as conn:
                 row = await (await conn.execute(
@@ -207,7 +216,9 @@ class PgVectorBackend:
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
         }
-        params.update(lexical_columns([(c.title, list(c.section_path), c.text) for c in chunks], self.default_lang))
+        # language identification of a large document takes a while: off the event loop
+        params.update(await asyncio.to_thread(
+            lexical_columns, [(c.title, list(c.section_path), c.text) for c in chunks], self.cfg))
         async with self.db.transaction(user) as conn:
             owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))).fetchone()
             if owner is None:
@@ -290,7 +301,7 @@ class PgVectorBackend:
             by_document = documents <= self.document_first_max_docs
             span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, "document_first" if by_document else "term_first")
             async with self.db.transaction(user) as conn:
-                analyses = query_analyses(query.text, await self._corpus_languages(conn), query.language or None)
+                analyses = query_analyses(query.text, self.cfg, query.language or None)
                 cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {
                     **base, "qcfgs": [a[0] for a in analyses], "qtexts": [a[1] for a in analyses],
                     "k1": self.k1, "b": self.b, "head_extra": self.heading_weight - 1.0,
@@ -330,14 +341,6 @@ class PgVectorBackend:
         moved = np.asarray(query.vector, dtype=np.float64) + query.feedback_weight * np.mean(np.asarray(rows), axis=0)
         norm = float(np.linalg.norm(moved))
         return (moved / norm).tolist() if norm else None
-
-    async def _corpus_languages(self, conn: Any) -> list[str]:
-        now = time.monotonic()
-        if now - self._langs_at > 30:
-            rows = await (await conn.execute("SELECT cfg::text FROM lex_configs ORDER BY 1")).fetchall()
-            self._langs = [r[0] for r in rows] or [self.cfg]
-            self._langs_at = now
-        return self._langs
 
     async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
         if not document_ids:
