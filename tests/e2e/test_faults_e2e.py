@@ -157,7 +157,12 @@ def test_part_killed_during_chats(stack: Stack, client: httpx.Client, token: str
     status, body = chat(client, token)
     took = time.monotonic() - started
     kind, step = EXPECTED[part]
-    if kind == "error":
+    if kind == "error" and status == 200 and part == "postgres":
+        # The supervisor restarts PostgreSQL within a second, and the retriever's pool reconnects: a chat that
+        # reaches the database after that is answered normally (the restart, not luck: the pid changed).
+        assert pid_of_safe(stack, part) not in (None, old_pid), body
+        assert normal(status, body, baseline), body
+    elif kind == "error":
         assert status == 503, body
         assert body["detail"]["step"] == step, body
         assert body["detail"]["message"], body
