@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator, Sequence
 
 from grpc import aio
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
-from ragmesh_common.errors import grpc_errors
+from ragmesh_common.errors import InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
 
 from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.rewriting import rewrite_followup
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,15 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
                 logger.info("answered: grounding %.2f, %d citations, %d tokens", item.grounding_score,
                             len(item.citations), item.completion_tokens)
                 yield answerer_pb2.AnswerEvent(final=_final(item))
+
+    @grpc_errors
+    async def Rewrite(self, request: answerer_pb2.RewriteRequest,
+                      context: aio.ServicerContext) -> answerer_pb2.RewriteResponse:
+        if not request.question.strip():
+            raise InvalidArgument("question must not be empty")
+        result = await rewrite_followup(self._answerer.llm, request.question[:self._answerer.settings.max_question_chars],
+                                        [(turn.role, turn.content) for turn in request.history])
+        return answerer_pb2.RewriteResponse(question=result.question, rewritten=result.rewritten, model=result.model)
 
 
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
