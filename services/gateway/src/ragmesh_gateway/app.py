@@ -64,6 +64,9 @@ class ChatRequest(BaseModel):
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     context: ContextIn | None = Field(None, description="Context assembly override")
+    relevance_gate: bool = Field(True, description="Answer only from chunks the relevance grade keeps")
+    fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
+    routing: bool = Field(True, description="Let the query router pick levels, strategy and sub-queries")
 
 
 class ContextIn(BaseModel):
@@ -94,7 +97,7 @@ class SearchRequest(BaseModel):
     levels: list[Literal["document", "section", "paragraph"]] = Field(default_factory=list)
     document_ids: list[uuid.UUID] = Field(default_factory=list)
     rerank: bool = False
-    relevance_gate: bool = Field(True, description="Drop chunks below GATEWAY_MIN_RELEVANCE")
+    relevance_gate: bool = Field(True, description="Keep only the chunks the relevance grade keeps")
 
 
 class AclIn(BaseModel):
@@ -159,7 +162,9 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                                      retriever=settings.retriever_addr, reranker=settings.reranker_addr,
                                      graph=settings.graph_addr, answerer=settings.answerer_addr)
         state["orchestrator"] = Orchestrator(state["mesh"], settings.deadlines, min_relevance=settings.min_relevance,
-                                             graph_enabled=settings.graph_enabled)
+                                             graph_enabled=settings.graph_enabled, relevance=settings.relevance,
+                                             corrective_alpha=settings.corrective_alpha,
+                                             corrective_candidates=settings.corrective_candidates)
         state["redis"] = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
         state["celery"] = create_celery(settings.redis_url)
         state["traces"] = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
@@ -208,7 +213,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                               top_k=body.top_k, candidates=max(settings.candidates, body.top_k), alpha=body.alpha,
                               levels=list(body.levels), document_ids=[str(d) for d in body.document_ids],
                               rerank=body.rerank, graph=body.graph, max_tokens=body.max_tokens,
-                              strategy=body.strategy, context=body.context.model_dump() if body.context else None)
+                              strategy=body.strategy, context=body.context.model_dump() if body.context else None,
+                              relevance_gate=body.relevance_gate, fusion=body.fusion, routing=body.routing)
         orchestrator: Orchestrator = state["orchestrator"]
         span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
         try:
