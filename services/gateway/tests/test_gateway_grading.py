@@ -86,6 +86,13 @@ def test_a_bridge_passage_is_graded_against_its_own_sub_query() -> None:
     assert alone.grade != grading.CORRECT and with_sub.grade == grading.CORRECT
 
 
+def test_an_entity_counts_only_where_the_chunk_writes_it_as_a_name() -> None:
+    lower = chunk("x", "Since its inception the studio directed every movie in house.", vector=0.2, hybrid=1.0)
+    assert grade("Who directed the movie Inception?", [lower]).grade != grading.CORRECT
+    named = chunk("y", "Inception is a 2010 movie directed by Christopher Nolan.", vector=0.2, hybrid=1.0)
+    assert grade("Who directed the movie Inception?", [named]).grade == grading.CORRECT
+
+
 def test_keyword_query_keeps_entities_and_content_words() -> None:
     assert grading.keyword_query(GradedQuery.of("What is the capital of Mongolia?")) == "Mongolia capital"
 

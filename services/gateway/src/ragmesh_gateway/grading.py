@@ -129,21 +129,33 @@ def weighted_terms(query: GradedQuery) -> dict[str, float]:
     return weights
 
 
-def _entity_present(entity: str, chunk_terms: set[str]) -> bool:
+@dataclass(frozen=True)
+class ChunkTerms:
+    """A chunk's stemmed terms, and those written as names (capitalised or numeric): a question's "Inception"
+    is a name, and a chunk's "since its inception" is not a mention of it."""
+    all: frozenset[str]
+    names: frozenset[str]
+
+
+def _entity_present(entity: str, chunk: ChunkTerms) -> bool:
     words = [stem(w) for w in _WORD.findall(entity) if w.lower() not in STOP_WORDS]
-    return bool(words) and all(w in chunk_terms for w in words)
+    return bool(words) and all(w in chunk.names for w in words)
 
 
-def _chunk_terms(item: common_pb2.ScoredChunk) -> set[str]:
+def _chunk_terms(item: common_pb2.ScoredChunk) -> ChunkTerms:
     chunk = item.chunk
-    return terms(" ".join([chunk.text, chunk.title, *chunk.section_path]))
+    words = _WORD.findall(" ".join([chunk.text, chunk.title, *chunk.section_path]))
+    return ChunkTerms(frozenset(stem(w) for w in words),
+                      frozenset(stem(w) for w in words if w[:1].isupper() or w[:1].isdigit()))
 
 
-def grade_chunk(item: common_pb2.ScoredChunk, query: GradedQuery, chunk_terms: set[str], *, have_vector: bool,
+def grade_chunk(item: common_pb2.ScoredChunk, query: GradedQuery, chunk_terms: ChunkTerms, *, have_vector: bool,
                 t: Thresholds) -> ChunkGrade:
     weights = weighted_terms(query)
     total = sum(weights.values())
-    coverage = sum(w for term, w in weights.items() if term in chunk_terms) / total if total else 0.0
+    # a term of a named entity counts only where the chunk writes it as a name
+    coverage = sum(w for term, w in weights.items()
+                   if term in (chunk_terms.names if w == ENTITY_WEIGHT else chunk_terms.all)) / total if total else 0.0
     found = sum(_entity_present(e, chunk_terms) for e in query.entities)
     anchored = not query.entities or found > 0
     vector = item.vector_score if have_vector else None

@@ -1,6 +1,6 @@
 """Check that the relevance grade generalises: answerable questions kept, off-topic ones rejected.
 
-    python -m ragmesh_gateway.query.evaluate_grading [/work/shared/data] [--sample 300]
+    python -m ragmesh_gateway.query.evaluate_grading [/work/shared/data] [--sample 300] [--cache vectors.npy] [-v]
 
 In-process, on the SQuAD v1.1 dev paragraphs (2,067): each question retrieves 30 candidates as the retriever
 does by default (BM25 and all-MiniLM-L6-v2 cosine, relative-score fusion with alpha 0.4), and the grader
@@ -120,7 +120,8 @@ def main(argv: list[str]) -> None:
     from ragmesh_embedder.config import default_model_path
 
     sample = int(argv[argv.index("--sample") + 1]) if "--sample" in argv else 300
-    args = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] != "--sample")]
+    args = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("--sample",
+                                                                                                    "--cache"))]
     root = Path(args[0]) if args else Path("/work/shared/data")
     squad = root / "squad_v1.1_dev"
     corpus = [json.loads(line) for line in (squad / "corpus.jsonl").read_text().splitlines() if line.strip()]
@@ -131,8 +132,14 @@ def main(argv: list[str]) -> None:
         qid, doc, *_ = line.split("\t")
         gold[qid] = doc
     model = SentenceTransformer(default_model_path(), device="cpu")
-    vectors = model.encode([f"{d.get('title', '')}\n{d['text']}" for d in corpus], batch_size=64,
-                           normalize_embeddings=True, show_progress_bar=False)
+    cache = Path(argv[argv.index("--cache") + 1]) if "--cache" in argv else None  # corpus vectors, .npy
+    if cache is not None and cache.exists():
+        vectors = np.load(cache)
+    else:
+        vectors = model.encode([f"{d.get('title', '')}\n{d['text']}" for d in corpus], batch_size=64,
+                               normalize_embeddings=True, show_progress_bar=False)
+        if cache is not None:
+            np.save(cache, vectors)
     index = Index([d["_id"] for d in corpus], [d.get("title", "") for d in corpus], [d["text"] for d in corpus],
                   np.asarray(vectors))
 
