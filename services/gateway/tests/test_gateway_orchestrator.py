@@ -25,7 +25,11 @@ def rpc_error(code: grpc.StatusCode, details: str = "boom") -> aio.AioRpcError:
     return aio.AioRpcError(code, aio.Metadata(), aio.Metadata(), details=details)
 
 
-def hit(chunk_id: str, vector: float, lexical: float = 1.0, text: str = "text") -> common_pb2.ScoredChunk:
+IBM_TEXT = "IBM has had a close relationship with Armonk, New York, where IBM is headquartered since 1964."
+OFF_TEXT = "The cafeteria menu changes every Monday."
+
+
+def hit(chunk_id: str, vector: float, lexical: float = 1.0, text: str = IBM_TEXT) -> common_pb2.ScoredChunk:
     return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title="T"),
                                   score=vector, hybrid_score=vector, vector_score=vector, lexical_score=lexical)
 
@@ -87,9 +91,10 @@ class FakeMesh:
         self.embedder = stubs.get("embedder") or Stub(Embed=lambda request: embedder_pb2.EmbedResponse(
             vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in request.texts]))
         self.retriever = stubs.get("retriever") or Stub(Search=retriever_pb2.SearchResponse(
-            results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1)], accessible_documents=2,
-            accessible_document_ids=["d1", "d2"]))
-        self.reranker = stubs.get("reranker") or Stub(Rerank=reranker_pb2.RerankResponse(scores=[0.2, 0.9]))
+            results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1, text=OFF_TEXT)], accessible_documents=2,
+            readable_documents=2, accessible_document_ids=["d1", "d2"]))
+        self.reranker = stubs.get("reranker") or Stub(Rerank=lambda request: reranker_pb2.RerankResponse(
+            scores=[0.6, 0.9, 0.02][: len(request.passages)], configured=True))
         self.graph = stubs.get("graph") or Stub(GetContext=graph_pb2.GetContextResponse(
             relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]))
 
@@ -107,7 +112,8 @@ async def run(mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[st
 async def test_full_pipeline_reranks_filters_and_attributes_sources() -> None:
     mesh = FakeMesh()
     prepared, events = await run(mesh)
-    assert [r.chunk.chunk_id for r in prepared.results] == ["c1", "c2"]  # c3 is below the relevance gate
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c2", "c1"]  # reranked; c3 graded out
+    assert prepared.relevance["grade"] == "correct"
     final = events[-1]["data"]
     assert final["outcome"] == "answer" and final["degraded"] == []
     assert [s["chunk_id"] for s in final["sources"]] == ["c2", "c1"]  # reranker order
@@ -134,13 +140,14 @@ async def test_embedder_down_degrades_to_lexical_search() -> None:
     # the retriever embeds the query (embed_query); when its embedder fails it says so and searches lexically
     mesh = FakeMesh()
     mesh.retriever = Stub(Search=retriever_pb2.SearchResponse(
-        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0)], accessible_documents=1,
+        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0, text=OFF_TEXT)], accessible_documents=1,
         vector_unavailable="embedder UNAVAILABLE; lexical search only"))
+    mesh.reranker = Stub(Rerank=reranker_pb2.RerankResponse(scores=[0.9, 0.01], configured=True))
     prepared, events = await run(mesh)
     request = mesh.retriever.requests["Search"]
     assert request.embed_query and list(request.query_vector) == []
     assert "Embed" not in mesh.embedder.requests  # the gateway no longer embeds queries itself
-    assert [r.chunk.chunk_id for r in prepared.results] == ["c1"]  # gate on BM25 > 0 without vectors
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c1"]  # graded on the lexical signals alone
     assert events[-1]["data"]["degraded"][0] == {"step": "embed", "reason": "embedder UNAVAILABLE; lexical search only"}
     assert next(s for s in prepared.stages if s["stage"] == "embed")["degraded"] is True
 
@@ -152,6 +159,31 @@ async def test_reranker_not_configured_keeps_retrieval_order() -> None:
     assert [s["chunk_id"] for s in final["sources"]] == ["c1", "c2"]
     assert final["degraded"] == [{"step": "rerank", "reason": "no reranker model configured; kept retrieval order"}]
     assert final["sources"][0]["scores"]["rerank"] is None
+
+
+async def test_reranker_answering_unconfigured_is_a_degradation_without_an_error_span(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from ragmesh_gateway import orchestrator as module
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(module, "tracer", provider.get_tracer("test"))
+    mesh = FakeMesh(reranker=Stub(Rerank=reranker_pb2.RerankResponse(
+        configured=False, unconfigured_reason="no reranker model configured (set RERANKER_MODEL)")))
+    _, events = await run(mesh)
+    final = events[-1]["data"]
+    assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["c1", "c2"]
+    assert final["degraded"] == [{"step": "rerank", "reason": "no reranker model configured (set RERANKER_MODEL); "
+                                                             "kept retrieval order"}]
+    spans = exporter.get_finished_spans()
+    assert "rerank" in [s.name for s in spans]
+    assert all(s.status.status_code != StatusCode.ERROR for s in spans)
 
 
 async def test_graph_down_still_answers() -> None:
@@ -186,7 +218,7 @@ async def test_no_permission_and_no_sources_outcomes() -> None:
     _, events = await run(none)
     assert events[-1]["data"]["outcome"] == "no_permission" and events[-1]["data"]["answer"] == NO_PERMISSION
     irrelevant = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(
-        results=[hit("c1", 0.05)], accessible_documents=3)))
+        results=[hit("c1", 0.05, text=OFF_TEXT)], accessible_documents=3, readable_documents=3)))
     _, events = await run(irrelevant)
     assert events[-1]["data"]["outcome"] == "no_sources" and events[-1]["data"]["sources"] == []
     assert events[-1]["data"]["answer"] == NO_SOURCES

@@ -85,8 +85,8 @@ class FakeLLM:
     def __init__(self, reply: str | Exception | None = None, delay: float = 0.0) -> None:
         self.reply, self.delay, self.prompts = reply, delay, []
 
-    async def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
+    async def __call__(self, question: str, history: list[tuple[str, str]]) -> str:
+        self.prompts.append(f"{history} {question}")
         if self.delay:
             await asyncio.sleep(self.delay)
         if isinstance(self.reply, Exception):
@@ -110,17 +110,55 @@ async def test_llm_resolves_what_the_rules_cannot() -> None:
     assert len(llm.prompts) == 1 and "When was IBM founded?" in llm.prompts[0]
 
 
-@pytest.mark.parametrize(("llm", "reason"), [
-    (FakeLLM(RuntimeError("model down")), "llm error"),
-    (FakeLLM("late", delay=5.0), "llm timeout"),
-    (FakeLLM(""), "llm output rejected"),
-    (FakeLLM("x" * 5000), "llm output rejected"),
-    (FakeLLM(None), "llm output rejected"),
+@pytest.mark.parametrize(("llm", "reason", "degraded"), [
+    (FakeLLM(RuntimeError("model down")), "unresolved ellipsis", "rewrite model failed (RuntimeError)"),
+    (FakeLLM("late", delay=5.0), "unresolved ellipsis", "rewrite model timed out after 0.05s"),
+    (FakeLLM(""), "llm output rejected", ""),
+    (FakeLLM("x" * 5000), "llm output rejected", ""),
+    (FakeLLM(None), "llm output rejected", ""),
 ])
-async def test_llm_failure_keeps_the_original(llm: FakeLLM, reason: str) -> None:
+async def test_llm_failure_keeps_the_original(llm: FakeLLM, reason: str, degraded: str) -> None:
     result = await arewrite_followup("What about the price?", chat(("When was IBM founded?", "1911.")),
                                      llm=llm, timeout=0.05)
-    assert (result.text, result.rewritten, result.reason) == ("What about the price?", False, reason)
+    assert (result.text, result.rewritten, result.reason, result.degraded) == (
+        "What about the price?", False, reason, degraded)
+
+
+IBM = chat(("When was IBM founded?", "IBM was founded in 1911 in Endicott, New York, and later moved its "
+                                     "headquarters to Armonk, New York."))
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("And when did it move there?", "When did IBM move to Armonk, New York?"),  # conjunction, pronoun, place
+    ("But where is it headquartered?", "Where is IBM headquartered?"),
+    ("How many people worked there?", "How many people worked in Armonk, New York?"),  # place from the answer
+    ("Is there a museum there?", "Is there a museum in Armonk, New York?"),  # the first "there" is no place
+    ("What else happened that year?", "What else happened in 1911?"),
+    ("Who was president back then?", "Who was president in 1911?"),
+])
+def test_place_time_and_leading_conjunctions(question: str, expected: str) -> None:
+    result = rewrite_followup(question, IBM)
+    assert (result.text, result.rewritten) == (expected, True), result.reason
+
+
+@pytest.mark.parametrize("question", ["Is there a travel policy?", "When was Microsoft founded in Redmond?",
+                                      "Then what?"])
+def test_questions_without_place_or_time_references_stay(question: str) -> None:
+    result = rewrite_followup(question, IBM)
+    assert result.text == question and not result.rewritten
+
+
+async def test_llm_only_when_the_place_is_unknown_and_its_failure_keeps_the_rule_result() -> None:
+    history = chat(("Tell me about IBM", "IBM is a technology company."))  # names no place
+    rules = rewrite_followup("And when did it move there?", history)
+    assert (rules.text, rules.reason) == ("When did IBM move there?", "unresolved place or time")
+    good = FakeLLM("When did IBM move to Armonk?")
+    assert (await arewrite_followup("And when did it move there?", history, llm=good)).text == "When did IBM move to Armonk?"
+    failed = await arewrite_followup("And when did it move there?", history, llm=FakeLLM(RuntimeError("down")))
+    assert failed.text == "When did IBM move there?" and failed.rewritten and failed.degraded
+    unused = FakeLLM("never")
+    await arewrite_followup("And when did it move there?", IBM, llm=unused)
+    assert unused.prompts == []
 
 
 async def test_without_llm_the_async_variant_equals_the_rules() -> None:

@@ -101,9 +101,9 @@ async def test_unconfigured_reranker_says_so() -> None:
         stub = reranker_pb2_grpc.RerankerServiceStub(channel)
         info = await stub.GetModelInfo(reranker_pb2.GetModelInfoRequest())
         assert not info.configured and info.state == NOT_CONFIGURED
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.Rerank(reranker_pb2.RerankRequest(query="q", passages=["p"]))
-        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "RERANKER_MODEL" in err.value.details()
+        # OK, not an error status: an unconfigured reranker is a degradation for the caller, not a failed call
+        reply = await stub.Rerank(reranker_pb2.RerankRequest(query="q", passages=["p"]))
+        assert not reply.configured and list(reply.scores) == [] and "RERANKER_MODEL" in reply.unconfigured_reason
     await service.stop()
 
 

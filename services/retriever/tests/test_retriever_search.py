@@ -227,6 +227,30 @@ async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> N
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+async def test_search_counts_readable_ingesting_and_filter_matched_documents(stub) -> None:  # type: ignore[no-untyped-def]
+    """The counts that tell no access from a filter that matched nothing from documents still ingesting."""
+    nothing = await stub.Search(retriever_pb2.SearchRequest(query="zebra"), metadata=NOBODY.metadata())
+    assert (nothing.readable_documents, nothing.ingesting_documents, nothing.accessible_documents) == (0, 0, 0)
+    pending = await add_document(stub, ALICE, "pending", [("zebra migration patterns", unit(7))], ready=False)
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="zebra"), metadata=ALICE.metadata())
+    assert (reply.readable_documents, reply.ingesting_documents, reply.accessible_documents) == (1, 1, 0)
+    ready = await add_document(stub, ALICE, "ready", [("zebra stripes", unit(8))])
+    bob_doc = await add_document(stub, BOB, "bob", [("zebra payroll", unit(9))])
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="zebra"), metadata=ALICE.metadata())
+    assert (reply.readable_documents, reply.ingesting_documents, reply.accessible_documents) == (2, 1, 1)
+    assert reply.filter_matched_documents == 0  # no filter
+    # a filter naming only bob's document matches nothing alice may read; naming hers counts within it
+    other = await stub.Search(retriever_pb2.SearchRequest(query="zebra", document_ids=[bob_doc]),
+                              metadata=ALICE.metadata())
+    assert (other.readable_documents, other.filter_matched_documents, other.accessible_documents) == (2, 0, 0)
+    mine = await stub.Search(retriever_pb2.SearchRequest(query="zebra", document_ids=[ready, bob_doc]),
+                             metadata=ALICE.metadata())
+    assert (mine.filter_matched_documents, mine.ingesting_documents, mine.accessible_documents) == (1, 0, 1)
+    waiting = await stub.Search(retriever_pb2.SearchRequest(query="zebra", document_ids=[pending]),
+                                metadata=ALICE.metadata())
+    assert (waiting.filter_matched_documents, waiting.ingesting_documents, waiting.accessible_documents) == (1, 1, 0)
+
+
 @BOTH_LEXICAL_PLANS
 async def test_level_filter_and_get_chunks(stub) -> None:  # type: ignore[no-untyped-def]
     doc = await add_document(stub, ALICE, "levels", [("volcano eruption summary", unit(8))],

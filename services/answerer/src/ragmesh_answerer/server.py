@@ -12,7 +12,7 @@ from grpc import aio
 from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh_common import attributes as attr
-from ragmesh_common.errors import grpc_errors
+from ragmesh_common.errors import InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
 
 from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
@@ -20,6 +20,7 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.limiter import Exhausted, Limiter
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.rewriting import rewrite_followup
 from ragmesh_answerer.verify import Verdict
 
 logger = logging.getLogger(__name__)
@@ -123,6 +124,15 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
                     yield answerer_pb2.AnswerEvent(final=_final(item))
         finally:
             ticket.release()  # also when the caller went away while it waited or streamed
+
+    @grpc_errors
+    async def Rewrite(self, request: answerer_pb2.RewriteRequest,
+                      context: aio.ServicerContext) -> answerer_pb2.RewriteResponse:
+        if not request.question.strip():
+            raise InvalidArgument("question must not be empty")
+        result = await rewrite_followup(self._answerer.llm, request.question[:self._answerer.settings.max_question_chars],
+                                        [(turn.role, turn.content) for turn in request.history])
+        return answerer_pb2.RewriteResponse(question=result.question, rewritten=result.rewritten, model=result.model)
 
 
 class Undecodable:

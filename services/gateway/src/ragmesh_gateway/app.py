@@ -151,7 +151,9 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                                      retriever=settings.retriever_addr, reranker=settings.reranker_addr,
                                      graph=settings.graph_addr, answerer=settings.answerer_addr)
         state["orchestrator"] = Orchestrator(state["mesh"], settings.deadlines, min_relevance=settings.min_relevance,
-                                             graph_enabled=settings.graph_enabled)
+                                             graph_enabled=settings.graph_enabled, relevance=settings.relevance,
+                                             corrective_alpha=settings.corrective_alpha,
+                                             corrective_candidates=settings.corrective_candidates)
         state["redis"] = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
         state["celery"] = create_celery(settings.redis_url)
         state["traces"] = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
@@ -214,7 +216,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                               top_k=body.top_k, candidates=max(settings.candidates, body.top_k), alpha=body.alpha,
                               levels=list(body.levels), document_ids=[str(d) for d in body.document_ids],
                               rerank=body.rerank, graph=body.graph, max_tokens=body.max_tokens,
-                              strategy=body.strategy, context=body.context.model_dump() if body.context else None)
+                              strategy=body.strategy, context=body.context.model_dump() if body.context else None,
+                              relevance_gate=body.relevance_gate, fusion=body.fusion, routing=body.routing)
         orchestrator: Orchestrator = state["orchestrator"]
         span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
         try:

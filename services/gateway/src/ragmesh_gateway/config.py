@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragmesh_common.config import ConfigError, env_bool, env_float, env_int, env_opt, env_str
+from ragmesh_gateway.grading import Thresholds
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,7 @@ class Deadlines:
     embed: float = 10.0
     retrieve: float = 10.0
     rerank: float = 10.0
+    rewrite: float = 8.0     # the answerer's model rewriting a follow-up the rules could not resolve
     graph: float = 5.0
     answer: float = 180.0
     parse: float = 300.0
@@ -48,6 +50,9 @@ class Settings:
     token_cache_seconds: float = 300.0
     graph_enabled: bool = True
     deadlines: Deadlines = field(default_factory=Deadlines)
+    relevance: Thresholds = field(default_factory=Thresholds)
+    corrective_alpha: float = 0.3
+    corrective_candidates: int = 60
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -81,5 +86,16 @@ class Settings:
             token_cache_size=env_int("GATEWAY_TOKEN_CACHE_SIZE", 4096),
             token_cache_seconds=env_float("GATEWAY_TOKEN_CACHE_SECONDS", 300.0),
             graph_enabled=env_bool("GATEWAY_GRAPH_ENABLED", True),
-            deadlines=Deadlines(answer=env_float("GATEWAY_ANSWER_DEADLINE_SECONDS", 180.0)),
+            deadlines=Deadlines(answer=env_float("GATEWAY_ANSWER_DEADLINE_SECONDS", 180.0),
+                                rewrite=env_float("GATEWAY_REWRITE_DEADLINE_SECONDS", 8.0)),
+            relevance=Thresholds(
+                vector_strong=env_float("GATEWAY_RELEVANCE_VECTOR_STRONG", 0.45),
+                vector_weak=env_float("GATEWAY_MIN_RELEVANCE", 0.25),
+                lexical_strong=env_float("GATEWAY_RELEVANCE_LEXICAL_STRONG", 0.6),
+                lexical_weak=env_float("GATEWAY_RELEVANCE_LEXICAL_WEAK", 0.34),
+                rerank_strong=env_float("GATEWAY_RELEVANCE_RERANK_STRONG", 0.5),
+                rerank_weak=env_float("GATEWAY_RELEVANCE_RERANK_WEAK", 0.1),
+                hybrid_confirm=env_float("GATEWAY_RELEVANCE_HYBRID_CONFIRM", 0.5)),
+            corrective_alpha=env_float("GATEWAY_CORRECTIVE_ALPHA", 0.3),
+            corrective_candidates=env_int("GATEWAY_CORRECTIVE_CANDIDATES", 60),
         )

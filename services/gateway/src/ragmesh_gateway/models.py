@@ -59,6 +59,9 @@ class ChatRequest(BaseModel):
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     context: ContextIn | None = Field(None, description="Context assembly override")
+    relevance_gate: bool = Field(True, description="Answer only from chunks the relevance grade keeps")
+    fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
+    routing: bool = Field(True, description="Let the query router pick levels, strategy and sub-queries")
 
 
 class SearchRequest(BaseModel):
@@ -75,7 +78,7 @@ class SearchRequest(BaseModel):
     levels: list[Level] = Field(default_factory=list, max_length=3)
     document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS)
     rerank: bool = False
-    relevance_gate: bool = Field(True, description="Drop chunks below GATEWAY_MIN_RELEVANCE")
+    relevance_gate: bool = Field(True, description="Keep only the chunks the relevance grade keeps")
 
 
 class AclIn(BaseModel):

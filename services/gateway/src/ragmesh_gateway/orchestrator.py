@@ -25,9 +25,11 @@ from ragmesh.reranker.v1 import reranker_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
+from ragmesh_gateway import grading
 from ragmesh_gateway.config import Deadlines
+from ragmesh_gateway.grading import GradedQuery, Thresholds
 from ragmesh_gateway.mesh import Mesh, StepFailed
-from ragmesh_gateway.query import Route, rewrite_followup, route
+from ragmesh_gateway.query import Route, arewrite_followup, extract_entities, route
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -36,6 +38,13 @@ NO_PERMISSION = ("You do not have access to any documents yet, so I cannot answe
                  "Upload a document or ask an administrator for access.")
 NO_SOURCES = ("I could not find anything relevant to your question in the documents you can access, "
               "so I will not guess. Try rephrasing or naming the document.")
+NO_MATCH_IN_FILTER = ("None of the documents you selected is one you can read, so there is nothing to search. "
+                      "Check the selection, or ask without choosing documents to search all of yours.")
+INGESTING = ("Your documents are still being processed (parsing, embedding, indexing) and cannot be searched yet. "
+             "Ask again once they are ready; the documents list shows their status.")
+MESSAGES = {"no_permission": NO_PERMISSION, "no_sources": NO_SOURCES, "no_match_in_filter": NO_MATCH_IN_FILTER,
+            "ingesting": INGESTING}
+CORRECTIVE_LEVELS = ["document", "section", "paragraph"]
 SNIPPET_CHARS = 320
 LEVELS = {"document": common_pb2.CHUNK_LEVEL_DOCUMENT, "section": common_pb2.CHUNK_LEVEL_SECTION,
           "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH}
@@ -81,9 +90,13 @@ class Prepared:
     accessible_ids: list[str]
     accessible: int
     degraded: list[dict[str, str]]
-    outcome: str  # "answer" | "no_permission" | "no_sources"
+    outcome: str  # "answer" | "no_permission" | "no_match_in_filter" | "ingesting" | "no_sources"
     query: str = ""               # the self-contained question actually searched
     route: Route | None = None
+    relevance: dict[str, Any] | None = None  # the grade, its reasons and the corrective retrieval, if any
+    rewritten_question: str | None = None   # the follow-up as rewritten, when it was
+    notes: list[str] = field(default_factory=list)
+    ingesting: int = 0
 
 
 def chunk_origin(item: common_pb2.ScoredChunk) -> str:
@@ -119,12 +132,17 @@ def evidence_payload(quote: answerer_pb2.EvidenceQuote, items: list[common_pb2.S
 
 class Orchestrator:
     def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True,
-                 default_context: dict[str, Any] | None = None) -> None:
+                 default_context: dict[str, Any] | None = None, relevance: Thresholds | None = None,
+                 corrective_alpha: float = 0.3, corrective_candidates: int = 60) -> None:
         self.default_context = default_context or {}
         self.mesh = mesh
         self.deadlines = deadlines
         self.min_relevance = min_relevance
         self.graph_enabled = graph_enabled
+        # GATEWAY_MIN_RELEVANCE stays the cosine below which a chunk is no evidence at all
+        self.relevance = relevance or Thresholds(vector_weak=min_relevance)
+        self.corrective_alpha = corrective_alpha
+        self.corrective_candidates = corrective_candidates
 
     async def _call(self, step: str, call: Awaitable[T]) -> T:
         try:
@@ -170,11 +188,19 @@ class Orchestrator:
         understanding = bool(options.history) or options.routing
         with (tracer.start_as_current_span("understand query") if understanding
               else contextlib.nullcontext(trace.INVALID_SPAN)) as span:
-            rewrite = rewrite_followup(options.question, options.history) if options.history else None
+            rewrite = None
+            if options.history:
+                rewrite = await arewrite_followup(
+                    options.question, options.history, timeout=self.deadlines.rewrite,
+                    llm=lambda question, history: self._model_rewrite(user, question, history))
+                if rewrite.degraded:
+                    self._degrade(degraded, "rewrite", f"{rewrite.degraded}; kept the rule rewrite")
             if rewrite is not None and rewrite.rewritten:
                 query = rewrite.text
             plan = route(query) if options.routing else None
             span.set_attribute(attr.RAG_QUERY_REWRITTEN, bool(rewrite and rewrite.rewritten))
+            if rewrite is not None:
+                span.set_attribute(attr.RAG_QUERY_REWRITE_METHOD, "llm" if rewrite.reason == "llm" else "rules")
             if plan is not None:
                 span.set_attribute(attr.RAG_QUERY_KIND, plan.kind)
                 span.set_attribute(attr.RAG_QUERY_MULTI_HOP, plan.multi_hop)
@@ -193,23 +219,8 @@ class Orchestrator:
         # The retriever embeds each query itself (embed_query) while it looks up permissions and runs the
         # lexical leg, so the embedder's time hides behind them instead of adding to them.
         started = time.perf_counter()
-        requests = []
-        for text in queries:
-            request = retriever_pb2.SearchRequest(
-                query=text, embed_query=True, top_k=options.candidates,
-                levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
-                strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
-                else retriever_pb2.STRATEGY_DIRECT,
-                include_accessible_document_ids=options.graph and self.graph_enabled)  # the graph hop filters by them
-            if options.alpha is not None:
-                request.has_alpha, request.alpha = True, options.alpha
-            if options.feedback_docs:
-                request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
-            request.fusion = FUSIONS.get(options.fusion, retriever_pb2.FUSION_TYPE_RELATIVE_SCORE)
-            context = options.context if options.context is not None else self.default_context
-            if context:
-                request.context.CopyFrom(retriever_pb2.ContextOptions(**context))
-            requests.append(request)
+        requests = [self._search_request(options, text, levels, strategy, options.alpha, options.candidates)
+                    for text in queries]
         # A span of its own groups the parallel searches of a multi-hop question; a single search is its gRPC
         # client span already (a second span of the same extent would cost ~0.1 ms with its stored row).
         with (tracer.start_as_current_span("retrieve") if len(requests) > 1 else contextlib.nullcontext()):
@@ -222,28 +233,100 @@ class Orchestrator:
         stages.append({"stage": "embed", "ms": round(found.embed_ms, 1), "in": "retriever",
                        "degraded": bool(found.vector_unavailable)})
         results = merge_results([list(r.results) for r in replies]) if len(replies) > 1 else list(found.results)
-        have_vector = not found.vector_unavailable
-        relevant = [r for r in results if not options.relevance_gate or self._relevant(r, have_vector)]
         stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(results),
-                       "relevant": len(relevant), "accessible_documents": found.accessible_documents,
-                       "searches": len(requests), "strategy": strategy})
-        outcome = "answer"
-        if found.accessible_documents == 0:
-            outcome = "no_permission"
-        elif not relevant:
-            outcome = "no_sources"
-        return Prepared(options=options, user=user, stages=stages, results=relevant,
-                        accessible_ids=list(found.accessible_document_ids), accessible=found.accessible_documents,
-                        degraded=degraded, outcome=outcome, query=query, route=plan)
+                       "accessible_documents": found.accessible_documents, "searches": len(requests),
+                       "strategy": strategy})
+        prepared = Prepared(options=options, user=user, stages=stages, results=results,
+                            accessible_ids=list(found.accessible_document_ids), accessible=found.accessible_documents,
+                            degraded=degraded, outcome=scope_outcome(found, options), query=query, route=plan,
+                            rewritten_question=query if query != options.question else None,
+                            ingesting=found.ingesting_documents)
+        if prepared.outcome != "answer":
+            return prepared
+        if found.ingesting_documents:
+            prepared.notes.append(f"{found.ingesting_documents} of your documents are still being processed and "
+                                  "were not searched yet.")
+        if options.rerank and len(results) > 1:
+            started = time.perf_counter()
+            prepared.results = await self._rerank(prepared, results)
+            stages.append({"stage": "rerank", "ms": _ms(started),
+                           "degraded": any(d["step"] == "rerank" for d in degraded)})
+        started = time.perf_counter()
+        await self._grade(prepared, levels, strategy, have_vector=not found.vector_unavailable and options.alpha != 0)
+        stages.append({"stage": "grade", "ms": _ms(started), "grade": prepared.relevance["grade"] if prepared.relevance
+                       else None, "relevant": len(prepared.results)})
+        return prepared
 
-    @staticmethod
-    def _relevant_static(item: common_pb2.ScoredChunk, have_vector: bool, threshold: float) -> bool:
-        return item.vector_score >= threshold if have_vector else item.lexical_score > 0
+    def _search_request(self, options: ChatOptions, text: str, levels: list[str], strategy: str,
+                        alpha: float | None, candidates: int) -> retriever_pb2.SearchRequest:
+        request = retriever_pb2.SearchRequest(
+            query=text, embed_query=True, top_k=candidates,
+            levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
+            strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
+            else retriever_pb2.STRATEGY_DIRECT,
+            include_accessible_document_ids=options.graph and self.graph_enabled)  # the graph hop filters by them
+        if alpha is not None:
+            request.has_alpha, request.alpha = True, alpha
+        if options.feedback_docs:
+            request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
+        request.fusion = FUSIONS.get(options.fusion, retriever_pb2.FUSION_TYPE_RELATIVE_SCORE)
+        context = options.context if options.context is not None else self.default_context
+        if context:
+            request.context.CopyFrom(retriever_pb2.ContextOptions(**context))
+        return request
 
-    def _relevant(self, item: common_pb2.ScoredChunk, have_vector: bool) -> bool:
-        if have_vector:
-            return item.vector_score >= self.min_relevance
-        return item.lexical_score > 0
+    async def _grade(self, prepared: Prepared, levels: list[str], strategy: str, *, have_vector: bool) -> None:
+        """CRAG: grade the candidates; `ambiguous` gets one corrective retrieval (the question's keywords, a
+        lexical-heavier alpha, every level, more candidates) and is graded again. Only `correct` answers."""
+        options = prepared.options
+        plan = prepared.route
+        entities = plan.entities if plan is not None else extract_entities(prepared.query)
+        queries = [GradedQuery.of(prepared.query, entities)]
+        for sub in plan.sub_queries if plan is not None else []:
+            queries.append(GradedQuery.of(sub, [e for e in entities if sub.startswith(e)]))
+        with tracer.start_as_current_span("grade relevance") as span:
+            result = grading.grade(prepared.results, queries, have_vector=have_vector, thresholds=self.relevance)
+            relevance = result.payload()
+            if result.grade == grading.AMBIGUOUS:
+                first = relevance
+                keywords = grading.keyword_query(queries[0])
+                alpha = self.corrective_alpha if options.alpha is None else min(options.alpha, self.corrective_alpha)
+                candidates = max(self.corrective_candidates, options.candidates)
+                span.add_event("corrective retrieval", {attr.RAG_RELEVANCE_GRADE: first["grade"],
+                                                        attr.RAG_SEARCH_ALPHA: alpha})
+                reply = await self._call("retrieve", self.mesh.retriever.Search(
+                    self._search_request(options, keywords, CORRECTIVE_LEVELS, strategy, alpha, candidates),
+                    metadata=prepared.user.metadata(), timeout=self.deadlines.retrieve))
+                pool = merge_results([prepared.results, list(reply.results)])
+                vector = have_vector and not reply.vector_unavailable and alpha > 0
+                result = grading.grade(pool, queries, have_vector=vector, thresholds=self.relevance)
+                relevance = {**result.payload(), "corrective": {
+                    "query": keywords, "alpha": alpha, "levels": CORRECTIVE_LEVELS, "candidates": candidates,
+                    "added": len(pool) - len(prepared.results), "first_grade": first["grade"],
+                    "first_reasons": first["reasons"]}}
+                if result.grade == grading.AMBIGUOUS:
+                    relevance["reasons"].append("still ambiguous after the corrective retrieval: not answered")
+            span.set_attribute(attr.RAG_RELEVANCE_GRADE, result.grade)
+            span.set_attribute(attr.RAG_RELEVANCE_REASONS, relevance["reasons"])
+            span.set_attribute(attr.RAG_RELEVANCE_KEPT, len(result.kept))
+            span.set_attribute(attr.RAG_RELEVANCE_CORRECTIVE, "corrective" in relevance)
+        logger.info("relevance %s (%s)", result.grade, "; ".join(relevance["reasons"]))
+        prepared.relevance = relevance
+        if not options.relevance_gate:
+            relevance["gate"] = "off"
+            if not prepared.results:
+                prepared.outcome = "no_sources"
+            return
+        prepared.results = result.kept
+        if result.grade != grading.CORRECT:
+            prepared.outcome = "no_sources"
+
+    async def _model_rewrite(self, user: UserContext, question: str, history: list[tuple[str, str]]) -> str:
+        """The answerer's model rewrites a follow-up the rules could not resolve (its own deadline)."""
+        reply = await self.mesh.answerer.Rewrite(answerer_pb2.RewriteRequest(
+            question=question, history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in history]),
+            metadata=user.metadata(), timeout=self.deadlines.rewrite)
+        return reply.question
 
     async def _rerank(self, prepared: Prepared, items: list[common_pb2.ScoredChunk]) -> list[common_pb2.ScoredChunk]:
         with tracer.start_as_current_span("rerank") as span:
@@ -258,6 +341,12 @@ class Orchestrator:
                           else f"reranker {exc.code().name}")
                 span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
                 self._degrade(prepared.degraded, "rerank", f"{reason}; kept retrieval order")
+                return items
+            if not reply.configured and not reply.scores:  # a deployment without a model: no error status
+                span.set_attribute(attr.RAG_RERANK_CONFIGURED, False)
+                span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
+                self._degrade(prepared.degraded, "rerank",
+                              f"{reply.unconfigured_reason or 'no reranker model configured'}; kept retrieval order")
                 return items
         reranked = []
         for item, score in zip(items, reply.scores):
@@ -283,13 +372,8 @@ class Orchestrator:
 
     async def search(self, user: UserContext, options: ChatOptions) -> tuple[Prepared, list[common_pb2.ScoredChunk]]:
         """Retrieval only (the search API and the benchmarks): embed, retrieve, rerank; no answer."""
-        prepared = await self.prepare(user, options, guard=False)
-        items = prepared.results
-        if options.rerank and len(items) > 1:
-            started = time.perf_counter()
-            items = await self._rerank(prepared, items)
-            prepared.stages.append({"stage": "rerank", "ms": _ms(started)})
-        return prepared, items[: options.top_k]
+        prepared = await self.prepare(user, options, guard=False)  # reranks and grades too
+        return prepared, prepared.results[: options.top_k]
 
     async def run(self, prepared: Prepared) -> AsyncIterator[dict[str, Any]]:
         """Streams progress, tokens and the final event (with sources) for a prepared chat."""
@@ -297,22 +381,15 @@ class Orchestrator:
             yield event("progress", status="done", **stage)
         trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
         if prepared.outcome != "answer":
-            message = NO_PERMISSION if prepared.outcome == "no_permission" else NO_SOURCES
+            message = MESSAGES[prepared.outcome]
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, prepared.outcome)
             yield event("token", text=message)
             yield event("final", outcome=prepared.outcome, answer=message, sources=[], citations=[],
                         grounding_score=None, grounded=None, warnings=[], degraded=prepared.degraded,
-                        accessible_documents=prepared.accessible, trace_id=trace_id)
+                        accessible_documents=prepared.accessible, trace_id=trace_id, **_retrieval_fields(prepared))
             return
         options = prepared.options
-        items = prepared.results
-        if options.rerank and len(items) > 1:
-            started = time.perf_counter()
-            yield event("progress", stage="rerank", status="started")
-            items = await self._rerank(prepared, items)
-            yield event("progress", stage="rerank", status="done", ms=_ms(started),
-                        degraded=any(d["step"] == "rerank" for d in prepared.degraded))
-        items = items[: options.top_k]
+        items = prepared.results[: options.top_k]  # reranked and graded in prepare()
         facts: list[str] = []
         use_graph = prepared.route.use_graph if prepared.route is not None else True
         if options.graph and self.graph_enabled and use_graph:
@@ -386,7 +463,8 @@ class Orchestrator:
                                 "sources": [j + 1 for j in v.source_indexes],
                                 "unsupported_tokens": list(v.unsupported_tokens), "reason": v.reason,
                                 "verdict": answerer_pb2.Verdict.Name(v.verdict).removeprefix("VERDICT_").lower(),
-                                "short_answer": v.short_answer} for v in final.sentences])
+                                "short_answer": v.short_answer} for v in final.sentences],
+                    **_retrieval_fields(prepared))
 
 
 def metadata_value(metadata: Any, key: str) -> str | None:
@@ -406,6 +484,26 @@ def retry_after_seconds(exc: aio.AioRpcError) -> int | None:
         return max(1, int(value)) if value is not None else 1
     except (TypeError, ValueError):
         return 1
+
+
+def scope_outcome(found: retriever_pb2.SearchResponse, options: ChatOptions) -> str:
+    """What the document counts say before any relevance: no access at all, a filter that matched nothing
+    readable, everything still ingesting, or "answer" (the grade decides from here)."""
+    if found.accessible_documents:
+        return "answer"
+    if found.readable_documents == 0:
+        return "no_permission"
+    if options.document_ids and found.filter_matched_documents == 0:
+        return "no_match_in_filter"
+    if found.ingesting_documents:
+        return "ingesting"
+    return "no_sources"  # readable documents, none ready and none ingesting (failed)
+
+
+def _retrieval_fields(prepared: Prepared) -> dict[str, Any]:
+    """The final event's fields about retrieval: the relevance grade, the rewritten question, notes."""
+    return {"relevance": prepared.relevance, "rewritten_question": prepared.rewritten_question,
+            "notes": prepared.notes, "ingesting_documents": prepared.ingesting}
 
 
 def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:

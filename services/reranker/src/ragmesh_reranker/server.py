@@ -1,4 +1,7 @@
-"""RerankerService: cross-encoder scores, or FAILED_PRECONDITION when no model is configured."""
+"""RerankerService: cross-encoder scores; without a model, OK with `configured=false` and the reason.
+
+Not configured is a deployment choice, not a failed call: answering it with an error status would mark the
+caller's gRPC client span (and so every chat trace) as an error. The caller records a degradation instead."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +12,7 @@ from opentelemetry import trace
 
 from ragmesh.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from ragmesh_common import attributes as attr
-from ragmesh_common.errors import FailedPrecondition, InvalidArgument, Unavailable, grpc_errors
+from ragmesh_common.errors import InvalidArgument, Unavailable, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_reranker.config import Settings
 from ragmesh_reranker.model import CrossEncoder
@@ -30,15 +33,13 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
 
     async def load(self) -> None:
         if not self.settings.model:
-            logger.warning("%s: Rerank answers FAILED_PRECONDITION and the gateway keeps retrieval order",
+            logger.warning("%s: Rerank answers configured=false and the gateway keeps retrieval order",
                            NOT_CONFIGURED)
             return
         self.model = await asyncio.to_thread(CrossEncoder, self.settings)
         logger.info("reranker ready: %s on %s", self.settings.model, self.settings.device)
 
     def _ready_model(self) -> CrossEncoder:
-        if not self.settings.model:
-            raise FailedPrecondition(NOT_CONFIGURED)
         if self.model is None:
             raise Unavailable("reranker is warming up (model not loaded yet)")
         return self.model
@@ -46,6 +47,9 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
     @grpc_errors
     async def Rerank(self, request: reranker_pb2.RerankRequest,
                      context: aio.ServicerContext) -> reranker_pb2.RerankResponse:
+        if not self.settings.model:
+            trace.get_current_span().set_attribute(attr.RAG_RERANK_CONFIGURED, False)
+            return reranker_pb2.RerankResponse(configured=False, unconfigured_reason=NOT_CONFIGURED)
         model = self._ready_model()
         if not request.query.strip():
             raise InvalidArgument("query must not be empty")
@@ -59,7 +63,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
             async with self._lock:
                 scores = await asyncio.to_thread(model.score, request.query, list(request.passages),
                                                  normalize=request.normalize)
-        return reranker_pb2.RerankResponse(scores=scores, model=model.name)
+        return reranker_pb2.RerankResponse(scores=scores, model=model.name, configured=True)
 
     @grpc_errors
     async def GetModelInfo(self, request: reranker_pb2.GetModelInfoRequest,

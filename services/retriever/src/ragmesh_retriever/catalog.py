@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -64,6 +65,15 @@ async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     finally:
         if not conn.closed:
             await conn.set_autocommit(False)
+
+
+@dataclass(frozen=True)
+class DocumentCounts:
+    """Why a search scope may be empty: readable documents (any status), those still ingesting (within the
+    filter, if any), and the readable documents a `document_ids` filter named (0 without a filter)."""
+    readable: int
+    ingesting: int
+    filter_matched: int
 
 
 class Database:
@@ -221,6 +231,21 @@ class Catalog:
         if visible:
             raise PermissionDenied(f"only the owner may change document {doc_id}")
         raise NotFound(f"document {doc_id} not found")
+
+    async def search_scope(self, conn: psycopg.AsyncConnection[Any],
+                           restrict: list[uuid.UUID] | None) -> tuple[list[str], DocumentCounts]:
+        """The ready documents a search may read (RLS, narrowed by `restrict`) and the counts that explain an
+        empty scope, in one statement over the documents the user may read."""
+        cur = await conn.execute(
+            "SELECT array_agg(id::text) FILTER (WHERE status = 'ready' AND (%(all)s OR id = ANY(%(ids)s::uuid[]))), "
+            "count(*), "
+            "count(*) FILTER (WHERE status IN ('queued', 'parsing', 'embedding', 'indexing') "
+            "AND (%(all)s OR id = ANY(%(ids)s::uuid[]))), "
+            "count(*) FILTER (WHERE NOT %(all)s AND id = ANY(%(ids)s::uuid[])) FROM documents",
+            {"all": not restrict, "ids": restrict or []})
+        row = await cur.fetchone()
+        assert row is not None  # an aggregate always returns one row
+        return list(row[0] or []), DocumentCounts(readable=row[1], ingesting=row[2], filter_matched=row[3])
 
     async def accessible_ids(self, conn: psycopg.AsyncConnection[Any], restrict: list[uuid.UUID] | None) -> list[str]:
         """Ready documents the transaction's user may read (decided by RLS), optionally narrowed."""

@@ -138,8 +138,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 query = replace(query, pending_vector=pending)
         try:
             async with self.catalog.db.transaction(user) as conn:
-                accessible = await self.catalog.accessible_ids(conn, restrict or None)
+                accessible, counts = await self.catalog.search_scope(conn, restrict or None)
             span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
+            span.set_attribute(attr.RAG_SEARCH_READABLE_DOCS, counts.readable)
+            span.set_attribute(attr.RAG_SEARCH_INGESTING_DOCS, counts.ingesting)
+            span.set_attribute(attr.RAG_SEARCH_FILTER_MATCHED_DOCS, counts.filter_matched)
             strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
             if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
                 results = await self._summary_first(user, await query.resolved(), accessible)
@@ -160,7 +163,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                                             backend=self.backend.name,
                                             accessible_document_ids=accessible if request.include_accessible_document_ids else [],
                                             strategy=strategy, vector_unavailable=str(embedding.get("reason", "")),
-                                            embed_ms=float(embedding.get("ms", 0.0)))
+                                            embed_ms=float(embedding.get("ms", 0.0)),
+                                            readable_documents=counts.readable,
+                                            ingesting_documents=counts.ingesting,
+                                            filter_matched_documents=counts.filter_matched)
 
     async def _embed(self, user: UserContext, text: str, outcome: dict[str, object]) -> list[float] | None:
         """The query's vector from the embedder, or None (lexical only) with the reason in `outcome`."""

@@ -3,8 +3,11 @@
 Rules first (`rewrite_followup`, synchronous, no I/O): a question without an unresolved reference is left
 alone; a pronoun takes the main entity of the latest user turn that names one (for he/she after a "who"
 question, the first entity of the answer); an ellipsis ("What about Microsoft?") re-asks the previous
-question with the new entity. `arewrite_followup` adds an optional LLM fallback, called only when a
-reference was found but the rules could not resolve it; any failure keeps the original question.
+question with the new entity; "there" takes the last place named in the history (user questions and
+assistant answers), "then" / "that year" / "at that time" the last date; a leading "And" / "But" / "So" /
+"Also" before a full question is dropped. `arewrite_followup` adds an LLM fallback (the answerer's `Rewrite`
+rpc), called only when a reference was found that the rules could not resolve; any failure keeps the rule
+result and says why in `Rewrite.degraded`.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ragmesh_gateway.query.entities import extract_entities, is_name
+from ragmesh_gateway.query.entities import STOP_CAPS, extract_entities, is_name
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,23 @@ _WH = re.compile(r"^\s*(?:tell me (?:more )?about|what (?:is|are|was|were)|who (
                  r"what about|describe|explain|how (?:does|do|did|is|are)|where (?:is|are)|when (?:is|was)|"
                  r"why (?:is|are|does|do|did))\s+", re.IGNORECASE)
 _FILLER = re.compile(r"[?.!]+\s*$")
+# "And when did it move there?": a conjunction before a full question (not an ellipsis like "And Microsoft?").
+_LEADING_CONJ = re.compile(r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b\s*,?\s+(?=(?:what|when|where|who|whom|whose|"
+                           r"which|why|how|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|tell|"
+                           r"give|list|name|describe|explain|show)\b)", re.IGNORECASE)
+# "there" as a place; not the expletive "is there …" / "there is …".
+_THERE = re.compile(r"\bthere\b(?!\s+(?:is|are|was|were|be|been|being|'s|’s|exists?|seems?|remains?|will|would|"
+                    r"might|must|may|could|should|has|have|had)\b)", re.IGNORECASE)
+_THERE_EXPLETIVE = re.compile(r"\b(?:is|are|was|were|be|been|will|would|could|can)\s+$", re.IGNORECASE)
+_MOTION = re.compile(r"\b(?:move|moves|moved|moving|go|goes|went|going|gone|come|comes|came|coming|travel\w*|"
+                     r"relocat\w*|return\w*|get|got|send|sent|expand\w*|arriv\w*)\s+$", re.IGNORECASE)
+_CAP_PHRASE = r"[A-Z][\w'’.-]*(?:\s+(?:of\s+|de\s+)?[A-Z][\w'’.-]*)*(?:,\s+[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)?"
+_PLACE = re.compile(r"\b(?:in|at|to|from|near|into|toward|towards|outside|inside)\s+(?:the\s+)?(" + _CAP_PHRASE + ")")
+_TIME = re.compile(r"\b(?:back then|at that time|at the time|in that year|that year|during that time|by then|"
+                   r"then(?=\s*(?:[?.!,;]|$)))", re.IGNORECASE)
+_MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_DATE = re.compile(rf"\b(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}|{_MONTHS}\s+\d{{4}}|"
+                   r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?![\w%]))")
 
 
 @dataclass(frozen=True)
@@ -52,6 +72,7 @@ class Rewrite:
     text: str
     rewritten: bool
     reason: str
+    degraded: str = ""  # the LLM fallback was needed but failed: why (the rule result stands)
 
 
 @dataclass(frozen=True)
@@ -115,7 +136,58 @@ def _antecedent(history: list[tuple[str, str]], personal: bool) -> tuple[str, st
         topic = _topic_phrase(text)
         if topic:
             return topic, text
+    for role, content in reversed(history):  # no user turn names anything: the latest answer's first name
+        if role == "assistant" and isinstance(content, str):
+            names = [e for e in extract_entities(content[:MAX_QUESTION_CHARS]) if is_name(e)]
+            return (names[0], content) if names else None
     return None
+
+
+def _turn_texts(history: list[tuple[str, str]]) -> list[str]:
+    """User questions and assistant answers, most recent first."""
+    return [turn[1][:MAX_QUESTION_CHARS] for turn in reversed(history)
+            if isinstance(turn, (tuple, list)) and len(turn) == 2 and isinstance(turn[1], str)]
+
+
+def _last_place(history: list[tuple[str, str]], exclude: str = "") -> str | None:
+    """The last place named in the history: a capitalised name after a locative preposition."""
+    for text in _turn_texts(history):
+        places = [m.group(1).rstrip(".") for m in _PLACE.finditer(text)]
+        places = [p for p in places if is_name(p) and p.lower() != exclude.lower() and not _DATE.fullmatch(p)
+                  and p.split()[0].lower() not in STOP_CAPS]
+        if places:
+            return places[-1]
+    return None
+
+
+def _last_date(history: list[tuple[str, str]]) -> str | None:
+    for text in _turn_texts(history):
+        dates = [m.group(0) for m in _DATE.finditer(text)]
+        if dates:
+            return dates[-1]
+    return None
+
+
+def _resolve_place_and_time(text: str, history: list[tuple[str, str]], entity: str) -> tuple[str, list[str]] | None:
+    """`text` with "there" and "then"/"that year" resolved; None when one is present and cannot be."""
+    done: list[str] = []
+    m = next((m for m in _THERE.finditer(text) if not _THERE_EXPLETIVE.search(text[:m.start()])), None)
+    if m is not None:
+        place = _last_place(history, exclude=entity)
+        if place is None:
+            return None
+        prep = "to" if _MOTION.search(text[:m.start()]) else "in"
+        text = text[:m.start()] + f"{prep} {place}" + text[m.end():]
+        done.append(f"there → {place}")
+    m = _TIME.search(text)
+    if m:
+        date = _last_date(history)
+        if date is None:
+            return None
+        prep = "in" if re.fullmatch(r"\d{4}|" + _MONTHS + r"\s+\d{4}", date) else "on"
+        text = text[:m.start()] + f"{prep} {date}" + text[m.end():]
+        done.append(f"time → {date}")
+    return text, done
 
 
 def _substitute_pronoun(question: str, entity: str) -> str:
@@ -174,25 +246,39 @@ def _resolve(question: str, history: list[tuple[str, str]]) -> Rewrite | _Refere
         return Rewrite(question, False, "too long to rewrite")
     if not isinstance(history, list) or not _user_turns(history):
         return Rewrite(question, False, "no history")
-    ref = _find_reference(question)
-    if not ref.kind:
+    base = question
+    conj = _LEADING_CONJ.match(question)
+    if conj:
+        rest = question[conj.end():]
+        base = rest[:1].upper() + rest[1:]
+    reasons = ["leading conjunction"] if conj else []
+    ref = _find_reference(base)
+    entity = ""
+    text = base
+    if ref.kind == "ellipsis":
+        resolved = _resolve_ellipsis(ref.detail, history)
+        if not resolved or resolved == question:
+            return ref
+        return Rewrite(resolved, True, "ellipsis")
+    if ref.kind:
+        personal = ref.kind == "pronoun" and ref.detail.lower() in _PERSONAL
+        found = _antecedent(history, personal)
+        if found is None:
+            return ref
+        entity = found[0]
+        text = _substitute_pronoun(base, entity) if ref.kind == "pronoun" else _substitute_demonstrative(base, entity)
+        if text == base:
+            return ref
+        reasons.append(f"{ref.kind} → {entity}")
+    placed = _resolve_place_and_time(text, history, entity)
+    if placed is None:
+        return _Reference("place or time", text)
+    text, done = placed
+    reasons += done
+    if text == question:
         names = [e for e in extract_entities(question) if is_name(e)]
         return Rewrite(question, False, "self-contained" if names else "no reference to resolve")
-    if ref.kind == "ellipsis":
-        text = _resolve_ellipsis(ref.detail, history)
-        return Rewrite(text, True, "ellipsis") if text and text != question else ref
-    personal = ref.kind == "pronoun" and ref.detail.lower() in _PERSONAL
-    found = _antecedent(history, personal)
-    if found is None:
-        return ref
-    entity, _ = found
-    if ref.kind == "pronoun":
-        text = _substitute_pronoun(question, entity)
-    else:
-        text = _substitute_demonstrative(question, entity)
-    if text == question:
-        return ref
-    return Rewrite(text, True, f"{ref.kind} → {entity}")
+    return Rewrite(text, True, "; ".join(reasons))
 
 
 def rewrite_followup(question: str, history: list[tuple[str, str]]) -> Rewrite:
@@ -204,18 +290,37 @@ def rewrite_followup(question: str, history: list[tuple[str, str]]) -> Rewrite:
         return Rewrite(question if isinstance(question, str) else "", False, "rewrite error")
     if isinstance(result, Rewrite):
         return result
+    if result.kind == "place or time":  # the pronoun may be resolved already: that part stands
+        return Rewrite(result.detail, result.detail != question, "unresolved place or time")
     return Rewrite(question, False, f"unresolved {result.kind}")
 
 
-PROMPT = ("Rewrite the last user question so that it can be understood without the conversation. Replace "
-          "pronouns and references with what they refer to. Keep the language and meaning. Reply with the "
-          "rewritten question only.\n\nConversation:\n{history}\n\nLast question: {question}\nRewritten question:")
+async def arewrite_followup(question: str, history: list[tuple[str, str]],
+                            llm: Callable[[str, list[tuple[str, str]]], Awaitable[str]] | None = None,
+                            timeout: float = LLM_TIMEOUT_S) -> Rewrite:
+    """Rules first; `llm(question, history)` only when a reference was found that the rules could not resolve.
 
-
-def _llm_prompt(question: str, history: list[tuple[str, str]]) -> str:
-    lines = [f"{role}: {content[:500]}" for role, content in history[-6:]
-             if isinstance(content, str) and role in {"user", "assistant"}]
-    return PROMPT.format(history="\n".join(lines), question=question)
+    Any LLM exception, timeout, or empty/overlong reply keeps the rule result and sets `degraded`. Never raises.
+    """
+    rules = rewrite_followup(question, history)
+    if llm is None or not rules.reason.startswith("unresolved"):
+        return rules
+    try:
+        output = await asyncio.wait_for(llm(question, history), timeout)
+    except asyncio.CancelledError:
+        raise
+    except TimeoutError:
+        logger.warning("follow-up rewrite: LLM timed out after %.1fs; keeping the question", timeout)
+        return Rewrite(rules.text, rules.rewritten, rules.reason,
+                       degraded=f"rewrite model timed out after {timeout:g}s")
+    except Exception as exc:  # noqa: BLE001 — the fallback must never fail the chat
+        logger.warning("follow-up rewrite: LLM failed (%s); keeping the question", type(exc).__name__)
+        detail = exc.code().name if hasattr(exc, "code") and callable(exc.code) else type(exc).__name__
+        return Rewrite(rules.text, rules.rewritten, rules.reason, degraded=f"rewrite model failed ({detail})")
+    text = _clean_llm_output(output, question)
+    if text is None:
+        return Rewrite(rules.text, rules.rewritten, "llm output rejected")
+    return Rewrite(text, text != question, "llm")
 
 
 def _clean_llm_output(output: object, question: str) -> str | None:
@@ -226,29 +331,3 @@ def _clean_llm_output(output: object, question: str) -> str | None:
     if not text or len(text) > max(3 * len(question), len(question) + 200):
         return None
     return text
-
-
-async def arewrite_followup(question: str, history: list[tuple[str, str]],
-                            llm: Callable[[str], Awaitable[str]] | None = None,
-                            timeout: float = LLM_TIMEOUT_S) -> Rewrite:
-    """Rules first; `llm(prompt)` only when a reference was found that the rules could not resolve.
-
-    Any LLM exception, timeout, or empty/overlong reply keeps the original question. Never raises.
-    """
-    rules = rewrite_followup(question, history)
-    if rules.rewritten or llm is None or not rules.reason.startswith("unresolved"):
-        return rules
-    try:
-        output = await asyncio.wait_for(llm(_llm_prompt(question, history)), timeout)
-    except asyncio.CancelledError:
-        raise
-    except TimeoutError:
-        logger.warning("follow-up rewrite: LLM timed out after %.1fs; keeping the question", timeout)
-        return Rewrite(question, False, "llm timeout")
-    except Exception as exc:  # noqa: BLE001 — the fallback must never fail the chat
-        logger.warning("follow-up rewrite: LLM failed (%s); keeping the question", type(exc).__name__)
-        return Rewrite(question, False, "llm error")
-    text = _clean_llm_output(output, question)
-    if text is None:
-        return Rewrite(question, False, "llm output rejected")
-    return Rewrite(text, text != question, "llm")

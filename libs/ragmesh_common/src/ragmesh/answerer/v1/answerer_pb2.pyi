@@ -162,3 +162,21 @@ class QueueStatus(_message.Message):
     position: int
     estimated_wait_seconds: float
     def __init__(self, position: _Optional[int] = ..., estimated_wait_seconds: _Optional[float] = ...) -> None: ...
+
+class RewriteRequest(_message.Message):
+    __slots__ = ("question", "history")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    history: _containers.RepeatedCompositeFieldContainer[ChatTurn]
+    def __init__(self, question: _Optional[str] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ...) -> None: ...
+
+class RewriteResponse(_message.Message):
+    __slots__ = ("question", "rewritten", "model")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    rewritten: bool
+    model: str
+    def __init__(self, question: _Optional[str] = ..., rewritten: bool = ..., model: _Optional[str] = ...) -> None: ...

@@ -44,6 +44,11 @@ class AnswererServiceStub(object):
                 request_serializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerEvent.FromString,
                 _registered_method=True)
+        self.Rewrite = channel.unary_unary(
+                '/ragmesh.answerer.v1.AnswererService/Rewrite',
+                request_serializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteResponse.FromString,
+                _registered_method=True)
 
 
 class AnswererServiceServicer(object):
@@ -63,6 +68,13 @@ class AnswererServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rewrite(self, request, context):
+        """Rewrites a follow-up into a self-contained question with the model (the gateway's fallback when its rules cannot).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnswererServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +87,11 @@ def add_AnswererServiceServicer_to_server(servicer, server):
                     servicer.Answer,
                     request_deserializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerRequest.FromString,
                     response_serializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerEvent.SerializeToString,
+            ),
+            'Rewrite': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rewrite,
+                    request_deserializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteRequest.FromString,
+                    response_serializer=ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +148,33 @@ class AnswererService(object):
             '/ragmesh.answerer.v1.AnswererService/Answer',
             ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerRequest.SerializeToString,
             ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.AnswerEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rewrite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.answerer.v1.AnswererService/Rewrite',
+            ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteRequest.SerializeToString,
+            ragmesh_dot_answerer_dot_v1_dot_answerer__pb2.RewriteResponse.FromString,
             options,
             channel_credentials,
             insecure,

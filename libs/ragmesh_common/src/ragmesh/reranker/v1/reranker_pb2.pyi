@@ -17,12 +17,16 @@ class RerankRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., passages: _Optional[_Iterable[str]] = ..., normalize: bool = ...) -> None: ...
 
 class RerankResponse(_message.Message):
-    __slots__ = ("scores", "model")
+    __slots__ = ("scores", "model", "configured", "unconfigured_reason")
     SCORES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    UNCONFIGURED_REASON_FIELD_NUMBER: _ClassVar[int]
     scores: _containers.RepeatedScalarFieldContainer[float]
     model: str
-    def __init__(self, scores: _Optional[_Iterable[float]] = ..., model: _Optional[str] = ...) -> None: ...
+    configured: bool
+    unconfigured_reason: str
+    def __init__(self, scores: _Optional[_Iterable[float]] = ..., model: _Optional[str] = ..., configured: bool = ..., unconfigured_reason: _Optional[str] = ...) -> None: ...
 
 class GetModelInfoRequest(_message.Message):
     __slots__ = ()

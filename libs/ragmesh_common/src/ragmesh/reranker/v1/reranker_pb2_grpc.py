@@ -50,7 +50,7 @@ class RerankerServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Rerank(self, request, context):
-        """FAILED_PRECONDITION when no model is configured.
+        """Without a model: OK with configured = false and the reason (no scores); callers keep their order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

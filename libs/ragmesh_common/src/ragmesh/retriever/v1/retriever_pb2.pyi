@@ -165,7 +165,7 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., include_accessible_document_ids: bool = ..., embed_query: bool = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy", "vector_unavailable", "embed_ms")
+    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy", "vector_unavailable", "embed_ms", "readable_documents", "ingesting_documents", "filter_matched_documents")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ACCESSIBLE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,9 @@ class SearchResponse(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     VECTOR_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
+    READABLE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    INGESTING_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    FILTER_MATCHED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
     accessible_documents: int
     backend: str
@@ -180,7 +183,10 @@ class SearchResponse(_message.Message):
     strategy: Strategy
     vector_unavailable: str
     embed_ms: float
-    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., vector_unavailable: _Optional[str] = ..., embed_ms: _Optional[float] = ...) -> None: ...
+    readable_documents: int
+    ingesting_documents: int
+    filter_matched_documents: int
+    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., vector_unavailable: _Optional[str] = ..., embed_ms: _Optional[float] = ..., readable_documents: _Optional[int] = ..., ingesting_documents: _Optional[int] = ..., filter_matched_documents: _Optional[int] = ...) -> None: ...
 
 class GetChunksRequest(_message.Message):
     __slots__ = ("chunk_ids",)

@@ -1,0 +1,127 @@
+"""Chat outcomes through the HTTP API against the real mesh: no_permission, no_match_in_filter, ingesting,
+an off-topic question (no_sources), an on-topic one (answered), a lexical-only chat (alpha 0), and a trace
+with no error span while the reranker is unconfigured (the mesh starts without RERANKER_MODEL)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from ragmesh_common.context import UserContext
+from ragmesh_common.devstack import Stack
+from ragmesh_common.server import insecure_channel
+
+pytestmark = pytest.mark.e2e
+
+DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
+IBM_MD = DOCS / "md" / "sources" / "wiki.md"
+HR_DOCX = DOCS / "docx" / "sources" / "textbox.docx"
+
+if not DOCS.is_dir():
+    pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def client(mesh: Stack) -> httpx.Client:
+    with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def tokens(mesh: Stack) -> dict[str, str]:
+    return {"erin": mesh.token("erin", "research", ["employee"]), "hank": mesh.token("hank", "legal", ["employee"]),
+            "nina": mesh.token("nina", "facilities", ["employee"]), "vera": mesh.token("vera", "audit", ["employee"]),
+            "admin": mesh.token("root-admin", "it", ["admin"])}
+
+
+def upload_ready(client: httpx.Client, token: str, path: Path) -> str:
+    with path.open("rb") as fh:
+        reply = client.post("/api/v1/documents", headers=auth(token), files={"file": (path.name, fh)})
+    assert reply.status_code == 202, reply.text
+    document_id = reply.json()["document_id"]
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        doc = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()
+        if doc["status"] in ("ready", "failed"):
+            assert doc["status"] == "ready", doc
+            return document_id
+        time.sleep(1)
+    raise AssertionError(f"{document_id} not ready")
+
+
+@pytest.fixture(scope="module")
+def documents(client: httpx.Client, tokens: dict[str, str]) -> dict[str, str]:
+    return {"erin": upload_ready(client, tokens["erin"], IBM_MD), "hank": upload_ready(client, tokens["hank"], HR_DOCX)}
+
+
+def chat(client: httpx.Client, token: str, **body: Any) -> dict[str, Any]:
+    reply = client.post("/api/v1/chat", headers=auth(token), json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_no_permission_only_without_any_readable_document(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    body = chat(client, tokens["nina"], question="When was IBM founded?")
+    assert body["outcome"] == "no_permission" and body["sources"] == [] and "access" in body["answer"]
+
+
+def test_a_filter_naming_only_unreadable_documents(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    body = chat(client, tokens["erin"], question="When was IBM founded?", document_ids=[documents["hank"]])
+    assert body["outcome"] == "no_match_in_filter" and body["sources"] == []
+    assert "selected" in body["answer"]
+
+
+def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    async def create_queued() -> None:  # catalogued but never enqueued: it stays "queued"
+        async with insecure_channel(mesh.addr("retriever")) as channel:
+            await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
+                retriever_pb2.CreateDocumentRequest(title="pending", filename="pending.md"),
+                metadata=UserContext("vera", "audit", ("employee",)).metadata(), timeout=30)
+
+    asyncio.run(create_queued())
+    body = chat(client, tokens["vera"], question="When was IBM founded?")
+    assert body["outcome"] == "ingesting" and body["ingesting_documents"] == 1
+    assert "processed" in body["answer"]
+
+
+def test_off_topic_question_gets_no_sources(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    for question in ("What is the capital of Mongolia?", "How long should I boil an egg for a soft yolk?"):
+        body = chat(client, tokens["erin"], question=question)
+        assert body["outcome"] == "no_sources" and body["sources"] == [], (question, body["relevance"])
+        assert body["relevance"]["grade"] in ("ambiguous", "incorrect")
+
+
+def test_on_topic_question_is_answered_and_its_trace_has_no_error_span(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    body = chat(client, tokens["erin"], question="When was IBM founded?")
+    assert body["outcome"] == "answer" and body["sources"], body["relevance"]
+    assert body["relevance"]["grade"] == "correct"
+    assert {s["document_id"] for s in body["sources"]} == {documents["erin"]}
+    assert any(d["step"] == "rerank" for d in body["degraded"]) or os.environ.get("RERANKER_MODEL")
+    deadline = time.monotonic() + 30
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        reply = client.get(f"/api/v1/traces/{body['trace_id']}", headers=auth(tokens["admin"]))
+        if reply.status_code == 200:
+            spans = reply.json()["spans"]
+            if any(s["kind"] == "server" and s["name"].endswith("RerankerService/Rerank") for s in spans) and \
+                    any(s["name"].endswith("AnswererService/Answer") for s in spans):
+                break
+        time.sleep(1)
+    assert any(s["name"].endswith("RerankerService/Rerank") for s in spans), [s["name"] for s in spans]
+    assert [s["name"] for s in spans if s["status_code"] == "error"] == []
+
+
+def test_lexical_only_chat_answers(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+    body = chat(client, tokens["erin"], question="When was IBM founded?", alpha=0)
+    assert body["outcome"] == "answer" and body["sources"], body["relevance"]
+    assert all(s["scores"]["vector"] == 0 for s in body["sources"])
