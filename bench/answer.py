@@ -453,6 +453,8 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": n}
     if offtopic:
         out["no_sources_rate"] = mean([float(r["outcome"] == "no_sources") for r in rows])
+        # no answer at all reached the user: no_sources, or an answer the verifier withheld
+        out["declined_rate"] = mean([float(not r["answered"]) for r in rows])
     else:
         cited_rows = [r for r in rows if r["cited"]]
         out.update({
@@ -589,7 +591,7 @@ METRIC_ROWS = (
     ("EM / F1 of answered", None), ("citation precision (macro / micro)", None),
     ("gold passage in sources", "gold_in_sources"), ("all gold passages in sources", "all_gold_in_sources"),
     ("gold passage cited", "gold_in_cited"), ("gold answer in a source", "answer_in_sources"),
-    ("answered rate", "answered_rate"), ("no-sources rate", "no_sources_rate"),
+    ("answered rate", "answered_rate"), ("no-sources rate", "no_sources_rate"), ("declined rate", "declined_rate"),
     ("false-grounded rate", "false_grounded_rate"), ("TTFT p50 / p95 s", None), ("total p50 / p95 s", None),
     ("outcomes", None),
 )

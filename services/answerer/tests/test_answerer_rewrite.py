@@ -4,7 +4,9 @@ from __future__ import annotations
 import grpc
 import pytest
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
-from ragmesh_common.server import GrpcService, insecure_channel
+from ragmesh_common.context import UserContext
+from ragmesh_common.server import GrpcService
+from ragmesh_common.tokens import channel_as
 
 from ragmesh_answerer.rewriting import clean_output, rewrite_messages
 
@@ -25,7 +27,7 @@ def test_messages_carry_the_conversation_and_the_question() -> None:
 
 
 async def test_rewrite_over_grpc(answerer_service: GrpcService) -> None:
-    async with insecure_channel(f"127.0.0.1:{answerer_service.port}") as channel:
+    async with channel_as(f"127.0.0.1:{answerer_service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
         reply = await stub.Rewrite(answerer_pb2.RewriteRequest(
             question="When was it founded?",
