@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -74,3 +74,6 @@ bench-answer: $(STAMP)
 
 bench-load: $(STAMP)
 	$(BIN)/python bench/load.py $(ARGS)
+
+bench-grading: $(STAMP)
+	$(BIN)/python bench/grading.py $(ARGS)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from ragmesh_common.context import UserContext
+from ragmesh_common.context import IDENTITY_KEY, UserContext
 from ragmesh_common.devstack import Stack
 from ragmesh_common.server import insecure_channel
 
@@ -86,7 +86,8 @@ def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> No
         async with insecure_channel(mesh.addr("retriever")) as channel:
             await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
                 retriever_pb2.CreateDocumentRequest(title="pending", filename="pending.md"),
-                metadata=UserContext("vera", "audit", ("employee",)).metadata(), timeout=30)
+                metadata=((IDENTITY_KEY, mesh.internal_signer("e2e-test").token(UserContext("vera", "audit", ("employee",)))),),
+                timeout=30)
 
     asyncio.run(create_queued())
     body = chat(client, tokens["vera"], question="When was IBM founded?")

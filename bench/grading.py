@@ -1,6 +1,6 @@
 """Check that the relevance grade generalises: answerable questions kept, off-topic ones rejected.
 
-    python -m ragmesh_gateway.query.evaluate_grading [/work/shared/data] [--sample 300] [--cache vectors.npy] [-v]
+    make bench-grading ARGS="[DATA_DIR] [--sample 300] [--cache vectors.npy] [-v]"   (DATA_DIR: ../shared/data)
 
 In-process, on the SQuAD v1.1 dev paragraphs (2,067): each question retrieves 30 candidates as the retriever
 does by default (BM25 and all-MiniLM-L6-v2 cosine, relative-score fusion with alpha 0.4), and the grader
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> None:
     sample = int(argv[argv.index("--sample") + 1]) if "--sample" in argv else 300
     args = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("--sample",
                                                                                                     "--cache"))]
-    root = Path(args[0]) if args else Path("/work/shared/data")
+    root = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "shared" / "data"
     squad = root / "squad_v1.1_dev"
     corpus = [json.loads(line) for line in (squad / "corpus.jsonl").read_text().splitlines() if line.strip()]
     lines = [line for line in (squad / "queries.jsonl").read_text().splitlines() if line.strip()]
