@@ -123,6 +123,35 @@ def test_partial_support_is_warned_per_statement() -> None:
     assert len(result.warnings) == 1 and "Unused days expire" in result.warnings[0] and "90" in result.warnings[0]
 
 
+STEAM = [Quote(0, "Steam engines are external combustion engines, where the working fluid is separate from the "
+                  "combustion products.", "Steam engine"),
+         Quote(0, "Thomas Newcomen built an atmospheric pump in 1712.", "Pumps")]
+
+
+@pytest.mark.parametrize("answer", [
+    'The answer to your question is: "Steam engines"',
+    "What types of engines are steam engines?",
+    "Steam engines are types of engines.",
+])
+def test_an_answer_that_restates_the_question_is_unverified(answer: str) -> None:
+    result = verify("What types of engines are steam engines?", answer, STEAM, 0.5)
+    assert not result.verified, answer
+    short = next(s for s in result.sentences if s.short_answer)
+    assert short.verdict in (Verdict.RESTATES_QUESTION, Verdict.LOW_SUPPORT), (answer, short.reason)
+
+
+def test_what_the_answer_adds_must_come_from_a_quote_about_the_question() -> None:
+    # each half of the sentence is in the evidence, but the name it adds only in a quote about pumps
+    result = verify("What types of engines are steam engines?",
+                    "Steam engines are external engines built by Thomas Newcomen.", STEAM, 0.5)
+    short = next(s for s in result.sentences if s.short_answer)
+    assert not result.verified and short.verdict is Verdict.OFF_QUESTION
+    assert set(short.unsupported_tokens) == {"Thomas", "Newcomen"}
+    # the same kind of answer from the quote about the question passes
+    assert verify("What types of engines are steam engines?",
+                  "Steam engines are external combustion engines.", STEAM, 0.5).verified
+
+
 # ---- right answers that must pass ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("question", "answer", "quotes"), [

@@ -13,11 +13,14 @@ and answers a neighbouring question, so nothing it writes is trusted:
    (`1,000` = `1000`, `$5 million` = `5m` = `5,000,000`, `15%` = `15 percent`) and every name (capitalised
    word not at the sentence start, or a multi-word / all-caps name at the start) must occur in its
    evidence. One missing → the sentence is unsupported, and the reason names the token.
-3. **The short answer** (the first checkable sentence) must rest on a quote that is about the question:
-   the quote with its heading contains at least half of the question's names and at least one in three of
-   its other key terms (an acronym also matches the words it abbreviates: CEO = chief executive officer);
-   and it must be of the asked type: a when-question needs a date or number, a how-many/how-much question
-   a number, a who-question a name that is not just the question's own.
+3. **The short answer** (the first checkable sentence) must add something to the question (not restate
+   it, not be a question itself); it must rest on a quote that is about the question: the quote with its
+   heading contains at least half of the question's names and at least one in three of its other key terms
+   (an acronym also matches the words it abbreviates: CEO = chief executive officer); what it adds to the
+   question (its numbers and names, or without those the threshold share of its other content words) must
+   be stated in such a quote, not only in a neighbouring one; and it must be of the asked type: a when-question needs a
+   date or number, a how-many/how-much question a number, a who-question a name that is not just the
+   question's own.
 
 `verified` only when the draft has a checkable sentence and every checkable sentence passes.
 """
@@ -94,6 +97,7 @@ class Verdict(enum.Enum):
     MISSING_TOKEN = "missing_token"
     OFF_QUESTION = "off_question"
     WRONG_ANSWER_TYPE = "wrong_answer_type"
+    RESTATES_QUESTION = "restates_question"
 
 
 # ---------------------------------------------------------------------------------------------- tokens
@@ -387,7 +391,7 @@ def verify(question: str, answer: str, quotes: Sequence[Quote], threshold: float
     if short is not None:
         short.short_answer = True
         if short.supported:
-            _check_short_answer(short, q, units)
+            _check_short_answer(short, q, units, threshold)
     for verdict in verdicts:  # unit indexes -> quote indexes
         verdict.evidence = tuple(sorted({units[u].source_index for u in verdict.evidence}))
         verdict.sources = tuple(sorted({quotes[j].source_index for j in verdict.evidence}))
@@ -450,19 +454,58 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
                            evidence=evidence, sources=sources)
 
 
-def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Quote]) -> None:
+def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Quote], threshold: float) -> None:
+    body = clean_sentence(verdict.text)
+    added_stems, added_numbers, added_names = _added(body, q)
+    if body.rstrip().endswith("?") or not (added_stems or added_numbers or added_names):
+        verdict.supported, verdict.verdict = False, Verdict.RESTATES_QUESTION
+        verdict.reason = "it only restates the question: it adds nothing that answers it"
+        return
+    about = list(verdict.evidence)
     if q.key_terms():
         gaps = [q.missing_key_terms(units[u].context) for u in verdict.evidence]
-        if all(gaps):
+        about = [u for u, gap in zip(verdict.evidence, gaps) if not gap]
+        if not about:
             missing = min(gaps, key=len)
             verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
             verdict.unsupported_tokens = missing
             verdict.reason = ("the evidence it rests on is not about the question: it does not mention "
                               + ", ".join(f"'{t}'" for t in missing))
             return
-    problem = type_problem(q.answer_type, clean_sentence(verdict.text), q)
+    # What the answer adds to the question must come from a passage about the question: a true statement from
+    # a neighbouring sentence ("the report was written by Tom Baker") is not the answer to "who is the CEO?".
+    if not any(_holds(units[u].context, added_stems, added_numbers, added_names, threshold) for u in about):
+        added = [n.text for n in added_numbers] + added_names
+        verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
+        verdict.unsupported_tokens = added
+        verdict.reason = ("what it adds to the question is not stated where the evidence is about the question"
+                          + (": " + ", ".join(f"'{t}'" for t in added) if added else ""))
+        return
+    problem = type_problem(q.answer_type, body, q)
     if problem:
         verdict.supported, verdict.verdict, verdict.reason = False, Verdict.WRONG_ANSWER_TYPE, problem
+
+
+def _added(body: str, q: Question) -> tuple[set[str], list[NumberToken], list[str]]:
+    """What a sentence states beyond the question: content stems, numbers and names not in the question."""
+    question_words = set(words(q.text))
+    question_numbers = numbers(q.text)
+    added_stems = content_stems(body) - content_stems(q.text)
+    added_numbers = [n for n in numbers(body, include_one=False) if not _number_supported(n, question_numbers)]
+    added_names = [n for n in dict.fromkeys(names(body)) if not _name_supported(n, question_words, q.text)]
+    return added_stems, added_numbers, added_names
+
+
+def _holds(context: str, added_stems: set[str], added_numbers: Sequence[NumberToken], added_names: Sequence[str],
+           threshold: float) -> bool:
+    """`context` states what the answer adds: its numbers and names when it adds any (those carry the answer; the
+    words around them may paraphrase), else at least `threshold` of its added content words."""
+    if (not added_numbers and not added_names and added_stems
+            and len(added_stems & content_stems(context)) < threshold * len(added_stems)):
+        return False
+    context_words = set(words(context))
+    return (all(_number_supported(n, numbers(context)) for n in added_numbers)
+            and all(_name_supported(n, context_words, context) for n in added_names))
 
 
 def _clip(text: str, limit: int = 80) -> str:

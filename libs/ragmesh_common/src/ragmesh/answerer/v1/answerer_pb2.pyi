@@ -17,6 +17,7 @@ class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERDICT_MISSING_TOKEN: _ClassVar[Verdict]
     VERDICT_OFF_QUESTION: _ClassVar[Verdict]
     VERDICT_WRONG_ANSWER_TYPE: _ClassVar[Verdict]
+    VERDICT_RESTATES_QUESTION: _ClassVar[Verdict]
 VERDICT_UNSPECIFIED: Verdict
 VERDICT_SUPPORTED: Verdict
 VERDICT_NOT_CHECKABLE: Verdict
@@ -24,6 +25,7 @@ VERDICT_LOW_SUPPORT: Verdict
 VERDICT_MISSING_TOKEN: Verdict
 VERDICT_OFF_QUESTION: Verdict
 VERDICT_WRONG_ANSWER_TYPE: Verdict
+VERDICT_RESTATES_QUESTION: Verdict
 
 class CheckInputRequest(_message.Message):
     __slots__ = ("question", "history")
