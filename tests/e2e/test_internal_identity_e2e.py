@@ -29,7 +29,7 @@ from ragmesh_common.tokens import TokenSigner
 
 pytestmark = pytest.mark.e2e
 
-CAROL = UserContext("carol", "finance", ("employee",))
+IVY = UserContext("ivy", "finance", ("employee",))
 ALICE = UserContext("alice", "eng", ("employee",))
 PLAN = ("# Launch plan\n\nNASA hired Acme Corp to build WidgetPro. NASA tested WidgetPro in Houston.\n\n"
         "Acme Corp ships WidgetPro to NASA in March.\n")
@@ -43,11 +43,11 @@ def signer(mesh: Stack) -> TokenSigner:
 
 
 @pytest.fixture(scope="module")
-def carol_document(mesh: Stack, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A finance-only document of carol's, uploaded and ingested through the gateway and the worker."""
+def ivy_document(mesh: Stack, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A finance-only document of ivy's, uploaded and ingested through the gateway and the worker."""
     path = tmp_path_factory.mktemp("identity") / "launch-plan.md"
     path.write_text(PLAN)
-    headers = {"Authorization": f"Bearer {mesh.token('carol', 'finance', ['employee'])}"}
+    headers = {"Authorization": f"Bearer {mesh.token('ivy', 'finance', ['employee'])}"}
     with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client:
         with path.open("rb") as handle:
             reply = client.post("/api/v1/documents", headers=headers, files={"file": (path.name, handle, "text/markdown")})
@@ -67,11 +67,11 @@ def refused(signer: TokenSigner) -> dict[str, Metadata]:
     now = int(time.time())
     return {
         "no identity": (),
-        "forged plain metadata": (("x-rag-user", "carol"), ("x-rag-department", "finance"),
+        "forged plain metadata": (("x-rag-user", "ivy"), ("x-rag-department", "finance"),
                                   ("x-rag-roles", "employee")),
-        "wrong key": ((IDENTITY_KEY, TokenSigner(Ed25519PrivateKey.generate(), actor="attacker").mint(CAROL)),),
-        "expired": ((IDENTITY_KEY, signer.mint(CAROL, iat=now - 300, exp=now - 60)),),
-        "other audience": ((IDENTITY_KEY, signer.mint(CAROL, aud="ragmesh-public")),),
+        "wrong key": ((IDENTITY_KEY, TokenSigner(Ed25519PrivateKey.generate(), actor="attacker").mint(IVY)),),
+        "expired": ((IDENTITY_KEY, signer.mint(IVY, iat=now - 300, exp=now - 60)),),
+        "other audience": ((IDENTITY_KEY, signer.mint(IVY, aud="ragmesh-public")),),
     }
 
 
@@ -96,59 +96,59 @@ async def _call(mesh: Stack, service: str, document_id: str, metadata: Metadata)
 
 
 async def test_every_service_refuses_calls_without_a_valid_identity(mesh: Stack, signer: TokenSigner,
-                                                                    carol_document: str) -> None:
+                                                                    ivy_document: str) -> None:
     cases = refused(signer)
     refusals: dict[str, int] = {}
     for service in SERVICES:
         for case, metadata in cases.items():
             with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _call(mesh, service, carol_document, metadata)
+                await _call(mesh, service, ivy_document, metadata)
             assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, (service, case, caught.value.details())
             refusals[service] = refusals.get(service, 0) + 1
         # health stays open (probes), and the same call with a valid token is answered
         async with insecure_channel(mesh.addr(service)) as channel:
             health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         assert health.status == health_pb2.HealthCheckResponse.SERVING, service
-        await _call(mesh, service, carol_document, ((IDENTITY_KEY, signer.token(CAROL)),))
+        await _call(mesh, service, ivy_document, ((IDENTITY_KEY, signer.token(IVY)),))
     assert refusals == {service: len(cases) for service in SERVICES}  # 6 services x 5 forgeries = 30 refused
 
 
-async def test_only_a_valid_token_reads_carols_documents(mesh: Stack, signer: TokenSigner,
-                                                         carol_document: str) -> None:
-    as_carol = await _call(mesh, "retriever", carol_document, ((IDENTITY_KEY, signer.token(CAROL)),))
-    assert {r.chunk.document_id for r in as_carol.results} == {carol_document}
-    as_alice = await _call(mesh, "retriever", carol_document, ((IDENTITY_KEY, signer.token(ALICE)),))
-    assert carol_document not in {r.chunk.document_id for r in as_alice.results}
+async def test_only_a_valid_token_reads_ivys_documents(mesh: Stack, signer: TokenSigner,
+                                                         ivy_document: str) -> None:
+    as_ivy = await _call(mesh, "retriever", ivy_document, ((IDENTITY_KEY, signer.token(IVY)),))
+    assert {r.chunk.document_id for r in as_ivy.results} == {ivy_document}
+    as_alice = await _call(mesh, "retriever", ivy_document, ((IDENTITY_KEY, signer.token(ALICE)),))
+    assert ivy_document not in {r.chunk.document_id for r in as_alice.results}
 
 
-async def test_graph_keeps_carols_document_from_alice(mesh: Stack, signer: TokenSigner, carol_document: str) -> None:
-    carol, alice = ((IDENTITY_KEY, signer.token(CAROL)),), ((IDENTITY_KEY, signer.token(ALICE)),)
+async def test_graph_keeps_ivys_document_from_alice(mesh: Stack, signer: TokenSigner, ivy_document: str) -> None:
+    ivy, alice = ((IDENTITY_KEY, signer.token(IVY)),), ((IDENTITY_KEY, signer.token(ALICE)),)
     async with insecure_channel(mesh.addr("graph")) as channel:
         graph = graph_pb2_grpc.GraphServiceStub(channel)
-        request = graph_pb2.GetContextRequest(query="What did NASA test in Houston?", document_ids=[carol_document])
-        mine = await graph.GetContext(request, metadata=carol, timeout=30)
-        assert {e.name for e in mine.matched} == {"NASA", "Houston"}  # the worker indexed it as carol
+        request = graph_pb2.GetContextRequest(query="What did NASA test in Houston?", document_ids=[ivy_document])
+        mine = await graph.GetContext(request, metadata=ivy, timeout=30)
+        assert {e.name for e in mine.matched} == {"NASA", "Houston"}  # the worker indexed it as ivy
         assert "WidgetPro" in {e.name for e in mine.neighbours}
-        # alice names carol's document: the catalogue says she may not read it, so nothing comes back
+        # alice names ivy's document: the catalogue says she may not read it, so nothing comes back
         theirs = await graph.GetContext(request, metadata=alice, timeout=30)
         assert not theirs.matched and not theirs.relations and not theirs.chunk_ids
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await graph.IngestChunks(graph_pb2.IngestChunksRequest(document_id=carol_document, chunks=[
-                graph_pb2.GraphChunk(chunk_id=f"{carol_document}:evil", text="Mallory Corp owns NASA.")]),
+            await graph.IngestChunks(graph_pb2.IngestChunksRequest(document_id=ivy_document, chunks=[
+                graph_pb2.GraphChunk(chunk_id=f"{ivy_document}:evil", text="Mallory Corp owns NASA.")]),
                 metadata=alice, timeout=30)
         assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await graph.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=carol_document), metadata=alice,
+            await graph.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=ivy_document), metadata=alice,
                                        timeout=30)
         assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        after = await graph.GetContext(request, metadata=carol, timeout=30)
+        after = await graph.GetContext(request, metadata=ivy, timeout=30)
         assert [e.name for e in after.matched] == [e.name for e in mine.matched]
         assert "Mallory Corp" not in {e.name for e in after.neighbours}
 
 
-def test_the_gateway_still_signs_every_hop(mesh: Stack, carol_document: str) -> None:
+def test_the_gateway_still_signs_every_hop(mesh: Stack, ivy_document: str) -> None:
     """Through the HTTP API the chat works, the graph hop included (not degraded): the gateway's tokens verify."""
-    headers = {"Authorization": f"Bearer {mesh.token('carol', 'finance', ['employee'])}"}
+    headers = {"Authorization": f"Bearer {mesh.token('ivy', 'finance', ['employee'])}"}
     events: list[tuple[str, Any]] = []
     with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client:
         with client.stream("POST", "/api/v1/chat", headers=headers,
@@ -166,4 +166,4 @@ def test_the_gateway_still_signs_every_hop(mesh: Stack, carol_document: str) -> 
              and data.get("status") == "done"]
     assert graph and graph[-1]["degraded"] is False and graph[-1]["facts"] > 0, events
     final = [data for name, data in events if name not in ("progress", "token")][-1]
-    assert carol_document in json.dumps(final), final
+    assert ivy_document in json.dumps(final), final

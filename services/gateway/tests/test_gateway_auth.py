@@ -26,8 +26,8 @@ def test_valid_token_gives_user_department_roles() -> None:
     (mint("another-secret-of-sufficient-length-x", "alice"), "Signature"),
     (jwt.encode({"sub": "alice", "exp": int(time.time()) - 10}, SECRET, algorithm="HS256"), "expired"),
     (jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"), "exp"),
-    (jwt.encode({"sub": "al ice", "exp": int(time.time()) + 60}, SECRET, algorithm="HS256"), "sub"),
-    (jwt.encode({"sub": "alice", "roles": [1], "exp": int(time.time()) + 60}, SECRET, algorithm="HS256"), "roles"),
+    (jwt.encode({"sub": "al ice", "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "sub"),
+    (jwt.encode({"sub": "alice", "roles": [1], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "roles"),
     ("not-a-jwt", "invalid token"),
 ])
 def test_bad_tokens_are_rejected(token: str, message: str) -> None:
@@ -84,7 +84,7 @@ async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> 
 
         auth._jwks.fetch_data = recorded
         claims = {"sub": "alice", "department": "eng", "roles": ["employee"], "iss": "https://sso.example.com",
-                  "exp": int(time.time()) + 60}
+                  "exp": int(time.time()) + 3600}
         good = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
         user = await auth.authenticate(_request(good))
         assert (user.user_id, user.department, user.roles) == ("alice", "eng", ("employee",))
@@ -151,7 +151,7 @@ def test_a_cached_token_proves_nothing_about_another_string() -> None:
     good = mint(SECRET, "alice", "eng", ["employee"])
     auth.verify(good)
     header, payload, signature = good.split(".")
-    forged_claims = jwt.encode({"sub": "alice", "roles": ["admin"], "exp": int(time.time()) + 60}, "x" * 32,
+    forged_claims = jwt.encode({"sub": "alice", "roles": ["admin"], "exp": int(time.time()) + 3600}, "x" * 32,
                                algorithm="HS256").split(".")[1]
     with pytest.raises(HTTPException) as err:
         auth.verify(f"{header}.{forged_claims}.{signature}")
