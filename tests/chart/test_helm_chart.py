@@ -188,7 +188,7 @@ def test_otel_and_store_wiring() -> None:
     assert retriever["WEAVIATE_URL"] == "http://weaviate.weaviate:8080"
     assert retriever["RETRIEVER_DATABASE_URL"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "app-dsn"}}
     answerer = _env(_container(deployments["answerer"]))
-    assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "smollm2:135m"
+    assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "llama3.1:8b"
     graph = _env(_container(deployments["graph"]))
     assert graph["NEO4J_URI"] == "neo4j://neo4j.neo4j:7687"
     gpu = _by_kind(_scenario_docs("gpu"), "Deployment")
