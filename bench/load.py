@@ -204,34 +204,52 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             warm = Tally()
             await chat(session, url, owner, asked[0], warm, args.request_timeout)
             bench.log(f"warm-up chat: {'ok' if warm.completed else dict(warm.errors)}")
+
+        async def run_load(seconds: float, tally: Tally, on_sample: Any = None) -> float:
+            """`args.concurrency` clients chat in a loop for `seconds`; returns the wall time."""
+            end = time.monotonic() + seconds
+
+            async def client(index: int) -> None:
+                token = stack.token(f"load-{index}", "eng", ["employee"])
+                n = index
+                async with aiohttp.ClientSession() as session:
+                    while time.monotonic() < end:
+                        wait = await chat(session, url, token, asked[n % len(asked)], tally, args.request_timeout)
+                        n += 1
+                        await asyncio.sleep(min(wait, max(0.0, end - time.monotonic())))
+
+            async def sample() -> None:
+                while time.monotonic() < end:
+                    await asyncio.sleep(5)
+                    if on_sample is not None:
+                        on_sample(await asyncio.to_thread(snapshot, pids))
+
+            began = time.monotonic()
+            sampler = asyncio.create_task(sample())
+            await asyncio.gather(*(client(i) for i in range(args.concurrency)))
+            sampler.cancel()
+            return time.monotonic() - began
+
+        if args.warmup > 0:
+            # The same load, not counted: buffers, pools and caches of every process reach the size this load
+            # needs, so that "before" is the warm state and growth after it is what the load leaves behind.
+            bench.log(f"warm-up load: {args.concurrency} clients for {args.warmup:.0f} s")
+            await run_load(args.warmup, Tally())
         await asyncio.sleep(args.settle)
         before = snapshot(pids)
         bench.log(f"before: {before}")
 
         tally = Tally()
         peak: dict[str, int] = dict(before["rss_mib"])
-        end = time.monotonic() + args.duration
-
-        async def client(index: int) -> None:
-            token = stack.token(f"load-{index}", "eng", ["employee"])
-            n = index
-            async with aiohttp.ClientSession() as session:
-                while time.monotonic() < end:
-                    wait = await chat(session, url, token, asked[n % len(asked)], tally, args.request_timeout)
-                    n += 1
-                    await asyncio.sleep(min(wait, max(0.0, end - time.monotonic())))
-
-        async def sample() -> None:
-            while time.monotonic() < end:
-                await asyncio.sleep(5)
-                for name, mib in (await asyncio.to_thread(snapshot, pids))["rss_mib"].items():
-                    peak[name] = max(peak.get(name, 0), mib)
-
+        series: list[dict[str, Any]] = []
         started = time.monotonic()
-        sampler = asyncio.create_task(sample())
-        await asyncio.gather(*(client(i) for i in range(args.concurrency)))
-        wall = time.monotonic() - started
-        sampler.cancel()
+
+        def on_sample(snap: dict[str, Any]) -> None:
+            series.append({"t_s": round(time.monotonic() - started), **snap["rss_mib"]})
+            for name, mib in snap["rss_mib"].items():
+                peak[name] = max(peak.get(name, 0), mib)
+
+        wall = await run_load(args.duration, tally, on_sample)
         bench.log(f"load done in {wall:.0f} s; settling {args.settle:.0f} s")
         await asyncio.sleep(args.settle)
         after = snapshot(pids)
@@ -251,7 +269,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
               for name in before["rss_mib"]}
     other = sum(tally.errors.values())
     return {
-        "config": {"concurrency": args.concurrency, "duration_s": args.duration, "llm_threads": args.llm_threads, "documents": [p.name for p in paths],
+        "config": {"concurrency": args.concurrency, "duration_s": args.duration, "warmup_s": args.warmup,
+                   "llm_threads": args.llm_threads, "documents": [p.name for p in paths],
                    "questions": len(asked), "request_timeout_s": args.request_timeout,
                    "answerer": limits},
         "wall_s": round(wall, 1),
@@ -264,6 +283,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                       "retry_after_p50": pct([float(v) for v in tally.retry_after_s], 0.5)},
         "queue": {"queued_events": tally.queued_events, "max_position": tally.max_position},
         "memory": memory,
+        "rss_series_mib": series,
         "established_sockets": {name: {"before": before["established"].get(name), "after": after["established"].get(name)}
                                 for name in WATCHED},
         "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_start": round(load_start, 2),
@@ -302,6 +322,8 @@ def main() -> None:
     parser.add_argument("--llm-threads", type=int, default=1,
                         help="llama.cpp threads of the local model server (LOCAL_LLM_THREADS; its default is 2)")
     parser.add_argument("--settle", type=float, default=10.0, help="idle seconds before each snapshot")
+    parser.add_argument("--warmup", type=float, default=60.0,
+                        help="seconds of the same load before the 'before' snapshot, not counted (0 = one chat only)")
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "load.json"))
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")

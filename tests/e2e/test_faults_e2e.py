@@ -205,18 +205,25 @@ def pid_of_safe(stack: Stack, part: str) -> int | None:
 
 def test_sigterm_ends_open_chat_streams_with_an_error_event(stack: Stack, client: httpx.Client, token: str) -> None:
     gateway = stack.process("gateway").popen
+    model = stack.process("ollama").popen
     events: list[tuple[str, Any]] = []
-    with client.stream("POST", "/api/v1/chat", headers=auth(token),
-                       json={"question": QUESTION, "stream": True, "max_tokens": 512}) as reply:
-        assert reply.status_code == 200
-        name = "message"
-        for line in reply.iter_lines():
-            if line.startswith("event:"):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("data:"):
-                events.append((name, json.loads(line.split(":", 1)[1])))
-                if len(events) == 1:
-                    gateway.send_signal(signal.SIGTERM)
+    # The model server is paused, so the answer is still being generated (admitted, no token yet) when the
+    # gateway is told to stop: a short answer could otherwise finish before the signal is handled.
+    model.send_signal(signal.SIGSTOP)
+    try:
+        with client.stream("POST", "/api/v1/chat", headers=auth(token),
+                           json={"question": QUESTION, "stream": True, "max_tokens": 512}) as reply:
+            assert reply.status_code == 200
+            name = "message"
+            for line in reply.iter_lines():
+                if line.startswith("event:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("data:"):
+                    events.append((name, json.loads(line.split(":", 1)[1])))
+                    if len(events) == 1:
+                        gateway.send_signal(signal.SIGTERM)
+    finally:
+        model.send_signal(signal.SIGCONT)
     assert events[-1][0] == "error", events[-3:]
     assert events[-1][1]["step"] == "gateway" and events[-1][1]["message"] == "server shutting down; retry"
     assert not any(name == "final" for name, _ in events)
