@@ -82,7 +82,6 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                      if q["_id"] in qrels][: args.queries]
         vector_of = {q: model.encode([q], is_query=True)[0].tolist() for q in questions}
         user = UserContext("bench-all", "scale-all", ["scale-reader"])
-        md = user.metadata()
         top_k = bench.LATENCY_REQUEST["top_k"]
         token = stack.token(user.user_id, user.department, list(user.roles))
         gateway, gateway_httpx = bench.Gateway(stack.gateway_url, token), bench.Gateway(stack.gateway_url, token, "httpx")
@@ -103,11 +102,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "gateway": lambda q: gateway.search(q, bench.LATENCY_REQUEST),
                     "gateway, httpx client": lambda q: gateway_httpx.search(q, bench.LATENCY_REQUEST),
                     "retriever gRPC, embeds": lambda q: retriever.Search(retriever_pb2.SearchRequest(
-                        query=q, embed_query=True, top_k=top_k), metadata=md, timeout=30),
+                        query=q, embed_query=True, top_k=top_k), metadata=user.metadata(), timeout=30),
                     "retriever gRPC, vector given": lambda q: retriever.Search(retriever_pb2.SearchRequest(
-                        query=q, query_vector=vector_of[q], top_k=top_k), metadata=md, timeout=30),
+                        query=q, query_vector=vector_of[q], top_k=top_k), metadata=user.metadata(), timeout=30),
                     "embedder gRPC": lambda q: embedder.Embed(embedder_pb2.EmbedRequest(texts=[q], is_query=True),
-                                                              metadata=md, timeout=30),
+                                                              metadata=user.metadata(), timeout=30),
                     "in-process": lambda q: inproc.search(user, q, top_k),
                     "in-process, vector given": inproc_with_vector,
                     "in-process model": lambda q: asyncio.to_thread(model.encode, [q], is_query=True),

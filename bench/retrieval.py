@@ -197,7 +197,6 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
     from ragmesh_common.server import insecure_channel
 
-    md = user.metadata()
     per_batch = EMBED_BATCH // 2
     split = split or passage_splitter(0)
     corpus_of_document: dict[str, str] = {}
@@ -214,13 +213,13 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
             async with gate:
                 created = await asyncio.gather(*[retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
                     title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
-                    size_bytes=len(d["text"].encode())), metadata=md, timeout=60) for d in docs])
+                    size_bytes=len(d["text"].encode())), metadata=user.metadata(), timeout=60) for d in docs])
                 pieces = [split(d["text"]) for d in docs]
                 texts = [t for d, parts in zip(docs, pieces) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
                 for start in range(0, len(texts), EMBED_BATCH):
                     reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH],
-                                                                           is_query=False), metadata=md, timeout=300)
+                                                                           is_query=False), metadata=user.metadata(), timeout=300)
                     vectors += [list(v.values) for v in reply.vectors]
                 requests, summaries = [], []
                 position = 0  # of the document's summary in `texts` and `vectors`
@@ -242,10 +241,10 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                     corpus_of_document[doc_id] = d["_id"]
                     paragraph_chunk[d["_id"]] = chunks[1].chunk_id
                     indexed_chunks += len(chunks)
-                await asyncio.gather(*[retriever.IndexChunks(r, metadata=md, timeout=120) for r in requests])
+                await asyncio.gather(*[retriever.IndexChunks(r, metadata=user.metadata(), timeout=120) for r in requests])
                 await asyncio.gather(*[retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
                     document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY,
-                    summary=summary[:2000]), metadata=md, timeout=60) for doc, summary in zip(created, summaries)])
+                    summary=summary[:2000]), metadata=user.metadata(), timeout=60) for doc, summary in zip(created, summaries)])
                 progress.update(len(docs))
 
         started = time.perf_counter()

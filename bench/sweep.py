@@ -84,14 +84,13 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
     from ragmesh.common.v1 import common_pb2
     from ragmesh.retriever.v1 import retriever_pb2
 
-    md = user.metadata()
     corpus_of_document: dict[str, str] = {}
     gate = asyncio.Semaphore(8)
 
     async def one(i: int, d: dict[str, Any]) -> None:
         async with gate:
             doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
-                title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"), metadata=md, timeout=60)
+                title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"), metadata=user.metadata(), timeout=60)
             did = doc.document_id
             top = common_pb2.Chunk(chunk_id=f"{did}:0", document_id=did, level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0,
                                    text=bench.summary_text(d.get("title", ""), d["text"]), title=d.get("title", ""),
@@ -100,9 +99,9 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
                                     level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=1, text=d["text"],
                                     title=d.get("title", ""), kind="paragraph", embedding=paragraph[i].tolist())
             await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=did, chunks=[top, para]),
-                                   metadata=md, timeout=120)
+                                   metadata=user.metadata(), timeout=120)
             await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                document_id=did, status=common_pb2.DOCUMENT_STATUS_READY), metadata=md, timeout=60)
+                document_id=did, status=common_pb2.DOCUMENT_STATUS_READY), metadata=user.metadata(), timeout=60)
             corpus_of_document[did] = d["_id"]
 
     await asyncio.gather(*[one(i, d) for i, d in enumerate(corpus)])
