@@ -212,7 +212,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             async def client(index: int) -> None:
                 token = stack.token(f"load-{index}", "eng", ["employee"])
                 n = index
-                async with aiohttp.ClientSession() as session:
+                # a new connection per chat: a pooled keep-alive connection reused after a Retry-After wait can
+                # race the server's idle close (uvicorn closes after 5 s), which is the client's retry to make
+                async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
                     while time.monotonic() < end:
                         wait = await chat(session, url, token, asked[n % len(asked)], tally, args.request_timeout)
                         n += 1
