@@ -9,7 +9,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -94,35 +94,6 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
     """A chat's error event as an HTTP error; a busy answerer's carries Retry-After."""
     headers = {"Retry-After": str(data["retry_after"])} if data.get("retry_after") else None
     return JSONResponse({"detail": data}, status_code=data["status"], headers=headers)
-
-
-async def in_one_task(source: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[dict[str, Any], None]:
-    """Iterates `source` in a task of its own and hands its items over one at a time. The chat's events are
-    read first by the request handler (up to the admission) and then by the response's task; the spans they
-    open and close across yields must stay in one context, or OpenTelemetry cannot detach them."""
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
-    done = object()
-
-    async def produce() -> None:
-        try:
-            async for item in source:
-                await queue.put(item)
-        except Exception as exc:  # noqa: BLE001 - raised again in the consumer
-            await queue.put(exc)
-        else:
-            await queue.put(done)
-        finally:
-            await source.aclose()  # cancelled while it waited at a yield: its own finally blocks run here
-
-    task = asyncio.create_task(produce())
-    try:
-        while (item := await queue.get()) is not done:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-    finally:
-        task.cancel()  # the consumer stopped early (client gone, error returned): close the source in its task
-        await asyncio.gather(task, return_exceptions=True)
 
 
 _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
@@ -243,7 +214,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
             # Read up to the answerer's admission before the status line goes out: a busy answerer
             # (queue full, wait over budget) is then a real 503 with Retry-After, not an error event in a 200.
-            stream = in_one_task(events())
+            stream = until_shutdown(events(), shutdown)
             head: list[dict[str, Any]] = []
             try:
                 async for item in stream:
@@ -258,15 +229,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
                 await stream.aclose()
                 return error_response(head[-1]["data"])
 
-            async def rest() -> AsyncIterator[dict[str, Any]]:
-                for item in head:
-                    yield item
-                async for item in stream:
-                    yield item
-
             async def sse() -> AsyncIterator[dict[str, str]]:
                 try:
-                    async for item in until_shutdown(rest(), shutdown):
+                    for item in head:
+                        yield {"event": item["event"], "data": json.dumps(item["data"])}
+                    async for item in stream:
                         yield {"event": item["event"], "data": json.dumps(item["data"])}
                 finally:
                     await stream.aclose()  # a client that left cancels the answer at once (its slot frees)

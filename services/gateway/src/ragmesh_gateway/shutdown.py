@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -23,47 +23,54 @@ def shutdown_event_item() -> dict[str, Any]:
     return {"event": "error", "data": {"step": "gateway", "message": SHUTDOWN_MESSAGE, "status": 503}}
 
 
-async def until_shutdown(items: AsyncIterator[dict[str, Any]], shutdown: anyio.Event) -> AsyncIterator[dict[str, Any]]:
-    """Passes `items` through until `shutdown` is set, then yields one `error` event (step "gateway") and ends.
+async def until_shutdown(items: AsyncGenerator[dict[str, Any], None],
+                         shutdown: anyio.Event | None = None) -> AsyncGenerator[dict[str, Any], None]:
+    """Iterates `items` in a task of its own and hands them over one at a time; once `shutdown` is set, ends
+    with one `error` event (step "gateway") instead.
 
-    The source runs in a task of its own and hands its items over a queue, so the whole chat (and its
-    OpenTelemetry context) stays in one task; it is cancelled on shutdown, which cancels its gRPC calls and
-    runs its `finally` (the chat span ends)."""
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    The task of its own keeps the whole chat (and its OpenTelemetry context) in one task: the chat's events are
+    read first by the request handler (up to the answerer's admission) and then by the response's task, and the
+    spans they open and close across yields cannot be detached from another task. On shutdown, or when the
+    consumer stops early (client gone, error returned), that task is cancelled, which cancels its gRPC calls
+    and runs `items`' own `finally` (the chat span ends)."""
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
 
-    async def pump() -> None:
+    async def produce() -> None:
         try:
             async for item in items:
-                queue.put_nowait(("item", item))
+                await queue.put(item)
         except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            queue.put_nowait(("raise", exc))
+            await queue.put(exc)
         else:
-            queue.put_nowait(("end", None))
+            await queue.put(_DONE)
+        finally:
+            await items.aclose()  # cancelled while it waited at a yield: its own finally blocks run here
 
-    async def watch() -> None:
-        await shutdown.wait()
-        queue.put_nowait(("shutdown", None))
+    producer = asyncio.create_task(produce())
+    tasks = [producer]
 
-    producer = asyncio.create_task(pump())
-    watcher = asyncio.create_task(watch())
+    async def watch(event: anyio.Event) -> None:
+        await event.wait()
+        producer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producer
+        await queue.put(_SHUTDOWN)
+
+    if shutdown is not None:
+        tasks.append(asyncio.create_task(watch(shutdown)))
     try:
-        while True:
-            kind, value = await queue.get()
-            if kind == "item":
-                yield value
-            elif kind == "raise":
-                raise value
-            elif kind == "end":
-                return
-            else:
+        while (item := await queue.get()) is not _DONE:
+            if item is _SHUTDOWN:
                 logger.info("server shutting down: ending an open chat stream with an error event")
-                producer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await producer
                 yield shutdown_event_item()
                 return
+            if isinstance(item, Exception):
+                raise item
+            yield item
     finally:
-        watcher.cancel()
-        producer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await producer
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_DONE, _SHUTDOWN = object(), object()
