@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from ragmesh_common.devstack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +30,7 @@ if not DOCS.is_dir():
 def ragmesh(mesh: Stack, token: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RAGMESH_URL": mesh.gateway_url, "RAGMESH_TOKEN": token, "COLUMNS": "250"}
     env.pop("GATEWAY_JWT_SECRET", None)
-    return subprocess.run([sys.executable, "-m", "ragmesh_cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "ragmesh_cli", *args], capture_output=True, text=True, env=env, check=False,
                           timeout=timeout)
 
 

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from ragmesh_cli.client import ApiError, error_message, raise_for_status, sse_events
 from ragmesh_cli.ingest import SUPPORTED_EXTENSIONS, collect, parse_acl
 

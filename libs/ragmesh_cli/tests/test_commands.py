@@ -10,9 +10,8 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from typer.testing import CliRunner
-
 from ragmesh_cli.main import app
+from typer.testing import CliRunner
 
 DOC_ID = "0b5a3a52-8d8e-4a43-9d5c-7b1f8f0e0a01"
 ENV = {"RAGMESH_URL": "http://gw.test", "RAGMESH_TOKEN": "tok", "COLUMNS": "250"}

@@ -5,7 +5,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -80,7 +80,8 @@ def raise_for_status(response: httpx.Response) -> None:
 
 def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, Any]]:
     """(event name, JSON data) for each event of a text/event-stream; comments (pings) are skipped."""
-    name, data = "message", []
+    name = "message"
+    data: list[str] = []
     for line in lines:
         if not line:
             if data:
@@ -105,7 +106,7 @@ class Api:
         self.http = httpx.Client(base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(),
                                  transport=transport)
 
-    def __enter__(self) -> Api:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_: object) -> None:

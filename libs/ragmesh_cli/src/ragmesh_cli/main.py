@@ -201,7 +201,7 @@ def search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="What t
 def docs_list(ctx: typer.Context,
               status: Annotated[str | None, typer.Option(help="queued, parsing, embedding, indexing, ready, failed")] = None,
               owner: Annotated[str | None, typer.Option(help="Owner user id")] = None,
-              format: Annotated[str | None, typer.Option("--format", help="e.g. pdf, md")] = None,  # noqa: A002
+              format: Annotated[str | None, typer.Option("--format", help="e.g. pdf, md")] = None,
               updated_since: Annotated[str | None, typer.Option(help="ISO 8601 time")] = None,
               cursor: Annotated[str | None, typer.Option(help="Next page, from the previous listing")] = None,
               limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
