@@ -225,7 +225,7 @@ def test_docs_show_with_and_without_the_chunks_endpoint() -> None:
 
     result = invoke(with_chunks, "docs", "show", DOC_ID, "--limit", "5")
     assert result.exit_code == 0, result.output
-    assert "Guide" in result.stdout and "departments: ['ops']" in result.stdout
+    assert "Guide" in result.stdout and "departments: ops" in result.stdout
     assert "The first paragraph." in result.stdout and "--cursor c2" in result.stdout
     result = invoke(with_chunks, "docs", "show", DOC_ID, "--limit", "5", "--json")
     assert json.loads(result.stdout) == {"document": document(), "chunks": chunks}

@@ -67,7 +67,8 @@ def document_details(console: Console, doc: dict[str, Any]) -> None:
     acl = doc.get("acl") or {}
     for key, value in doc.items():
         if key == "acl":
-            value = ", ".join(f"{k}: {v}" for k, v in acl.items() if v) or "owner only"
+            value = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                              for k, v in acl.items() if v) or "owner only"
         elif isinstance(value, list):
             value = "; ".join(str(v) for v in value)
         if value not in ("", None, []):
