@@ -154,6 +154,8 @@ class Ingest:
             outcome = Outcome(path, "error", reason=str(exc))
         except OSError as exc:
             outcome = Outcome(path, "error", reason=f"cannot read: {exc.strerror or exc}")
+        except ValueError as exc:  # an event whose data is not JSON
+            outcome = Outcome(path, "error", reason=f"unreadable reply: {exc}")
         self.on_done(outcome)
         return outcome
 
