@@ -18,6 +18,8 @@ help:
 	@echo "make clean-data  remove the local data folder (.data)"
 
 install: $(STAMP)
+	@# source paths and console scripts (.venv/bin/ragmesh) again: cheap, and right after a pull that added one
+	$(BIN)/python tools/dev_paths.py
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)

@@ -1,0 +1,1 @@
+"""The `ragmesh` command-line tool: a client of the gateway's HTTP API (documents, chat, search, traces)."""

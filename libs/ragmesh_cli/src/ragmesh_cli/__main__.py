@@ -1,0 +1,4 @@
+"""`python -m ragmesh_cli` runs the `ragmesh` command."""
+from ragmesh_cli.main import app
+
+app(prog_name="ragmesh")

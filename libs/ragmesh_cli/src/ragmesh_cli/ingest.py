@@ -1,0 +1,259 @@
+"""`ragmesh ingest`: files and folders to documents — parallel uploads, then (with --wait) each document
+followed to ready or failed through its events stream, with polling where the stream is not available."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ragmesh_cli.client import ApiError, Settings, error_message, sse_events, unreachable
+
+logger = logging.getLogger(__name__)
+
+# The parser's accepted extensions (ragmesh_parser.formats.EXTENSIONS; a unit test keeps the two equal).
+# Files with other extensions are skipped before upload; the gateway's 415 would refuse them anyway.
+SUPPORTED_EXTENSIONS = frozenset({".md", ".markdown", ".html", ".htm", ".xhtml", ".docx", ".pptx", ".xlsx", ".xlsm",
+                                  ".csv", ".pdf", ".txt", ".text"})
+ACL_KEYS = ("public", "departments", "roles", "users")
+TERMINAL = {"ready", "failed", "deleted"}
+MAX_FOLLOWERS = 16       # event streams open at once while waiting (each holds a connection and a subscription)
+POLL_INTERVAL_S = 1.0
+
+
+@dataclass
+class Outcome:
+    """What became of one file: ready, failed, duplicate, queued (not waited for), skipped or error."""
+    path: Path
+    status: str
+    document_id: str = ""
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("failed", "error")
+
+
+def outcome_json(outcome: Outcome) -> dict[str, str]:
+    return {"path": str(outcome.path), "status": outcome.status, "document_id": outcome.document_id,
+            "reason": outcome.reason}
+
+
+def collect(paths: Iterable[Path]) -> tuple[list[Path], list[Outcome]]:
+    """The files to upload (folders walked recursively, hidden entries left out) and those skipped, with why."""
+    files: list[Path] = []
+    skipped: list[Outcome] = []
+    seen: set[Path] = set()
+    for root in paths:
+        if root.is_dir():
+            candidates = sorted(p for p in root.rglob("*") if p.is_file()
+                                and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        elif root.is_file():
+            candidates = [root]
+        else:
+            skipped.append(Outcome(root, "error", reason="no such file or folder"))
+            continue
+        for path in candidates:
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
+            if path.suffix.lower() in SUPPORTED_EXTENSIONS:
+                files.append(path)
+            else:
+                skipped.append(Outcome(path, "skipped", reason=f"unsupported extension {path.suffix or '(none)'}"))
+    return files, skipped
+
+
+def parse_acl(values: list[str]) -> dict[str, Any] | None:
+    """The upload's ACL from --acl values: JSON (`{"departments": ["eng"]}`) or `key=a,b` pairs
+    (`departments=eng,hr`, `users=bob`, `public=true`), several joined with `;` or given as repeated flags.
+    Keys are the API's AclIn fields; an unknown key is an error here, before anything is uploaded."""
+    if not values:
+        return None
+    acl: dict[str, Any] = {}
+    for value in values:
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--acl is not valid JSON: {exc.msg} at character {exc.pos}") from exc
+            if not isinstance(parsed, dict):
+                raise ValueError("--acl JSON must be an object")
+            items = list(parsed.items())
+        else:
+            items = []
+            for pair in filter(None, (p.strip() for p in text.split(";"))):
+                key, sep, raw = pair.partition("=")
+                if not sep:
+                    raise ValueError(f"--acl {pair!r}: expected key=value, e.g. departments=eng,hr")
+                key = key.strip()
+                items.append((key, raw.strip() if key == "public" else
+                              [v.strip() for v in raw.split(",") if v.strip()]))
+        for key, val in items:
+            if key not in ACL_KEYS:
+                raise ValueError(f"--acl: unknown key {key!r}; the keys are {', '.join(ACL_KEYS)}")
+            if key == "public":
+                acl["public"] = parse_bool(val)
+            else:
+                if isinstance(val, str):
+                    val = [val]
+                if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+                    raise ValueError(f"--acl: {key} must be a list of names")
+                acl[key] = [*acl.get(key, []), *val]
+    return acl
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(f"--acl: public must be true or false, not {value!r}")
+
+
+class Ingest:
+    """Uploads files at most `concurrency` at a time and, when `wait`, follows each document to the end.
+    `on_done` is called once per file as it finishes (the progress bar)."""
+
+    def __init__(self, settings: Settings, *, acl: dict[str, Any] | None, concurrency: int, wait: bool,
+                 wait_timeout_s: float, on_done: Callable[[Outcome], None] = lambda _: None,
+                 on_status: Callable[[Path, str], None] = lambda *_: None) -> None:
+        self.settings = settings
+        self.acl_json = json.dumps(acl) if acl is not None else ""
+        self.uploads = asyncio.Semaphore(max(1, concurrency))
+        self.followers = asyncio.Semaphore(MAX_FOLLOWERS)
+        self.wait = wait
+        self.wait_timeout_s = wait_timeout_s
+        self.on_done = on_done
+        self.on_status = on_status
+
+    async def run(self, files: list[Path]) -> list[Outcome]:
+        transport = self.settings.transport if isinstance(self.settings.transport, httpx.AsyncBaseTransport) else None
+        async with httpx.AsyncClient(base_url=self.settings.url, headers=self.settings.headers(),
+                                     timeout=self.settings.timeout(), transport=transport) as http:
+            return list(await asyncio.gather(*(self.one(http, path) for path in files)))
+
+    async def one(self, http: httpx.AsyncClient, path: Path) -> Outcome:
+        try:
+            async with self.uploads:
+                outcome = await self.upload(http, path)
+            if self.wait and outcome.status == "queued":
+                async with self.followers:
+                    outcome = await self.follow(http, outcome)
+        except ApiError as exc:
+            outcome = Outcome(path, "error", reason=str(exc))
+        except OSError as exc:
+            outcome = Outcome(path, "error", reason=f"cannot read: {exc.strerror or exc}")
+        except ValueError as exc:  # an event whose data is not JSON
+            outcome = Outcome(path, "error", reason=f"unreadable reply: {exc}")
+        self.on_done(outcome)
+        return outcome
+
+    async def upload(self, http: httpx.AsyncClient, path: Path) -> Outcome:
+        content = await asyncio.to_thread(path.read_bytes)
+        data = {"acl": self.acl_json} if self.acl_json else {}
+        try:
+            response = await http.post("/api/v1/documents", files={"file": (path.name, content)}, data=data)
+        except httpx.TransportError as exc:
+            raise unreachable(self.settings.url, exc) from exc
+        body = _json(response)
+        if response.status_code == 415:
+            return Outcome(path, "skipped", reason=error_message(body))
+        if not response.is_success:
+            return Outcome(path, "error", reason=f"HTTP {response.status_code}: {error_message(body)}")
+        if not isinstance(body, dict):
+            return Outcome(path, "error", reason=f"HTTP {response.status_code}: the reply is not JSON")
+        document_id = str(body.get("document_id", ""))
+        # A re-upload of identical bytes answers 200 with the existing document (202 is a new one)
+        if response.status_code == 200 or body.get("duplicate"):
+            return Outcome(path, "duplicate", document_id,
+                           f"same content as document {body.get('duplicate_of') or document_id} "
+                           f"({body.get('status', '?')})")
+        self.on_status(path, str(body.get("status", "queued")))
+        return Outcome(path, "queued", document_id)
+
+    async def follow(self, http: httpx.AsyncClient, outcome: Outcome) -> Outcome:
+        """The document's final state: from its events stream, else by polling; `still <status>` past the deadline."""
+        status = "queued"
+        try:
+            async with asyncio.timeout(self.wait_timeout_s):
+                status = await self.stream_status(http, outcome)
+                while status not in TERMINAL:
+                    await asyncio.sleep(POLL_INTERVAL_S)
+                    status = (await self.document(http, outcome.document_id)).get("status", status)
+                    self.on_status(outcome.path, status)
+        except TimeoutError:
+            return Outcome(outcome.path, status, outcome.document_id,
+                           f"still {status} after {self.wait_timeout_s:g} s")
+        doc = await self.document(http, outcome.document_id)
+        status = doc.get("status", status)
+        if status == "failed":
+            reason = doc.get("error") or "failed without a reason"
+        else:
+            reason = f"{doc.get('chunk_count', 0)} chunks"
+            if doc.get("page_count"):
+                reason += f", {doc['page_count']} pages"
+        warnings = doc.get("warnings") or []
+        if warnings:
+            reason += "; " + "; ".join(str(w) for w in warnings)
+        return Outcome(outcome.path, status, outcome.document_id, reason)
+
+    async def stream_status(self, http: httpx.AsyncClient, outcome: Outcome) -> str:
+        """The last status the events stream reported; where the stream is missing or breaks, the caller polls."""
+        status = "queued"
+        path = f"/api/v1/documents/{outcome.document_id}/events"
+        try:
+            async with http.stream("GET", path) as response:
+                if response.status_code in (404, 405, 501):
+                    logger.info("no events stream for %s (HTTP %s); polling", outcome.document_id,
+                                response.status_code)
+                    return status
+                if not response.is_success:
+                    await response.aread()
+                    raise ApiError(response.status_code, error_message(_json(response)))
+                lines: list[str] = []
+                async for line in response.aiter_lines():
+                    lines.append(line)
+                    if line:
+                        continue
+                    for _, data in sse_events(lines):
+                        status = str(data.get("status", status))
+                        self.on_status(outcome.path, status)
+                    lines = []
+                    if status in TERMINAL:
+                        return status
+        except httpx.TransportError as exc:
+            logger.info("events stream of %s broke (%s); polling", outcome.document_id, type(exc).__name__)
+        return status
+
+    async def document(self, http: httpx.AsyncClient, document_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.settings.timeout_s
+        while True:
+            try:
+                response = await http.get(f"/api/v1/documents/{document_id}")
+            except httpx.TransportError as exc:
+                if time.monotonic() > deadline:
+                    raise unreachable(self.settings.url, exc) from exc
+                await asyncio.sleep(POLL_INTERVAL_S)
+                continue
+            body = _json(response)
+            if not response.is_success:
+                raise ApiError(response.status_code, error_message(body))
+            return body
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text.strip() or response.reason_phrase

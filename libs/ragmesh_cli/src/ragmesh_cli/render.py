@@ -1,0 +1,174 @@
+"""Tables and lines the CLI prints: documents, chunks, search results, an answer's sources and checks, traces."""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ragmesh_cli.ingest import Outcome
+
+STATUS_STYLE = {"ready": "green", "failed": "red", "error": "red", "duplicate": "yellow", "skipped": "dim",
+                "queued": "cyan"}
+TEXT_CHARS = 100
+
+
+def short(text: Any, limit: int = TEXT_CHARS) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def location(item: dict[str, Any]) -> str:
+    """`Title › Section › Subsection, p. 3` for a source or chunk."""
+    parts = [str(item.get("title") or "")] if item.get("title") else []
+    parts += [str(s) for s in item.get("section_path") or []]
+    text = " › ".join(parts) or "(untitled)"
+    return f"{text}, p. {item['page']}" if item.get("page") else text
+
+
+def outcome_counts(outcomes: Iterable[Outcome]) -> str:
+    counts = Counter(o.status for o in outcomes)
+    return " · ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+
+
+def ingest_summary(console: Console, outcomes: list[Outcome]) -> None:
+    table = Table(title=f"ingest: {outcome_counts(outcomes)}", title_justify="left")
+    for column in ("file", "status", "document", "reason"):
+        table.add_column(column, overflow="fold")
+    for o in outcomes:
+        style = STATUS_STYLE.get(o.status, "yellow")
+        table.add_row(escape(str(o.path)), f"[{style}]{o.status}[/]", o.document_id, escape(o.reason))
+    console.print(table)
+
+
+def documents_table(console: Console, body: dict[str, Any]) -> None:
+    documents = body.get("documents") or []
+    table = Table(title=f"{len(documents)} of {body.get('total', len(documents))} documents", title_justify="left")
+    for column in ("id", "title", "status", "chunks", "owner", "format", "updated"):
+        table.add_column(column, overflow="fold")
+    for d in documents:
+        status = str(d.get("status", ""))
+        table.add_row(str(d.get("document_id", "")), escape(short(d.get("title"), 60)),
+                      f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/]", str(d.get("chunk_count", "")),
+                      escape(str(d.get("owner_user", ""))), escape(str(d.get("mime_type", ""))),
+                      str(d.get("updated_at", "")))
+    console.print(table)
+    if body.get("next_cursor"):
+        console.print(f"next page: --cursor {body['next_cursor']}")
+
+
+def document_details(console: Console, doc: dict[str, Any]) -> None:
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    acl = doc.get("acl") or {}
+    for key, value in doc.items():
+        if key == "acl":
+            value = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                              for k, v in acl.items() if v) or "owner only"
+        elif isinstance(value, list):
+            value = "; ".join(str(v) for v in value)
+        if value not in ("", None, []):
+            table.add_row(key, escape(str(value)))
+    console.print(table)
+
+
+def chunks_table(console: Console, body: dict[str, Any] | list[Any]) -> None:
+    chunks = body if isinstance(body, list) else body.get("chunks") or body.get("items") or []
+    table = Table(title=f"{len(chunks)} chunks", title_justify="left")
+    for column in ("level", "section", "page", "tokens", "text"):
+        table.add_column(column, overflow="fold")
+    for c in chunks:
+        table.add_row(str(c.get("level", c.get("kind", ""))), escape(" › ".join(c.get("section_path") or [])),
+                      str(c.get("page") or ""), str(c.get("token_count", "")), escape(short(c.get("text"))))
+    console.print(table)
+    if isinstance(body, dict) and body.get("next_cursor"):
+        console.print(f"more chunks: --cursor {body['next_cursor']}")
+
+
+def search_table(console: Console, body: dict[str, Any]) -> None:
+    results = body.get("results") or []
+    table = Table(title=f"{len(results)} results ({body.get('accessible_documents', '?')} documents readable)",
+                  title_justify="left")
+    for column in ("#", "score", "source", "document", "text"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(str(r.get("index", "")), f"{(r.get('scores') or {}).get('score', 0):.3f}",
+                      escape(location(r)), str(r.get("document_id", "")), escape(short(r.get("snippet"))))
+    console.print(table)
+    degraded(console, body.get("degraded") or [])
+
+
+def degraded(console: Console, items: list[dict[str, Any]]) -> None:
+    for d in items:
+        console.print(f"[yellow]degraded[/] {escape(str(d.get('step')))}: {escape(str(d.get('reason')))}")
+
+
+def answer_footer(console: Console, final: dict[str, Any]) -> None:
+    """After the streamed answer: the sources it could cite, then the verification status and warnings."""
+    sources = final.get("sources") or []
+    if sources:
+        console.print("\n[bold]Sources[/]")
+        for s in sources:
+            mark = " [green](cited)[/]" if s.get("cited") else ""
+            console.print(f"  [{s.get('index')}] {escape(location(s))}{mark}")
+    checks = []
+    if final.get("outcome") and final["outcome"] != "answer":
+        checks.append(f"outcome: {final['outcome']}")
+    if final.get("grounded") is not None:
+        score = final.get("grounding_score")
+        checks.append(("[green]grounded[/]" if final["grounded"] else "[red]not grounded[/]")
+                      + (f" ({score:.2f})" if isinstance(score, (int, float)) else ""))
+    if final.get("verified") is not None:
+        checks.append("[green]verified[/]" if final["verified"] else "[yellow]not verified[/]")
+    if final.get("withheld"):
+        checks.append("[yellow]answer withheld[/]")
+    if checks:
+        console.print("\n[bold]Verification[/] " + " · ".join(checks))
+    for warning in final.get("warnings") or []:
+        console.print(f"[yellow]warning[/] {escape(str(warning))}")
+    degraded(console, final.get("degraded") or [])
+    if final.get("trace_id"):
+        console.print(f"[dim]trace {final['trace_id']}[/]")
+
+
+def traces_table(console: Console, body: dict[str, Any]) -> None:
+    traces = body.get("traces") or []
+    table = Table(title=f"{len(traces)} traces", title_justify="left")
+    for column in ("trace", "start", "ms", "spans", "root", "user", "error"):
+        table.add_column(column, overflow="fold")
+    for t in traces:
+        table.add_row(str(t.get("trace_id", "")), str(t.get("start_time", "")), f"{t.get('duration_ms') or 0:.1f}",
+                      str(t.get("span_count", "")), escape(str(t.get("root_name") or "")),
+                      escape(str(t.get("user_id") or "")), "[red]yes[/]" if t.get("has_error") else "")
+    console.print(table)
+
+
+def trace_spans(console: Console, body: dict[str, Any]) -> None:
+    """The spans of one trace as a tree (indented under their parents), in start order."""
+    spans = sorted(body.get("spans") or [], key=lambda s: str(s.get("start_time", "")))
+    ids = {s.get("span_id") for s in spans}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for s in spans:
+        parent = s.get("parent_span_id") if s.get("parent_span_id") in ids else None
+        children.setdefault(parent, []).append(s)
+    table = Table(title=f"trace {body.get('trace_id', '')}: {len(spans)} spans", title_justify="left")
+    for column in ("span", "service", "ms", "status"):
+        table.add_column(column, overflow="fold")
+
+    def walk(parent: str | None, depth: int) -> None:
+        for s in children.get(parent, []):
+            status = str(s.get("status_code") or "")
+            if s.get("status_message"):
+                status += f": {s['status_message']}"
+            ms = s.get("duration_ms")
+            table.add_row("  " * depth + escape(str(s.get("name", ""))), escape(str(s.get("service", ""))),
+                          f"{ms:.1f}" if isinstance(ms, (int, float)) else "",
+                          f"[red]{escape(status)}[/]" if "ERROR" in status.upper() else escape(status))
+            walk(s.get("span_id"), depth + 1)
+
+    walk(None, 0)
+    console.print(table)

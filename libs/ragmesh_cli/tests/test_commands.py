@@ -1,0 +1,313 @@
+"""The commands against a fake gateway (httpx.MockTransport): what they send, print and exit with."""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from ragmesh_cli.main import app
+from typer.testing import CliRunner
+
+DOC_ID = "0b5a3a52-8d8e-4a43-9d5c-7b1f8f0e0a01"
+ENV = {"RAGMESH_URL": "http://gw.test", "RAGMESH_TOKEN": "tok", "COLUMNS": "250"}
+
+
+def invoke(handler: Callable[[httpx.Request], Any], *args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), obj={"transport": httpx.MockTransport(handler)},
+                              env={**ENV, **(env or {})})
+
+
+def sse(*events: tuple[str, dict[str, Any]]) -> httpx.Response:
+    text = ": ping\n\n" + "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, text=text)
+
+
+def document(document_id: str = DOC_ID, **fields: Any) -> dict[str, Any]:
+    return {"document_id": document_id, "title": "Guide", "filename": "guide.md", "mime_type": "text/markdown",
+            "owner_user": "dana", "owner_department": "ops", "status": "ready", "error": "", "chunk_count": 7,
+            "page_count": 0, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "summary": "", "size_bytes": 10, "acl": {"public": False, "departments": ["ops"], "roles": [],
+                                                       "users": []}, **fields}
+
+
+# ---------- ingest ----------
+def test_ingest_uploads_follows_and_summarizes(tmp_path: Path) -> None:
+    for name in ("good.md", "bad.txt", "same.md", "logo.png"):
+        (tmp_path / name).write_text(name)
+    ids = {"good.md": "id-good", "bad.txt": "id-bad", "same.md": "id-same"}
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer tok"
+        path = request.url.path
+        if request.method == "POST" and path == "/api/v1/documents":
+            body = request.content.decode()
+            name = next(n for n in ids if f'filename="{n}"' in body)
+            sent.append({"name": name, "acl": '{"departments": ["ops"], "users": ["erin"]}' in body})
+            if name == "same.md":  # identical bytes uploaded before: the existing document, 200
+                return httpx.Response(200, json={**document(ids[name]), "duplicate": True})
+            return httpx.Response(202, json={**document(ids[name], status="queued"), "events_url": "x"})
+        if path == "/api/v1/documents/id-good/events":
+            return sse(("status", {"document_id": "id-good", "status": "queued"}),
+                       ("status", {"document_id": "id-good", "status": "parsing"}),
+                       ("status", {"document_id": "id-good", "status": "ready"}))
+        if path == "/api/v1/documents/id-bad/events":
+            return sse(("status", {"document_id": "id-bad", "status": "failed", "error": "no text"}))
+        if path == "/api/v1/documents/id-good":
+            return httpx.Response(200, json=document("id-good", chunk_count=3))
+        if path == "/api/v1/documents/id-bad":
+            return httpx.Response(200, json=document("id-bad", status="failed", error="no extractable text"))
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    result = invoke(handler, "ingest", str(tmp_path), "--wait", "--acl", "departments=ops;users=erin")
+    assert result.exit_code == 1, result.output  # one document failed
+    assert sorted(s["name"] for s in sent) == ["bad.txt", "good.md", "same.md"] and all(s["acl"] for s in sent)
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+    assert "ready" in rows[str(tmp_path / "good.md")] and "3 chunks" in rows[str(tmp_path / "good.md")]
+    assert "failed" in rows[str(tmp_path / "bad.txt")] and "no extractable text" in rows[str(tmp_path / "bad.txt")]
+    assert "duplicate" in rows[str(tmp_path / "same.md")] and "id-same" in rows[str(tmp_path / "same.md")]
+    assert "skipped" in rows[str(tmp_path / "logo.png")]
+    assert "skipping" in result.stderr and "logo.png" in result.stderr
+    assert "1 duplicate · 1 failed · 1 ready · 1 skipped" in result.stdout
+
+
+def test_ingest_polls_where_there_is_no_events_stream_and_json_output(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("a")
+    polls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(202, json=document("id-a", status="queued"))
+        if request.url.path.endswith("/events"):
+            return httpx.Response(405, json={"detail": "Method Not Allowed"})
+        polls.append(request.url.path)
+        return httpx.Response(200, json=document("id-a", status="ready" if len(polls) > 1 else "embedding"))
+
+    result = invoke(handler, "ingest", str(tmp_path / "a.md"), "--wait", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"path": str(tmp_path / "a.md"), "status": "ready",
+                                          "document_id": "id-a", "reason": "7 chunks"}]
+    assert len(polls) >= 2
+
+
+def test_ingest_uploads_at_most_concurrency_at_once(tmp_path: Path) -> None:
+    for i in range(12):
+        (tmp_path / f"f{i}.txt").write_text(str(i))
+    in_flight, peak = 0, 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return httpx.Response(202, json=document(status="queued"))
+
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path), "--concurrency", "3"], env=ENV,
+                                obj={"transport": httpx.MockTransport(handler)})
+    assert result.exit_code == 0, result.output
+    assert "ingest: 12 queued" in result.stdout
+    assert 1 < peak <= 3
+
+
+def test_ingest_reports_refusals_and_bad_acl(tmp_path: Path) -> None:
+    (tmp_path / "big.pdf").write_bytes(b"%PDF-1.4")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(413, json={"detail": "big.pdf is larger than 10 bytes"})
+
+    result = invoke(handler, "ingest", str(tmp_path))
+    assert result.exit_code == 1
+    assert "HTTP 413: big.pdf is larger than 10 bytes" in result.stdout
+    result = invoke(handler, "ingest", str(tmp_path), "--acl", '{"department": ["eng"]}')
+    assert result.exit_code == 2 and "unknown key 'department'" in result.stderr
+    result = invoke(handler, "ingest", str(tmp_path / "nothing-here"))
+    assert result.exit_code == 1 and "no supported files" in result.stderr
+
+
+# ---------- ask / search ----------
+FINAL = {"outcome": "answer", "answer": "IBM was founded in 1911.", "citations": [], "grounding_score": 0.91,
+         "grounded": True, "verified": True, "withheld": False, "warnings": ["one sentence is unsupported"],
+         "degraded": [{"step": "graph", "reason": "graph unavailable"}], "trace_id": "ab" * 16,
+         "sources": [{"index": 1, "document_id": DOC_ID, "chunk_id": "c1", "title": "IBM",
+                      "section_path": ["History", "Founding"], "page": 3, "cited": True, "snippet": "…"},
+                     {"index": 2, "document_id": DOC_ID, "chunk_id": "c2", "title": "IBM", "section_path": [],
+                      "page": None, "cited": False, "snippet": "…"}]}
+
+
+def test_ask_streams_tokens_then_sources_and_verification() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/chat"
+        seen.append(json.loads(request.content))
+        return sse(("progress", {"stage": "retrieve", "status": "done"}),
+                   ("progress", {"stage": "answer", "status": "queued", "position": 2, "estimated_wait_s": 1.5}),
+                   ("token", {"text": "IBM was founded"}), ("token", {"text": " in 1911."}), ("final", FINAL))
+
+    result = invoke(handler, "ask", "When was IBM founded?", "-d", DOC_ID)
+    assert result.exit_code == 0, result.output
+    assert seen == [{"question": "When was IBM founded?", "stream": True, "top_k": 5, "document_ids": [DOC_ID],
+                     "graph": True}]
+    out = result.stdout
+    assert out.startswith("IBM was founded in 1911.\n")
+    assert "[1] IBM › History › Founding, p. 3 (cited)" in out and "[2] IBM\n" in out
+    assert "grounded (0.91)" in out and "verified" in out
+    assert "warning one sentence is unsupported" in out and "degraded graph: graph unavailable" in out
+    assert "queued at position 2" in result.stderr
+
+
+def test_ask_error_event_and_refusal_are_one_line_and_exit_1() -> None:
+    def mid_stream(request: httpx.Request) -> httpx.Response:
+        return sse(("token", {"text": "IBM"}),
+                   ("error", {"step": "answer", "message": "answerer unavailable", "status": 503}))
+
+    result = invoke(mid_stream, "ask", "q")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: HTTP 503: answer: answerer unavailable"
+
+    def busy(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"detail": {"step": "answer", "message": "answerer busy", "status": 503}},
+                              headers={"Retry-After": "5"})
+
+    result = invoke(busy, "ask", "q")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: HTTP 503: answer: answerer busy (retry after 5 s)"
+
+
+def test_search_table_and_json() -> None:
+    body = {"results": [{**FINAL["sources"][0], "snippet": "IBM was founded in 1911 in Endicott",
+                         "scores": {"score": 0.8123}}], "accessible_documents": 4, "degraded": [], "progress": []}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content) == {"query": "ibm", "top_k": 3, "rerank": True, "document_ids": []}
+        return httpx.Response(200, json=body)
+
+    result = invoke(handler, "search", "ibm", "--top-k", "3", "--rerank")
+    assert result.exit_code == 0, result.output
+    assert "0.812" in result.stdout and "IBM › History › Founding, p. 3" in result.stdout
+    assert "1 results (4 documents readable)" in result.stdout
+    result = invoke(handler, "search", "ibm", "--top-k", "3", "--rerank", "--json")
+    assert json.loads(result.stdout) == body
+
+
+# ---------- docs ----------
+def test_docs_list_passes_filters_and_notes_a_server_that_ignores_them() -> None:
+    params: list[dict[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        params.append(dict(request.url.params))
+        return httpx.Response(200, json={"documents": [document(), document("id-2", status="failed")], "total": 2})
+
+    result = invoke(handler, "docs", "list", "--status", "failed", "--updated-since", "2026-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    assert params == [{"status": "failed", "updated_since": "2026-01-01T00:00:00Z", "limit": "100"}]
+    assert "2 of 2 documents" in result.stdout and DOC_ID in result.stdout
+    assert "ignored --status" in result.stderr
+    result = invoke(handler, "docs", "list", "--json")
+    assert json.loads(result.stdout)["total"] == 2 and "ignored" not in result.stderr
+
+
+def test_docs_show_with_and_without_the_chunks_endpoint() -> None:
+    chunks = {"chunks": [{"level": "paragraph", "section_path": ["Intro"], "page": 1, "token_count": 42,
+                          "text": "The first paragraph."}], "next_cursor": "c2"}
+
+    def with_chunks(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/chunks"):
+            assert dict(request.url.params) == {"limit": "5"}
+            return httpx.Response(200, json=chunks)
+        return httpx.Response(200, json=document())
+
+    result = invoke(with_chunks, "docs", "show", DOC_ID, "--limit", "5")
+    assert result.exit_code == 0, result.output
+    assert "Guide" in result.stdout and "departments: ops" in result.stdout
+    assert "The first paragraph." in result.stdout and "--cursor c2" in result.stdout
+    result = invoke(with_chunks, "docs", "show", DOC_ID, "--limit", "5", "--json")
+    assert json.loads(result.stdout) == {"document": document(), "chunks": chunks}
+
+    def without(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/chunks"):
+            return httpx.Response(404, json={"detail": "Not Found"})
+        return httpx.Response(200, json=document())
+
+    result = invoke(without, "docs", "show", DOC_ID)
+    assert result.exit_code == 0, result.output
+    assert "chunks: not available on this server" in result.stdout
+
+    def missing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"detail": f"document {DOC_ID} not found"})
+
+    result = invoke(missing, "docs", "show", DOC_ID)
+    assert result.exit_code == 1 and result.stderr.strip() == f"error: HTTP 404: document {DOC_ID} not found"
+
+
+def test_docs_rm_tries_each_and_fails_if_any_failed() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "DELETE"
+        if request.url.path.endswith("/gone"):
+            return httpx.Response(403, json={"detail": "only the owner may delete"})
+        return httpx.Response(200, json={"document_id": DOC_ID, "deleted": True, "warnings": ["graph cleanup pending"]})
+
+    result = invoke(handler, "docs", "rm", "gone", DOC_ID)
+    assert result.exit_code == 1
+    assert f"deleted {DOC_ID}" in result.stdout
+    assert "error: gone: HTTP 403: only the owner may delete" in result.stderr
+    assert "graph cleanup pending" in result.stderr
+
+
+# ---------- traces / auth ----------
+def test_traces_list_show_and_refusal() -> None:
+    spans = {"trace_id": "ab" * 16, "spans": [
+        {"span_id": "2", "parent_span_id": "1", "name": "retrieve", "service": "retriever",
+         "start_time": "2026-01-01T00:00:01Z", "duration_ms": 12.5, "status_code": "OK"},
+        {"span_id": "1", "parent_span_id": None, "name": "POST /api/v1/chat", "service": "gateway",
+         "start_time": "2026-01-01T00:00:00Z", "duration_ms": 40.0, "status_code": "ERROR",
+         "status_message": "boom"}]}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers["authorization"] != "Bearer admin":
+            return httpx.Response(403, json={"detail": "admin role required"})
+        if request.url.path == "/api/v1/traces":
+            assert dict(request.url.params) == {"limit": "5", "hours": "24"}
+            return httpx.Response(200, json={"traces": [{"trace_id": "ab" * 16, "start_time": "t", "duration_ms": 40,
+                                                         "span_count": 2, "services": [], "has_error": True}]})
+        return httpx.Response(200, json=spans)
+
+    result = invoke(handler, "--token", "admin", "traces", "--limit", "5")
+    assert result.exit_code == 0, result.output
+    assert "ab" * 16 in result.stdout and "1 traces" in result.stdout
+    result = invoke(handler, "--token", "admin", "traces", "show", "AB" * 16)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if "│" in line]
+    assert "POST /api/v1/chat" in lines[0] and "ERROR: boom" in lines[0] and "  retrieve" in lines[1]
+    result = invoke(handler, "traces")
+    assert result.exit_code == 1 and result.stderr.strip() == "error: HTTP 403: admin role required"
+
+
+def test_a_bad_token_is_one_clear_line() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"detail": "invalid token: Signature verification failed"},
+                              headers={"WWW-Authenticate": "Bearer"})
+
+    result = invoke(handler, "docs", "list")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: HTTP 401: invalid token: Signature verification failed"
+    assert result.stdout == ""
+
+
+def test_token_mints_the_gateways_dev_jwt(tmp_path: Path) -> None:
+    pytest.importorskip("ragmesh_gateway.tokens")
+    (tmp_path / "jwt-dev-secret").write_text("s" * 40 + "\n")
+    result = CliRunner().invoke(app, ["token", "--user", "dana", "--department", "ops", "--roles", "employee, admin",
+                                      "--data-dir", str(tmp_path)], env={"GATEWAY_JWT_SECRET": ""})
+    assert result.exit_code == 0, result.output
+    claims = jwt.decode(result.stdout.strip(), "s" * 40, algorithms=["HS256"])
+    assert (claims["sub"], claims["department"], claims["roles"]) == ("dana", "ops", ["employee", "admin"])
+    result = CliRunner().invoke(app, ["token", "--user", "dana", "--data-dir", str(tmp_path / "none")],
+                                env={"GATEWAY_JWT_SECRET": ""})
+    assert result.exit_code == 1 and "no dev signing key" in result.stderr
