@@ -6,7 +6,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.parser.v1 import parser_pb2

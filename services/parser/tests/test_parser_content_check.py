@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_parser.formats import check_content

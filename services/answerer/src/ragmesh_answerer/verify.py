@@ -33,8 +33,9 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ragmesh_answerer.grounding import STOP_WORDS, markers
 from ragmesh_common.text.stopwords import stop_words
+
+from ragmesh_answerer.grounding import STOP_WORDS, markers
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2

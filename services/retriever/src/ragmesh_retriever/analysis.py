@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from ragmesh_common.text.language import (CJK_RUN, MIN_CONFIDENCE, MIN_WORDS, detect_language, has_cjk, identify,
-                                          warm_up)
+from ragmesh_common.text.language import CJK_RUN, MIN_CONFIDENCE, MIN_WORDS, detect_language, has_cjk, identify, warm_up
 
 __all__ = ["MIN_CONFIDENCE", "MIN_WORDS", "REGCONFIGS", "SIMPLE", "cjk_bigrams", "detect_language", "has_cjk",
            "identify", "prepare_lexical_text", "query_analyses", "regconfig_for", "warm_up"]
