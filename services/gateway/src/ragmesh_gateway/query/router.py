@@ -31,8 +31,8 @@ KIND_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
         ("difference", _rx(r"\bdiffer(ence|ences|s|ent)? (between|from)\b|\bhow (is|are|does|do) .+ differ\b")),
         ("comparative than", _rx(rf"\b({_COMPARATIVES}|more \w+|less \w+) than\b")),
         ("both", _rx(r"\bboth\b")),
-        # "the same X as", or "the same X" closing the question ("… in the same band?")
-        ("in common", _rx(r"\bin common\b|\bthe same (\w+ )?as\b|\bthe same [a-z]+\s*\?*\s*$|"
+        ("in common", _rx(r"\bin common\b|\bthe same (\w+ )?as\b|\bthe same (state|country|city|band|province|"
+                          r"genre|team|year|company|nationality|profession|university)\b|"
                           r"\bsimilar(ities)? (to|between)\b")),
         ("which of two", _rx(r"^(which|who|what)\b.*\b(first|older|oldest|younger|youngest|larger|largest|smaller|"
                              r"smallest|more|most|less|fewest|higher|highest|earlier|earliest|later|longer|better)\b"
