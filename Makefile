@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -79,3 +79,6 @@ bench-load: $(STAMP)
 
 bench-grading: $(STAMP)
 	$(BIN)/python bench/grading.py $(ARGS)
+
+bench-query: $(STAMP)
+	$(BIN)/python bench/query_eval.py $(ARGS)

@@ -1,8 +1,10 @@
 """The user journey of the foundation issue, through the HTTP API only, against the real mesh."""
 from __future__ import annotations
 
+import io
 import json
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -170,11 +172,29 @@ def test_bad_requests_get_clear_4xx(client, tokens, documents) -> None:  # type:
     unsupported = client.post("/api/v1/documents", headers=auth(tokens["alice"]),
                               files={"file": ("malware.exe", b"MZ\x90\x00")})
     assert unsupported.status_code == 415
+    mismatched = client.post("/api/v1/documents", headers=auth(tokens["alice"]),
+                             files={"file": ("broken.docx", b"this is not a zip archive")})
+    assert mismatched.status_code == 415 and "ZIP container" in mismatched.text
+    binary_txt = client.post("/api/v1/documents", headers=auth(tokens["alice"]),
+                             files={"file": ("notes.txt", b"\x89PNG\r\n\x1a\n" + bytes(32))})
+    assert binary_txt.status_code == 415 and "PNG" in binary_txt.text
     corrupt = client.post("/api/v1/documents", headers=auth(tokens["alice"]),
-                          files={"file": ("broken.docx", b"this is not a zip archive")})
+                          files={"file": ("broken.docx", _broken_docx())})
     assert corrupt.status_code == 202
     failed = wait_ready(client, tokens["alice"], corrupt.json()["document_id"])
     assert failed["status"] == "failed" and "parse" in failed["error"]
+
+
+def _broken_docx() -> bytes:
+    """A ZIP container shaped like a DOCX (it passes the upload check) whose main part is not XML."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("_rels/.rels", '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+                         'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
+                         'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>'
+                         '</Relationships>')
+        archive.writestr("word/document.xml", "this is not XML <<<")
+    return buffer.getvalue()
 
 
 def _wait_spans(client: httpx.Client, token: str, trace_id: str, names: set[str]) -> list[dict[str, Any]]:

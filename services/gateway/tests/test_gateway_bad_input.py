@@ -267,6 +267,18 @@ def test_bad_upload_fields_are_4xx(client: TestClient, form: dict[str, str], sta
     refused(upload(client, **form), status, *words)
 
 
+@pytest.mark.parametrize(("filename", "content", "words"), [
+    ("notes.md", b"\x89PNG\r\n\x1a\n" + bytes(32), ("notes.md", "PNG image")),
+    ("notes.md", b"ab\x00cd" * 20, ("binary", "NUL")),
+    ("report.pdf", b"hello", ("not a PDF", "%PDF")),
+    ("report.pdf", b"PK\x03\x04" + bytes(26), ("not a PDF",)),
+])  # the fake mesh's parser accepts .md and .pdf
+def test_content_that_contradicts_the_extension_is_415(client: TestClient, filename: str, content: bytes,
+                                                        words: tuple[str, ...]) -> None:
+    reply = client.post("/api/v1/documents", files={"file": (filename, content, "application/octet-stream")})
+    refused(reply, 415, *words)
+
+
 @pytest.mark.parametrize("filename", [b"no\x00tes.md", b"notes\x1b.md", b"notes\x7f.md", b"n" * 1025 + b".md"])
 def test_bad_file_names_are_400(client: TestClient, filename: bytes) -> None:
     # written by hand: httpx, like browsers, percent-encodes control characters in a file name

@@ -1,6 +1,6 @@
 """Word-level helpers of the output checks (`verify.py`): content words, sentences, `[n]` markers.
 
-Content words: NFKC-lowercased letter/digit runs, minus English stop words and answer boilerplate
+Content words: NFKC-lowercased letter/digit runs, minus English stop words (`ragmesh_common.text.stopwords`) and answer boilerplate
 ("answer", "source", "according"), minus one-letter tokens. `[n]` markers beyond the quotes the model was
 shown are removed from the answer with a warning (`drop_out_of_range`).
 """
@@ -9,21 +9,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from ragmesh_common.text.stopwords import ENGLISH
+
 _WORD = re.compile(r"[^\W_]+")
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
-STOP_WORDS: frozenset[str] = frozenset("""
-a about above after again against all also am an and any are aren as at be because been before being below
-between both but by can cannot could couldn did didn do does doesn doing don down during each either else
-etc every few for from further had hadn has hasn have haven having he her here hers herself him himself his
-how however i if in into is isn it its itself just let ll may me might more most must mustn my myself no nor
-not now of off on once only or other ought our ours ourselves out over own per re same shall shan she should
-shouldn so some such than that the their theirs them themselves then there these they this those through thus
-to too under until up upon us ve very via was wasn we were weren what when where which while who whom whose
-why will with within without won would wouldn yes yet you your yours yourself yourselves
+# Stop words, the pieces of contractions the word pattern splits off ("don't" → "don"), and answer boilerplate.
+STOP_WORDS: frozenset[str] = ENGLISH | frozenset("""
+aren couldn didn doesn don hadn hasn haven isn ll mustn re shan shouldn ve wasn weren won wouldn us
 answer answers question questions source sources context document documents according based provided
-information mentioned stated says said following given above below also therefore sure okay ok please
+information mentioned stated says said following given sure okay ok please
 """.split())
 
 

@@ -33,20 +33,18 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ragmesh_common.text.stopwords import stop_words
+
 from ragmesh_answerer.grounding import STOP_WORDS, markers
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2
 
 # Question words and verbs of asking, in the languages the guardrails know; not key terms.
-_QUESTION_WORDS = frozenset("""
+_QUESTION_WORDS = stop_words("de", "fr") | frozenset("""
 who whom whose what when where which why how many much long old far big name names tell give list explain
 describe show find called year date day kind type
-wer wen wem wessen was wann wo wie viele viel welche welcher welches warum wieso seit der die das den dem des
-ist sind war waren ein eine einen einem einer und oder im in zu zur zum von vom mit für auf aus bei nach
-hat haben wird werden es sie er jahr lauten lautet gibt
-qui que quoi quel quelle quels quelles quand où comment combien pourquoi est sont était le la les de des du
-un une et ou en pour avec sur dans par au aux ce cette ces il elle année
+viele viel jahr lauten lautet gibt combien année
 """.split())
 
 _WORD = re.compile(r"[^\W\d_]+")

@@ -47,7 +47,8 @@ __all__ = ["AclIn", "ChatRequest", "ContextIn", "SearchRequest", "Turn", "create
 from ragmesh_gateway.orchestrator import ChatOptions, Orchestrator, source_payload
 from ragmesh_gateway.shutdown import SHUTDOWN_GRACE_SECONDS, until_shutdown
 from ragmesh_gateway.traces import Retention, TraceStore
-from ragmesh_gateway.validation import (HeaderLimitMiddleware, StrictJSONRoute, Text, text_problem,
+from ragmesh_gateway.validation import (HeaderLimitMiddleware, StrictJSONRoute, Text, check_upload_content,
+                                        text_problem,
                                         validation_error_handler)
 
 logger = logging.getLogger(__name__)
@@ -321,6 +322,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
             raise HTTPException(413, f"{filename} is larger than {settings.max_upload_bytes} bytes")
         mesh: Mesh = state["mesh"]
         mime_type = upload_mime_type(filename, file.content_type)
+        check_upload_content(filename, content, mime_type)
         try:
             doc = await mesh.retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
                 title=title or Path(filename).stem, filename=filename, mime_type=mime_type,

@@ -28,22 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_gateway.query.entities import extract_entities
+from ragmesh_common.text.entities import extract_entities
+from ragmesh_common.text.stopwords import ENGLISH
 
 CORRECT, AMBIGUOUS, INCORRECT = "correct", "ambiguous", "incorrect"
 STRONG, WEAK, NONE = "strong", "weak", "none"
 ENTITY_WEIGHT = 2.0
 
-# Function words and the words that frame a question without saying what it is about.
-STOP_WORDS = frozenset("""
-a an the and or but nor of to in on at by for from with without into onto about above below over under between
-among through during before after since until than as is are was were be been being am do does did done doing
-have has had having can could will would shall should may might must it its it's this that these those there
-here what which who whom whose when where why how whether if then so not no yes any some all each every both
-either neither much many more most less least other another such same own also just only very too again i me my
-we our you your he him his she her they them their one ones tell give show list name describe explain please
-know find get make say said called named mean means meaning like kind type sort thing things something
-anything way ways per via etc eg ie vs versus
+# Stop words and the words that frame a question without saying what it is about.
+STOP_WORDS = ENGLISH | frozenset("""
+one ones tell give show list name describe explain please know find get make say said called named mean means
+meaning like kind type sort thing things something anything way ways eg ie vs versus
 """.split())
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _SUFFIXES = ("ies", "ied", "ing", "ed", "es", "s", "ly")

@@ -136,6 +136,9 @@ class Ingestor:
             parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
             metadata=user.metadata(), timeout=self.deadlines.parse))
         chunks = list(parsed.chunks)
+        if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
+            await self._fail(document_id, user, "no extractable text")  # e.g. an image-only file, links only
+            return
         await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, page_count=parsed.page_count)
         await self.publish(document_id, "embedding", progress=0.3, chunks=len(chunks), pages=parsed.page_count,
                            format=parsed.format)

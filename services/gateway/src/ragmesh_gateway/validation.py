@@ -25,6 +25,9 @@ from fastapi.routing import APIRoute
 from pydantic import AfterValidator, Field, StringConstraints
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragmesh_common.errors import InvalidArgument
+from ragmesh_parser.formats import check_content
+
 # C0 controls except \t \n \r, DEL, C1 controls, and surrogates (a str holding one is not valid Unicode text)
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -64,6 +67,14 @@ TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*
 Text = Annotated[str, AfterValidator(check_text), Field(json_schema_extra={"pattern": TEXT_PATTERN})]
 # An ACL entry: a department, role or user name, the same identifiers a token's claims must be.
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+
+
+def check_upload_content(filename: str, content: bytes, mime_type: str = "") -> None:
+    """415 when an upload's bytes are not what its extension says (the parser's format registry decides)."""
+    try:
+        check_content(filename, content, mime_type)
+    except InvalidArgument as exc:
+        raise HTTPException(415, str(exc)) from exc
 
 
 def _reject_constant(name: str) -> Any:

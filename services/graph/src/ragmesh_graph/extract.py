@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from ragmesh_common.text.stopwords import ENGLISH
+
 TYPE_ACRONYM = "acronym"
 TYPE_NAME = "name"
 TYPE_TERM = "term"
@@ -21,17 +23,10 @@ MAX_KEY_CHARS = 120
 MAX_PHRASE_WORDS = 6
 MAX_QUERY_NGRAM = 6
 
-# Capitalised words that start sentences or phrases without being names.
-STOPWORDS = frozenset("""
-a about above after again against all also although am an and any are as at be because been before being
-below between both but by can could did do does doing down during each either every few for from further
-had has have having he her here hers herself him himself his how however i if in into is it its itself
-just let many may me might more most my neither no nor not now of off on once only or other our ours
-ourselves out over own please same she should since so some such than that the their theirs them
-themselves then there these they this those through thus to too under until up upon very was we were
-what when where whether which while who whom whose why will with within without would yes yet you your
-yours yourself yourselves dear hello hi note see figure fig table section chapter page appendix example
-today yesterday tomorrow
+# Capitalised words that start sentences or phrases without being names: the stop words, greetings, and the
+# words a document refers to its own parts with ("See Figure 3", "Table 2").
+STOPWORDS = ENGLISH | frozenset("""
+dear hello hi note please see figure fig table section chapter page appendix example today yesterday tomorrow
 """.split())
 # Lower-case words allowed inside a proper-noun phrase ("Bank of America", "Department for Education");
 # not "and" or "the": "Acme and Globex", "Paris the capital" are two entities.

@@ -16,7 +16,7 @@ from ragmesh_parser.chunker import LEVEL_DOCUMENT, LEVEL_SECTION, Chunker, Chunk
 from ragmesh_parser.config import Settings
 from ragmesh_parser.converter import DocumentParser
 from ragmesh_parser.document import Block, ParsedDocument
-from ragmesh_parser.formats import accepted_extensions, detect_format
+from ragmesh_parser.formats import accepted_extensions, check_content, detect_format
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -68,6 +68,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         if size > self.max_bytes:
             raise InvalidArgument(f"{name}: the file is {size} bytes, above the limit of {self.max_bytes} bytes "
                                   f"(PARSER_MAX_BYTES)")
+        check_content(request.filename, request.content, request.mime_type)
         with tracer.start_as_current_span("parse") as span:
             span.set_attribute(attr.RAG_DOCUMENT_FORMAT, fmt)
             if request.document_id:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ragmesh_gateway.query.entities import STOP_CAPS, extract_entities, is_name
+from ragmesh_common.text.entities import STOP_CAPS, extract_entities, is_name
 
 logger = logging.getLogger(__name__)
 

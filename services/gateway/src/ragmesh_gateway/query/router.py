@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ragmesh_gateway.query.entities import MAX_CHARS, extract_entities, is_name
+from ragmesh_common.text.entities import MAX_CHARS, extract_entities, is_name
+from ragmesh_common.text.stopwords import ENGLISH
 
 KINDS = ("factual", "comparative", "procedural", "relational", "aggregative", "temporal")
 PRIORITY = ("comparative", "aggregative", "relational", "procedural", "temporal")
@@ -71,22 +72,22 @@ KIND_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
 
 # --- multi-hop cues -------------------------------------------------------------------------------------------
 _REL = r"(?-i:that|who|whom|which|whose|where)"  # lower case only: "the Doctor Who episodes" is no clause
-# The described noun: a lower-case word that is not a preposition or a verb form ("pick in which draft").
+# The described noun: a lower-case word that is not a preposition or a verb form ("the team in which")
 _NOUN = (r"(?!(?:in|on|at|of|for|from|to|by|with|into|through|under|over|about|is|are|was|were|be|been|has|have|"
          r"had|and|or)\b)[a-z][\w-]*")
 # A described noun: "the film that was shot", "a German musician whose godfather", "the city where X was born".
 _DESCRIBED = _rx(rf"\b(the|a|an|one of the)\s+(?:[\w'-]+\s+){{0,4}}?{_NOUN}\s+{_REL}\s+\w+")
-# A relative clause behind a preposition, mid-question: "the film in which X made his debut".
+# A relative clause behind a preposition, mid-question: "the project in which X took part".
 _PREP_REL = re.compile(r"(?<=\w\s)(in|for|of|on|at|by|with|from|to|under|during|through)\s+(which|whom|whose)\s+"
                        r"(?:[\w'-]+\s+){2,}")
-# Reduced relative on an indefinite/definite noun: "a racing video game developed by", "a man born in".
+# Reduced relative on an indefinite/definite noun: "a tool developed by", "a man born in".
 _PARTICIPLE = _rx(r"\b(the|a|an|this|that|^(?:what|which)(?!\s+(?:is|are|was|were|has|have|had|did|do|does)\b))"
                   r"\s+(?:[\w'-]+\s+){0,4}?(?!(?:is|are|was|were|be|been|being|has|have|had)\b)[a-z][\w-]*\s+"
                   r"(?:[a-z]+ly\s+)?(?-i:developed|founded|directed|written|produced|created|based|known|born|"
                   r"located|released|published|owned|featuring|starring|headquartered|designed|named|formed|"
                   r"composed|hosted|sponsored|performed|recorded|made|built|used|shot|featured|starred|associated)"
                   r"\s+(by|in|for|as|on|with|from|at)\b")
-# A role/attribute of a described entity: "the director of the film", "the mother of Edward Stafford".
+# A role/attribute of a described entity: "the director of the film", "the founder of Acme Corp".
 _ROLE = _rx(r"\b(the|a|an)\s+(?:[\w'-]+\s+){0,2}?(director|author|writer|founder|founders|father|mother|wife|husband|"
             r"son|daughter|brother|sister|creator|owner|producer|composer|singer|player|members?|president|"
             r"ceo|chairman|capital|headquarters|population|star|stars|host|coach|publisher|manufacturer|"
@@ -107,13 +108,13 @@ _APPOSITIVE = _rx(r",\s*(?-i:who|whom|which|whose|that)\b|,\s*(?-i:known|born|ba
                  r"(for|in|as|by|on|from)\b|,\s*(a|an|the)\s+[\w'-]+(\s+[\w'-]+){0,5},")
 _BOTH_AND = _rx(r"\bboth\b.+\band\b|\band\b.+\bboth\b|\brespective\b|\bwhich of the (two|2)\b|"
                 r"\beach other\b")
-# Sentence ends, not initials or "v." ("Mark U. Edwards", "Pierce v. Society").
+# Sentence ends, not initials, titles or "v." ("Mary J. Smith", "Smith v. Jones", "Dr. Lee").
 _SENTENCES = re.compile(r"(?<!\b[A-Za-z])(?<!\bSt)(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bRev)(?<!\bJr)(?<!\bSr)"
                         r"(?<!\bMt)(?<!\bNo)(?<!\bvs)(?<!\bCo)(?<!\bInc)(?<!\bLtd)(?<!\bProf)[.!?]\s+(?=[A-Z\"“])")
-# The asked-for thing hangs off an unnamed entity: "the third album by a singer-songwriter from what state?"
+# The asked-for thing hangs off an unnamed entity: "the first product of a company from what country?"
 _INDEFINITE_WH = _rx(r"\b(a|an)\s+(?:[\w'-]+\s+){0,3}?[\w'-]+\s+(from|by|of|in|at|for|on|with)\s+"
                     r"(?-i:what|which)\s+(?:[\w'-]+\s+){0,2}[\w'-]+\s*\?\s*$")
-# An event anchored on another entity: "during the era of Haymo of Faversham".
+# An event anchored on another entity: "during the reign of the King of Spain".
 _ANCHOR = _rx(r"\b(during|after|before|since|at the time of|following)\s+the\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+of\s+"
               r"(the\s+)?[A-Z\"“]")
 # Questions opening with a subordinate clause: "When X left, who replaced him?" (the comma is no apposition).
@@ -122,11 +123,9 @@ _INTRO = _rx(r"^(when|if|in|on|at|after|before|since|although|while|during|as|on
 _MAIN_VERB_AUX = _rx(r"^\s*(?:[\w'-]+\s+){1,2}(is|are|was|were|has|have|had|been)\s*$")
 
 _WH_WORDS = frozenset("what which who whom whose when where why how".split())
-_STOP = frozenset("""
-a an the is are was were be been being do does did of in on at to for from by with and or both which what who whom
-whose when where why how than that this these those as it its into about between more most less first one two
-same have has had can could would should will their his her they them there compare versus vs difference
-differ similar common respective respectively also than rather either
+# Words left out of a sub-query: stop words and the vocabulary of comparing.
+_STOP = ENGLISH | frozenset("""
+one two first compare versus vs difference differ similar common respective respectively rather
 """.split())
 _TIME_CUES = _rx(r"\b(when|what year|which year|first|earlier|earliest|older|oldest|younger|youngest|founded|formed|"
                  r"born|established|released|published)\b")

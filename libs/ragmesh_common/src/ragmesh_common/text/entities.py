@@ -1,4 +1,4 @@
-"""Rule-based named-entity spotting for questions: no model, a single left-to-right pass over tokens.
+"""Rule-based named-entity spotting: no model, a single left-to-right pass over tokens.
 
 Found, in order of appearance and deduplicated case-insensitively: quoted strings, capitalised phrases
 (a lone capitalised word at a sentence start is skipped — it is usually just the first word), acronyms,
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ragmesh_common.text.stopwords import ENGLISH
 
 MAX_CHARS = 2000
 
@@ -26,16 +28,12 @@ _ACRONYM = re.compile(r"^(?:[A-Z]\.){2,}$|^[A-Z][A-Z0-9&]*[A-Z0-9]$|^[A-Z]+[0-9]
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$")
 _SENTENCE_END = re.compile(r"[.!?:;]")
 
-# Capitalised words that open questions or sentences but are not names.
-STOP_CAPS = frozenset("""
-a an the this that these those is are was were be been am do does did can could will would shall should may
-might must has have had what which who whom whose when where why how if in on at of for from to by with and
-or but not no yes as it its it's he she his her they their them we our you your i my me tell give show list
-name describe explain summarize summarise compare find please also then there here both between during after
-before since until while about besides under over into than so all each every any some many much more most
-other another such same one first last next new old
+# Capitalised words that open questions or sentences but are not names: the stop words, the verbs of asking,
+# and ordinals and adjectives that start a sentence far more often than a name.
+STOP_CAPS = ENGLISH | frozenset("""
+tell give show list name describe explain summarize summarise compare find please first last next new old one
 """.split())
-# Lower-case words allowed inside a capitalised phrase ("Bank of America", "Haymo of Faversham").
+# Lower-case words allowed inside a capitalised phrase ("Bank of America", "Ludwig van Beethoven").
 _CONNECTORS = frozenset({"of", "de", "del", "der", "den", "van", "von", "la", "le", "du", "da", "di", "&", "y", "bin",
                          "al"})
 
@@ -75,7 +73,7 @@ def _is_cap(word: str) -> bool:
 
 
 def _starts_name(tok: Token) -> bool:
-    # Mid-sentence, a capital letter is deliberate ("The Exies", "Pick Me Up"); at a sentence start it is not.
+    # Mid-sentence, a capital letter is deliberate ("The Beatles", "Let It Be"); at a sentence start it is not.
     if not _is_cap(tok.text) or tok.text == "I":
         return False
     return not (tok.sentence_start and tok.text.lower() in STOP_CAPS)
@@ -97,7 +95,7 @@ def _capitalised_phrases(tokens: list[Token]) -> list[tuple[int, str]]:
                 break
             possessive = _strip_possessive(words[-1]) != words[-1]
             if possessive and not (nxt.text[:1].isupper() and not _ACRONYM.match(nxt.text)):
-                break  # "Grace Krilanovich's first novel" ends the name; "Woman's Viewpoint" does not
+                break  # "Jane Smith's first novel" ends the name; "Reader's Digest" does not
             if _is_cap(nxt.text) and nxt.text != "I" or nxt.text.isdigit() and not _YEAR.fullmatch(nxt.text):
                 words.append(nxt.text)
                 j += 1

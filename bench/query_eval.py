@@ -1,6 +1,6 @@
-"""Measure the multi-hop detector on the shared question sets.
+"""Measure the gateway's multi-hop detector (`ragmesh_gateway.query.route`) on the shared question sets.
 
-    python -m ragmesh_gateway.query.evaluate [/work/shared/data] [-v]
+    make bench-query                          # or: python bench/query_eval.py [--data-dir DIR] [-v]
 
 HotpotQA (all multi-hop by construction) gives recall; SciFact claims and SQuAD questions (mostly
 single-hop) give the rate of questions flagged multi-hop. Samples are deterministic: SciFact's first 300
@@ -8,8 +8,8 @@ claims, and 300 SQuAD questions spread evenly over the file (its first 300 cover
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,11 +50,14 @@ def measure(questions: list[str], name: str) -> DetectorStats:
     return DetectorStats(name, len(questions), sum(route(q).multi_hop for q in questions))
 
 
-def main(argv: list[str]) -> None:
-    verbose = "-v" in argv
-    args = [a for a in argv if a != "-v"]
-    root = Path(args[0]) if args else Path("/work/shared/data")
-    for name, questions in datasets(root).items():
+def main() -> None:
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every misclassified question")
+    args = parser.parse_args()
+    verbose = args.verbose
+    for name, questions in datasets(Path(args.data_dir)).items():
         stats = measure(questions, name)
         label = "recall" if name == "hotpotqa" else "flagged (false-positive rate)"
         print(f"{name:9s} {label}: {stats.flagged}/{stats.total} = {stats.rate:.3f}")
@@ -66,4 +69,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
