@@ -334,7 +334,7 @@ ALTER TABLE document_audit ENABLE ROW LEVEL SECURITY;
 ALTER TABLE document_audit FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS document_audit_read ON document_audit;
 CREATE POLICY document_audit_read ON document_audit FOR SELECT USING (
-    (SELECT rag_user()) <> '' AND (owner_user = (SELECT rag_user()) OR 'admin' = ANY ((SELECT rag_roles()))));
+    (SELECT rag_user()) <> '' AND (owner_user = (SELECT rag_user()) OR (SELECT rag_roles()) @> ARRAY['admin']));
 DROP POLICY IF EXISTS document_audit_insert ON document_audit;
 CREATE POLICY document_audit_insert ON document_audit FOR INSERT WITH CHECK (
     actor = rag_user() AND rag_user() <> ''
