@@ -157,6 +157,12 @@ def cursor_uuid(value: Any) -> uuid.UUID:
         raise InvalidArgument("cursor is not valid: pass a next_cursor unchanged, with the same filters") from None
 
 
+# aliases for annotations inside Catalog, where `list` is a method's name
+ProblemList = list[retriever_pb2.ProblemDocument]
+AuditEntries = list[retriever_pb2.DocumentAuditEntry]
+ChunkRows = list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class IndexTarget:
     """Which version an ingestion call is for: `pending` swaps the new chunks in and makes that version the
@@ -589,7 +595,7 @@ class Catalog:
         return document_message(updated)
 
     async def audit(self, user: UserContext, document_id: str, limit: int,
-                    cursor: str) -> tuple[list[retriever_pb2.DocumentAuditEntry], str]:
+                    cursor: str) -> tuple[AuditEntries, str]:
         """A document's audit entries, oldest first: its owner's and admins' (RLS); also after a delete."""
         doc_id = parse_document_id(document_id)
         limit = page_size(limit)
@@ -618,7 +624,7 @@ class Catalog:
         return [audit_message(r) for r in rows], next_cursor
 
     async def list_chunks(self, user: UserContext, document_id: str, level: int, limit: int,
-                          cursor: str) -> tuple[list[dict[str, Any]], str]:
+                          cursor: str) -> tuple[ChunkRows, str]:
         """A document's chunks by level and position, for its readers (RLS on documents and chunks); rows
         with id, level, section_path, page, text, ordinal, kind, parent_id."""
         doc_id = parse_document_id(document_id)
@@ -646,7 +652,7 @@ class Catalog:
         return rows, next_cursor
 
     async def problems(self, user: UserContext, stuck_after_seconds: float,
-                       limit: int) -> list[retriever_pb2.ProblemDocument]:
+                       limit: int) -> ProblemList:
         """Failed and stuck documents of every owner, longest idle first; admins only (the database function
         checks the role too)."""
         if "admin" not in user.roles:
