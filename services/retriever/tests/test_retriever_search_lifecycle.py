@@ -63,8 +63,9 @@ async def search_texts(stub: Stub, user: UserContext, query: str) -> list[str]:
 
 async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
     content = b"%PDF-1.7 the same bytes"
-    request = retriever_pb2.CreateDocumentRequest(title="report", filename="report.pdf", mime_type="application/pdf",
-                                                  size_bytes=len(content), content_sha256=sha(content).upper())
+    request = retriever_pb2.CreateOrGetDocumentRequest(title="report", filename="report.pdf",
+                                                       mime_type="application/pdf", size_bytes=len(content),
+                                                       content_sha256=sha(content).upper())
     first = await stub.CreateOrGetDocument(request, metadata=ALICE.metadata())
     assert not first.existing and first.document.version == 1 and first.document.content_sha256 == sha(content)
     again = await stub.CreateOrGetDocument(request, metadata=ALICE.metadata())
@@ -73,7 +74,7 @@ async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
     bobs = await stub.CreateOrGetDocument(request, metadata=BOB.metadata())
     assert not bobs.existing and bobs.document.document_id != first.document.document_id
     # concurrent uploads of new bytes by one owner make one document
-    other = retriever_pb2.CreateDocumentRequest(filename="b.txt", content_sha256=sha(b"other bytes"))
+    other = retriever_pb2.CreateOrGetDocumentRequest(filename="b.txt", content_sha256=sha(b"other bytes"))
     replies = await asyncio.gather(*(stub.CreateOrGetDocument(other, metadata=ALICE.metadata()) for _ in range(5)))
     assert len({r.document.document_id for r in replies}) == 1 and sum(not r.existing for r in replies) == 1
     # a failed document is not a duplicate worth returning: the upload starts afresh
@@ -84,10 +85,12 @@ async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
     assert not fresh.existing and fresh.document.document_id != first.document.document_id
     # the hash is required and checked; CreateDocument never deduplicates
     for bad in ("", "abc", "g" * 64):
-        error = await rpc_error(stub.CreateOrGetDocument(retriever_pb2.CreateDocumentRequest(
+        error = await rpc_error(stub.CreateOrGetDocument(retriever_pb2.CreateOrGetDocumentRequest(
             filename="x.txt", content_sha256=bad), metadata=ALICE.metadata()))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "content_sha256" in (error.details() or "")
-    plain = [await stub.CreateDocument(request, metadata=ALICE.metadata()) for _ in range(2)]
+    plain = [await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
+        filename="report.pdf", content_sha256=sha(content)), metadata=ALICE.metadata()) for _ in range(2)]
+    assert plain[0].content_sha256 == sha(content)
     assert plain[0].document_id != plain[1].document_id
 
 
@@ -205,9 +208,9 @@ async def test_acl_change_applies_to_the_next_search_and_access_check(stub: Stub
     access = retriever_pb2.CheckDocumentAccessRequest(document_ids=[doc_id])
     assert await search_texts(stub, ALICE, "salary bands") == []
     assert not (await stub.CheckDocumentAccess(access, metadata=ALICE.metadata())).readable_ids
-    updated = await stub.UpdateDocument(retriever_pb2.UpdateDocumentRequest(
+    updated = (await stub.UpdateDocument(retriever_pb2.UpdateDocumentRequest(
         document_id=doc_id, acl=common_pb2.Acl(departments=["hr", "eng"], users=["carol", "carol"])),
-        metadata=BOB.metadata())
+        metadata=BOB.metadata())).document
     assert list(updated.acl.departments) == ["hr", "eng"] and list(updated.acl.users) == ["carol"]
     assert await search_texts(stub, ALICE, "salary bands") == ["salary bands for engineers"]
     assert list((await stub.CheckDocumentAccess(access, metadata=ALICE.metadata())).readable_ids) == [doc_id]
@@ -241,7 +244,7 @@ async def test_update_is_for_the_owner_and_validated(stub: Stub) -> None:
     for request in bad:
         error = await rpc_error(stub.UpdateDocument(request, metadata=BOB.metadata()))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details(), request
-    doc = await stub.UpdateDocument(title, metadata=BOB.metadata())
+    doc = (await stub.UpdateDocument(title, metadata=BOB.metadata())).document
     assert doc.title == "Handbook 2025" and list(doc.acl.departments) == ["eng"]
 
 

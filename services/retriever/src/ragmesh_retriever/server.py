@@ -287,14 +287,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                                                          owned_ids=sorted(r[0] for r in rows if r[2]))
 
     @grpc_errors
-    async def CreateOrGetDocument(self, request: retriever_pb2.CreateDocumentRequest,
-                                  context: aio.ServicerContext) -> retriever_pb2.CreateDocumentResponse:
+    async def CreateOrGetDocument(self, request: retriever_pb2.CreateOrGetDocumentRequest,
+                                  context: aio.ServicerContext) -> retriever_pb2.CreateOrGetDocumentResponse:
         check_strings(request)
         user = await require_user(context)
         doc, existing = await self.catalog.create_or_get(user, request.title, request.filename, request.mime_type,
                                                          request.acl, request.size_bytes, request.content_sha256)
         trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_DEDUPLICATED, existing)
-        return retriever_pb2.CreateDocumentResponse(document=doc, existing=existing)
+        return retriever_pb2.CreateOrGetDocumentResponse(document=doc, existing=existing)
 
     @grpc_errors
     async def BeginNewVersion(self, request: retriever_pb2.BeginNewVersionRequest,
@@ -306,9 +306,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def UpdateDocument(self, request: retriever_pb2.UpdateDocumentRequest,
-                             context: aio.ServicerContext) -> common_pb2.Document:
+                             context: aio.ServicerContext) -> retriever_pb2.UpdateDocumentResponse:
         check_strings(request)
-        return await self.catalog.update(await require_user(context), request)
+        return retriever_pb2.UpdateDocumentResponse(document=await self.catalog.update(await require_user(context),
+                                                                                       request))
 
     @grpc_errors
     async def ListDocumentAudit(self, request: retriever_pb2.ListDocumentAuditRequest,

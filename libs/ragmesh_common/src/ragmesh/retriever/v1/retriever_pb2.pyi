@@ -44,7 +44,23 @@ class CreateDocumentRequest(_message.Message):
     content_sha256: str
     def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ...) -> None: ...
 
-class CreateDocumentResponse(_message.Message):
+class CreateOrGetDocumentRequest(_message.Message):
+    __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes", "content_sha256")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    filename: str
+    mime_type: str
+    acl: _common_pb2.Acl
+    size_bytes: int
+    content_sha256: str
+    def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+
+class CreateOrGetDocumentResponse(_message.Message):
     __slots__ = ("document", "existing")
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     EXISTING_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +295,12 @@ class UpdateDocumentRequest(_message.Message):
     title: str
     acl: _common_pb2.Acl
     def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ...) -> None: ...
+
+class UpdateDocumentResponse(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ...) -> None: ...
 
 class DocumentAuditEntry(_message.Message):
     __slots__ = ("audit_id", "document_id", "actor", "time", "action", "before_json", "after_json")

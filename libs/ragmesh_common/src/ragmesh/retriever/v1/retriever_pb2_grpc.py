@@ -82,8 +82,8 @@ class RetrieverServiceStub(object):
                 _registered_method=True)
         self.CreateOrGetDocument = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/CreateOrGetDocument',
-                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentResponse.FromString,
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.FromString,
                 _registered_method=True)
         self.BeginNewVersion = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/BeginNewVersion',
@@ -93,7 +93,7 @@ class RetrieverServiceStub(object):
         self.UpdateDocument = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/UpdateDocument',
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_common_dot_v1_dot_common__pb2.Document.FromString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.FromString,
                 _registered_method=True)
         self.ListDocumentAudit = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/ListDocumentAudit',
@@ -267,8 +267,8 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
             ),
             'CreateOrGetDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateOrGetDocument,
-                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.FromString,
-                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentResponse.SerializeToString,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.SerializeToString,
             ),
             'BeginNewVersion': grpc.unary_unary_rpc_method_handler(
                     servicer.BeginNewVersion,
@@ -278,7 +278,7 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
             'UpdateDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateDocument,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.FromString,
-                    response_serializer=ragmesh_dot_common_dot_v1_dot_common__pb2.Document.SerializeToString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.SerializeToString,
             ),
             'ListDocumentAudit': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDocumentAudit,
@@ -564,8 +564,8 @@ class RetrieverService(object):
             request,
             target,
             '/ragmesh.retriever.v1.RetrieverService/CreateOrGetDocument',
-            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.SerializeToString,
-            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentResponse.FromString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -619,7 +619,7 @@ class RetrieverService(object):
             target,
             '/ragmesh.retriever.v1.RetrieverService/UpdateDocument',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.SerializeToString,
-            ragmesh_dot_common_dot_v1_dot_common__pb2.Document.FromString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,
