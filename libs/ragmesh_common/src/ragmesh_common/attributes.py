@@ -9,6 +9,8 @@ from __future__ import annotations
 RAG_USER = "rag.user.id"
 RAG_DEPARTMENT = "rag.user.department"
 RAG_DOCUMENT_ID = "rag.document.id"
+RAG_DOCUMENT_VERSION = "rag.document.version"        # the version an ingestion call is for (0 = pending or visible)
+RAG_DOCUMENT_DEDUPLICATED = "rag.document.deduplicated"  # CreateOrGetDocument returned the existing document
 RAG_DOCUMENT_FORMAT = "rag.document.format"
 RAG_STAGE = "rag.stage"
 RAG_DEGRADED = "rag.degraded"

@@ -41,6 +41,7 @@ class Settings:
     weaviate_grpc_port: int
     weaviate_api_key: str | None
     weaviate_collection: str
+    stuck_after_seconds: float = 900.0  # ListProblemDocuments: a non-terminal status older than this is stuck
 
     @classmethod
     def defaults(cls, database_url: str, **overrides: object) -> Settings:
@@ -94,4 +95,12 @@ class Settings:
             weaviate_grpc_port=env_int("WEAVIATE_GRPC_PORT", 50051),
             weaviate_api_key=env_opt("WEAVIATE_API_KEY"),
             weaviate_collection=env_str("WEAVIATE_COLLECTION", "RagmeshChunk"),
+            stuck_after_seconds=stuck_after_seconds(),
         )
+
+
+def stuck_after_seconds() -> float:
+    value = env_float("RETRIEVER_STUCK_AFTER_SECONDS", 900.0)
+    if value <= 0:
+        raise ConfigError(f"RETRIEVER_STUCK_AFTER_SECONDS must be positive, got {value}")
+    return value

@@ -14,12 +14,12 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import require_user
-from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
-from ragmesh_retriever.catalog import Catalog, Database, parse_document_id
+from ragmesh_retriever.catalog import Catalog, Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.embedding import QueryEmbedder
 from ragmesh_retriever.validation import check_strings
@@ -37,8 +37,9 @@ FUSIONS = {retriever_pb2.FUSION_TYPE_RANKED: RANKED, retriever_pb2.FUSION_TYPE_D
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     def __init__(self, catalog: Catalog, backend: SearchBackend, *, alpha: float, candidates: int,
-                 embedder: QueryEmbedder | None = None) -> None:
+                 embedder: QueryEmbedder | None = None, stuck_after_seconds: float = 900.0) -> None:
         self.catalog = catalog
+        self.stuck_after_seconds = stuck_after_seconds
         self.backend = backend
         self.alpha = alpha
         self.candidates = candidates
@@ -49,7 +50,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         check_strings(request)
         user = await require_user(context)
         return await self.catalog.create(user, request.title, request.filename, request.mime_type, request.acl,
-                                         request.size_bytes)
+                                         request.size_bytes, request.content_sha256)
 
     @grpc_errors
     async def GetDocument(self, request: retriever_pb2.GetDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
@@ -59,8 +60,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     @grpc_errors
     async def ListDocuments(self, request: retriever_pb2.ListDocumentsRequest, context: aio.ServicerContext) -> retriever_pb2.ListDocumentsResponse:
         check_strings(request)
-        docs, total = await self.catalog.list(await require_user(context), request.limit, request.offset)
-        return retriever_pb2.ListDocumentsResponse(documents=docs, total=total)
+        docs, total, next_cursor = await self.catalog.list(
+            await require_user(context), request.limit, request.offset, statuses=list(request.statuses),
+            owner=request.owner_user, mime_type=request.mime_type, extension=request.extension,
+            updated_since=request.updated_since, cursor=request.cursor)
+        return retriever_pb2.ListDocumentsResponse(documents=docs, total=total, next_cursor=next_cursor)
 
     @grpc_errors
     async def UpdateDocumentStatus(self, request: retriever_pb2.UpdateDocumentStatusRequest, context: aio.ServicerContext) -> common_pb2.Document:
@@ -86,13 +90,16 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             span.set_attribute(attr.RAG_DOCUMENT_ID, request.document_id)
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(request.chunks))
             span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
+            span.set_attribute(attr.RAG_DOCUMENT_VERSION, request.version)
             if self.backend.name != "pgvector":
-                doc = await self.catalog.get(user, request.document_id)
-                if doc.owner_user != user.user_id:
-                    from ragmesh_common.errors import PermissionDenied
-
-                    raise PermissionDenied(f"only the owner may index document {request.document_id}")
-            count = await self.backend.index(user, request.document_id, list(request.chunks))
+                # the catalogue row stays locked while the other store is written; the version swap follows it
+                async with self.catalog.db.transaction(user) as conn:
+                    target = await lock_version(conn, parse_document_id(request.document_id), request.version)
+                    count = await self.backend.index(user, request.document_id, list(request.chunks))
+                    await finish_index(conn, target, sum(1 for c in request.chunks if c.level in (
+                        0, common_pb2.CHUNK_LEVEL_PARAGRAPH)))
+            else:
+                count = await self.backend.index(user, request.document_id, list(request.chunks), request.version)
         return retriever_pb2.IndexChunksResponse(indexed=count)
 
     def _query(self, request: retriever_pb2.SearchRequest) -> SearchQuery:
@@ -279,6 +286,64 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.CheckDocumentAccessResponse(readable_ids=sorted(r[0] for r in rows if r[1]),
                                                          owned_ids=sorted(r[0] for r in rows if r[2]))
 
+    @grpc_errors
+    async def CreateOrGetDocument(self, request: retriever_pb2.CreateOrGetDocumentRequest,
+                                  context: aio.ServicerContext) -> retriever_pb2.CreateOrGetDocumentResponse:
+        check_strings(request)
+        user = await require_user(context)
+        doc, existing = await self.catalog.create_or_get(user, request.title, request.filename, request.mime_type,
+                                                         request.acl, request.size_bytes, request.content_sha256)
+        trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_DEDUPLICATED, existing)
+        return retriever_pb2.CreateOrGetDocumentResponse(document=doc, existing=existing)
+
+    @grpc_errors
+    async def BeginNewVersion(self, request: retriever_pb2.BeginNewVersionRequest,
+                              context: aio.ServicerContext) -> retriever_pb2.BeginNewVersionResponse:
+        check_strings(request)
+        doc, version, unchanged = await self.catalog.begin_new_version(await require_user(context), request)
+        trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_VERSION, version)
+        return retriever_pb2.BeginNewVersionResponse(document=doc, version=version, unchanged=unchanged)
+
+    @grpc_errors
+    async def UpdateDocument(self, request: retriever_pb2.UpdateDocumentRequest,
+                             context: aio.ServicerContext) -> retriever_pb2.UpdateDocumentResponse:
+        check_strings(request)
+        return retriever_pb2.UpdateDocumentResponse(document=await self.catalog.update(await require_user(context),
+                                                                                       request))
+
+    @grpc_errors
+    async def ListDocumentAudit(self, request: retriever_pb2.ListDocumentAuditRequest,
+                                context: aio.ServicerContext) -> retriever_pb2.ListDocumentAuditResponse:
+        check_strings(request)
+        entries, next_cursor = await self.catalog.audit(await require_user(context), request.document_id,
+                                                        request.limit, request.cursor)
+        return retriever_pb2.ListDocumentAuditResponse(entries=entries, next_cursor=next_cursor)
+
+    @grpc_errors
+    async def ListChunks(self, request: retriever_pb2.ListChunksRequest,
+                         context: aio.ServicerContext) -> retriever_pb2.ListChunksResponse:
+        check_strings(request)
+        user = await require_user(context)
+        if request.level and request.level not in VALID_LEVELS:
+            raise InvalidArgument("level must be CHUNK_LEVEL_DOCUMENT, _SECTION, _PARAGRAPH or unspecified (any)")
+        if self.backend.name != "pgvector":
+            raise FailedPrecondition("ListChunks reads the chunk table of the pgvector backend")
+        rows, next_cursor = await self.catalog.list_chunks(user, request.document_id, int(request.level),
+                                                           request.limit, request.cursor)
+        return retriever_pb2.ListChunksResponse(next_cursor=next_cursor, chunks=[
+            retriever_pb2.ListedChunk(chunk_id=r["id"], level=r["level"], section_path=r["section_path"],
+                                      page=r["page"], text=r["text"], token_count=estimate_tokens(r["text"]),
+                                      ordinal=r["ordinal"], kind=r["kind"], parent_id=r["parent_id"])
+            for r in rows])
+
+    @grpc_errors
+    async def ListProblemDocuments(self, request: retriever_pb2.ListProblemDocumentsRequest,
+                                   context: aio.ServicerContext) -> retriever_pb2.ListProblemDocumentsResponse:
+        user = await require_user(context)
+        problems = await self.catalog.problems(user, request.stuck_after_seconds or self.stuck_after_seconds,
+                                               request.limit)
+        return retriever_pb2.ListProblemDocumentsResponse(documents=problems)
+
 
 SUMMARY_DOCUMENTS = 5
 RRF_K = 60
@@ -323,7 +388,7 @@ def build_service(settings: Settings) -> GrpcService:
     backend = make_backend(settings, db)
     embedder = QueryEmbedder(settings.embedder_addr, settings.embed_timeout_ms / 1000) if settings.embedder_addr else None
     servicer = RetrieverServicer(Catalog(db), backend, alpha=settings.alpha, candidates=settings.candidates,
-                                 embedder=embedder)
+                                 embedder=embedder, stuck_after_seconds=settings.stuck_after_seconds)
 
     def add(server: aio.Server) -> list[str]:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(servicer, server)

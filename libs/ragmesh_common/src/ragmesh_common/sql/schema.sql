@@ -32,6 +32,23 @@ CREATE TABLE IF NOT EXISTS documents (
 );
 CREATE INDEX IF NOT EXISTS documents_owner_idx ON documents (owner_user);
 CREATE INDEX IF NOT EXISTS documents_depts_idx ON documents USING gin (acl_departments);
+-- Document lifecycle: the visible version's content hash (per-owner dedup), its version, warnings of a
+-- partly readable file, and a pending version (new bytes or a re-ingest) whose ingestion runs while the
+-- visible version stays searchable; `pending_meta` holds the metadata sent for it until its chunks replace
+-- the visible ones (title, summary, page_count, warnings).
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS content_sha256 text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS version integer NOT NULL DEFAULT 1;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS warnings text[] NOT NULL DEFAULT '{{}}';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_version integer NOT NULL DEFAULT 0;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_status text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_error text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_filename text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_mime_type text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_size_bytes bigint NOT NULL DEFAULT 0;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_sha256 text NOT NULL DEFAULT '';
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_meta jsonb NOT NULL DEFAULT '{{}}';
+CREATE INDEX IF NOT EXISTS documents_owner_sha_idx ON documents (owner_user, content_sha256) WHERE content_sha256 <> '';
+CREATE INDEX IF NOT EXISTS documents_updated_idx ON documents (updated_at DESC, id DESC);
 
 CREATE TABLE IF NOT EXISTS chunks (
     id           text     PRIMARY KEY,
@@ -299,3 +316,50 @@ GRANT SELECT ON postings, lex_doc_stats TO {app_role};
 GRANT SELECT, INSERT ON rag_traces TO {app_role};
 REVOKE ALL ON FUNCTION rag_traces_prune(double precision, bigint, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rag_traces_prune(double precision, bigint, integer) TO {app_role};
+
+-- Audit trail of document changes (who changed what): append-only for the application role, readable by
+-- the document's owner and by admins. `owner_user` is copied from the document so the trail outlives it.
+CREATE TABLE IF NOT EXISTS document_audit (
+    id          uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    document_id uuid        NOT NULL,
+    owner_user  text        NOT NULL,
+    actor       text        NOT NULL,
+    at          timestamptz NOT NULL DEFAULT now(),
+    action      text        NOT NULL,
+    before      jsonb       NOT NULL DEFAULT '{{}}',
+    after       jsonb       NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX IF NOT EXISTS document_audit_document_idx ON document_audit (document_id, at, id);
+ALTER TABLE document_audit ENABLE ROW LEVEL SECURITY;
+ALTER TABLE document_audit FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS document_audit_read ON document_audit;
+CREATE POLICY document_audit_read ON document_audit FOR SELECT USING (
+    (SELECT rag_user()) <> '' AND (owner_user = (SELECT rag_user()) OR (SELECT rag_roles()) @> ARRAY['admin']));
+DROP POLICY IF EXISTS document_audit_insert ON document_audit;
+CREATE POLICY document_audit_insert ON document_audit FOR INSERT WITH CHECK (
+    actor = rag_user() AND rag_user() <> ''
+    AND owner_user = rag_user());  -- only the owner changes a document
+
+-- The admin view of failed and stuck documents of every owner. The function runs as the schema owner (an
+-- admin may not read every document, and must not search them: no policy on `documents` widens for admins),
+-- refuses a caller without the admin role, and returns only documents with a problem: failed, a failed
+-- pending version, or a (pending) ingestion without progress for `stuck_after` seconds.
+DROP POLICY IF EXISTS documents_definer_read ON documents;
+CREATE POLICY documents_definer_read ON documents FOR SELECT TO CURRENT_USER USING (true);
+CREATE OR REPLACE FUNCTION rag_problem_documents(stuck_after double precision, max_rows integer)
+RETURNS SETOF documents LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NOT ('admin' = ANY (rag_roles())) THEN
+        RAISE EXCEPTION 'only an admin may list problem documents' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY SELECT * FROM documents d
+        WHERE d.status = 'failed' OR d.pending_status = 'failed'
+           OR ((d.status IN ('queued', 'parsing', 'embedding', 'indexing')
+                OR d.pending_status IN ('queued', 'parsing', 'embedding', 'indexing'))
+               AND d.updated_at < now() - make_interval(secs => stuck_after))
+        ORDER BY d.updated_at, d.id LIMIT max_rows;
+END $$;
+REVOKE ALL ON FUNCTION rag_problem_documents(double precision, integer) FROM PUBLIC;
+REVOKE ALL ON document_audit FROM {app_role};
+GRANT SELECT, INSERT ON document_audit TO {app_role};
+GRANT EXECUTE ON FUNCTION rag_problem_documents(double precision, integer) TO {app_role};

@@ -52,8 +52,10 @@ class SearchBackend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
-        """Replaces the document's chunks; the caller must own the document."""
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
+                    version: int = 0) -> int:
+        """Replaces the document's chunks; the caller must own the document. pgvector: for a pending `version`
+        (0 = the pending one, if any) the swap to it is in the same transaction (catalog.lock_version)."""
 
     async def delete(self, user: UserContext, document_id: str) -> None:
         """Removes the document's chunks (the catalogue row is removed by the catalogue)."""

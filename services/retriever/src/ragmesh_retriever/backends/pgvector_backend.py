@@ -22,7 +22,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
-from ragmesh_retriever.catalog import Database, parse_document_id
+from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
 
@@ -126,6 +126,7 @@ FROM chunks WHERE id = ANY(%(ids)s) AND document_id = ANY(%(docs)s::uuid[])
 
 
 _SYSTEM = UserContext("system:retriever")
+CHANGED_RETRIES = 3
 
 
 async def _nothing() -> dict[str, float]:
@@ -197,7 +198,8 @@ class PgVectorBackend:
     async def close(self) -> None:
         return None
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
+                    version: int = 0) -> int:
         doc_id = parse_document_id(document_id)
         for i, chunk in enumerate(chunks):
             if not chunk.chunk_id:
@@ -219,28 +221,21 @@ class PgVectorBackend:
         # language identification of a large document takes a while: off the event loop
         params.update(await asyncio.to_thread(
             lexical_columns, [(c.title, list(c.section_path), c.text) for c in chunks], self.cfg))
+        # one transaction: a search sees the old chunks (and version) or the new ones, never both or neither
         async with self.db.transaction(user) as conn:
-            owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))).fetchone()
-            if owner is None:
-                from ragmesh_common.errors import NotFound
-
-                raise NotFound(f"document {document_id} not found")
-            if owner[0] != user.user_id:
-                from ragmesh_common.errors import PermissionDenied
-
-                raise PermissionDenied(f"only the owner may index document {document_id}")
+            target = await lock_version(conn, doc_id, version)  # the owner only; a superseded version is refused
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
             if chunks:
                 await conn.execute(_INSERT, params)
-            await conn.execute("UPDATE documents SET chunk_count = %s, updated_at = now() WHERE id = %s",
-                               (sum(1 for c in chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH)), doc_id))
+            await finish_index(conn, target, sum(1 for c in chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH)))
         return len(chunks)
 
     async def delete(self, user: UserContext, document_id: str) -> None:
         async with self.db.transaction(user) as conn:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (parse_document_id(document_id),))
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
+                     attempt: int = 0) -> list[Hit]:
         if not accessible_ids:
             return []
         pool = max(query.candidates, query.top_k)
@@ -288,6 +283,12 @@ class PgVectorBackend:
         for f in top:
             row = rows.get(f.chunk_id)
             if row is None:
+                if attempt < CHANGED_RETRIES:
+                    # the legs and the details are separate statements: a hit whose row is gone was replaced (a
+                    # new version's chunks swapped in) or deleted in between; run again on what is there now,
+                    # so a swap never shows as an empty result
+                    span.add_event("chunks changed during search", {attr.RAG_STAGE: "details"})
+                    return await self.search(user, query, accessible_ids, attempt + 1)
                 continue
             # the reported similarity is always to the user's query, also after feedback moved the vector
             sim = f.vector if f.vector is not None and not expanded_query else (

@@ -85,7 +85,8 @@ class WeaviateBackend:
     def _collection(self):  # type: ignore[no-untyped-def]
         return self.client.collections.use(self.collection_name)
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk]) -> int:
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
+                    version: int = 0) -> int:  # the version swap is the server's (catalog), after this
         for i, chunk in enumerate(chunks):
             if not chunk.chunk_id:
                 raise InvalidArgument(f"chunk {i} has no chunk_id")

@@ -58,7 +58,7 @@ class Acl(_message.Message):
     def __init__(self, public: bool = ..., departments: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("document_id", "title", "filename", "mime_type", "owner_user", "owner_department", "acl", "status", "error", "chunk_count", "page_count", "created_at", "updated_at", "summary", "size_bytes")
+    __slots__ = ("document_id", "title", "filename", "mime_type", "owner_user", "owner_department", "acl", "status", "error", "chunk_count", "page_count", "created_at", "updated_at", "summary", "size_bytes", "content_sha256", "version", "warnings", "pending_version", "pending_status", "pending_error")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,12 @@ class Document(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_STATUS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ERROR_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     title: str
     filename: str
@@ -89,7 +95,13 @@ class Document(_message.Message):
     updated_at: str
     summary: str
     size_bytes: int
-    def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., owner_user: _Optional[str] = ..., owner_department: _Optional[str] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error: _Optional[str] = ..., chunk_count: _Optional[int] = ..., page_count: _Optional[int] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., summary: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    content_sha256: str
+    version: int
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    pending_version: int
+    pending_status: DocumentStatus
+    pending_error: str
+    def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., owner_user: _Optional[str] = ..., owner_department: _Optional[str] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error: _Optional[str] = ..., chunk_count: _Optional[int] = ..., page_count: _Optional[int] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., summary: _Optional[str] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., version: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., pending_version: _Optional[int] = ..., pending_status: _Optional[_Union[DocumentStatus, str]] = ..., pending_error: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("chunk_id", "document_id", "level", "parent_id", "ordinal", "section_path", "page", "text", "title", "kind", "embedding")

@@ -29,18 +29,44 @@ STRATEGY_DIRECT: Strategy
 STRATEGY_SUMMARY_FIRST: Strategy
 
 class CreateDocumentRequest(_message.Message):
-    __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes")
+    __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes", "content_sha256")
     TITLE_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     ACL_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
     title: str
     filename: str
     mime_type: str
     acl: _common_pb2.Acl
     size_bytes: int
-    def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    content_sha256: str
+    def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+
+class CreateOrGetDocumentRequest(_message.Message):
+    __slots__ = ("title", "filename", "mime_type", "acl", "size_bytes", "content_sha256")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    filename: str
+    mime_type: str
+    acl: _common_pb2.Acl
+    size_bytes: int
+    content_sha256: str
+    def __init__(self, title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+
+class CreateOrGetDocumentResponse(_message.Message):
+    __slots__ = ("document", "existing")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    EXISTING_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    existing: bool
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ..., existing: bool = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
     __slots__ = ("document_id",)
@@ -49,36 +75,54 @@ class GetDocumentRequest(_message.Message):
     def __init__(self, document_id: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsRequest(_message.Message):
-    __slots__ = ("limit", "offset")
+    __slots__ = ("limit", "offset", "statuses", "owner_user", "mime_type", "extension", "updated_since", "cursor")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    OWNER_USER_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_SINCE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     limit: int
     offset: int
-    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    statuses: _containers.RepeatedScalarFieldContainer[_common_pb2.DocumentStatus]
+    owner_user: str
+    mime_type: str
+    extension: str
+    updated_since: str
+    cursor: str
+    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.DocumentStatus, str]]] = ..., owner_user: _Optional[str] = ..., mime_type: _Optional[str] = ..., extension: _Optional[str] = ..., updated_since: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsResponse(_message.Message):
-    __slots__ = ("documents", "total")
+    __slots__ = ("documents", "total", "next_cursor")
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     documents: _containers.RepeatedCompositeFieldContainer[_common_pb2.Document]
     total: int
-    def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ..., total: _Optional[int] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class UpdateDocumentStatusRequest(_message.Message):
-    __slots__ = ("document_id", "status", "error", "page_count", "title", "summary")
+    __slots__ = ("document_id", "status", "error", "page_count", "title", "summary", "version", "warnings")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     status: _common_pb2.DocumentStatus
     error: str
     page_count: int
     title: str
     summary: str
-    def __init__(self, document_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.DocumentStatus, str]] = ..., error: _Optional[str] = ..., page_count: _Optional[int] = ..., title: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
+    version: int
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.DocumentStatus, str]] = ..., error: _Optional[str] = ..., page_count: _Optional[int] = ..., title: _Optional[str] = ..., summary: _Optional[str] = ..., version: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
     __slots__ = ("document_id",)
@@ -93,12 +137,14 @@ class DeleteDocumentResponse(_message.Message):
     def __init__(self, deleted: bool = ...) -> None: ...
 
 class IndexChunksRequest(_message.Message):
-    __slots__ = ("document_id", "chunks")
+    __slots__ = ("document_id", "chunks", "version")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
-    def __init__(self, document_id: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...
+    version: int
+    def __init__(self, document_id: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class IndexChunksResponse(_message.Message):
     __slots__ = ("indexed",)
@@ -213,3 +259,149 @@ class CheckDocumentAccessResponse(_message.Message):
     readable_ids: _containers.RepeatedScalarFieldContainer[str]
     owned_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, readable_ids: _Optional[_Iterable[str]] = ..., owned_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class BeginNewVersionRequest(_message.Message):
+    __slots__ = ("document_id", "reingest", "filename", "mime_type", "size_bytes", "content_sha256")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REINGEST_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    reingest: bool
+    filename: str
+    mime_type: str
+    size_bytes: int
+    content_sha256: str
+    def __init__(self, document_id: _Optional[str] = ..., reingest: bool = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ...) -> None: ...
+
+class BeginNewVersionResponse(_message.Message):
+    __slots__ = ("document", "version", "unchanged")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    version: int
+    unchanged: bool
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ..., version: _Optional[int] = ..., unchanged: bool = ...) -> None: ...
+
+class UpdateDocumentRequest(_message.Message):
+    __slots__ = ("document_id", "title", "acl")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    title: str
+    acl: _common_pb2.Acl
+    def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., acl: _Optional[_Union[_common_pb2.Acl, _Mapping]] = ...) -> None: ...
+
+class UpdateDocumentResponse(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ...) -> None: ...
+
+class DocumentAuditEntry(_message.Message):
+    __slots__ = ("audit_id", "document_id", "actor", "time", "action", "before_json", "after_json")
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_JSON_FIELD_NUMBER: _ClassVar[int]
+    AFTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    audit_id: str
+    document_id: str
+    actor: str
+    time: str
+    action: str
+    before_json: str
+    after_json: str
+    def __init__(self, audit_id: _Optional[str] = ..., document_id: _Optional[str] = ..., actor: _Optional[str] = ..., time: _Optional[str] = ..., action: _Optional[str] = ..., before_json: _Optional[str] = ..., after_json: _Optional[str] = ...) -> None: ...
+
+class ListDocumentAuditRequest(_message.Message):
+    __slots__ = ("document_id", "limit", "cursor")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    limit: int
+    cursor: str
+    def __init__(self, document_id: _Optional[str] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class ListDocumentAuditResponse(_message.Message):
+    __slots__ = ("entries", "next_cursor")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[DocumentAuditEntry]
+    next_cursor: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[DocumentAuditEntry, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
+class ListChunksRequest(_message.Message):
+    __slots__ = ("document_id", "level", "limit", "cursor")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    level: _common_pb2.ChunkLevel
+    limit: int
+    cursor: str
+    def __init__(self, document_id: _Optional[str] = ..., level: _Optional[_Union[_common_pb2.ChunkLevel, str]] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class ListedChunk(_message.Message):
+    __slots__ = ("chunk_id", "level", "section_path", "page", "text", "token_count", "ordinal", "kind", "parent_id")
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SECTION_PATH_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    chunk_id: str
+    level: _common_pb2.ChunkLevel
+    section_path: _containers.RepeatedScalarFieldContainer[str]
+    page: int
+    text: str
+    token_count: int
+    ordinal: int
+    kind: str
+    parent_id: str
+    def __init__(self, chunk_id: _Optional[str] = ..., level: _Optional[_Union[_common_pb2.ChunkLevel, str]] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., token_count: _Optional[int] = ..., ordinal: _Optional[int] = ..., kind: _Optional[str] = ..., parent_id: _Optional[str] = ...) -> None: ...
+
+class ListChunksResponse(_message.Message):
+    __slots__ = ("chunks", "next_cursor")
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[ListedChunk]
+    next_cursor: str
+    def __init__(self, chunks: _Optional[_Iterable[_Union[ListedChunk, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
+class ListProblemDocumentsRequest(_message.Message):
+    __slots__ = ("limit", "stuck_after_seconds")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STUCK_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    stuck_after_seconds: float
+    def __init__(self, limit: _Optional[int] = ..., stuck_after_seconds: _Optional[float] = ...) -> None: ...
+
+class ProblemDocument(_message.Message):
+    __slots__ = ("document", "problem", "reason", "idle_seconds")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDLE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    problem: str
+    reason: str
+    idle_seconds: float
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ..., problem: _Optional[str] = ..., reason: _Optional[str] = ..., idle_seconds: _Optional[float] = ...) -> None: ...
+
+class ListProblemDocumentsResponse(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[ProblemDocument]
+    def __init__(self, documents: _Optional[_Iterable[_Union[ProblemDocument, _Mapping]]] = ...) -> None: ...

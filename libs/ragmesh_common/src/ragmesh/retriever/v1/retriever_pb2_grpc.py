@@ -80,6 +80,36 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.FromString,
                 _registered_method=True)
+        self.CreateOrGetDocument = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/CreateOrGetDocument',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.FromString,
+                _registered_method=True)
+        self.BeginNewVersion = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/BeginNewVersion',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionResponse.FromString,
+                _registered_method=True)
+        self.UpdateDocument = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/UpdateDocument',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.FromString,
+                _registered_method=True)
+        self.ListDocumentAudit = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListDocumentAudit',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditResponse.FromString,
+                _registered_method=True)
+        self.ListChunks = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListChunks',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksResponse.FromString,
+                _registered_method=True)
+        self.ListProblemDocuments = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListProblemDocuments',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -143,6 +173,50 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateOrGetDocument(self, request, context):
+        """Catalogue management (services/retriever/README.md, "Document lifecycle").
+        CreateDocument, deduplicated per owner by content hash: the owner's existing document with the same
+        bytes (not failed) comes back with existing = true instead of a new one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeginNewVersion(self, request, context):
+        """Starts a new version (new bytes) or a re-ingest (same bytes) of a document; the owner only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateDocument(self, request, context):
+        """Title and/or ACL; the owner only; audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDocumentAudit(self, request, context):
+        """A document's audit trail: its owner and admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListChunks(self, request, context):
+        """A document's chunks, paged, for its readers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProblemDocuments(self, request, context):
+        """Failed and stuck documents of every owner: admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -190,6 +264,36 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.CheckDocumentAccess,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.SerializeToString,
+            ),
+            'CreateOrGetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateOrGetDocument,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.SerializeToString,
+            ),
+            'BeginNewVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginNewVersion,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionResponse.SerializeToString,
+            ),
+            'UpdateDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateDocument,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.SerializeToString,
+            ),
+            'ListDocumentAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDocumentAudit,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditResponse.SerializeToString,
+            ),
+            'ListChunks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChunks,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksResponse.SerializeToString,
+            ),
+            'ListProblemDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProblemDocuments,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -435,6 +539,168 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/CheckDocumentAccess',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateOrGetDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/CreateOrGetDocument',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateOrGetDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginNewVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/BeginNewVersion',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.BeginNewVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/UpdateDocument',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDocumentAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListDocumentAudit',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListDocumentAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChunks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListChunks',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListChunksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProblemDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListProblemDocuments',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
