@@ -17,7 +17,6 @@ import asyncio
 import importlib.util
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +28,8 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import Field
+from ragmesh_common.config import ServiceSettings, settings_config
 
 from ragmesh_dev.ports import free_port
 
@@ -47,22 +48,12 @@ def default_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
 
 
-@dataclass(frozen=True)
-class LocalLlmSettings:
-    model_path: Path
-    n_ctx: int = 2048
-    n_threads: int = 2
+class LocalLlmSettings(ServiceSettings):
+    model_config = settings_config(env_prefix="LOCAL_LLM_")
 
-    @classmethod
-    def from_env(cls) -> LocalLlmSettings:
-        from ragmesh_common.config import env_int, env_opt
-
-        path = env_opt("LOCAL_LLM_MODEL_PATH")
-        return cls(
-            model_path=Path(path) if path else default_model_path(),
-            n_ctx=env_int("LOCAL_LLM_CTX", 2048),
-            n_threads=env_int("LOCAL_LLM_THREADS", 2),
-        )
+    model_path: Path = Field(default_factory=default_model_path)
+    n_ctx: int = Field(2048, ge=1, validation_alias="LOCAL_LLM_CTX")
+    n_threads: int = Field(2, ge=1, validation_alias="LOCAL_LLM_THREADS")
 
 
 class BadRequest(ValueError):

@@ -10,10 +10,9 @@ import os
 import secrets
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-from ragmesh_dev.ports import port_open, wait_port
+from ragmesh_dev.ports import port_open
 
 logger = logging.getLogger(__name__)
 
