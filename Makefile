@@ -31,7 +31,7 @@ $(STAMP): requirements.txt constraints.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m ragmesh_common.devstack run
+	$(BIN)/python -m ragmesh_dev.devstack run
 
 test: $(STAMP)
 	$(BIN)/python tools/dev_paths.py

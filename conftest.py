@@ -18,7 +18,7 @@ SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 def pytest_configure(config: pytest.Config) -> None:
     """`kill` of a test run (SIGTERM) interrupts it like Ctrl-C: fixtures are torn down, so the embedded engines
     and the e2e mesh, which run in sessions of their own, stop with it. And a test key pair for internal identity."""
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
     from ragmesh_common.tokens import use_local_keys
 
     interrupt_on_sigterm()
@@ -39,8 +39,9 @@ class PostgresInfo:
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]:
     """An embedded PostgreSQL 18 + pgvector with the ragmesh schema; services use the app role."""
-    from ragmesh_common.engines.postgres import EmbeddedPostgres, free_port
-    from ragmesh_common.migrate import apply_schema
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+    from ragmesh_dev.ports import free_port
+    from ragmesh_retriever.migrate import apply_schema
 
     server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres"), free_port())
     server.start()

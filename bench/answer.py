@@ -4,7 +4,7 @@
     python bench/answer.py --limit 20                         # a quick run: 20 questions per set
     python bench/answer.py --data-dir /tmp/answer-stack       # keep the mesh's data; a second run reuses the uploads
 
-Starts the whole mesh with its embedded defaults (`ragmesh_common.devstack.Stack`: SmolLM2-135M behind the
+Starts the whole mesh with its embedded defaults (`ragmesh_dev.devstack.Stack`: SmolLM2-135M behind the
 local Ollama server, all-MiniLM-L6-v2, no reranker model), uploads the corpora as a user would
 (POST /api/v1/documents, 8 at a time, then GET /api/v1/documents/{id} until `ready`), asks every question
 through POST /api/v1/chat with `stream: true` (the first `token` event times the first token) and scores the
@@ -507,8 +507,8 @@ async def ask_all(api: Api, questions: list[tuple[Question, str]], concurrency: 
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
 
     eval_dir = Path(args.eval_dir).resolve()
     squad_n = min(args.squad, args.limit) if args.limit else args.squad
@@ -650,7 +650,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     report = asyncio.run(run(args))

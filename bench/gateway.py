@@ -86,7 +86,7 @@ def serve_stub_retriever(port: int) -> None:
 async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import aiohttp
 
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.ports import free_port
     from ragmesh_gateway.tokens import mint
 
     from ragmesh_common.tokens import SIGNING_KEY_ENV, generate_keypair
@@ -162,7 +162,7 @@ def main() -> None:
     if args.stub_retriever:
         serve_stub_retriever(args.stub_retriever)
         return
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # kill stops the gateways and stubs too
     with tempfile.TemporaryDirectory(prefix="ragmesh-gateway-bench-") as work:

@@ -50,8 +50,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
     from ragmesh_common.context import UserContext, install_signer
-    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
     from ragmesh_common.server import insecure_channel
     from ragmesh_embedder.config import Settings as EmbedderSettings
     from ragmesh_embedder.model import EmbeddingModel
@@ -153,7 +153,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     report = asyncio.run(measure(args))

@@ -3,7 +3,7 @@
     make bench-load                                   # 50 concurrent streaming chats for 300 s
     python bench/load.py --concurrency 20 --duration 60
 
-Starts the whole mesh (`ragmesh_common.devstack.Stack`, every service its own process, loopback only,
+Starts the whole mesh (`ragmesh_dev.devstack.Stack`, every service its own process, loopback only,
 rate limiting off so that the answerer's admission control is what is measured; one llama.cpp thread in the
 model server and one torch thread per service, as the other benches, because two spinning llama.cpp threads
 on a shared 2-core machine slow generation by an order of magnitude), uploads a few Markdown
@@ -175,8 +175,8 @@ def snapshot(pids: dict[str, int]) -> dict[str, dict[str, int]]:
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     import aiohttp
 
-    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
 
     sources = Path(args.data_dir).resolve() / "documents" / "md" / "sources"
     paths = [sources / name for name in DOCUMENTS if (sources / name).is_file()]
@@ -336,7 +336,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     report = asyncio.run(measure(args))

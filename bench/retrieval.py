@@ -711,8 +711,8 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
 
 async def main_async(args: argparse.Namespace) -> int:
     from ragmesh_common.context import install_signer
-    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
     from ragmesh_embedder.config import Settings as EmbedderSettings
     from ragmesh_embedder.model import EmbeddingModel
 
@@ -823,7 +823,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     sys.exit(asyncio.run(main_async(args)))

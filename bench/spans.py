@@ -84,10 +84,11 @@ def main() -> None:
     import psycopg
     from tqdm import tqdm
 
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
-    from ragmesh_common.engines.postgres import EmbeddedPostgres, free_port
-    from ragmesh_common.migrate import apply_schema
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+    from ragmesh_dev.ports import free_port
+    from ragmesh_retriever.migrate import apply_schema
     from ragmesh_common.telemetry import _INSERT, span_row, write_rows
 
     interrupt_on_sigterm()  # kill stops the embedded PostgreSQL too

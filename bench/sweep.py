@@ -140,8 +140,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
     from ragmesh.retriever.v1 import retriever_pb2_grpc
     from ragmesh_common.context import UserContext
-    from ragmesh_common.engines.postgres import EmbeddedPostgres, free_port
-    from ragmesh_common.migrate import apply_schema
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+    from ragmesh_dev.ports import free_port
+    from ragmesh_retriever.migrate import apply_schema
     from ragmesh_common.server import insecure_channel
     from ragmesh_retriever.config import Settings
     from ragmesh_common.tokens import use_local_keys
@@ -223,7 +224,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--cache-dir", default=str(root / ".data" / "bench-cache"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "sweep.json"))
-    from ragmesh_common.devstack import interrupt_on_sigterm
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     sys.exit(asyncio.run(main_async(parser.parse_args())))

@@ -101,8 +101,8 @@ async def measure(grpc_port: int, tcp_port: int, gaps: list[float], requests: in
 def main() -> int:
     import uvloop
 
-    from ragmesh_common.devstack import interrupt_on_sigterm
-    from ragmesh_common.engines.postgres import free_port, wait_port
+    from ragmesh_dev.devstack import interrupt_on_sigterm
+    from ragmesh_dev.ports import free_port, wait_port
 
     root = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -243,7 +243,7 @@ def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:
     (job,) = [d for d in _scenario_docs("default") if d["kind"] == "Job"]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "ragmesh_common.migrate"]
+    assert container["command"] == ["python", "-m", "ragmesh_retriever.migrate"]
     # secrets reach migrate through the environment, never the command line (visible in ps)
     assert not any("DSN" in arg or "PASSWORD" in arg for arg in container["args"])
     assert "RAGMESH_APP_PASSWORD" in _env(container)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-from ragmesh_common.engines.postgres import free_port
+from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+from ragmesh_dev.ports import free_port
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
                                                status_code_conformance)
 
-from ragmesh_common.devstack import Stack
+from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 

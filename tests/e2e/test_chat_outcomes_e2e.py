@@ -14,7 +14,7 @@ import pytest
 
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import IDENTITY_KEY, UserContext
-from ragmesh_common.devstack import Stack
+from ragmesh_dev.devstack import Stack
 from ragmesh_common.server import insecure_channel
 
 pytestmark = pytest.mark.e2e

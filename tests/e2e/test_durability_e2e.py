@@ -16,8 +16,8 @@ import neo4j
 import psycopg
 import pytest
 
-from ragmesh_common.devstack import DEFAULT_PORTS, PORT_VARS, Stack
-from ragmesh_common.engines.postgres import free_port, port_open
+from ragmesh_dev.devstack import DEFAULT_PORTS, PORT_VARS, Stack
+from ragmesh_dev.ports import free_port, port_open
 
 pytestmark = pytest.mark.e2e
 
@@ -46,13 +46,13 @@ def ports() -> dict[str, int]:
 
 
 def run_stack(data_dir: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
-    """`make run` as a user runs it: python -m ragmesh_common.devstack run, stopped with SIGINT."""
+    """`make run` as a user runs it: python -m ragmesh_dev.devstack run, stopped with SIGINT."""
     env = {**os.environ, **{PORT_VARS[name]: str(port) for name, port in ports.items()},
            "GATEWAY_RATE_LIMIT_PER_MINUTE": "1000"}
     out = data_dir / "devstack.out"
     offset = out.stat().st_size if out.exists() else 0
     with out.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "ragmesh_common.devstack", "run", "--data-dir",
+        process = subprocess.Popen([sys.executable, "-m", "ragmesh_dev.devstack", "run", "--data-dir",
                                     str(data_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_SECONDS
     # the banner, not /readyz: the gateway is ready to chat before the parser (uploads) has warmed up

@@ -23,8 +23,8 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-from ragmesh_common.engines.postgres import free_port, port_open
+from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+from ragmesh_dev.ports import free_port, port_open
 
 pytestmark = pytest.mark.e2e
 

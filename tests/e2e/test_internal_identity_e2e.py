@@ -23,7 +23,7 @@ from ragmesh.parser.v1 import parser_pb2, parser_pb2_grpc
 from ragmesh.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import IDENTITY_KEY, UserContext
-from ragmesh_common.devstack import SERVICES, Stack
+from ragmesh_dev.devstack import SERVICES, Stack
 from ragmesh_common.server import insecure_channel
 from ragmesh_common.tokens import TokenSigner
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ragmesh_common.devstack import Stack
+from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ import httpx
 import psycopg
 import pytest
 
-from ragmesh_common.devstack import Stack
+from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import pytest_asyncio
 from ragmesh_common.server import GrpcService
 
 from ragmesh_answerer.config import Settings
-from ragmesh_answerer.local_ollama import InProcessServer
+from ragmesh_dev.local_ollama import InProcessServer
 from ragmesh_answerer.server import build_service
 
 

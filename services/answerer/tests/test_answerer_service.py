@@ -14,7 +14,7 @@ from ragmesh_common.server import GrpcService
 from ragmesh_common.tokens import channel_as
 
 from ragmesh_answerer.config import Settings
-from ragmesh_answerer.local_ollama import free_port
+from ragmesh_dev.ports import free_port
 from ragmesh_answerer.server import SERVICE_NAME, build_service
 
 CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token

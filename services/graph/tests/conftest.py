@@ -19,8 +19,8 @@ from grpc import aio
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext, require_user
-from ragmesh_common.engines.arcadedb import EmbeddedArcadeDB
-from ragmesh_common.engines.postgres import free_port
+from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
+from ragmesh_dev.ports import free_port
 from ragmesh_common.server import GrpcService
 from ragmesh_common.tokens import channel_as
 from ragmesh_graph.config import Settings

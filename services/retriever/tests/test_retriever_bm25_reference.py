@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
-from ragmesh_common.migrate import apply_schema
+from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.backends.base import SearchQuery
 from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 from ragmesh_retriever.catalog import Catalog, Database

@@ -17,7 +17,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
-from ragmesh_common.migrate import apply_schema
+from ragmesh_retriever.migrate import apply_schema
 from ragmesh_common.server import insecure_channel
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal

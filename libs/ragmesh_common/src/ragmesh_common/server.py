@@ -148,16 +148,22 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
 
 def run_service(name: str, settings_from_env: Callable[[], object],
                 build: Callable[[object], GrpcService], **telemetry: bool) -> None:
-    """The `__main__` of every gRPC service: logging, settings (fail fast), telemetry, serve until SIGTERM.
+    """The `__main__` of every gRPC service: logging, settings (a bad one exits naming the variable), telemetry,
+    serve until SIGTERM.
 
     `telemetry` takes the instrumentation switches of `setup_telemetry` (e.g. instrument_psycopg=True).
     """
+    from ragmesh_common.config import ConfigError
     from ragmesh_common.logs import setup_logging
     from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 
-    async def main() -> None:
-        setup_logging(name)
+    setup_logging(name)
+    try:
         settings = settings_from_env()
+    except ConfigError as exc:  # one line naming the variable, not a traceback
+        raise SystemExit(f"{name}: {exc}") from None
+
+    async def main() -> None:
         setup_telemetry(name, **telemetry)
         try:
             await build(settings).serve_forever()

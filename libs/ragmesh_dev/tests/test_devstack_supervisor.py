@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmesh_common.devstack import DEFAULT_PORTS, Stack, restart_delay, write_private
+from ragmesh_dev.devstack import DEFAULT_PORTS, Stack, restart_delay, write_private
 
 PORTS = {name: 1 for name in DEFAULT_PORTS}  # nothing here listens
 

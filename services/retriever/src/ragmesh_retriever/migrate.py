@@ -1,9 +1,12 @@
 """Applies the ragmesh schema as the database owner and creates the application role.
 
+The schema is the retriever's tables (sql/schema.sql, beside this module) and then the span table that every
+service's telemetry exporter writes (ragmesh_common/sql/traces.sql, beside the exporter).
+
 The services never run this: they connect as the application role, which is neither
 superuser nor BYPASSRLS, so row-level security applies to every query they make.
 
-    python -m ragmesh_common.migrate --owner-dsn postgresql://postgres@127.0.0.1:5432/ragmesh \
+    python -m ragmesh_retriever.migrate --owner-dsn postgresql://postgres@127.0.0.1:5432/ragmesh \
         --app-role ragmesh_app --app-password secret --dim 384
 """
 from __future__ import annotations
@@ -22,7 +25,8 @@ logger = logging.getLogger(__name__)
 def apply_schema(owner_dsn: str, app_role: str, app_password: str, dim: int) -> None:
     if dim <= 0 or dim > 16000:
         raise ValueError(f"embedding dimension must be in 1..16000, got {dim}")
-    schema = files("ragmesh_common").joinpath("sql/schema.sql").read_text()
+    parts = [files("ragmesh_retriever").joinpath("sql/schema.sql").read_text(),
+             files("ragmesh_common").joinpath("sql/traces.sql").read_text()]
     with psycopg.connect(owner_dsn, autocommit=True, connect_timeout=10) as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (app_role,)).fetchone()
         verb = "ALTER" if exists else "CREATE"
@@ -39,9 +43,10 @@ def apply_schema(owner_dsn: str, app_role: str, app_password: str, dim: int) -> 
                 f"chunks.embedding has dimension {current[0]} but the embedder gives {dim}: "
                 "re-index into a fresh database (make clean-data) or set RETRIEVER_EMBEDDING_DIM to match"
             )
-        rendered = schema.format(app_role=sql.Identifier(app_role).as_string(conn), dim=int(dim))
+        role = sql.Identifier(app_role).as_string(conn)
         with conn.transaction():
-            conn.execute(rendered)
+            for part in parts:
+                conn.execute(part.format(app_role=role, dim=int(dim)))
     logger.info("schema applied (role %s, dim %d)", app_role, dim)
 
 

@@ -5,7 +5,7 @@ import logging
 import subprocess
 from pathlib import Path
 
-from ragmesh_common.engines.postgres import port_open, wait_port
+from ragmesh_dev.ports import port_open, wait_port
 
 logger = logging.getLogger(__name__)
 

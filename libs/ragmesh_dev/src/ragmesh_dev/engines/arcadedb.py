@@ -2,7 +2,7 @@
 
 It stands in for Neo4j 5 on one machine: the graph service talks to it with the ordinary `neo4j` driver.
 
-    python -m ragmesh_common.engines.arcadedb --root DIR --bolt-port P --http-port H --password PW
+    python -m ragmesh_dev.engines.arcadedb --root DIR --bolt-port P --http-port H --password PW
 
 runs the server in the foreground until SIGTERM/SIGINT. `EmbeddedArcadeDB` spawns that as a subprocess so
 the JVM (heavy: a few hundred MB resident, seconds to start) lives in its own process and dies with it.
@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from ragmesh_common.engines.postgres import port_open
+from ragmesh_dev.ports import port_open
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class EmbeddedArcadeDB:
             if port_open(self.host, port):
                 raise RuntimeError(f"port {self.host}:{port} is taken; set ARCADEDB_BOLT_PORT/ARCADEDB_HTTP_PORT "
                                    "to free ports")
-        args = [sys.executable, "-m", "ragmesh_common.engines.arcadedb", "--root", str(self.data_dir),
+        args = [sys.executable, "-m", "ragmesh_dev.engines.arcadedb", "--root", str(self.data_dir),
                 "--bolt-port", str(self.bolt_port), "--http-port", str(self.http_port), "--database", self.database,
                 "--host", self.host, "--heap", self.heap]
         # The password travels in the environment, not argv (argv is world-readable in /proc).

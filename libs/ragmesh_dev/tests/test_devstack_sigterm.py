@@ -38,7 +38,7 @@ ASYNC = """
             print("stopped", flush=True)
     asyncio.run(main())
 """
-INSTALL = "from ragmesh_common.devstack import interrupt_on_sigterm; interrupt_on_sigterm()"
+INSTALL = "from ragmesh_dev.devstack import interrupt_on_sigterm; interrupt_on_sigterm()"
 
 
 def alive(pid: int) -> bool:
