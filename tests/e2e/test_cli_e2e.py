@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ragmesh_common.devstack import Stack
+from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 
