@@ -13,7 +13,8 @@ from ragmesh.graph.v1 import graph_pb2_grpc
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh.reranker.v1 import reranker_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2_grpc
-from ragmesh_common.server import insecure_channel, wait_serving
+from ragmesh_common.server import insecure_channel
+from ragmesh_gateway.config import Settings
 
 # gRPC status -> HTTP status for errors the user should see as their own fault
 CLIENT_ERRORS = {
@@ -61,7 +62,7 @@ class StepFailed(Exception):
 
 
 class Mesh:
-    """Channels and stubs for the six services the gateway calls."""
+    """Channels and stubs for the six services the gateway calls. One per app, built in its lifespan."""
 
     def __init__(self, *, parser: str, embedder: str, retriever: str, reranker: str, graph: str, answerer: str) -> None:
         self.addresses = {"parser": parser, "embedder": embedder, "retriever": retriever, "reranker": reranker,
@@ -73,6 +74,11 @@ class Mesh:
         self.reranker = reranker_pb2_grpc.RerankerServiceStub(self._channels["reranker"])
         self.graph = graph_pb2_grpc.GraphServiceStub(self._channels["graph"])
         self.answerer = answerer_pb2_grpc.AnswererServiceStub(self._channels["answerer"])
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Mesh:
+        return cls(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
+                   reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
 
     async def health(self, timeout: float = 2.0) -> dict[str, str]:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -87,10 +93,6 @@ class Mesh:
         # in parallel: a hung service must not push /readyz past its probe's timeout
         statuses = await asyncio.gather(*(check(channel) for channel in self._channels.values()))
         return dict(zip(self._channels, statuses))
-
-    async def wait_ready(self, timeout: float) -> None:
-        for addr in self.addresses.values():
-            await wait_serving(addr, timeout)
 
     async def close(self) -> None:
         for channel in self._channels.values():
