@@ -42,7 +42,6 @@ class Settings:
     max_upload_bytes: int = 50 * 1024 * 1024
     max_json_bytes: int = 1024 * 1024     # a chat or search request body (413 beyond)
     max_header_bytes: int = 16 * 1024     # all request headers together (431 beyond; h11's limit too)
-    top_k: int = 5
     candidates: int = 30
     min_relevance: float = 0.25
     rate_limit_per_minute: int = 60
@@ -79,7 +78,6 @@ class Settings:
             max_upload_bytes=env_int("GATEWAY_MAX_UPLOAD_BYTES", 50 * 1024 * 1024),
             max_json_bytes=env_int("GATEWAY_MAX_JSON_BYTES", 1024 * 1024),
             max_header_bytes=env_int("GATEWAY_MAX_HEADER_BYTES", 16 * 1024),
-            top_k=env_int("GATEWAY_TOP_K", 5),
             candidates=env_int("GATEWAY_CANDIDATES", 30),
             min_relevance=env_float("GATEWAY_MIN_RELEVANCE", 0.25),
             rate_limit_per_minute=env_int("GATEWAY_RATE_LIMIT_PER_MINUTE", 60),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from types import MappingProxyType
 
 import grpc
 from grpc import aio
@@ -17,14 +18,14 @@ from ragmesh_common.server import insecure_channel
 from ragmesh_gateway.config import Settings
 
 # gRPC status -> HTTP status for errors the user should see as their own fault
-CLIENT_ERRORS = {
+CLIENT_ERRORS = MappingProxyType({
     grpc.StatusCode.INVALID_ARGUMENT: 400,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.UNAUTHENTICATED: 401,
-}
+})
 
-UNAVAILABLE_CAUSES = {
+UNAVAILABLE_CAUSES = MappingProxyType({
     grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
     grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
     grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
@@ -34,7 +35,7 @@ UNAVAILABLE_CAUSES = {
     grpc.StatusCode.INTERNAL: "the service failed internally",
     grpc.StatusCode.UNKNOWN: "the service failed internally",
     grpc.StatusCode.DATA_LOSS: "the service failed internally",
-}
+})
 
 logger = logging.getLogger(__name__)
 
