@@ -8,7 +8,7 @@ import io
 import json
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from fastapi import HTTPException, UploadFile
@@ -61,7 +61,7 @@ class Stub:
 
 class CountingMesh:
     """Stands in for Mesh; counts how many the app builds."""
-    built: list[CountingMesh] = []
+    built: ClassVar[list[CountingMesh]] = []
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
@@ -162,8 +162,8 @@ async def test_a_down_queue_fails_the_document_and_says_so(tmp_path: Path) -> No
     documents, mesh = lifecycle(tmp_path, FakeCelery(ConnectionError("redis down")))
     with pytest.raises(HTTPException) as raised:
         await documents.upload(ALICE, notes(), title="", acl=json.dumps({"departments": ["eng"]}))
-    assert (raised.value.status_code, raised.value.detail) == (503, "ingestion queue unavailable; the document was "
-                                                                     "not queued")
+    assert raised.value.status_code == 503
+    assert raised.value.detail == "ingestion queue unavailable; the document was not queued"
     [(_, update)] = [c for c in mesh.calls if c[0] == "UpdateDocumentStatus"]
     assert update.status == common_pb2.DOCUMENT_STATUS_FAILED and "upload again" in update.error
     assert (tmp_path / "uploads" / DOC_ID / "notes.md").exists()  # kept, as the log says

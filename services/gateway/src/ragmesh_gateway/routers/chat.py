@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from types import MappingProxyType
 from typing import Any
 
@@ -60,7 +60,7 @@ async def chat(body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: Orch
         span.end()
         raise
 
-    async def events() -> AsyncIterator[dict[str, Any]]:
+    async def events() -> AsyncGenerator[dict[str, Any], None]:
         try:
             with trace.use_span(span, end_on_exit=False):
                 async for item in orchestrator.run(prepared):
