@@ -169,11 +169,12 @@ def test_service_ports_match_containers_and_addr_wiring(scenario: str) -> None:
             assert env[f"{name.upper()}_ADDR"] == f"{services[name]['metadata']['name']}:{port}"
 
 
-def test_worker_runs_celery_from_the_gateway_image() -> None:
+def test_worker_runs_celery_from_the_ingestion_image() -> None:
     deployments = _by_kind(_scenario_docs("default"), "Deployment")
     worker, gateway = _container(deployments["worker"]), _container(deployments["gateway"])
-    assert worker["command"] == ["celery", "-A", "ragmesh_gateway.worker", "worker"]
-    assert worker["image"] == gateway["image"] == "ghcr.io/ragmesh/ragmesh-gateway:0.1.0"
+    assert worker["command"] == ["celery", "-A", "ragmesh_ingestion.worker", "worker"]
+    assert worker["image"] == "ghcr.io/ragmesh/ragmesh-ingestion:0.1.0"
+    assert gateway["image"] == "ghcr.io/ragmesh/ragmesh-gateway:0.1.0"
     assert "ports" not in worker
 
 

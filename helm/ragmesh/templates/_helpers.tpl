@@ -26,7 +26,7 @@ app.kubernetes.io/part-of: ragmesh
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
 
-{{/* Environment prefix of a component: the worker runs the gateway package, so it reads GATEWAY_*. */}}
+{{/* Environment prefix of a component: the worker shares the gateway's GATEWAY_* settings (GATEWAY_GRAPH_ENABLED). */}}
 {{- define "ragmesh.envPrefix" -}}
 {{- if eq .name "worker" -}}GATEWAY{{- else -}}{{ upper .name }}{{- end -}}
 {{- end -}}

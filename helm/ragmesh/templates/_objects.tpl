@@ -18,7 +18,7 @@ component.yaml loops over .Values.components and includes every one of these.
 {{- $readiness = dict "httpGet" (dict "path" "/readyz" "port" "http") "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3 -}}
 {{- $liveness = dict "httpGet" (dict "path" "/healthz" "port" "http") "periodSeconds" 15 "timeoutSeconds" 5 "failureThreshold" 4 -}}
 {{- else if eq .name "worker" -}}
-{{- $liveness = dict "exec" (dict "command" (list "sh" "-c" "celery -A ragmesh_gateway.worker inspect ping --timeout 10 -d celery@$HOSTNAME")) "initialDelaySeconds" 30 "periodSeconds" 60 "timeoutSeconds" 30 "failureThreshold" 3 -}}
+{{- $liveness = dict "exec" (dict "command" (list "sh" "-c" "celery -A ragmesh_ingestion.worker inspect ping --timeout 10 -d celery@$HOSTNAME")) "initialDelaySeconds" 30 "periodSeconds" 60 "timeoutSeconds" 30 "failureThreshold" 3 -}}
 {{- end -}}
 {{- with ($c.startupProbe | default $startup) }}
 startupProbe:

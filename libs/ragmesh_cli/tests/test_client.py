@@ -74,5 +74,5 @@ def test_collect_walks_folders_and_skips_unsupported_and_hidden_files(tmp_path: 
 
 
 def test_supported_extensions_are_the_parsers() -> None:
-    formats = pytest.importorskip("ragmesh_parser.formats")
+    formats = pytest.importorskip("ragmesh_common.formats")
     assert SUPPORTED_EXTENSIONS == set(formats.accepted_extensions())

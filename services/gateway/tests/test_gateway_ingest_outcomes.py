@@ -10,7 +10,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh_gateway.config import Deadlines
-from ragmesh_gateway.ingest import Ingestor
+from ragmesh_ingestion.pipeline import Ingestor
 
 
 class _User:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmesh_gateway.app import upload_mime_type
+from ragmesh_gateway.documents import upload_mime_type
 
 
 @pytest.mark.parametrize(("filename", "declared", "expected"), [

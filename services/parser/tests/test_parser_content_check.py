@@ -10,7 +10,7 @@ import grpc
 import pytest
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_parser.formats import check_content
+from ragmesh_common.formats import check_content
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64)
 

@@ -17,7 +17,7 @@ from ragmesh_cli.client import ApiError, Settings, error_message, sse_events, un
 
 logger = logging.getLogger(__name__)
 
-# The parser's accepted extensions (ragmesh_parser.formats.EXTENSIONS; a unit test keeps the two equal).
+# The parser's accepted extensions (ragmesh_common.formats.EXTENSIONS; a unit test keeps the two equal).
 # Files with other extensions are skipped before upload; the gateway's 415 would refuse them anyway.
 SUPPORTED_EXTENSIONS = frozenset({".md", ".markdown", ".html", ".htm", ".xhtml", ".docx", ".pptx", ".xlsx", ".xlsm",
                                   ".csv", ".pdf", ".txt", ".text"})

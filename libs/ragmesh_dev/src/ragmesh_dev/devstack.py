@@ -304,7 +304,7 @@ class Stack:
             ollama = self._spawn("ollama", [sys.executable, "-m", "ragmesh_dev.local_ollama",
                                             "--host", self.host, "--port", str(self.ports["ollama"])])
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
-            worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_gateway.worker",
+            worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_ingestion.worker",
                                                    "worker", "--pool=solo", "-Q", "ingest", "--loglevel=INFO",
                                                    "--without-gossip", "--without-mingle", "--without-heartbeat"])
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])

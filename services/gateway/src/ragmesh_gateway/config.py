@@ -51,7 +51,6 @@ class Settings(ServiceSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     max_json_bytes: int = 1024 * 1024     # a chat or search request body (413 beyond)
     max_header_bytes: int = 16 * 1024     # all request headers together (431 beyond; h11's limit too)
-    top_k: int = 5
     candidates: int = 30
     min_relevance: float = Thresholds.vector_weak  # also the weak vector threshold of the relevance grade
     rate_limit_per_minute: int = 60

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from types import MappingProxyType
 
 import grpc
 from grpc import aio
@@ -13,17 +14,18 @@ from ragmesh.graph.v1 import graph_pb2_grpc
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh.reranker.v1 import reranker_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2_grpc
-from ragmesh_common.server import insecure_channel, wait_serving
+from ragmesh_common.server import insecure_channel
+from ragmesh_gateway.config import Settings
 
 # gRPC status -> HTTP status for errors the user should see as their own fault
-CLIENT_ERRORS = {
+CLIENT_ERRORS = MappingProxyType({
     grpc.StatusCode.INVALID_ARGUMENT: 400,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.UNAUTHENTICATED: 401,
-}
+})
 
-UNAVAILABLE_CAUSES = {
+UNAVAILABLE_CAUSES = MappingProxyType({
     grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
     grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
     grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
@@ -33,7 +35,7 @@ UNAVAILABLE_CAUSES = {
     grpc.StatusCode.INTERNAL: "the service failed internally",
     grpc.StatusCode.UNKNOWN: "the service failed internally",
     grpc.StatusCode.DATA_LOSS: "the service failed internally",
-}
+})
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class StepFailed(Exception):
 
 
 class Mesh:
-    """Channels and stubs for the six services the gateway calls."""
+    """Channels and stubs for the six services the gateway calls. One per app, built in its lifespan."""
 
     def __init__(self, *, parser: str, embedder: str, retriever: str, reranker: str, graph: str, answerer: str) -> None:
         self.addresses = {"parser": parser, "embedder": embedder, "retriever": retriever, "reranker": reranker,
@@ -73,6 +75,11 @@ class Mesh:
         self.reranker = reranker_pb2_grpc.RerankerServiceStub(self._channels["reranker"])
         self.graph = graph_pb2_grpc.GraphServiceStub(self._channels["graph"])
         self.answerer = answerer_pb2_grpc.AnswererServiceStub(self._channels["answerer"])
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Mesh:
+        return cls(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
+                   reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
 
     async def health(self, timeout: float = 2.0) -> dict[str, str]:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -87,10 +94,6 @@ class Mesh:
         # in parallel: a hung service must not push /readyz past its probe's timeout
         statuses = await asyncio.gather(*(check(channel) for channel in self._channels.values()))
         return dict(zip(self._channels, statuses))
-
-    async def wait_ready(self, timeout: float) -> None:
-        for addr in self.addresses.values():
-            await wait_serving(addr, timeout)
 
     async def close(self) -> None:
         for channel in self._channels.values():

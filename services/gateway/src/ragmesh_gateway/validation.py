@@ -26,7 +26,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_parser.formats import check_content
+from ragmesh_common.formats import check_content
 
 # C0 controls except \t \n \r, DEL, C1 controls, and surrogates (a str holding one is not valid Unicode text)
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")

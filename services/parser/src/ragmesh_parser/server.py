@@ -16,7 +16,7 @@ from ragmesh_parser.chunker import LEVEL_DOCUMENT, LEVEL_SECTION, Chunker, Chunk
 from ragmesh_parser.config import Settings
 from ragmesh_parser.converter import DocumentParser
 from ragmesh_parser.document import Block, ParsedDocument
-from ragmesh_parser.formats import accepted_extensions, check_content, detect_format
+from ragmesh_common.formats import accepted_extensions, check_content, detect_format
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)

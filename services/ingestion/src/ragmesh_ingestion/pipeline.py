@@ -8,18 +8,19 @@ mid-document leaves the task in the queue rather than losing it: the broker hand
 INGEST_VISIBILITY_TIMEOUT_SECONDS (default 3600, longer than any ingestion), or at once when the local
 stack's single worker restarts (worker.py, INGEST_RESTORE_UNACKED_ON_START). Running a document again is
 harmless: indexing replaces the document's chunks in one transaction and the graph MERGEs.
+
+Every status change goes to the catalogue and to the channel together (`advance`), under the same name
+(tasks.status_name of the proto enum); `retrying` is the one event that is not a catalogue status.
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
-from celery import Celery
 from grpc import aio
 from opentelemetry import trace
 from redis.asyncio import Redis
@@ -31,42 +32,15 @@ from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
-from ragmesh_gateway.config import Deadlines
-from ragmesh_gateway.mesh import Mesh
+from ragmesh_ingestion.clients import Clients
+from ragmesh_ingestion.config import Deadlines
+from ragmesh_ingestion.tasks import RETRYING, channel_name, event, status_name
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
-TASK_NAME = "ragmesh.ingest_document"
-QUEUE = "ingest"
 EMBED_BATCH = 64
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
-
-
-def channel_name(document_id: str) -> str:
-    return f"ragmesh:ingest:{document_id}"
-
-
-def visibility_timeout() -> float:
-    raw = os.environ.get("INGEST_VISIBILITY_TIMEOUT_SECONDS", "").strip()
-    try:
-        value = float(raw) if raw else 3600.0
-    except ValueError:
-        raise SystemExit(f"INGEST_VISIBILITY_TIMEOUT_SECONDS must be a number of seconds, not {raw!r}") from None
-    if value <= 0:
-        raise SystemExit("INGEST_VISIBILITY_TIMEOUT_SECONDS must be > 0")
-    return value
-
-
-def create_celery(redis_url: str) -> Celery:
-    app = Celery("ragmesh", broker=redis_url)
-    app.conf.update(
-        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-        task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
-        broker_connection_retry_on_startup=True, broker_transport_options={"visibility_timeout": visibility_timeout()},
-        worker_hijack_root_logger=False,
-    )
-    return app
 
 
 class TransientIngestError(RuntimeError):
@@ -76,14 +50,14 @@ class TransientIngestError(RuntimeError):
 class Ingestor:
     """The async ingestion pipeline for one document."""
 
-    def __init__(self, mesh: Mesh, redis: Redis, deadlines: Deadlines, *, graph_enabled: bool = True) -> None:
+    def __init__(self, mesh: Clients, redis: Redis, deadlines: Deadlines, *, graph_enabled: bool = True) -> None:
         self.mesh = mesh
         self.redis = redis
         self.deadlines = deadlines
         self.graph_enabled = graph_enabled
 
     async def publish(self, document_id: str, status: str, **extra: Any) -> None:
-        payload = json.dumps({"document_id": document_id, "status": status, "time": time.time(), **extra})
+        payload = json.dumps(event(document_id, status, time=time.time(), **extra))
         key = channel_name(document_id)
         try:
             await self.redis.set(f"{key}:last", payload, ex=3600)
@@ -96,6 +70,12 @@ class Ingestor:
             retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, **fields),
             metadata=user.metadata(), timeout=self.deadlines.index)
 
+    async def advance(self, user: UserContext, document_id: str, status: int, fields: dict[str, Any] | None = None,
+                      **extra: Any) -> None:
+        """Records `status` in the catalogue (with `fields`), then publishes it (with `extra`)."""
+        await self._status(user, document_id, status, **(fields or {}))
+        await self.publish(document_id, status_name(status), **extra)
+
     async def run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str,
                   final_attempt: bool = True) -> None:
         with tracer.start_as_current_span("ingest") as span:
@@ -105,7 +85,7 @@ class Ingestor:
             except aio.AioRpcError as exc:
                 step = getattr(exc, "_ragmesh_step", "ingest")
                 if exc.code() in TRANSIENT and not final_attempt:
-                    await self.publish(document_id, "retrying", step=step, message=exc.details())
+                    await self.publish(document_id, RETRYING, step=step, message=exc.details())
                     raise TransientIngestError(f"{step}: {exc.code().name}") from exc
                 message = f"{step} failed: {exc.details() or exc.code().name}"
                 await self._fail(document_id, user, message)
@@ -118,7 +98,7 @@ class Ingestor:
         try:
             await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_FAILED, error=message[:2000])
         finally:
-            await self.publish(document_id, "failed", error=message)
+            await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_FAILED), error=message)
 
     async def _step(self, step: str, call: Any) -> Any:
         try:
@@ -130,8 +110,7 @@ class Ingestor:
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
         content = path.read_bytes()
-        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING)
-        await self.publish(document_id, "parsing", progress=0.1)
+        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
         parsed = await self._step("parse", self.mesh.parser.Parse(
             parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
             metadata=user.metadata(), timeout=self.deadlines.parse))
@@ -139,9 +118,8 @@ class Ingestor:
         if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
             await self._fail(document_id, user, "no extractable text")  # e.g. an image-only file, links only
             return
-        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, page_count=parsed.page_count)
-        await self.publish(document_id, "embedding", progress=0.3, chunks=len(chunks), pages=parsed.page_count,
-                           format=parsed.format)
+        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, {"page_count": parsed.page_count},
+                           progress=0.3, chunks=len(chunks), pages=parsed.page_count, format=parsed.format)
         for start in range(0, len(chunks), EMBED_BATCH):
             batch = chunks[start:start + EMBED_BATCH]
             reply = await self._step("embed", self.mesh.embedder.Embed(
@@ -150,10 +128,10 @@ class Ingestor:
             for chunk, vector in zip(batch, reply.vectors):
                 chunk.embedding[:] = vector.values
             done = min(start + EMBED_BATCH, len(chunks))
-            await self.publish(document_id, "embedding", progress=round(0.3 + 0.5 * done / max(len(chunks), 1), 3),
-                               embedded=done, chunks=len(chunks))
-        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING)
-        await self.publish(document_id, "indexing", progress=0.85)
+            await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING),
+                               progress=round(0.3 + 0.5 * done / max(len(chunks), 1), 3), embedded=done,
+                               chunks=len(chunks))
+        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
         await self._step("index", self.mesh.retriever.IndexChunks(
             retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=user.metadata(),
             timeout=self.deadlines.index))
@@ -174,9 +152,9 @@ class Ingestor:
                 span.set_attribute(attr.RAG_DEGRADED, True)
                 span.add_event("degraded", {attr.RAG_STAGE: "graph", attr.RAG_DEGRADED_REASON: graph_note})
         summary = next((c.text for c in chunks if c.level == common_pb2.CHUNK_LEVEL_DOCUMENT), "")
-        await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_READY, title=parsed.title,
-                           summary=summary[:2000], page_count=parsed.page_count)
-        await self.publish(document_id, "ready", progress=1.0, chunks=len(chunks), graph=graph_note)
+        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_READY,
+                           {"title": parsed.title, "summary": summary[:2000], "page_count": parsed.page_count},
+                           progress=1.0, chunks=len(chunks), graph=graph_note)
         logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
 
 

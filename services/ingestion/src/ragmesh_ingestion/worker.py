@@ -1,4 +1,4 @@
-"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=solo -Q ingest`.
+"""The Celery ingestion worker: `celery -A ragmesh_ingestion.worker worker --pool=solo -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
 the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
@@ -7,7 +7,6 @@ the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from pathlib import Path
@@ -20,9 +19,10 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_common.tokens import install_from_env
-from ragmesh_gateway.config import Settings
-from ragmesh_gateway.ingest import TASK_NAME, Ingestor, TransientIngestError, create_celery
-from ragmesh_gateway.mesh import Mesh
+from ragmesh_ingestion.clients import Clients
+from ragmesh_ingestion.config import Settings
+from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
+from ragmesh_ingestion.tasks import TASK_NAME, create_celery, task_user
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
@@ -54,26 +54,24 @@ def restore_unacked(**_: object) -> None:
         logger.warning("restored %d unacknowledged ingestion task(s) left by a stopped worker", len(tags))
 
 
-async def _ingest(document_id: str, user: dict[str, object], path: str, filename: str, mime_type: str,
+async def _ingest(document_id: str, user: UserContext, path: str, filename: str, mime_type: str,
                   final_attempt: bool) -> None:
-    mesh = Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
-                reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
+    # per task: each task runs in its own event loop (asyncio.run), and a gRPC aio channel is bound to one
+    clients = Clients.from_settings(settings)
     redis = Redis.from_url(settings.redis_url, socket_timeout=5)
     try:
-        context = UserContext(user_id=str(user["user_id"]), department=str(user.get("department", "")),
-                              roles=tuple(user.get("roles", [])))  # type: ignore[arg-type]
-        await Ingestor(mesh, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-            document_id, context, Path(path), filename, mime_type, final_attempt=final_attempt)
+        await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
+            document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt)
     finally:
         await redis.aclose()
-        await mesh.close()
+        await clients.close()
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
 def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        asyncio.run(_ingest(document_id, json.loads(user_json), path, filename, mime_type, final_attempt))
+        asyncio.run(_ingest(document_id, task_user(user_json), path, filename, mime_type, final_attempt))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)

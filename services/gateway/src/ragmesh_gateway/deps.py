@@ -1,0 +1,49 @@
+"""FastAPI dependencies: the caller and the parts of the app's Runtime a handler needs.
+
+None of them refuses a request except `current_user` (401): a check whose order matters against the request's
+validation (422) or the caller's rights (403) is made in the handler. All async: FastAPI runs a plain `def` dependency in its thread pool, a hand-off that costs more than these
+attribute reads."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.auth import Authenticator
+from ragmesh_gateway.documents import DocumentLifecycle
+from ragmesh_gateway.orchestrator import Orchestrator
+from ragmesh_gateway.runtime import RateLimiter, Runtime
+
+_bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
+
+
+async def current_user(request: Request,
+                       _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None) -> UserContext:
+    """The authenticated caller (bearer JWT verified by the app's Authenticator)."""
+    authenticator: Authenticator = request.app.state.authenticator
+    return await authenticator.authenticate(request)
+
+
+async def runtime(request: Request) -> Runtime:
+    return request.app.state.runtime  # type: ignore[no-any-return]  # set by the app's lifespan
+
+
+async def orchestrator(rt: Annotated[Runtime, Depends(runtime)]) -> Orchestrator:
+    return rt.orchestrator
+
+
+async def rate_limiter(rt: Annotated[Runtime, Depends(runtime)]) -> RateLimiter:
+    return rt.rate_limiter
+
+
+async def documents(rt: Annotated[Runtime, Depends(runtime)]) -> DocumentLifecycle:
+    return rt.documents
+
+
+User = Annotated[UserContext, Depends(current_user)]
+RuntimeDep = Annotated[Runtime, Depends(runtime)]
+OrchestratorDep = Annotated[Orchestrator, Depends(orchestrator)]
+RateLimiterDep = Annotated[RateLimiter, Depends(rate_limiter)]
+Documents = Annotated[DocumentLifecycle, Depends(documents)]

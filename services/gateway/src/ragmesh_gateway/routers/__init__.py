@@ -1,0 +1,1 @@
+"""The HTTP API's routes by concern; app.py includes them in this order."""

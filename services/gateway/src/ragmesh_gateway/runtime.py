@@ -1,0 +1,88 @@
+"""What one gateway app runs on: the mesh clients, the orchestrator, Redis, the Celery client, the document
+lifecycle and the trace store, built once in the app's lifespan and closed when it ends (`app.state.runtime`)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import HTTPException
+from redis.asyncio import Redis
+
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.config import Settings
+from ragmesh_gateway.documents import DocumentLifecycle
+from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.orchestrator import Orchestrator
+from ragmesh_gateway.traces import Retention, TraceStore
+from ragmesh_ingestion.tasks import create_celery
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RateLimiter:
+    """At most `per_minute` chat or search requests per user and clock minute, counted in Redis (0: no limit)."""
+    redis: Redis
+    per_minute: int
+
+    async def check(self, user: UserContext) -> None:
+        if self.per_minute <= 0:
+            return
+        key = f"ragmesh:rate:{user.user_id}:{int(time.time() // 60)}"
+        try:
+            count = await self.redis.incr(key)
+            if count == 1:
+                await self.redis.expire(key, 90)
+        except Exception:  # noqa: BLE001 - a down Redis must not stop chat
+            logger.warning("rate limiter unavailable; request allowed", exc_info=True)
+            return
+        if count > self.per_minute:
+            raise HTTPException(429, f"rate limit: at most {self.per_minute} requests per minute",
+                                headers={"Retry-After": "60"})
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    mesh: Mesh
+    orchestrator: Orchestrator
+    redis: Redis
+    rate_limiter: RateLimiter
+    documents: DocumentLifecycle
+    traces: TraceStore | None  # None without GATEWAY_TRACES_DSN
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIterator[Runtime]:
+    """Builds the runtime (the mesh once: `mesh`, for tests, or the configured one), keeps the trace table
+    bounded while it is open, and closes everything after."""
+    mesh = mesh or Mesh.from_settings(settings)
+    orchestrator = Orchestrator(mesh, settings.deadlines, min_relevance=settings.min_relevance,
+                                graph_enabled=settings.graph_enabled, relevance=settings.relevance,
+                                corrective_alpha=settings.corrective_alpha,
+                                corrective_candidates=settings.corrective_candidates)
+    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    documents = DocumentLifecycle(settings, mesh, redis, create_celery(settings.redis_url))
+    traces = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
+    retention = Retention.from_env()
+    background: list[asyncio.Task[None]] = []
+    if traces:
+        await traces.open()
+        if retention.enabled:
+            background.append(asyncio.create_task(traces.keep_bounded(retention)))
+    settings.upload_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield Runtime(settings=settings, mesh=mesh, orchestrator=orchestrator, redis=redis,
+                      rate_limiter=RateLimiter(redis, settings.rate_limit_per_minute), documents=documents,
+                      traces=traces)
+    finally:
+        for task in background:
+            task.cancel()
+        if traces:
+            await traces.close()
+        await redis.aclose()
+        await mesh.close()

@@ -1,0 +1,135 @@
+"""The ingestion pipeline over fake clients: the catalogue and the progress events name each status the same way,
+a transient hop failure is retried, and a permanent one fails the document with the step's message."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc import aio
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh.embedder.v1 import embedder_pb2
+from ragmesh.graph.v1 import graph_pb2
+from ragmesh.parser.v1 import parser_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common.context import UserContext
+from ragmesh_ingestion.config import Deadlines
+from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
+from ragmesh_ingestion.tasks import RETRYING, TERMINAL, channel_name, create_celery, send_ingest, status_name, task_user
+
+DOC = "7b0e3f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+USER = UserContext(user_id="alice", department="eng", roles=("employee",), token="t")
+
+
+def rpc_error(code: grpc.StatusCode, details: str = "") -> aio.AioRpcError:
+    return aio.AioRpcError(code, aio.Metadata(), aio.Metadata(), details=details)
+
+
+class Stub:
+    """Records each call and answers it with a fixed reply (or raises it, for an exception)."""
+
+    def __init__(self, calls: list[tuple[str, Any]], **replies: Any) -> None:
+        self.calls, self.replies = calls, replies
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(request: Any, **_: Any) -> Any:
+            self.calls.append((name, request))
+            reply = self.replies[name]
+            reply = reply(request) if callable(reply) else reply
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+        return call
+
+
+class FakeClients:
+    def __init__(self, parse: Any = None) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        chunks = [common_pb2.Chunk(chunk_id="d", document_id=DOC, level=common_pb2.CHUNK_LEVEL_DOCUMENT, text="Sum."),
+                  common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Body.")]
+        self.parser = Stub(self.calls, Parse=parse or parser_pb2.ParseResponse(chunks=chunks, page_count=1,
+                                                                                  title="T", format="markdown"))
+        self.embedder = Stub(self.calls, Embed=lambda r: embedder_pb2.EmbedResponse(
+            vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in r.texts]))
+        self.retriever = Stub(self.calls, UpdateDocumentStatus=common_pb2.Document(),
+                              IndexChunks=retriever_pb2.IndexChunksResponse())
+        self.graph = Stub(self.calls, IngestChunks=graph_pb2.IngestChunksResponse(entities=2, relations=1))
+
+
+class FakeRedis:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, dict[str, Any]]] = []
+
+    async def set(self, key: str, value: str, ex: int) -> None:
+        pass
+
+    async def publish(self, channel: str, payload: str) -> None:
+        self.published.append((channel, json.loads(payload)))
+
+
+async def ingest(tmp_path: Path, clients: FakeClients, *, final_attempt: bool = True) -> FakeRedis:
+    path = tmp_path / "a.md"
+    path.write_text("# T\n\nBody.")
+    redis = FakeRedis()
+    await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
+                                                    final_attempt=final_attempt)
+    return redis
+
+
+def catalogue_statuses(clients: FakeClients) -> list[str]:
+    return [status_name(r.status) for name, r in clients.calls if name == "UpdateDocumentStatus"]
+
+
+async def test_events_and_catalogue_use_one_status_vocabulary(tmp_path: Path) -> None:
+    clients = FakeClients()
+    redis = await ingest(tmp_path, clients)
+    events = [e["status"] for channel, e in redis.published]
+    assert {channel for channel, _ in redis.published} == {channel_name(DOC)}
+    assert catalogue_statuses(clients) == ["parsing", "embedding", "indexing", "ready"]
+    assert [s for i, s in enumerate(events) if i == 0 or s != events[i - 1]] == catalogue_statuses(clients)
+    assert redis.published[-1][1]["status"] in TERMINAL and redis.published[-1][1]["graph"] == "2 entities, 1 relations"
+    embedded = [r for name, r in clients.calls if name == "Embed"]
+    assert [list(r.texts) for r in embedded] == [["Sum.", "Body."]]
+
+
+async def test_transient_failure_is_retried_and_announced(tmp_path: Path) -> None:
+    clients = FakeClients(parse=rpc_error(grpc.StatusCode.UNAVAILABLE, "parser restarting"))
+    path = tmp_path / "a.md"
+    path.write_text("# T")
+    redis = FakeRedis()
+    with pytest.raises(TransientIngestError, match="parse: UNAVAILABLE"):
+        await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
+                                                        final_attempt=False)
+    assert catalogue_statuses(clients) == ["parsing"]  # no failed status: the task runs again
+    assert [e["status"] for _, e in redis.published] == ["parsing", RETRYING]
+    assert redis.published[-1][1]["step"] == "parse"
+
+
+async def test_last_attempt_fails_the_document_with_the_step(tmp_path: Path) -> None:
+    clients = FakeClients(parse=rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "not a PDF"))
+    redis = await ingest(tmp_path, clients)
+    assert catalogue_statuses(clients) == ["parsing", "failed"]
+    last = redis.published[-1][1]
+    assert (last["status"], last["error"]) == ("failed", "parse failed: not a PDF")
+    assert "failed" in TERMINAL and RETRYING not in TERMINAL
+
+
+def test_status_names_are_the_proto_enum_without_its_prefix() -> None:
+    names = {status_name(v) for v in common_pb2.DocumentStatus.values()}
+    assert names == {"unspecified", "queued", "parsing", "embedding", "indexing", "ready", "failed"}
+    assert TERMINAL == {"ready", "failed"}
+
+
+def test_a_task_carries_the_uploader() -> None:
+    sent: list[tuple[str, list[Any]]] = []
+    app = create_celery("redis://127.0.0.1:1/0")
+    app.send_task = lambda name, args: sent.append((name, args))  # type: ignore[method-assign]
+    send_ingest(app, DOC, USER, "/u/a.md", "a.md", "text/markdown")
+    [(name, args)] = sent
+    assert name == "ragmesh.ingest_document" and args[0] == DOC and args[2:] == ["/u/a.md", "a.md", "text/markdown"]
+    assert task_user(args[1]) == UserContext(user_id="alice", department="eng", roles=("employee",))
+    assert "t" not in json.loads(args[1]).values()  # the request's token stays behind; the worker signs its own
