@@ -5,9 +5,11 @@ GATEWAY_GRAPH_ENABLED: one switch turns the graph off for chat and ingestion ali
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ragmesh_common.config import env_bool, env_str
+from pydantic import Field
+
+from ragmesh_common.config import ServiceSettings, settings_config
 
 
 @dataclass(frozen=True)
@@ -18,23 +20,16 @@ class Deadlines:
     index: float = 120.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    parser_addr: str
-    embedder_addr: str
-    retriever_addr: str
-    graph_addr: str
-    redis_url: str
-    graph_enabled: bool = True
-    deadlines: Deadlines = field(default_factory=Deadlines)
+class Settings(ServiceSettings):
+    model_config = settings_config()
 
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            parser_addr=env_str("PARSER_ADDR"),
-            embedder_addr=env_str("EMBEDDER_ADDR"),
-            retriever_addr=env_str("RETRIEVER_ADDR"),
-            graph_addr=env_str("GRAPH_ADDR"),
-            redis_url=env_str("REDIS_URL"),
-            graph_enabled=env_bool("GATEWAY_GRAPH_ENABLED", True),
-        )
+    parser_addr: str = Field(validation_alias="PARSER_ADDR")
+    embedder_addr: str = Field(validation_alias="EMBEDDER_ADDR")
+    retriever_addr: str = Field(validation_alias="RETRIEVER_ADDR")
+    graph_addr: str = Field(validation_alias="GRAPH_ADDR")
+    redis_url: str = Field(validation_alias="REDIS_URL", repr=False)
+    graph_enabled: bool = Field(True, validation_alias="GATEWAY_GRAPH_ENABLED")
+
+    @property
+    def deadlines(self) -> Deadlines:
+        return Deadlines()
