@@ -1,9 +1,9 @@
-"""Fusion math against hand-computed examples (Weaviate's relativeScoreFusion and rankedFusion, DBSF)."""
+"""Ranking math against hand-computed examples: leg fusion (Weaviate's relativeScoreFusion and rankedFusion, DBSF), sub-query and summary-first merging, Rocchio feedback, the fusion vocabulary."""
 from __future__ import annotations
 
 import pytest
 
-from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
+from ragmesh_retriever.ranking import distribution_based_fusion, ranked_fusion, relative_score_fusion
 
 
 def test_relative_score_fusion_matches_hand_computation() -> None:

@@ -186,13 +186,10 @@ async def test_search_never_returns_another_departments_chunks(stub) -> None:  #
     bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
     alice_doc = await add_document(stub, ALICE, "eng-notes", [("the build pipeline uses caching", unit(6))])
     for vector in (unit(5), unit(6)):
-        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50,
-                                                                 include_accessible_document_ids=True),
+        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50),
                                      metadata=ALICE.metadata())
         assert {r.chunk.document_id for r in as_alice.results} == {alice_doc}
-        assert list(as_alice.accessible_document_ids) == [alice_doc]
-    plain = await stub.Search(retriever_pb2.SearchRequest(query=secret, top_k=5), metadata=ALICE.metadata())
-    assert (plain.accessible_documents, list(plain.accessible_document_ids)) == (1, [])  # ids only when asked
+        assert as_alice.accessible_documents == 1
     as_bob = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=unit(5), top_k=50),
                                metadata=BOB.metadata())
     assert as_bob.results[0].chunk.document_id == bob_doc and alice_doc not in {r.chunk.document_id for r in as_bob.results}
