@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -558,10 +558,12 @@ class InProcess:
 
         pending = asyncio.create_task(asyncio.to_thread(lambda: self.model.encode([text], is_query=True)[0].tolist()))
         query = SearchQuery(text=text, vector=None, top_k=top_k, alpha=self.alpha,
-                            candidates=max(self.candidates, top_k), pending_vector=pending)
+                            candidates=max(self.candidates, top_k))
         async with self.db.transaction(user) as conn:
             accessible = await self.catalog.accessible_ids(conn, None)
-        return len(await self.backend.search(user, query, accessible))
+        lexical, vector = await asyncio.gather(self.backend.lexical(user, query, accessible), pending)
+        query = replace(query, vector=vector)
+        return len(await self.backend.search(user, query, accessible, lexical=lexical))
 
     async def close(self) -> None:
         await self.db.close()

@@ -86,8 +86,7 @@ class FakeMesh:
         chunk = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id="c1", document_id=DOC_ID, text="IBM was founded "
                                                               "in 1911.", title="T"),
                                        score=0.8, hybrid_score=0.8, vector_score=0.8, lexical_score=1.0)
-        search = retriever_error or retriever_pb2.SearchResponse(results=[chunk], accessible_documents=1,
-                                                                 accessible_document_ids=[DOC_ID])
+        search = retriever_error or retriever_pb2.SearchResponse(results=[chunk], accessible_documents=1)
         self.retriever = Stub(Search=search, GetDocument=retriever_error or document(),
                               CreateDocument=retriever_error or document(), UpdateDocumentStatus=document(),
                               DeleteDocument=retriever_error or retriever_pb2.DeleteDocumentResponse(deleted=True),

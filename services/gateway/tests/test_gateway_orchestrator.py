@@ -16,7 +16,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.mesh import StepFailed
-from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator, merge_results
+from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator, append_new
 
 USER = UserContext("alice", "eng", ("employee",))
 
@@ -92,7 +92,7 @@ class FakeMesh:
             vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in request.texts]))
         self.retriever = stubs.get("retriever") or Stub(Search=retriever_pb2.SearchResponse(
             results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1, text=OFF_TEXT)], accessible_documents=2,
-            readable_documents=2, accessible_document_ids=["d1", "d2"]))
+            readable_documents=2))
         self.reranker = stubs.get("reranker") or Stub(Rerank=lambda request: reranker_pb2.RerankResponse(
             scores=[0.6, 0.9, 0.02][: len(request.passages)], configured=True))
         self.graph = stubs.get("graph") or Stub(GetContext=graph_pb2.GetContextResponse(
@@ -121,17 +121,16 @@ async def test_full_pipeline_reranks_filters_and_attributes_sources() -> None:
     assert final["sources"][0]["scores"]["hybrid"] == pytest.approx(0.6)
     assert [s["cited"] for s in final["sources"]] == [False, True]
     assert "".join(e["data"]["text"] for e in events if e["event"] == "token") == "IBM was founded in 1911."
-    assert list(mesh.graph.requests["GetContext"].document_ids) == ["d1", "d2"]
-    assert mesh.retriever.requests["Search"].include_accessible_document_ids  # the graph hop needs them
+    # no permission list travels: the graph asks the catalogue itself; no filter means every readable document
+    assert list(mesh.graph.requests["GetContext"].document_ids) == []
     assert list(mesh.answerer.requests["Answer"].graph_facts) == ["IBM — related — Armonk"]
 
 
-async def test_search_passes_fusion_and_without_graph_asks_for_no_accessible_ids() -> None:
+async def test_search_passes_fusion() -> None:
     mesh = FakeMesh()
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
     prepared, items = await orchestrator.search(USER, ChatOptions(question=RELATIONAL, top_k=5, graph=False,
                                                                   fusion="distribution_based"))
-    assert not mesh.retriever.requests["Search"].include_accessible_document_ids
     assert mesh.retriever.requests["Search"].fusion == retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED
     assert prepared.accessible == 2 and {i.chunk.chunk_id for i in items} == {"c1", "c2"}
 
@@ -248,23 +247,22 @@ async def test_comparative_question_searches_each_entity_and_merges() -> None:
     mesh = FakeMesh()
     prepared, _ = await run(mesh, "Which company was founded first, IBM or Microsoft?")
     assert len(prepared.route.sub_queries) == 2
-    assert mesh.retriever.requests["Search"].embed_query  # each search embeds its own (sub-)query
+    search = mesh.retriever.requests["Search"]  # one search carries the sub-queries; the retriever merges
+    assert search.embed_query and list(search.sub_queries) == list(prepared.route.sub_queries)
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3
 
 
-def test_sub_query_hits_follow_the_main_ranking_without_reordering_it() -> None:
-    main = [hit("a", 0.9), hit("b", 0.8)]
-    first = [hit("c", 0.5), hit("b", 0.95), hit("d", 0.4)]
-    second = [hit("d", 0.6), hit("e", 0.3)]
-    merged = merge_results([main, first, second])
-    # d is found by both sub-queries (1/62 + 1/60) and outranks c (1/60) and e (1/61); b stays second
-    assert [m.chunk.chunk_id for m in merged] == ["a", "b", "d", "c", "e"]
-    assert next(m for m in merged if m.chunk.chunk_id == "d").vector_score == pytest.approx(0.6)
+def test_corrective_results_follow_the_first_ones_without_reordering_them() -> None:
+    first = [hit("a", 0.9), hit("b", 0.8)]
+    merged = append_new(first, [hit("c", 0.5), hit("b", 0.95), hit("d", 0.4), hit("c", 0.7)])
+    assert [m.chunk.chunk_id for m in merged] == ["a", "b", "c", "d"]
+    assert merged[1].vector_score == pytest.approx(0.8)  # b stays as first found
+    assert merged[2].vector_score == pytest.approx(0.7)  # the closer of c's two hits
 
 
-async def test_retrieve_span_groups_parallel_searches_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A multi-hop question's searches share a "retrieve" parent span; a single search is its gRPC client span
-    alone (no second span of the same extent)."""
+async def test_one_search_per_question_multi_hop_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-hop question's sub-queries travel in the one Search (the retriever runs and merges them), so
+    the search is its gRPC client span alone: no "retrieve" span of the same extent, multi-hop or not."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -275,9 +273,15 @@ async def test_retrieve_span_groups_parallel_searches_only(monkeypatch: pytest.M
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(module, "tracer", provider.get_tracer("test"))
-    await run(FakeMesh(), "Which company was founded first, IBM or Microsoft?")
-    assert "retrieve" in [s.name for s in exporter.get_finished_spans()]
-    exporter.clear()
+    calls: list[retriever_pb2.SearchRequest] = []
+
+    def search(request: retriever_pb2.SearchRequest) -> retriever_pb2.SearchResponse:
+        calls.append(request)
+        return retriever_pb2.SearchResponse(results=[hit("c1", 0.8)], accessible_documents=1, readable_documents=1)
+
+    prepared, _ = await run(FakeMesh(retriever=Stub(Search=search)), "Which company was founded first, IBM or Microsoft?")
+    assert len(calls) == 1 and len(calls[0].sub_queries) == 2
+    assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3
     prepared, _ = await run(FakeMesh(), "When was IBM founded?")
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 1
     names = [s.name for s in exporter.get_finished_spans()]

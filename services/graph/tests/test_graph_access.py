@@ -71,6 +71,22 @@ async def test_another_user_cannot_read_a_document_by_naming_it(graph_stub: Stub
         assert {e.name for e in shared.matched} == {"NASA", "WidgetPro"}
 
 
+async def test_without_a_document_list_the_graph_reads_every_readable_document_and_no_other(
+        graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue) -> None:
+    """No permission list travels with the request: the graph asks the catalogue about the documents it finds."""
+    await graph_stub.IngestChunks(ingest_request(doc_id, "Zorblax Corp hired Quibble Labs in Houston."), timeout=30)
+    unnamed = graph_pb2.GetContextRequest(query="Zorblax Corp", max_depth=1)
+    assert {e.name for e in (await graph_stub.GetContext(unnamed, timeout=30)).neighbours} >= {"Quibble Labs"}
+    async with graph_as(CAROL) as carol:
+        reply = await carol.GetContext(unnamed, timeout=30)
+        assert not reply.matched and not reply.relations and not reply.neighbours and not reply.chunk_ids
+        documents.add(doc_id, owner="alice", readers={"carol"})
+        assert {e.name for e in (await carol.GetContext(unnamed, timeout=30)).matched} == {"Zorblax Corp"}
+        # a list narrows and never widens: another document named alone reads nothing of this one
+        other = graph_pb2.GetContextRequest(query="Zorblax Corp", max_depth=1, document_ids=["doc-elsewhere"])
+        assert not (await carol.GetContext(other, timeout=30)).matched
+
+
 async def test_unready_documents_are_not_read(graph_stub: Stub, doc_id: str, documents: Catalogue) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)  # the owner may index while it is not ready
     documents.add(doc_id, ready=False)

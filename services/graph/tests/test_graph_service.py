@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
+from ragmesh_common.context import UserContext
 from ragmesh_graph.store import GraphStore
 
 from .conftest import Catalogue, ingest_request
@@ -75,8 +76,13 @@ async def test_context_with_one_document_sees_only_that_document(graph_stub: Stu
     assert not (await context(graph_stub, "Tell me about WidgetPro", europe)).matched
 
 
-async def test_context_without_documents_sees_nothing(graph_stub: Stub, two_documents: tuple[str, str]) -> None:
+async def test_context_without_documents_sees_the_readable_ones_only(graph_stub: Stub, graph_as,  # type: ignore[no-untyped-def]
+                                                                      two_documents: tuple[str, str]) -> None:
+    # no list: the graph asks the catalogue about the documents it finds (no permission list travels)
     reply = await context(graph_stub, "What does NASA do with Acme Corp?")
+    assert {e.name for e in reply.matched} == {"NASA", "Acme Corp"} and reply.relations
+    async with graph_as(UserContext("dave", "sales", ("employee",))) as dave:  # dave may read no document
+        reply = await context(dave, "What does NASA do with Acme Corp?")
     assert not reply.matched and not reply.relations and not reply.neighbours and not reply.chunk_ids
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
-from ragmesh_retriever.backends.base import RANKED, SearchBackend, SearchQuery
+from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database
+from ragmesh_retriever.ranking import Fusion
 
 ALICE = UserContext("contract-alice", "eng", ())
 DIM = 384
@@ -77,7 +78,7 @@ async def test_vector_and_lexical_legs_and_fusions(backend) -> None:  # type: ig
     assert vector_only[0].vector == pytest.approx(1.0, abs=1e-4)
     lexical_only = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(21), top_k=2, alpha=0.0), [doc])
     assert lexical_only[0].chunk.text == "quasar telescope observations"
-    ranked = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(20), top_k=2, alpha=0.5, fusion=RANKED),
+    ranked = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(20), top_k=2, alpha=0.5, fusion=Fusion.RANKED),
                                [doc])
     assert ranked[0].chunk.text == "quasar telescope observations"
 

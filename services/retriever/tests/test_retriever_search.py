@@ -186,13 +186,10 @@ async def test_search_never_returns_another_departments_chunks(stub) -> None:  #
     bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
     alice_doc = await add_document(stub, ALICE, "eng-notes", [("the build pipeline uses caching", unit(6))])
     for vector in (unit(5), unit(6)):
-        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50,
-                                                                 include_accessible_document_ids=True),
+        as_alice = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=vector, top_k=50),
                                      metadata=ALICE.metadata())
         assert {r.chunk.document_id for r in as_alice.results} == {alice_doc}
-        assert list(as_alice.accessible_document_ids) == [alice_doc]
-    plain = await stub.Search(retriever_pb2.SearchRequest(query=secret, top_k=5), metadata=ALICE.metadata())
-    assert (plain.accessible_documents, list(plain.accessible_document_ids)) == (1, [])  # ids only when asked
+        assert as_alice.accessible_documents == 1
     as_bob = await stub.Search(retriever_pb2.SearchRequest(query=secret, query_vector=unit(5), top_k=50),
                                metadata=BOB.metadata())
     assert as_bob.results[0].chunk.document_id == bob_doc and alice_doc not in {r.chunk.document_id for r in as_bob.results}
@@ -282,11 +279,34 @@ async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore
     (dict(query="x", has_alpha=True, alpha=2.0), "alpha"),
     (dict(query="x", document_ids=["not-a-uuid"]), "UUID"),
     (dict(query="x", levels=[7]), "levels"),
+    (dict(query="x", sub_queries=["  "]), "sub_queries[0]"),
+    (dict(query="x", sub_queries=["y"] * 17), "at most 16 sub_queries"),
+    (dict(query="x", query_vector=[0.1], sub_queries=["y"]), "sub_queries need embed_query"),
 ])
 async def test_bad_search_requests_are_invalid_argument(stub, request_kwargs, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Search(retriever_pb2.SearchRequest(**request_kwargs), metadata=ALICE.metadata())
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()
+
+
+async def test_sub_queries_are_searched_and_merged_after_the_main_ranking(stub) -> None:  # type: ignore[no-untyped-def]
+    from ragmesh_retriever.ranking import merge_sub_queries
+
+    await add_document(stub, ALICE, "companies", [
+        ("IBM and Microsoft both make software", unit(1)), ("IBM was founded in 1911 in Endicott", unit(2)),
+        ("Microsoft was founded in 1975 in Albuquerque", unit(3)), ("Microsoft Windows shipped in 1985", unit(4)),
+        ("the cafeteria menu changes on Mondays", unit(5))])
+    texts = ["which was founded first, IBM or Microsoft", "IBM founded", "Microsoft founded"]
+    alone = [list((await stub.Search(retriever_pb2.SearchRequest(query=text, top_k=2),
+                                     metadata=ALICE.metadata())).results) for text in texts]
+    together = await stub.Search(retriever_pb2.SearchRequest(query=texts[0], top_k=2, sub_queries=texts[1:]),
+                                 metadata=ALICE.metadata())
+    expected = merge_sub_queries(alone[0], alone[1:], key=lambda i: i.chunk.chunk_id,
+                                 vector_score=lambda i: i.vector_score)
+    assert [r.chunk.chunk_id for r in together.results] == [r.chunk.chunk_id for r in expected]
+    assert len(together.results) > len(alone[0])  # the sub-queries added what the question alone missed
+    assert together.results[: len(alone[0])] == alone[0]  # the question's own ranking comes first, untouched
+    assert together.accessible_documents == 1
 
 
 async def test_calls_without_user_are_unauthenticated(stub) -> None:  # type: ignore[no-untyped-def]

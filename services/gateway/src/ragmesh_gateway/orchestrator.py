@@ -6,11 +6,10 @@ degradation is logged, recorded on the span and reported in the final event.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -55,8 +54,13 @@ ADMISSION_KEY = "x-rag-admission"
 RETRY_AFTER_KEY = "retry-after"
 
 
-FUSIONS = {"relative_score": retriever_pb2.FUSION_TYPE_RELATIVE_SCORE, "ranked": retriever_pb2.FUSION_TYPE_RANKED,
-           "distribution_based": retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED}
+def fusion_type(name: str) -> int:
+    """The proto FusionType of an HTTP API fusion name ("relative_score", "ranked", "distribution_based")."""
+    try:
+        return retriever_pb2.FusionType.Value("FUSION_TYPE_" + name.upper())
+    except ValueError:
+        raise StepFailed("retrieve", f"unknown fusion {name!r}; use relative_score, ranked or "
+                         "distribution_based", 400) from None
 
 
 @dataclass
@@ -87,7 +91,6 @@ class Prepared:
     user: UserContext
     stages: list[dict[str, Any]]
     results: list[common_pb2.ScoredChunk]
-    accessible_ids: list[str]
     accessible: int
     degraded: list[dict[str, str]]
     outcome: str  # "answer" | "no_permission" | "no_match_in_filter" | "ingesting" | "no_sources"
@@ -214,30 +217,26 @@ class Orchestrator:
         if not levels and plan is not None and plan.levels != ["paragraph"]:
             levels = sorted({*plan.levels, "paragraph"}, key=list(LEVELS).index)  # never lose the paragraphs
         strategy = options.strategy or (plan.strategy if plan else "direct")
-        queries = [query, *(plan.sub_queries if plan else [])]
+        sub_queries = list(plan.sub_queries) if plan else []
 
-        # The retriever embeds each query itself (embed_query) while it looks up permissions and runs the
-        # lexical leg, so the embedder's time hides behind them instead of adding to them.
+        # One search: the retriever embeds the query and its sub-queries itself (embed_query) while it looks
+        # up permissions and runs the lexical legs, so the embedder's time hides behind them, and merges the
+        # sub-queries' results after the question's own ranking (ragmesh_retriever.ranking).
         started = time.perf_counter()
-        requests = [self._search_request(options, text, levels, strategy, options.alpha, options.candidates)
-                    for text in queries]
-        # A span of its own groups the parallel searches of a multi-hop question; a single search is its gRPC
-        # client span already (a second span of the same extent would cost ~0.1 ms with its stored row).
-        with (tracer.start_as_current_span("retrieve") if len(requests) > 1 else contextlib.nullcontext()):
-            replies = await asyncio.gather(*[
-                self._call("retrieve", self.mesh.retriever.Search(r, metadata=md, timeout=self.deadlines.retrieve))
-                for r in requests])
-        found = replies[0]
-        for reason in dict.fromkeys(r.vector_unavailable for r in replies if r.vector_unavailable):
-            self._degrade(degraded, "embed", reason)
+        request = self._search_request(options, query, levels, strategy, options.alpha, options.candidates)
+        request.sub_queries.extend(sub_queries)
+        found = await self._call("retrieve", self.mesh.retriever.Search(request, metadata=md,
+                                                                        timeout=self.deadlines.retrieve))
+        if found.vector_unavailable:
+            self._degrade(degraded, "embed", found.vector_unavailable)
         stages.append({"stage": "embed", "ms": round(found.embed_ms, 1), "in": "retriever",
                        "degraded": bool(found.vector_unavailable)})
-        results = merge_results([list(r.results) for r in replies]) if len(replies) > 1 else list(found.results)
+        results = list(found.results)
         stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(results),
-                       "accessible_documents": found.accessible_documents, "searches": len(requests),
+                       "accessible_documents": found.accessible_documents, "searches": 1 + len(sub_queries),
                        "strategy": strategy})
         prepared = Prepared(options=options, user=user, stages=stages, results=results,
-                            accessible_ids=list(found.accessible_document_ids), accessible=found.accessible_documents,
+                            accessible=found.accessible_documents,
                             degraded=degraded, outcome=scope_outcome(found, options), query=query, route=plan,
                             rewritten_question=query if query != options.question else None,
                             ingesting=found.ingesting_documents)
@@ -263,13 +262,12 @@ class Orchestrator:
             query=text, embed_query=True, top_k=candidates,
             levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
             strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
-            else retriever_pb2.STRATEGY_DIRECT,
-            include_accessible_document_ids=options.graph and self.graph_enabled)  # the graph hop filters by them
+            else retriever_pb2.STRATEGY_DIRECT)
         if alpha is not None:
             request.has_alpha, request.alpha = True, alpha
         if options.feedback_docs:
             request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
-        request.fusion = FUSIONS.get(options.fusion, retriever_pb2.FUSION_TYPE_RELATIVE_SCORE)
+        request.fusion = fusion_type(options.fusion)
         context = options.context if options.context is not None else self.default_context
         if context:
             request.context.CopyFrom(retriever_pb2.ContextOptions(**context))
@@ -297,7 +295,7 @@ class Orchestrator:
                 reply = await self._call("retrieve", self.mesh.retriever.Search(
                     self._search_request(options, keywords, CORRECTIVE_LEVELS, strategy, alpha, candidates),
                     metadata=prepared.user.metadata(), timeout=self.deadlines.retrieve))
-                pool = merge_results([prepared.results, list(reply.results)])
+                pool = append_new(prepared.results, reply.results)
                 vector = have_vector and not reply.vector_unavailable and alpha > 0
                 result = grading.grade(pool, queries, have_vector=vector, thresholds=self.relevance)
                 relevance = {**result.payload(), "corrective": {
@@ -361,8 +359,10 @@ class Orchestrator:
         with tracer.start_as_current_span("graph context") as span:
             try:
                 reply = await self.mesh.graph.GetContext(
-                    graph_pb2.GetContextRequest(query=prepared.query or prepared.options.question, document_ids=prepared.accessible_ids,
-                                                max_depth=2, limit=6),
+                    graph_pb2.GetContextRequest(query=prepared.query or prepared.options.question,
+                                                # the user's document filter, if any; the graph reads only
+                                                # what the catalogue says the user may read
+                                                document_ids=prepared.options.document_ids, max_depth=2, limit=6),
                     metadata=prepared.user.metadata(), timeout=self.deadlines.graph)
             except aio.AioRpcError as exc:
                 self._degrade(prepared.degraded, "graph", f"graph {exc.code().name}; answered without graph context")
@@ -506,25 +506,17 @@ def _retrieval_fields(prepared: Prepared) -> dict[str, Any]:
             "notes": prepared.notes, "ingesting_documents": prepared.ingesting}
 
 
-def merge_results(lists: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:
-    """The main search's ranking first, untouched; then what only the sub-queries found, merged among
-    themselves by reciprocal rank (k = 60). Measured on HotpotQA (`make bench-retrieval`): any fusion
-    that let sub-query hits overtake the main ranking lowered Recall@2/@5 (equal-weight RRF 0.655 → 0.510
-    Recall@2), while appending kept the main ranking's recall and adds the entity-specific chunks the
-    whole question missed to the candidates (and to the answer's context when there is room)."""
-    main, subs = lists[0], lists[1:]
-    seen = {item.chunk.chunk_id for item in main}
-    fused: dict[str, float] = {}
-    best: dict[str, common_pb2.ScoredChunk] = {}
-    for results in subs:
-        for rank, item in enumerate(results):
-            key = item.chunk.chunk_id
-            if key in seen:
-                continue
-            fused[key] = fused.get(key, 0.0) + 1.0 / (60 + rank)
-            if key not in best or item.vector_score > best[key].vector_score:
-                best[key] = item
-    return [*main, *(best[k] for k in sorted(fused, key=lambda k: -fused[k]))]
+def append_new(first: list[common_pb2.ScoredChunk],
+               more: Iterable[common_pb2.ScoredChunk]) -> list[common_pb2.ScoredChunk]:
+    """The first results untouched, then those of `more` (in its order) not among them: the corrective
+    retrieval adds to the candidates without reordering the ones already graded."""
+    seen = {item.chunk.chunk_id for item in first}
+    added: dict[str, common_pb2.ScoredChunk] = {}
+    for item in more:
+        key = item.chunk.chunk_id
+        if key not in seen and (key not in added or item.vector_score > added[key].vector_score):
+            added[key] = item
+    return [*first, *added.values()]
 
 
 def _ms(started: float) -> float:

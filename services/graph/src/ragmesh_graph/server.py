@@ -1,8 +1,8 @@
 """GraphService: IngestChunks (extract + merge), GetContext (permission-filtered neighbourhood), DeleteDocument.
 
 The caller is the verified user of the request's internal identity token. The graph decides access itself,
-never from a list the caller hands it alone: GetContext reads only documents the catalogue (the retriever,
-under RLS, asked as that user) says the user may read; IngestChunks writes only a document the user owns;
+never from a list the caller hands it: GetContext reads only documents the catalogue (the retriever, under
+RLS, asked as that user about the documents the graph finds for the question) says the user may read; IngestChunks writes only a document the user owns;
 DeleteDocument removes only a document whose recorded owner is the user.
 """
 from __future__ import annotations
@@ -118,23 +118,32 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         user = await require_user(context)
         depth = request.max_depth or DEFAULT_DEPTH
         limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
-        # The caller narrows to the documents of interest (no list means nothing, never "everything"); the
-        # catalogue decides which of them this user may read.
-        asked = {d for d in request.document_ids if d}
-        with tracer.start_as_current_span("graph hop") as span:
-            span.set_attribute(attr.RAG_GRAPH_DEPTH, depth)
+        # The caller may narrow to documents of interest (never widening access); the catalogue decides which of
+        # the documents the graph finds for the question this user may read.
+        narrow = {d for d in request.document_ids if d}
+        asked: set[str] = set()
+        readable: set[str] = set()
+
+        async def may_read(document_ids: set[str]) -> set[str]:
+            wanted = document_ids & narrow if narrow else document_ids
+            if not wanted:
+                return set()
             try:
-                readable = (await self.access.check(user, asked)).readable
+                found = (await self.access.check(user, wanted)).readable
             except AccessUnavailable as exc:
                 raise _access_failed(exc, "graph context") from exc
-            document_ids = sorted(readable)
-            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(document_ids))
-            if len(asked) > len(document_ids):
-                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(document_ids))
-                logger.info("graph context for %s: %d of %d documents asked for are not readable", user.user_id,
-                            len(asked) - len(document_ids), len(asked))
-            keys = self.extractor.query_keys(request.query) if document_ids else []
-            found = await self.store.context(keys, document_ids, depth, limit)
+            asked.update(wanted)
+            readable.update(found)
+            return set(found)
+
+        with tracer.start_as_current_span("graph hop") as span:
+            span.set_attribute(attr.RAG_GRAPH_DEPTH, depth)
+            found = await self.store.context(self.extractor.query_keys(request.query), may_read, depth, limit)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+            if len(asked) > len(readable):
+                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
+                logger.info("graph context for %s: %d of %d documents found are not readable", user.user_id,
+                            len(asked) - len(readable), len(asked))
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(found.matched) + len(found.neighbours))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(found.relations))
         return graph_pb2.GetContextResponse(

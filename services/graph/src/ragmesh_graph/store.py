@@ -43,6 +43,8 @@ from ragmesh_graph.extract import DocumentGraph
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# The subset of the given document ids the caller may read (the catalogue's answer)
+Readable = Callable[[set[str]], Awaitable[set[str]]]
 
 RETRYABLE = (ConstraintError, TransientError, ServiceUnavailable, SessionExpired)
 RELATION_TYPE = "RELATED"
@@ -107,6 +109,15 @@ Q_ENTITY_MENTIONS = """
 MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk)
 WHERE e.key IN $keys AND c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, count(DISTINCT c) AS mentions
+"""
+# The documents a filtered read below could touch, asked of the catalogue before that read
+Q_MENTION_DOCUMENTS = """
+MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) WHERE e.key IN $keys
+RETURN DISTINCT c.document_id AS document_id
+"""
+Q_HOP_DOCUMENTS = """
+MATCH (a:Entity)-[r:RELATED]-(:Entity) WHERE a.key IN $keys
+RETURN DISTINCT r.document_id AS document_id
 """
 Q_HOP = """
 MATCH (a:Entity)-[r:RELATED]-(b:Entity)
@@ -301,15 +312,30 @@ class GraphStore:
         return await self._transaction(work, write=True, what="delete document")
 
     # ---------- reads ----------
-    async def context(self, keys: list[str], document_ids: list[str], max_depth: int, limit: int) -> GraphContext:
-        """Entities among `keys` mentioned in the documents, and their neighbourhood up to `max_depth` hops.
+    async def context(self, keys: list[str], readable: Readable, max_depth: int, limit: int) -> GraphContext:
+        """Entities among `keys` mentioned in readable documents, and their neighbourhood up to `max_depth` hops.
 
-        Only mentions and relations recorded for `document_ids` count; an empty list reads nothing.
+        Only mentions and relations recorded for documents `readable` admits count: before each read, the
+        documents that read could touch are looked up and `readable` is asked about those not asked yet, so
+        the read sees exactly what it would see given every readable document.
         """
-        if not keys or not document_ids:
+        if not keys:
             return GraphContext()
 
         async def work(tx: AsyncTransaction) -> GraphContext:
+            asked: set[str] = set()
+            allowed: set[str] = set()
+
+            async def readable_among(query: str, among: list[str]) -> list[str]:
+                found = {row["document_id"] for row in await self._run(tx, query, keys=among)}
+                if found - asked:
+                    allowed.update(await readable(found - asked))
+                    asked.update(found)
+                return sorted(found & allowed)
+
+            document_ids = await readable_among(Q_MENTION_DOCUMENTS, keys)
+            if not document_ids:
+                return GraphContext()
             rows = await self._run(tx, Q_ENTITIES_WITH_CHUNKS, keys=keys, document_ids=document_ids)
             matched = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], len(row["chunk_ids"]),
                                               sorted(row["chunk_ids"])) for row in rows}
@@ -322,7 +348,9 @@ class GraphStore:
             for depth in range(1, max_depth + 1):
                 if not frontier:
                     break
-                hop = await self._run(tx, Q_HOP, keys=frontier, document_ids=document_ids, cap=HOP_ROW_CAP)
+                hop_documents = await readable_among(Q_HOP_DOCUMENTS, frontier)
+                hop = await self._run(tx, Q_HOP, keys=frontier, document_ids=hop_documents,
+                                      cap=HOP_ROW_CAP) if hop_documents else []
                 reached: list[str] = []
                 for row in hop:
                     (a, a_name), (b, b_name) = sorted([(row["a"], row["a_name"]), (row["b"], row["b_name"])])
@@ -350,7 +378,8 @@ class GraphStore:
                         strength[key] = strength.get(key, 0.0) + relation.weight
             neighbours: list[EntityInfo] = []
             if strength:
-                rows = await self._run(tx, Q_ENTITY_MENTIONS, keys=list(strength), document_ids=document_ids)
+                mention_documents = await readable_among(Q_MENTION_DOCUMENTS, list(strength))
+                rows = await self._run(tx, Q_ENTITY_MENTIONS, keys=list(strength), document_ids=mention_documents)
                 found = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], int(row["mentions"]))
                          for row in rows}
                 neighbours = [found[key] for key in sorted(strength, key=lambda k: (-strength[k], depth_of[k], k))

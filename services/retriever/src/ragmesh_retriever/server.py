@@ -5,7 +5,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from grpc import aio
 from opentelemetry import trace
@@ -18,10 +18,11 @@ from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_erro
 from ragmesh_common.server import GrpcService
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
-from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, RELATIVE, Hit, SearchBackend, SearchQuery
+from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.embedding import QueryEmbedder
+from ragmesh_retriever.ranking import Fusion, merge_sub_queries, merge_summary_first
 from ragmesh_retriever.validation import check_strings
 
 logger = logging.getLogger(__name__)
@@ -29,10 +30,9 @@ tracer = trace.get_tracer(__name__)
 
 MAX_TOP_K = 1000
 MAX_ACCESS_CHECK_IDS = 100_000
+MAX_SUB_QUERIES = 16
+MAX_QUERY_CHARS = 10000
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
-
-
-FUSIONS = {retriever_pb2.FUSION_TYPE_RANKED: RANKED, retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED: DISTRIBUTION}
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
@@ -76,9 +76,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         check_strings(request)
         user = await require_user(context)
         await self.catalog.get(user, request.document_id)  # NOT_FOUND before touching the index
-        if self.backend.name != "pgvector":
+        if not self.backend.shares_catalogue:
             await self.backend.delete(user, request.document_id)
-        await self.catalog.delete(user, request.document_id)  # chunks cascade on pgvector
+        await self.catalog.delete(user, request.document_id)  # chunks in the catalogue's database cascade
         return retriever_pb2.DeleteDocumentResponse(deleted=True)
 
     @grpc_errors
@@ -91,7 +91,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(request.chunks))
             span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
             span.set_attribute(attr.RAG_DOCUMENT_VERSION, request.version)
-            if self.backend.name != "pgvector":
+            if not self.backend.shares_catalogue:
                 # the catalogue row stays locked while the other store is written; the version swap follows it
                 async with self.catalog.db.transaction(user) as conn:
                     target = await lock_version(conn, parse_document_id(request.document_id), request.version)
@@ -109,8 +109,19 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             raise InvalidArgument(f"alpha must be within [0, 1], got {request.alpha}")
         if not request.query.strip() and not request.query_vector:
             raise InvalidArgument("query text or query_vector is required")
-        if len(request.query) > 10000:
-            raise InvalidArgument("query is longer than 10000 characters")
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
+        if len(request.sub_queries) > MAX_SUB_QUERIES:
+            raise InvalidArgument(f"at most {MAX_SUB_QUERIES} sub_queries, got {len(request.sub_queries)}")
+        for i, sub in enumerate(request.sub_queries):
+            if not sub.strip() or len(sub) > MAX_QUERY_CHARS:
+                raise InvalidArgument(f"sub_queries[{i}] must be 1..{MAX_QUERY_CHARS} characters, not blank")
+        if request.sub_queries and request.query_vector:
+            raise InvalidArgument("sub_queries need embed_query, not a query_vector (it would fit the query only)")
+        fusion = Fusion.from_proto(request.fusion)
+        if fusion not in self.backend.fusions:
+            raise InvalidArgument(f"{fusion.value} fusion is not offered by the {self.backend.name} backend "
+                                  f"(it offers {', '.join(sorted(f.value for f in self.backend.fusions))})")
         levels = [int(level) for level in request.levels] or [common_pb2.CHUNK_LEVEL_PARAGRAPH]
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
@@ -118,7 +129,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not request.query_vector and not request.embed_query:
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
-                           alpha=alpha, fusion=FUSIONS.get(request.fusion, RELATIVE),
+                           alpha=alpha, fusion=fusion,
                            levels=levels, candidates=max(self.candidates, request.top_k), language=request.language,
                            feedback_docs=max(0, min(request.feedback_docs, 50)),
                            feedback_weight=request.feedback_weight or 1.0)
@@ -129,20 +140,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         user = await require_user(context)
         query = self._query(request)
         restrict = [parse_document_id(d) for d in request.document_ids]
-        embedding: dict[str, object] = {}
         span = trace.get_current_span()  # the gRPC server span: the search has no child span of the same extent
         span.set_attribute(attr.RAG_SEARCH_BACKEND, self.backend.name)
         span.set_attribute(attr.RAG_SEARCH_TOP_K, query.top_k)
         span.set_attribute(attr.RAG_SEARCH_ALPHA, query.alpha)
-        span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion)
-        pending = None
-        if query.vector is None and request.embed_query and query.alpha > 0.0:
-            if self.embedder is None:
-                embedding["reason"] = "the retriever has no embedder (EMBEDDER_ADDR); lexical search only"
-                query = replace(query, alpha=0.0)
-            else:  # embeds while the permission lookup and the lexical leg run
-                pending = asyncio.create_task(self._embed(user, request.query, embedding))
-                query = replace(query, pending_vector=pending)
+        span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion.value)
+        # the query first, then its sub-queries: each embeds while the permission lookup runs
+        searches = [self._start(user, replace(query, text=text), request.embed_query)
+                    for text in [query.text, *request.sub_queries]]
         try:
             async with self.catalog.db.transaction(user) as conn:
                 accessible, counts = await self.catalog.search_scope(conn, restrict or None)
@@ -151,29 +156,60 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             span.set_attribute(attr.RAG_SEARCH_INGESTING_DOCS, counts.ingesting)
             span.set_attribute(attr.RAG_SEARCH_FILTER_MATCHED_DOCS, counts.filter_matched)
             strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
-            if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
-                results = await self._summary_first(user, await query.resolved(), accessible)
-            else:
-                results = [scored(h) for h in await self.backend.search(user, query, accessible)]
+            rankings = await asyncio.gather(*[self._ranked(user, s, strategy, accessible, request.context)
+                                              for s in searches]) if accessible else [[]]
         finally:
-            if pending is not None and not pending.done():
-                pending.cancel()  # nothing readable, or the search failed: the vector is not needed
-        if embedding.get("reason"):
-            logger.warning("search degraded: %s", embedding["reason"])
+            for s in searches:
+                if s.pending is not None and not s.pending.done():
+                    s.pending.cancel()  # nothing readable, or the search failed: the vector is not needed
+        reasons = list(dict.fromkeys(str(s.outcome["reason"]) for s in searches if s.outcome.get("reason")))
+        for reason in reasons:
+            logger.warning("search degraded: %s", reason)
             span.set_attribute(attr.RAG_DEGRADED, True)
-            span.set_attribute(attr.RAG_DEGRADED_REASON, str(embedding["reason"]))
-        if request.context.enabled and results:
-            with tracer.start_as_current_span("assemble context"):
-                results = await self._assemble(user, results, request.context, query.top_k)
+            span.set_attribute(attr.RAG_DEGRADED_REASON, reason)
+        results = rankings[0] if len(rankings) == 1 else merge_sub_queries(
+            rankings[0], rankings[1:], key=lambda item: item.chunk.chunk_id, vector_score=lambda item: item.vector_score)
         span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
+        main = searches[0].outcome
         return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
                                             backend=self.backend.name,
-                                            accessible_document_ids=accessible if request.include_accessible_document_ids else [],
-                                            strategy=strategy, vector_unavailable=str(embedding.get("reason", "")),
-                                            embed_ms=float(embedding.get("ms", 0.0)),
+                                            strategy=strategy, vector_unavailable=str(
+                                                main.get("reason") or (reasons[0] if reasons else "")),
+                                            embed_ms=float(main.get("ms", 0.0)),
                                             readable_documents=counts.readable,
                                             ingesting_documents=counts.ingesting,
                                             filter_matched_documents=counts.filter_matched)
+
+    def _start(self, user: UserContext, query: SearchQuery, embed_query: bool) -> _Search:
+        """One (sub-)query's search, its embedding started when the retriever embeds the query itself."""
+        search = _Search(query)
+        if query.vector is None and embed_query and query.alpha > 0.0:
+            if self.embedder is None:
+                search.outcome["reason"] = "the retriever has no embedder (EMBEDDER_ADDR); lexical search only"
+                search.query = replace(query, alpha=0.0)
+            else:  # embeds while the permission lookup and the lexical leg run
+                search.pending = asyncio.create_task(self._embed(user, query.text, search.outcome))
+        return search
+
+    async def _ranked(self, user: UserContext, search: _Search, strategy: int, accessible: list[str],
+                      context: retriever_pb2.ContextOptions) -> list[common_pb2.ScoredChunk]:
+        """One (sub-)query ranked over the accessible documents: direct or summary-first, then the context
+        assembly when asked for."""
+        query, lexical = search.query, None
+        if search.pending is not None:
+            if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
+                vector = await search.pending
+            else:  # the lexical leg needs no vector: it runs while the embedder works
+                lexical, vector = await asyncio.gather(self.backend.lexical(user, query, accessible), search.pending)
+            query = replace(query, vector=vector, alpha=query.alpha if vector else 0.0)
+        if strategy == retriever_pb2.STRATEGY_SUMMARY_FIRST:
+            results = await self._summary_first(user, query, accessible)
+        else:
+            results = [scored(h) for h in await self.backend.search(user, query, accessible, lexical=lexical)]
+        if context.enabled and results:
+            with tracer.start_as_current_span("assemble context"):
+                results = await self._assemble(user, results, context, query.top_k)
+        return results
 
     async def _embed(self, user: UserContext, text: str, outcome: dict[str, object]) -> list[float] | None:
         """The query's vector from the embedder, or None (lexical only) with the reason in `outcome`."""
@@ -198,18 +234,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         direct, within = await asyncio.gather(
             self.backend.search(user, query, accessible),
             self.backend.search(user, query, top_docs) if top_docs else _no_hits())
-        fused: dict[str, float] = {}
-        best: dict[str, common_pb2.ScoredChunk] = {}
-        for origin, hits in (("search", direct), ("summary", within)):
-            for rank, hit in enumerate(hits):
-                key = hit.chunk.chunk_id
-                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
-                best.setdefault(key, scored(hit, origin))
-        order = sorted(fused, key=lambda k: -fused[k])[: query.top_k]
         results = []
-        for key in order:
-            item = best[key]
-            item.score = fused[key]
+        for hit, score, origin in merge_summary_first(direct, within, key=lambda h: h.chunk.chunk_id,
+                                                      top_k=query.top_k):
+            item = scored(hit, origin)
+            item.score = score
             results.append(item)
         return results
 
@@ -346,7 +375,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
 
 SUMMARY_DOCUMENTS = 5
-RRF_K = 60
+
+
+@dataclass
+class _Search:
+    """A (sub-)query of one Search call: its embedding while pending, and how the embedding went."""
+    query: SearchQuery
+    pending: asyncio.Task[list[float] | None] | None = None
+    outcome: dict[str, object] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
 
 
 async def _no_hits() -> list[Hit]:

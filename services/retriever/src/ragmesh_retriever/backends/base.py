@@ -1,16 +1,13 @@
 """The search-backend contract every backend implements (and the shared contract tests exercise)."""
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
-
-RELATIVE = "relative_score"
-RANKED = "ranked"
-DISTRIBUTION = "distribution_based"
+from ragmesh_retriever.ranking import Fusion
 
 
 @dataclass(frozen=True)
@@ -19,22 +16,12 @@ class SearchQuery:
     vector: list[float] | None
     top_k: int
     alpha: float
-    fusion: str = RELATIVE
+    fusion: Fusion = Fusion.RELATIVE_SCORE
     levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
     candidates: int = 100
     language: str = ""
     feedback_docs: int = 0        # vector pseudo-relevance feedback (Rocchio); 0 = off
     feedback_weight: float = 1.0
-    # a query vector still being computed (the retriever embeds the query itself): a backend may start
-    # everything that does not need it first; None when it could not be had (lexical only)
-    pending_vector: Awaitable[list[float] | None] | None = field(default=None, compare=False, repr=False)
-
-    async def resolved(self) -> SearchQuery:
-        """This query with its vector in place (waits for a pending one); alpha 0 when there is none."""
-        if self.pending_vector is None:
-            return self
-        vector = await self.pending_vector
-        return replace(self, vector=vector, pending_vector=None, alpha=self.alpha if vector else 0.0)
 
 
 @dataclass(frozen=True)
@@ -47,6 +34,11 @@ class Hit:
 
 class SearchBackend(Protocol):
     name: str
+    fusions: frozenset[Fusion]  # the fusions `search` offers
+    # True: chunks live in the catalogue's database under its row-level security, so `index` itself refuses a
+    # caller who does not own the document and the chunks go with the catalogue row; False: the retriever
+    # checks ownership before `index` and calls `delete` before removing the catalogue row.
+    shares_catalogue: bool
 
     async def start(self) -> None: ...
 
@@ -60,8 +52,14 @@ class SearchBackend(Protocol):
     async def delete(self, user: UserContext, document_id: str) -> None:
         """Removes the document's chunks (the catalogue row is removed by the catalogue)."""
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
-        """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first."""
+    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> Mapping[str, float] | None:
+        """The lexical leg alone (chunk id → score), which needs no query vector: the retriever runs it while
+        the query is being embedded and hands it to `search`. None: the backend scores both legs in `search`."""
+
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
+                     lexical: Mapping[str, float] | None = None) -> list[Hit]:
+        """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first. `lexical`: this
+        query's lexical leg from `lexical`, when the caller ran it already."""
 
     async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
         """Chunks by id, only from accessible documents."""

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -21,10 +22,10 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
+from ragmesh_retriever.backends.base import Hit, SearchQuery
 from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
-from ragmesh_retriever.fusion import distribution_based_fusion, ranked_fusion, relative_score_fusion
+from ragmesh_retriever.ranking import Fusion, fuse, rocchio
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -129,8 +130,8 @@ _SYSTEM = UserContext("system:retriever")
 CHANGED_RETRIES = 3
 
 
-async def _nothing() -> dict[str, float]:
-    return {}
+async def _given(scores: Mapping[str, float]) -> dict[str, float]:
+    return dict(scores)
 
 
 _UUID = r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
@@ -172,6 +173,8 @@ def chunk_message(row: dict[str, Any] | tuple[Any, ...]) -> common_pb2.Chunk:
 
 class PgVectorBackend:
     name = "pgvector"
+    fusions = frozenset(Fusion)
+    shares_catalogue = True  # chunks and postings under the catalogue's RLS; ON DELETE CASCADE from documents
 
     def __init__(self, db: Database, *, dimension: int | None = None, text_search_config: str = "english",
                  k1: float = 0.9, b: float = 0.4, heading_weight: float = 1.0, ef_search: int = 100,
@@ -234,35 +237,35 @@ class PgVectorBackend:
         async with self.db.transaction(user) as conn:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (parse_document_id(document_id),))
 
+    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> dict[str, float]:
+        if not accessible_ids or not query.text.strip() or query.alpha >= 1.0:
+            return {}
+        pool = max(query.candidates, query.top_k)
+        base = {"levels": query.levels, "docs": uuid_array_literal(accessible_ids), "k": pool, "cfg": self.cfg}
+        return await self._lexical_leg(user, query, base, len(accessible_ids))
+
     async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
-                     attempt: int = 0) -> list[Hit]:
+                     lexical: Mapping[str, float] | None = None, attempt: int = 0) -> list[Hit]:
         if not accessible_ids:
             return []
         pool = max(query.candidates, query.top_k)
         docs = uuid_array_literal(accessible_ids)
         base = {"levels": query.levels, "docs": docs, "k": pool, "cfg": self.cfg}
 
-        async def vector_leg() -> tuple[SearchQuery, dict[str, float]]:
-            if query.alpha <= 0.0:
-                return query, {}
-            # the transaction opens while the query vector may still be embedding (the lexical leg runs
-            # meanwhile), so only the search itself waits for the vector
+        async def vector_leg() -> dict[str, float]:
+            if not query.vector or query.alpha <= 0.0:
+                return {}
             async with self._vector_transaction(user, pool) as conn:
-                resolved = await query.resolved()
-                if not resolved.vector or resolved.alpha <= 0.0:
-                    return resolved, {}
-                return resolved, await self._vector_leg(conn, {**base, "vec": vector_literal(resolved.vector)})
+                return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)})
 
         # the two legs run at once, each on a connection (and a server process) of its own, under the user
-        lexical, (query, vector) = await asyncio.gather(
-            self._lexical_leg(user, query, base, len(accessible_ids))
-            if query.text.strip() and query.alpha < 1.0 else _nothing(),
-            vector_leg())
+        lex, vector = await asyncio.gather(self.lexical(user, query, accessible_ids) if lexical is None
+                                           else _given(lexical), vector_leg())
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
-        fused = self._fuse(query, lexical, vector)
+        fused = fuse(query.fusion, lex, vector, query.alpha)
         span = trace.get_current_span()
-        span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lexical))
+        span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lex))
         span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
         if not fused:
             return []
@@ -274,7 +277,7 @@ class PgVectorBackend:
                     expanded_query = True
                     async with self._vector_transaction(user, pool) as vconn:
                         vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)})
-                    fused = self._fuse(query, lexical, vector)
+                    fused = fuse(query.fusion, lex, vector, query.alpha)
             top = fused[: query.top_k]
             cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top],
                                                 "docs": docs})
@@ -321,27 +324,14 @@ class PgVectorBackend:
             return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     @staticmethod
-    def _fuse(query: SearchQuery, lexical: dict[str, float], vector: dict[str, float]) -> list[Any]:
-        if query.fusion == RANKED:
-            return ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
-                                 query.alpha, lexical, vector)
-        if query.fusion == DISTRIBUTION:
-            return distribution_based_fusion(lexical, vector, query.alpha)
-        return relative_score_fusion(lexical, vector, query.alpha)
-
-    @staticmethod
     async def _feedback_vector(conn: Any, query: SearchQuery, chunk_ids: list[str]) -> list[float] | None:
-        """Rocchio: q' = normalise(q + weight * mean(top chunks' vectors))."""
-        import numpy as np
-
+        """The query vector moved toward the top chunks' vectors (`ranking.rocchio`)."""
         cur = await conn.execute("SELECT embedding::text FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
                                  (chunk_ids,))
         rows = [json.loads(r[0]) for r in await cur.fetchall()]
-        if not rows or query.vector is None:
+        if query.vector is None:
             return None
-        moved = np.asarray(query.vector, dtype=np.float64) + query.feedback_weight * np.mean(np.asarray(rows), axis=0)
-        norm = float(np.linalg.norm(moved))
-        return (moved / norm).tolist() if norm else None
+        return rocchio(query.vector, rows, query.feedback_weight)
 
     async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
         if not document_ids:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from collections.abc import Mapping
 from urllib.parse import urlparse
 
 import weaviate
@@ -20,7 +21,8 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import DISTRIBUTION, RANKED, Hit, SearchQuery
+from ragmesh_retriever.backends.base import Hit, SearchQuery
+from ragmesh_retriever.ranking import Fusion
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +36,14 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
+# Weaviate fuses natively; distribution-based fusion it does not offer
+_FUSIONS = {Fusion.RELATIVE_SCORE: HybridFusion.RELATIVE_SCORE, Fusion.RANKED: HybridFusion.RANKED}
+
+
 class WeaviateBackend:
     name = "weaviate"
+    fusions = frozenset(_FUSIONS)
+    shares_catalogue = False  # chunks in Weaviate: the retriever checks ownership and deletes them itself
 
     def __init__(self, url: str, *, grpc_port: int = 50051, api_key: str | None = None,
                  collection: str = "RagmeshChunk", timeout_s: float = 10.0, k1: float = 0.9, b: float = 0.4,
@@ -118,14 +126,14 @@ class WeaviateBackend:
         return Filter.by_property("document_id").contains_any(accessible_ids) & Filter.by_property(
             "level").contains_any(levels)
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> list[Hit]:
+    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> None:
+        return None  # one native hybrid query scores both legs: it needs the vector up front
+
+    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
+                     lexical: Mapping[str, float] | None = None) -> list[Hit]:
         if not accessible_ids:
             return []
-        if query.fusion == DISTRIBUTION:
-            raise InvalidArgument("distribution-based fusion runs on the pgvector backend only; Weaviate "
-                                  "offers relative_score and ranked")
-        fusion = HybridFusion.RANKED if query.fusion == RANKED else HybridFusion.RELATIVE_SCORE
-        query = await query.resolved()  # one native hybrid query: it needs the vector up front
+        fusion = _FUSIONS[query.fusion]  # the retriever refuses a fusion not in `fusions`
         reply = await self._collection().query.hybrid(
             query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,
             fusion_type=fusion, limit=query.top_k, filters=self._filters(accessible_ids, query.levels),

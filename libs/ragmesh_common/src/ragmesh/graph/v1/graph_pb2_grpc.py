@@ -62,8 +62,8 @@ class GraphServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetContext(self, request, context):
-        """Entities named in the question and their neighbourhood (depth <= 2),
-        restricted to the given documents.
+        """Entities named in the question and their neighbourhood (depth <= 2), read only from documents the
+        caller may read (the graph asks the retriever's CheckDocumentAccess about the documents it finds).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -177,7 +177,7 @@ class ContextOptions(_message.Message):
     def __init__(self, enabled: bool = ..., document_expansion_threshold: _Optional[float] = ..., max_chunks_per_document: _Optional[int] = ..., sibling_expansion: bool = ..., thin_chunk_tokens: _Optional[int] = ..., coverage_boost: bool = ..., coverage_weight: _Optional[float] = ..., mmr: bool = ..., mmr_lambda: _Optional[float] = ..., token_budget: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight", "include_accessible_document_ids", "embed_query")
+    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight", "embed_query", "sub_queries")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
@@ -191,8 +191,8 @@ class SearchRequest(_message.Message):
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_DOCS_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    INCLUDE_ACCESSIBLE_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
     EMBED_QUERY_FIELD_NUMBER: _ClassVar[int]
+    SUB_QUERIES_FIELD_NUMBER: _ClassVar[int]
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
@@ -206,16 +206,15 @@ class SearchRequest(_message.Message):
     language: str
     feedback_docs: int
     feedback_weight: float
-    include_accessible_document_ids: bool
     embed_query: bool
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., include_accessible_document_ids: bool = ..., embed_query: bool = ...) -> None: ...
+    sub_queries: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., embed_query: bool = ..., sub_queries: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "accessible_documents", "backend", "accessible_document_ids", "strategy", "vector_unavailable", "embed_ms", "readable_documents", "ingesting_documents", "filter_matched_documents")
+    __slots__ = ("results", "accessible_documents", "backend", "strategy", "vector_unavailable", "embed_ms", "readable_documents", "ingesting_documents", "filter_matched_documents")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ACCESSIBLE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
-    ACCESSIBLE_DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     VECTOR_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     EMBED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -225,14 +224,13 @@ class SearchResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
     accessible_documents: int
     backend: str
-    accessible_document_ids: _containers.RepeatedScalarFieldContainer[str]
     strategy: Strategy
     vector_unavailable: str
     embed_ms: float
     readable_documents: int
     ingesting_documents: int
     filter_matched_documents: int
-    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., accessible_document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., vector_unavailable: _Optional[str] = ..., embed_ms: _Optional[float] = ..., readable_documents: _Optional[int] = ..., ingesting_documents: _Optional[int] = ..., filter_matched_documents: _Optional[int] = ...) -> None: ...
+    def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., vector_unavailable: _Optional[str] = ..., embed_ms: _Optional[float] = ..., readable_documents: _Optional[int] = ..., ingesting_documents: _Optional[int] = ..., filter_matched_documents: _Optional[int] = ...) -> None: ...
 
 class GetChunksRequest(_message.Message):
     __slots__ = ("chunk_ids",)
