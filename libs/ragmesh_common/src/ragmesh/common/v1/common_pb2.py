@@ -22,27 +22,32 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eragmesh/common/v1/common.proto\x12\x11ragmesh.common.v1\"A\n\x0bUserContext\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05roles\x18\x02 \x03(\t\x12\x12\n\ndepartment\x18\x03 \x01(\t\"H\n\x03\x41\x63l\x12\x0e\n\x06public\x18\x01 \x01(\x08\x12\x13\n\x0b\x64\x65partments\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\r\n\x05users\x18\x04 \x03(\t\"\xde\x02\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\x12\n\nowner_user\x18\x05 \x01(\t\x12\x18\n\x10owner_department\x18\x06 \x01(\t\x12#\n\x03\x61\x63l\x18\x07 \x01(\x0b\x32\x16.ragmesh.common.v1.Acl\x12\x31\n\x06status\x18\x08 \x01(\x0e\x32!.ragmesh.common.v1.DocumentStatus\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\n \x01(\x05\x12\x12\n\npage_count\x18\x0b \x01(\x05\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nupdated_at\x18\r \x01(\t\x12\x0f\n\x07summary\x18\x0e \x01(\t\x12\x12\n\nsize_bytes\x18\x0f \x01(\x03\"\xe2\x01\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12,\n\x05level\x18\x03 \x01(\x0e\x32\x1d.ragmesh.common.v1.ChunkLevel\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x0f\n\x07ordinal\x18\x05 \x01(\x05\x12\x14\n\x0csection_path\x18\x06 \x03(\t\x12\x0c\n\x04page\x18\x07 \x01(\x05\x12\x0c\n\x04text\x18\x08 \x01(\t\x12\r\n\x05title\x18\t \x01(\t\x12\x0c\n\x04kind\x18\n \x01(\t\x12\x11\n\tembedding\x18\x0b \x03(\x02\"\xc0\x01\n\x0bScoredChunk\x12\'\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x18.ragmesh.common.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0chybrid_score\x18\x03 \x01(\x01\x12\x15\n\rlexical_score\x18\x04 \x01(\x01\x12\x14\n\x0cvector_score\x18\x05 \x01(\x01\x12\x14\n\x0crerank_score\x18\x06 \x01(\x01\x12\x10\n\x08reranked\x18\x07 \x01(\x08\x12\x0e\n\x06origin\x18\x08 \x01(\t*\xde\x01\n\x0e\x44ocumentStatus\x12\x1f\n\x1b\x44OCUMENT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44OCUMENT_STATUS_QUEUED\x10\x01\x12\x1b\n\x17\x44OCUMENT_STATUS_PARSING\x10\x02\x12\x1d\n\x19\x44OCUMENT_STATUS_EMBEDDING\x10\x03\x12\x1c\n\x18\x44OCUMENT_STATUS_INDEXING\x10\x04\x12\x19\n\x15\x44OCUMENT_STATUS_READY\x10\x05\x12\x1a\n\x16\x44OCUMENT_STATUS_FAILED\x10\x06*w\n\nChunkLevel\x12\x1b\n\x17\x43HUNK_LEVEL_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43HUNK_LEVEL_DOCUMENT\x10\x01\x12\x17\n\x13\x43HUNK_LEVEL_SECTION\x10\x02\x12\x19\n\x15\x43HUNK_LEVEL_PARAGRAPH\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eragmesh/common/v1/common.proto\x12\x11ragmesh.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"A\n\x0bUserContext\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05roles\x18\x02 \x03(\t\x12\x12\n\ndepartment\x18\x03 \x01(\t\"H\n\x03\x41\x63l\x12\x0e\n\x06public\x18\x01 \x01(\x08\x12\x13\n\x0b\x64\x65partments\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\r\n\x05users\x18\x04 \x03(\t\"\x96\x03\n\x08\x44ocument\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\x12\n\nowner_user\x18\x05 \x01(\t\x12\x18\n\x10owner_department\x18\x06 \x01(\t\x12#\n\x03\x61\x63l\x18\x07 \x01(\x0b\x32\x16.ragmesh.common.v1.Acl\x12\x31\n\x06status\x18\x08 \x01(\x0e\x32!.ragmesh.common.v1.DocumentStatus\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\n \x01(\x05\x12\x12\n\npage_count\x18\x0b \x01(\x05\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07summary\x18\x0e \x01(\t\x12\x12\n\nsize_bytes\x18\x0f \x01(\x03\"\x80\x02\n\x05\x43hunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12,\n\x05level\x18\x03 \x01(\x0e\x32\x1d.ragmesh.common.v1.ChunkLevel\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x0f\n\x07ordinal\x18\x05 \x01(\x05\x12\x14\n\x0csection_path\x18\x06 \x03(\t\x12\x0c\n\x04page\x18\x07 \x01(\x05\x12\x0c\n\x04text\x18\x08 \x01(\t\x12\r\n\x05title\x18\t \x01(\t\x12*\n\x04kind\x18\n \x01(\x0e\x32\x1c.ragmesh.common.v1.ChunkKind\x12\x11\n\tembedding\x18\x0b \x03(\x02\"\xe0\x01\n\x0bScoredChunk\x12\'\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x18.ragmesh.common.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0chybrid_score\x18\x03 \x01(\x01\x12\x15\n\rlexical_score\x18\x04 \x01(\x01\x12\x14\n\x0cvector_score\x18\x05 \x01(\x01\x12\x14\n\x0crerank_score\x18\x06 \x01(\x01\x12\x10\n\x08reranked\x18\x07 \x01(\x08\x12.\n\x06origin\x18\x08 \x01(\x0e\x32\x1e.ragmesh.common.v1.ChunkOrigin*\xde\x01\n\x0e\x44ocumentStatus\x12\x1f\n\x1b\x44OCUMENT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44OCUMENT_STATUS_QUEUED\x10\x01\x12\x1b\n\x17\x44OCUMENT_STATUS_PARSING\x10\x02\x12\x1d\n\x19\x44OCUMENT_STATUS_EMBEDDING\x10\x03\x12\x1c\n\x18\x44OCUMENT_STATUS_INDEXING\x10\x04\x12\x19\n\x15\x44OCUMENT_STATUS_READY\x10\x05\x12\x1a\n\x16\x44OCUMENT_STATUS_FAILED\x10\x06*w\n\nChunkLevel\x12\x1b\n\x17\x43HUNK_LEVEL_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43HUNK_LEVEL_DOCUMENT\x10\x01\x12\x17\n\x13\x43HUNK_LEVEL_SECTION\x10\x02\x12\x19\n\x15\x43HUNK_LEVEL_PARAGRAPH\x10\x03*\xb1\x01\n\tChunkKind\x12\x1a\n\x16\x43HUNK_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x43HUNK_KIND_PARAGRAPH\x10\x01\x12\x14\n\x10\x43HUNK_KIND_TABLE\x10\x02\x12\x13\n\x0f\x43HUNK_KIND_LIST\x10\x03\x12\x13\n\x0f\x43HUNK_KIND_CODE\x10\x04\x12\x16\n\x12\x43HUNK_KIND_SUMMARY\x10\x05\x12\x16\n\x12\x43HUNK_KIND_SECTION\x10\x06*\xb6\x01\n\x0b\x43hunkOrigin\x12\x1c\n\x18\x43HUNK_ORIGIN_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HUNK_ORIGIN_SEARCH\x10\x01\x12\x18\n\x14\x43HUNK_ORIGIN_SUMMARY\x10\x02\x12#\n\x1f\x43HUNK_ORIGIN_DOCUMENT_EXPANSION\x10\x03\x12\x18\n\x14\x43HUNK_ORIGIN_SIBLING\x10\x04\x12\x17\n\x13\x43HUNK_ORIGIN_PARENT\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DOCUMENTSTATUS']._serialized_start=972
-  _globals['_DOCUMENTSTATUS']._serialized_end=1194
-  _globals['_CHUNKLEVEL']._serialized_start=1196
-  _globals['_CHUNKLEVEL']._serialized_end=1315
-  _globals['_USERCONTEXT']._serialized_start=53
-  _globals['_USERCONTEXT']._serialized_end=118
-  _globals['_ACL']._serialized_start=120
-  _globals['_ACL']._serialized_end=192
-  _globals['_DOCUMENT']._serialized_start=195
-  _globals['_DOCUMENT']._serialized_end=545
-  _globals['_CHUNK']._serialized_start=548
-  _globals['_CHUNK']._serialized_end=774
-  _globals['_SCOREDCHUNK']._serialized_start=777
-  _globals['_SCOREDCHUNK']._serialized_end=969
+  _globals['_DOCUMENTSTATUS']._serialized_start=1123
+  _globals['_DOCUMENTSTATUS']._serialized_end=1345
+  _globals['_CHUNKLEVEL']._serialized_start=1347
+  _globals['_CHUNKLEVEL']._serialized_end=1466
+  _globals['_CHUNKKIND']._serialized_start=1469
+  _globals['_CHUNKKIND']._serialized_end=1646
+  _globals['_CHUNKORIGIN']._serialized_start=1649
+  _globals['_CHUNKORIGIN']._serialized_end=1831
+  _globals['_USERCONTEXT']._serialized_start=86
+  _globals['_USERCONTEXT']._serialized_end=151
+  _globals['_ACL']._serialized_start=153
+  _globals['_ACL']._serialized_end=225
+  _globals['_DOCUMENT']._serialized_start=228
+  _globals['_DOCUMENT']._serialized_end=634
+  _globals['_CHUNK']._serialized_start=637
+  _globals['_CHUNK']._serialized_end=893
+  _globals['_SCOREDCHUNK']._serialized_start=896
+  _globals['_SCOREDCHUNK']._serialized_end=1120
 # @@protoc_insertion_point(module_scope)
