@@ -196,15 +196,14 @@ HISTORY = [("user", "Tell me about IBM"), ("assistant", "IBM is a technology com
 
 async def test_rules_rewrite_is_shown_and_the_model_is_not_asked() -> None:
     mesh = FakeMesh()
-    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="never", rewritten=True)
+    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="never")
     _, final = await chat(mesh, "And when was it founded?", history=HISTORY)
     assert final["rewritten_question"] == "When was IBM founded?" and "Rewrite" not in mesh.answerer.requests
 
 
 async def test_the_model_rewrites_what_the_rules_cannot() -> None:
     mesh = FakeMesh()
-    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="When did IBM move to Armonk?",
-                                                                    rewritten=True)
+    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="When did IBM move to Armonk?")
     prepared, final = await chat(mesh, "And when did it move there?", history=HISTORY)
     assert mesh.answerer.requests["Rewrite"].question == "And when did it move there?"
     assert prepared.query == final["rewritten_question"] == "When did IBM move to Armonk?"
