@@ -129,7 +129,7 @@ async def test_ambiguous_gets_one_corrective_retrieval_and_answers_when_it_finds
     prepared, final = await chat(mesh, "When was the Selectric typewriter introduced?", routing=False)
     assert len(searches) == 2
     corrective = searches[1]
-    assert corrective.query == "Selectric typewriter introduced" and corrective.has_alpha and corrective.alpha == 0.3
+    assert corrective.query == "Selectric typewriter introduced" and corrective.HasField("alpha") and corrective.alpha == 0.3
     assert len(corrective.levels) == 3 and corrective.top_k == 60
     assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["sel"]
     assert final["relevance"]["grade"] == "correct"
@@ -155,7 +155,7 @@ async def test_incorrect_is_no_sources_without_a_corrective_search() -> None:
 async def test_alpha_zero_chat_is_graded_lexically_and_answers() -> None:
     mesh = FakeMesh(retriever=Stub(Search=search_reply(chunk("sel", SELECTRIC, vector=0.0, lexical=4.0))))
     _, final = await chat(mesh, "When was the Selectric introduced?", alpha=0.0)
-    assert mesh.retriever.requests["Search"].has_alpha and mesh.retriever.requests["Search"].alpha == 0.0
+    assert mesh.retriever.requests["Search"].HasField("alpha") and mesh.retriever.requests["Search"].alpha == 0.0
     assert final["outcome"] == "answer" and final["sources"]
 
 

@@ -100,7 +100,14 @@ class Prepared:
 
 
 def chunk_origin(item: common_pb2.ScoredChunk) -> str:
-    return item.origin or "search"
+    """The API's name of why the chunk is there ("search", "summary", "sibling", ...)."""
+    origin = item.origin or common_pb2.CHUNK_ORIGIN_SEARCH
+    return common_pb2.ChunkOrigin.Name(origin).removeprefix("CHUNK_ORIGIN_").lower()
+
+
+def chunk_kind(chunk: common_pb2.Chunk) -> str:
+    """The API's name of the chunk's kind ("paragraph", "table", ...; "" when unset)."""
+    return common_pb2.ChunkKind.Name(chunk.kind).removeprefix("CHUNK_KIND_").lower() if chunk.kind else ""
 
 
 def event(name: str, **data: Any) -> dict[str, Any]:
@@ -114,7 +121,7 @@ def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = Tru
         text = text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
     return {
         "index": index + 1, "document_id": chunk.document_id, "chunk_id": chunk.chunk_id, "title": chunk.title,
-        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk.kind,
+        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk_kind(chunk),
         "snippet": text, "origin": chunk_origin(item),
         "scores": {"score": round(item.score, 6), "hybrid": round(item.hybrid_score, 6),
                    "lexical": round(item.lexical_score, 6), "vector": round(item.vector_score, 6),
@@ -266,7 +273,7 @@ class Orchestrator:
             else retriever_pb2.STRATEGY_DIRECT,
             include_accessible_document_ids=options.graph and self.graph_enabled)  # the graph hop filters by them
         if alpha is not None:
-            request.has_alpha, request.alpha = True, alpha
+            request.alpha = alpha
         if options.feedback_docs:
             request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
         request.fusion = FUSIONS.get(options.fusion, retriever_pb2.FUSION_TYPE_RELATIVE_SCORE)
