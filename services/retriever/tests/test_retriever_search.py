@@ -362,7 +362,7 @@ async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[
     reply = await stub.Search(retriever_pb2.SearchRequest(query="信息检索", alpha=0.0),
                               metadata=ALICE.metadata())
     assert [r.chunk.document_id for r in reply.results] == [zh]
-    reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?", has_alpha=True,
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?",
                                                           alpha=0.0), metadata=ALICE.metadata())
     assert reply.results and reply.results[0].chunk.document_id == de
 
@@ -417,8 +417,7 @@ class FixedEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
 
     async def Embed(self, request, context):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.02)
-        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts],
-                                          dimension=DIM)
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts])
 
 
 async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> None:  # type: ignore[no-untyped-def]
