@@ -23,7 +23,7 @@ TAG_PATTERN = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 def _buf(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("buf")
     assert exe, "buf is not on PATH (pip install buf-bin)"
-    return subprocess.run([exe, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([exe, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 
 def _version(name: str) -> tuple[int, int, int]:
@@ -39,7 +39,8 @@ def release_images() -> list[Path]:
 
 def last_release_tag() -> str | None:
     """The newest release tag (vMAJOR.MINOR.PATCH), or None when the checkout has none."""
-    done = subprocess.run(["git", "tag", "--list", "v*"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["git", "tag", "--list", "v*"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=True)
     tags = [t for t in done.stdout.split() if TAG_PATTERN.match(t)]
     return max(tags, key=_version) if tags else None
 

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timezone
+from datetime import UTC
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -68,7 +68,7 @@ def document_json(doc: common_pb2.Document) -> dict[str, Any]:
     data["size_bytes"] = doc.size_bytes  # int64 would otherwise be a JSON string
     for name in ("created_at", "updated_at"):  # ISO 8601 as datetime.isoformat() writes it, "" when unset
         stamp = getattr(doc, name)
-        data[name] = stamp.ToDatetime(tzinfo=timezone.utc).isoformat() if doc.HasField(name) else ""
+        data[name] = stamp.ToDatetime(tzinfo=UTC).isoformat() if doc.HasField(name) else ""
     return data
 
 
