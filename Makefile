@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -39,6 +39,10 @@ test: $(STAMP)
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py
+
+# buf lint + buf breaking against the last release (tag, else the committed image); see proto/README.md
+proto-check: $(STAMP)
+	$(BIN)/python -m pytest -q tests/contracts/test_proto_buf.py
 
 token: $(STAMP)
 	@$(BIN)/python -m ragmesh_gateway.tokens --user "$(user)" --department "$(department)" --roles "$(roles)"

@@ -229,13 +229,13 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                     summaries.append(summary)
                     top = common_pb2.Chunk(chunk_id=f"{doc_id}:0", document_id=doc_id,
                                            level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=summary,
-                                           title=d.get("title", ""), kind="summary", embedding=vectors[position])
+                                           title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_SUMMARY, embedding=vectors[position])
                     chunks = [top]
                     for ordinal, part in enumerate(parts, start=1):
                         chunks.append(common_pb2.Chunk(
                             chunk_id=f"{doc_id}:{ordinal}", document_id=doc_id, parent_id=top.chunk_id,
                             level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=ordinal, text=part,
-                            title=d.get("title", ""), kind="paragraph", embedding=vectors[position + ordinal]))
+                            title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_PARAGRAPH, embedding=vectors[position + ordinal]))
                     position += len(chunks)
                     requests.append(retriever_pb2.IndexChunksRequest(document_id=doc_id, chunks=chunks))
                     corpus_of_document[doc_id] = d["_id"]

@@ -9,7 +9,7 @@ pool, ...) side by side, on the same index.
 Each corpus is indexed once, exactly as `bench/retrieval.py` indexes it (one summary chunk and one
 paragraph chunk per document), into an embedded PostgreSQL through the retriever's own gRPC service
 (`IndexChunks`); then, per variant (retriever `Settings` overrides), a retriever service is started on
-that index and every configuration (`SearchRequest` fields, as JSON; `alpha` implies `has_alpha`) is
+that index and every configuration (`SearchRequest` fields, as JSON) is
 evaluated with the queries' vectors sent along. Vectors come from the offline MiniLM model in-process and
 are cached in `--cache-dir` (.data/bench-cache), so a sweep re-runs in minutes. No gateway, no latency:
 use `make bench-retrieval` for the mesh. Writes bench/results/sweep.json (dataset → variant →
@@ -94,10 +94,10 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
             did = doc.document_id
             top = common_pb2.Chunk(chunk_id=f"{did}:0", document_id=did, level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0,
                                    text=bench.summary_text(d.get("title", ""), d["text"]), title=d.get("title", ""),
-                                   kind="summary", embedding=summary[i].tolist())
+                                   kind=common_pb2.CHUNK_KIND_SUMMARY, embedding=summary[i].tolist())
             para = common_pb2.Chunk(chunk_id=f"{did}:1", document_id=did, parent_id=top.chunk_id,
                                     level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=1, text=d["text"],
-                                    title=d.get("title", ""), kind="paragraph", embedding=paragraph[i].tolist())
+                                    title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_PARAGRAPH, embedding=paragraph[i].tolist())
             await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=did, chunks=[top, para]),
                                    metadata=user.metadata(), timeout=120)
             await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
@@ -116,8 +116,6 @@ async def evaluate(stub: Any, user: Any, dataset: bench.Dataset, queries: list[d
     from ragmesh.retriever.v1 import retriever_pb2
 
     fields = {"top_k": 100, **fields}
-    if "alpha" in fields:
-        fields.setdefault("has_alpha", True)
     gate = asyncio.Semaphore(bench.QUERY_CONCURRENCY)
     scores: dict[str, list[float]] = {m: [] for m in dataset.metrics}
 

@@ -81,12 +81,13 @@ async def _call(mesh: Stack, service: str, document_id: str, metadata: Metadata)
         calls = {
             "parser": lambda: parser_pb2_grpc.ParserServiceStub(channel).ListFormats(
                 parser_pb2.ListFormatsRequest(), metadata=metadata, timeout=30),
-            "embedder": lambda: embedder_pb2_grpc.EmbedderServiceStub(channel).GetModelInfo(
-                embedder_pb2.GetModelInfoRequest(), metadata=metadata, timeout=30),
+            "embedder": lambda: embedder_pb2_grpc.EmbedderServiceStub(channel).Embed(
+                embedder_pb2.EmbedRequest(texts=["launch plan"], is_query=True), metadata=metadata, timeout=30),
             "retriever": lambda: retriever_pb2_grpc.RetrieverServiceStub(channel).Search(
                 retriever_pb2.SearchRequest(query="WidgetPro Houston", top_k=5), metadata=metadata, timeout=30),
-            "reranker": lambda: reranker_pb2_grpc.RerankerServiceStub(channel).GetModelInfo(
-                reranker_pb2.GetModelInfoRequest(), metadata=metadata, timeout=30),
+            "reranker": lambda: reranker_pb2_grpc.RerankerServiceStub(channel).Rerank(
+                reranker_pb2.RerankRequest(query="launch plan", passages=["the launch plan"]), metadata=metadata,
+                timeout=30),
             "graph": lambda: graph_pb2_grpc.GraphServiceStub(channel).GetContext(
                 graph_pb2.GetContextRequest(query="NASA", document_ids=[document_id]), metadata=metadata, timeout=30),
             "answerer": lambda: answerer_pb2_grpc.AnswererServiceStub(channel).CheckInput(

@@ -33,7 +33,7 @@ async def test_rewrite_over_grpc(answerer_service: GrpcService) -> None:
             question="When was it founded?",
             history=[answerer_pb2.ChatTurn(role="user", content="Tell me about IBM"),
                      answerer_pb2.ChatTurn(role="assistant", content="IBM is a technology company.")]), timeout=120)
-        assert reply.question.strip() and reply.model
+        assert reply.question.strip()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.Rewrite(answerer_pb2.RewriteRequest(question="  "), timeout=30)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

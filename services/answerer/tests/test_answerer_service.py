@@ -55,7 +55,7 @@ async def test_answer_streams_tokens_then_cites_the_relevant_source(answerer_ser
         # The relevant source is second, so a citation of index 1 is attribution, not position.
         tokens, final = await _collect(stub, answerer_pb2.AnswerRequest(
             question="How many days of paid vacation do employees get?", sources=[PASSWORDS, VACATION],
-            max_tokens=48, temperature=0.0, has_temperature=True))
+            max_tokens=48, temperature=0.0))
     assert tokens, "no token streamed"
     assert final is not None
     # The model is prompted with the quote that answers, copies it, and the copy verifies.
@@ -70,7 +70,7 @@ async def test_answer_streams_tokens_then_cites_the_relevant_source(answerer_ser
     assert final.citations[0].chunk_id == "handbook-leave-3" and final.citations[0].support >= 0.5
     assert final.grounding_score == 1.0
     assert final.model == "smollm2:135m"
-    assert final.prompt_tokens > 0 and 0 < final.completion_tokens <= 48
+    assert 0 < len(tokens) <= 48  # token usage itself is on the span (gen_ai.usage.*), not in the reply
 
 
 async def test_answer_to_the_wrong_question_is_not_verified(answerer_service: GrpcService) -> None:
@@ -83,7 +83,7 @@ async def test_answer_to_the_wrong_question_is_not_verified(answerer_service: Gr
     async with channel:
         _, final = await _collect(stub, answerer_pb2.AnswerRequest(
             question="Who is the CEO of Northwind Analytics GmbH?", sources=[report], max_tokens=48,
-            temperature=0.0, has_temperature=True))
+            temperature=0.0))
     assert final is not None
     assert not final.verified and not final.grounded
     assert final.withheld or final.warnings
@@ -94,8 +94,8 @@ async def test_max_tokens_cut_is_reported(answerer_service: GrpcService) -> None
     async with channel:
         tokens, final = await _collect(stub, answerer_pb2.AnswerRequest(
             question="How many days of paid vacation do employees get?", sources=[VACATION], max_tokens=3,
-            temperature=0.0, has_temperature=True))
-    assert final is not None and final.completion_tokens == 3
+            temperature=0.0))
+    assert final is not None and 0 < len(tokens) <= 3
     assert any("token limit" in w for w in final.warnings)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,8 @@ def document() -> common_pb2.Document:
     return common_pb2.Document(document_id=DOC_ID, title="T", filename="t.md", mime_type="text/markdown",
                                owner_user="alice", owner_department="eng", acl=common_pb2.Acl(departments=["eng"]),
                                status=common_pb2.DOCUMENT_STATUS_READY, chunk_count=1, size_bytes=10,
-                               created_at="2025-01-01T00:00:00Z", updated_at="2025-01-01T00:00:00Z")
+                               created_at=datetime(2025, 1, 1, tzinfo=UTC),
+                               updated_at=datetime(2025, 1, 1, tzinfo=UTC))
 
 
 class FakeMesh:

@@ -129,7 +129,7 @@ async def test_ambiguous_gets_one_corrective_retrieval_and_answers_when_it_finds
     prepared, final = await chat(mesh, "When was the Selectric typewriter introduced?", routing=False)
     assert len(searches) == 2
     corrective = searches[1]
-    assert corrective.query == "Selectric typewriter introduced" and corrective.has_alpha and corrective.alpha == 0.3
+    assert corrective.query == "Selectric typewriter introduced" and corrective.HasField("alpha") and corrective.alpha == 0.3
     assert len(corrective.levels) == 3 and corrective.top_k == 60
     assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["sel"]
     assert final["relevance"]["grade"] == "correct"
@@ -155,7 +155,7 @@ async def test_incorrect_is_no_sources_without_a_corrective_search() -> None:
 async def test_alpha_zero_chat_is_graded_lexically_and_answers() -> None:
     mesh = FakeMesh(retriever=Stub(Search=search_reply(chunk("sel", SELECTRIC, vector=0.0, lexical=4.0))))
     _, final = await chat(mesh, "When was the Selectric introduced?", alpha=0.0)
-    assert mesh.retriever.requests["Search"].has_alpha and mesh.retriever.requests["Search"].alpha == 0.0
+    assert mesh.retriever.requests["Search"].HasField("alpha") and mesh.retriever.requests["Search"].alpha == 0.0
     assert final["outcome"] == "answer" and final["sources"]
 
 
@@ -196,15 +196,14 @@ HISTORY = [("user", "Tell me about IBM"), ("assistant", "IBM is a technology com
 
 async def test_rules_rewrite_is_shown_and_the_model_is_not_asked() -> None:
     mesh = FakeMesh()
-    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="never", rewritten=True)
+    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="never")
     _, final = await chat(mesh, "And when was it founded?", history=HISTORY)
     assert final["rewritten_question"] == "When was IBM founded?" and "Rewrite" not in mesh.answerer.requests
 
 
 async def test_the_model_rewrites_what_the_rules_cannot() -> None:
     mesh = FakeMesh()
-    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="When did IBM move to Armonk?",
-                                                                    rewritten=True)
+    mesh.answerer.replies["Rewrite"] = answerer_pb2.RewriteResponse(question="When did IBM move to Armonk?")
     prepared, final = await chat(mesh, "And when did it move there?", history=HISTORY)
     assert mesh.answerer.requests["Rewrite"].question == "And when did it move there?"
     assert prepared.query == final["rewritten_question"] == "When did IBM move to Armonk?"

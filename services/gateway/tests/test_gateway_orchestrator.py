@@ -297,7 +297,7 @@ async def test_final_event_carries_verification_and_evidence_mapped_to_documents
                                                          start=4, end=19)],
                     sentences=[answerer_pb2.SentenceVerdict(
                         text="IBM was founded in 1924.", supported=False, source_indexes=[0],
-                        evidence_indexes=[0], unsupported_tokens=["1924"], reason="the evidence does not state '1924'",
+                        unsupported_tokens=["1924"], reason="the evidence does not state '1924'",
                         verdict=answerer_pb2.VERDICT_MISSING_TOKEN, short_answer=True)]))]
     mesh = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=withheld))
     _, events = await run(mesh, history=[("user", "Tell me about IBM"), ("assistant", "IBM is a company.")])

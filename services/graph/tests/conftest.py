@@ -25,7 +25,7 @@ from ragmesh_common.server import GrpcService
 from ragmesh_common.tokens import channel_as
 from ragmesh_graph.config import Settings
 from ragmesh_graph.server import build_service
-from ragmesh_graph.store import GraphStore
+from ragmesh_graph.store import Q_COUNT_CHUNKS, GraphStore
 
 
 @pytest.fixture(scope="session")
@@ -134,6 +134,13 @@ async def graph_store(graph_settings: Settings) -> AsyncIterator[GraphStore]:
                                graph_settings.neo4j_database, graph_settings.query_timeout_seconds)
     yield store
     await store.close()
+
+
+async def chunk_count(graph_store: GraphStore, document_id: str) -> int:
+    """The document's chunks in the graph (what DeleteDocument removes)."""
+    async with graph_store.driver.session(database=graph_store.database) as session:
+        rows = await (await session.run(Q_COUNT_CHUNKS, document_id=document_id)).data()
+    return int(rows[0]["n"])
 
 
 @pytest.fixture

@@ -6,11 +6,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragmesh.parser.v1 import parser_pb2_grpc
+from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.tokens import channel_as
 from ragmesh_parser.config import Settings
+from ragmesh_parser import server as parser_server
 from ragmesh_parser.server import build_service
 
 CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
@@ -20,6 +25,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 DOCUMENTS = DATA / "documents"
 MAX_TOKENS = 200
+
+
+@pytest.fixture
+def parse_pipeline(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The Docling pipeline of the last parse, read from its span (a diagnostic, not in the ParseResponse)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()  # local provider: the global one stays untouched
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(parser_server, "tracer", provider.get_tracer("test"))
+    return lambda: [s for s in exporter.get_finished_spans() if s.name == "parse"][-1].attributes[attr.RAG_PARSE_PIPELINE]
 
 
 def make_settings(**overrides: object) -> Settings:

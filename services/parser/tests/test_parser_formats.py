@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2
 
 SAMPLES = [
@@ -29,14 +30,15 @@ def groundtruth_headings(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("fmt", "relpath"), SAMPLES, ids=[fmt for fmt, _ in SAMPLES])
-async def test_each_format_parses_into_blocks_and_chunks(parser_stub, documents: Path, fmt: str, relpath: str) -> None:
+async def test_each_format_parses_into_blocks_and_chunks(parser_stub, parse_pipeline, documents: Path, fmt: str,
+                                                         relpath: str) -> None:
     reply = await parse(parser_stub, documents / relpath)
     assert reply.format == fmt
     assert reply.title
     assert reply.blocks and all(block.text for block in reply.blocks)
     assert reply.chunks[0].level == 1 and reply.chunks[0].text.startswith(reply.title)
     assert any(chunk.level == 3 for chunk in reply.chunks)
-    assert reply.pipeline == ("native_pdf" if fmt == "pdf" else "simple")
+    assert parse_pipeline() == ("native_pdf" if fmt == "pdf" else "simple")
 
 
 async def test_plain_text_paragraphs_split_on_blank_lines(parser_stub) -> None:
@@ -74,7 +76,7 @@ async def test_tables_are_structured(parser_stub, documents: Path) -> None:
     assert table.table.num_rows == len(table.table.rows) > 1
     assert table.table.num_cols == len(header)
     assert table.text.startswith("| " + header[0].strip('"'))
-    table_chunks = [c for c in reply.chunks if c.kind == "table"]
+    table_chunks = [c for c in reply.chunks if c.kind == common_pb2.CHUNK_KIND_TABLE]
     assert table_chunks and all(c.text.startswith(table.text.splitlines()[0]) for c in table_chunks)
 
 

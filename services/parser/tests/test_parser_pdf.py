@@ -12,9 +12,10 @@ async def parse(stub, path: Path) -> parser_pb2.ParseResponse:
                             timeout=60)
 
 
-async def test_bookmarked_pdf_gives_heading_levels_and_drops_running_header(parser_stub, documents: Path) -> None:
+async def test_bookmarked_pdf_gives_heading_levels_and_drops_running_header(parser_stub, parse_pipeline,
+                                                                            documents: Path) -> None:
     reply = await parse(parser_stub, documents / "pdf/bookmark_sample.pdf")
-    assert reply.page_count == 3 and reply.pipeline == "native_pdf"
+    assert reply.page_count == 3 and parse_pipeline() == "native_pdf"
     assert [(h.text, h.level, h.page) for h in reply.headings] == [
         ("PART I - DEFINITIONS", 1, 1), ("1. Interpretation", 2, 1), ("2. Construction of Terms", 2, 1),
         ("PART II - OBLIGATIONS", 1, 2), ("3. Payment Terms", 2, 2), ("3.1 Payment Schedule", 3, 2),

@@ -149,8 +149,8 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     await add_document(stub, ALICE, "", [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1)),
                                          ("cluster of grapes", unit(2))])
     query = dict(query="cluster upgrade", query_vector=unit(1), top_k=3)
-    lexical = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.0), metadata=ALICE.metadata())
-    vector = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=1.0), metadata=ALICE.metadata())
+    lexical = await stub.Search(retriever_pb2.SearchRequest(**query, alpha=0.0), metadata=ALICE.metadata())
+    vector = await stub.Search(retriever_pb2.SearchRequest(**query, alpha=1.0), metadata=ALICE.metadata())
     assert lexical.results[0].chunk.text == "kubernetes cluster upgrade"
     assert vector.results[0].chunk.text == "gardening tips"
     assert vector.results[0].vector_score == pytest.approx(1.0, abs=1e-5)
@@ -160,7 +160,7 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     assert scores["kubernetes cluster upgrade"] == pytest.approx(1 - ALPHA)
     assert scores["gardening tips"] == pytest.approx(ALPHA)
     assert scores["cluster of grapes"] == pytest.approx(0.0)
-    even = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.5), metadata=ALICE.metadata())
+    even = await stub.Search(retriever_pb2.SearchRequest(**query, alpha=0.5), metadata=ALICE.metadata())
     assert {r.chunk.text: r.hybrid_score for r in even.results} == pytest.approx(
         {"kubernetes cluster upgrade": 0.5, "gardening tips": 0.5, "cluster of grapes": 0.0})
     ranked = await stub.Search(retriever_pb2.SearchRequest(**query, fusion=retriever_pb2.FUSION_TYPE_RANKED),
@@ -168,7 +168,7 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
     # in both rankings: first in one, second or third in the other -> wins under reciprocal-rank fusion
     assert ranked.results[0].chunk.text == "kubernetes cluster upgrade"
     assert ranked.results[0].hybrid_score > 0.5 / 60
-    dbsf = await stub.Search(retriever_pb2.SearchRequest(**query, has_alpha=True, alpha=0.5,
+    dbsf = await stub.Search(retriever_pb2.SearchRequest(**query, alpha=0.5,
                                                          fusion=retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED),
                              metadata=ALICE.metadata())
     # each leg scaled by mean ± 3 sd: lexical {upgrade, grapes} -> 4/6, 2/6; vector {1, 0, 0} -> below
@@ -249,7 +249,7 @@ async def test_search_counts_readable_ingesting_and_filter_matched_documents(stu
 
 
 @BOTH_LEXICAL_PLANS
-async def test_level_filter_and_get_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_level_filter(stub) -> None:  # type: ignore[no-untyped-def]
     doc = await add_document(stub, ALICE, "levels", [("volcano eruption summary", unit(8))],
                              level=common_pb2.CHUNK_LEVEL_DOCUMENT)
     paragraphs = await stub.Search(retriever_pb2.SearchRequest(query="volcano eruption"), metadata=ALICE.metadata())
@@ -258,10 +258,6 @@ async def test_level_filter_and_get_chunks(stub) -> None:  # type: ignore[no-unt
                                                               levels=[common_pb2.CHUNK_LEVEL_DOCUMENT]),
                                   metadata=ALICE.metadata())
     assert summaries.results[0].chunk.document_id == doc
-    got = await stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[f"{doc}:0"]), metadata=ALICE.metadata())
-    assert [c.text for c in got.chunks] == ["volcano eruption summary"]
-    hidden = await stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[f"{doc}:0"]), metadata=BOB.metadata())
-    assert list(hidden.chunks) == []
 
 
 async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore[no-untyped-def]
@@ -276,7 +272,7 @@ async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore
 @pytest.mark.parametrize("request_kwargs, message", [
     (dict(query=""), "query text or query_vector"),
     (dict(query="x", top_k=5000), "top_k"),
-    (dict(query="x", has_alpha=True, alpha=2.0), "alpha"),
+    (dict(query="x", alpha=2.0), "alpha"),
     (dict(query="x", document_ids=["not-a-uuid"]), "UUID"),
     (dict(query="x", levels=[7]), "levels"),
     (dict(query="x", sub_queries=["  "]), "sub_queries[0]"),
@@ -344,7 +340,7 @@ async def test_summary_first_promotes_chunks_of_the_best_summarised_documents(st
     c = await _structured(stub, ALICE, "c", [(3, "1", "", [], "volcano eruption volcano eruption history")])
     a = await _structured(stub, ALICE, "a", [(1, "0", "", [], "volcano eruption report"),
                                             (3, "1", "0", [], "volcano eruption lava notes")])
-    query = dict(query="volcano eruption", top_k=5, has_alpha=True, alpha=0.0)
+    query = dict(query="volcano eruption", top_k=5, alpha=0.0)
     direct = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())
     assert [r.chunk.chunk_id for r in direct.results] == [f"{c}:1", f"{a}:1"]
     first = await stub.Search(retriever_pb2.SearchRequest(**query, strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST),
@@ -360,19 +356,20 @@ async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:
                                             (3, "2", "0", ["Intro"], "delta kappa"),
                                             (3, "3", "0", ["Intro"], "omega psi"),
                                             (3, "4", "0", ["Intro"], "epsilon zeta")])
-    base = dict(query="kappa", top_k=10, has_alpha=True, alpha=0.0)
+    base = dict(query="kappa", top_k=10, alpha=0.0)
     plain = await stub.Search(retriever_pb2.SearchRequest(**base), metadata=ALICE.metadata())
     assert [r.chunk.chunk_id for r in plain.results] == [f"{d}:2"]
     thin = await stub.Search(retriever_pb2.SearchRequest(
         **base, context=retriever_pb2.ContextOptions(enabled=True, sibling_expansion=True)), metadata=ALICE.metadata())
     got = {r.chunk.chunk_id: r.origin for r in thin.results}
     assert thin.results[0].chunk.chunk_id == f"{d}:2"  # the hit stays first
-    assert got == {f"{d}:2": "search", f"{d}:0": "parent", f"{d}:1": "sibling", f"{d}:3": "sibling"}
+    assert got == {f"{d}:2": common_pb2.CHUNK_ORIGIN_SEARCH, f"{d}:0": common_pb2.CHUNK_ORIGIN_PARENT,
+                   f"{d}:1": common_pb2.CHUNK_ORIGIN_SIBLING, f"{d}:3": common_pb2.CHUNK_ORIGIN_SIBLING}
     expanded = await stub.Search(retriever_pb2.SearchRequest(
         **base, context=retriever_pb2.ContextOptions(enabled=True, document_expansion_threshold=0.5,
                                                      max_chunks_per_document=3)), metadata=ALICE.metadata())
     origins = [r.origin for r in expanded.results]
-    assert origins[0] == "search" and origins.count("document_expansion") == 2  # capped at 3 per document
+    assert origins[0] == common_pb2.CHUNK_ORIGIN_SEARCH and origins.count(common_pb2.CHUNK_ORIGIN_DOCUMENT_EXPANSION) == 2
     budget = await stub.Search(retriever_pb2.SearchRequest(
         **base, context=retriever_pb2.ContextOptions(enabled=True, sibling_expansion=True, token_budget=1)),
         metadata=ALICE.metadata())
@@ -382,10 +379,10 @@ async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:
 async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[no-untyped-def]
     zh = await add_document(stub, ALICE, "zh", [("信息检索是从大量文档中找到相关信息的过程。", unit(50))])
     de = await add_document(stub, ALICE, "de", [("Die alten Häuser der Stadt wurden im Jahr 1900 gebaut.", unit(51))])
-    reply = await stub.Search(retriever_pb2.SearchRequest(query="信息检索", has_alpha=True, alpha=0.0),
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="信息检索", alpha=0.0),
                               metadata=ALICE.metadata())
     assert [r.chunk.document_id for r in reply.results] == [zh]
-    reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?", has_alpha=True,
+    reply = await stub.Search(retriever_pb2.SearchRequest(query="Wann wurde das Haus gebaut?",
                                                           alpha=0.0), metadata=ALICE.metadata())
     assert reply.results and reply.results[0].chunk.document_id == de
 
@@ -397,7 +394,7 @@ async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None
                                                  ("decoy passage", unit(62))])
     vector = [0.0] * DIM
     vector[60], vector[62] = 0.8, 0.6  # cosines: seed 0.8, decoy 0.6, neighbour 0.57
-    query = dict(query="zzz-no-lexical-match", query_vector=vector, top_k=3, has_alpha=True, alpha=1.0)
+    query = dict(query="zzz-no-lexical-match", query_vector=vector, top_k=3, alpha=1.0)
     plain = await stub.Search(retriever_pb2.SearchRequest(**query), metadata=ALICE.metadata())
     assert [r.chunk.text for r in plain.results][:2] == ["seed passage", "decoy passage"]
     fed = await stub.Search(retriever_pb2.SearchRequest(**query, feedback_docs=1, feedback_weight=2.0),
@@ -440,8 +437,7 @@ class FixedEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
 
     async def Embed(self, request, context):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.02)
-        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts],
-                                          dimension=DIM)
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts])
 
 
 async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> None:  # type: ignore[no-untyped-def]
@@ -453,7 +449,7 @@ async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> No
     try:
         async with retriever_on(app_dsn, embedder_addr=f"127.0.0.1:{port}") as stub:
             await add_document(stub, ALICE, "ops", texts)
-            request = dict(query="cluster upgrade", top_k=5, has_alpha=True, alpha=0.7)  # the vector leg leads
+            request = dict(query="cluster upgrade", top_k=5, alpha=0.7)  # the vector leg leads
             given = await stub.Search(retriever_pb2.SearchRequest(**request, query_vector=unit(1)), metadata=ALICE.metadata())
             embedded = await stub.Search(retriever_pb2.SearchRequest(**request, embed_query=True), metadata=ALICE.metadata())
             plain = await stub.Search(retriever_pb2.SearchRequest(**request), metadata=ALICE.metadata())
@@ -527,7 +523,7 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
         assert not {"postings_impact_idx", "postings_document_idx"} & names
         assert conn.execute("SELECT count(*), sum(tf_head) FROM postings").fetchone() == (4, 0)
     async with retriever_on(app_dsn) as stub:  # old postings count no heading occurrences; search still works
-        reply = await stub.Search(retriever_pb2.SearchRequest(query="pricing", top_k=5, has_alpha=True, alpha=0.0),
+        reply = await stub.Search(retriever_pb2.SearchRequest(query="pricing", top_k=5, alpha=0.0),
                                   metadata=ALICE.metadata())
         assert [r.chunk.text for r in reply.results] == ["pricing rules apply daily"]
         doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="new", filename="new.md"),
@@ -553,7 +549,7 @@ async def test_bm25_statistics_say_nothing_about_documents_the_user_cannot_read(
                                                  ("harbour harbour zqxplanted zqxplanted", unit(5))])
 
     async def lexical(user: UserContext, query: str) -> dict[str, float]:
-        reply = await stub.Search(retriever_pb2.SearchRequest(query=query, top_k=10, has_alpha=True, alpha=0.0),
+        reply = await stub.Search(retriever_pb2.SearchRequest(query=query, top_k=10, alpha=0.0),
                                   metadata=user.metadata())
         return {r.chunk.text: r.lexical_score for r in reply.results}
 
@@ -584,7 +580,6 @@ async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> 
             document_id=doc, status=common_pb2.DOCUMENT_STATUS_FAILED, error=bad), metadata=ALICE.metadata()),
         stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=doc, chunks=[common_pb2.Chunk(
             chunk_id=f"{doc}:0", document_id=doc, text="fine", section_path=["Intro", bad])]), metadata=ALICE.metadata()),
-        stub.GetChunks(retriever_pb2.GetChunksRequest(chunk_ids=[bad]), metadata=ALICE.metadata()),
     ]
     for call in calls:
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -42,12 +42,12 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
         citations=[answerer_pb2.Citation(source_index=c.source_index, chunk_id=c.chunk_id, support=c.support)
                    for c in result.citations],
         grounding_score=result.grounding_score, grounded=result.grounded, warnings=result.warnings,
-        model=result.model, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+        model=result.model,
         short_answer=result.short_answer,
         evidence=[answerer_pb2.EvidenceQuote(source_index=q.source_index, chunk_id=q.chunk_id, text=q.text,
                                              start=q.start, end=q.end) for q in result.evidence],
         sentences=[answerer_pb2.SentenceVerdict(
-            text=s.text, supported=s.supported, source_indexes=s.sources, evidence_indexes=s.evidence,
+            text=s.text, supported=s.supported, source_indexes=s.sources,
             unsupported_tokens=s.unsupported_tokens, reason=s.reason, verdict=_VERDICTS[s.verdict],
             short_answer=s.short_answer) for s in result.sentences],
         verified=result.verified, withheld=result.withheld,
@@ -92,7 +92,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             graph_facts=list(request.graph_facts),
             history=[(turn.role, turn.content) for turn in request.history],
             max_tokens=request.max_tokens,
-            temperature=request.temperature if request.has_temperature else None,
+            temperature=request.temperature if request.HasField("temperature") else None,
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())
@@ -132,7 +132,8 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             raise InvalidArgument("question must not be empty")
         result = await rewrite_followup(self._answerer.llm, request.question[:self._answerer.settings.max_question_chars],
                                         [(turn.role, turn.content) for turn in request.history])
-        return answerer_pb2.RewriteResponse(question=result.question, rewritten=result.rewritten, model=result.model)
+        logger.info("rewrite by %s: %s", result.model, "rewritten" if result.rewritten else "kept the question")
+        return answerer_pb2.RewriteResponse(question=result.question)
 
 
 class Undecodable:

@@ -1,4 +1,4 @@
-"""EmbedderService: Embed and GetModelInfo over gRPC."""
+"""EmbedderService: Embed over gRPC."""
 from __future__ import annotations
 
 import asyncio
@@ -48,17 +48,7 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
         span.set_attribute(attr.RAG_EMBED_TEXTS, len(request.texts))
         span.set_attribute(attr.RAG_EMBED_BATCH, self.settings.batch_size)
         vectors = await self.batcher.embed(list(request.texts), is_query=request.is_query)
-        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=v.tolist()) for v in vectors],
-                                          model=self.model.name, dimension=self.model.dimension)
-
-    @grpc_errors
-    async def GetModelInfo(self, request: embedder_pb2.GetModelInfoRequest,
-                           context: aio.ServicerContext) -> embedder_pb2.ModelInfo:
-        if self.model is None:
-            raise Unavailable("embedder is warming up (model not loaded yet)")
-        return embedder_pb2.ModelInfo(model=self.model.name, dimension=self.model.dimension,
-                                      device=self.settings.device, max_length=self.settings.max_length,
-                                      batch_size=self.settings.batch_size)
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=v.tolist()) for v in vectors])
 
 
 def build_service(settings: Settings) -> tuple[GrpcService, EmbedderServicer]:

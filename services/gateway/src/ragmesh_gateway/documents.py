@@ -49,6 +49,9 @@ def document_json(doc: common_pb2.Document) -> dict[str, Any]:
     data = MessageToDict(doc, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
     data["status"] = status_name(doc.status)
     data["size_bytes"] = doc.size_bytes  # int64 would otherwise be a JSON string
+    for name in ("created_at", "updated_at"):  # ISO 8601 as datetime.isoformat() writes it, "" when unset
+        stamp = getattr(doc, name)
+        data[name] = stamp.ToDatetime(tzinfo=UTC).isoformat() if doc.HasField(name) else ""
     return data
 
 

@@ -103,7 +103,14 @@ class Prepared:
 
 
 def chunk_origin(item: common_pb2.ScoredChunk) -> str:
-    return item.origin or "search"
+    """The API's name of why the chunk is there ("search", "summary", "sibling", ...)."""
+    origin = item.origin or common_pb2.CHUNK_ORIGIN_SEARCH
+    return common_pb2.ChunkOrigin.Name(origin).removeprefix("CHUNK_ORIGIN_").lower()
+
+
+def chunk_kind(chunk: common_pb2.Chunk) -> str:
+    """The API's name of the chunk's kind ("paragraph", "table", ...; "" when unset)."""
+    return common_pb2.ChunkKind.Name(chunk.kind).removeprefix("CHUNK_KIND_").lower() if chunk.kind else ""
 
 
 def event(name: str, **data: Any) -> dict[str, Any]:
@@ -117,7 +124,7 @@ def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = Tru
         text = text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
     return {
         "index": index + 1, "document_id": chunk.document_id, "chunk_id": chunk.chunk_id, "title": chunk.title,
-        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk.kind,
+        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk_kind(chunk),
         "snippet": text, "origin": chunk_origin(item),
         "scores": {"score": round(item.score, 6), "hybrid": round(item.hybrid_score, 6),
                    "lexical": round(item.lexical_score, 6), "vector": round(item.vector_score, 6),
@@ -264,7 +271,7 @@ class Orchestrator:
             strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
             else retriever_pb2.STRATEGY_DIRECT)
         if alpha is not None:
-            request.has_alpha, request.alpha = True, alpha
+            request.alpha = alpha
         if options.feedback_docs:
             request.feedback_docs, request.feedback_weight = options.feedback_docs, options.feedback_weight
         request.fusion = fusion_type(options.fusion)

@@ -161,7 +161,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         document_id = _document_id(request.document_id)
         owners = await self.store.document_owners(document_id)
         if not owners:
-            return graph_pb2.DeleteDocumentResponse(removed_chunks=0)
+            return graph_pb2.DeleteDocumentResponse()
         # The gateway deletes the catalogue row first, so the owner recorded at ingest decides; only data written
         # before owners were recorded ("") asks the catalogue.
         if owners != {user.user_id}:
@@ -170,7 +170,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             await self._require_owner(user, document_id)
         removed = await self.store.delete_document(document_id)
         logger.info("deleted %s from the graph: %d chunks", document_id, removed)
-        return graph_pb2.DeleteDocumentResponse(removed_chunks=removed)
+        return graph_pb2.DeleteDocumentResponse()
 
 
 def build_service(settings: Settings, store: GraphStore | None = None, extractor: EntityExtractor | None = None,

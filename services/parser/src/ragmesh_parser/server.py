@@ -40,7 +40,7 @@ def _chunk_pb(chunk: ChunkRecord) -> common_pb2.Chunk:
     return common_pb2.Chunk(chunk_id=chunk.chunk_id, document_id=chunk.document_id,
                             level=_LEVELS.get(chunk.level, common_pb2.CHUNK_LEVEL_PARAGRAPH), parent_id=chunk.parent_id,
                             ordinal=chunk.ordinal, section_path=chunk.section_path, page=chunk.page, text=chunk.text,
-                            title=chunk.title, kind=chunk.kind)
+                            title=chunk.title, kind=common_pb2.ChunkKind.Value(f"CHUNK_KIND_{chunk.kind.upper()}"))
 
 
 class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
@@ -94,7 +94,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
     @staticmethod
     def _response(parsed: ParsedDocument, chunks: list[ChunkRecord]) -> parser_pb2.ParseResponse:
         return parser_pb2.ParseResponse(
-            title=parsed.title, format=parsed.format, page_count=parsed.page_count, pipeline=parsed.pipeline,
+            title=parsed.title, format=parsed.format, page_count=parsed.page_count,
             headings=[parser_pb2.Heading(text=h.text, level=h.level, page=h.page) for h in parsed.headings],
             blocks=[_block_pb(b) for b in parsed.blocks],
             chunks=[_chunk_pb(c) for c in chunks],

@@ -63,17 +63,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
             async with self._lock:
                 scores = await asyncio.to_thread(model.score, request.query, list(request.passages),
                                                  normalize=request.normalize)
-        return reranker_pb2.RerankResponse(scores=scores, model=model.name, configured=True)
-
-    @grpc_errors
-    async def GetModelInfo(self, request: reranker_pb2.GetModelInfoRequest,
-                           context: aio.ServicerContext) -> reranker_pb2.ModelInfo:
-        if not self.settings.model:
-            return reranker_pb2.ModelInfo(configured=False, state=NOT_CONFIGURED, device=self.settings.device)
-        if self.model is None:
-            return reranker_pb2.ModelInfo(configured=True, device=self.settings.device, state="loading")
-        return reranker_pb2.ModelInfo(configured=True, model=self.model.name, device=self.settings.device,
-                                      state="ready")
+        return reranker_pb2.RerankResponse(scores=scores, configured=True)
 
 
 def build_service(settings: Settings) -> tuple[GrpcService, RerankerServicer]:

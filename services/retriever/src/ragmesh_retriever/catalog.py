@@ -57,7 +57,7 @@ def document_message(row: dict[str, Any]) -> common_pb2.Document:
                            users=row["acl_users"]),
         status=STATUS_VALUES.get(row["status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED), error=row["error"],
         chunk_count=row["chunk_count"], page_count=row["page_count"], size_bytes=row["size_bytes"],
-        summary=row["summary"], created_at=row["created_at"].isoformat(), updated_at=row["updated_at"].isoformat(),
+        summary=row["summary"], created_at=row["created_at"], updated_at=row["updated_at"],
         content_sha256=row["content_sha256"], version=row["version"], warnings=row["warnings"],
         pending_version=row["pending_version"], pending_error=row["pending_error"],
         pending_status=STATUS_VALUES.get(row["pending_status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),

@@ -105,7 +105,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     def _query(self, request: retriever_pb2.SearchRequest) -> SearchQuery:
         if request.top_k < 0 or request.top_k > MAX_TOP_K:
             raise InvalidArgument(f"top_k must be within 0..{MAX_TOP_K}, got {request.top_k}")
-        if request.has_alpha and not 0.0 <= request.alpha <= 1.0:
+        if request.HasField("alpha") and not 0.0 <= request.alpha <= 1.0:
             raise InvalidArgument(f"alpha must be within [0, 1], got {request.alpha}")
         if not request.query.strip() and not request.query_vector:
             raise InvalidArgument("query text or query_vector is required")
@@ -125,7 +125,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         levels = [int(level) for level in request.levels] or [common_pb2.CHUNK_LEVEL_PARAGRAPH]
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
-        alpha = request.alpha if request.has_alpha else self.alpha
+        alpha = request.alpha if request.HasField("alpha") else self.alpha
         if not request.query_vector and not request.embed_query:
             alpha = 0.0  # lexical only
         return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
@@ -237,7 +237,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         results = []
         for hit, score, origin in merge_summary_first(direct, within, key=lambda h: h.chunk.chunk_id,
                                                       top_k=query.top_k):
-            item = scored(hit, origin)
+            item = scored(hit, ORIGINS[origin])
             item.score = score
             results.append(item)
         return results
@@ -278,20 +278,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             item = common_pb2.ScoredChunk()
             item.CopyFrom(c.payload)
             item.score = c.score
-            item.origin = c.origin if c.origin != "search" or not item.origin else item.origin
+            item.origin = ORIGINS[c.origin] if c.origin != "search" or not item.origin else item.origin
             out.append(item)
         return out
-
-    @grpc_errors
-    async def GetChunks(self, request: retriever_pb2.GetChunksRequest, context: aio.ServicerContext) -> retriever_pb2.GetChunksResponse:
-        check_strings(request)
-        user = await require_user(context)
-        if len(request.chunk_ids) > MAX_TOP_K:
-            raise InvalidArgument(f"at most {MAX_TOP_K} chunk ids per call")
-        async with self.catalog.db.transaction(user) as conn:
-            accessible = await self.catalog.accessible_ids(conn, None)
-        chunks = await self.backend.get_chunks(user, list(request.chunk_ids), accessible)
-        return retriever_pb2.GetChunksResponse(chunks=chunks)
 
     @grpc_errors
     async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
@@ -385,11 +374,16 @@ class _Search:
     outcome: dict[str, object] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
 
 
+# Context assembly names origins ("search", "sibling", ...); the contract carries the enum.
+ORIGINS = {name.removeprefix("CHUNK_ORIGIN_").lower(): value for name, value in common_pb2.ChunkOrigin.items() if value}
+ORIGIN_NAMES = {value: name for name, value in ORIGINS.items()}
+
+
 async def _no_hits() -> list[Hit]:
     return []
 
 
-def scored(hit: Hit, origin: str = "search") -> common_pb2.ScoredChunk:
+def scored(hit: Hit, origin: common_pb2.ChunkOrigin.ValueType = common_pb2.CHUNK_ORIGIN_SEARCH) -> common_pb2.ScoredChunk:
     return common_pb2.ScoredChunk(chunk=hit.chunk, score=hit.hybrid, hybrid_score=hit.hybrid,
                                   lexical_score=hit.lexical or 0.0, vector_score=hit.vector or 0.0, origin=origin)
 
@@ -399,7 +393,7 @@ def candidate(item: common_pb2.ScoredChunk, score: float | None = None) -> Candi
     return Candidate(chunk_id=chunk.chunk_id, document_id=chunk.document_id, section_key=tuple(chunk.section_path),
                      ordinal=chunk.ordinal, parent_id=chunk.parent_id, level=chunk.level, text=chunk.text,
                      score=item.score if score is None else score, tokens=estimate_tokens(chunk.text),
-                     origin=item.origin or "search", payload=item)
+                     origin=ORIGIN_NAMES.get(item.origin, "search"), payload=item)
 
 
 def make_backend(settings: Settings, db: Database) -> SearchBackend:

@@ -66,3 +66,17 @@ class SearchBackend(Protocol):
 
     async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
         """All chunks of the given (accessible) documents at these levels, in document order."""
+
+
+# Chunk kinds are stored as their lower-case names ("paragraph", "summary", ...), the enum in the contract.
+_KIND_VALUES = {name.removeprefix("CHUNK_KIND_").lower(): value for name, value in common_pb2.ChunkKind.items() if value}
+
+
+def kind_name(kind: int) -> str:
+    """The stored name of a chunk kind; an unset kind is stored as a paragraph."""
+    return common_pb2.ChunkKind.Name(kind or common_pb2.CHUNK_KIND_PARAGRAPH).removeprefix("CHUNK_KIND_").lower()
+
+
+def kind_value(name: str) -> common_pb2.ChunkKind.ValueType:
+    """The contract's kind for a stored name (unspecified for a name it does not know)."""
+    return _KIND_VALUES.get(name, common_pb2.CHUNK_KIND_UNSPECIFIED)

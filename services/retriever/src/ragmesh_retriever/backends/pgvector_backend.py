@@ -23,6 +23,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import Hit, SearchQuery
+from ragmesh_retriever.backends.base import kind_name, kind_value
 from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.ranking import Fusion, fuse, rocchio
@@ -168,7 +169,7 @@ def vector_literal(values: list[float]) -> str:
 def chunk_message(row: dict[str, Any] | tuple[Any, ...]) -> common_pb2.Chunk:
     cid, doc, level, parent, ordinal, path, page, kind, title, text = row[:10]
     return common_pb2.Chunk(chunk_id=cid, document_id=str(doc), level=level, parent_id=parent or "", ordinal=ordinal,
-                            section_path=path, page=page, kind=kind, title=title, text=text)
+                            section_path=path, page=page, kind=kind_value(kind), title=title, text=text)
 
 
 class PgVectorBackend:
@@ -217,7 +218,7 @@ class PgVectorBackend:
             "ids": [c.chunk_id for c in chunks], "levels": [c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH for c in chunks],
             "parents": [c.parent_id for c in chunks], "ordinals": [c.ordinal for c in chunks],
             "paths": [json.dumps(list(c.section_path)) for c in chunks], "pages": [c.page for c in chunks],
-            "kinds": [c.kind or "paragraph" for c in chunks], "titles": [c.title for c in chunks],
+            "kinds": [kind_name(c.kind) for c in chunks], "titles": [c.title for c in chunks],
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
         }

@@ -23,6 +23,7 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import Hit, SearchQuery
 from ragmesh_retriever.ranking import Fusion
+from ragmesh_retriever.backends.base import kind_name, kind_value
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class WeaviateBackend:
                 properties={"chunk_id": c.chunk_id, "document_id": document_id,
                             "level": c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH, "parent_id": c.parent_id,
                             "ordinal": c.ordinal, "section_path": list(c.section_path), "page": c.page,
-                            "kind": c.kind or "paragraph", "title": c.title, "text": c.text},
+                            "kind": kind_name(c.kind), "title": c.title, "text": c.text},
                 vector=list(c.embedding) if c.embedding else None,
             )
             for c in chunks
@@ -172,4 +173,4 @@ class WeaviateBackend:
             chunk_id=str(p.get("chunk_id", "")), document_id=str(p.get("document_id", "")), level=int(p.get("level") or 0),
             parent_id=str(p.get("parent_id") or ""), ordinal=int(p.get("ordinal") or 0),
             section_path=list(p.get("section_path") or []), page=int(p.get("page") or 0),
-            kind=str(p.get("kind") or ""), title=str(p.get("title") or ""), text=str(p.get("text") or ""))
+            kind=kind_value(str(p.get("kind") or "")), title=str(p.get("title") or ""), text=str(p.get("text") or ""))

@@ -54,22 +54,20 @@ class ChatTurn(_message.Message):
     def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
 
 class AnswerRequest(_message.Message):
-    __slots__ = ("question", "sources", "graph_facts", "history", "max_tokens", "temperature", "has_temperature")
+    __slots__ = ("question", "sources", "graph_facts", "history", "max_tokens", "temperature")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     GRAPH_FACTS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
-    HAS_TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     question: str
     sources: _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]
     graph_facts: _containers.RepeatedScalarFieldContainer[str]
     history: _containers.RepeatedCompositeFieldContainer[ChatTurn]
     max_tokens: int
     temperature: float
-    has_temperature: bool
-    def __init__(self, question: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., graph_facts: _Optional[_Iterable[str]] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., has_temperature: bool = ...) -> None: ...
+    def __init__(self, question: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., graph_facts: _Optional[_Iterable[str]] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("source_index", "chunk_id", "support")
@@ -82,15 +80,13 @@ class Citation(_message.Message):
     def __init__(self, source_index: _Optional[int] = ..., chunk_id: _Optional[str] = ..., support: _Optional[float] = ...) -> None: ...
 
 class AnswerFinal(_message.Message):
-    __slots__ = ("answer", "citations", "grounding_score", "grounded", "warnings", "model", "prompt_tokens", "completion_tokens", "short_answer", "evidence", "sentences", "verified", "withheld", "draft")
+    __slots__ = ("answer", "citations", "grounding_score", "grounded", "warnings", "model", "short_answer", "evidence", "sentences", "verified", "withheld", "draft")
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     GROUNDING_SCORE_FIELD_NUMBER: _ClassVar[int]
     GROUNDED_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
-    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
-    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SHORT_ANSWER_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     SENTENCES_FIELD_NUMBER: _ClassVar[int]
@@ -103,15 +99,13 @@ class AnswerFinal(_message.Message):
     grounded: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
     model: str
-    prompt_tokens: int
-    completion_tokens: int
     short_answer: str
     evidence: _containers.RepeatedCompositeFieldContainer[EvidenceQuote]
     sentences: _containers.RepeatedCompositeFieldContainer[SentenceVerdict]
     verified: bool
     withheld: bool
     draft: str
-    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., short_answer: _Optional[str] = ..., evidence: _Optional[_Iterable[_Union[EvidenceQuote, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[SentenceVerdict, _Mapping]]] = ..., verified: bool = ..., withheld: bool = ..., draft: _Optional[str] = ...) -> None: ...
+    def __init__(self, answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., grounding_score: _Optional[float] = ..., grounded: bool = ..., warnings: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., short_answer: _Optional[str] = ..., evidence: _Optional[_Iterable[_Union[EvidenceQuote, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[SentenceVerdict, _Mapping]]] = ..., verified: bool = ..., withheld: bool = ..., draft: _Optional[str] = ...) -> None: ...
 
 class EvidenceQuote(_message.Message):
     __slots__ = ("source_index", "chunk_id", "text", "start", "end")
@@ -128,11 +122,10 @@ class EvidenceQuote(_message.Message):
     def __init__(self, source_index: _Optional[int] = ..., chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SentenceVerdict(_message.Message):
-    __slots__ = ("text", "supported", "source_indexes", "evidence_indexes", "unsupported_tokens", "reason", "verdict", "short_answer")
+    __slots__ = ("text", "supported", "source_indexes", "unsupported_tokens", "reason", "verdict", "short_answer")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SUPPORTED_FIELD_NUMBER: _ClassVar[int]
     SOURCE_INDEXES_FIELD_NUMBER: _ClassVar[int]
-    EVIDENCE_INDEXES_FIELD_NUMBER: _ClassVar[int]
     UNSUPPORTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
@@ -140,12 +133,11 @@ class SentenceVerdict(_message.Message):
     text: str
     supported: bool
     source_indexes: _containers.RepeatedScalarFieldContainer[int]
-    evidence_indexes: _containers.RepeatedScalarFieldContainer[int]
     unsupported_tokens: _containers.RepeatedScalarFieldContainer[str]
     reason: str
     verdict: Verdict
     short_answer: bool
-    def __init__(self, text: _Optional[str] = ..., supported: bool = ..., source_indexes: _Optional[_Iterable[int]] = ..., evidence_indexes: _Optional[_Iterable[int]] = ..., unsupported_tokens: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., short_answer: bool = ...) -> None: ...
+    def __init__(self, text: _Optional[str] = ..., supported: bool = ..., source_indexes: _Optional[_Iterable[int]] = ..., unsupported_tokens: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., short_answer: bool = ...) -> None: ...
 
 class AnswerEvent(_message.Message):
     __slots__ = ("token", "final", "queued")
@@ -174,11 +166,7 @@ class RewriteRequest(_message.Message):
     def __init__(self, question: _Optional[str] = ..., history: _Optional[_Iterable[_Union[ChatTurn, _Mapping]]] = ...) -> None: ...
 
 class RewriteResponse(_message.Message):
-    __slots__ = ("question", "rewritten", "model")
+    __slots__ = ("question",)
     QUESTION_FIELD_NUMBER: _ClassVar[int]
-    REWRITTEN_FIELD_NUMBER: _ClassVar[int]
-    MODEL_FIELD_NUMBER: _ClassVar[int]
     question: str
-    rewritten: bool
-    model: str
-    def __init__(self, question: _Optional[str] = ..., rewritten: bool = ..., model: _Optional[str] = ...) -> None: ...
+    def __init__(self, question: _Optional[str] = ...) -> None: ...

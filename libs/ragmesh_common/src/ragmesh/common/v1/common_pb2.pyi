@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -23,6 +26,25 @@ class ChunkLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHUNK_LEVEL_DOCUMENT: _ClassVar[ChunkLevel]
     CHUNK_LEVEL_SECTION: _ClassVar[ChunkLevel]
     CHUNK_LEVEL_PARAGRAPH: _ClassVar[ChunkLevel]
+
+class ChunkKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHUNK_KIND_UNSPECIFIED: _ClassVar[ChunkKind]
+    CHUNK_KIND_PARAGRAPH: _ClassVar[ChunkKind]
+    CHUNK_KIND_TABLE: _ClassVar[ChunkKind]
+    CHUNK_KIND_LIST: _ClassVar[ChunkKind]
+    CHUNK_KIND_CODE: _ClassVar[ChunkKind]
+    CHUNK_KIND_SUMMARY: _ClassVar[ChunkKind]
+    CHUNK_KIND_SECTION: _ClassVar[ChunkKind]
+
+class ChunkOrigin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHUNK_ORIGIN_UNSPECIFIED: _ClassVar[ChunkOrigin]
+    CHUNK_ORIGIN_SEARCH: _ClassVar[ChunkOrigin]
+    CHUNK_ORIGIN_SUMMARY: _ClassVar[ChunkOrigin]
+    CHUNK_ORIGIN_DOCUMENT_EXPANSION: _ClassVar[ChunkOrigin]
+    CHUNK_ORIGIN_SIBLING: _ClassVar[ChunkOrigin]
+    CHUNK_ORIGIN_PARENT: _ClassVar[ChunkOrigin]
 DOCUMENT_STATUS_UNSPECIFIED: DocumentStatus
 DOCUMENT_STATUS_QUEUED: DocumentStatus
 DOCUMENT_STATUS_PARSING: DocumentStatus
@@ -34,6 +56,19 @@ CHUNK_LEVEL_UNSPECIFIED: ChunkLevel
 CHUNK_LEVEL_DOCUMENT: ChunkLevel
 CHUNK_LEVEL_SECTION: ChunkLevel
 CHUNK_LEVEL_PARAGRAPH: ChunkLevel
+CHUNK_KIND_UNSPECIFIED: ChunkKind
+CHUNK_KIND_PARAGRAPH: ChunkKind
+CHUNK_KIND_TABLE: ChunkKind
+CHUNK_KIND_LIST: ChunkKind
+CHUNK_KIND_CODE: ChunkKind
+CHUNK_KIND_SUMMARY: ChunkKind
+CHUNK_KIND_SECTION: ChunkKind
+CHUNK_ORIGIN_UNSPECIFIED: ChunkOrigin
+CHUNK_ORIGIN_SEARCH: ChunkOrigin
+CHUNK_ORIGIN_SUMMARY: ChunkOrigin
+CHUNK_ORIGIN_DOCUMENT_EXPANSION: ChunkOrigin
+CHUNK_ORIGIN_SIBLING: ChunkOrigin
+CHUNK_ORIGIN_PARENT: ChunkOrigin
 
 class UserContext(_message.Message):
     __slots__ = ("user_id", "roles", "department")
@@ -91,8 +126,8 @@ class Document(_message.Message):
     error: str
     chunk_count: int
     page_count: int
-    created_at: str
-    updated_at: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
     summary: str
     size_bytes: int
     content_sha256: str
@@ -101,7 +136,7 @@ class Document(_message.Message):
     pending_version: int
     pending_status: DocumentStatus
     pending_error: str
-    def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., owner_user: _Optional[str] = ..., owner_department: _Optional[str] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error: _Optional[str] = ..., chunk_count: _Optional[int] = ..., page_count: _Optional[int] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., summary: _Optional[str] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., version: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., pending_version: _Optional[int] = ..., pending_status: _Optional[_Union[DocumentStatus, str]] = ..., pending_error: _Optional[str] = ...) -> None: ...
+    def __init__(self, document_id: _Optional[str] = ..., title: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., owner_user: _Optional[str] = ..., owner_department: _Optional[str] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error: _Optional[str] = ..., chunk_count: _Optional[int] = ..., page_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., summary: _Optional[str] = ..., size_bytes: _Optional[int] = ..., content_sha256: _Optional[str] = ..., version: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., pending_version: _Optional[int] = ..., pending_status: _Optional[_Union[DocumentStatus, str]] = ..., pending_error: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("chunk_id", "document_id", "level", "parent_id", "ordinal", "section_path", "page", "text", "title", "kind", "embedding")
@@ -125,9 +160,9 @@ class Chunk(_message.Message):
     page: int
     text: str
     title: str
-    kind: str
+    kind: ChunkKind
     embedding: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., level: _Optional[_Union[ChunkLevel, str]] = ..., parent_id: _Optional[str] = ..., ordinal: _Optional[int] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., kind: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...
+    def __init__(self, chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., level: _Optional[_Union[ChunkLevel, str]] = ..., parent_id: _Optional[str] = ..., ordinal: _Optional[int] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., title: _Optional[str] = ..., kind: _Optional[_Union[ChunkKind, str]] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ScoredChunk(_message.Message):
     __slots__ = ("chunk", "score", "hybrid_score", "lexical_score", "vector_score", "rerank_score", "reranked", "origin")
@@ -146,5 +181,5 @@ class ScoredChunk(_message.Message):
     vector_score: float
     rerank_score: float
     reranked: bool
-    origin: str
-    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: bool = ..., origin: _Optional[str] = ...) -> None: ...
+    origin: ChunkOrigin
+    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., hybrid_score: _Optional[float] = ..., lexical_score: _Optional[float] = ..., vector_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., reranked: bool = ..., origin: _Optional[_Union[ChunkOrigin, str]] = ...) -> None: ...

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/embedder/v1/embedder.proto\x12\x13ragmesh.embedder.v1\"/\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x10\n\x08is_query\x18\x02 \x01(\x08\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"_\n\rEmbedResponse\x12,\n\x07vectors\x18\x01 \x03(\x0b\x32\x1b.ragmesh.embedder.v1.Vector\x12\r\n\x05model\x18\x02 \x01(\t\x12\x11\n\tdimension\x18\x03 \x01(\x05\"\x15\n\x13GetModelInfoRequest\"e\n\tModelInfo\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x12\n\nmax_length\x18\x04 \x01(\x05\x12\x12\n\nbatch_size\x18\x05 \x01(\x05\x32\xbb\x01\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.ragmesh.embedder.v1.EmbedRequest\x1a\".ragmesh.embedder.v1.EmbedResponse\x12X\n\x0cGetModelInfo\x12(.ragmesh.embedder.v1.GetModelInfoRequest\x1a\x1e.ragmesh.embedder.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/embedder/v1/embedder.proto\x12\x13ragmesh.embedder.v1\"/\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x10\n\x08is_query\x18\x02 \x01(\x08\"\x18\n\x06Vector\x12\x0e\n\x06values\x18\x01 \x03(\x02\"[\n\rEmbedResponse\x12,\n\x07vectors\x18\x01 \x03(\x0b\x32\x1b.ragmesh.embedder.v1.VectorJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\x05modelR\tdimension2a\n\x0f\x45mbedderService\x12N\n\x05\x45mbed\x12!.ragmesh.embedder.v1.EmbedRequest\x1a\".ragmesh.embedder.v1.EmbedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,11 +36,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VECTOR']._serialized_start=108
   _globals['_VECTOR']._serialized_end=132
   _globals['_EMBEDRESPONSE']._serialized_start=134
-  _globals['_EMBEDRESPONSE']._serialized_end=229
-  _globals['_GETMODELINFOREQUEST']._serialized_start=231
-  _globals['_GETMODELINFOREQUEST']._serialized_end=252
-  _globals['_MODELINFO']._serialized_start=254
-  _globals['_MODELINFO']._serialized_end=355
-  _globals['_EMBEDDERSERVICE']._serialized_start=358
-  _globals['_EMBEDDERSERVICE']._serialized_end=545
+  _globals['_EMBEDRESPONSE']._serialized_end=225
+  _globals['_EMBEDDERSERVICE']._serialized_start=227
+  _globals['_EMBEDDERSERVICE']._serialized_end=324
 # @@protoc_insertion_point(module_scope)

@@ -39,23 +39,12 @@ class EmbedderServiceStub(object):
                 request_serializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedResponse.FromString,
                 _registered_method=True)
-        self.GetModelInfo = channel.unary_unary(
-                '/ragmesh.embedder.v1.EmbedderService/GetModelInfo',
-                request_serializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.GetModelInfoRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.ModelInfo.FromString,
-                _registered_method=True)
 
 
 class EmbedderServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Embed(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetModelInfo(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -68,11 +57,6 @@ def add_EmbedderServiceServicer_to_server(servicer, server):
                     servicer.Embed,
                     request_deserializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedRequest.FromString,
                     response_serializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedResponse.SerializeToString,
-            ),
-            'GetModelInfo': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetModelInfo,
-                    request_deserializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.GetModelInfoRequest.FromString,
-                    response_serializer=ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.ModelInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -102,33 +86,6 @@ class EmbedderService(object):
             '/ragmesh.embedder.v1.EmbedderService/Embed',
             ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedRequest.SerializeToString,
             ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.EmbedResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetModelInfo(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/ragmesh.embedder.v1.EmbedderService/GetModelInfo',
-            ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.GetModelInfoRequest.SerializeToString,
-            ragmesh_dot_embedder_dot_v1_dot_embedder__pb2.ModelInfo.FromString,
             options,
             channel_credentials,
             insecure,

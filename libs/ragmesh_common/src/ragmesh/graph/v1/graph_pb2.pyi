@@ -89,7 +89,5 @@ class DeleteDocumentRequest(_message.Message):
     def __init__(self, document_id: _Optional[str] = ...) -> None: ...
 
 class DeleteDocumentResponse(_message.Message):
-    __slots__ = ("removed_chunks",)
-    REMOVED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
-    removed_chunks: int
-    def __init__(self, removed_chunks: _Optional[int] = ...) -> None: ...
+    __slots__ = ()
+    def __init__(self) -> None: ...

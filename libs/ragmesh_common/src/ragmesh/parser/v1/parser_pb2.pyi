@@ -80,22 +80,20 @@ class Block(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., text: _Optional[str] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., bbox: _Optional[_Union[BoundingBox, _Mapping]] = ..., table: _Optional[_Union[Table, _Mapping]] = ..., heading_level: _Optional[int] = ...) -> None: ...
 
 class ParseResponse(_message.Message):
-    __slots__ = ("title", "format", "page_count", "headings", "blocks", "chunks", "pipeline")
+    __slots__ = ("title", "format", "page_count", "headings", "blocks", "chunks")
     TITLE_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     PAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     HEADINGS_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
-    PIPELINE_FIELD_NUMBER: _ClassVar[int]
     title: str
     format: str
     page_count: int
     headings: _containers.RepeatedCompositeFieldContainer[Heading]
     blocks: _containers.RepeatedCompositeFieldContainer[Block]
     chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
-    pipeline: str
-    def __init__(self, title: _Optional[str] = ..., format: _Optional[str] = ..., page_count: _Optional[int] = ..., headings: _Optional[_Iterable[_Union[Heading, _Mapping]]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ..., pipeline: _Optional[str] = ...) -> None: ...
+    def __init__(self, title: _Optional[str] = ..., format: _Optional[str] = ..., page_count: _Optional[int] = ..., headings: _Optional[_Iterable[_Union[Heading, _Mapping]]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...
 
 class ListFormatsRequest(_message.Message):
     __slots__ = ()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/reranker/v1/reranker.proto\x12\x13ragmesh.reranker.v1\"C\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\x12\x11\n\tnormalize\x18\x03 \x01(\x08\"`\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\r\n\x05model\x18\x02 \x01(\t\x12\x12\n\nconfigured\x18\x03 \x01(\x08\x12\x1b\n\x13unconfigured_reason\x18\x04 \x01(\t\"\x15\n\x13GetModelInfoRequest\"M\n\tModelInfo\x12\x12\n\nconfigured\x18\x01 \x01(\x08\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t2\xbe\x01\n\x0fRerankerService\x12Q\n\x06Rerank\x12\".ragmesh.reranker.v1.RerankRequest\x1a#.ragmesh.reranker.v1.RerankResponse\x12X\n\x0cGetModelInfo\x12(.ragmesh.reranker.v1.GetModelInfoRequest\x1a\x1e.ragmesh.reranker.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/reranker/v1/reranker.proto\x12\x13ragmesh.reranker.v1\"C\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08passages\x18\x02 \x03(\t\x12\x11\n\tnormalize\x18\x03 \x01(\x08\"^\n\x0eRerankResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x01\x12\x12\n\nconfigured\x18\x03 \x01(\x08\x12\x1b\n\x13unconfigured_reason\x18\x04 \x01(\tJ\x04\x08\x02\x10\x03R\x05model2d\n\x0fRerankerService\x12Q\n\x06Rerank\x12\".ragmesh.reranker.v1.RerankRequest\x1a#.ragmesh.reranker.v1.RerankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RERANKREQUEST']._serialized_start=59
   _globals['_RERANKREQUEST']._serialized_end=126
   _globals['_RERANKRESPONSE']._serialized_start=128
-  _globals['_RERANKRESPONSE']._serialized_end=224
-  _globals['_GETMODELINFOREQUEST']._serialized_start=226
-  _globals['_GETMODELINFOREQUEST']._serialized_end=247
-  _globals['_MODELINFO']._serialized_start=249
-  _globals['_MODELINFO']._serialized_end=326
-  _globals['_RERANKERSERVICE']._serialized_start=329
-  _globals['_RERANKERSERVICE']._serialized_end=519
+  _globals['_RERANKRESPONSE']._serialized_end=222
+  _globals['_RERANKERSERVICE']._serialized_start=224
+  _globals['_RERANKERSERVICE']._serialized_end=324
 # @@protoc_insertion_point(module_scope)

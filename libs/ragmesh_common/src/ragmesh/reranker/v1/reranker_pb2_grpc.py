@@ -39,11 +39,6 @@ class RerankerServiceStub(object):
                 request_serializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankResponse.FromString,
                 _registered_method=True)
-        self.GetModelInfo = channel.unary_unary(
-                '/ragmesh.reranker.v1.RerankerService/GetModelInfo',
-                request_serializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.GetModelInfoRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.ModelInfo.FromString,
-                _registered_method=True)
 
 
 class RerankerServiceServicer(object):
@@ -56,12 +51,6 @@ class RerankerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetModelInfo(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_RerankerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -69,11 +58,6 @@ def add_RerankerServiceServicer_to_server(servicer, server):
                     servicer.Rerank,
                     request_deserializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankRequest.FromString,
                     response_serializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankResponse.SerializeToString,
-            ),
-            'GetModelInfo': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetModelInfo,
-                    request_deserializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.GetModelInfoRequest.FromString,
-                    response_serializer=ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.ModelInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -103,33 +87,6 @@ class RerankerService(object):
             '/ragmesh.reranker.v1.RerankerService/Rerank',
             ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankRequest.SerializeToString,
             ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.RerankResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetModelInfo(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/ragmesh.reranker.v1.RerankerService/GetModelInfo',
-            ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.GetModelInfoRequest.SerializeToString,
-            ragmesh_dot_reranker_dot_v1_dot_reranker__pb2.ModelInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -177,11 +177,10 @@ class ContextOptions(_message.Message):
     def __init__(self, enabled: bool = ..., document_expansion_threshold: _Optional[float] = ..., max_chunks_per_document: _Optional[int] = ..., sibling_expansion: bool = ..., thin_chunk_tokens: _Optional[int] = ..., coverage_boost: bool = ..., coverage_weight: _Optional[float] = ..., mmr: bool = ..., mmr_lambda: _Optional[float] = ..., token_budget: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "query_vector", "top_k", "has_alpha", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight", "embed_query", "sub_queries")
+    __slots__ = ("query", "query_vector", "top_k", "alpha", "fusion", "levels", "document_ids", "strategy", "context", "language", "feedback_docs", "feedback_weight", "embed_query", "sub_queries")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
-    HAS_ALPHA_FIELD_NUMBER: _ClassVar[int]
     ALPHA_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
     LEVELS_FIELD_NUMBER: _ClassVar[int]
@@ -196,7 +195,6 @@ class SearchRequest(_message.Message):
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
-    has_alpha: bool
     alpha: float
     fusion: FusionType
     levels: _containers.RepeatedScalarFieldContainer[_common_pb2.ChunkLevel]
@@ -208,7 +206,7 @@ class SearchRequest(_message.Message):
     feedback_weight: float
     embed_query: bool
     sub_queries: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., has_alpha: bool = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., embed_query: bool = ..., sub_queries: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., alpha: _Optional[float] = ..., fusion: _Optional[_Union[FusionType, str]] = ..., levels: _Optional[_Iterable[_Union[_common_pb2.ChunkLevel, str]]] = ..., document_ids: _Optional[_Iterable[str]] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., context: _Optional[_Union[ContextOptions, _Mapping]] = ..., language: _Optional[str] = ..., feedback_docs: _Optional[int] = ..., feedback_weight: _Optional[float] = ..., embed_query: bool = ..., sub_queries: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "accessible_documents", "backend", "strategy", "vector_unavailable", "embed_ms", "readable_documents", "ingesting_documents", "filter_matched_documents")
@@ -231,18 +229,6 @@ class SearchResponse(_message.Message):
     ingesting_documents: int
     filter_matched_documents: int
     def __init__(self, results: _Optional[_Iterable[_Union[_common_pb2.ScoredChunk, _Mapping]]] = ..., accessible_documents: _Optional[int] = ..., backend: _Optional[str] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., vector_unavailable: _Optional[str] = ..., embed_ms: _Optional[float] = ..., readable_documents: _Optional[int] = ..., ingesting_documents: _Optional[int] = ..., filter_matched_documents: _Optional[int] = ...) -> None: ...
-
-class GetChunksRequest(_message.Message):
-    __slots__ = ("chunk_ids",)
-    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
-    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class GetChunksResponse(_message.Message):
-    __slots__ = ("chunks",)
-    CHUNKS_FIELD_NUMBER: _ClassVar[int]
-    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]
-    def __init__(self, chunks: _Optional[_Iterable[_Union[_common_pb2.Chunk, _Mapping]]] = ...) -> None: ...
 
 class CheckDocumentAccessRequest(_message.Message):
     __slots__ = ("document_ids",)

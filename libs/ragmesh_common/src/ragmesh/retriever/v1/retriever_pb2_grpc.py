@@ -70,11 +70,6 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchResponse.FromString,
                 _registered_method=True)
-        self.GetChunks = channel.unary_unary(
-                '/ragmesh.retriever.v1.RetrieverService/GetChunks',
-                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.FromString,
-                _registered_method=True)
         self.CheckDocumentAccess = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/CheckDocumentAccess',
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CheckDocumentAccessRequest.SerializeToString,
@@ -154,13 +149,6 @@ class RetrieverServiceServicer(object):
 
     def Search(self, request, context):
         """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetChunks(self, request, context):
-        """Chunks by id (context expansion), filtered by permission.
-        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -254,11 +242,6 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.Search,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchResponse.SerializeToString,
-            ),
-            'GetChunks': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetChunks,
-                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.FromString,
-                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.SerializeToString,
             ),
             'CheckDocumentAccess': grpc.unary_unary_rpc_method_handler(
                     servicer.CheckDocumentAccess,
@@ -485,33 +468,6 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/Search',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SearchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetChunks(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/ragmesh.retriever.v1.RetrieverService/GetChunks',
-            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksRequest.SerializeToString,
-            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetChunksResponse.FromString,
             options,
             channel_credentials,
             insecure,
