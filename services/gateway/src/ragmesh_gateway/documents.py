@@ -16,6 +16,7 @@ import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
