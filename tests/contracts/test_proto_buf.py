@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,10 @@ TAG_PATTERN = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 
 def _buf(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("buf")
-    assert exe, "buf is not on PATH (pip install buf-bin)"
+    # the virtualenv's buf (buf-bin in requirements.txt) first: `make test` does not put .venv/bin on PATH
+    beside = Path(sys.executable).parent / "buf"
+    exe = str(beside) if beside.exists() else shutil.which("buf")
+    assert exe, "buf is not installed (pip install buf-bin)"
     return subprocess.run([exe, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 

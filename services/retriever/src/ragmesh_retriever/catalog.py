@@ -224,7 +224,7 @@ async def write_audit(conn: psycopg.AsyncConnection[Any], user: UserContext, doc
 def audit_message(row: dict[str, Any]) -> retriever_pb2.DocumentAuditEntry:
     return retriever_pb2.DocumentAuditEntry(
         audit_id=str(row["id"]), document_id=str(row["document_id"]), actor=row["actor"],
-        time=row["at"].isoformat(), action=row["action"], before_json=row["before"], after_json=row["after"])
+        time=row["at"], action=row["action"], before_json=row["before"], after_json=row["after"])
 
 
 async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -386,7 +386,7 @@ class Catalog:
 
     async def list(self, user: UserContext, limit: int, offset: int, *,
                    statuses: list[int] | None = None, owner: str = "", mime_type: str = "", extension: str = "",
-                   updated_since: str = "", cursor: str = "") -> tuple[list[common_pb2.Document], int, str]:
+                   updated_since: datetime | None = None, cursor: str = "") -> tuple[list[common_pb2.Document], int, str]:
         """The documents the user may read, newest change first (updated_at, id), filtered; the matching total
         and the cursor of the next page ("" on the last)."""
         if offset < 0:
@@ -417,9 +417,9 @@ class Catalog:
                 raise InvalidArgument(f"extension must be 1..16 letters or digits (pdf, docx), got {extension!r}")
             where.append("lower(filename) LIKE %s")
             params.append(f"%.{ext}")
-        if updated_since:
+        if updated_since is not None:
             where.append("updated_at >= %s")
-            params.append(parse_time("updated_since", updated_since))
+            params.append(updated_since)
         page_where, page_params = list(where), list(params)
         if cursor:
             at, last_id = decode_cursor(cursor, 2)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 import logging
 import time
 import uuid
@@ -18,7 +19,7 @@ from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_erro
 from ragmesh_common.server import GrpcService
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
-from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery
+from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog, Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.embedding import QueryEmbedder
@@ -63,7 +64,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         docs, total, next_cursor = await self.catalog.list(
             await require_user(context), request.limit, request.offset, statuses=list(request.statuses),
             owner=request.owner_user, mime_type=request.mime_type, extension=request.extension,
-            updated_since=request.updated_since, cursor=request.cursor)
+            updated_since=request.updated_since.ToDatetime(tzinfo=UTC) if request.HasField("updated_since") else None,
+            cursor=request.cursor)
         return retriever_pb2.ListDocumentsResponse(documents=docs, total=total, next_cursor=next_cursor)
 
     @grpc_errors
@@ -351,7 +353,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.ListChunksResponse(next_cursor=next_cursor, chunks=[
             retriever_pb2.ListedChunk(chunk_id=r["id"], level=r["level"], section_path=r["section_path"],
                                       page=r["page"], text=r["text"], token_count=estimate_tokens(r["text"]),
-                                      ordinal=r["ordinal"], kind=r["kind"], parent_id=r["parent_id"])
+                                      ordinal=r["ordinal"], kind=kind_value(r["kind"]), parent_id=r["parent_id"])
             for r in rows])
 
     @grpc_errors

@@ -292,7 +292,7 @@ class PgVectorBackend:
                     # new version's chunks swapped in) or deleted in between; run again on what is there now,
                     # so a swap never shows as an empty result
                     span.add_event("chunks changed during search", {attr.RAG_STAGE: "details"})
-                    return await self.search(user, query, accessible_ids, attempt + 1)
+                    return await self.search(user, query, accessible_ids, attempt=attempt + 1)
                 continue
             # the reported similarity is always to the user's query, also after feedback moved the vector
             sim = f.vector if f.vector is not None and not expanded_query else (

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from ragmesh.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -90,9 +93,9 @@ class ListDocumentsRequest(_message.Message):
     owner_user: str
     mime_type: str
     extension: str
-    updated_since: str
+    updated_since: _timestamp_pb2.Timestamp
     cursor: str
-    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.DocumentStatus, str]]] = ..., owner_user: _Optional[str] = ..., mime_type: _Optional[str] = ..., extension: _Optional[str] = ..., updated_since: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
+    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ..., statuses: _Optional[_Iterable[_Union[_common_pb2.DocumentStatus, str]]] = ..., owner_user: _Optional[str] = ..., mime_type: _Optional[str] = ..., extension: _Optional[str] = ..., updated_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsResponse(_message.Message):
     __slots__ = ("documents", "total", "next_cursor")
@@ -298,11 +301,11 @@ class DocumentAuditEntry(_message.Message):
     audit_id: str
     document_id: str
     actor: str
-    time: str
+    time: _timestamp_pb2.Timestamp
     action: str
     before_json: str
     after_json: str
-    def __init__(self, audit_id: _Optional[str] = ..., document_id: _Optional[str] = ..., actor: _Optional[str] = ..., time: _Optional[str] = ..., action: _Optional[str] = ..., before_json: _Optional[str] = ..., after_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, audit_id: _Optional[str] = ..., document_id: _Optional[str] = ..., actor: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., action: _Optional[str] = ..., before_json: _Optional[str] = ..., after_json: _Optional[str] = ...) -> None: ...
 
 class ListDocumentAuditRequest(_message.Message):
     __slots__ = ("document_id", "limit", "cursor")
@@ -352,9 +355,9 @@ class ListedChunk(_message.Message):
     text: str
     token_count: int
     ordinal: int
-    kind: str
+    kind: _common_pb2.ChunkKind
     parent_id: str
-    def __init__(self, chunk_id: _Optional[str] = ..., level: _Optional[_Union[_common_pb2.ChunkLevel, str]] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., token_count: _Optional[int] = ..., ordinal: _Optional[int] = ..., kind: _Optional[str] = ..., parent_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, chunk_id: _Optional[str] = ..., level: _Optional[_Union[_common_pb2.ChunkLevel, str]] = ..., section_path: _Optional[_Iterable[str]] = ..., page: _Optional[int] = ..., text: _Optional[str] = ..., token_count: _Optional[int] = ..., ordinal: _Optional[int] = ..., kind: _Optional[_Union[_common_pb2.ChunkKind, str]] = ..., parent_id: _Optional[str] = ...) -> None: ...
 
 class ListChunksResponse(_message.Message):
     __slots__ = ("chunks", "next_cursor")
