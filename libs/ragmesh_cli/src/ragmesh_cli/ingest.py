@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 # The parser's accepted extensions (ragmesh_common.formats.EXTENSIONS; a unit test keeps the two equal).
 # Files with other extensions are skipped before upload; the gateway's 415 would refuse them anyway.
 SUPPORTED_EXTENSIONS = frozenset({".md", ".markdown", ".html", ".htm", ".xhtml", ".docx", ".pptx", ".xlsx", ".xlsm",
-                                  ".csv", ".pdf", ".txt", ".text"})
+                                  ".csv", ".pdf", ".txt", ".text", ".adoc", ".asciidoc"})
 ACL_KEYS = ("public", "departments", "roles", "users")
 TERMINAL = {"ready", "failed", "deleted"}
 MAX_FOLLOWERS = 16       # event streams open at once while waiting (each holds a connection and a subscription)

@@ -6,33 +6,43 @@ import io
 import posixpath
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import PurePath
 
 from ragmesh_common.errors import InvalidArgument
 
-# extension (no dot, lower case) -> format name reported in ParseResponse.format
-EXTENSIONS: dict[str, str] = {
-    "md": "md", "markdown": "md",
-    "html": "html", "htm": "html", "xhtml": "html",
-    "docx": "docx",
-    "pptx": "pptx",
-    "xlsx": "xlsx", "xlsm": "xlsx",
-    "csv": "csv",
-    "pdf": "pdf",
-    "txt": "txt", "text": "txt",
-}
+@dataclass(frozen=True)
+class Format:
+    """One accepted file format: everything the gateway, the parser and the CLI need to know about it. Adding a
+    format is adding one entry to FORMATS (a Docling input format, or plain text the parser reads itself)."""
+    name: str                      # reported in ParseResponse.format
+    extensions: tuple[str, ...]    # no dot, lower case; the first is the one Docling recognises
+    mime_types: tuple[str, ...]
+    docling: str | None            # Docling's InputFormat value; None: plain text, read by the parser itself
+    content: str                   # what check_content expects: "text", "pdf" or "ooxml"
+    ooxml_folder: str = ""         # OOXML: the folder of the main part (word/, ppt/, xl/)
+    description: str = ""          # for error messages
 
-MIME_TYPES: dict[str, str] = {
-    "text/markdown": "md", "text/x-markdown": "md",
-    "text/html": "html", "application/xhtml+xml": "html",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
-    "application/vnd.ms-excel.sheet.macroenabled.12": "xlsx",
-    "text/csv": "csv",
-    "application/pdf": "pdf",
-    "text/plain": "txt",
-}
+
+FORMATS: tuple[Format, ...] = (
+    Format("md", ("md", "markdown"), ("text/markdown", "text/x-markdown"), "md", "text"),
+    Format("html", ("html", "htm", "xhtml"), ("text/html", "application/xhtml+xml"), "html", "text"),
+    Format("docx", ("docx",), ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
+           "docx", "ooxml", "word", "a Word document"),
+    Format("pptx", ("pptx",), ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
+           "pptx", "ooxml", "ppt", "a PowerPoint presentation"),
+    Format("xlsx", ("xlsx", "xlsm"), ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                                      "application/vnd.ms-excel.sheet.macroenabled.12"),
+           "xlsx", "ooxml", "xl", "an Excel workbook"),
+    Format("csv", ("csv",), ("text/csv",), "csv", "text"),
+    Format("pdf", ("pdf",), ("application/pdf",), "pdf", "pdf"),
+    Format("asciidoc", ("adoc", "asciidoc"), ("text/asciidoc", "text/x-asciidoc"), "asciidoc", "text"),
+    Format("txt", ("txt", "text"), ("text/plain",), None, "text"),
+)
+BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}
+# extension (no dot, lower case) -> format name; MIME type -> format name
+EXTENSIONS: dict[str, str] = {ext: f.name for f in FORMATS for ext in f.extensions}
+MIME_TYPES: dict[str, str] = {mime: f.name for f in FORMATS for mime in f.mime_types}
 
 
 def accepted_extensions() -> list[str]:
@@ -58,10 +68,6 @@ def detect_format(filename: str, mime_type: str = "") -> str:
 # How many leading bytes `check_content` looks at for text formats and magic numbers (git's binary heuristic
 # reads 8,000).
 HEAD_BYTES = 8192
-TEXT_FORMATS = frozenset({"md", "html", "csv", "txt"})
-# OOXML: the folder of the main part that _rels/.rels points to (officeDocument relationship).
-_OOXML_MAIN_FOLDER = {"docx": ("word", "a Word document"), "pptx": ("ppt", "a PowerPoint presentation"),
-                      "xlsx": ("xl", "an Excel workbook")}
 _ZIP_MAGIC = b"PK\x03\x04"
 # Signatures of binary files that are never text.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -78,14 +84,15 @@ def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
     """The format of `filename` when its content agrees with it; `InvalidArgument` saying why when not.
 
     `head` is the file or its first bytes (at least `HEAD_BYTES`; OOXML needs the whole file, a truncated
-    container is only checked for its ZIP signature). Text formats (md, html, csv, txt) must not be binary:
+    container is only checked for its ZIP signature). Text formats (content "text") must not be binary:
     no NUL byte (unless a UTF-16 byte-order mark opens it) and no binary signature; a PDF starts with %PDF
     (Acrobat allows it within the first 1,024 bytes); DOCX, PPTX and XLSX are ZIP containers whose main part
     (the officeDocument relationship of _rels/.rels) lies in word/, ppt/ or xl/.
     """
     fmt = detect_format(filename, mime_type)
+    spec = BY_NAME[fmt]
     name = filename or "<unnamed>"
-    if fmt in TEXT_FORMATS:
+    if spec.content == "text":
         sample = head[:HEAD_BYTES]
         for magic, what in _BINARY_MAGIC:
             if sample.startswith(magic):
@@ -93,11 +100,11 @@ def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
         if b"\x00" in sample and not sample.startswith(_UNICODE_BOMS[1:]):
             raise InvalidArgument(f"{name}: the content is binary (it contains NUL bytes), not the text a "
                                   f".{_suffix(filename)} file holds")
-    elif fmt == "pdf":
+    elif spec.content == "pdf":
         if b"%PDF-" not in head[:1024]:
             raise InvalidArgument(f"{name}: not a PDF (it does not start with %PDF-)")
-    elif fmt in _OOXML_MAIN_FOLDER:
-        folder, what = _OOXML_MAIN_FOLDER[fmt]
+    elif spec.content == "ooxml":
+        folder, what = spec.ooxml_folder, spec.description
         if not head.startswith(_ZIP_MAGIC):
             raise InvalidArgument(f"{name}: not {what} (a .{fmt} file is a ZIP container; this one is not)")
         main = _ooxml_main_part(head)

@@ -11,17 +11,15 @@ from docling.document_converter import DocumentConverter, NativePdfFormatOption,
 
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_parser.document import ParsedDocument, blocks_from_docling, paragraphs_from_text
+from ragmesh_common.formats import BY_NAME, FORMATS
 from ragmesh_parser.pdf_native import structure_pdf
 
 logger = logging.getLogger(__name__)
 
-_INPUT_FORMATS: dict[str, InputFormat] = {
-    "md": InputFormat.MD, "html": InputFormat.HTML, "docx": InputFormat.DOCX, "pptx": InputFormat.PPTX,
-    "xlsx": InputFormat.XLSX, "csv": InputFormat.CSV, "pdf": InputFormat.PDF,
-}
-# Docling recognises these by extension; aliases we accept are renamed before conversion.
-_CANONICAL_SUFFIX = {"md": ".md", "html": ".html", "docx": ".docx", "pptx": ".pptx", "xlsx": ".xlsx",
-                     "csv": ".csv", "pdf": ".pdf"}
+# from the one format registry: the formats Docling converts, and the suffix it recognises each by (aliases we
+# accept are renamed before conversion)
+_INPUT_FORMATS: dict[str, InputFormat] = {f.name: InputFormat(f.docling) for f in FORMATS if f.docling}
+_CANONICAL_SUFFIX = {f.name: f".{f.extensions[0]}" for f in FORMATS if f.docling}
 
 PIPELINE_NATIVE_PDF = "native_pdf"
 PIPELINE_STANDARD_PDF = "standard_pdf"
@@ -61,7 +59,7 @@ class DocumentParser:
 
     def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument:
         stem = PurePath(filename).stem or filename or "document"
-        if fmt == "txt":
+        if BY_NAME[fmt].docling is None:  # plain text: read here, not by Docling
             return self._parse_text(filename, content, stem)
         name = f"{stem}{_CANONICAL_SUFFIX[fmt]}"
         try:
