@@ -167,32 +167,45 @@ async def upload(session: Any, url: str, token: str, name: str, content: bytes, 
     raise AssertionError("unreachable")
 
 
-def wait_ready(dsn: str, ids: list[str], timeout: float) -> dict[str, Any]:
-    """Polls the catalogue (as the schema owner: the bench reads, the mesh writes) until every document is
-    ready or failed; returns the counts, chunk totals and the last document's update time."""
+def poll(dsn: str, ids: list[str]) -> dict[str, Any]:
+    """The documents' state in the catalogue, read as the schema owner (the bench reads, the mesh writes)."""
     import psycopg
 
-    deadline = time.monotonic() + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            rows = conn.execute(
-                "SELECT status, count(*), sum(chunk_count), max(extract(epoch FROM updated_at)), "
-                "min(extract(epoch FROM created_at)) FROM documents WHERE id = ANY(%s::uuid[]) GROUP BY status",
-                (ids,)).fetchall()
-            by_status = {r[0]: r for r in rows}
-            done = sum(r[1] for s, r in by_status.items() if s in ("ready", "failed"))
-            if done >= len(ids) or time.monotonic() > deadline:
-                chunks = conn.execute("SELECT level, count(*) FROM chunks WHERE document_id = ANY(%s::uuid[]) "
-                                      "GROUP BY level", (ids,)).fetchall()
-                errors = conn.execute("SELECT error, count(*) FROM documents WHERE id = ANY(%s::uuid[]) AND "
-                                      "status = 'failed' GROUP BY error LIMIT 5", (ids,)).fetchall()
-                return {"statuses": {s: r[1] for s, r in by_status.items()},
-                        "paragraph_chunks": int(sum(r[2] or 0 for r in rows)),
-                        "chunks_by_level": {int(level): n for level, n in chunks},
-                        "last_update": max((float(r[3]) for r in rows if r[3] is not None), default=0.0),
-                        "first_created": min((float(r[4]) for r in rows if r[4] is not None), default=0.0),
-                        "errors": {e: n for e, n in errors}, "timed_out": done < len(ids)}
-            time.sleep(1.0)
+        rows = conn.execute(
+            "SELECT status, count(*), sum(chunk_count), max(extract(epoch FROM updated_at)) "
+            "FROM documents WHERE id = ANY(%s::uuid[]) GROUP BY status", (ids,)).fetchall()
+        chunks = conn.execute("SELECT level, count(*) FROM chunks WHERE document_id = ANY(%s::uuid[]) "
+                              "GROUP BY level", (ids,)).fetchall()
+        errors = conn.execute("SELECT error, count(*) FROM documents WHERE id = ANY(%s::uuid[]) AND "
+                              "status = 'failed' GROUP BY error LIMIT 5", (ids,)).fetchall()
+    done = sum(r[1] for r in rows if r[0] in ("ready", "failed"))
+    return {"statuses": {r[0]: r[1] for r in rows}, "done": done,
+            "paragraph_chunks": int(sum(r[2] or 0 for r in rows)),
+            "chunks_by_level": {int(level): n for level, n in chunks},
+            "last_update": max((float(r[3]) for r in rows if r[3] is not None), default=0.0),
+            "errors": {e: n for e, n in errors}}
+
+
+async def wait_ready(dsn: str, ids: list[str], timeout: float) -> dict[str, Any]:
+    """Polls until every document is ready or failed (or `timeout` seconds pass)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = await asyncio.to_thread(poll, dsn, ids)
+        if state["done"] >= len(ids) or time.monotonic() > deadline:
+            state["timed_out"] = state["done"] < len(ids)
+            return state
+        await asyncio.sleep(1.0)
+
+
+def embedded_texts(dsn: str, ids: list[str]) -> list[str]:
+    """Every chunk text the mesh embedded for these documents, composed as the worker composes it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT level, section_path, text FROM chunks WHERE document_id = ANY(%s::uuid[]) "
+                            "AND embedding IS NOT NULL ORDER BY document_id, ordinal", (ids,)).fetchall()
+    return [" › ".join(path) + "\n" + text if level == 3 and path else text for level, path, text in rows]
 
 
 def span_breakdown(dsn: str, since: float, until: float) -> list[dict[str, Any]]:
@@ -227,12 +240,13 @@ async def run_short(args: argparse.Namespace, stack: Any, texts: list[tuple[str,
         await asyncio.gather(*(uploader(session) for _ in range(args.uploaders)))
     uploaded = time.time() - began
     bench.log(f"short: {len(ids)} uploaded in {uploaded:.1f} s; waiting until ready")
-    state = await asyncio.to_thread(wait_ready, stack.postgres.owner_dsn(), ids, args.timeout)
+    state = await wait_ready(stack.postgres.owner_dsn(), ids, args.timeout)
     seconds = max(state["last_update"], time.time() if state["timed_out"] else 0.0) - began
-    chunks = state["paragraph_chunks"]
+    embedded = sum(state["chunks_by_level"].values())
     return {"documents": len(ids), "upload_seconds": round(uploaded, 1), "seconds": round(seconds, 1),
-            "chunks_per_s": round(chunks / seconds, 2), "documents_per_s": round(len(ids) / seconds, 2),
-            **state, "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1)}
+            "chunks_per_s": round(state["paragraph_chunks"] / seconds, 2),
+            "embedded_per_s": round(embedded / seconds, 2), "documents_per_s": round(len(ids) / seconds, 2),
+            "ids": ids, **state, "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1)}
 
 
 async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) -> dict[str, Any]:
@@ -242,7 +256,7 @@ async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) 
     began = time.time()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
         doc = await upload(session, url, token, path.name, path.read_bytes(), "application/pdf")
-    state = await asyncio.to_thread(wait_ready, stack.postgres.owner_dsn(), [doc], args.timeout)
+    state = await wait_ready(stack.postgres.owner_dsn(), [doc], args.timeout)
     seconds = max(state["last_update"], time.time() if state["timed_out"] else 0.0) - began
     return {"pages": pages, "bytes": path.stat().st_size, "seconds": round(seconds, 1),
             "pages_per_s": round(pages / seconds, 2), **state,
@@ -267,18 +281,25 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"the PDF writer wrote {pages} pages, pypdfium2 reads {checked}")
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_1m_start": os.getloadavg()[0]},
                                "args": {k: v for k, v in vars(args).items() if k not in ("out",)}}
-    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS},
-                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "GATEWAY_GRAPH_ENABLED": "true"})
+    extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "GATEWAY_GRAPH_ENABLED": "true"}
+    if args.concurrency:
+        extra["INGEST_CONCURRENCY"] = str(args.concurrency)
+    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
     try:
         bench.log(f"starting the mesh in {work}")
         stack.start(timeout=600)
         if args.short:
-            bench.log(f"raw model: {len(texts)} texts")
+            short = results["short"] = asyncio.run(run_short(args, stack, texts))
+            bench.log(f"short: {short['chunks_per_s']} paragraph chunks/s, {short['embedded_per_s']} embedded/s")
+            # the model alone, on the same machine right after: the abstracts as uploaded (the issue's
+            # yardstick), and exactly the texts the mesh embedded (every chunk level, as the worker composed them)
+            dsn = stack.postgres.owner_dsn()
             results["raw"] = raw_rate([t for _, t in texts])
-            bench.log(f"raw: {results['raw']['texts_per_s']} texts/s")
-            results["short"] = asyncio.run(run_short(args, stack, texts))
-            results["short"]["ratio_to_raw"] = round(results["short"]["chunks_per_s"] / results["raw"]["texts_per_s"], 3)
-            bench.log(f"short: {results['short']['chunks_per_s']} chunks/s, ratio {results['short']['ratio_to_raw']}")
+            results["raw_embedded"] = raw_rate(embedded_texts(dsn, short.pop("ids")))
+            short["ratio_to_raw"] = round(short["chunks_per_s"] / results["raw"]["texts_per_s"], 3)
+            short["embedded_ratio_to_raw"] = round(short["embedded_per_s"] / results["raw_embedded"]["texts_per_s"], 3)
+            bench.log(f"raw: {results['raw']['texts_per_s']} abstracts/s, {results['raw_embedded']['texts_per_s']} "
+                      f"embedded texts/s; ratios {short['ratio_to_raw']}, {short['embedded_ratio_to_raw']}")
         if args.pdf_pages:
             bench.log(f"pdf: {pages} pages, {pdf.stat().st_size} bytes")
             results["pdf"] = asyncio.run(run_pdf(args, stack, pdf, pages))
@@ -294,6 +315,7 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=2000, help="SciFact abstracts to ingest (0: skip)")
     parser.add_argument("--pdf-pages", type=int, default=120, help="pages of the long PDF (0: skip)")
     parser.add_argument("--uploaders", type=int, default=8, help="concurrent upload clients")
+    parser.add_argument("--concurrency", type=int, default=0, help="INGEST_CONCURRENCY (0: the stack default)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready, per phase")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--work-dir", default=None)
@@ -302,12 +324,18 @@ def main() -> None:
     results = measure(args)
     rows = []
     if "raw" in results:
-        rows.append(("raw model, in-process", results["raw"]["texts"], results["raw"]["seconds"],
+        rows.append(("raw model, the abstracts", results["raw"]["texts"], results["raw"]["seconds"],
                      f"{results['raw']['texts_per_s']} texts/s", ""))
+        rows.append(("raw model, the texts the mesh embedded", results["raw_embedded"]["texts"],
+                     results["raw_embedded"]["seconds"], f"{results['raw_embedded']['texts_per_s']} texts/s", ""))
     if "short" in results:
         s = results["short"]
-        rows.append((f"{s['documents']} short texts through the mesh", s["paragraph_chunks"], s["seconds"],
-                     f"{s['chunks_per_s']} chunks/s", f"ratio {s['ratio_to_raw']} (target ≥ 0.9)"))
+        rows.append((f"{s['documents']} short texts through the mesh (paragraph chunks)", s["paragraph_chunks"],
+                     s["seconds"], f"{s['chunks_per_s']} chunks/s",
+                     f"ratio {s['ratio_to_raw']} to raw abstracts/s (target ≥ 0.9)"))
+        rows.append(("  the same, every embedded chunk (all levels)", sum(s["chunks_by_level"].values()),
+                     s["seconds"], f"{s['embedded_per_s']} chunks/s",
+                     f"ratio {s['embedded_ratio_to_raw']} to raw on the same texts"))
     if "pdf" in results:
         p = results["pdf"]
         rows.append((f"{p['pages']}-page text PDF, graph on", p["paragraph_chunks"], p["seconds"],

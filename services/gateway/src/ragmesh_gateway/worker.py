@@ -1,4 +1,4 @@
-"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=solo -Q ingest`.
+"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=threads --concurrency=4 -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
 the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 from celery.signals import worker_init
@@ -54,26 +55,46 @@ def restore_unacked(**_: object) -> None:
         logger.warning("restored %d unacknowledged ingestion task(s) left by a stopped worker", len(tags))
 
 
-async def _ingest(document_id: str, user: dict[str, object], path: str, filename: str, mime_type: str,
-                  final_attempt: bool) -> None:
-    mesh = Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
-                reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5)
-    try:
-        context = UserContext(user_id=str(user["user_id"]), department=str(user.get("department", "")),
-                              roles=tuple(user.get("roles", [])))  # type: ignore[arg-type]
-        await Ingestor(mesh, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-            document_id, context, Path(path), filename, mime_type, final_attempt=final_attempt)
-    finally:
-        await redis.aclose()
-        await mesh.close()
+class _Connections(threading.local):
+    """Per worker thread: one event loop, and the channels and Redis client bound to it, kept across tasks.
+    A fresh loop, five gRPC channels and a Redis connection per document cost a short document more than
+    its own work; with the thread pool (INGEST_CONCURRENCY) each thread keeps its own."""
+    loop: asyncio.AbstractEventLoop | None = None
+    mesh: Mesh | None = None
+    redis: Redis | None = None
+
+    def ready(self) -> tuple[asyncio.AbstractEventLoop, Mesh, Redis]:
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.new_event_loop()
+            self.mesh = self.redis = None
+        if self.mesh is None or self.redis is None:
+            async def connect() -> tuple[Mesh, Redis]:  # channels bind to the loop that creates them
+                return (Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr,
+                             retriever=settings.retriever_addr, reranker=settings.reranker_addr,
+                             graph=settings.graph_addr, answerer=settings.answerer_addr),
+                        Redis.from_url(settings.redis_url, socket_timeout=5))
+            self.mesh, self.redis = self.loop.run_until_complete(connect())
+        return self.loop, self.mesh, self.redis
+
+
+_connections = _Connections()
+
+
+async def _ingest(mesh: Mesh, redis: Redis, document_id: str, user: dict[str, object], path: str, filename: str,
+                  mime_type: str, final_attempt: bool) -> None:
+    context = UserContext(user_id=str(user["user_id"]), department=str(user.get("department", "")),
+                          roles=tuple(user.get("roles", [])))  # type: ignore[arg-type]
+    await Ingestor(mesh, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
+        document_id, context, Path(path), filename, mime_type, final_attempt=final_attempt)
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
 def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        asyncio.run(_ingest(document_id, json.loads(user_json), path, filename, mime_type, final_attempt))
+        loop, mesh, redis = _connections.ready()
+        loop.run_until_complete(_ingest(mesh, redis, document_id, json.loads(user_json), path, filename, mime_type,
+                                        final_attempt))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
