@@ -7,11 +7,14 @@ the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
 import threading
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from celery.signals import worker_init
 
@@ -55,29 +58,43 @@ def restore_unacked(**_: object) -> None:
         logger.warning("restored %d unacknowledged ingestion task(s) left by a stopped worker", len(tags))
 
 
-class _Connections(threading.local):
-    """Per worker thread: one event loop, and the channels and Redis client bound to it, kept across tasks.
-    A fresh loop, five gRPC channels and a Redis connection per document cost a short document more than
-    its own work; with the thread pool (INGEST_CONCURRENCY) each thread keeps its own."""
-    loop: asyncio.AbstractEventLoop | None = None
-    mesh: Mesh | None = None
-    redis: Redis | None = None
+class _Loop:
+    """One event loop in a thread of its own, with the mesh channels and the Redis client bound to it, shared
+    by every task of this process and kept across tasks: gRPC's asyncio API serves one event loop per process,
+    and a fresh loop, five channels and a Redis connection per document cost a short document more than its
+    own work. A pool thread (INGEST_CONCURRENCY of them) hands its document to this loop and waits for it, so
+    several documents ingest at once and the embedder batches their chunks together."""
 
-    def ready(self) -> tuple[asyncio.AbstractEventLoop, Mesh, Redis]:
-        if self.loop is None or self.loop.is_closed():
-            self.loop = asyncio.new_event_loop()
-            self.mesh = self.redis = None
-        if self.mesh is None or self.redis is None:
-            async def connect() -> tuple[Mesh, Redis]:  # channels bind to the loop that creates them
-                return (Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr,
-                             retriever=settings.retriever_addr, reranker=settings.reranker_addr,
-                             graph=settings.graph_addr, answerer=settings.answerer_addr),
-                        Redis.from_url(settings.redis_url, socket_timeout=5))
-            self.mesh, self.redis = self.loop.run_until_complete(connect())
-        return self.loop, self.mesh, self.redis
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.mesh: Mesh | None = None
+        self.redis: Redis | None = None
+
+    def run(self, coroutine_of: Callable[[Mesh, Redis], Coroutine[Any, Any, None]]) -> None:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="ingest-loop", daemon=True).start()
+                self.mesh, self.redis = asyncio.run_coroutine_threadsafe(self._connect(), loop).result()
+                self._loop = loop
+        mesh, redis = self.mesh, self.redis
+        assert mesh is not None and redis is not None
+        context = contextvars.copy_context()  # the task's span (Celery instrumentation) parents the ingestion's
+
+        async def start() -> None:
+            await asyncio.get_running_loop().create_task(coroutine_of(mesh, redis), context=context)
+
+        asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+
+    @staticmethod
+    async def _connect() -> tuple[Mesh, Redis]:  # channels bind to the loop that creates them
+        return (Mesh(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
+                     reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr),
+                Redis.from_url(settings.redis_url, socket_timeout=5))
 
 
-_connections = _Connections()
+_loop = _Loop()
 
 
 async def _ingest(mesh: Mesh, redis: Redis, document_id: str, user: dict[str, object], path: str, filename: str,
@@ -92,9 +109,8 @@ async def _ingest(mesh: Mesh, redis: Redis, document_id: str, user: dict[str, ob
 def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        loop, mesh, redis = _connections.ready()
-        loop.run_until_complete(_ingest(mesh, redis, document_id, json.loads(user_json), path, filename, mime_type,
-                                        final_attempt))
+        _loop.run(lambda mesh, redis: _ingest(mesh, redis, document_id, json.loads(user_json), path, filename,
+                                              mime_type, final_attempt))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
