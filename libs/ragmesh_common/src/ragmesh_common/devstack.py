@@ -305,7 +305,7 @@ class Stack:
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
             worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_gateway.worker",
                                                    "worker", "--pool=threads", "--concurrency",
-                                                   self.env("ingest-worker").get("INGEST_CONCURRENCY", "4"), "-Q", "ingest",
+                                                   self.env("ingest-worker").get("INGEST_CONCURRENCY", "8"), "-Q", "ingest",
                                                    "--loglevel=INFO",
                                                    "--without-gossip", "--without-mingle", "--without-heartbeat"])
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])

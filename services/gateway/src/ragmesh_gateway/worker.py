@@ -1,4 +1,4 @@
-"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=threads --concurrency=4 -Q ingest`.
+"""The Celery ingestion worker: `celery -A ragmesh_gateway.worker worker --pool=threads --concurrency=8 -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
 the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
