@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check
+.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check bench-ingest
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -86,3 +86,6 @@ bench-grading: $(STAMP)
 
 bench-query: $(STAMP)
 	$(BIN)/python bench/query_eval.py $(ARGS)
+
+bench-ingest: $(STAMP)
+	$(BIN)/python bench/ingest.py $(ARGS)

@@ -11,6 +11,7 @@ import pytest
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_common.context import UserContext
+from ragmesh_graph import store as store_module
 from ragmesh_graph.store import GraphStore
 
 from .conftest import Catalogue, chunk_count, ingest_request
@@ -115,6 +116,20 @@ async def test_reingest_is_idempotent(graph_stub: Stub, doc_id: str) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, "NASA met IBM."), timeout=30)
     changed = await context(graph_stub, "nasa", doc_id)
     assert relation_set(changed) == {("IBM", "NASA")}
+
+
+async def test_a_document_over_one_batch_gets_the_graph_of_one_that_fits(graph_stub: Stub, doc_id: str,
+                                                                         documents: Catalogue,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ("NASA hired Acme Corp.", "Acme Corp built WidgetPro.", "NASA flew WidgetPro in Houston.")
+    small = documents.add(f"{doc_id}-small")
+    await graph_stub.IngestChunks(ingest_request(small, *texts), timeout=30)  # one transaction
+    monkeypatch.setattr(store_module, "BATCH_ROWS", 1)  # the same text as a document over one batch
+    await graph_stub.IngestChunks(ingest_request(doc_id, *texts), timeout=30)
+    await graph_stub.IngestChunks(ingest_request(doc_id, *texts), timeout=30)  # and again: replaced, not added
+    one, batched = await context(graph_stub, "nasa", small), await context(graph_stub, "nasa", doc_id)
+    assert relation_set(one) == relation_set(batched) and ("Acme Corp", "NASA") in relation_set(one)
+    assert sorted(r.weight for r in one.relations) == sorted(r.weight for r in batched.relations)
 
 
 async def test_delete_removes_the_document_and_orphan_entities(graph_stub: Stub, graph_store: GraphStore,

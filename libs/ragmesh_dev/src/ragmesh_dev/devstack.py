@@ -305,7 +305,9 @@ class Stack:
                                             "--host", self.host, "--port", str(self.ports["ollama"])])
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
             worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_ingestion.worker",
-                                                   "worker", "--pool=solo", "-Q", "ingest", "--loglevel=INFO",
+                                                   "worker", "--pool=threads", "--concurrency",
+                                                   self.env("ingest-worker").get("INGEST_CONCURRENCY", "8"), "-Q", "ingest",
+                                                   "--loglevel=INFO",
                                                    "--without-gossip", "--without-mingle", "--without-heartbeat"])
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
             self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)

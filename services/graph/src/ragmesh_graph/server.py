@@ -89,7 +89,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             seen.add(chunk.chunk_id)
             chunks.append((chunk.chunk_id, chunk.text))
         await self._require_owner(user, document_id)
-        if await self.store.document_owners(document_id) - {user.user_id, ""}:
+        owners = await self.store.document_owners(document_id)
+        if owners - {user.user_id, ""}:
             raise PermissionDenied(f"document {document_id}'s graph data belongs to another user")
         with tracer.start_as_current_span("graph ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
@@ -97,7 +98,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             graph = await asyncio.to_thread(build_document_graph, self.extractor, document_id, chunks)
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(graph.entities))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(graph.relations))
-            await self.store.replace_document(graph, user.user_id)
+            await self.store.replace_document(graph, user.user_id, previous=bool(owners))
         logger.info("ingested %s: %d chunks, %d entities, %d relations", document_id, len(chunks),
                     len(graph.entities), len(graph.relations))
         return graph_pb2.IngestChunksResponse(entities=len(graph.entities), relations=len(graph.relations))

@@ -252,12 +252,15 @@ class GraphStore:
         return await result.data()
 
     # ---------- writes ----------
-    async def replace_document(self, graph: DocumentGraph, owner: str) -> None:
+    async def replace_document(self, graph: DocumentGraph, owner: str, *, previous: bool = True) -> None:
         """Removes the document's previous contribution, then merges the new one in batches (idempotent).
 
         `owner` (the user the catalogue says owns the document) is recorded on its chunks: a delete, which comes
-        after the catalogue row is gone, is checked against it."""
-        await self.delete_document(graph.document_id)
+        after the catalogue row is gone, is checked against it. `previous=False` (the caller just found nothing
+        of the document in the graph) skips the delete; a document that fits one batch is written in one
+        transaction (chunks, mentions and relations), a large one in a transaction per batch."""
+        if previous:
+            await self.delete_document(graph.document_id)
         doc = graph.document_id
         names = graph.entities
         mentions_by_chunk: dict[str, list[dict[str, Any]]] = {}
@@ -266,6 +269,23 @@ class GraphStore:
             mentions_by_chunk.setdefault(chunk_id, []).append(
                 {"key": key, "name": entity.name, "type": entity.type, "uid": chunk_uid(doc, chunk_id)})
         chunk_rows = [{"uid": chunk_uid(doc, chunk_id), "id": chunk_id} for chunk_id in graph.chunk_ids]
+        relation_rows = [
+            {"a": a, "a_name": names[a].name, "a_type": names[a].type, "b": b, "b_name": names[b].name,
+             "b_type": names[b].type, "weight": stats.weight, "chunk_ids": list(stats.chunk_ids)}
+            for (a, b), stats in graph.relations.items()
+        ]
+        if len(chunk_rows) <= BATCH_ROWS and len(relation_rows) <= BATCH_ROWS:
+            mention_rows = [row for chunk in chunk_rows for row in mentions_by_chunk.get(chunk["id"], [])]
+
+            async def write_all(tx: AsyncTransaction) -> None:
+                await self._run(tx, Q_MERGE_CHUNKS, rows=chunk_rows, document_id=doc, owner=owner)
+                for rows in _batches(mention_rows):
+                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
+                if relation_rows:
+                    await self._run(tx, Q_MERGE_RELATIONS, rows=relation_rows, document_id=doc)
+
+            await self._transaction(write_all, write=True, what="ingest document")
+            return
         for batch in _batches(chunk_rows):
             mention_rows = [row for chunk in batch for row in mentions_by_chunk.get(chunk["id"], [])]
 
@@ -276,11 +296,6 @@ class GraphStore:
                     await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
 
             await self._transaction(write_chunks, write=True, what="ingest chunks")
-        relation_rows = [
-            {"a": a, "a_name": names[a].name, "a_type": names[a].type, "b": b, "b_name": names[b].name,
-             "b_type": names[b].type, "weight": stats.weight, "chunk_ids": list(stats.chunk_ids)}
-            for (a, b), stats in graph.relations.items()
-        ]
         for batch in _batches(relation_rows):
 
             async def write_relations(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch) -> None:

@@ -14,6 +14,7 @@ Every status change goes to the catalogue and to the channel together (`advance`
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 EMBED_BATCH = 64
+EMBED_IN_FLIGHT = 2
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
 
 
@@ -60,8 +62,10 @@ class Ingestor:
         payload = json.dumps(event(document_id, status, time=time.time(), **extra))
         key = channel_name(document_id)
         try:
-            await self.redis.set(f"{key}:last", payload, ex=3600)
-            await self.redis.publish(key, payload)
+            async with self.redis.pipeline(transaction=False) as pipe:  # one round trip for both
+                pipe.set(f"{key}:last", payload, ex=3600)
+                pipe.publish(key, payload)
+                await pipe.execute()
         except Exception:  # noqa: BLE001 - progress events must not fail the ingestion
             logger.warning("could not publish ingestion event for %s", document_id, exc_info=True)
 
@@ -120,42 +124,67 @@ class Ingestor:
             return
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, {"page_count": parsed.page_count},
                            progress=0.3, chunks=len(chunks), pages=parsed.page_count, format=parsed.format)
-        for start in range(0, len(chunks), EMBED_BATCH):
-            batch = chunks[start:start + EMBED_BATCH]
-            reply = await self._step("embed", self.mesh.embedder.Embed(
-                embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in batch]), metadata=user.metadata(),
-                timeout=self.deadlines.embed * 6))
-            for chunk, vector in zip(batch, reply.vectors):
-                chunk.embedding[:] = vector.values
-            done = min(start + EMBED_BATCH, len(chunks))
-            await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING),
-                               progress=round(0.3 + 0.5 * done / max(len(chunks), 1), 3), embedded=done,
-                               chunks=len(chunks))
-        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
-        await self._step("index", self.mesh.retriever.IndexChunks(
-            retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=user.metadata(),
-            timeout=self.deadlines.index))
-        graph_note = ""
-        if self.graph_enabled:
-            try:
-                reply = await self.mesh.graph.IngestChunks(graph_pb2.IngestChunksRequest(
-                    document_id=document_id,
-                    chunks=[graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
-                            for c in chunks if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH]),
-                    metadata=user.metadata(), timeout=self.deadlines.index)
-                graph_note = f"{reply.entities} entities, {reply.relations} relations"
-            except aio.AioRpcError as exc:
-                # the graph is optional context: the document is searchable without it
-                graph_note = f"graph skipped: {exc.code().name}"
-                logger.warning("document %s: %s", document_id, graph_note)
-                span = trace.get_current_span()
-                span.set_attribute(attr.RAG_DEGRADED, True)
-                span.add_event("degraded", {attr.RAG_STAGE: "graph", attr.RAG_DEGRADED_REASON: graph_note})
+        # the graph needs only the chunks' text: it is built while they embed and index
+        graph = asyncio.create_task(self._graph(document_id, user, chunks)) if self.graph_enabled else None
+        try:
+            await self._embed(document_id, user, chunks)
+            await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
+            await self._step("index", self.mesh.retriever.IndexChunks(
+                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=user.metadata(),
+                timeout=self.deadlines.index))
+            graph_note = await graph if graph is not None else ""
+        finally:
+            if graph is not None and not graph.done():
+                graph.cancel()
         summary = next((c.text for c in chunks if c.level == common_pb2.CHUNK_LEVEL_DOCUMENT), "")
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_READY,
                            {"title": parsed.title, "summary": summary[:2000], "page_count": parsed.page_count},
                            progress=1.0, chunks=len(chunks), graph=graph_note)
         logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
+
+    async def _embed(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> None:
+        """Embeds in batches, EMBED_IN_FLIGHT requests at a time, so that the embedder always has the next
+        batch queued (its micro-batcher) instead of waiting a round trip between batches."""
+        done = 0
+        gate = asyncio.Semaphore(EMBED_IN_FLIGHT)
+
+        async def batch(part: list[common_pb2.Chunk]) -> None:
+            nonlocal done
+            async with gate:
+                reply = await self._step("embed", self.mesh.embedder.Embed(
+                    embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]), metadata=user.metadata(),
+                    timeout=self.deadlines.embed * 6))
+            for chunk, vector in zip(part, reply.vectors):
+                chunk.embedding[:] = vector.values
+            done += len(part)
+            if len(chunks) > EMBED_BATCH:  # progress of a large document; a small one goes straight on
+                await self.publish(document_id, "embedding", progress=round(0.3 + 0.5 * done / len(chunks), 3),
+                                   embedded=done, chunks=len(chunks))
+
+        tasks = [asyncio.create_task(batch(chunks[start:start + EMBED_BATCH]))
+                 for start in range(0, len(chunks), EMBED_BATCH)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _graph(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> str:
+        try:
+            reply = await self.mesh.graph.IngestChunks(graph_pb2.IngestChunksRequest(
+                document_id=document_id,
+                chunks=[graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
+                        for c in chunks if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH]),
+                metadata=user.metadata(), timeout=self.deadlines.index)
+            return f"{reply.entities} entities, {reply.relations} relations"
+        except aio.AioRpcError as exc:
+            # the graph is optional context: the document is searchable without it
+            graph_note = f"graph skipped: {exc.code().name}"
+            logger.warning("document %s: %s", document_id, graph_note)
+            span = trace.get_current_span()
+            span.set_attribute(attr.RAG_DEGRADED, True)
+            span.add_event("degraded", {attr.RAG_STAGE: "graph", attr.RAG_DEGRADED_REASON: graph_note})
+            return graph_note
 
 
 def _embed_text(chunk: common_pb2.Chunk) -> str:

@@ -1,4 +1,4 @@
-"""The Celery ingestion worker: `celery -A ragmesh_ingestion.worker worker --pool=solo -Q ingest`.
+"""The Celery ingestion worker: `celery -A ragmesh_ingestion.worker worker --pool=threads --concurrency=8 -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
 the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
@@ -7,9 +7,13 @@ the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
+import threading
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from celery.signals import worker_init
 
@@ -54,24 +58,56 @@ def restore_unacked(**_: object) -> None:
         logger.warning("restored %d unacknowledged ingestion task(s) left by a stopped worker", len(tags))
 
 
-async def _ingest(document_id: str, user: UserContext, path: str, filename: str, mime_type: str,
-                  final_attempt: bool) -> None:
-    # per task: each task runs in its own event loop (asyncio.run), and a gRPC aio channel is bound to one
-    clients = Clients.from_settings(settings)
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5)
-    try:
-        await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-            document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt)
-    finally:
-        await redis.aclose()
-        await clients.close()
+class _Loop:
+    """One event loop in a thread of its own, with the mesh channels and the Redis client bound to it, shared
+    by every task of this process and kept across tasks: gRPC's asyncio API serves one event loop per process,
+    and a fresh loop, five channels and a Redis connection per document cost a short document more than its
+    own work. A pool thread (INGEST_CONCURRENCY of them) hands its document to this loop and waits for it, so
+    several documents ingest at once and the embedder batches their chunks together."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.clients: Clients | None = None
+        self.redis: Redis | None = None
+
+    def run(self, coroutine_of: Callable[[Clients, Redis], Coroutine[Any, Any, None]]) -> None:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="ingest-loop", daemon=True).start()
+                self.clients, self.redis = asyncio.run_coroutine_threadsafe(self._connect(), loop).result()
+                self._loop = loop
+        clients, redis = self.clients, self.redis
+        assert clients is not None and redis is not None
+        context = contextvars.copy_context()  # the task's span (Celery instrumentation) parents the ingestion's
+
+        async def start() -> None:
+            await asyncio.get_running_loop().create_task(coroutine_of(clients, redis), context=context)
+
+        asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+
+    @staticmethod
+    async def _connect() -> tuple[Clients, Redis]:  # channels bind to the loop that creates them
+        return Clients.from_settings(settings), Redis.from_url(settings.redis_url, socket_timeout=5)
+
+
+_loop = _Loop()
+
+
+async def _ingest(clients: Clients, redis: Redis, document_id: str, user: UserContext, path: str, filename: str,
+                  mime_type: str, final_attempt: bool) -> None:
+    await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
+        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt)
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
 def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        asyncio.run(_ingest(document_id, task_user(user_json), path, filename, mime_type, final_attempt))
+        user = task_user(user_json)
+        _loop.run(lambda clients, redis: _ingest(clients, redis, document_id, user, path, filename, mime_type,
+                                                 final_attempt))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)

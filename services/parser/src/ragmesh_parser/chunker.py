@@ -187,9 +187,11 @@ class Chunker:
 
         for sec in sections:  # heading path, then the start of the section's text, within the limit
             head = sec.chunk.text
-            body = " ".join(sec.body)
+            # every word is at least one token, so the first piece of the body holds at most `budget` words:
+            # splitting only those gives the same start without counting a long section word by word
+            budget = limit - self.count(head) - 1
+            body = " ".join(" ".join(sec.body).split()[:max(budget, 0) + 1])
             if body:
-                budget = limit - self.count(head) - 1
                 start = self._split_words(body, budget)[0] if budget > 8 else ""
                 if start:
                     sec.chunk.text = f"{head}\n{start}"

@@ -45,7 +45,10 @@ class DocumentParser:
             self.pdf_pipeline = PIPELINE_STANDARD_PDF
         else:
             pdf_format = NativePdfFormatOption(
-                pipeline_options=NativePdfPipelineOptions(parser_threads=1, document_timeout=timeout_seconds))
+                # no page images: nothing here reads them, and rasterising and PNG-encoding every page cost
+                # a 120-page text PDF more than reading its text
+                pipeline_options=NativePdfPipelineOptions(parser_threads=1, document_timeout=timeout_seconds,
+                                                          generate_page_images=False))
             self.pdf_pipeline = PIPELINE_NATIVE_PDF
         self._converter = DocumentConverter(
             allowed_formats=list(_INPUT_FORMATS.values()),
