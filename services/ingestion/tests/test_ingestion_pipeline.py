@@ -70,6 +70,33 @@ class FakeRedis:
     async def publish(self, channel: str, payload: str) -> None:
         self.published.append((channel, json.loads(payload)))
 
+    def pipeline(self, transaction: bool = True) -> FakePipeline:
+        return FakePipeline(self)
+
+
+class FakePipeline:
+    """redis.asyncio's pipeline as Ingestor.publish uses it: commands queued, sent by execute()."""
+
+    def __init__(self, redis: FakeRedis) -> None:
+        self.redis = redis
+        self.queued: list[tuple[str, str]] = []
+
+    async def __aenter__(self) -> FakePipeline:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    def set(self, key: str, value: str, ex: int) -> None:
+        pass
+
+    def publish(self, channel: str, payload: str) -> None:
+        self.queued.append((channel, payload))
+
+    async def execute(self) -> None:
+        for channel, payload in self.queued:
+            await self.redis.publish(channel, payload)
+
 
 async def ingest(tmp_path: Path, clients: FakeClients, *, final_attempt: bool = True) -> FakeRedis:
     path = tmp_path / "a.md"

@@ -9,7 +9,7 @@ import pytest
 from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.parser.v1 import parser_pb2
-from ragmesh_gateway.config import Deadlines
+from ragmesh_ingestion.config import Deadlines
 from ragmesh_ingestion.pipeline import Ingestor
 
 
@@ -29,6 +29,32 @@ class _Redis:
 
     async def publish(self, key: str, value: str) -> None:
         self.events.append(value)
+
+    def pipeline(self, transaction: bool = True) -> _Pipeline:
+        return _Pipeline(self)
+
+
+class _Pipeline:
+    """redis.asyncio's pipeline as Ingestor.publish uses it."""
+
+    def __init__(self, redis: _Redis) -> None:
+        self.redis = redis
+        self.queued: list[str] = []
+
+    async def __aenter__(self) -> _Pipeline:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    def set(self, key: str, value: str, ex: int) -> None:
+        pass
+
+    def publish(self, key: str, value: str) -> None:
+        self.queued.append(value)
+
+    async def execute(self) -> None:
+        self.redis.events.extend(self.queued)
 
 
 def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any], list[str]]:
