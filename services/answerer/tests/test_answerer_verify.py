@@ -51,6 +51,25 @@ def test_invented_person_is_caught() -> None:
     assert not sentence.supported and set(sentence.unsupported_tokens) == {"John", "Carter"}
 
 
+IBM_WIKI = [Quote(0, "IBM was founded in 1911 as the Computing-Tabulating-Recording Company (CTR).", "IBM"),
+            Quote(1, "IBM debuted in the microcomputer market in 1981 with the IBM Personal Computer.", "IBM")]
+
+
+def test_a_year_from_another_fact_about_the_same_company_is_caught() -> None:
+    # 1981 is true of IBM, but the sentence that matches the whole question ("founded") says 1911
+    for answer in ("1981.", "IBM was founded in 1981."):
+        result = verify("When was IBM founded?", answer, IBM_WIKI, 0.5)
+        assert not result.verified, answer
+        assert _only(result).unsupported_tokens == ["1981"], answer
+    right = verify("When was IBM founded?", "IBM was founded in 1911.", IBM_WIKI, 0.5)
+    assert right.verified and right.short_answer == "IBM was founded in 1911."
+
+
+def test_no_sentence_matching_the_whole_question_leaves_the_answer_alone() -> None:
+    quotes = [Quote(0, "IBM debuted in the microcomputer market in 1981 with the IBM Personal Computer.", "IBM")]
+    assert verify("When did IBM enter the microcomputer market?", "In 1981.", quotes, 0.5).verified
+
+
 def test_ceo_question_answered_with_the_author_is_off_question() -> None:
     for answer in ("Tom Baker.", "The report on Northwind Analytics GmbH was written by Tom Baker.",
                    "Tom Baker is the CEO of Northwind Analytics GmbH."):
