@@ -89,5 +89,5 @@ class DocumentAccess:
 
     async def close(self) -> None:
         if self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(grace=None)
             self._channel = self._stub = None

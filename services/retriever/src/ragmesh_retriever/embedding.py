@@ -27,5 +27,5 @@ class QueryEmbedder:
 
     async def close(self) -> None:
         if self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(grace=None)
             self._channel = self._stub = None
