@@ -213,7 +213,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 results = await self._assemble(user, results, context, query.top_k)
         return results
 
-    async def _embed(self, user: UserContext, text: str, outcome: dict[str, object]) -> list[float] | None:
+    async def _embed(self, user: UserContext, text: str, outcome: dict[str, str | float]) -> list[float] | None:
         """The query's vector from the embedder, or None (lexical only) with the reason in `outcome`."""
         assert self.embedder is not None
         started = time.perf_counter()
@@ -373,7 +373,7 @@ class _Search:
     """A (sub-)query of one Search call: its embedding while pending, and how the embedding went."""
     query: SearchQuery
     pending: asyncio.Task[list[float] | None] | None = None
-    outcome: dict[str, object] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
+    outcome: dict[str, str | float] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
 
 
 # Context assembly names origins ("search", "sibling", ...); the contract carries the enum.
