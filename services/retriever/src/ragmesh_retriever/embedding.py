@@ -14,7 +14,7 @@ class QueryEmbedder:
         self.addr = addr
         self.timeout_s = timeout_s
         self._channel: aio.Channel | None = None
-        self._stub: embedder_pb2_grpc.EmbedderServiceStub | None = None
+        self._stub: embedder_pb2_grpc.EmbedderServiceAsyncStub | None = None
 
     async def embed(self, user: UserContext, text: str) -> list[float]:
         """The query's vector; raises grpc.aio.AioRpcError when the embedder fails or times out."""

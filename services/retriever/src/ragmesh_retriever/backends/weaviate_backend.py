@@ -11,7 +11,7 @@ import logging
 import math
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 import weaviate
@@ -150,7 +150,8 @@ class WeaviateBackend:
         for obj in reply.objects:
             chunk = self._chunk(obj.properties)
             stored = obj.vector.get("default") if isinstance(obj.vector, dict) else None
-            sim = _cosine(query.vector, list(stored)) if query.vector and stored else None
+            # one named vector ("default"), never a multi-vector: the collection is created with a single one
+            sim = _cosine(query.vector, cast("list[float]", stored)) if query.vector and stored else None
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
         return hits
 
