@@ -8,11 +8,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check bench-ingest
+.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check bench-ingest
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
-	@echo "make test        install (first time) and run the whole test suite"
+	@echo "make test        install (first time) and run the whole test suite (after make lint)"
+	@echo "make lint        ruff check, ruff format --check and mypy (strict on libs and services)"
+	@echo "make fmt         ruff check --fix and ruff format (rewrites files)"
 	@echo "make token user=alice department=eng roles=employee   mint a local dev JWT"
 	@echo "make proto       regenerate gRPC stubs from proto/"
 	@echo "make clean-data  remove the local data folder (.data)"
@@ -35,7 +37,18 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python tools/dev_paths.py
+	$(MAKE) lint
 	$(BIN)/python -m pytest
+
+# configuration: [tool.ruff] and [tool.mypy] in pyproject.toml
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 proto: $(STAMP)
 	$(BIN)/python tools/gen_proto.py

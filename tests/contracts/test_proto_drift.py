@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "libs" / "ragmesh_common" / "src"
 
 
-def _generator():  # type: ignore[no-untyped-def]
+def _generator():
     spec = importlib.util.spec_from_file_location("gen_proto", ROOT / "tools" / "gen_proto.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

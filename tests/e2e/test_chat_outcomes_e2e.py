@@ -70,18 +70,18 @@ def chat(client: httpx.Client, token: str, **body: Any) -> dict[str, Any]:
     return reply.json()
 
 
-def test_no_permission_only_without_any_readable_document(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_no_permission_only_without_any_readable_document(client, tokens, documents) -> None:
     body = chat(client, tokens["nina"], question="When was IBM founded?")
     assert body["outcome"] == "no_permission" and body["sources"] == [] and "access" in body["answer"]
 
 
-def test_a_filter_naming_only_unreadable_documents(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_a_filter_naming_only_unreadable_documents(client, tokens, documents) -> None:
     body = chat(client, tokens["erin"], question="When was IBM founded?", document_ids=[documents["hank"]])
     assert body["outcome"] == "no_match_in_filter" and body["sources"] == []
     assert "selected" in body["answer"]
 
 
-def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> None:
     async def create_queued() -> None:  # catalogued but never enqueued: it stays "queued"
         async with insecure_channel(mesh.addr("retriever")) as channel:
             await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
@@ -95,14 +95,14 @@ def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> No
     assert "processed" in body["answer"]
 
 
-def test_off_topic_question_gets_no_sources(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_off_topic_question_gets_no_sources(client, tokens, documents) -> None:
     for question in ("What is the capital of Mongolia?", "How long should I boil an egg for a soft yolk?"):
         body = chat(client, tokens["erin"], question=question)
         assert body["outcome"] == "no_sources" and body["sources"] == [], (question, body["relevance"])
         assert body["relevance"]["grade"] in ("ambiguous", "incorrect")
 
 
-def test_on_topic_question_is_answered_and_its_trace_has_no_error_span(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_on_topic_question_is_answered_and_its_trace_has_no_error_span(client, tokens, documents) -> None:
     body = chat(client, tokens["erin"], question="When was IBM founded?")
     assert body["outcome"] == "answer" and body["sources"], body["relevance"]
     assert body["relevance"]["grade"] == "correct"
@@ -122,7 +122,7 @@ def test_on_topic_question_is_answered_and_its_trace_has_no_error_span(client, t
     assert [s["name"] for s in spans if s["status_code"] == "error"] == []
 
 
-def test_lexical_only_chat_answers(client, tokens, documents) -> None:  # type: ignore[no-untyped-def]
+def test_lexical_only_chat_answers(client, tokens, documents) -> None:
     body = chat(client, tokens["erin"], question="When was IBM founded?", alpha=0)
     assert body["outcome"] == "answer" and body["sources"], body["relevance"]
     assert all(s["scores"]["vector"] == 0 for s in body["sources"])

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def load_dev_paths():  # type: ignore[no-untyped-def]
+def load_dev_paths():
     spec = importlib.util.spec_from_file_location("dev_paths", ROOT / "tools" / "dev_paths.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -39,7 +39,7 @@ def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
     return {r[0]: r[1:] for r in rows}
 
 
-def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:
     spans = recorded.get_finished_spans()
     exporter = PostgresSpanExporter(postgres.app_dsn)
     try:
@@ -60,7 +60,7 @@ def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:  # type
     assert [(e["name"], e["attributes"]) for e in events] == [("postings read", {"terms": 3})]
 
 
-def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorded) -> None:
     server, leg = sorted(recorded.get_finished_spans(), key=lambda s: s.name)
     exporter = PostgresSpanExporter(postgres.app_dsn)
     try:
@@ -74,7 +74,7 @@ def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorde
                                                                                       "lexical leg"}
 
 
-def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> None:
     from ragmesh_dev.ports import free_port
 
     exporter = PostgresSpanExporter(f"postgresql://nobody@127.0.0.1:{free_port()}/none", connect_timeout=2)
@@ -82,7 +82,7 @@ def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> N
     exporter.shutdown()
 
 
-def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, recorded) -> None:  # type: ignore[no-untyped-def]
+def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, recorded) -> None:
     spans = recorded.get_finished_spans()
     exporter = PostgresSpanExporter(postgres.app_dsn)
     try:

@@ -14,7 +14,7 @@ from ragmesh_dev.devstack import DEFAULT_PORTS, Stack, restart_delay, write_priv
 PORTS = {name: 1 for name in DEFAULT_PORTS}  # nothing here listens
 
 
-def wait_for(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

@@ -80,7 +80,7 @@ async def _drain(call: grpc.aio.UnaryStreamCall) -> list[answerer_pb2.AnswerEven
     return events
 
 
-async def test_one_generates_one_waits_the_next_is_refused_at_once(gated) -> None:  # type: ignore[no-untyped-def]
+async def test_one_generates_one_waits_the_next_is_refused_at_once(gated) -> None:
     chat, stub = gated
     first = stub.Answer(REQUEST, timeout=60)
     assert _value(await first.initial_metadata(), ADMISSION_KEY) == "started"
@@ -102,7 +102,7 @@ async def test_one_generates_one_waits_the_next_is_refused_at_once(gated) -> Non
     assert chat.generating == 2
 
 
-async def test_a_caller_that_leaves_the_queue_frees_its_place(gated) -> None:  # type: ignore[no-untyped-def]
+async def test_a_caller_that_leaves_the_queue_frees_its_place(gated) -> None:
     chat, stub = gated
     holder = stub.Answer(REQUEST, timeout=60)
     await holder.initial_metadata()

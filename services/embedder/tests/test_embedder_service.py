@@ -44,7 +44,7 @@ def reference_mean_pooling(texts: list[str]) -> np.ndarray:
     return torch.nn.functional.normalize(pooled, dim=-1).numpy()
 
 
-async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> None:
     stub, _ = embedder
     # unequal lengths in unsorted order: the model sorts by length inside and must restore the order
     texts = ["Revenue grew.", "Quarterly revenue grew by 12 percent in 2023 thanks to new enterprise "
@@ -57,7 +57,7 @@ async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> Non
     np.testing.assert_allclose(np.array([v.values for v in queries.vectors]), got, atol=1e-5)  # no instruction
 
 
-async def test_paraphrase_is_closer_than_unrelated(embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_paraphrase_is_closer_than_unrelated(embedder) -> None:
     stub, _ = embedder
     reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=[
         "How do I reset my password?", "Steps to change a forgotten password", "The volcano erupted in 1883."]))
@@ -65,7 +65,7 @@ async def test_paraphrase_is_closer_than_unrelated(embedder) -> None:  # type: i
     assert float(a @ b) > float(a @ c) + 0.2
 
 
-async def test_concurrent_requests_share_model_calls(embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_requests_share_model_calls(embedder) -> None:
     stub, servicer = embedder
     assert servicer.model is not None
     before = servicer.model.calls
@@ -80,7 +80,7 @@ async def test_concurrent_requests_share_model_calls(embedder) -> None:  # type:
 
 @pytest.mark.parametrize("texts, message", [([], "must not be empty"), (["ok", "  "], "text 1 is empty"),
                                             (["x"] * 513, "at most 512")])
-async def test_bad_input_is_invalid_argument(embedder, texts, message) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_input_is_invalid_argument(embedder, texts, message) -> None:
     stub, _ = embedder
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Embed(embedder_pb2.EmbedRequest(texts=texts))
@@ -96,7 +96,7 @@ def test_query_instruction_prefixes_queries_only() -> None:
     np.testing.assert_allclose(passage, reference_mean_pooling([text]), atol=1e-4)
 
 
-def test_bench_counts_texts_and_model_calls(embedder) -> None:  # type: ignore[no-untyped-def]
+def test_bench_counts_texts_and_model_calls(embedder) -> None:
     _, servicer = embedder
     result = measure_throughput(servicer.model, synthetic_passages(40))
     assert (result.texts, result.model_calls) == (40, 2)  # batch size 32

@@ -11,7 +11,7 @@ from ragmesh_common.telemetry import PostgresSpanExporter
 from ragmesh_gateway.traces import TraceStore
 
 
-async def test_only_an_admins_roles_read_the_stored_traces(postgres) -> None:  # type: ignore[no-untyped-def]
+async def test_only_an_admins_roles_read_the_stored_traces(postgres) -> None:
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))

@@ -142,7 +142,7 @@ async def test_catalogue_down_fails_closed(graph_stub: Stub, doc_id: str, docume
         documents.down = False
 
 
-async def test_access_answers_are_cached_per_token(graph_settings, documents: Catalogue) -> None:  # type: ignore[no-untyped-def]
+async def test_access_answers_are_cached_per_token(graph_settings, documents: Catalogue) -> None:
     access = DocumentAccess(graph_settings.retriever_addr, cache_seconds=60)
     signer = installed_signer()
     assert isinstance(signer, TokenSigner)

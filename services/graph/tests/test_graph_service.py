@@ -77,7 +77,7 @@ async def test_context_with_one_document_sees_only_that_document(graph_stub: Stu
     assert not (await context(graph_stub, "Tell me about WidgetPro", europe)).matched
 
 
-async def test_context_without_documents_sees_the_readable_ones_only(graph_stub: Stub, graph_as,  # type: ignore[no-untyped-def]
+async def test_context_without_documents_sees_the_readable_ones_only(graph_stub: Stub, graph_as,
                                                                       two_documents: tuple[str, str]) -> None:
     # no list: the graph asks the catalogue about the documents it finds (no permission list travels)
     reply = await context(graph_stub, "What does NASA do with Acme Corp?")

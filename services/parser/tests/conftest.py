@@ -28,7 +28,7 @@ MAX_TOKENS = 200
 
 
 @pytest.fixture
-def parse_pipeline(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def parse_pipeline(monkeypatch: pytest.MonkeyPatch):
     """The Docling pipeline of the last parse, read from its span (a diagnostic, not in the ParseResponse)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()  # local provider: the global one stays untouched

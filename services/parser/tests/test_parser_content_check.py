@@ -66,7 +66,7 @@ def test_unusual_but_honest_content_passes(filename: str, content: bytes) -> Non
     check_content(filename, content)
 
 
-async def test_parse_refuses_a_binary_file_named_txt(parser_stub) -> None:  # type: ignore[no-untyped-def]
+async def test_parse_refuses_a_binary_file_named_txt(parser_stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await parser_stub.Parse(parser_pb2.ParseRequest(filename="notes.txt", content=PNG), timeout=60)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT

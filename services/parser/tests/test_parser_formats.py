@@ -88,7 +88,7 @@ async def test_pptx_slides_are_pages_with_tables(parser_stub, documents: Path) -
     assert table.page == 1 and table.table.num_rows >= 2 and table.bbox.unit == "emu"
 
 
-async def test_inline_code_and_links_stay_in_one_paragraph(parser_stub) -> None:  # type: ignore[no-untyped-def]
+async def test_inline_code_and_links_stay_in_one_paragraph(parser_stub) -> None:
     markdown = (b"# Setup\n\nRun `make run` to start the [mesh](http://x), then call `POST /api/v1/chat` (with a token).\n\n"
                 b"| key | value |\n|---|---|\n| `alpha` | 0.5 |\n")
     reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename="inline.md", content=markdown, document_id="d"))

@@ -69,7 +69,7 @@ def direct_scores(path: Path) -> list[float]:
         return model(**batch).logits.view(-1).float().tolist()
 
 
-async def test_scores_equal_the_cross_encoder_and_are_deterministic(  # type: ignore[no-untyped-def]
+async def test_scores_equal_the_cross_encoder_and_are_deterministic(
         reranker, tiny_cross_encoder) -> None:
     first = await reranker.Rerank(reranker_pb2.RerankRequest(query=QUERY, passages=PASSAGES))
     second = await reranker.Rerank(reranker_pb2.RerankRequest(query=QUERY, passages=PASSAGES))
@@ -86,7 +86,7 @@ async def test_scores_equal_the_cross_encoder_and_are_deterministic(  # type: ig
     (reranker_pb2.RerankRequest(query=" ", passages=["x"]), "query must not be empty"),
     (reranker_pb2.RerankRequest(query="q"), "passages must not be empty"),
     (reranker_pb2.RerankRequest(query="q", passages=["x"] * 6), "at most 5 passages")])
-async def test_bad_requests_are_invalid_argument(reranker, request_, message) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_requests_are_invalid_argument(reranker, request_, message) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await reranker.Rerank(request_)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()

@@ -122,7 +122,7 @@ def test_query_analyses_use_the_querys_own_language_or_the_default() -> None:
     assert query_analyses("检索", "english") == [("simple", "检索")]
 
 
-def test_a_short_english_query_keeps_its_stop_words_out_in_postgres(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_a_short_english_query_keeps_its_stop_words_out_in_postgres(postgres) -> None:
     """The failure this replaced: a corpus language (French, Danish) applied to every query kept "the" and "of"
     as lexemes, rare and so heavily weighted."""
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
@@ -142,7 +142,7 @@ def _lexemes(conn: psycopg.Connection, pairs: list[tuple[str, str]]) -> set[str]
     return found
 
 
-def test_chinese_query_bigrams_match_a_chinese_document_in_postgres(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_chinese_query_bigrams_match_a_chinese_document_in_postgres(postgres) -> None:
     document = "检索增强生成系统先从向量索引中检索相关文档，再由大语言模型生成答案。"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         def matches(query: str) -> bool:
@@ -164,7 +164,7 @@ def test_chinese_query_bigrams_match_a_chinese_document_in_postgres(postgres) ->
         assert {"检索", "相关", "文档"} <= doc_lexemes & query_lexemes
 
 
-def test_german_stemming_matches_plural_to_singular_in_postgres(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_german_stemming_matches_plural_to_singular_in_postgres(postgres) -> None:
     document = "Das Haus am See wird im Sommer vermietet."
     query = "Wo gibt es Häuser am See?"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:

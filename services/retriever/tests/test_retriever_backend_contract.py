@@ -28,7 +28,7 @@ def axis(i: int) -> list[float]:
 
 
 @pytest.fixture(params=["pgvector", "weaviate"])
-async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catalog]]:  # type: ignore[no-untyped-def]
+async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catalog]]:
     db = Database(postgres.app_dsn, pool_size=2)
     await db.open()
     if request.param == "weaviate":
@@ -58,7 +58,7 @@ async def _document(catalog: Catalog, backend: SearchBackend, texts: list[str], 
     return doc.document_id
 
 
-async def test_search_is_limited_to_accessible_documents(backend) -> None:  # type: ignore[no-untyped-def]
+async def test_search_is_limited_to_accessible_documents(backend) -> None:
     impl, catalog = backend
     one = await _document(catalog, impl, ["marmalade recipe with oranges"])
     two = await _document(catalog, impl, ["marmalade recipe with lemons"])
@@ -70,7 +70,7 @@ async def test_search_is_limited_to_accessible_documents(backend) -> None:  # ty
     assert await impl.search(ALICE, query, []) == []
 
 
-async def test_vector_and_lexical_legs_and_fusions(backend) -> None:  # type: ignore[no-untyped-def]
+async def test_vector_and_lexical_legs_and_fusions(backend) -> None:
     impl, catalog = backend
     doc = await _document(catalog, impl, ["quasar telescope observations", "unrelated pottery glaze"])
     vector_only = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(21), top_k=2, alpha=1.0), [doc])
@@ -83,7 +83,7 @@ async def test_vector_and_lexical_legs_and_fusions(backend) -> None:  # type: ig
     assert ranked[0].chunk.text == "quasar telescope observations"
 
 
-async def test_levels_and_reindex_and_delete(backend) -> None:  # type: ignore[no-untyped-def]
+async def test_levels_and_reindex_and_delete(backend) -> None:
     impl, catalog = backend
     doc = await _document(catalog, impl, ["fjord kayaking summary"], level=common_pb2.CHUNK_LEVEL_DOCUMENT)
     query = SearchQuery(text="fjord kayaking", vector=None, top_k=5, alpha=0.0)

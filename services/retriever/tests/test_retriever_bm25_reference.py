@@ -110,7 +110,7 @@ class PlainBM25:
 
 
 @pytest.fixture(scope="module")
-def fresh_database(postgres) -> str:  # type: ignore[no-untyped-def]
+def fresh_database(postgres) -> str:
     """A database of its own; the application role keeps the session's password."""
     name = f"bm25_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
@@ -148,7 +148,7 @@ async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple
 
 
 @pytest.mark.parametrize("document_first_max_docs", [0, 10_000], ids=["term_first", "document_first"])
-async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(  # type: ignore[no-untyped-def]
+async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(
         indexed, shared_data, postgres, document_first_max_docs) -> None:
     db, document_ids, corpus_of = indexed
     backend = PgVectorBackend(db, k1=BM25_K1, b=BM25_B, document_first_max_docs=document_first_max_docs)

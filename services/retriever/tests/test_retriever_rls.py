@@ -26,7 +26,7 @@ def _insert(conn: psycopg.Connection, title: str, owner: str, department: str, *
     return str(row[0])
 
 
-def test_app_role_sees_only_its_departments_rows(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_app_role_sees_only_its_departments_rows(postgres) -> None:
     with psycopg.connect(postgres.app_dsn, autocommit=True) as conn:
         role = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
         assert role == (False, False)
@@ -56,14 +56,14 @@ def test_app_role_sees_only_its_departments_rows(postgres) -> None:  # type: ign
                 conn.execute("INSERT INTO documents (title, filename, owner_user) VALUES ('x', 'x', 'rls-bob')")
 
 
-def test_superuser_bypasses_rls_and_the_services_refuse_it(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_superuser_bypasses_rls_and_the_services_refuse_it(postgres) -> None:
     with psycopg.connect(postgres.owner_dsn) as conn:
         assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (True,)
         # without any user context the superuser still sees every row: RLS does not bind it
         assert conn.execute("SELECT count(*) FROM documents WHERE title LIKE 'rls-%'").fetchone()[0] >= 4
 
 
-async def test_service_database_refuses_a_superuser_dsn(postgres) -> None:  # type: ignore[no-untyped-def]
+async def test_service_database_refuses_a_superuser_dsn(postgres) -> None:
     db = Database(postgres.owner_dsn)
     with pytest.raises(RuntimeError, match="SUPERUSER"):
         await db.open()
@@ -73,7 +73,7 @@ async def test_service_database_refuses_a_superuser_dsn(postgres) -> None:  # ty
 _PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 
-def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(postgres) -> None:
     """Every table, view or sequence of the schema that the application role may read or write: row-level
     security enabled and forced, and a policy for each command it is granted. Tables it has no grant on
     (the owner's own statistics) are listed too, and must really be closed to it."""
@@ -101,7 +101,7 @@ def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(po
     assert not {"lex_terms", "lex_configs"} & set(tables)  # corpus-wide statistics are gone
 
 
-def test_postings_and_statistics_follow_their_documents(postgres) -> None:  # type: ignore[no-untyped-def]
+def test_postings_and_statistics_follow_their_documents(postgres) -> None:
     """The application role reads the postings and length statistics of the documents a user may read, and
     none of any other; it cannot write them at all (the chunk triggers do, as the schema owner)."""
     with psycopg.connect(postgres.app_dsn, autocommit=True) as conn:

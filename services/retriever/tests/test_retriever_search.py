@@ -53,13 +53,13 @@ async def retriever_on(app_dsn: str, **overrides: object) -> AsyncIterator[retri
         await service.stop()
 
 
-def owner_dsn_of(postgres, database: str) -> str:  # type: ignore[no-untyped-def]
+def owner_dsn_of(postgres, database: str) -> str:
     """The database owner's DSN for one database of the embedded server."""
     return postgres.owner_dsn.rsplit("/", 1)[0] + f"/{database}"
 
 
 @pytest.fixture
-def app_dsn(postgres) -> str:  # type: ignore[no-untyped-def]
+def app_dsn(postgres) -> str:
     """A database of its own, so corpus statistics are exactly the test's."""
     name = f"t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
@@ -70,7 +70,7 @@ def app_dsn(postgres) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def stub(app_dsn, request) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:  # type: ignore[no-untyped-def]
+async def stub(app_dsn, request) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:
     """A retriever with the default settings (or `request.param`'s overrides) on its own database."""
     async with retriever_on(app_dsn, **getattr(request, "param", {})) as stub:
         yield stub
@@ -98,7 +98,7 @@ BOTH_LEXICAL_PLANS = pytest.mark.parametrize("stub", [{"bm25_document_first_max_
 
 
 @BOTH_LEXICAL_PLANS
-async def test_bm25_scores_match_the_formula(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_bm25_scores_match_the_formula(stub) -> None:
     await add_document(stub, ALICE, "", [("apple banana", unit(0)), ("apple apple cherry", unit(1)),
                                          ("cherry date", unit(2))])
     reply = await stub.Search(retriever_pb2.SearchRequest(query="apples", top_k=10), metadata=ALICE.metadata())
@@ -115,7 +115,7 @@ async def test_bm25_scores_match_the_formula(stub) -> None:  # type: ignore[no-u
 
 @pytest.mark.parametrize("document_first_max_docs", [0, 10_000], ids=["term_first", "document_first"])
 @pytest.mark.parametrize("weight", [1.0, 3.0])
-async def test_bm25_weights_title_and_section_path_occurrences(app_dsn, weight, document_first_max_docs) -> None:  # type: ignore[no-untyped-def]
+async def test_bm25_weights_title_and_section_path_occurrences(app_dsn, weight, document_first_max_docs) -> None:
     async with retriever_on(app_dsn, bm25_heading_weight=weight,
                             bm25_document_first_max_docs=document_first_max_docs) as stub:
         doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="guide", filename="guide.md"),
@@ -145,7 +145,7 @@ async def test_bm25_weights_title_and_section_path_occurrences(app_dsn, weight, 
         assert await lexical("overview") == {"cost table": pytest.approx(bm25(1, weight))}
 
 
-async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:
     await add_document(stub, ALICE, "", [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1)),
                                          ("cluster of grapes", unit(2))])
     query = dict(query="cluster upgrade", query_vector=unit(1), top_k=3)
@@ -181,7 +181,7 @@ async def test_hybrid_fuses_both_legs_and_alpha_overrides(stub) -> None:  # type
 
 
 @BOTH_LEXICAL_PLANS
-async def test_search_never_returns_another_departments_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_search_never_returns_another_departments_chunks(stub) -> None:
     secret = "the quarterly salary bands for senior engineers are confidential"
     bob_doc = await add_document(stub, BOB, "hr-bands", [(secret, unit(5))])
     alice_doc = await add_document(stub, ALICE, "eng-notes", [("the build pipeline uses caching", unit(6))])
@@ -206,7 +206,7 @@ async def test_search_never_returns_another_departments_chunks(stub) -> None:  #
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> None:
     pending = await add_document(stub, ALICE, "pending", [("zebra migration patterns", unit(7))], ready=False)
     reply = await stub.Search(retriever_pb2.SearchRequest(query="zebra migration"), metadata=ALICE.metadata())
     assert pending not in {r.chunk.document_id for r in reply.results}
@@ -224,7 +224,7 @@ async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> N
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
-async def test_search_counts_readable_ingesting_and_filter_matched_documents(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_search_counts_readable_ingesting_and_filter_matched_documents(stub) -> None:
     """The counts that tell no access from a filter that matched nothing from documents still ingesting."""
     nothing = await stub.Search(retriever_pb2.SearchRequest(query="zebra"), metadata=NOBODY.metadata())
     assert (nothing.readable_documents, nothing.ingesting_documents, nothing.accessible_documents) == (0, 0, 0)
@@ -249,7 +249,7 @@ async def test_search_counts_readable_ingesting_and_filter_matched_documents(stu
 
 
 @BOTH_LEXICAL_PLANS
-async def test_level_filter(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_level_filter(stub) -> None:
     doc = await add_document(stub, ALICE, "levels", [("volcano eruption summary", unit(8))],
                              level=common_pb2.CHUNK_LEVEL_DOCUMENT)
     paragraphs = await stub.Search(retriever_pb2.SearchRequest(query="volcano eruption"), metadata=ALICE.metadata())
@@ -260,7 +260,7 @@ async def test_level_filter(stub) -> None:  # type: ignore[no-untyped-def]
     assert summaries.results[0].chunk.document_id == doc
 
 
-async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_delete_removes_document_and_chunks(stub) -> None:
     doc = await add_document(stub, ALICE, "temp", [("ephemeral tardigrade notes", unit(9))])
     await stub.DeleteDocument(retriever_pb2.DeleteDocumentRequest(document_id=doc), metadata=ALICE.metadata())
     reply = await stub.Search(retriever_pb2.SearchRequest(query="tardigrade"), metadata=ALICE.metadata())
@@ -279,13 +279,13 @@ async def test_delete_removes_document_and_chunks(stub) -> None:  # type: ignore
     (dict(query="x", sub_queries=["y"] * 17), "at most 16 sub_queries"),
     (dict(query="x", query_vector=[0.1], sub_queries=["y"]), "sub_queries need embed_query"),
 ])
-async def test_bad_search_requests_are_invalid_argument(stub, request_kwargs, message) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_search_requests_are_invalid_argument(stub, request_kwargs, message) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Search(retriever_pb2.SearchRequest(**request_kwargs), metadata=ALICE.metadata())
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in err.value.details()
 
 
-async def test_sub_queries_are_searched_and_merged_after_the_main_ranking(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_sub_queries_are_searched_and_merged_after_the_main_ranking(stub) -> None:
     from ragmesh_retriever.ranking import merge_sub_queries
 
     await add_document(stub, ALICE, "companies", [
@@ -305,13 +305,13 @@ async def test_sub_queries_are_searched_and_merged_after_the_main_ranking(stub) 
     assert together.accessible_documents == 1
 
 
-async def test_calls_without_user_are_unauthenticated(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_calls_without_user_are_unauthenticated(stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.ListDocuments(retriever_pb2.ListDocumentsRequest())
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_wrong_dimension_is_invalid_argument(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_wrong_dimension_is_invalid_argument(stub) -> None:
     doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title="d", filename="d.md"), metadata=ALICE.metadata())
     bad = common_pb2.Chunk(chunk_id=f"{doc.document_id}:0", text="x", embedding=[0.1, 0.2])
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -336,7 +336,7 @@ async def _structured(stub: retriever_pb2_grpc.RetrieverServiceStub, user: UserC
     return did
 
 
-async def test_summary_first_promotes_chunks_of_the_best_summarised_documents(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_summary_first_promotes_chunks_of_the_best_summarised_documents(stub) -> None:
     c = await _structured(stub, ALICE, "c", [(3, "1", "", [], "volcano eruption volcano eruption history")])
     a = await _structured(stub, ALICE, "a", [(1, "0", "", [], "volcano eruption report"),
                                             (3, "1", "0", [], "volcano eruption lava notes")])
@@ -350,7 +350,7 @@ async def test_summary_first_promotes_chunks_of_the_best_summarised_documents(st
     assert first.results[0].score == pytest.approx(1 / 60 + 1 / 61)
 
 
-async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:
     d = await _structured(stub, ALICE, "d", [(2, "0", "", ["Intro"], "Intro"),
                                             (3, "1", "0", ["Intro"], "alpha beta gamma"),
                                             (3, "2", "0", ["Intro"], "delta kappa"),
@@ -376,7 +376,7 @@ async def test_context_assembly_expands_thin_chunks_and_documents(stub) -> None:
     assert [r.chunk.chunk_id for r in budget.results] == [f"{d}:2"]  # the budget never drops the top hit
 
 
-async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_cjk_and_german_text_is_searchable(stub) -> None:
     zh = await add_document(stub, ALICE, "zh", [("信息检索是从大量文档中找到相关信息的过程。", unit(50))])
     de = await add_document(stub, ALICE, "de", [("Die alten Häuser der Stadt wurden im Jahr 1900 gebaut.", unit(51))])
     reply = await stub.Search(retriever_pb2.SearchRequest(query="信息检索", alpha=0.0),
@@ -387,7 +387,7 @@ async def test_cjk_and_german_text_is_searchable(stub) -> None:  # type: ignore[
     assert reply.results and reply.results[0].chunk.document_id == de
 
 
-async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None:
     # the query vector (axis 60) only knows the first chunk; its neighbour (axes 60+61) is close to the
     # first chunk but not to the query; feedback moves the query toward the first chunk and past the decoy
     doc = await add_document(stub, ALICE, "fb", [("seed passage", unit(60)), ("neighbour passage", unit(61, 60)),
@@ -406,7 +406,7 @@ async def test_vector_feedback_pulls_in_neighbours_of_the_top_hits(stub) -> None
     assert doc
 
 
-async def test_term_first_plan_reads_each_terms_strongest_postings_first(app_dsn) -> None:  # type: ignore[no-untyped-def]
+async def test_term_first_plan_reads_each_terms_strongest_postings_first(app_dsn) -> None:
     texts = ["kiwi filler filler filler", "kiwi kiwi filler filler", "kiwi kiwi kiwi filler", "kiwi kiwi kiwi kiwi"]
     async with retriever_on(app_dsn) as exact:
         await add_document(exact, ALICE, "fruit", [(t, unit(i)) for i, t in enumerate(texts)])
@@ -422,7 +422,7 @@ async def test_term_first_plan_reads_each_terms_strongest_postings_first(app_dsn
     assert got == pytest.approx(full)  # a reader of few documents gets every posting of theirs
 
 
-async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) -> None:  # type: ignore[no-untyped-def]
+async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) -> None:
     async with retriever_on(app_dsn, bm25_postings_per_term=1, bm25_document_first_max_docs=1) as stub:
         await add_document(stub, BOB, "hr", [("salary salary salary review", unit(0))])
         mine = await add_document(stub, ALICE, "eng", [("salary review of the build farm", unit(1))])
@@ -435,12 +435,12 @@ async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) 
 class FixedEmbedder(embedder_pb2_grpc.EmbedderServiceServicer):
     """An embedder that answers every query with axis 1 (after a short think)."""
 
-    async def Embed(self, request, context):  # type: ignore[no-untyped-def]
+    async def Embed(self, request, context):
         await asyncio.sleep(0.02)
         return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=unit(1)) for _ in request.texts])
 
 
-async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> None:  # type: ignore[no-untyped-def]
+async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> None:
     server = grpc.aio.server()
     embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(FixedEmbedder(), server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -462,7 +462,7 @@ async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> No
     assert [r.chunk.text for r in plain.results] == ["kubernetes cluster upgrade"]  # neither vector nor embed_query
 
 
-async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
@@ -487,7 +487,7 @@ def test_accessible_ids_travel_as_one_uuid_array_literal() -> None:
             uuid_array_literal(bad)
 
 
-async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> None:  # type: ignore[no-untyped-def]
+async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> None:
     db = Database(app_dsn, pool_size=1, statement_timeout_ms=1234)
     await db.open()
     try:
@@ -503,7 +503,7 @@ async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> No
         await db.close()
 
 
-async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_dsn, postgres) -> None:  # type: ignore[no-untyped-def]
+async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_dsn, postgres) -> None:
     async with retriever_on(app_dsn) as stub:
         await add_document(stub, ALICE, "old", [("pricing rules apply daily", unit(0))])
     owner = owner_dsn_of(postgres, app_dsn.rsplit("/", 1)[1])
@@ -537,7 +537,7 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
 
 
 @BOTH_LEXICAL_PLANS
-async def test_bm25_statistics_say_nothing_about_documents_the_user_cannot_read(stub) -> None:  # type: ignore[no-untyped-def]
+async def test_bm25_statistics_say_nothing_about_documents_the_user_cannot_read(stub) -> None:
     """A marker word only in bob's documents scores for alice exactly like a word in no document at all; a word
     alice planted in her own document scores the same whether or not bob's documents hold it too; alice's
     scores come from her documents' statistics alone (N, average length, document frequency)."""
@@ -568,7 +568,7 @@ async def test_bm25_statistics_say_nothing_about_documents_the_user_cannot_read(
 
 
 @pytest.mark.parametrize("bad", ["\x00", "a\x00b"])
-async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> None:  # type: ignore[no-untyped-def]
+async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> None:
     doc = await add_document(stub, ALICE, "ok", [("plain text", unit(0))])
     calls = [
         stub.Search(retriever_pb2.SearchRequest(query=f"plain {bad}"), metadata=ALICE.metadata()),

@@ -32,7 +32,7 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-async def rpc_error(call) -> grpc.aio.AioRpcError:  # type: ignore[no-untyped-def]
+async def rpc_error(call) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
     return caught.value
@@ -392,7 +392,7 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details(), bad
 
 
-async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgres) -> None:  # type: ignore[no-untyped-def]
+async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgres) -> None:
     failed = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(filename="broken.pptx"),
                                        metadata=BOB.metadata())
     await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(

@@ -82,7 +82,7 @@ def validate_identifier(value: str, what: str) -> str:
 current_user: contextvars.ContextVar[UserContext | None] = contextvars.ContextVar("current_user", default=None)
 
 
-async def require_user(context: aio.ServicerContext) -> UserContext:
+async def require_user(context: aio.ServicerContext[Any, Any]) -> UserContext:
     """The caller's user; aborts the RPC with UNAUTHENTICATED when there is none."""
     user = current_user.get()
     if user is None:
@@ -98,10 +98,10 @@ def _token_of(metadata: Any) -> str:
     return ""
 
 
-def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
+def _refusal(handler: grpc.RpcMethodHandler[Any, Any], message: str) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same shape as `handler` that answers UNAUTHENTICATED without running it."""
 
-    async def refuse(_request: Any, context: aio.ServicerContext) -> None:
+    async def refuse(_request: Any, context: aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
@@ -111,7 +111,7 @@ def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHand
                 response_serializer=handler.response_serializer)
 
 
-class UserContextInterceptor(aio.ServerInterceptor):
+class UserContextInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     """Verifies the internal identity token into `current_user`; refuses any other RPC without a valid one.
 
     The verifier defaults to `TokenVerifier.from_env()` (RAGMESH_INTERNAL_PUBLIC_KEY): a service without the
@@ -127,9 +127,9 @@ class UserContextInterceptor(aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         method = handler_call_details.method or ""
         if method.startswith(OPEN_METHOD_PREFIXES):
             current_user.set(None)

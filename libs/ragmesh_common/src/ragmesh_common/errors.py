@@ -60,7 +60,7 @@ def grpc_errors(func: F) -> F:
     Works for unary (coroutine) and server-streaming (async generator) methods.
     """
 
-    async def _abort(context: aio.ServicerContext, exc: BaseException) -> None:
+    async def _abort(context: aio.ServicerContext[Any, Any], exc: BaseException) -> None:
         code = status_for(exc)
         if code is None:
             logger.exception("unhandled error in %s", func.__qualname__)
@@ -70,7 +70,7 @@ def grpc_errors(func: F) -> F:
     if inspect.isasyncgenfunction(func):
 
         @functools.wraps(func)
-        async def gen_wrapper(self: Any, request: Any, context: aio.ServicerContext) -> Any:
+        async def gen_wrapper(self: Any, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
             try:
                 async for item in func(self, request, context):
                     yield item
@@ -82,7 +82,7 @@ def grpc_errors(func: F) -> F:
         return gen_wrapper  # type: ignore[return-value]
 
     @functools.wraps(func)
-    async def wrapper(self: Any, request: Any, context: aio.ServicerContext) -> Any:
+    async def wrapper(self: Any, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await func(self, request, context)
         except aio.AbortError:

@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
@@ -49,7 +49,7 @@ class GrpcService:
         self._warmup = warmup
         self._on_stop = on_stop
         self._grace = grace
-        self.health = health.aio.HealthServicer()
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
         self._services: list[str] = []
@@ -146,8 +146,11 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(main)
 
 
-def run_service(name: str, settings_from_env: Callable[[], object],
-                build: Callable[[object], GrpcService], **telemetry: bool) -> None:
+_Settings = TypeVar("_Settings")
+
+
+def run_service(name: str, settings_from_env: Callable[[], _Settings],
+                build: Callable[[_Settings], GrpcService], **telemetry: bool) -> None:
     """The `__main__` of every gRPC service: logging, settings (a bad one exits naming the variable), telemetry,
     serve until SIGTERM.
 

@@ -14,12 +14,16 @@ import os
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+if TYPE_CHECKING:
+    import psycopg
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +67,7 @@ def span_row(span: ReadableSpan) -> tuple[object, ...]:
     duration = (end - start) / 1e6 if start is not None and end is not None else None
     attrs = {k: _jsonable(v) for k, v in (span.attributes or {}).items()}
     events = [
-        {"name": e.name, "time": _ts(e.timestamp).isoformat() if e.timestamp else None,
+        {"name": e.name, "time": ts.isoformat() if (ts := _ts(e.timestamp or None)) else None,
          "attributes": {k: _jsonable(v) for k, v in (e.attributes or {}).items()}}
         for e in span.events
     ]
@@ -85,7 +89,7 @@ def span_row(span: ReadableSpan) -> tuple[object, ...]:
     )
 
 
-def write_rows(conn, rows: Sequence[tuple[object, ...]]) -> None:  # type: ignore[no-untyped-def]
+def write_rows(conn: psycopg.Connection[Any], rows: Sequence[tuple[object, ...]]) -> None:
     """Stores span rows on an autocommit connection in one statement, skipping spans already stored."""
     if rows:
         conn.execute(_INSERT_BATCH, [list(column) for column in zip(*rows)])
@@ -97,10 +101,10 @@ class PostgresSpanExporter(SpanExporter):
     def __init__(self, dsn: str, connect_timeout: float = 5.0) -> None:
         self._dsn = dsn
         self._timeout = connect_timeout
-        self._conn = None
+        self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
-    def _connection(self):  # type: ignore[no-untyped-def]
+    def _connection(self) -> psycopg.Connection[Any]:
         import psycopg
 
         if self._conn is None or self._conn.closed:

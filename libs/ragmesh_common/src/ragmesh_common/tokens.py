@@ -26,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -256,22 +256,22 @@ class _AddIdentity:
 
 
 # grpc.aio files an interceptor under the first call kind it subclasses, so one class per kind.
-class _UnaryUnary(_AddIdentity, aio.UnaryUnaryClientInterceptor):
+class _UnaryUnary(_AddIdentity, aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         return await continuation(self._details(details), request)
 
 
-class _UnaryStream(_AddIdentity, aio.UnaryStreamClientInterceptor):
+class _UnaryStream(_AddIdentity, aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
         return await continuation(self._details(details), request)
 
 
-class _StreamUnary(_AddIdentity, aio.StreamUnaryClientInterceptor):
+class _StreamUnary(_AddIdentity, aio.StreamUnaryClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
         return await continuation(self._details(details), requests)
 
 
-class _StreamStream(_AddIdentity, aio.StreamStreamClientInterceptor):
+class _StreamStream(_AddIdentity, aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     async def intercept_stream_stream(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
         return await continuation(self._details(details), requests)
 
@@ -282,4 +282,6 @@ def channel_as(address: str, user: UserContext) -> aio.Channel:
     from ragmesh_common.server import CHANNEL_OPTIONS
 
     interceptors = [kind(user) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
-    return aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
+    # grpc-stubs types the parameter as a must-cast placeholder (ClientInterceptor)
+    return aio.insecure_channel(address, options=CHANNEL_OPTIONS,
+                                interceptors=cast("list[aio.ClientInterceptor]", interceptors))

@@ -2,10 +2,10 @@
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.server import build_service
-from ragmesh_common.server import run_service
+from ragmesh_common.server import GrpcService, run_service
 
 
-def build(settings: Settings):  # type: ignore[no-untyped-def]
+def build(settings: Settings) -> GrpcService:
     return build_service(settings, OllamaChat(settings.ollama_host, settings.model, settings.timeout_seconds))
 
 

@@ -57,7 +57,7 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
     return final
 
 
-async def _refuse(context: aio.ServicerContext, exc: Exhausted) -> NoReturn:
+async def _refuse(context: aio.ServicerContext[Any, Any], exc: Exhausted) -> NoReturn:
     span = trace.get_current_span()
     span.set_attribute(attr.RAG_QUEUE_REFUSED, True)
     span.set_attribute(attr.RAG_RETRY_AFTER, exc.retry_after_seconds)
@@ -76,7 +76,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
 
     @grpc_errors
     async def CheckInput(self, request: answerer_pb2.CheckInputRequest,
-                         context: aio.ServicerContext) -> answerer_pb2.CheckInputResponse:
+                         context: aio.ServicerContext[answerer_pb2.CheckInputRequest, answerer_pb2.CheckInputResponse]) -> answerer_pb2.CheckInputResponse:
         verdict = self._answerer.check_input(request.question,
                                              [(turn.role, turn.content) for turn in request.history])
         if not verdict.allowed:
@@ -85,7 +85,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
 
     @grpc_errors
     async def Answer(self, request: answerer_pb2.AnswerRequest,
-                     context: aio.ServicerContext) -> AsyncIterator[answerer_pb2.AnswerEvent]:
+                     context: aio.ServicerContext[answerer_pb2.AnswerRequest, answerer_pb2.AnswerEvent]) -> AsyncIterator[answerer_pb2.AnswerEvent]:
         answer_input = AnswerInput(
             question=request.question,
             sources=[Source.from_proto(s) for s in request.sources],
@@ -127,7 +127,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
 
     @grpc_errors
     async def Rewrite(self, request: answerer_pb2.RewriteRequest,
-                      context: aio.ServicerContext) -> answerer_pb2.RewriteResponse:
+                      context: aio.ServicerContext[answerer_pb2.RewriteRequest, answerer_pb2.RewriteResponse]) -> answerer_pb2.RewriteResponse:
         if not request.question.strip():
             raise InvalidArgument("question must not be empty")
         result = await rewrite_followup(self._answerer.llm, request.question[:self._answerer.settings.max_question_chars],
@@ -162,7 +162,7 @@ def _lenient(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | N
         return None
 
     def unary(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def call(request: Any, context: aio.ServicerContext) -> Any:
+        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
             reason = refuse(request)
             if reason:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
@@ -170,7 +170,7 @@ def _lenient(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | N
         return call
 
     def streaming(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def call(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             reason = refuse(request)
             if reason:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)

@@ -33,7 +33,7 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
 
     @grpc_errors
     async def Embed(self, request: embedder_pb2.EmbedRequest,
-                    context: aio.ServicerContext) -> embedder_pb2.EmbedResponse:
+                    context: aio.ServicerContext[embedder_pb2.EmbedRequest, embedder_pb2.EmbedResponse]) -> embedder_pb2.EmbedResponse:
         if not request.texts:
             raise InvalidArgument("texts must not be empty")
         if len(request.texts) > self.settings.max_texts:

@@ -97,4 +97,4 @@ class Mesh:
 
     async def close(self) -> None:
         for channel in self._channels.values():
-            await channel.close()
+            await channel.close(grace=None)

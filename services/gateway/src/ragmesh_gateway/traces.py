@@ -12,6 +12,7 @@ schema owner and deletes only what the retention settings allow, one short batch
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -110,7 +111,7 @@ class TraceStore:
             row["duration_ms"] = round(float(row["duration_ms"] or 0), 2)
         return rows
 
-    async def spans(self, roles: Sequence[str], trace_id: str) -> list[dict[str, Any]]:
+    async def spans(self, roles: Sequence[str], trace_id: str) -> builtins.list[dict[str, Any]]:
         """The spans of one trace, as a user with `roles` (nothing unless they hold `admin`)."""
         async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)

@@ -45,11 +45,11 @@ class DocumentAccess:
         self._cache_tokens = cache_tokens
         self._clock = clock
         self._channel: aio.Channel | None = None
-        self._stub: retriever_pb2_grpc.RetrieverServiceStub | None = None
+        self._stub: retriever_pb2_grpc.RetrieverServiceAsyncStub | None = None
         # token -> (valid until, {document id: (readable, owned)})
         self._cache: OrderedDict[str, tuple[float, dict[str, tuple[bool, bool]]]] = OrderedDict()
 
-    def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceStub:
+    def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
         if self._stub is None:
             self._channel = insecure_channel(self.addr)
             self._stub = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
@@ -89,5 +89,5 @@ class DocumentAccess:
 
     async def close(self) -> None:
         if self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(grace=None)
             self._channel = self._stub = None

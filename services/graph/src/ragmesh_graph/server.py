@@ -71,7 +71,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     @grpc_errors
     async def IngestChunks(self, request: graph_pb2.IngestChunksRequest,
-                           context: aio.ServicerContext) -> graph_pb2.IngestChunksResponse:
+                           context: aio.ServicerContext[graph_pb2.IngestChunksRequest, graph_pb2.IngestChunksResponse]) -> graph_pb2.IngestChunksResponse:
         user = await require_user(context)
         document_id = _document_id(request.document_id)
         chunks: list[tuple[str, str]] = []
@@ -105,7 +105,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     @grpc_errors
     async def GetContext(self, request: graph_pb2.GetContextRequest,
-                         context: aio.ServicerContext) -> graph_pb2.GetContextResponse:
+                         context: aio.ServicerContext[graph_pb2.GetContextRequest, graph_pb2.GetContextResponse]) -> graph_pb2.GetContextResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
         if len(request.query) > MAX_QUERY_CHARS:
@@ -157,7 +157,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     @grpc_errors
     async def DeleteDocument(self, request: graph_pb2.DeleteDocumentRequest,
-                             context: aio.ServicerContext) -> graph_pb2.DeleteDocumentResponse:
+                             context: aio.ServicerContext[graph_pb2.DeleteDocumentRequest, graph_pb2.DeleteDocumentResponse]) -> graph_pb2.DeleteDocumentResponse:
         user = await require_user(context)
         document_id = _document_id(request.document_id)
         owners = await self.store.document_owners(document_id)

@@ -29,4 +29,4 @@ class Clients:
 
     async def close(self) -> None:
         for channel in self._channels.values():
-            await channel.close()
+            await channel.close(grace=None)

@@ -57,7 +57,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         await asyncio.to_thread(self.chunker.count, "warm up")
 
     @grpc_errors
-    async def Parse(self, request: parser_pb2.ParseRequest, context: aio.ServicerContext) -> parser_pb2.ParseResponse:
+    async def Parse(self, request: parser_pb2.ParseRequest, context: aio.ServicerContext[parser_pb2.ParseRequest, parser_pb2.ParseResponse]) -> parser_pb2.ParseResponse:
         name = request.filename or "<unnamed>"
         if request.max_chunk_tokens < 0:
             raise InvalidArgument(f"{name}: max_chunk_tokens must be >= 0, got {request.max_chunk_tokens}")
@@ -102,7 +102,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
 
     @grpc_errors
     async def ListFormats(self, request: parser_pb2.ListFormatsRequest,
-                          context: aio.ServicerContext) -> parser_pb2.ListFormatsResponse:
+                          context: aio.ServicerContext[parser_pb2.ListFormatsRequest, parser_pb2.ListFormatsResponse]) -> parser_pb2.ListFormatsResponse:
         return parser_pb2.ListFormatsResponse(extensions=accepted_extensions())
 
 

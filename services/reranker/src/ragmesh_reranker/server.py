@@ -46,7 +46,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
 
     @grpc_errors
     async def Rerank(self, request: reranker_pb2.RerankRequest,
-                     context: aio.ServicerContext) -> reranker_pb2.RerankResponse:
+                     context: aio.ServicerContext[reranker_pb2.RerankRequest, reranker_pb2.RerankResponse]) -> reranker_pb2.RerankResponse:
         if not self.settings.model:
             trace.get_current_span().set_attribute(attr.RAG_RERANK_CONFIGURED, False)
             return reranker_pb2.RerankResponse(configured=False, unconfigured_reason=NOT_CONFIGURED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import logging
 import re
@@ -385,7 +386,8 @@ class Catalog:
         return document_message(row)
 
     async def list(self, user: UserContext, limit: int, offset: int, *,
-                   statuses: list[int] | None = None, owner: str = "", mime_type: str = "", extension: str = "",
+                   statuses: list[common_pb2.DocumentStatus.ValueType] | None = None, owner: str = "",
+                   mime_type: str = "", extension: str = "",
                    updated_since: datetime | None = None, cursor: str = "") -> tuple[list[common_pb2.Document], int, str]:
         """The documents the user may read, newest change first (updated_at, id), filtered; the matching total
         and the cursor of the next page ("" on the last)."""
@@ -599,7 +601,8 @@ class Catalog:
         """A document's audit entries, oldest first: its owner's and admins' (RLS); also after a delete."""
         doc_id = parse_document_id(document_id)
         limit = page_size(limit)
-        after_clause, params = "", [doc_id]
+        after_clause = ""
+        params: list[Any] = [doc_id]
         if cursor:
             at, last_id = decode_cursor(cursor, 2)
             after_clause = " AND (at, id) > (%s, %s)"
@@ -697,7 +700,7 @@ class Catalog:
         raise NotFound(f"document {doc_id} not found")
 
     async def search_scope(self, conn: psycopg.AsyncConnection[Any],
-                           restrict: list[uuid.UUID] | None) -> tuple[list[str], DocumentCounts]:
+                           restrict: builtins.list[uuid.UUID] | None) -> tuple[builtins.list[str], DocumentCounts]:
         """The ready documents a search may read (RLS, narrowed by `restrict`) and the counts that explain an
         empty scope, in one statement over the documents the user may read."""
         cur = await conn.execute(
@@ -711,7 +714,8 @@ class Catalog:
         assert row is not None  # an aggregate always returns one row
         return list(row[0] or []), DocumentCounts(readable=row[1], ingesting=row[2], filter_matched=row[3])
 
-    async def accessible_ids(self, conn: psycopg.AsyncConnection[Any], restrict: list[uuid.UUID] | None) -> list[str]:
+    async def accessible_ids(self, conn: psycopg.AsyncConnection[Any],
+                             restrict: builtins.list[uuid.UUID] | None) -> builtins.list[str]:
         """Ready documents the transaction's user may read (decided by RLS), optionally narrowed."""
         if restrict:
             cur = await conn.execute("SELECT id::text FROM documents WHERE status = 'ready' AND id = ANY(%s)",

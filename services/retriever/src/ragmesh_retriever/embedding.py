@@ -14,7 +14,7 @@ class QueryEmbedder:
         self.addr = addr
         self.timeout_s = timeout_s
         self._channel: aio.Channel | None = None
-        self._stub: embedder_pb2_grpc.EmbedderServiceStub | None = None
+        self._stub: embedder_pb2_grpc.EmbedderServiceAsyncStub | None = None
 
     async def embed(self, user: UserContext, text: str) -> list[float]:
         """The query's vector; raises grpc.aio.AioRpcError when the embedder fails or times out."""
@@ -27,5 +27,5 @@ class QueryEmbedder:
 
     async def close(self) -> None:
         if self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(grace=None)
             self._channel = self._stub = None

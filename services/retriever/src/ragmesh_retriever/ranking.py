@@ -33,7 +33,7 @@ class Fusion(enum.Enum):
     DISTRIBUTION_BASED = "distribution_based"
 
     @classmethod
-    def from_proto(cls, value: int) -> Fusion:
+    def from_proto(cls, value: retriever_pb2.FusionType.ValueType) -> Fusion:
         """The fusion of a SearchRequest.fusion (FUSION_TYPE_UNSPECIFIED is relative score)."""
         if value == retriever_pb2.FUSION_TYPE_UNSPECIFIED:
             return cls.RELATIVE_SCORE

@@ -47,19 +47,19 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self.embedder = embedder
 
     @grpc_errors
-    async def CreateDocument(self, request: retriever_pb2.CreateDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
+    async def CreateDocument(self, request: retriever_pb2.CreateDocumentRequest, context: aio.ServicerContext[retriever_pb2.CreateDocumentRequest, common_pb2.Document]) -> common_pb2.Document:
         check_strings(request)
         user = await require_user(context)
         return await self.catalog.create(user, request.title, request.filename, request.mime_type, request.acl,
                                          request.size_bytes, request.content_sha256)
 
     @grpc_errors
-    async def GetDocument(self, request: retriever_pb2.GetDocumentRequest, context: aio.ServicerContext) -> common_pb2.Document:
+    async def GetDocument(self, request: retriever_pb2.GetDocumentRequest, context: aio.ServicerContext[retriever_pb2.GetDocumentRequest, common_pb2.Document]) -> common_pb2.Document:
         check_strings(request)
         return await self.catalog.get(await require_user(context), request.document_id)
 
     @grpc_errors
-    async def ListDocuments(self, request: retriever_pb2.ListDocumentsRequest, context: aio.ServicerContext) -> retriever_pb2.ListDocumentsResponse:
+    async def ListDocuments(self, request: retriever_pb2.ListDocumentsRequest, context: aio.ServicerContext[retriever_pb2.ListDocumentsRequest, retriever_pb2.ListDocumentsResponse]) -> retriever_pb2.ListDocumentsResponse:
         check_strings(request)
         docs, total, next_cursor = await self.catalog.list(
             await require_user(context), request.limit, request.offset, statuses=list(request.statuses),
@@ -69,12 +69,12 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.ListDocumentsResponse(documents=docs, total=total, next_cursor=next_cursor)
 
     @grpc_errors
-    async def UpdateDocumentStatus(self, request: retriever_pb2.UpdateDocumentStatusRequest, context: aio.ServicerContext) -> common_pb2.Document:
+    async def UpdateDocumentStatus(self, request: retriever_pb2.UpdateDocumentStatusRequest, context: aio.ServicerContext[retriever_pb2.UpdateDocumentStatusRequest, common_pb2.Document]) -> common_pb2.Document:
         check_strings(request)
         return await self.catalog.update_status(await require_user(context), request)
 
     @grpc_errors
-    async def DeleteDocument(self, request: retriever_pb2.DeleteDocumentRequest, context: aio.ServicerContext) -> retriever_pb2.DeleteDocumentResponse:
+    async def DeleteDocument(self, request: retriever_pb2.DeleteDocumentRequest, context: aio.ServicerContext[retriever_pb2.DeleteDocumentRequest, retriever_pb2.DeleteDocumentResponse]) -> retriever_pb2.DeleteDocumentResponse:
         check_strings(request)
         user = await require_user(context)
         await self.catalog.get(user, request.document_id)  # NOT_FOUND before touching the index
@@ -84,7 +84,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.DeleteDocumentResponse(deleted=True)
 
     @grpc_errors
-    async def IndexChunks(self, request: retriever_pb2.IndexChunksRequest, context: aio.ServicerContext) -> retriever_pb2.IndexChunksResponse:
+    async def IndexChunks(self, request: retriever_pb2.IndexChunksRequest, context: aio.ServicerContext[retriever_pb2.IndexChunksRequest, retriever_pb2.IndexChunksResponse]) -> retriever_pb2.IndexChunksResponse:
         check_strings(request)
         user = await require_user(context)
         parse_document_id(request.document_id)
@@ -137,7 +137,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                            feedback_weight=request.feedback_weight or 1.0)
 
     @grpc_errors
-    async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext) -> retriever_pb2.SearchResponse:
+    async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext[retriever_pb2.SearchRequest, retriever_pb2.SearchResponse]) -> retriever_pb2.SearchResponse:
         check_strings(request)
         user = await require_user(context)
         query = self._query(request)
@@ -213,7 +213,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 results = await self._assemble(user, results, context, query.top_k)
         return results
 
-    async def _embed(self, user: UserContext, text: str, outcome: dict[str, object]) -> list[float] | None:
+    async def _embed(self, user: UserContext, text: str, outcome: dict[str, str | float]) -> list[float] | None:
         """The query's vector from the embedder, or None (lexical only) with the reason in `outcome`."""
         assert self.embedder is not None
         started = time.perf_counter()
@@ -286,7 +286,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
-                                  context: aio.ServicerContext) -> retriever_pb2.CheckDocumentAccessResponse:
+                                  context: aio.ServicerContext[retriever_pb2.CheckDocumentAccessRequest, retriever_pb2.CheckDocumentAccessResponse]) -> retriever_pb2.CheckDocumentAccessResponse:
         user = await require_user(context)
         if len(request.document_ids) > MAX_ACCESS_CHECK_IDS:
             raise InvalidArgument(f"at most {MAX_ACCESS_CHECK_IDS} document ids per call")
@@ -308,7 +308,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def CreateOrGetDocument(self, request: retriever_pb2.CreateOrGetDocumentRequest,
-                                  context: aio.ServicerContext) -> retriever_pb2.CreateOrGetDocumentResponse:
+                                  context: aio.ServicerContext[retriever_pb2.CreateOrGetDocumentRequest, retriever_pb2.CreateOrGetDocumentResponse]) -> retriever_pb2.CreateOrGetDocumentResponse:
         check_strings(request)
         user = await require_user(context)
         doc, existing = await self.catalog.create_or_get(user, request.title, request.filename, request.mime_type,
@@ -318,7 +318,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def BeginNewVersion(self, request: retriever_pb2.BeginNewVersionRequest,
-                              context: aio.ServicerContext) -> retriever_pb2.BeginNewVersionResponse:
+                              context: aio.ServicerContext[retriever_pb2.BeginNewVersionRequest, retriever_pb2.BeginNewVersionResponse]) -> retriever_pb2.BeginNewVersionResponse:
         check_strings(request)
         doc, version, unchanged = await self.catalog.begin_new_version(await require_user(context), request)
         trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_VERSION, version)
@@ -326,14 +326,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def UpdateDocument(self, request: retriever_pb2.UpdateDocumentRequest,
-                             context: aio.ServicerContext) -> retriever_pb2.UpdateDocumentResponse:
+                             context: aio.ServicerContext[retriever_pb2.UpdateDocumentRequest, retriever_pb2.UpdateDocumentResponse]) -> retriever_pb2.UpdateDocumentResponse:
         check_strings(request)
         return retriever_pb2.UpdateDocumentResponse(document=await self.catalog.update(await require_user(context),
                                                                                        request))
 
     @grpc_errors
     async def ListDocumentAudit(self, request: retriever_pb2.ListDocumentAuditRequest,
-                                context: aio.ServicerContext) -> retriever_pb2.ListDocumentAuditResponse:
+                                context: aio.ServicerContext[retriever_pb2.ListDocumentAuditRequest, retriever_pb2.ListDocumentAuditResponse]) -> retriever_pb2.ListDocumentAuditResponse:
         check_strings(request)
         entries, next_cursor = await self.catalog.audit(await require_user(context), request.document_id,
                                                         request.limit, request.cursor)
@@ -341,7 +341,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def ListChunks(self, request: retriever_pb2.ListChunksRequest,
-                         context: aio.ServicerContext) -> retriever_pb2.ListChunksResponse:
+                         context: aio.ServicerContext[retriever_pb2.ListChunksRequest, retriever_pb2.ListChunksResponse]) -> retriever_pb2.ListChunksResponse:
         check_strings(request)
         user = await require_user(context)
         if request.level and request.level not in VALID_LEVELS:
@@ -358,7 +358,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
 
     @grpc_errors
     async def ListProblemDocuments(self, request: retriever_pb2.ListProblemDocumentsRequest,
-                                   context: aio.ServicerContext) -> retriever_pb2.ListProblemDocumentsResponse:
+                                   context: aio.ServicerContext[retriever_pb2.ListProblemDocumentsRequest, retriever_pb2.ListProblemDocumentsResponse]) -> retriever_pb2.ListProblemDocumentsResponse:
         user = await require_user(context)
         problems = await self.catalog.problems(user, request.stuck_after_seconds or self.stuck_after_seconds,
                                                request.limit)
@@ -373,7 +373,7 @@ class _Search:
     """A (sub-)query of one Search call: its embedding while pending, and how the embedding went."""
     query: SearchQuery
     pending: asyncio.Task[list[float] | None] | None = None
-    outcome: dict[str, object] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
+    outcome: dict[str, str | float] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
 
 
 # Context assembly names origins ("search", "sibling", ...); the contract carries the enum.

@@ -28,7 +28,8 @@ def check_strings(message: Message, prefix: str = "") -> None:
     """`check_text` on every string set in `message`, recursively; field paths like `chunks[3].title`."""
     for field, value in message.ListFields():
         name = prefix + field.name
-        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+        if (field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None
+                and field.message_type.GetOptions().map_entry):
             key_field, value_field = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
             for key, item in value.items():
                 if key_field.type == FieldDescriptor.TYPE_STRING:

@@ -72,7 +72,7 @@ class SearchBackend(Protocol):
 _KIND_VALUES = {name.removeprefix("CHUNK_KIND_").lower(): value for name, value in common_pb2.ChunkKind.items() if value}
 
 
-def kind_name(kind: int) -> str:
+def kind_name(kind: common_pb2.ChunkKind.ValueType) -> str:
     """The stored name of a chunk kind; an unset kind is stored as a paragraph."""
     return common_pb2.ChunkKind.Name(kind or common_pb2.CHUNK_KIND_PARAGRAPH).removeprefix("CHUNK_KIND_").lower()
 

@@ -11,6 +11,7 @@ import logging
 import math
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 import weaviate
@@ -24,6 +25,10 @@ from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.backends.base import Hit, SearchQuery
 from ragmesh_retriever.ranking import Fusion
 from ragmesh_retriever.backends.base import kind_name, kind_value
+
+if TYPE_CHECKING:
+    from weaviate.collections import CollectionAsync
+    from weaviate.collections.classes.filters import _Filters
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +96,7 @@ class WeaviateBackend:
     async def close(self) -> None:
         await self.client.close()
 
-    def _collection(self):  # type: ignore[no-untyped-def]
+    def _collection(self) -> CollectionAsync[Any, Any]:
         return self.client.collections.use(self.collection_name)
 
     async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
@@ -123,7 +128,7 @@ class WeaviateBackend:
     async def delete(self, user: UserContext, document_id: str) -> None:
         await self._collection().data.delete_many(where=Filter.by_property("document_id").equal(document_id))
 
-    def _filters(self, accessible_ids: list[str], levels: list[int]):  # type: ignore[no-untyped-def]
+    def _filters(self, accessible_ids: list[str], levels: list[int]) -> _Filters:
         return Filter.by_property("document_id").contains_any(accessible_ids) & Filter.by_property(
             "level").contains_any(levels)
 
@@ -145,7 +150,8 @@ class WeaviateBackend:
         for obj in reply.objects:
             chunk = self._chunk(obj.properties)
             stored = obj.vector.get("default") if isinstance(obj.vector, dict) else None
-            sim = _cosine(query.vector, list(stored)) if query.vector and stored else None
+            # one named vector ("default"), never a multi-vector: the collection is created with a single one
+            sim = _cosine(query.vector, cast("list[float]", stored)) if query.vector and stored else None
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
         return hits
 
@@ -168,9 +174,10 @@ class WeaviateBackend:
         return sorted(chunks, key=lambda c: (c.document_id, c.ordinal))
 
     @staticmethod
-    def _chunk(p: dict) -> common_pb2.Chunk:  # type: ignore[type-arg]
+    def _chunk(p: Mapping[str, Any]) -> common_pb2.Chunk:
         return common_pb2.Chunk(
-            chunk_id=str(p.get("chunk_id", "")), document_id=str(p.get("document_id", "")), level=int(p.get("level") or 0),
+            chunk_id=str(p.get("chunk_id", "")), document_id=str(p.get("document_id", "")),
+            level=common_pb2.ChunkLevel.ValueType(int(p.get("level") or 0)),
             parent_id=str(p.get("parent_id") or ""), ordinal=int(p.get("ordinal") or 0),
             section_path=list(p.get("section_path") or []), page=int(p.get("page") or 0),
             kind=kind_value(str(p.get("kind") or "")), title=str(p.get("title") or ""), text=str(p.get("text") or ""))
