@@ -7,15 +7,11 @@ from pydantic import Field, model_validator
 
 from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
 
-# Defaults chosen by the benchmarks, the same for every dataset (bench/README.md): the hybrid weight of the
-# vector leg (`make bench-retrieval`'s alpha sweep: 0.4 led on SciFact and SQuAD and tied HotpotQA Recall@5;
-# 0.3 was 0.005 ahead on HotpotQA Recall@2 and behind on the rest), and the
-# BM25 weight of a term occurrence in a chunk's title or section path (`make bench-sweep`: 1 = counted like
-# body text; 3 led the hybrid metrics on SciFact and HotpotQA and left SQuAD unchanged).
+# Defaults chosen by the benchmarks, the same for every dataset (the measurements and why: bench/README.md,
+# "Why the retriever's defaults"): the hybrid weight of the vector leg, the BM25 weight of a term occurrence in a
+# chunk's title or section path, and BM25 k1 and b (Anserini's defaults).
 ALPHA = 0.4
 HEADING_WEIGHT = 3.0
-# BM25 k1 and b: Anserini's defaults. A sweep of five pairs (bench/results/sweep-bm25.json) moved SciFact's hybrid
-# by at most 0.005 nDCG@10, and these led SQuAD's hybrid (0.9034 against 0.8965-0.9006).
 BM25_K1 = 0.9
 BM25_B = 0.4
 

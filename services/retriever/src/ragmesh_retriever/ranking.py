@@ -154,10 +154,9 @@ def merge_sub_queries(main: Sequence[T], subs: Sequence[Sequence[T]], key: Calla
                       vector_score: Callable[[T], float]) -> list[T]:
     """The main search's ranking first, untouched; then what only the sub-queries found, merged among
     themselves by reciprocal rank, each chunk as the sub-query that found it closest by vector (the highest
-    `vector_score`) reported it. Measured on HotpotQA (`make bench-retrieval`): any fusion that let sub-query
-    hits overtake the main ranking lowered Recall@2/@5 (equal-weight RRF 0.655 → 0.510 Recall@2), while
-    appending kept the main ranking's recall and adds the entity-specific chunks the whole question missed
-    to the candidates (and to the answer's context when there is room)."""
+    `vector_score`) reported it. Appending keeps the main ranking's recall and adds the entity-specific chunks
+    the whole question missed to the candidates (and to the answer's context when there is room); letting
+    sub-query hits overtake the main ranking lowered recall (bench/README.md, "Why the retriever's defaults")."""
     seen = {key(item) for item in main}
     fused: dict[str, float] = {}
     best: dict[str, T] = {}
