@@ -55,23 +55,24 @@ def restore_unacked(**_: object) -> None:
 
 
 async def _ingest(document_id: str, user: UserContext, path: str, filename: str, mime_type: str,
-                  final_attempt: bool) -> None:
+                  final_attempt: bool, version: int = 0) -> None:
     # per task: each task runs in its own event loop (asyncio.run), and a gRPC aio channel is bound to one
     clients = Clients.from_settings(settings)
     redis = Redis.from_url(settings.redis_url, socket_timeout=5)
     try:
         await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-            document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt)
+            document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version)
     finally:
         await redis.aclose()
         await clients.close()
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
-def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
+def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str,  # type: ignore[no-untyped-def]
+                    version: int = 0) -> None:
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        asyncio.run(_ingest(document_id, task_user(user_json), path, filename, mime_type, final_attempt))
+        asyncio.run(_ingest(document_id, task_user(user_json), path, filename, mime_type, final_attempt, version))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
