@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
@@ -26,12 +25,11 @@ router = APIRouter(route_class=StrictJSONRoute)
 
 StatusName = Literal["queued", "parsing", "embedding", "indexing", "ready", "failed"]
 Cursor = Annotated[Text, Query(max_length=2000, description="next_cursor of the previous page")]
-FILE_LIMITS = MappingProxyType({"max_fields": 8, "max_files": 1, "max_part_size": MAX_ACL_JSON_CHARS * 4})
 
 
 @router.post("/api/v1/documents", tags=["documents"], status_code=202,
              summary="Upload a document; ingestion runs in the background", response_model=UploadResponse,
-             form_limits=dict(FILE_LIMITS),
+             form_limits={"max_fields": 8, "max_files": 1, "max_part_size": MAX_ACL_JSON_CHARS * 4},
              responses={200: {"model": UploadResponse, "description": "You already have a document with these bytes "
                                                                       "(`duplicate`: true); nothing was queued"},
                         **error_responses(400, 401, 413, 415, 422, 503)})
@@ -92,7 +90,7 @@ async def update_document(document_id: uuid.UUID, patch: DocumentPatch, user: Us
 @router.put("/api/v1/documents/{document_id}/content", tags=["documents"], status_code=202,
             summary="New content for a document (owner only): ingested as its next version, which replaces the "
                     "current one's chunks at once when ready", response_model=NewVersionResponse,
-            form_limits=dict(FILE_LIMITS),
+            form_limits={"max_fields": 8, "max_files": 1, "max_part_size": MAX_ACL_JSON_CHARS * 4},
             responses={200: {"model": NewVersionResponse,
                              "description": "The content is the current version's (`unchanged`): nothing queued"},
                        **error_responses(400, 401, 403, 404, 413, 415, 422, 503)})
