@@ -105,7 +105,7 @@ def test_identical_bytes_are_the_same_document(client: httpx.Client, tokens: dic
 def test_a_new_version_replaces_the_old_without_a_gap(client: httpx.Client, tokens: dict[str, str],
                                                        reactor: str) -> None:
     seen: list[tuple[bool, bool]] = []
-    stop = threading.Event()
+    stop, searching = threading.Event(), threading.Event()
     errors: list[str] = []
 
     def loop() -> None:
@@ -117,10 +117,12 @@ def test_a_new_version_replaces_the_old_without_a_gap(client: httpx.Client, toke
                     errors.append(str(exc))
                     return
                 seen.append(("alphacore" in texts, "betacore" in texts))
+                searching.set()
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:
+        assert searching.wait(timeout=300) and not errors, errors  # the loop has seen version 1 before the PUT
         reply = client.put(f"/api/v1/documents/{reactor}/content", headers=auth(tokens["olga"]),
                            files={"file": ("reactor.md", V2)})
         assert reply.status_code == 202, reply.text
