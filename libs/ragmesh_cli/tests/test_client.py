@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 from ragmesh_cli.client import ApiError, error_message, raise_for_status, sse_events
-from ragmesh_cli.ingest import SUPPORTED_EXTENSIONS, collect, parse_acl
+from ragmesh_cli.ingest import collect, parse_acl
 
 
 def test_error_message_reads_each_shape_of_the_error_model() -> None:
@@ -67,12 +67,14 @@ def test_collect_walks_folders_and_skips_unsupported_and_hidden_files(tmp_path: 
     (tmp_path / "a" / "deep" / "logo.png").write_bytes(b"\x89PNG")
     (tmp_path / "a" / ".git" / "config.txt").write_text("x")
     (tmp_path / "b.txt").write_text("b")
-    files, skipped = collect([tmp_path / "a", tmp_path / "b.txt", tmp_path / "a" / "one.md", tmp_path / "missing"])
+    files, skipped = collect([tmp_path / "a", tmp_path / "b.txt", tmp_path / "a" / "one.md", tmp_path / "missing"],
+                             frozenset({".md", ".pdf", ".txt"}))
     assert files == [tmp_path / "a" / "deep" / "two.PDF", tmp_path / "a" / "one.md", tmp_path / "b.txt"]
     assert [(o.path.name, o.status, o.reason) for o in skipped] == [
         ("logo.png", "skipped", "unsupported extension .png"), ("missing", "error", "no such file or folder")]
 
 
-def test_supported_extensions_are_the_parsers() -> None:
-    formats = pytest.importorskip("ragmesh_common.formats")
-    assert SUPPORTED_EXTENSIONS == set(formats.accepted_extensions())
+def test_without_the_servers_formats_every_file_is_uploaded(tmp_path: Path) -> None:
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG")
+    files, skipped = collect([tmp_path])
+    assert files == [tmp_path / "logo.png"] and not skipped  # the gateway's 415 says it is unsupported

@@ -62,6 +62,8 @@ def test_ingest_uploads_follows_and_summarizes(tmp_path: Path) -> None:
             return httpx.Response(200, json=document("id-good", chunk_count=3))
         if path == "/api/v1/documents/id-bad":
             return httpx.Response(200, json=document("id-bad", status="failed", error="no extractable text"))
+        if path == "/api/v1/formats":  # asked once; logo.png is then skipped without an upload
+            return httpx.Response(200, json={"extensions": [".md", ".txt"]})
         return httpx.Response(404, json={"detail": "Not Found"})
 
     result = invoke(handler, "ingest", str(tmp_path), "--wait", "--acl", "departments=ops;users=erin")

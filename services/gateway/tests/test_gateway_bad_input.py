@@ -91,6 +91,8 @@ class FakeMesh:
         search = retriever_error or retriever_pb2.SearchResponse(results=[chunk], accessible_documents=1)
         self.retriever = Stub(Search=search, GetDocument=retriever_error or document(),
                               CreateDocument=retriever_error or document(), UpdateDocumentStatus=document(),
+                              CreateOrGetDocument=retriever_error or retriever_pb2.CreateOrGetDocumentResponse(
+                                  document=document()),
                               DeleteDocument=retriever_error or retriever_pb2.DeleteDocumentResponse(deleted=True),
                               ListDocuments=retriever_error or retriever_pb2.ListDocumentsResponse(
                                   documents=[document()], total=1))

@@ -3,6 +3,7 @@ and the document lifecycle (store → enqueue, or a failed status when the queue
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import io
 import json
@@ -69,7 +70,8 @@ class CountingMesh:
         self.parser = Stub(self.calls, ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md"]))
         self.retriever = Stub(self.calls, ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()],
                                                                                               total=1),
-                              GetDocument=document(), CreateDocument=document(), UpdateDocumentStatus=document())
+                              GetDocument=document(), CreateDocument=document(), UpdateDocumentStatus=document(),
+                              CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(document=document()))
 
     @classmethod
     def from_settings(cls, _: Settings) -> CountingMesh:
@@ -149,11 +151,12 @@ async def test_upload_is_catalogued_stored_and_queued_for_the_uploader(tmp_path:
     documents, mesh = lifecycle(tmp_path, celery)
     reply = await documents.upload(ALICE, notes(), title="", acl="")
     assert (reply["status"], reply["events_url"]) == ("queued", f"/api/v1/documents/{DOC_ID}/events")
-    [(_, created)] = [c for c in mesh.calls if c[0] == "CreateDocument"]
+    [(_, created)] = [c for c in mesh.calls if c[0] == "CreateOrGetDocument"]
     assert (created.title, created.mime_type, created.size_bytes) == ("notes", "text/markdown", 14)
+    assert created.content_sha256 == hashlib.sha256(b"# Notes\n\nhello").hexdigest()
     [(name, args)] = celery.sent
-    stored = tmp_path / "uploads" / DOC_ID / "notes.md"
-    assert name == TASK_NAME and args[0] == DOC_ID and args[2:] == [str(stored), "notes.md", "text/markdown"]
+    stored = tmp_path / "uploads" / DOC_ID / "v1" / "notes.md"
+    assert name == TASK_NAME and args[0] == DOC_ID and args[2:] == [str(stored), "notes.md", "text/markdown", 0]
     assert stored.read_bytes() == b"# Notes\n\nhello"
     assert task_user(args[1]) == UserContext(user_id="alice", department="eng", roles=("employee",))
 
@@ -166,7 +169,7 @@ async def test_a_down_queue_fails_the_document_and_says_so(tmp_path: Path) -> No
     assert raised.value.detail == "ingestion queue unavailable; the document was not queued"
     [(_, update)] = [c for c in mesh.calls if c[0] == "UpdateDocumentStatus"]
     assert update.status == common_pb2.DOCUMENT_STATUS_FAILED and "upload again" in update.error
-    assert (tmp_path / "uploads" / DOC_ID / "notes.md").exists()  # kept, as the log says
+    assert (tmp_path / "uploads" / DOC_ID / "v1" / "notes.md").exists()  # kept, as the log says
 
 
 async def test_unsupported_format_lists_the_parsers_formats(tmp_path: Path) -> None:

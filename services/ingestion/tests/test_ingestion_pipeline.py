@@ -157,6 +157,40 @@ def test_a_task_carries_the_uploader() -> None:
     app.send_task = lambda name, args: sent.append((name, args))  # type: ignore[method-assign]
     send_ingest(app, DOC, USER, "/u/a.md", "a.md", "text/markdown")
     [(name, args)] = sent
-    assert name == "ragmesh.ingest_document" and args[0] == DOC and args[2:] == ["/u/a.md", "a.md", "text/markdown"]
+    assert name == "ragmesh.ingest_document" and args[0] == DOC and args[2:] == ["/u/a.md", "a.md", "text/markdown", 0]
     assert task_user(args[1]) == UserContext(user_id="alice", department="eng", roles=("employee",))
     assert "t" not in json.loads(args[1]).values()  # the request's token stays behind; the worker signs its own
+
+
+async def test_a_new_version_is_ingested_under_its_number(tmp_path: Path) -> None:
+    clients = FakeClients()
+    path = tmp_path / "a.md"
+    path.write_text("# T\n\nBody.")
+    await Ingestor(clients, FakeRedis(), Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
+                                                          version=3)
+    versioned = [(name, r.version) for name, r in clients.calls if name in ("UpdateDocumentStatus", "IndexChunks")]
+    assert versioned and all(version == 3 for _, version in versioned)
+    assert ("IndexChunks", 3) in versioned
+    graph = [r for name, r in clients.calls if name == "IngestChunks"]
+    assert len(graph) == 1 and graph[0].document_id == DOC  # the graph replaces the document's data (graph tests)
+
+
+async def test_a_superseded_version_stops_without_failing_the_document(tmp_path: Path) -> None:
+    clients = FakeClients()
+    clients.retriever.replies["IndexChunks"] = rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "version 2 superseded")
+    path = tmp_path / "a.md"
+    path.write_text("# T\n\nBody.")
+    redis = FakeRedis()
+    await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
+                                                    version=2)
+    assert "failed" not in catalogue_statuses(clients)
+    assert "failed" not in [e["status"] for _, e in redis.published]
+    assert not [name for name, _ in clients.calls if name == "IngestChunks"]
+
+
+def test_a_task_carries_the_version() -> None:
+    sent: list[tuple[str, list[Any]]] = []
+    app = create_celery("redis://127.0.0.1:1/0")
+    app.send_task = lambda name, args: sent.append((name, args))  # type: ignore[method-assign]
+    send_ingest(app, DOC, USER, "/u/v2/a.md", "a.md", "text/markdown", version=2)
+    assert sent[0][1][-1] == 2

@@ -17,10 +17,6 @@ from ragmesh_cli.client import ApiError, Settings, error_message, sse_events, un
 
 logger = logging.getLogger(__name__)
 
-# The parser's accepted extensions (ragmesh_common.formats.EXTENSIONS; a unit test keeps the two equal).
-# Files with other extensions are skipped before upload; the gateway's 415 would refuse them anyway.
-SUPPORTED_EXTENSIONS = frozenset({".md", ".markdown", ".html", ".htm", ".xhtml", ".docx", ".pptx", ".xlsx", ".xlsm",
-                                  ".csv", ".pdf", ".txt", ".text", ".adoc", ".asciidoc"})
 ACL_KEYS = ("public", "departments", "roles", "users")
 TERMINAL = {"ready", "failed", "deleted"}
 MAX_FOLLOWERS = 16       # event streams open at once while waiting (each holds a connection and a subscription)
@@ -45,8 +41,25 @@ def outcome_json(outcome: Outcome) -> dict[str, str]:
             "reason": outcome.reason}
 
 
-def collect(paths: Iterable[Path]) -> tuple[list[Path], list[Outcome]]:
-    """The files to upload (folders walked recursively, hidden entries left out) and those skipped, with why."""
+async def accepted_extensions(settings: Settings) -> frozenset[str] | None:
+    """The extensions the gateway accepts (GET /api/v1/formats, asked once per run); None when it cannot say
+    (an older gateway, or none reachable): then every file is uploaded and a 415 names the unsupported ones."""
+    transport = settings.transport if isinstance(settings.transport, httpx.AsyncBaseTransport) else None
+    try:
+        async with httpx.AsyncClient(base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(),
+                                     transport=transport) as http:
+            response = await http.get("/api/v1/formats")
+        body = response.json() if response.is_success else None
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.info("the gateway's formats are unknown (%s); uploading every file", exc)
+        return None
+    extensions = body.get("extensions") if isinstance(body, dict) else None
+    return frozenset(str(e).lower() for e in extensions) if isinstance(extensions, list) and extensions else None
+
+
+def collect(paths: Iterable[Path], extensions: frozenset[str] | None = None) -> tuple[list[Path], list[Outcome]]:
+    """The files to upload (folders walked recursively, hidden entries left out) and those skipped, with why:
+    an extension not in `extensions` (the gateway's; None = upload everything and let the gateway say)."""
     files: list[Path] = []
     skipped: list[Outcome] = []
     seen: set[Path] = set()
@@ -63,7 +76,7 @@ def collect(paths: Iterable[Path]) -> tuple[list[Path], list[Outcome]]:
             if path.resolve() in seen:
                 continue
             seen.add(path.resolve())
-            if path.suffix.lower() in SUPPORTED_EXTENSIONS:
+            if extensions is None or path.suffix.lower() in extensions:
                 files.append(path)
             else:
                 skipped.append(Outcome(path, "skipped", reason=f"unsupported extension {path.suffix or '(none)'}"))

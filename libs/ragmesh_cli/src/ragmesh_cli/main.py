@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from ragmesh_cli import render
 from ragmesh_cli.client import DEFAULT_URL, Api, ApiError, Settings
-from ragmesh_cli.ingest import Ingest, Outcome, collect, outcome_json, parse_acl
+from ragmesh_cli.ingest import Ingest, Outcome, accepted_extensions, collect, outcome_json, parse_acl
 
 app = typer.Typer(name="ragmesh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="ragmesh from the command line: ingest files, ask, search, manage documents, read traces.")
@@ -93,7 +93,8 @@ def ingest(ctx: typer.Context,
     st = state(ctx)
     with failing_clearly(st):
         acl_fields = parse_acl(acl or [])
-    files, skipped = collect(paths)
+        extensions = asyncio.run(accepted_extensions(st.settings))
+    files, skipped = collect(paths, extensions)
     for o in skipped:
         st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
     outcomes: list[Outcome] = []

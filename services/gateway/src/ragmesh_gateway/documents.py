@@ -8,6 +8,7 @@ along and publishes every step on Redis. Both name a status by `status_name` of 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import mimetypes
@@ -16,7 +17,7 @@ import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh, StepFailed
-from ragmesh_gateway.models import MAX_FILENAME_CHARS, AclIn
+from ragmesh_gateway.models import MAX_FILENAME_CHARS, AclIn, DocumentPatch
 from ragmesh_gateway.validation import check_upload_content, text_problem
 from ragmesh_ingestion.tasks import TERMINAL, channel_name, event, send_ingest, status_name
 
@@ -53,7 +54,32 @@ def document_json(doc: common_pb2.Document) -> dict[str, Any]:
     for name in ("created_at", "updated_at"):  # ISO 8601 as datetime.isoformat() writes it, "" when unset
         stamp = getattr(doc, name)
         data[name] = stamp.ToDatetime(tzinfo=UTC).isoformat() if doc.HasField(name) else ""
+    data["pending_status"] = status_name(doc.pending_status) if doc.pending_version else ""
     return data
+
+
+def effective_status(doc: common_pb2.Document) -> tuple[str, str]:
+    """The status and error an events stream follows: the pending version's while one is ingesting (the visible
+    version stays `ready` meanwhile), else the document's."""
+    if doc.pending_version:
+        return status_name(doc.pending_status), doc.pending_error
+    return status_name(doc.status), doc.error
+
+
+def enum_name(value: int, enum: Any, prefix: str) -> str:
+    """A proto enum value's API spelling: CHUNK_LEVEL_PARAGRAPH → "paragraph"."""
+    try:
+        return str(enum.Name(value)).removeprefix(prefix).lower()
+    except ValueError:
+        return str(value)
+
+
+def audit_fields(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
 
 
 def safe_filename(name: str) -> str:
@@ -97,8 +123,8 @@ class DocumentLifecycle:
             self._formats = frozenset(e if e.startswith(".") else f".{e}" for e in reply.extensions)
         return self._formats
 
-    async def upload(self, user: UserContext, file: UploadFile, *, title: str, acl: str) -> dict[str, Any]:
-        """Checks the upload, creates the catalogue row (`queued`), stores the file and queues its ingestion."""
+    async def _read_upload(self, user: UserContext, file: UploadFile) -> tuple[str, bytes, str]:
+        """The upload's safe file name, bytes and content type, checked (name, extension, size, content)."""
         settings = self.settings
         raw_name = file.filename or ""
         problem = text_problem(raw_name) or (f"is longer than {MAX_FILENAME_CHARS} characters"
@@ -109,13 +135,6 @@ class DocumentLifecycle:
         if Path(filename).suffix.lower() not in await self.accepted_formats(user):
             raise HTTPException(415, f"unsupported file type {Path(filename).suffix or '(none)'}; accepted: "
                                      f"{', '.join(sorted(await self.accepted_formats(user)))}")
-        try:
-            acl_in = AclIn.model_validate_json(acl) if acl.strip() else AclIn()
-        except ValidationError as exc:
-            first = exc.errors(include_input=False)[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise HTTPException(400, f"acl must be JSON like {{\"departments\": [\"eng\"]}}: "
-                                     f"{where + ': ' if where else ''}{first['msg']}") from exc
         content = await file.read(settings.max_upload_bytes + 1)
         if not content:
             raise HTTPException(400, f"{filename} is empty")
@@ -123,45 +142,205 @@ class DocumentLifecycle:
             raise HTTPException(413, f"{filename} is larger than {settings.max_upload_bytes} bytes")
         mime_type = upload_mime_type(filename, file.content_type)
         check_upload_content(filename, content, mime_type)
+        return filename, content, mime_type
+
+    async def upload(self, user: UserContext, file: UploadFile, *, title: str, acl: str) -> dict[str, Any]:
+        """Checks the upload, creates the catalogue row (`queued`), stores the file and queues its ingestion. The
+        owner's identical bytes (same SHA-256) are not stored again: their document comes back, `duplicate`."""
         try:
-            doc = await self.mesh.retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
+            acl_in = AclIn.model_validate_json(acl) if acl.strip() else AclIn()
+        except ValidationError as exc:
+            first = exc.errors(include_input=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise HTTPException(400, f"acl must be JSON like {{\"departments\": [\"eng\"]}}: "
+                                     f"{where + ': ' if where else ''}{first['msg']}") from exc
+        filename, content, mime_type = await self._read_upload(user, file)
+        try:
+            reply = await self.mesh.retriever.CreateOrGetDocument(retriever_pb2.CreateOrGetDocumentRequest(
                 title=title or Path(filename).stem, filename=filename, mime_type=mime_type,
-                acl=common_pb2.Acl(**acl_in.model_dump()), size_bytes=len(content)),
-                metadata=user.metadata(), timeout=settings.deadlines.retrieve)
+                acl=common_pb2.Acl(**acl_in.model_dump()), size_bytes=len(content),
+                content_sha256=hashlib.sha256(content).hexdigest()),
+                metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        path = await self._store(doc.document_id, filename, content)
+        doc = reply.document
+        events_url = f"/api/v1/documents/{doc.document_id}/events"
+        if reply.existing:
+            logger.info("upload of %s by %s: same bytes as document %s", filename, user.user_id, doc.document_id)
+            return {**document_json(doc), "events_url": events_url, "duplicate": True}
+        path = await self._store(doc.document_id, doc.version or 1, filename, content)
         await self._enqueue(user, doc.document_id, path, filename, mime_type)
-        return {**document_json(doc), "events_url": f"/api/v1/documents/{doc.document_id}/events"}
+        return {**document_json(doc), "events_url": events_url, "duplicate": False}
 
-    async def _store(self, document_id: str, filename: str, content: bytes) -> Path:
-        folder = self.settings.upload_dir / document_id
+    async def new_version(self, user: UserContext, document_id: uuid.UUID, file: UploadFile) -> dict[str, Any]:
+        """New bytes for a document (the owner only): stored beside the visible version's file and ingested as the
+        next version, which replaces the visible one's chunks in one transaction when it is indexed. Bytes equal
+        to the visible version's start nothing (`unchanged`)."""
+        filename, content, mime_type = await self._read_upload(user, file)
+        try:
+            reply = await self.mesh.retriever.BeginNewVersion(retriever_pb2.BeginNewVersionRequest(
+                document_id=str(document_id), filename=filename, mime_type=mime_type, size_bytes=len(content),
+                content_sha256=hashlib.sha256(content).hexdigest()),
+                metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        doc = reply.document
+        events_url = f"/api/v1/documents/{doc.document_id}/events"
+        if reply.unchanged:
+            return {**document_json(doc), "events_url": events_url, "unchanged": True, "ingesting_version": 0,
+                    "note": f"the content is that of version {doc.version}; nothing to ingest"}
+        path = await self._store(doc.document_id, reply.version, filename, content)
+        await self._enqueue(user, doc.document_id, path, filename, mime_type, reply.version)
+        self._drop_old_versions(doc.document_id, keep={doc.version, reply.version})
+        return {**document_json(doc), "events_url": events_url, "unchanged": False,
+                "ingesting_version": reply.version, "note": f"version {reply.version} queued"}
+
+    async def reingest(self, user: UserContext, document_id: uuid.UUID) -> dict[str, Any]:
+        """Ingests the visible version's stored file again (the owner only); it stays searchable meanwhile."""
+        doc = await self.get(user, document_id)
+        path = self._stored_path(doc.document_id, doc.version, doc.filename)
+        if path is None:
+            try:  # a reader who is not the owner is 403 before they learn the file is gone
+                access = await self.mesh.retriever.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(
+                    document_ids=[doc.document_id]), metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+            except aio.AioRpcError as exc:
+                raise rpc_http_error(exc, "catalogue") from exc
+            if doc.document_id not in access.owned_ids:
+                raise HTTPException(403, "only the owner may re-ingest a document")
+            raise HTTPException(409, f"the stored file of version {doc.version} is gone; upload the content again "
+                                     f"with PUT /api/v1/documents/{doc.document_id}/content")
+        try:
+            reply = await self.mesh.retriever.BeginNewVersion(retriever_pb2.BeginNewVersionRequest(
+                document_id=str(document_id), reingest=True), metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        new = reply.document
+        await self._enqueue(user, new.document_id, path, doc.filename, doc.mime_type, reply.version)
+        return {**document_json(new), "events_url": f"/api/v1/documents/{new.document_id}/events",
+                "unchanged": False, "ingesting_version": reply.version,
+                "note": f"re-ingest of version {reply.version} queued"}
+
+    async def _store(self, document_id: str, version: int, filename: str, content: bytes) -> Path:
+        folder = self.settings.upload_dir / document_id / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / filename
         await asyncio.to_thread(path.write_bytes, content)
         return path
 
-    async def _enqueue(self, user: UserContext, document_id: str, path: Path, filename: str, mime_type: str) -> None:
+    def _stored_path(self, document_id: str, version: int, filename: str) -> Path | None:
+        """The stored file of a version: per version, or (uploads from before versions) beside them."""
+        folder = self.settings.upload_dir / document_id
+        for path in (folder / f"v{version}" / filename, folder / filename):
+            if path.is_file():
+                return path
+        return None
+
+    def _drop_old_versions(self, document_id: str, keep: set[int]) -> None:
+        """Removes the stored files of versions that can no longer be ingested (neither visible nor pending)."""
+        for folder in (self.settings.upload_dir / document_id).glob("v*"):
+            if folder.is_dir() and folder.name[1:].isdigit() and int(folder.name[1:]) not in keep:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    async def _enqueue(self, user: UserContext, document_id: str, path: Path, filename: str, mime_type: str,
+                       version: int = 0) -> None:
         try:
-            send_ingest(self.celery, document_id, user, str(path), filename, mime_type)
+            send_ingest(self.celery, document_id, user, str(path), filename, mime_type, version=version)
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so, keep the file
             logger.error("could not enqueue ingestion of %s: %s", document_id, exc)
             try:
                 await self.mesh.retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                    document_id=document_id, status=common_pb2.DOCUMENT_STATUS_FAILED,
+                    document_id=document_id, status=common_pb2.DOCUMENT_STATUS_FAILED, version=version,
                     error="ingestion queue unavailable; upload again later"), metadata=user.metadata(), timeout=5)
             except aio.AioRpcError as status_exc:
                 logger.error("could not mark %s failed: %s", document_id, status_exc.code().name)
             raise HTTPException(503, "ingestion queue unavailable; the document was not queued") from exc
 
-    async def list_readable(self, user: UserContext, *, limit: int, offset: int) -> dict[str, Any]:
+    async def list_readable(self, user: UserContext, *, limit: int, offset: int, statuses: list[str] | None = None,
+                            owner: str = "", fmt: str = "", updated_since: datetime | None = None,
+                            cursor: str = "") -> dict[str, Any]:
+        """The documents `user` may read, newest change first, filtered; paged by offset or by cursor."""
+        request = retriever_pb2.ListDocumentsRequest(limit=limit, offset=offset, owner_user=owner, cursor=cursor)
+        for name in statuses or []:
+            request.statuses.append(common_pb2.DocumentStatus.Value(f"DOCUMENT_STATUS_{name.upper()}"))
+        fmt = fmt.strip()
+        if "/" in fmt:
+            request.mime_type = fmt.lower()
+        elif fmt:
+            request.extension = fmt.lstrip(".").lower()
+        if updated_since is not None:
+            if updated_since.tzinfo is None:
+                raise HTTPException(422, "updated_since needs a time zone, e.g. 2025-01-31T12:00:00Z")
+            try:
+                request.updated_since.FromDatetime(updated_since.astimezone(UTC))
+            except (OverflowError, ValueError) as exc:
+                raise HTTPException(422, f"updated_since is out of range: {exc}") from exc
         try:
-            reply = await self.mesh.retriever.ListDocuments(
-                retriever_pb2.ListDocumentsRequest(limit=limit, offset=offset), metadata=user.metadata(),
+            reply = await self.mesh.retriever.ListDocuments(request, metadata=user.metadata(),
+                                                            timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        return {"documents": [document_json(d) for d in reply.documents], "total": reply.total,
+                "next_cursor": reply.next_cursor}
+
+    async def update(self, user: UserContext, document_id: uuid.UUID, patch: DocumentPatch) -> dict[str, Any]:
+        """Title and/or ACL (the owner only; audited by the catalogue). Every search, chat and graph read decides
+        access by the catalogue's ACL columns under RLS, and the gateway caches nothing per document or ACL
+        (only verified tokens, which carry no document rights), so the change applies to the next request."""
+        request = retriever_pb2.UpdateDocumentRequest(document_id=str(document_id))
+        if patch.title is not None:
+            request.title = patch.title
+        if patch.acl is not None:
+            request.acl.CopyFrom(common_pb2.Acl(**patch.acl.model_dump()))
+            request.acl.SetInParent()  # an empty ACL is a change too (private to the owner)
+        try:
+            reply = await self.mesh.retriever.UpdateDocument(request, metadata=user.metadata(),
+                                                             timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        logger.info("document %s updated by %s: %s", document_id, user.user_id,
+                    ", ".join(name for name in ("title", "acl") if getattr(patch, name) is not None))
+        return document_json(reply.document)
+
+    async def audit(self, user: UserContext, document_id: uuid.UUID, *, limit: int, cursor: str) -> dict[str, Any]:
+        try:
+            reply = await self.mesh.retriever.ListDocumentAudit(retriever_pb2.ListDocumentAuditRequest(
+                document_id=str(document_id), limit=limit, cursor=cursor), metadata=user.metadata(),
                 timeout=self.settings.deadlines.retrieve)
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        return {"documents": [document_json(d) for d in reply.documents], "total": reply.total}
+        return {"entries": [{"audit_id": e.audit_id, "document_id": e.document_id, "actor": e.actor,
+                             "time": e.time.ToDatetime(tzinfo=UTC).isoformat() if e.HasField("time") else "",
+                             "action": e.action, "before": audit_fields(e.before_json),
+                             "after": audit_fields(e.after_json)} for e in reply.entries],
+                "next_cursor": reply.next_cursor}
+
+    async def chunks(self, user: UserContext, document_id: uuid.UUID, *, level: str, limit: int,
+                     cursor: str) -> dict[str, Any]:
+        request = retriever_pb2.ListChunksRequest(document_id=str(document_id), limit=limit, cursor=cursor)
+        if level:
+            request.level = common_pb2.ChunkLevel.Value(f"CHUNK_LEVEL_{level.upper()}")
+        try:
+            reply = await self.mesh.retriever.ListChunks(request, metadata=user.metadata(),
+                                                         timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        return {"chunks": [{"chunk_id": c.chunk_id, "level": enum_name(c.level, common_pb2.ChunkLevel, "CHUNK_LEVEL_"),
+                            "section_path": list(c.section_path), "page": c.page, "text": c.text,
+                            "token_count": c.token_count, "kind": enum_name(c.kind, common_pb2.ChunkKind, "CHUNK_KIND_"),
+                            "ordinal": c.ordinal, "parent_id": c.parent_id} for c in reply.chunks],
+                "next_cursor": reply.next_cursor}
+
+    async def problems(self, user: UserContext, *, limit: int, stuck_after_seconds: float) -> dict[str, Any]:
+        """Failed and stuck documents of every owner (the caller is an admin; the catalogue checks it too)."""
+        try:
+            reply = await self.mesh.retriever.ListProblemDocuments(retriever_pb2.ListProblemDocumentsRequest(
+                limit=limit, stuck_after_seconds=stuck_after_seconds), metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve)
+        except aio.AioRpcError as exc:
+            raise rpc_http_error(exc, "catalogue") from exc
+        return {"documents": [{"document": document_json(p.document), "problem": p.problem, "reason": p.reason,
+                               "idle_seconds": p.idle_seconds} for p in reply.documents]}
 
     async def get(self, user: UserContext, document_id: uuid.UUID) -> common_pb2.Document:
         """The document, if `user` may read it (404 otherwise)."""
@@ -180,8 +359,8 @@ class DocumentLifecycle:
 
     async def _follow(self, user: UserContext, document_id: uuid.UUID,
                       doc: common_pb2.Document) -> AsyncIterator[dict[str, str]]:
-        current = status_name(doc.status)
-        yield {"event": "status", "data": json.dumps(event(doc.document_id, current, error=doc.error))}
+        current, error = effective_status(doc)
+        yield {"event": "status", "data": json.dumps(event(doc.document_id, current, error=error))}
         if current in TERMINAL:
             return
         pubsub = self.redis.pubsub()
@@ -192,10 +371,9 @@ class DocumentLifecycle:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=EVENTS_POLL_SECONDS)
                 if message is None:
                     latest = await self.get(user, document_id)  # the worker may have finished already
-                    status = status_name(latest.status)
+                    status, error = effective_status(latest)
                     if status in TERMINAL:
-                        yield {"event": "status", "data": json.dumps(event(str(document_id), status,
-                                                                           error=latest.error))}
+                        yield {"event": "status", "data": json.dumps(event(str(document_id), status, error=error))}
                         return
                     continue
                 data = message["data"].decode() if isinstance(message["data"], bytes) else message["data"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmesh_gateway.validation import Identifier, Text
 
@@ -91,6 +91,21 @@ class AclIn(BaseModel):
     departments: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
     roles: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
     users: list[Identifier] = Field(default_factory=list, max_length=MAX_ACL_ENTRIES)
+
+
+class DocumentPatch(BaseModel):
+    """PATCH /api/v1/documents/{id}: what to change (the owner only); an absent or null field is kept. An `acl`
+    replaces the whole ACL; `{}` makes the document private to its owner."""
+    model_config = ConfigDict(extra="forbid")
+
+    title: Text | None = Field(None, min_length=1, max_length=MAX_TITLE_CHARS)
+    acl: AclIn | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> DocumentPatch:
+        if self.title is None and self.acl is None:
+            raise ValueError("nothing to change: give title and/or acl")
+        return self
 
 
 # ---------- responses ----------
@@ -195,15 +210,79 @@ class DocumentOut(Reply):
     updated_at: str
     summary: str
     size_bytes: int
+    content_sha256: str = Field(description="hex SHA-256 of the visible version's bytes")
+    version: int = Field(description="the visible (searchable) version, from 1")
+    warnings: list[str] = Field(description="ready with warnings: parts that could not be read")
+    pending_version: int = Field(description="a new version or re-ingest in progress (0 = none); the visible "
+                                             "version stays searchable until it replaces it")
+    pending_status: str = Field(description="the pending version's status ('' when none)")
+    pending_error: str
 
 
 class UploadResponse(DocumentOut):
     events_url: str
+    duplicate: bool = Field(False, description="true (HTTP 200): you already have a document with these bytes; "
+                                               "it is returned and nothing was queued")
+
+
+class NewVersionResponse(DocumentOut):
+    events_url: str
+    unchanged: bool = Field(description="true (HTTP 200): the bytes are the visible version's; nothing was queued")
+    ingesting_version: int = Field(description="the version being ingested (0 when unchanged)")
+    note: str
 
 
 class DocumentList(Reply):
     documents: list[DocumentOut]
     total: int
+    next_cursor: str = Field(description="pass as `cursor` (same filters) for the next page; empty on the last")
+
+
+class AuditEntry(Reply):
+    audit_id: str
+    document_id: str
+    actor: str
+    time: str
+    action: str = Field(description="create, update, new_version, reingest or delete")
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+class AuditList(Reply):
+    entries: list[AuditEntry]
+    next_cursor: str
+
+
+class ChunkOut(Reply):
+    chunk_id: str
+    level: str = Field(description="document, section or paragraph")
+    section_path: list[str]
+    page: int
+    text: str
+    token_count: int
+    kind: str
+    ordinal: int
+    parent_id: str
+
+
+class ChunkList(Reply):
+    chunks: list[ChunkOut]
+    next_cursor: str
+
+
+class ProblemDocument(Reply):
+    document: DocumentOut
+    problem: str = Field(description="failed, stuck, version_failed or version_stuck")
+    reason: str
+    idle_seconds: float
+
+
+class ProblemList(Reply):
+    documents: list[ProblemDocument]
+
+
+class FormatList(Reply):
+    extensions: list[str] = Field(description="file name extensions an upload may have, with the dot")
 
 
 class DeleteResponse(Reply):
@@ -278,6 +357,7 @@ ERROR_DESCRIPTIONS = {
     401: "Missing or invalid bearer token",
     403: "Not allowed (for example a non-owner deleting, or a non-admin reading traces)",
     404: "Not found, or not readable by you",
+    409: "Conflict with the document's state (for example its stored file is gone)",
     413: "Too large",
     415: "Unsupported file type",
     422: "Invalid request: the fields and what is wrong with each",

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ tracer = trace.get_tracer(__name__)
 EMBED_BATCH = 64
 EMBED_IN_FLIGHT = 2
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+# The catalogue version the running ingestion is for (0 = the current one), passed with every status and index
+# call: a version superseded by a newer upload is refused there, so a late run never overwrites a newer one.
+VERSION: ContextVar[int] = ContextVar("ragmesh_ingest_version", default=0)
 
 
 class TransientIngestError(RuntimeError):
@@ -71,7 +75,8 @@ class Ingestor:
 
     async def _status(self, user: UserContext, document_id: str, status: int, **fields: Any) -> None:
         await self.mesh.retriever.UpdateDocumentStatus(
-            retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, **fields),
+            retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, version=VERSION.get(),
+                                                      **fields),
             metadata=user.metadata(), timeout=self.deadlines.index)
 
     async def advance(self, user: UserContext, document_id: str, status: int, fields: dict[str, Any] | None = None,
@@ -81,13 +86,18 @@ class Ingestor:
         await self.publish(document_id, status_name(status), **extra)
 
     async def run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str,
-                  final_attempt: bool = True) -> None:
+                  final_attempt: bool = True, version: int = 0) -> None:
+        token = VERSION.set(version)
         with tracer.start_as_current_span("ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
             try:
                 await self._run(document_id, user, path, filename, mime_type)
             except aio.AioRpcError as exc:
                 step = getattr(exc, "_ragmesh_step", "ingest")
+                if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and version and step in ("ingest", "index"):
+                    logger.info("document %s: version %d was superseded; stopping (%s)", document_id, version,
+                                exc.details())
+                    return
                 if exc.code() in TRANSIENT and not final_attempt:
                     await self.publish(document_id, RETRYING, step=step, message=exc.details())
                     raise TransientIngestError(f"{step}: {exc.code().name}") from exc
@@ -95,6 +105,8 @@ class Ingestor:
                 await self._fail(document_id, user, message)
             except (OSError, ValueError) as exc:
                 await self._fail(document_id, user, f"ingest failed: {exc}")
+            finally:
+                VERSION.reset(token)
 
     async def _fail(self, document_id: str, user: UserContext, message: str) -> None:
         logger.warning("document %s failed: %s", document_id, message)
@@ -130,7 +142,8 @@ class Ingestor:
             await self._embed(document_id, user, chunks)
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
             await self._step("index", self.mesh.retriever.IndexChunks(
-                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks), metadata=user.metadata(),
+                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks, version=VERSION.get()),
+                metadata=user.metadata(),
                 timeout=self.deadlines.index))
             graph_note = await graph if graph is not None else ""
         finally:

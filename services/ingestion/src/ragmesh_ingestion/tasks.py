@@ -66,10 +66,12 @@ def create_celery(redis_url: str) -> Celery:
     return app
 
 
-def send_ingest(app: Celery, document_id: str, user: UserContext, path: str, filename: str, mime_type: str) -> None:
-    """Enqueues the ingestion of a stored upload, acting for `user` (the arguments of worker.ingest_document)."""
+def send_ingest(app: Celery, document_id: str, user: UserContext, path: str, filename: str, mime_type: str,
+                version: int = 0) -> None:
+    """Enqueues the ingestion of a stored upload, acting for `user` (the arguments of worker.ingest_document).
+    `version` is the catalogue's version to ingest (BeginNewVersion's; 0 = the document's current one)."""
     user_json = json.dumps({"user_id": user.user_id, "department": user.department, "roles": list(user.roles)})
-    app.send_task(TASK_NAME, args=[document_id, user_json, path, filename, mime_type])
+    app.send_task(TASK_NAME, args=[document_id, user_json, path, filename, mime_type, version])
 
 
 def task_user(user_json: str) -> UserContext:

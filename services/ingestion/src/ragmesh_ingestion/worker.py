@@ -96,18 +96,19 @@ _loop = _Loop()
 
 
 async def _ingest(clients: Clients, redis: Redis, document_id: str, user: UserContext, path: str, filename: str,
-                  mime_type: str, final_attempt: bool) -> None:
+                  mime_type: str, final_attempt: bool, version: int = 0) -> None:
     await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt)
+        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version)
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
-def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str) -> None:  # type: ignore[no-untyped-def]
+def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str,  # type: ignore[no-untyped-def]
+                    version: int = 0) -> None:
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
         user = task_user(user_json)
         _loop.run(lambda clients, redis: _ingest(clients, redis, document_id, user, path, filename, mime_type,
-                                                 final_attempt))
+                                                 final_attempt, version))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
