@@ -136,8 +136,11 @@ class Ingestor:
             return
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, {"page_count": parsed.page_count},
                            progress=0.3, chunks=len(chunks), pages=parsed.page_count, format=parsed.format)
-        # the graph needs only the chunks' text: it is built while they embed and index
-        graph = asyncio.create_task(self._graph(document_id, user, chunks)) if self.graph_enabled else None
+        # the graph needs only the chunks' text: a first ingestion builds it while they embed and index; a new
+        # version's graph waits until its chunks are swapped in, so that a run superseded by a newer upload
+        # (refused at IndexChunks) never replaces the newer version's graph
+        in_parallel = self.graph_enabled and not VERSION.get()
+        graph = asyncio.create_task(self._graph(document_id, user, chunks)) if in_parallel else None
         try:
             await self._embed(document_id, user, chunks)
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
@@ -145,7 +148,10 @@ class Ingestor:
                 retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks, version=VERSION.get()),
                 metadata=user.metadata(),
                 timeout=self.deadlines.index))
-            graph_note = await graph if graph is not None else ""
+            if graph is not None:
+                graph_note = await graph
+            else:
+                graph_note = await self._graph(document_id, user, chunks) if self.graph_enabled else ""
         finally:
             if graph is not None and not graph.done():
                 graph.cancel()
