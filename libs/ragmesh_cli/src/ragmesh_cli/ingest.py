@@ -262,7 +262,7 @@ class Ingest:
             body = _json(response)
             if not response.is_success:
                 raise ApiError(response.status_code, error_message(body))
-            return body
+            return dict(body)
 
 
 def _json(response: httpx.Response) -> Any:

@@ -58,13 +58,14 @@ class Authenticator:
 
     def _verify(self, token: str) -> tuple[UserContext, float]:
         """The token's user and its expiry (epoch seconds), or a 401."""
-        options: dict[str, Any] = {"require": ["sub", "exp"]}
+        options: jwt.types.Options = {"require": ["sub", "exp"]}
         try:
             if self._jwks is not None:
                 key = self._jwks.get_signing_key_from_jwt(token).key
                 claims = jwt.decode(token, key, algorithms=["RS256", "ES256"], issuer=self._issuer,
                                     audience=self._audience, options=options)
             else:
+                assert self._secret is not None  # __init__ requires a secret when there is no JWKS
                 claims = jwt.decode(token, self._secret, algorithms=["HS256"], issuer=self._issuer,
                                     audience=self._audience, options=options)
         except jwt.PyJWTError as exc:
@@ -103,7 +104,8 @@ class Authenticator:
         token = self._token(request)
         if self._jwks is None:
             return self.verify(token)
-        return self._cached(token) or await anyio.to_thread.run_sync(self.verify, token)
+        cached = self._cached(token)
+        return cached if cached is not None else await anyio.to_thread.run_sync(self.verify, token)
 
 
 def require_admin(user: UserContext) -> UserContext:

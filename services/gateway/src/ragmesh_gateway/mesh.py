@@ -87,7 +87,7 @@ class Mesh:
         async def check(channel: aio.Channel) -> str:
             try:
                 reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-                return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+                return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
             except aio.AioRpcError as exc:
                 return f"UNREACHABLE ({exc.code().name})"
 

@@ -54,7 +54,7 @@ ADMISSION_KEY = "x-rag-admission"
 RETRY_AFTER_KEY = "retry-after"
 
 
-def fusion_type(name: str) -> int:
+def fusion_type(name: str) -> retriever_pb2.FusionType.ValueType:
     """The proto FusionType of an HTTP API fusion name ("relative_score", "ranked", "distribution_based")."""
     try:
         return retriever_pb2.FusionType.Value("FUSION_TYPE_" + name.upper())

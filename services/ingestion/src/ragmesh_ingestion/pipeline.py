@@ -73,13 +73,15 @@ class Ingestor:
         except Exception:  # noqa: BLE001 - progress events must not fail the ingestion
             logger.warning("could not publish ingestion event for %s", document_id, exc_info=True)
 
-    async def _status(self, user: UserContext, document_id: str, status: int, **fields: Any) -> None:
+    async def _status(self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType,
+                      **fields: Any) -> None:
         await self.mesh.retriever.UpdateDocumentStatus(
             retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, version=VERSION.get(),
                                                       **fields),
             metadata=user.metadata(), timeout=self.deadlines.index)
 
-    async def advance(self, user: UserContext, document_id: str, status: int, fields: dict[str, Any] | None = None,
+    async def advance(self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType,
+                      fields: dict[str, Any] | None = None,
                       **extra: Any) -> None:
         """Records `status` in the catalogue (with `fields`), then publishes it (with `extra`)."""
         await self._status(user, document_id, status, **(fields or {}))

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 MAX_RETRIES = 3
 
 
-@worker_init.connect
+@worker_init.connect  # type: ignore[untyped-decorator]  # celery ships no type information
 def restore_unacked(**_: object) -> None:
     """Puts the tasks a killed worker had taken (acknowledged late, so still in Redis's unacked set) back in
     the queue before this worker consumes, so that they run now rather than after the broker's visibility
@@ -101,8 +101,8 @@ async def _ingest(clients: Clients, redis: Redis, document_id: str, user: UserCo
         document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version)
 
 
-@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)
-def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str,  # type: ignore[no-untyped-def]
+@app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)  # type: ignore[untyped-decorator]  # celery ships no type information
+def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str,  # type: ignore[no-untyped-def]  # self: a celery Task, untyped
                     version: int = 0) -> None:
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
