@@ -190,7 +190,7 @@ def grade(items: list[common_pb2.ScoredChunk], queries: list[GradedQuery], *, ha
         best = max((grade_chunk(item, q, chunk_terms, have_vector=have_vector, t=thresholds) for q in queries),
                    key=lambda g: (_ORDER[g.strength], g.coverage))
         graded.append(best)
-    kept = [item for item, g in zip(items, graded) if g.strength == STRONG]
+    kept = [item for item, g in zip(items, graded, strict=True) if g.strength == STRONG]
     strong = [g for g in graded if g.strength == STRONG]
     weak = [g for g in graded if g.strength == WEAK]
     entities = [e for q in queries[:1] for e in q.entities]

@@ -81,7 +81,7 @@ class Mesh:
         return cls(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
                    reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
 
-    async def health(self, timeout: float = 2.0) -> dict[str, str]:
+    async def health(self, timeout: float = 2.0) -> dict[str, str]:  # noqa: ASYNC109 - the gRPC deadline of each check
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         async def check(channel: aio.Channel) -> str:
@@ -93,7 +93,7 @@ class Mesh:
 
         # in parallel: a hung service must not push /readyz past its probe's timeout
         statuses = await asyncio.gather(*(check(channel) for channel in self._channels.values()))
-        return dict(zip(self._channels, statuses))
+        return dict(zip(self._channels, statuses, strict=True))
 
     async def close(self) -> None:
         for channel in self._channels.values():

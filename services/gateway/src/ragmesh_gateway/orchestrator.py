@@ -353,8 +353,13 @@ class Orchestrator:
                 self._degrade(prepared.degraded, "rerank",
                               f"{reply.unconfigured_reason or 'no reranker model configured'}; kept retrieval order")
                 return items
+            if len(reply.scores) != len(items):  # a reranker that broke its contract: keep the retrieval order
+                span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
+                self._degrade(prepared.degraded, "rerank",
+                              f"reranker returned {len(reply.scores)} scores for {len(items)} passages; kept retrieval order")
+                return items
         reranked = []
-        for item, score in zip(items, reply.scores):
+        for item, score in zip(items, reply.scores, strict=True):
             copy = common_pb2.ScoredChunk()
             copy.CopyFrom(item)
             copy.rerank_score, copy.reranked, copy.score = score, True, score

@@ -127,7 +127,7 @@ class Ingestor:
 
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
-        content = path.read_bytes()
+        content = await asyncio.to_thread(path.read_bytes)  # off the loop other documents share
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
         parsed = await self._step("parse", self.mesh.parser.Parse(
             parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
@@ -175,11 +175,13 @@ class Ingestor:
                 reply = await self._step("embed", self.mesh.embedder.Embed(
                     embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]), metadata=user.metadata(),
                     timeout=self.deadlines.embed * 6))
-            for chunk, vector in zip(part, reply.vectors):
+            if len(reply.vectors) != len(part):  # never index chunks without their vectors
+                raise ValueError(f"the embedder returned {len(reply.vectors)} vectors for {len(part)} texts")
+            for chunk, vector in zip(part, reply.vectors, strict=True):
                 chunk.embedding[:] = vector.values
             done += len(part)
             if len(chunks) > EMBED_BATCH:  # progress of a large document; a small one goes straight on
-                await self.publish(document_id, "embedding", progress=round(0.3 + 0.5 * done / len(chunks), 3),
+                await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING), progress=round(0.3 + 0.5 * done / len(chunks), 3),
                                    embedded=done, chunks=len(chunks))
 
         tasks = [asyncio.create_task(batch(chunks[start:start + EMBED_BATCH]))

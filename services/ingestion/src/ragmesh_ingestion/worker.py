@@ -111,4 +111,4 @@ def ingest_document(self, document_id: str, user_json: str, path: str, filename:
                                                  final_attempt, version))
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
-        raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+        raise self.retry(exc=exc, countdown=2 ** self.request.retries) from exc

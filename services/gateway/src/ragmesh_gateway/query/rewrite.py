@@ -297,7 +297,7 @@ def rewrite_followup(question: str, history: list[tuple[str, str]]) -> Rewrite:
 
 async def arewrite_followup(question: str, history: list[tuple[str, str]],
                             llm: Callable[[str, list[tuple[str, str]]], Awaitable[str]] | None = None,
-                            timeout: float = LLM_TIMEOUT_S) -> Rewrite:
+                            timeout: float = LLM_TIMEOUT_S) -> Rewrite:  # noqa: ASYNC109 - passed to asyncio.wait_for around the LLM only
     """Rules first; `llm(question, history)` only when a reference was found that the rules could not resolve.
 
     Any LLM exception, timeout, or empty/overlong reply keeps the rule result and sets `degraded`. Never raises.

@@ -172,11 +172,8 @@ def _two_sided(question: str, names: list[str]) -> bool:
 
 
 def _reduced_relative(question: str) -> bool:
-    for m in _PARTICIPLE.finditer(question):
-        # "What was the hymn based on?": the participle is the main verb, not a clause about the noun.
-        if not _MAIN_VERB_AUX.match(question[:m.start()]):
-            return True
-    return False
+    # "What was the hymn based on?": the participle is the main verb, not a clause about the noun.
+    return any(not _MAIN_VERB_AUX.match(question[:m.start()]) for m in _PARTICIPLE.finditer(question))
 
 
 def multi_hop_cues(question: str, kind: str, names: list[str]) -> list[str]:
