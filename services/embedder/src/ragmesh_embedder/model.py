@@ -116,7 +116,8 @@ class EmbeddingModel:
             return vectors
         summed = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
         np.add.at(summed, np.asarray(owner), vectors)
-        return summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        norms = np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        return np.asarray(summed / norms, dtype=np.float32)
 
 
 def long_text_windows(tokenizer: Any, texts: list[str], max_length: int) -> tuple[list[str], list[int]]:

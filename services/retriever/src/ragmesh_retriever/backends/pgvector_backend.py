@@ -166,7 +166,8 @@ def vector_literal(values: list[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
-def chunk_message(row: dict[str, Any] | tuple[Any, ...]) -> common_pb2.Chunk:
+def chunk_message(row: tuple[Any, ...]) -> common_pb2.Chunk:
+    """A chunk from a tuple row whose first ten columns are those of `_DETAILS` (the default row factory)."""
     cid, doc, level, parent, ordinal, path, page, kind, title, text = row[:10]
     return common_pb2.Chunk(chunk_id=cid, document_id=str(doc), level=level, parent_id=parent or "", ordinal=ordinal,
                             section_path=path, page=page, kind=kind_value(kind), title=title, text=text)
