@@ -148,7 +148,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     first = statistics.mean(times[0])
     rows = {name: {"p50_ms": round(bench.percentile(ms, 0.5), 3), "p95_ms": round(bench.percentile(ms, 0.95), 3),
                    "mean_ms": round(statistics.mean(ms), 3), "mean_over_first": round(statistics.mean(ms) / first, 3)}
-            for name, ms in zip(gateways, times)}
+            for name, ms in zip(gateways, times, strict=True)}
     return {"requests": args.requests, "configurations": rows,
             "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2)}}
 

@@ -113,7 +113,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 rounds = [[lambda call=call, q=q: call(q) for call in paths.values()]
                           for q in questions[:WARMUP] + questions]
-                times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops")))
+                times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops"), strict=True))
         finally:
             await gateway.close()
             await gateway_httpx.close()

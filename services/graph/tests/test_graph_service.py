@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import string
 import uuid
@@ -194,7 +195,7 @@ async def test_concurrent_ingests_of_overlapping_entities_both_succeed(graph_stu
     # New entity names shared by every document: each ingest races to MERGE the same new nodes, and the
     # losers see ConstraintError (or a transient conflict) and retry.
     shared = [f"Qux{letters()}Labs" for _ in range(4)]
-    text = " ".join(f"{a} partners with {b}." for a, b in zip(shared, shared[1:]))
+    text = " ".join(f"{a} partners with {b}." for a, b in itertools.pairwise(shared))
     ids = [documents.add(f"{doc_id}-{i}") for i in range(4)]
     replies = await asyncio.gather(*(graph_stub.IngestChunks(ingest_request(d, text, text), timeout=60)
                                      for d in ids))

@@ -92,7 +92,7 @@ def span_row(span: ReadableSpan) -> tuple[object, ...]:
 def write_rows(conn: psycopg.Connection[Any], rows: Sequence[tuple[object, ...]]) -> None:
     """Stores span rows on an autocommit connection in one statement, skipping spans already stored."""
     if rows:
-        conn.execute(_INSERT_BATCH, [list(column) for column in zip(*rows)])
+        conn.execute(_INSERT_BATCH, [list(column) for column in zip(*rows, strict=True)])
 
 
 class PostgresSpanExporter(SpanExporter):

@@ -184,7 +184,7 @@ class Stack:
         private, public = self.data_dir / "internal-signing-key.pem", self.data_dir / "internal-public-key.pem"
         if not (private.exists() and public.exists()):
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            for path, text in zip((private, public), generate_keypair()):
+            for path, text in zip((private, public), generate_keypair(), strict=True):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as handle:
                     handle.write(text)

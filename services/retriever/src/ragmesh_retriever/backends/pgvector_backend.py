@@ -157,8 +157,8 @@ def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str)
     langs = [detect_language(text, default=default_lang) for _, _, text in fields]
     return {
         "cfgs": [regconfig_for(lang) for lang in langs],
-        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs)],
-        "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs)],
+        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs, strict=True)],
+        "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs, strict=True)],
     }
 
 
