@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (read_jsonl, read_qrels, percentile, log)
+import retrieval as bench  # read_jsonl, read_qrels, percentile, log
 
 SEED = 20240617
 UPLOADS_IN_FLIGHT = 8

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (Gateway client and the interleaved timing loop)
+import retrieval as bench  # Gateway client and the interleaved timing loop
 
 CONFIGURATIONS: dict[str, dict[str, str]] = {
     "asyncio, no token cache": {"RAGMESH_EVENT_LOOP": "asyncio", "GATEWAY_TOKEN_CACHE_SIZE": "0"},

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (the benchmark's scale index, in-process pipeline and helpers)
+import retrieval as bench  # the benchmark's scale index, in-process pipeline and helpers
 
 WARMUP = 5
 

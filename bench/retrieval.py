@@ -504,7 +504,7 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
                 conn.execute(_INSERT, current)
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for name, definition in indexes:
+        for _name, definition in indexes:
             conn.execute(definition)
         log(f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s")
         conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))

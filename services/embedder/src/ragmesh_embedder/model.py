@@ -42,7 +42,7 @@ def _single_pass_flag_model(**kwargs: Any) -> Any:
             single = isinstance(sentences, str)
             items = [sentences] if single else list(sentences)
             encoded = self.tokenizer(items, truncation=True, max_length=max_length, **kw)
-            inputs = [{k: encoded[k][i] for k in encoded.keys()} for i in range(len(items))]
+            inputs = [{k: encoded[k][i] for k in encoded} for i in range(len(items))]
             order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
             chunks = []
             for start in range(0, len(items), batch_size):
