@@ -20,11 +20,12 @@ def recorded() -> InMemorySpanExporter:
     provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,  # noqa: SIM117 - a span tree
-                                      attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}):
-        with tracer.start_as_current_span("lexical leg") as leg:
-            leg.add_event("postings read", {"terms": 3})
-            leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
+    # a server span and its child
+    with (tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,
+                                       attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}),
+          tracer.start_as_current_span("lexical leg") as leg):
+        leg.add_event("postings read", {"terms": 3})
+        leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
     return memory
 
 

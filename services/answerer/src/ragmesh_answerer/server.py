@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -188,7 +188,14 @@ def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodH
     return lenient
 
 
-class _LenientGeneric(grpc.GenericRpcHandler[Any, Any]):
+# generic in grpc-stubs only: subscripting the runtime class raises TypeError
+if TYPE_CHECKING:
+    _GenericRpcHandler = grpc.GenericRpcHandler[Any, Any]
+else:
+    _GenericRpcHandler = grpc.GenericRpcHandler
+
+
+class _LenientGeneric(_GenericRpcHandler):
     def __init__(self, inner: grpc.GenericRpcHandler[Any, Any]) -> None:
         self._inner = inner
 
