@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (read_jsonl, read_qrels, percentile, log)
+import retrieval as bench  # read_jsonl, read_qrels, percentile, log
 
 SEED = 20240617
 UPLOADS_IN_FLIGHT = 8
@@ -430,7 +430,7 @@ def score(question: Question, result: dict[str, Any], texts: dict[str, str], cor
         return {i for i, tokens in enumerate(gold_tokens) if from_passage(text, tokens)}
 
     found = [gold_of(s) for s in sources]
-    cited = [g for s, g in zip(sources, found) if s.get("cited")]
+    cited = [g for s, g in zip(sources, found, strict=True) if s.get("cited")]
     row["gold_in_sources"] = any(found)
     row["all_gold_in_sources"] = bool(gold_tokens) and set().union(*found, set()) >= set(range(len(gold_tokens)))
     row["gold_in_cited"] = any(cited)
@@ -559,7 +559,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus()}
-    rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results)]
+    rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results, strict=True)]
     report: dict[str, Any] = {}
     for name in ("squad", "hotpotqa", "offtopic"):
         mine = [r for r in rows if r["dataset"] == name]

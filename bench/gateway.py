@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (Gateway client and the interleaved timing loop)
+import retrieval as bench  # Gateway client and the interleaved timing loop
 
 CONFIGURATIONS: dict[str, dict[str, str]] = {
     "asyncio, no token cache": {"RAGMESH_EVENT_LOOP": "asyncio", "GATEWAY_TOKEN_CACHE_SIZE": "0"},
@@ -148,7 +148,7 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     first = statistics.mean(times[0])
     rows = {name: {"p50_ms": round(bench.percentile(ms, 0.5), 3), "p95_ms": round(bench.percentile(ms, 0.95), 3),
                    "mean_ms": round(statistics.mean(ms), 3), "mean_over_first": round(statistics.mean(ms) / first, 3)}
-            for name, ms in zip(gateways, times)}
+            for name, ms in zip(gateways, times, strict=True)}
     return {"requests": args.requests, "configurations": rows,
             "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2)}}
 

@@ -57,7 +57,7 @@ class Index:
     def __init__(self, ids: list[str], titles: list[str], texts: list[str], vectors: np.ndarray) -> None:
         self.ids, self.titles, self.texts, self.vectors = ids, titles, texts, vectors
         self.docs = [Counter(w for w in _WORD.findall(f"{ti} {te}".lower()) if w not in STOP)
-                     for ti, te in zip(titles, texts)]
+                     for ti, te in zip(titles, texts, strict=True)]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=float)
         self.df = Counter(w for d in self.docs for w in d)
         self.postings: dict[str, list[int]] = {}

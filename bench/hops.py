@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (the benchmark's scale index, in-process pipeline and helpers)
+import retrieval as bench  # the benchmark's scale index, in-process pipeline and helpers
 
 WARMUP = 5
 
@@ -113,7 +113,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 rounds = [[lambda call=call, q=q: call(q) for call in paths.values()]
                           for q in questions[:WARMUP] + questions]
-                times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops")))
+                times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops"), strict=True))
         finally:
             await gateway.close()
             await gateway_httpx.close()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (log, read_jsonl and write_report)
+import retrieval as bench  # log, read_jsonl and write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (percentile, log and write_report)
+import retrieval as bench  # percentile, log and write_report
 
 DOCUMENTS = ("wiki.md", "duck.md", "mixed.md")
 WATCHED = ("gateway", "answerer", "ollama")  # sockets counted for these

@@ -215,7 +215,7 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                     title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
                     size_bytes=len(d["text"].encode())), metadata=user.metadata(), timeout=60) for d in docs])
                 pieces = [split(d["text"]) for d in docs]
-                texts = [t for d, parts in zip(docs, pieces) for t in embed_texts(d, parts)]
+                texts = [t for d, parts in zip(docs, pieces, strict=True) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
                 for start in range(0, len(texts), EMBED_BATCH):
                     reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH],
@@ -223,7 +223,7 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                     vectors += [list(v.values) for v in reply.vectors]
                 requests, summaries = [], []
                 position = 0  # of the document's summary in `texts` and `vectors`
-                for d, doc, parts in zip(docs, created, pieces):
+                for d, doc, parts in zip(docs, created, pieces, strict=True):
                     doc_id = doc.document_id
                     summary = texts[position]
                     summaries.append(summary)
@@ -244,7 +244,7 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                 await asyncio.gather(*[retriever.IndexChunks(r, metadata=user.metadata(), timeout=120) for r in requests])
                 await asyncio.gather(*[retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
                     document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY,
-                    summary=summary[:2000]), metadata=user.metadata(), timeout=60) for doc, summary in zip(created, summaries)])
+                    summary=summary[:2000]), metadata=user.metadata(), timeout=60) for doc, summary in zip(created, summaries, strict=True)])
                 progress.update(len(docs))
 
         started = time.perf_counter()
@@ -504,7 +504,7 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
                 conn.execute(_INSERT, current)
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for name, definition in indexes:
+        for _name, definition in indexes:
             conn.execute(definition)
         log(f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s")
         conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))

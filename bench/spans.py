@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from retrieval import write_report  # noqa: E402  (the benchmarks' Markdown table + JSON file)
+from retrieval import write_report  # the benchmarks' Markdown table + JSON file
 
 
 def search_spans(batch_size: int) -> list[Any]:
@@ -44,26 +44,31 @@ def search_spans(batch_size: int) -> list[Any]:
     tracer = provider.get_tracer("bench")
     server, client, internal = trace.SpanKind.SERVER, trace.SpanKind.CLIENT, trace.SpanKind.INTERNAL
     while len(memory.get_finished_spans()) < batch_size:
-        with tracer.start_as_current_span("POST /api/v1/search", kind=server, attributes={
+        # a span tree: the gateway's request > its call to the retriever > the retriever's server span > ...
+        with (
+            tracer.start_as_current_span("POST /api/v1/search", kind=server, attributes={
                 "http.request.method": "POST", "url.path": "/api/v1/search", "http.response.status_code": 200,
-                "rag.user": "alice"}):
-            with tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=client, attributes={
-                    "rpc.system": "grpc", "rpc.service": "ragmesh.retriever.v1.RetrieverService",
-                    "rpc.method": "Search", "rpc.grpc.status_code": 0}):
-                with tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=server,
-                                                  attributes={"rpc.system": "grpc", "rag.search.backend": "pgvector",
-                                                              "rag.search.top_k": 30, "rag.search.alpha": 0.4,
-                                                              "rag.search.accessible_documents": 1000}):
-                    with tracer.start_as_current_span("/ragmesh.embedder.v1.EmbedderService/Embed", kind=client,
-                                                      attributes={"rpc.system": "grpc", "rpc.method": "Embed"}):
-                        pass
-                    for name, statement in (("lexical leg", _BM25_BY_DOCUMENT), ("vector leg", _VECTOR),
-                                            ("details", _DETAILS)):
-                        with tracer.start_as_current_span(name, kind=internal):
-                            with tracer.start_as_current_span("SELECT", kind=client, attributes={
-                                    "db.system": "postgresql", "db.name": "ragmesh", "db.statement": statement,
-                                    "net.peer.name": "127.0.0.1", "net.peer.port": 5432}):
-                                pass
+                "rag.user": "alice"}),
+            tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=client, attributes={
+                "rpc.system": "grpc", "rpc.service": "ragmesh.retriever.v1.RetrieverService",
+                "rpc.method": "Search", "rpc.grpc.status_code": 0}),
+            tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=server,
+                                         attributes={"rpc.system": "grpc", "rag.search.backend": "pgvector",
+                                                     "rag.search.top_k": 30, "rag.search.alpha": 0.4,
+                                                     "rag.search.accessible_documents": 1000}),
+        ):
+            with tracer.start_as_current_span("/ragmesh.embedder.v1.EmbedderService/Embed", kind=client,
+                                              attributes={"rpc.system": "grpc", "rpc.method": "Embed"}):
+                pass
+            for name, statement in (("lexical leg", _BM25_BY_DOCUMENT), ("vector leg", _VECTOR),
+                                    ("details", _DETAILS)):
+                with (
+                    tracer.start_as_current_span(name, kind=internal),
+                    tracer.start_as_current_span("SELECT", kind=client, attributes={
+                        "db.system": "postgresql", "db.name": "ragmesh", "db.statement": statement,
+                        "net.peer.name": "127.0.0.1", "net.peer.port": 5432}),
+                ):
+                    pass
     return list(memory.get_finished_spans())[:batch_size]
 
 

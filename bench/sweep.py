@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import retrieval as bench  # noqa: E402  (the benchmark's datasets, metrics and chunk texts)
+import retrieval as bench  # the benchmark's datasets, metrics and chunk texts
 
 DEFAULT_VARIANTS = {f"heading_weight={w:g}": {"bm25_heading_weight": w} for w in (1.0, 1.5, 2.0, 3.0)}
 DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {

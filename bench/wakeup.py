@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from retrieval import percentile, write_report  # noqa: E402  (the benchmarks' percentile and report)
+from retrieval import percentile, write_report  # the benchmarks' percentile and report
 
 PAYLOAD = b"x" * 2000
 SERVICE, METHOD = "bench.Echo", "Echo"

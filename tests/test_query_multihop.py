@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from query_eval import datasets, measure
+from query_eval import datasets, measure  # noqa: E402 - bench/ is put on sys.path above
 
 DATA = ROOT.parent / "shared" / "data"
 FILES = ["hotpotqa_train100/queries.jsonl", "beir_scifact/queries.jsonl", "squad_v1.1_dev/queries.jsonl"]

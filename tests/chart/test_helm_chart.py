@@ -279,11 +279,11 @@ def test_schema_rejects_unknown_keys_and_bad_values(values: dict[str, Any], offe
 
 
 def test_weaviate_backend_requires_a_url() -> None:
-    with pytest.raises(helm.HelmError, match="stores.weaviate.url is required"):
+    with pytest.raises(helm.HelmError, match=r"stores\.weaviate\.url is required"):
         render_chart.render({**DEV_AUTH, "retriever": {"backend": "weaviate"}})
 
 
 def test_gateway_auth_must_be_configured() -> None:
     # the gateway refuses to start without it; the chart says so at install time instead
-    with pytest.raises(helm.HelmError, match="auth.jwtIssuer and auth.jwksUrl"):
+    with pytest.raises(helm.HelmError, match=r"auth\.jwtIssuer and auth\.jwksUrl"):
         render_chart.render({})

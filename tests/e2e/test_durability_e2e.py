@@ -103,11 +103,11 @@ def snapshot(stack: Stack, client: httpx.Client, tokens: dict[str, str]) -> dict
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:
         seen["chunks"] = conn.execute("SELECT document_id::text, count(*) FROM chunks GROUP BY 1 ORDER BY 1").fetchall()
         seen["traces"] = {row[0] for row in conn.execute("SELECT DISTINCT trace_id FROM rag_traces")}
-    with neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{stack.ports['arcadedb_bolt']}",
-                                    auth=("root", stack.secret("arcadedb_password"))) as driver:
-        with driver.session(database="ragmesh") as session:
-            seen["entities"] = sorted(tuple(r.values()) for r in session.run(
-                "MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) RETURN c.document_id AS d, count(DISTINCT e) AS n"))
+    with (neo4j.GraphDatabase.driver(f"bolt://127.0.0.1:{stack.ports['arcadedb_bolt']}",
+                                     auth=("root", stack.secret("arcadedb_password"))) as driver,
+          driver.session(database="ragmesh") as session):
+        seen["entities"] = sorted(tuple(r.values()) for r in session.run(
+            "MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) RETURN c.document_id AS d, count(DISTINCT e) AS n"))
     return seen
 
 
@@ -173,7 +173,7 @@ def test_worker_killed_mid_document(stack: Stack, tokens: dict[str, str]) -> Non
     assert doc["status"] == "ready", doc
     assert any(r["name"] == "ingest-worker" for r in stack.restarts)
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:
-        total, distinct, paragraphs = conn.execute(
+        total, distinct, _paragraphs = conn.execute(
             "SELECT count(*), count(DISTINCT (level, ordinal, text)), count(*) FILTER (WHERE level = 3) "
             "FROM chunks WHERE document_id = %s", (document_id,)).fetchone()
     assert total > 0 and total == distinct, "duplicated chunks"

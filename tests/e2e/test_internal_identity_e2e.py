@@ -151,18 +151,18 @@ def test_the_gateway_still_signs_every_hop(mesh: Stack, ivy_document: str) -> No
     """Through the HTTP API the chat works, the graph hop included (not degraded): the gateway's tokens verify."""
     headers = {"Authorization": f"Bearer {mesh.token('ivy', 'finance', ['employee'])}"}
     events: list[tuple[str, Any]] = []
-    with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client:
-        with client.stream("POST", "/api/v1/chat", headers=headers,
-                           # a relational question: the router sends it through the graph hop
-                           json={"question": "What is the relationship between NASA and Acme Corp?",
-                                 "stream": True}) as reply:
-            assert reply.status_code == 200, reply.read().decode()
-            name = "message"
-            for line in reply.iter_lines():
-                if line.startswith("event:"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("data:"):
-                    events.append((name, json.loads(line.split(":", 1)[1].strip())))
+    with (httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client,
+          client.stream("POST", "/api/v1/chat", headers=headers,
+                        # a relational question: the router sends it through the graph hop
+                        json={"question": "What is the relationship between NASA and Acme Corp?",
+                              "stream": True}) as reply):
+        assert reply.status_code == 200, reply.read().decode()
+        name = "message"
+        for line in reply.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.split(":", 1)[1].strip())))
     graph = [data for name, data in events if name == "progress" and data.get("stage") == "graph"
              and data.get("status") == "done"]
     assert graph and graph[-1]["degraded"] is False and graph[-1]["facts"] > 0, events

@@ -20,11 +20,12 @@ def recorded() -> InMemorySpanExporter:
     provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,
-                                      attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}):
-        with tracer.start_as_current_span("lexical leg") as leg:
-            leg.add_event("postings read", {"terms": 3})
-            leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
+    # a server span and its child
+    with (tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,
+                                       attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}),
+          tracer.start_as_current_span("lexical leg") as leg):
+        leg.add_event("postings read", {"terms": 3})
+        leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
     return memory
 
 
@@ -46,7 +47,7 @@ def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:
         assert exporter.export(spans) == SpanExportResult.SUCCESS
     finally:
         exporter.shutdown()
-    server, leg = sorted(spans, key=lambda s: s.name)  # "POST ..." sorts before "lexical leg"
+    server, _leg = sorted(spans, key=lambda s: s.name)  # "POST ..." sorts before "lexical leg"
     stored = _stored(postgres.app_dsn, format(server.context.trace_id, "032x"))
     assert set(stored) == {"POST /api/v1/search", "lexical leg"}
     span_id, parent, service, kind, duration, status, message, attributes, events = stored["POST /api/v1/search"]

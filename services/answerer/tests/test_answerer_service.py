@@ -132,7 +132,7 @@ async def test_ollama_down_not_serving_and_unavailable() -> None:
     service = build_service(Settings.defaults(dead, port=0, timeout_seconds=5.0))
     starting = asyncio.create_task(service.start())  # warm-up keeps retrying: start() does not return
     try:
-        while service.server is None:
+        while service.server is None:  # noqa: ASYNC110 - start() sets the attribute; there is no event to wait on
             await asyncio.sleep(0.05)
         address = f"127.0.0.1:{service.port}"
         async with channel_as(address, CALLER) as channel:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 
 import grpc
@@ -112,7 +113,7 @@ def test_long_text_windows_cover_the_text_with_overlap() -> None:
     windows = pieces[:-1]
     assert len(windows) > 4 and set(owner[:-1]) == {0} and all(c <= 254 for c in counts[:-1])
     assert all(w in text for w in windows) and text.startswith(windows[0]) and text.endswith(windows[-1])
-    for before, after in zip(windows, windows[1:]):  # each window starts inside the one before it
+    for before, after in itertools.pairwise(windows):  # each window starts inside the one before it
         assert before[-40:] in after or after[:40] in before
 
 

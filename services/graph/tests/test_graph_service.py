@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import string
 import uuid
@@ -67,7 +68,7 @@ async def test_context_with_both_documents_sees_relations_from_both(graph_stub: 
 
 async def test_context_with_one_document_sees_only_that_document(graph_stub: Stub,
                                                                  two_documents: tuple[str, str]) -> None:
-    space, europe = two_documents
+    _space, europe = two_documents
     reply = await context(graph_stub, "What does NASA do?", europe)
     assert relation_set(reply) == {("European Space Agency", "NASA"), ("Ariane Rockets", "European Space Agency")}
     assert reply.matched[0].mentions == 1
@@ -194,7 +195,7 @@ async def test_concurrent_ingests_of_overlapping_entities_both_succeed(graph_stu
     # New entity names shared by every document: each ingest races to MERGE the same new nodes, and the
     # losers see ConstraintError (or a transient conflict) and retry.
     shared = [f"Qux{letters()}Labs" for _ in range(4)]
-    text = " ".join(f"{a} partners with {b}." for a, b in zip(shared, shared[1:]))
+    text = " ".join(f"{a} partners with {b}." for a, b in itertools.pairwise(shared))
     ids = [documents.add(f"{doc_id}-{i}") for i in range(4)]
     replies = await asyncio.gather(*(graph_stub.IngestChunks(ingest_request(d, text, text), timeout=60)
                                      for d in ids))

@@ -1,6 +1,7 @@
 """Every accepted format parses through the real gRPC server; headings and sections match Docling's ground truth."""
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -21,8 +22,9 @@ SAMPLES = [
 
 
 async def parse(stub, path: Path, **kwargs: object) -> parser_pb2.ParseResponse:
-    return await stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=path.read_bytes(),
-                                                    document_id="doc-1", **kwargs), timeout=60)
+    content = await asyncio.to_thread(path.read_bytes)
+    return await stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=content, document_id="doc-1", **kwargs),
+                            timeout=60)
 
 
 def groundtruth_headings(path: Path) -> list[str]:

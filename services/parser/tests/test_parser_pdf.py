@@ -1,6 +1,7 @@
 """Text-layer PDFs through the model-free pipeline: pages, levelled headings, no running headers/footers."""
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -8,8 +9,8 @@ from ragmesh.parser.v1 import parser_pb2
 
 
 async def parse(stub, path: Path) -> parser_pb2.ParseResponse:
-    return await stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=path.read_bytes(), document_id="p"),
-                            timeout=60)
+    content = await asyncio.to_thread(path.read_bytes)
+    return await stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=content, document_id="p"), timeout=60)
 
 
 async def test_bookmarked_pdf_gives_heading_levels_and_drops_running_header(parser_stub, parse_pipeline,

@@ -156,8 +156,8 @@ async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(
     texts = short_abstracts(shared_data)
     assert sum(1 for t in texts.values() if len(t.split()) < 15) > 400  # many short texts: the hard case
     with psycopg.connect(postgres.owner_dsn) as conn:
-        doc_terms = dict(zip(texts, english_terms(conn, list(texts.values()))))
-        query_terms = dict(zip(queries, english_terms(conn, list(queries.values()))))
+        doc_terms = dict(zip(texts, english_terms(conn, list(texts.values())), strict=True))
+        query_terms = dict(zip(queries, english_terms(conn, list(queries.values())), strict=True))
     plain = PlainBM25(doc_terms, BM25_K1, BM25_B)
     leg, reference = [], []
     for query_id, text in queries.items():

@@ -345,9 +345,8 @@ async def test_list_chunks_pages_for_readers_only(stub: Stub) -> None:
 
 async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
     made = []
-    for i, (filename, mime) in enumerate([("a.pdf", "application/pdf"), ("b.md", "text/markdown"),
-                                          ("c.PDF", "application/pdf"), ("d.txt", "text/plain"),
-                                          ("e.html", "text/html")]):
+    for filename, mime in [("a.pdf", "application/pdf"), ("b.md", "text/markdown"), ("c.PDF", "application/pdf"),
+                           ("d.txt", "text/plain"), ("e.html", "text/html")]:
         doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(filename=filename, mime_type=mime),
                                         metadata=ALICE.metadata())
         made.append(doc.document_id)

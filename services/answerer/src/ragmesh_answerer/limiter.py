@@ -13,6 +13,7 @@ estimate, and only the queue's length and the budget's expiry bound the wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import math
 import time
@@ -69,10 +70,8 @@ class Ticket:
                 raise Exhausted(f"no generation slot freed within {self._budget:.0f}s (queue position {position})",
                                 self._limiter.retry_after(self._budget))
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
-            except TimeoutError:
-                pass
 
     def release(self) -> None:
         """Frees the slot (or the queue place, when still waiting). Safe to call more than once."""

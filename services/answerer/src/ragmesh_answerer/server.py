@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -144,7 +144,7 @@ class Undecodable:
         self.error = error
 
 
-def _lenient(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | None:
+def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodHandler[Any, Any] | None:
     if handler is None or handler.request_deserializer is None:
         return handler
     parse = handler.request_deserializer
@@ -183,14 +183,23 @@ def _lenient(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | N
         changes["unary_unary"] = unary(handler.unary_unary)
     if handler.unary_stream is not None:
         changes["unary_stream"] = streaming(handler.unary_stream)
-    return handler._replace(**changes)  # type: ignore[attr-defined]  # RpcMethodHandler is a namedtuple
+    # RpcMethodHandler is a namedtuple at runtime; grpc-stubs declare it as a plain class (no _replace)
+    lenient: grpc.RpcMethodHandler[Any, Any] = handler._replace(**changes)  # type: ignore[attr-defined]
+    return lenient
 
 
-class _LenientGeneric(grpc.GenericRpcHandler):
-    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+# generic in grpc-stubs only: subscripting the runtime class raises TypeError
+if TYPE_CHECKING:
+    _GenericRpcHandler = grpc.GenericRpcHandler[Any, Any]
+else:
+    _GenericRpcHandler = grpc.GenericRpcHandler
+
+
+class _LenientGeneric(_GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler[Any, Any]) -> None:
         self._inner = inner
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
         return _lenient(self._inner.service(handler_call_details))
 
 
@@ -201,11 +210,14 @@ class _LenientRegistrar:
     def __init__(self, server: aio.Server) -> None:
         self._server = server
 
-    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]]) -> None:
         self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in handlers))
 
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        self._server.add_registered_method_handlers(service, {k: _lenient(h) for k, h in handlers.items()})
+    def add_registered_method_handlers(self, service: str,
+                                       handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
+        lenient = {k: _lenient(h) for k, h in handlers.items()}
+        # grpcio has this method since 1.63 (the generated code calls it); grpc-stubs do not declare it yet
+        self._server.add_registered_method_handlers(service, lenient)  # type: ignore[attr-defined]
 
 
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
@@ -214,8 +226,9 @@ def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcServ
     answerer = Answerer(settings, chat)
 
     def add(server: aio.Server) -> Sequence[str]:
+        # the registrar is not a grpc Server, but it has the two methods the generated function calls
         answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer),
-                                                                 _LenientRegistrar(server))
+                                                                 _LenientRegistrar(server))  # type: ignore[arg-type]
         return [SERVICE_NAME]
 
     return GrpcService("answerer", add, host=settings.host, port=settings.port, warmup=chat.wait_ready,

@@ -462,7 +462,7 @@ def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Q
     about = list(verdict.evidence)
     if q.key_terms():
         gaps = [q.missing_key_terms(units[u].context) for u in verdict.evidence]
-        about = [u for u, gap in zip(verdict.evidence, gaps) if not gap]
+        about = [u for u, gap in zip(verdict.evidence, gaps, strict=True) if not gap]
         if not about:
             missing = min(gaps, key=len)
             verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION

@@ -42,7 +42,7 @@ def _single_pass_flag_model(**kwargs: Any) -> Any:
             single = isinstance(sentences, str)
             items = [sentences] if single else list(sentences)
             encoded = self.tokenizer(items, truncation=True, max_length=max_length, **kw)
-            inputs = [{k: encoded[k][i] for k in encoded.keys()} for i in range(len(items))]
+            inputs = [{k: encoded[k][i] for k in encoded} for i in range(len(items))]
             order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
             chunks = []
             for start in range(0, len(items), batch_size):
@@ -116,7 +116,8 @@ class EmbeddingModel:
             return vectors
         summed = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
         np.add.at(summed, np.asarray(owner), vectors)
-        return summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        norms = np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        return np.asarray(summed / norms, dtype=np.float32)
 
 
 def long_text_windows(tokenizer: Any, texts: list[str], max_length: int) -> tuple[list[str], list[int]]:

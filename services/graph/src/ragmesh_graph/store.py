@@ -225,11 +225,11 @@ class GraphStore:
                 # The server-side transaction timeout bounds the query; the client-side one bounds a backend
                 # that ignores it or a network that stalls.
                 async with asyncio.timeout(self.timeout + 2):
-                    async with self.driver.session(database=self.database, default_access_mode=mode) as session:
-                        async with await session.begin_transaction(timeout=self.timeout) as tx:
-                            result = await work(tx)
-                            await tx.commit()
-                            return result
+                    async with (self.driver.session(database=self.database, default_access_mode=mode) as session,
+                                await session.begin_transaction(timeout=self.timeout) as tx):
+                        result = await work(tx)
+                        await tx.commit()
+                        return result
             except RETRYABLE as exc:
                 if attempt == self.attempts:
                     raise Unavailable(f"graph {what} failed after {attempt} attempts: {exc}") from exc

@@ -68,7 +68,7 @@ class DocumentParser:
         try:
             result = self._converter.convert(DocumentStream(name=name, stream=io.BytesIO(content)),
                                              raises_on_error=False)
-        except Exception as exc:  # noqa: BLE001 - Docling raises many kinds for unreadable input
+        except Exception as exc:  # Docling raises many kinds for unreadable input
             logger.info("conversion of %s failed: %s: %s", filename, type(exc).__name__, exc)
             raise InvalidArgument(f"{filename}: not a readable {fmt} file ({type(exc).__name__}: {exc})") from exc
         if result.status not in (ConversionStatus.SUCCESS, ConversionStatus.PARTIAL_SUCCESS):

@@ -5,11 +5,13 @@ import re
 from dataclasses import dataclass, field
 
 from docling_core.types.doc import (
+    CodeItem,
     CoordOrigin,
     DocItemLabel,
     DoclingDocument,
     GroupItem,
     GroupLabel,
+    ListItem,
     NodeItem,
     SectionHeaderItem,
     TableItem,
@@ -140,7 +142,7 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
                 if not text:
                     continue
                 parent = item.parent.resolve(doc) if item.parent is not None else None
-                kind = "list_item" if isinstance(parent, TextItem) and parent.label == DocItemLabel.LIST_ITEM else "paragraph"
+                kind = "list_item" if isinstance(parent, ListItem) else "paragraph"
                 page, box = _bbox(runs[0], doc, fmt)
                 raw.append((Block(kind, text, page=page, bbox=box), -1))
             continue
@@ -163,7 +165,7 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
         elif isinstance(item, SectionHeaderItem):
             raw.append((Block("heading", text, page=page, bbox=box), max(1, item.level)))
         elif item.label in _KIND_BY_LABEL:
-            raw.append((Block(_KIND_BY_LABEL[item.label], item.text.strip() if item.label == DocItemLabel.CODE else text,
+            raw.append((Block(_KIND_BY_LABEL[item.label], item.text.strip() if isinstance(item, CodeItem) else text,
                               page=page, bbox=box), -1))
         elif item.label in _PARAGRAPH_LABELS:
             raw.append((Block("paragraph", text, page=page, bbox=box), -1))

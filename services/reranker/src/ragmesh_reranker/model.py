@@ -48,7 +48,7 @@ def _single_pass_flag_reranker(**kwargs: Any) -> Any:
             passages = self.tokenizer([p[1] for p in sentence_pairs], return_tensors=None, add_special_tokens=False,
                                       max_length=max_length, truncation=True, **kw)["input_ids"]
             inputs = [prepare_for_model_compat(self.tokenizer, q, d, truncation="only_second", max_length=max_length,
-                                               padding=False) for q, d in zip(queries, passages)]
+                                               padding=False) for q, d in zip(queries, passages, strict=True)]
             order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
             scores: list[float] = []
             for start in range(0, len(inputs), batch_size):

@@ -270,8 +270,10 @@ def mmr(cands: Sequence[Candidate], lambda_: float, k: int, first: str | None = 
     top, low = scores.max(), scores.min()
     if top > 0:
         rel = scores / top
+    elif top > low:
+        rel = (scores - low) / (top - low)
     else:
-        rel = (scores - low) / (top - low) if top > low else np.ones(n)
+        rel = np.ones(n)
 
     dims = {len(c.embedding) for c in items if c.embedding}
     dim = dims.pop() if len(dims) == 1 else None

@@ -112,7 +112,7 @@ def _capitalised_phrases(tokens: list[Token]) -> list[tuple[int, str]]:
         # A lone capitalised word opening a sentence is usually just the first word; acronyms and CamelCase stay.
         single = len(words) == 1
         if not (single and tok.sentence_start and not _ACRONYM.match(tok.text) and not _CAMEL.match(tok.text)):
-            phrase = " ".join(words[:-1] + [_strip_possessive(words[-1])])
+            phrase = " ".join([*words[:-1], _strip_possessive(words[-1])])
             if not (single and (len(phrase) == 1 or phrase.lower() in STOP_CAPS)):
                 found.append((tok.start, phrase))
         i = j

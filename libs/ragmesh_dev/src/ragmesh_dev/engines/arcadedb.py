@@ -90,10 +90,10 @@ class EmbeddedArcadeDB:
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                with neo4j.GraphDatabase.driver(self.uri, auth=(self.user, self.password),
-                                                connection_timeout=5) as driver:
-                    with driver.session(database=self.database) as session:
-                        session.run(neo4j.Query("RETURN 1 AS one", timeout=5)).consume()
+                with (neo4j.GraphDatabase.driver(self.uri, auth=(self.user, self.password),
+                                                 connection_timeout=5) as driver,
+                      driver.session(database=self.database) as session):
+                    session.run(neo4j.Query("RETURN 1 AS one", timeout=5)).consume()
                 return
             except Exception as exc:  # noqa: BLE001 - retried until the deadline
                 last = exc

@@ -157,8 +157,8 @@ def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str)
     langs = [detect_language(text, default=default_lang) for _, _, text in fields]
     return {
         "cfgs": [regconfig_for(lang) for lang in langs],
-        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs)],
-        "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs)],
+        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs, strict=True)],
+        "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs, strict=True)],
     }
 
 
@@ -166,7 +166,8 @@ def vector_literal(values: list[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
-def chunk_message(row: dict[str, Any] | tuple[Any, ...]) -> common_pb2.Chunk:
+def chunk_message(row: tuple[Any, ...]) -> common_pb2.Chunk:
+    """A chunk from a tuple row whose first ten columns are those of `_DETAILS` (the default row factory)."""
     cid, doc, level, parent, ordinal, path, page, kind, title, text = row[:10]
     return common_pb2.Chunk(chunk_id=cid, document_id=str(doc), level=level, parent_id=parent or "", ordinal=ordinal,
                             section_path=path, page=page, kind=kind_value(kind), title=title, text=text)

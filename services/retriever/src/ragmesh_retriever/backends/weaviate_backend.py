@@ -37,7 +37,7 @@ _NAMESPACE = uuid.UUID("6f1c9a52-7f0e-4a7e-9b3c-2b1f0e9d4a10")
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
 
