@@ -1,4 +1,5 @@
 """Fixtures shared by every test folder: real embedded engines, started once per session when asked for."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,8 @@ SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 def pytest_configure(config: pytest.Config) -> None:
     """`kill` of a test run (SIGTERM) interrupts it like Ctrl-C: fixtures are torn down, so the embedded engines
     and the e2e mesh, which run in sessions of their own, stop with it. And a test key pair for internal identity."""
-    from ragmesh_dev.devstack import interrupt_on_sigterm
     from ragmesh_common.tokens import use_local_keys
+    from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()
     # Services started in this process verify internal identity tokens with a key pair made for this run, and
@@ -48,9 +49,13 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]
     password = secrets.token_urlsafe(12)
     apply_schema(server.owner_dsn(), "ragmesh_app", password, 384)
     try:
-        yield PostgresInfo(owner_dsn=server.owner_dsn(),
-                           app_dsn=f"postgresql://ragmesh_app:{password}@{server.host}:{server.port}/{server.database}",
-                           app_role="ragmesh_app", host=server.host, port=server.port)
+        yield PostgresInfo(
+            owner_dsn=server.owner_dsn(),
+            app_dsn=f"postgresql://ragmesh_app:{password}@{server.host}:{server.port}/{server.database}",
+            app_role="ragmesh_app",
+            host=server.host,
+            port=server.port,
+        )
     finally:
         server.stop()
 

@@ -28,6 +28,7 @@ sources / among the cited sources; gold answer in a source's text) that tell ret
 
 Benchmarks are not tests: no thresholds, the numbers are reported as measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,15 +54,16 @@ import retrieval as bench  # read_jsonl, read_qrels, percentile, log
 
 SEED = 20240617
 UPLOADS_IN_FLIGHT = 8
-READY_TIMEOUT_S = 3600.0     # one document; the ingest worker is serial, so the last of a batch waits longest
-CHAT_TIMEOUT_S = 600.0       # one question, the whole stream (the gateway's answer deadline is 180 s)
-GOLD_RUN_SHARE = 0.5         # a chunk comes from a passage when this share of its tokens is one run inside it
-F1_WRONG = 0.5               # below this F1 (and gold not contained) an answer counts as wrong
+READY_TIMEOUT_S = 3600.0  # one document; the ingest worker is serial, so the last of a batch waits longest
+CHAT_TIMEOUT_S = 600.0  # one question, the whole stream (the gateway's answer deadline is 180 s)
+GOLD_RUN_SHARE = 0.5  # a chunk comes from a passage when this share of its tokens is one run inside it
+F1_WRONG = 0.5  # below this F1 (and gold not contained) an answer counts as wrong
 MANIFEST = "bench-answer-manifest.json"
 SQUAD_DEPARTMENT, HOTPOT_DEPARTMENT, ALL_ROLE = "bench-squad", "bench-hotpot", "bench-answer-all"
 
 
 # ---------------------------------------------------------------- the official SQuAD v1.1 normalisation and scores
+
 
 def normalize_answer(text: str) -> str:
     """Lower case, no punctuation, no articles (a, an, the), single spaces (SQuAD v1.1 evaluate-v1.1.py)."""
@@ -99,24 +101,26 @@ def from_passage(chunk_text: str, passage_tokens: list[str]) -> bool:
     if not tokens or not passage_tokens:
         return False
     match = difflib.SequenceMatcher(None, tokens, passage_tokens, autojunk=False).find_longest_match(
-        0, len(tokens), 0, len(passage_tokens))
+        0, len(tokens), 0, len(passage_tokens)
+    )
     return match.size >= GOLD_RUN_SHARE * len(tokens)
 
 
 # ---------------------------------------------------------------- data
+
 
 @dataclass
 class Question:
     dataset: str
     qid: str
     text: str
-    golds: list[str]                  # gold answers (empty for off-topic)
-    gold_passages: list[str]          # corpus ids of the gold / supporting passages
+    golds: list[str]  # gold answers (empty for off-topic)
+    gold_passages: list[str]  # corpus ids of the gold / supporting passages
 
 
 @dataclass
 class Upload:
-    key: str                          # dataset:name, stable between runs (the manifest's key)
+    key: str  # dataset:name, stable between runs (the manifest's key)
     filename: str
     title: str
     content: str
@@ -126,7 +130,7 @@ class Upload:
 @dataclass
 class Corpus:
     uploads: list[Upload] = field(default_factory=list)
-    passage_tokens: dict[str, list[str]] = field(default_factory=dict)   # corpus id → normalised tokens
+    passage_tokens: dict[str, list[str]] = field(default_factory=dict)  # corpus id → normalised tokens
 
 
 def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Question], Corpus]:
@@ -135,8 +139,16 @@ def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Questio
     qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
     pool = [q for q in bench.read_jsonl(folder / "queries.jsonl") if q["_id"] in qrels]
     sample = random.Random(seed).sample(pool, min(count, len(pool)))
-    questions = [Question("squad", q["_id"], q["text"], list(q.get("answers") or q.get("metadata", {}).get("answers", [])),
-                          sorted(qrels[q["_id"]])) for q in sample]
+    questions = [
+        Question(
+            "squad",
+            q["_id"],
+            q["text"],
+            list(q.get("answers") or q.get("metadata", {}).get("answers", [])),
+            sorted(qrels[q["_id"]]),
+        )
+        for q in sample
+    ]
     titles = {passages[p]["title"] for q in questions for p in q.gold_passages}
     corpus = Corpus()
     by_title: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
@@ -146,8 +158,9 @@ def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Questio
             corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
     for title in sorted(by_title):
         body = "\n\n".join(p["text"].strip() for p in by_title[title])
-        corpus.uploads.append(Upload(f"squad:{title}", f"{safe_name(title)}.md", title, f"# {title}\n\n{body}\n",
-                                     SQUAD_DEPARTMENT))
+        corpus.uploads.append(
+            Upload(f"squad:{title}", f"{safe_name(title)}.md", title, f"# {title}\n\n{body}\n", SQUAD_DEPARTMENT)
+        )
     return questions, corpus
 
 
@@ -155,14 +168,22 @@ def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus
     folder = data_dir / "hotpotqa_train100"
     passages = bench.read_jsonl(folder / "corpus.jsonl")
     qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
-    questions = [Question("hotpotqa", q["_id"], q["text"], [str(q.get("answer") or q.get("metadata", {}).get("answer", ""))],
-                          sorted(qrels.get(q["_id"], {}))) for q in bench.read_jsonl(folder / "queries.jsonl")][:count]
+    questions = [
+        Question(
+            "hotpotqa",
+            q["_id"],
+            q["text"],
+            [str(q.get("answer") or q.get("metadata", {}).get("answer", ""))],
+            sorted(qrels.get(q["_id"], {})),
+        )
+        for q in bench.read_jsonl(folder / "queries.jsonl")
+    ][:count]
     everything = [q["_id"] for q in bench.read_jsonl(folder / "queries.jsonl")]
     if count < len(everything):
         # The corpus file holds the questions' context passages in question order (about 10 each), so a run of
         # the first `count` questions uploads the passages before question count+1's first supporting passage.
         position = {p["_id"]: i for i, p in enumerate(passages)}
-        passages = passages[:min(position[c] for c in qrels[everything[count]])]
+        passages = passages[: min(position[c] for c in qrels[everything[count]])]
     corpus = Corpus()
     seen: set[str] = set()
     for passage in passages:  # the union of the questions' context passages; one document per title
@@ -171,8 +192,15 @@ def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus
             continue
         seen.add(title)
         corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
-        corpus.uploads.append(Upload(f"hotpotqa:{title}", f"{safe_name(title)}.md", title,
-                                     f"# {title}\n\n{passage['text'].strip()}\n", HOTPOT_DEPARTMENT))
+        corpus.uploads.append(
+            Upload(
+                f"hotpotqa:{title}",
+                f"{safe_name(title)}.md",
+                title,
+                f"# {title}\n\n{passage['text'].strip()}\n",
+                HOTPOT_DEPARTMENT,
+            )
+        )
     return questions, corpus
 
 
@@ -187,8 +215,12 @@ def offtopic_questions(path: Path, count: int | None) -> list[tuple[Question, li
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         question, _, terms = line.partition("\t")
-        rows.append((Question("offtopic", f"offtopic-{len(rows) + 1}", question.strip(), [], []),
-                     [t.strip() for t in terms.split(";") if t.strip()]))
+        rows.append(
+            (
+                Question("offtopic", f"offtopic-{len(rows) + 1}", question.strip(), [], []),
+                [t.strip() for t in terms.split(";") if t.strip()],
+            )
+        )
     return rows if count is None else rows[:count]
 
 
@@ -204,6 +236,7 @@ def key_terms_found(rows: list[tuple[Question, list[str]]], texts: list[str]) ->
 
 
 # ---------------------------------------------------------------- the HTTP API
+
 
 class Api:
     """The gateway's documents and chat APIs, as a frontend calls them (aiohttp)."""
@@ -230,13 +263,14 @@ class Api:
         form.add_field("title", item.title)
         form.add_field("acl", json.dumps({"departments": [item.department], "roles": [ALL_ROLE]}))
         try:
-            async with self.session.post("/api/v1/documents", data=form, headers=auth(token),
-                                         timeout=aiohttp.ClientTimeout(total=120)) as reply:
+            async with self.session.post(
+                "/api/v1/documents", data=form, headers=auth(token), timeout=aiohttp.ClientTimeout(total=120)
+            ) as reply:
                 text = await reply.text()
                 if reply.status not in (200, 201, 202):
                     return None, f"http {reply.status}: {text[:200]}"
                 return json.loads(text)["document_id"], ""
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
             return None, f"{type(exc).__name__}: {exc}"
 
     async def status(self, token: str, document_id: str) -> tuple[str, str]:
@@ -244,13 +278,14 @@ class Api:
         import aiohttp
 
         try:
-            async with self.session.get(f"/api/v1/documents/{document_id}", headers=auth(token),
-                                        timeout=aiohttp.ClientTimeout(total=60)) as reply:
+            async with self.session.get(
+                f"/api/v1/documents/{document_id}", headers=auth(token), timeout=aiohttp.ClientTimeout(total=60)
+            ) as reply:
                 if reply.status != 200:
                     return "missing", f"http {reply.status}"
                 data = await reply.json()
                 return str(data.get("status", "")), str(data.get("error") or "")
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return "unreachable", f"{type(exc).__name__}: {exc}"
 
     async def chat(self, token: str, question: str) -> dict[str, Any]:
@@ -262,8 +297,12 @@ class Api:
         started = time.perf_counter()
         result: dict[str, Any] = {"outcome": "no_final", "final": None, "ttft_s": None, "total_s": None, "error": ""}
         try:
-            async with self.session.post("/api/v1/chat", json={"question": question, "stream": True},
-                                         headers=auth(token), timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S)) as reply:
+            async with self.session.post(
+                "/api/v1/chat",
+                json={"question": question, "stream": True},
+                headers=auth(token),
+                timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S),
+            ) as reply:
                 if reply.status != 200:
                     result.update(outcome=f"http_{reply.status}", error=(await reply.text())[:500])
                     return result
@@ -278,7 +317,7 @@ class Api:
                         final = parse_json(data)
                         result.update(final=final, outcome=str(final.get("outcome") or "unknown"))
                         break
-        except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError) as exc:
+        except (TimeoutError, aiohttp.ClientError, UnicodeDecodeError) as exc:
             result.update(outcome=f"exception:{type(exc).__name__}", error=str(exc)[:500])
         finally:
             result["total_s"] = time.perf_counter() - started
@@ -317,6 +356,7 @@ async def sse_events(stream: Any) -> Any:
 
 
 # ---------------------------------------------------------------- ingestion
+
 
 async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manifest_path: Path) -> dict[str, Any]:
     """Uploads what the manifest does not already hold as `ready`, UPLOADS_IN_FLIGHT at a time, and waits until
@@ -371,8 +411,14 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
         failures[key] = f"not ready after {READY_TIMEOUT_S:.0f}s"
     if failures:
         bench.log(f"{len(failures)} uploads did not become ready, e.g. {next(iter(failures.items()))}")
-    return {"documents": len(uploads), "reused": reused, "uploaded": len(todo), "failed": len(failures),
-            "failures": dict(list(failures.items())[:20]), "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "documents": len(uploads),
+        "reused": reused,
+        "uploaded": len(todo),
+        "failed": len(failures),
+        "failures": dict(list(failures.items())[:20]),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def chunk_texts(stack: Any, chunk_ids: set[str]) -> dict[str, str]:
@@ -388,6 +434,7 @@ def chunk_texts(stack: Any, chunk_ids: set[str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------- scoring
 
+
 def answered(final: dict[str, Any] | None) -> bool:
     """An answer was given: outcome `answer` and not withheld by a verifier (field present on newer gateways)."""
     return bool(final) and final.get("outcome") == "answer" and not final.get("withheld")
@@ -395,8 +442,7 @@ def answered(final: dict[str, Any] | None) -> bool:
 
 def trusted(final: dict[str, Any]) -> bool:
     """Presented as trustworthy: grounded, verified when the response says, and no warning."""
-    return (final.get("grounded") is True and final.get("verified", True) is not False
-            and not final.get("warnings"))
+    return final.get("grounded") is True and final.get("verified", True) is not False and not final.get("warnings")
 
 
 def score(question: Question, result: dict[str, Any], texts: dict[str, str], corpus: Corpus) -> dict[str, Any]:
@@ -408,13 +454,23 @@ def score(question: Question, result: dict[str, Any], texts: dict[str, str], cor
     prediction = str(short) if is_answer and isinstance(short, str) and short.strip() else answer_text
     sources = final.get("sources") or [] if isinstance(final.get("sources"), list) else []
     row: dict[str, Any] = {
-        "dataset": question.dataset, "id": question.qid, "question": question.text, "golds": question.golds,
+        "dataset": question.dataset,
+        "id": question.qid,
+        "question": question.text,
+        "golds": question.golds,
         "outcome": result["outcome"] if not (result["final"] and final.get("withheld")) else "withheld",
-        "answer": final.get("answer"), "short_answer": short, "grounded": final.get("grounded"),
-        "verified": final.get("verified"), "warnings": final.get("warnings") or [],
+        "answer": final.get("answer"),
+        "short_answer": short,
+        "grounded": final.get("grounded"),
+        "verified": final.get("verified"),
+        "warnings": final.get("warnings") or [],
         "degraded": [d.get("step") for d in final.get("degraded") or [] if isinstance(d, dict)],
-        "ttft_s": result["ttft_s"], "total_s": result["total_s"], "error": result["error"],
-        "answered": is_answer, "sources": len(sources), "cited": sum(1 for s in sources if s.get("cited")),
+        "ttft_s": result["ttft_s"],
+        "total_s": result["total_s"],
+        "error": result["error"],
+        "answered": is_answer,
+        "sources": len(sources),
+        "cited": sum(1 for s in sources if s.get("cited")),
     }
     if question.dataset == "offtopic":
         row["false_grounded"] = is_answer and trusted(final)
@@ -435,8 +491,9 @@ def score(question: Question, result: dict[str, Any], texts: dict[str, str], cor
     row["all_gold_in_sources"] = bool(gold_tokens) and set().union(*found, set()) >= set(range(len(gold_tokens)))
     row["gold_in_cited"] = any(cited)
     row["cited_from_gold"] = sum(1 for g in cited if g)
-    row["answer_in_sources"] = any(contains_gold(texts.get(str(s.get("chunk_id")), str(s.get("snippet") or "")),
-                                                 question.golds) for s in sources)
+    row["answer_in_sources"] = any(
+        contains_gold(texts.get(str(s.get("chunk_id")), str(s.get("snippet") or "")), question.golds) for s in sources
+    )
     return row
 
 
@@ -457,29 +514,39 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
         out["declined_rate"] = mean([float(not r["answered"]) for r in rows])
     else:
         cited_rows = [r for r in rows if r["cited"]]
-        out.update({
-            "exact_match": mean([r["em"] for r in rows]), "f1": mean([r["f1"] for r in rows]),
-            "contains_gold": mean([float(r["contains"]) for r in rows]),
-            "exact_match_answered": mean([r["em"] for r in answered_rows]),
-            "f1_answered": mean([r["f1"] for r in answered_rows]),
-            "citation_precision": mean([r["cited_from_gold"] / r["cited"] for r in cited_rows]),
-            "citation_precision_micro": (round(sum(r["cited_from_gold"] for r in cited_rows)
-                                               / sum(r["cited"] for r in cited_rows), 4) if cited_rows else None),
-            "questions_with_citations": len(cited_rows),
-            "gold_in_sources": mean([float(r["gold_in_sources"]) for r in rows]),
-            "all_gold_in_sources": mean([float(r["all_gold_in_sources"]) for r in rows]),
-            "gold_in_cited": mean([float(r["gold_in_cited"]) for r in rows]),
-            "answer_in_sources": mean([float(r["answer_in_sources"]) for r in rows]),
-        })
-    out.update({
-        "answered_rate": mean([float(r["answered"]) for r in rows]),
-        "false_grounded_rate": mean([float(r["false_grounded"]) for r in rows]),
-        "false_grounded": sum(1 for r in rows if r["false_grounded"]),
-        "outcomes": dict(sorted(outcomes.items())),
-        "degraded_steps": dict(sorted(collections.Counter(s for r in rows for s in set(r["degraded"])).items())),
-        "ttft_p50_s": rounded(bench.percentile(ttft, 0.5)), "ttft_p95_s": rounded(bench.percentile(ttft, 0.95)),
-        "total_p50_s": rounded(bench.percentile(total, 0.5)), "total_p95_s": rounded(bench.percentile(total, 0.95)),
-    })
+        out.update(
+            {
+                "exact_match": mean([r["em"] for r in rows]),
+                "f1": mean([r["f1"] for r in rows]),
+                "contains_gold": mean([float(r["contains"]) for r in rows]),
+                "exact_match_answered": mean([r["em"] for r in answered_rows]),
+                "f1_answered": mean([r["f1"] for r in answered_rows]),
+                "citation_precision": mean([r["cited_from_gold"] / r["cited"] for r in cited_rows]),
+                "citation_precision_micro": (
+                    round(sum(r["cited_from_gold"] for r in cited_rows) / sum(r["cited"] for r in cited_rows), 4)
+                    if cited_rows
+                    else None
+                ),
+                "questions_with_citations": len(cited_rows),
+                "gold_in_sources": mean([float(r["gold_in_sources"]) for r in rows]),
+                "all_gold_in_sources": mean([float(r["all_gold_in_sources"]) for r in rows]),
+                "gold_in_cited": mean([float(r["gold_in_cited"]) for r in rows]),
+                "answer_in_sources": mean([float(r["answer_in_sources"]) for r in rows]),
+            }
+        )
+    out.update(
+        {
+            "answered_rate": mean([float(r["answered"]) for r in rows]),
+            "false_grounded_rate": mean([float(r["false_grounded"]) for r in rows]),
+            "false_grounded": sum(1 for r in rows if r["false_grounded"]),
+            "outcomes": dict(sorted(outcomes.items())),
+            "degraded_steps": dict(sorted(collections.Counter(s for r in rows for s in set(r["degraded"])).items())),
+            "ttft_p50_s": rounded(bench.percentile(ttft, 0.5)),
+            "ttft_p95_s": rounded(bench.percentile(ttft, 0.95)),
+            "total_p50_s": rounded(bench.percentile(total, 0.5)),
+            "total_p95_s": rounded(bench.percentile(total, 0.95)),
+        }
+    )
     return out
 
 
@@ -489,7 +556,10 @@ def rounded(value: float) -> float | None:
 
 # ---------------------------------------------------------------- the run
 
-async def ask_all(api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str) -> list[dict[str, Any]]:
+
+async def ask_all(
+    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str
+) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
     gate = asyncio.Semaphore(concurrency)
@@ -520,8 +590,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     hotpot, hotpot_corpus = hotpot_questions(eval_dir, hotpot_n) if hotpot_n else ([], Corpus())
     offtopic_rows = offtopic_questions(Path(args.offtopic_file), offtopic_n) if offtopic_n != 0 else []
     # the off-topic check runs against both corpora in full, whatever this run ingests
-    all_texts = [p["text"] + " " + p["title"] for folder in ("squad_v1.1_dev", "hotpotqa_train100")
-                 for p in bench.read_jsonl(eval_dir / folder / "corpus.jsonl")]
+    all_texts = [
+        p["text"] + " " + p["title"]
+        for folder in ("squad_v1.1_dev", "hotpotqa_train100")
+        for p in bench.read_jsonl(eval_dir / folder / "corpus.jsonl")
+    ]
     leaking = key_terms_found(offtopic_rows, all_texts)
     if leaking:
         bench.log(f"off-topic questions whose key terms occur in the corpora: {leaking}")
@@ -537,21 +610,33 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.start(timeout=600)
         api = Api(stack.gateway_url)
         await api.open()
-        tokens = {"squad": stack.token("bench-squad", SQUAD_DEPARTMENT),
-                  "hotpotqa": stack.token("bench-hotpot", HOTPOT_DEPARTMENT),
-                  "offtopic": stack.token("bench-offtopic", "bench-offtopic", [ALL_ROLE])}
+        tokens = {
+            "squad": stack.token("bench-squad", SQUAD_DEPARTMENT),
+            "hotpotqa": stack.token("bench-hotpot", HOTPOT_DEPARTMENT),
+            "offtopic": stack.token("bench-offtopic", "bench-offtopic", [ALL_ROLE]),
+        }
         uploads = squad_corpus.uploads + hotpot_corpus.uploads
-        bench.log(f"uploading {len(uploads)} documents ({len(squad_corpus.uploads)} SQuAD articles, "
-                  f"{len(hotpot_corpus.uploads)} HotpotQA passages)")
+        bench.log(
+            f"uploading {len(uploads)} documents ({len(squad_corpus.uploads)} SQuAD articles, "
+            f"{len(hotpot_corpus.uploads)} HotpotQA passages)"
+        )
         ingestion = await ingest(api, tokens, uploads, work / MANIFEST)
         bench.log(f"ingestion: {ingestion}")
-        asked = [(q, tokens["squad"]) for q in squad] + [(q, tokens["hotpotqa"]) for q in hotpot] + \
-                [(q, tokens["offtopic"]) for q, _ in offtopic_rows]
+        asked = (
+            [(q, tokens["squad"]) for q in squad]
+            + [(q, tokens["hotpotqa"]) for q in hotpot]
+            + [(q, tokens["offtopic"]) for q, _ in offtopic_rows]
+        )
         ask_started = time.perf_counter()
         results = await ask_all(api, asked, args.concurrency, "chat")
         ask_seconds = time.perf_counter() - ask_started
-        cited_ids = {str(s.get("chunk_id")) for r in results if r.get("final")
-                     for s in (r["final"].get("sources") or []) if isinstance(s, dict)}
+        cited_ids = {
+            str(s.get("chunk_id"))
+            for r in results
+            if r.get("final")
+            for s in (r["final"].get("sources") or [])
+            if isinstance(s, dict)
+        }
         texts = chunk_texts(stack, cited_ids)
     finally:
         await api.close()
@@ -566,17 +651,30 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if mine:
             report[name] = summarise(mine, offtopic=name == "offtopic")
     report["meta"] = {
-        "seed": args.seed, "squad": len(squad), "hotpotqa": len(hotpot), "offtopic": len(offtopic_rows),
-        "squad_articles": len(squad_corpus.uploads), "hotpotqa_passages": len(hotpot_corpus.uploads),
-        "concurrency": args.concurrency, "ingestion": ingestion, "ask_seconds": round(ask_seconds, 1),
-        "wall_seconds": round(time.perf_counter() - started, 1), "offtopic_key_terms_in_corpora": leaking,
-        "cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2),
+        "seed": args.seed,
+        "squad": len(squad),
+        "hotpotqa": len(hotpot),
+        "offtopic": len(offtopic_rows),
+        "squad_articles": len(squad_corpus.uploads),
+        "hotpotqa_passages": len(hotpot_corpus.uploads),
+        "concurrency": args.concurrency,
+        "ingestion": ingestion,
+        "ask_seconds": round(ask_seconds, 1),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "offtopic_key_terms_in_corpora": leaking,
+        "cpu_cores": os.cpu_count(),
+        "load_average_1min_end": round(os.getloadavg()[0], 2),
         "settings": "embedded defaults (SmolLM2-135M-Instruct, all-MiniLM-L6-v2, no reranker model); "
-                    "GATEWAY_RATE_LIMIT_PER_MINUTE=0; chat requests carry only question and stream",
+        "GATEWAY_RATE_LIMIT_PER_MINUTE=0; chat requests carry only question and stream",
         # settings exported by whoever ran it pass through to the services (Stack.env); record the ones that matter
-        "environment": {k: v for k, v in sorted(os.environ.items())
-                        if k.startswith(("LOCAL_LLM_", "ANSWERER_", "GATEWAY_", "RETRIEVER_", "RERANKER_", "EMBEDDER_"))
-                        and "SECRET" not in k and "PASSWORD" not in k and "KEY" not in k},
+        "environment": {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith(("LOCAL_LLM_", "ANSWERER_", "GATEWAY_", "RETRIEVER_", "RERANKER_", "EMBEDDER_"))
+            and "SECRET" not in k
+            and "PASSWORD" not in k
+            and "KEY" not in k
+        },
     }
     if args.details:
         Path(args.details).parent.mkdir(parents=True, exist_ok=True)
@@ -587,12 +685,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 METRIC_ROWS = (
-    ("exact match", "exact_match"), ("token F1", "f1"), ("gold contained", "contains_gold"),
-    ("EM / F1 of answered", None), ("citation precision (macro / micro)", None),
-    ("gold passage in sources", "gold_in_sources"), ("all gold passages in sources", "all_gold_in_sources"),
-    ("gold passage cited", "gold_in_cited"), ("gold answer in a source", "answer_in_sources"),
-    ("answered rate", "answered_rate"), ("no-sources rate", "no_sources_rate"), ("declined rate", "declined_rate"),
-    ("false-grounded rate", "false_grounded_rate"), ("TTFT p50 / p95 s", None), ("total p50 / p95 s", None),
+    ("exact match", "exact_match"),
+    ("token F1", "f1"),
+    ("gold contained", "contains_gold"),
+    ("EM / F1 of answered", None),
+    ("citation precision (macro / micro)", None),
+    ("gold passage in sources", "gold_in_sources"),
+    ("all gold passages in sources", "all_gold_in_sources"),
+    ("gold passage cited", "gold_in_cited"),
+    ("gold answer in a source", "answer_in_sources"),
+    ("answered rate", "answered_rate"),
+    ("no-sources rate", "no_sources_rate"),
+    ("declined rate", "declined_rate"),
+    ("false-grounded rate", "false_grounded_rate"),
+    ("TTFT p50 / p95 s", None),
+    ("total p50 / p95 s", None),
     ("outcomes", None),
 )
 
@@ -603,9 +710,12 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
     if key is not None:
         value = summary.get(key)
         return "" if value is None else str(value)
-    pair = {"EM / F1 of answered": ("exact_match_answered", "f1_answered"),
-            "citation precision (macro / micro)": ("citation_precision", "citation_precision_micro"),
-            "TTFT p50 / p95 s": ("ttft_p50_s", "ttft_p95_s"), "total p50 / p95 s": ("total_p50_s", "total_p95_s")}
+    pair = {
+        "EM / F1 of answered": ("exact_match_answered", "f1_answered"),
+        "citation precision (macro / micro)": ("citation_precision", "citation_precision_micro"),
+        "TTFT p50 / p95 s": ("ttft_p50_s", "ttft_p95_s"),
+        "total p50 / p95 s": ("total_p50_s", "total_p95_s"),
+    }
     if label == "outcomes":
         return ", ".join(f"{k} {v}" for k, v in summary.get("outcomes", {}).items())
     first, second = pair[label]
@@ -617,9 +727,11 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
 def markdown(report: dict[str, Any]) -> str:
     names = [n for n in ("squad", "hotpotqa", "offtopic") if n in report]
     meta = report["meta"]
-    head = (f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
-            f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}; "
-            f"{meta['wall_seconds'] / 60:.1f} min")
+    head = (
+        f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
+        f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}; "
+        f"{meta['wall_seconds'] / 60:.1f} min"
+    )
     lines = [head, "", "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for label, key in METRIC_ROWS:
         cells = [cell(report.get(n), label, key) for n in names]
@@ -637,9 +749,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
     parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--data-dir", default=None,
-                        help="the mesh's data folder, kept after the run; a later run with the same folder reuses "
-                             "the documents already ready (default: a temporary folder, deleted)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="the mesh's data folder, kept after the run; a later run with the same folder reuses "
+        "the documents already ready (default: a temporary folder, deleted)",
+    )
     parser.add_argument("--eval-dir", default=str(root.parent / "shared" / "data"), help="the evaluation data")
     parser.add_argument("--offtopic-file", default=str(root / "bench" / "offtopic.txt"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "answer.json"))

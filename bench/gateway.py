@@ -25,6 +25,7 @@ Configurations (environment of both processes):
 Prints a Markdown table (p50, p95, mean in ms; mean over the first configuration) and writes
 `bench/results/gateway.json`. Benchmarks are not tests: nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,11 +63,27 @@ def serve_stub_retriever(port: int) -> None:
     from ragmesh_common.telemetry import setup_telemetry
 
     text = " ".join(["Biomaterials with nanoscale features induce bone formation in muscle tissue."] * 8)
-    reply = retriever_pb2.SearchResponse(backend="pgvector", accessible_documents=1000, results=[
-        common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id=f"c{i}", document_id=f"d{i}", text=text,
-                                                      title="Osteoinduction", section_path=["Abstract"], page=1),
-                               score=0.5, hybrid_score=0.5, vector_score=0.6, lexical_score=4.0)
-        for i in range(30)])
+    reply = retriever_pb2.SearchResponse(
+        backend="pgvector",
+        accessible_documents=1000,
+        results=[
+            common_pb2.ScoredChunk(
+                chunk=common_pb2.Chunk(
+                    chunk_id=f"c{i}",
+                    document_id=f"d{i}",
+                    text=text,
+                    title="Osteoinduction",
+                    section_path=["Abstract"],
+                    page=1,
+                ),
+                score=0.5,
+                hybrid_score=0.5,
+                vector_score=0.6,
+                lexical_score=4.0,
+            )
+            for i in range(30)
+        ],
+    )
 
     class Stub(retriever_pb2_grpc.RetrieverServiceServicer):
         async def Search(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's naming
@@ -86,10 +103,9 @@ def serve_stub_retriever(port: int) -> None:
 async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import aiohttp
 
+    from ragmesh_common.tokens import SIGNING_KEY_ENV, generate_keypair
     from ragmesh_dev.ports import free_port
     from ragmesh_gateway.tokens import mint
-
-    from ragmesh_common.tokens import SIGNING_KEY_ENV, generate_keypair
 
     secret = "bench-gateway-secret-of-sufficient-length"
     signing_key = generate_keypair()[0]  # the gateway signs each hop's internal token (the stub does not check)
@@ -105,16 +121,31 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             slug = name.replace(", ", "-").replace(" ", "-")
             log = (work / f"{slug}.log").open("wb")
             logs.append(log)
-            processes.append(subprocess.Popen([sys.executable, __file__, "--stub-retriever", str(rport)], env=env,
-                                              stdout=log, stderr=subprocess.STDOUT))
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--stub-retriever", str(rport)],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
             addr = f"127.0.0.1:{rport}"
-            env.update({"GATEWAY_PORT": str(gport), "GATEWAY_JWT_SECRET": secret, "GATEWAY_RATE_LIMIT_PER_MINUTE": "0",
-                        SIGNING_KEY_ENV: signing_key,
-                        "GATEWAY_UPLOAD_DIR": str(work / "uploads"), "REDIS_URL": "redis://127.0.0.1:1/0",
-                        **{f"{s}_ADDR": addr for s in ("PARSER", "EMBEDDER", "RETRIEVER", "RERANKER", "GRAPH",
-                                                        "ANSWERER")}})
-            processes.append(subprocess.Popen([sys.executable, "-m", "ragmesh_gateway"], env=env, stdout=log,
-                                              stderr=subprocess.STDOUT))
+            env.update(
+                {
+                    "GATEWAY_PORT": str(gport),
+                    "GATEWAY_JWT_SECRET": secret,
+                    "GATEWAY_RATE_LIMIT_PER_MINUTE": "0",
+                    SIGNING_KEY_ENV: signing_key,
+                    "GATEWAY_UPLOAD_DIR": str(work / "uploads"),
+                    "REDIS_URL": "redis://127.0.0.1:1/0",
+                    **{f"{s}_ADDR": addr for s in ("PARSER", "EMBEDDER", "RETRIEVER", "RERANKER", "GRAPH", "ANSWERER")},
+                }
+            )
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "ragmesh_gateway"], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            )
             gateways[name] = bench.Gateway(f"http://127.0.0.1:{gport}", mint(secret, "alice", "eng", ["employee"]))
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
             for name, gateway in gateways.items():  # every gateway up and its stub answering
@@ -125,13 +156,15 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                             if reply.status == 200:
                                 await gateway.search(QUERY, {"top_k": 10})
                                 break
-                    except (aiohttp.ClientError, RuntimeError, asyncio.TimeoutError):
+                    except (TimeoutError, aiohttp.ClientError, RuntimeError):
                         pass
                     if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
                         raise RuntimeError(f"{name}: the gateway or its stub did not start (logs in {work})")
                     await asyncio.sleep(0.5)
-        rounds = [[(lambda g=g: g.search(QUERY, {"top_k": 10})) for g in gateways.values()]
-                  for _ in range(args.requests + WARMUP)]
+        rounds = [
+            [(lambda g=g: g.search(QUERY, {"top_k": 10})) for g in gateways.values()]
+            for _ in range(args.requests + WARMUP)
+        ]
         times = await bench.timed(rounds, warmup=WARMUP, progress="searches")
     finally:
         for gateway in gateways.values():
@@ -146,11 +179,20 @@ async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for log in logs:
             log.close()
     first = statistics.mean(times[0])
-    rows = {name: {"p50_ms": round(bench.percentile(ms, 0.5), 3), "p95_ms": round(bench.percentile(ms, 0.95), 3),
-                   "mean_ms": round(statistics.mean(ms), 3), "mean_over_first": round(statistics.mean(ms) / first, 3)}
-            for name, ms in zip(gateways, times, strict=True)}
-    return {"requests": args.requests, "configurations": rows,
-            "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2)}}
+    rows = {
+        name: {
+            "p50_ms": round(bench.percentile(ms, 0.5), 3),
+            "p95_ms": round(bench.percentile(ms, 0.95), 3),
+            "mean_ms": round(statistics.mean(ms), 3),
+            "mean_over_first": round(statistics.mean(ms) / first, 3),
+        }
+        for name, ms in zip(gateways, times, strict=True)
+    }
+    return {
+        "requests": args.requests,
+        "configurations": rows,
+        "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_end": round(os.getloadavg()[0], 2)},
+    }
 
 
 def main() -> None:
@@ -167,10 +209,17 @@ def main() -> None:
     interrupt_on_sigterm()  # kill stops the gateways and stubs too
     with tempfile.TemporaryDirectory(prefix="ragmesh-gateway-bench-") as work:
         result = asyncio.run(measure(args, Path(work)))
-    bench.write_report(args.output, result, f"{args.requests} searches per configuration, interleaved",
-                       ["configuration", "p50 ms", "p95 ms", "mean ms", "mean / first"],
-                       [(name, r["p50_ms"], r["p95_ms"], r["mean_ms"], r["mean_over_first"])
-                        for name, r in result["configurations"].items()])
+    bench.write_report(
+        args.output,
+        result,
+        f"{args.requests} searches per configuration, interleaved",
+        ["configuration", "p50 ms", "p95 ms", "mean ms", "mean / first"],
+        [
+            (name, r["p50_ms"], r["p95_ms"], r["mean_ms"], r["mean_over_first"])
+            for name, r in result["configurations"].items()
+        ],
+    )
+
 
 if __name__ == "__main__":
     main()

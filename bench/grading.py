@@ -10,6 +10,7 @@ spread evenly over the file. Off-topic: the list below, written to be about noth
 (everyday, technical and pop-culture questions). Reported: the share graded `correct` (answered) per set,
 and for answerable questions how often the gold paragraph is among the kept chunks.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,26 +28,46 @@ from ragmesh_gateway.grading import GradedQuery, Thresholds
 from ragmesh_gateway.query.router import route
 
 OFF_TOPIC = [
-    "What is the capital of Mongolia?", "How do I reset my Outlook password?",
-    "What is the recommended tire pressure for a mountain bike?", "How long should I boil an egg for a soft yolk?",
-    "Who won the 2018 FIFA World Cup?", "What is the airspeed velocity of an unladen swallow?",
-    "How do I configure a VPN on Windows 11?", "What is our company's parental leave policy?",
-    "Which Pokémon evolves into Charizard?", "How many calories are in a banana?",
-    "What is the syntax of a Python list comprehension?", "When does the cafeteria close on Fridays?",
-    "Who directed the movie Inception?", "How do I file an expense report in SAP Concur?",
-    "What is the best way to train a puppy to sit?", "How do I change a flat tyre on a Toyota Corolla?",
-    "What is the Kubernetes default pod eviction timeout?", "What is the plot of the Harry Potter books?",
-    "How do I make sourdough starter?", "What are the rules of pickleball?",
-    "What is the exchange rate between the euro and the Japanese yen?", "Who is the lead singer of Coldplay?",
-    "How much annual leave do part-time employees get?", "What does HTTP status code 418 mean?",
-    "How do you knit a scarf for beginners?", "What is the tallest building in Dubai?",
-    "How do I enable dark mode in Slack?", "What time zone is Auckland in?",
-    "What are the side effects of ibuprofen?", "How do I book a meeting room in the Berlin office?",
-    "Which keyboard shortcut takes a screenshot on a Mac?", "What is the price of a Tesla Model 3?",
-    "How many players are on a rugby union team?", "What's the difference between latte and cappuccino?",
-    "How do I renew my passport online?", "What is the boiling point of ethanol at sea level?",
-    "Who painted the Girl with a Pearl Earring?", "How do I set up two-factor authentication on GitHub?",
-    "What is the VAT rate in Ireland?", "What is the lyric of the chorus of Bohemian Rhapsody?",
+    "What is the capital of Mongolia?",
+    "How do I reset my Outlook password?",
+    "What is the recommended tire pressure for a mountain bike?",
+    "How long should I boil an egg for a soft yolk?",
+    "Who won the 2018 FIFA World Cup?",
+    "What is the airspeed velocity of an unladen swallow?",
+    "How do I configure a VPN on Windows 11?",
+    "What is our company's parental leave policy?",
+    "Which Pokémon evolves into Charizard?",
+    "How many calories are in a banana?",
+    "What is the syntax of a Python list comprehension?",
+    "When does the cafeteria close on Fridays?",
+    "Who directed the movie Inception?",
+    "How do I file an expense report in SAP Concur?",
+    "What is the best way to train a puppy to sit?",
+    "How do I change a flat tyre on a Toyota Corolla?",
+    "What is the Kubernetes default pod eviction timeout?",
+    "What is the plot of the Harry Potter books?",
+    "How do I make sourdough starter?",
+    "What are the rules of pickleball?",
+    "What is the exchange rate between the euro and the Japanese yen?",
+    "Who is the lead singer of Coldplay?",
+    "How much annual leave do part-time employees get?",
+    "What does HTTP status code 418 mean?",
+    "How do you knit a scarf for beginners?",
+    "What is the tallest building in Dubai?",
+    "How do I enable dark mode in Slack?",
+    "What time zone is Auckland in?",
+    "What are the side effects of ibuprofen?",
+    "How do I book a meeting room in the Berlin office?",
+    "Which keyboard shortcut takes a screenshot on a Mac?",
+    "What is the price of a Tesla Model 3?",
+    "How many players are on a rugby union team?",
+    "What's the difference between latte and cappuccino?",
+    "How do I renew my passport online?",
+    "What is the boiling point of ethanol at sea level?",
+    "Who painted the Girl with a Pearl Earring?",
+    "How do I set up two-factor authentication on GitHub?",
+    "What is the VAT rate in Ireland?",
+    "What is the lyric of the chorus of Bohemian Rhapsody?",
 ]
 _WORD = re.compile(r"\w+")
 STOP = grading.STOP_WORDS
@@ -56,8 +77,10 @@ K1, B, ALPHA, CANDIDATES = 1.2, 0.75, 0.4, 30
 class Index:
     def __init__(self, ids: list[str], titles: list[str], texts: list[str], vectors: np.ndarray) -> None:
         self.ids, self.titles, self.texts, self.vectors = ids, titles, texts, vectors
-        self.docs = [Counter(w for w in _WORD.findall(f"{ti} {te}".lower()) if w not in STOP)
-                     for ti, te in zip(titles, texts, strict=True)]
+        self.docs = [
+            Counter(w for w in _WORD.findall(f"{ti} {te}".lower()) if w not in STOP)
+            for ti, te in zip(titles, texts, strict=True)
+        ]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=float)
         self.df = Counter(w for d in self.docs for w in d)
         self.postings: dict[str, list[int]] = {}
@@ -92,13 +115,19 @@ class Index:
         fused = {i: (1 - alpha) * ln.get(i, 0.0) + alpha * vn.get(i, 0.0) for i in pool}
         out = []
         for i in sorted(pool, key=lambda i: -fused[i])[:k]:
-            out.append(common_pb2.ScoredChunk(
-                chunk=common_pb2.Chunk(chunk_id=self.ids[i], text=self.texts[i], title=self.titles[i]),
-                score=fused[i], hybrid_score=fused[i], lexical_score=float(lexical[i]), vector_score=float(vector[i])))
+            out.append(
+                common_pb2.ScoredChunk(
+                    chunk=common_pb2.Chunk(chunk_id=self.ids[i], text=self.texts[i], title=self.titles[i]),
+                    score=fused[i],
+                    hybrid_score=fused[i],
+                    lexical_score=float(lexical[i]),
+                    vector_score=float(vector[i]),
+                )
+            )
         return out
 
 
-def graded(index: Index, encode, question: str) -> tuple[grading.Grade, bool]:  # type: ignore[no-untyped-def]
+def graded(index: Index, encode, question: str) -> tuple[grading.Grade, bool]:
     plan = route(question)
     queries = [GradedQuery.of(question, plan.entities)]
     results = index.search(question, encode(question), ALPHA, CANDIDATES)
@@ -120,8 +149,11 @@ def main(argv: list[str]) -> None:
     from ragmesh_embedder.config import default_model_path
 
     sample = int(argv[argv.index("--sample") + 1]) if "--sample" in argv else 300
-    args = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("--sample",
-                                                                                                    "--cache"))]
+    args = [
+        a
+        for i, a in enumerate(argv)
+        if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("--sample", "--cache"))
+    ]
     root = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "shared" / "data"
     squad = root / "squad_v1.1_dev"
     corpus = [json.loads(line) for line in (squad / "corpus.jsonl").read_text().splitlines() if line.strip()]
@@ -136,12 +168,20 @@ def main(argv: list[str]) -> None:
     if cache is not None and cache.exists():
         vectors = np.load(cache)
     else:
-        vectors = model.encode([f"{d.get('title', '')}\n{d['text']}" for d in corpus], batch_size=64,
-                               normalize_embeddings=True, show_progress_bar=False)
+        vectors = model.encode(
+            [f"{d.get('title', '')}\n{d['text']}" for d in corpus],
+            batch_size=64,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         if cache is not None:
             np.save(cache, vectors)
-    index = Index([d["_id"] for d in corpus], [d.get("title", "") for d in corpus], [d["text"] for d in corpus],
-                  np.asarray(vectors))
+    index = Index(
+        [d["_id"] for d in corpus],
+        [d.get("title", "") for d in corpus],
+        [d["text"] for d in corpus],
+        np.asarray(vectors),
+    )
 
     def encode(text: str) -> np.ndarray:
         return np.asarray(model.encode([text], normalize_embeddings=True, show_progress_bar=False)[0])
@@ -153,8 +193,10 @@ def main(argv: list[str]) -> None:
         if result.grade == grading.CORRECT:
             answered += 1
             gold_kept += gold.get(q["_id"]) in {k.chunk.chunk_id for k in result.kept}
-    print(f"answerable (SQuAD dev, {len(questions)}): answered {answered} = {answered / len(questions):.3f}; "
-          f"gold paragraph kept {gold_kept} = {gold_kept / len(questions):.3f}; corrective searches {corrected}")
+    print(
+        f"answerable (SQuAD dev, {len(questions)}): answered {answered} = {answered / len(questions):.3f}; "
+        f"gold paragraph kept {gold_kept} = {gold_kept / len(questions):.3f}; corrective searches {corrected}"
+    )
     rejected, corrected = 0, 0
     for question in OFF_TOPIC:
         result, corrective = graded(index, encode, question)
@@ -162,8 +204,10 @@ def main(argv: list[str]) -> None:
         rejected += result.grade != grading.CORRECT
         if result.grade == grading.CORRECT and "-v" in argv:
             print("   answered off-topic:", question, result.reasons)
-    print(f"off-topic ({len(OFF_TOPIC)}): rejected {rejected} = {rejected / len(OFF_TOPIC):.3f}; "
-          f"corrective searches {corrected}")
+    print(
+        f"off-topic ({len(OFF_TOPIC)}): rejected {rejected} = {rejected / len(OFF_TOPIC):.3f}; "
+        f"corrective searches {corrected}"
+    )
 
 
 if __name__ == "__main__":

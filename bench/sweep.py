@@ -15,6 +15,7 @@ are cached in `--cache-dir` (.data/bench-cache), so a sweep re-runs in minutes. 
 use `make bench-retrieval` for the mesh. Writes bench/results/sweep.json (dataset → variant →
 configuration → metric → value) and prints a Markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,28 +90,59 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
 
     async def one(i: int, d: dict[str, Any]) -> None:
         async with gate:
-            doc = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
-                title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"), metadata=user.metadata(), timeout=60)
+            doc = await stub.CreateDocument(
+                retriever_pb2.CreateDocumentRequest(title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"),
+                metadata=user.metadata(),
+                timeout=60,
+            )
             did = doc.document_id
-            top = common_pb2.Chunk(chunk_id=f"{did}:0", document_id=did, level=common_pb2.CHUNK_LEVEL_DOCUMENT, ordinal=0,
-                                   text=bench.summary_text(d.get("title", ""), d["text"]), title=d.get("title", ""),
-                                   kind=common_pb2.CHUNK_KIND_SUMMARY, embedding=summary[i].tolist())
-            para = common_pb2.Chunk(chunk_id=f"{did}:1", document_id=did, parent_id=top.chunk_id,
-                                    level=common_pb2.CHUNK_LEVEL_PARAGRAPH, ordinal=1, text=d["text"],
-                                    title=d.get("title", ""), kind=common_pb2.CHUNK_KIND_PARAGRAPH, embedding=paragraph[i].tolist())
-            await stub.IndexChunks(retriever_pb2.IndexChunksRequest(document_id=did, chunks=[top, para]),
-                                   metadata=user.metadata(), timeout=120)
-            await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                document_id=did, status=common_pb2.DOCUMENT_STATUS_READY), metadata=user.metadata(), timeout=60)
+            top = common_pb2.Chunk(
+                chunk_id=f"{did}:0",
+                document_id=did,
+                level=common_pb2.CHUNK_LEVEL_DOCUMENT,
+                ordinal=0,
+                text=bench.summary_text(d.get("title", ""), d["text"]),
+                title=d.get("title", ""),
+                kind=common_pb2.CHUNK_KIND_SUMMARY,
+                embedding=summary[i].tolist(),
+            )
+            para = common_pb2.Chunk(
+                chunk_id=f"{did}:1",
+                document_id=did,
+                parent_id=top.chunk_id,
+                level=common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                ordinal=1,
+                text=d["text"],
+                title=d.get("title", ""),
+                kind=common_pb2.CHUNK_KIND_PARAGRAPH,
+                embedding=paragraph[i].tolist(),
+            )
+            await stub.IndexChunks(
+                retriever_pb2.IndexChunksRequest(document_id=did, chunks=[top, para]),
+                metadata=user.metadata(),
+                timeout=120,
+            )
+            await stub.UpdateDocumentStatus(
+                retriever_pb2.UpdateDocumentStatusRequest(document_id=did, status=common_pb2.DOCUMENT_STATUS_READY),
+                metadata=user.metadata(),
+                timeout=60,
+            )
             corpus_of_document[did] = d["_id"]
 
     await asyncio.gather(*[one(i, d) for i, d in enumerate(corpus)])
     return corpus_of_document
 
 
-async def evaluate(stub: Any, user: Any, dataset: bench.Dataset, queries: list[dict[str, Any]], qvectors: Any,
-                   qrels: dict[str, dict[str, int]], corpus_of_document: dict[str, str],
-                   fields: dict[str, Any]) -> dict[str, float]:
+async def evaluate(
+    stub: Any,
+    user: Any,
+    dataset: bench.Dataset,
+    queries: list[dict[str, Any]],
+    qvectors: Any,
+    qrels: dict[str, dict[str, int]],
+    corpus_of_document: dict[str, str],
+    fields: dict[str, Any],
+) -> dict[str, float]:
     from google.protobuf import json_format
 
     from ragmesh.retriever.v1 import retriever_pb2
@@ -138,12 +170,12 @@ async def main_async(args: argparse.Namespace) -> int:
 
     from ragmesh.retriever.v1 import retriever_pb2_grpc
     from ragmesh_common.context import UserContext
+    from ragmesh_common.server import insecure_channel
+    from ragmesh_common.tokens import use_local_keys
     from ragmesh_dev.engines.postgres import EmbeddedPostgres
     from ragmesh_dev.ports import free_port
-    from ragmesh_retriever.migrate import apply_schema
-    from ragmesh_common.server import insecure_channel
     from ragmesh_retriever.config import Settings
-    from ragmesh_common.tokens import use_local_keys
+    from ragmesh_retriever.migrate import apply_schema
     from ragmesh_retriever.server import build_service
 
     use_local_keys("bench")  # the in-process retrievers trust it; user.metadata() signs with it
@@ -172,7 +204,7 @@ async def main_async(args: argparse.Namespace) -> int:
             qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
             queries = [q for q in bench.read_jsonl(folder / "queries.jsonl") if q["_id"] in qrels]
             if name == "squad":
-                queries = queries[::args.squad_stride]
+                queries = queries[:: args.squad_stride]
             summary, paragraph, qvectors = vectors(Path(args.cache_dir), name, corpus, queries)
             database = f"sweep_{name}"
             with psycopg.connect(server.owner_dsn(), autocommit=True) as conn:
@@ -189,12 +221,17 @@ async def main_async(args: argparse.Namespace) -> int:
                         if v == 0:
                             started = time.perf_counter()
                             corpus_of_document = await index(stub, user, corpus, summary, paragraph)
-                            bench.log(f"{name}: indexed {len(corpus)} documents in {time.perf_counter() - started:.0f}s")
+                            bench.log(
+                                f"{name}: indexed {len(corpus)} documents in {time.perf_counter() - started:.0f}s"
+                            )
                         for config, fields in configs.items():
-                            scores = await evaluate(stub, user, dataset, queries, qvectors, qrels, corpus_of_document,
-                                                    fields)
+                            scores = await evaluate(
+                                stub, user, dataset, queries, qvectors, qrels, corpus_of_document, fields
+                            )
                             results.setdefault(name, {}).setdefault(variant, {})[config] = scores
-                            bench.log(f"{name} {variant} {config}: " + ", ".join(f"{m} {s:.4f}" for m, s in scores.items()))
+                            bench.log(
+                                f"{name} {variant} {config}: " + ", ".join(f"{m} {s:.4f}" for m, s in scores.items())
+                            )
                 finally:
                     await service.stop()
     finally:
@@ -216,8 +253,8 @@ def main() -> None:
     root = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description="ragmesh retriever settings sweep (quality only)")
     parser.add_argument("--datasets", default="hotpotqa,squad,scifact")
-    parser.add_argument("--variant", action="append", help='NAME=JSON of retriever Settings overrides (repeatable)')
-    parser.add_argument("--config", action="append", help='NAME=JSON of SearchRequest fields (repeatable)')
+    parser.add_argument("--variant", action="append", help="NAME=JSON of retriever Settings overrides (repeatable)")
+    parser.add_argument("--config", action="append", help="NAME=JSON of SearchRequest fields (repeatable)")
     parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question")
     parser.add_argument("--data-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--cache-dir", default=str(root / ".data" / "bench-cache"))

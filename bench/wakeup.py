@@ -13,6 +13,7 @@ hand each message to the event loop). Rows alternate transports per call, so dri
 both alike. Prints a Markdown table (median, p95 and mean µs) and writes `bench/results/wakeup.json`.
 Benchmarks are not tests: nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ async def serve(grpc_port: int, tcp_port: int) -> None:
         return request
 
     server = aio.server()
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-        SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(echo)})])
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(echo)})]
+    )
     server.add_insecure_port(f"127.0.0.1:{grpc_port}")
     await server.start()
 
@@ -89,9 +91,13 @@ async def measure(grpc_port: int, tcp_port: int, gaps: list[float], requests: in
                         times[name].append((time.perf_counter() - started) * 1e6)
             for name, values in times.items():
                 out[f"{name}, idle {gap * 1000:g} ms"] = {
-                    "median_us": round(percentile(values, 0.5)), "p95_us": round(percentile(values, 0.95)),
-                    "mean_us": round(statistics.fmean(values)), "calls": len(values), "transport": name,
-                    "gap_ms": gap * 1000}
+                    "median_us": round(percentile(values, 0.5)),
+                    "p95_us": round(percentile(values, 0.95)),
+                    "mean_us": round(statistics.fmean(values)),
+                    "calls": len(values),
+                    "transport": name,
+                    "gap_ms": gap * 1000,
+                }
     finally:
         writer.close()
         await channel.close()
@@ -135,14 +141,23 @@ def main() -> int:
     finally:
         server.kill()
         server.wait()
-    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loop": "uvloop"},
-               "payload_bytes": len(PAYLOAD), "rows": rows}
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loop": "uvloop"},
+        "payload_bytes": len(PAYLOAD),
+        "rows": rows,
+    }
     base = {r["transport"]: r["median_us"] for r in rows.values() if r["gap_ms"] == min(gaps) * 1000}
     least = f"idle {min(gaps) * 1000:g} ms" if min(gaps) else "back to back"
-    write_report(args.output, results, "## Loopback round trip after idle (µs)",
-                 ["transport, idle before the call", "median", "p95", "mean", f"median − {least}"],
-                 [(name, r["median_us"], r["p95_us"], r["mean_us"], r["median_us"] - base[r["transport"]])
-                  for name, r in rows.items()])
+    write_report(
+        args.output,
+        results,
+        "## Loopback round trip after idle (µs)",
+        ["transport, idle before the call", "median", "p95", "mean", f"median − {least}"],
+        [
+            (name, r["median_us"], r["p95_us"], r["mean_us"], r["median_us"] - base[r["transport"]])
+            for name, r in rows.items()
+        ],
+    )
     return 0
 
 

@@ -3,6 +3,7 @@
 The measurement is `bench/query_eval.py` (`make bench-query`); its figures are in bench/README.md. The
 thresholds leave room for the gap between the samples and the whole files.
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,9 @@ from query_eval import datasets, measure  # noqa: E402 - bench/ is put on sys.pa
 
 DATA = ROOT.parent / "shared" / "data"
 FILES = ["hotpotqa_train100/queries.jsonl", "beir_scifact/queries.jsonl", "squad_v1.1_dev/queries.jsonl"]
-pytestmark = pytest.mark.skipif(not all((DATA / f).is_file() for f in FILES),
-                                reason=f"shared question sets not found under {DATA}")
+pytestmark = pytest.mark.skipif(
+    not all((DATA / f).is_file() for f in FILES), reason=f"shared question sets not found under {DATA}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,4 +38,3 @@ def test_single_hop_sets_rarely_flagged(questions: dict[str, list[str]], name: s
     stats = measure(questions[name], name)
     assert stats.total == 300
     assert stats.rate <= 0.10, f"{stats.flagged}/{stats.total} {name} questions flagged multi-hop"
-

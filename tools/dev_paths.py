@@ -4,6 +4,7 @@ virtualenv's bin folder for each console script a package declares (`[project.sc
 It does what `pip install -e` of each package would do, without a build step per package;
 the per-package pyproject.toml files are what container images install from.
 """
+
 from __future__ import annotations
 
 import site
@@ -34,8 +35,10 @@ def write_launchers(scripts: dict[str, str], bin_dir: Path, python: str) -> list
     for name, target in scripts.items():
         module, _, attribute = target.partition(":")
         path = bin_dir / name
-        path.write_text(f"#!{python}\nimport sys\nfrom {module} import {attribute.split('.')[0]}\n\n"
-                        f"if __name__ == \"__main__\":\n    sys.exit({attribute}())\n")
+        path.write_text(
+            f"#!{python}\nimport sys\nfrom {module} import {attribute.split('.')[0]}\n\n"
+            f'if __name__ == "__main__":\n    sys.exit({attribute}())\n'
+        )
         path.chmod(0o755)
         written.append(path)
     return written

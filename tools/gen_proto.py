@@ -3,6 +3,7 @@
 Usage: python tools/gen_proto.py [OUT_DIR]   (default: libs/ragmesh_common/src)
 The drift test runs this into a temporary folder and compares with the committed files.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,11 +27,18 @@ def generate(out: Path) -> list[Path]:
     # mypy-protobuf's plugins (beside this interpreter): enum ValueTypes, typed HasField and typed stubs/servicers
     # for the *_pb2_grpc modules, which protoc's own --pyi_out leaves untyped
     plugins = Path(sys.executable).parent
-    args = ["protoc", f"-I{PROTO}", f"-I{include}",
-            f"--plugin=protoc-gen-mypy={plugins / 'protoc-gen-mypy'}",
-            f"--plugin=protoc-gen-mypy_grpc={plugins / 'protoc-gen-mypy_grpc'}",
-            f"--python_out={out}", f"--mypy_out=quiet:{out}", f"--grpc_python_out={out}", f"--mypy_grpc_out=quiet:{out}",
-            *[str(p.relative_to(PROTO)) for p in protos]]
+    args = [
+        "protoc",
+        f"-I{PROTO}",
+        f"-I{include}",
+        f"--plugin=protoc-gen-mypy={plugins / 'protoc-gen-mypy'}",
+        f"--plugin=protoc-gen-mypy_grpc={plugins / 'protoc-gen-mypy_grpc'}",
+        f"--python_out={out}",
+        f"--mypy_out=quiet:{out}",
+        f"--grpc_python_out={out}",
+        f"--mypy_grpc_out=quiet:{out}",
+        *[str(p.relative_to(PROTO)) for p in protos],
+    ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     package_dirs = {p.parent for p in out.joinpath("ragmesh").rglob("*_pb2.py")}

@@ -6,6 +6,7 @@
 
 Golden renders live in helm/ragmesh/examples/<scenario>/{values.yaml,rendered.yaml}; tests/chart checks them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def load_values(path: Path) -> dict[str, Any]:
     return data
 
 
-def render(values: dict[str, Any] | None = None, *, chart: Path = CHART, release: str = RELEASE,
-           namespace: str = NAMESPACE) -> str:
+def render(
+    values: dict[str, Any] | None = None, *, chart: Path = CHART, release: str = RELEASE, namespace: str = NAMESPACE
+) -> str:
     """The chart's manifests as one YAML stream, templates in path order (NOTES.txt left out)."""
     import helm_python as helm
 
@@ -78,8 +80,9 @@ def main() -> int:
         golden = golden_path.read_text() if golden_path.exists() else ""
         if golden != fresh:
             stale += 1
-            sys.stdout.writelines(difflib.unified_diff(golden.splitlines(True), fresh.splitlines(True),
-                                                       str(golden_path), "fresh render"))
+            sys.stdout.writelines(
+                difflib.unified_diff(golden.splitlines(True), fresh.splitlines(True), str(golden_path), "fresh render")
+            )
     if stale:
         print(f"{stale} golden render(s) stale: run python tools/render_chart.py --update", file=sys.stderr)
     return 1 if stale else 0

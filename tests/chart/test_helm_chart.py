@@ -3,6 +3,7 @@
 Renders offline with real Helm v4 (helm-python-sdk); no helm binary, no cluster.
 Regenerate the golden renders after a deliberate chart change: python tools/render_chart.py --update
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "ragmesh"
 K8S_VERSION = "1.33"
 GPU_COMPONENTS = {"embedder", "reranker"}
-GRPC_PORTS = {"parser": 50051, "embedder": 50052, "retriever": 50053, "reranker": 50054, "graph": 50055,
-              "answerer": 50056}
+GRPC_PORTS = {
+    "parser": 50051,
+    "embedder": 50052,
+    "retriever": 50053,
+    "reranker": 50054,
+    "graph": 50055,
+    "answerer": 50056,
+}
 
 _spec = importlib.util.spec_from_file_location("render_chart", ROOT / "tools" / "render_chart.py")
 assert _spec is not None and _spec.loader is not None
@@ -72,7 +79,8 @@ def test_golden_render_is_current(scenario: str) -> None:
     path = SCENARIOS[scenario]
     fresh = render_chart.render(render_chart.load_values(path / "values.yaml"))
     assert (path / "rendered.yaml").read_text() == fresh, (
-        f"{scenario}: golden render is stale; run python tools/render_chart.py --update and review the diff")
+        f"{scenario}: golden render is stale; run python tools/render_chart.py --update and review the diff"
+    )
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -199,9 +207,14 @@ def test_otel_and_store_wiring() -> None:
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in reranker["volumeMounts"]
 
 
-CALLERS = {"parser": {"gateway", "worker"}, "embedder": {"gateway", "worker", "retriever"},
-           "retriever": {"gateway", "worker", "graph"}, "reranker": {"gateway"}, "graph": {"gateway", "worker"},
-           "answerer": {"gateway"}}
+CALLERS = {
+    "parser": {"gateway", "worker"},
+    "embedder": {"gateway", "worker", "retriever"},
+    "retriever": {"gateway", "worker", "graph"},
+    "reranker": {"gateway"},
+    "graph": {"gateway", "worker"},
+    "answerer": {"gateway"},
+}
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -217,8 +230,11 @@ def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> No
         assert callers == CALLERS[name], name
         assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
     assert _by_kind(_docs({"default": {"networkPolicy": {"enabled": False}}}), "NetworkPolicy") == {}
-    (retriever,) = [d for d in _scenario_docs("weaviate") if d["kind"] == "Deployment"
-                    and d["metadata"]["name"] == "ragmesh-retriever"]
+    (retriever,) = [
+        d
+        for d in _scenario_docs("weaviate")
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "ragmesh-retriever"
+    ]
     assert _env(retriever["spec"]["template"]["spec"]["containers"][0])["EMBEDDER_ADDR"] == "ragmesh-embedder:50052"
 
 
@@ -266,13 +282,16 @@ def test_disabled_component_renders_nothing_and_is_not_wired() -> None:
     assert "GRAPH_ADDR" not in env and env["GATEWAY_GRAPH_ENABLED"] == "false"
 
 
-@pytest.mark.parametrize("values, offending", [
-    ({"components": {"embedder": {"replcas": 2}}}, "replcas"),
-    ({"golbal": {"image": {"tag": "1.0"}}}, "golbal"),
-    ({"default": {"autoscaling": {"targetCPU": 50}}}, "targetCPU"),
-    ({"components": {"vectorizer": {"port": 1}}}, "vectorizer"),
-    ({"retriever": {"backend": "faiss"}}, "backend"),
-])
+@pytest.mark.parametrize(
+    "values, offending",
+    [
+        ({"components": {"embedder": {"replcas": 2}}}, "replcas"),
+        ({"golbal": {"image": {"tag": "1.0"}}}, "golbal"),
+        ({"default": {"autoscaling": {"targetCPU": 50}}}, "targetCPU"),
+        ({"components": {"vectorizer": {"port": 1}}}, "vectorizer"),
+        ({"retriever": {"backend": "faiss"}}, "backend"),
+    ],
+)
 def test_schema_rejects_unknown_keys_and_bad_values(values: dict[str, Any], offending: str) -> None:
     with pytest.raises(helm.HelmValuesError, match=offending):
         render_chart.render(values)

@@ -5,6 +5,7 @@ always against the committed image of the newest release under proto/releases/ (
 such as a shallow CI checkout, still checks something real). When the tag is present, its image must equal
 the committed one.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,16 +43,18 @@ def release_images() -> list[Path]:
 
 def last_release_tag() -> str | None:
     """The newest release tag (vMAJOR.MINOR.PATCH), or None when the checkout has none."""
-    done = subprocess.run(["git", "tag", "--list", "v*"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=True)
+    done = subprocess.run(
+        ["git", "tag", "--list", "v*"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     tags = [t for t in done.stdout.split() if TAG_PATTERN.match(t)]
     return max(tags, key=_version) if tags else None
 
 
 def git_input(tag: str) -> str:
     """A buf input naming proto/ at `tag` (the common git dir, so a worktree works as well as a clone)."""
-    common = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, check=True).stdout.strip()
+    common = subprocess.run(
+        ["git", "rev-parse", "--git-common-dir"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
     return f"{(ROOT / common).resolve()}#tag={tag},subdir=proto"
 
 
@@ -67,8 +70,10 @@ def test_buf_lint() -> None:
 def test_no_breaking_change_against_the_committed_release_image() -> None:
     images = release_images()
     assert images, "no release image under proto/releases/ (see proto/README.md, releasing a contract version)"
-    _clean(_buf("breaking", "proto", "--against", str(images[-1].relative_to(ROOT))),
-           f"buf breaking proto --against {images[-1].relative_to(ROOT)}")
+    _clean(
+        _buf("breaking", "proto", "--against", str(images[-1].relative_to(ROOT))),
+        f"buf breaking proto --against {images[-1].relative_to(ROOT)}",
+    )
 
 
 def test_no_breaking_change_against_the_last_release_tag() -> None:
@@ -87,7 +92,8 @@ def test_committed_image_of_the_last_release_is_what_its_tag_builds(tmp_path: Pa
     built = tmp_path / f"{tag}.binpb"
     _clean(_buf("build", git_input(tag), "-o", str(built)), f"buf build {tag}")
     assert built.read_bytes() == committed.read_bytes(), (
-        f"proto/releases/{tag}.binpb differs from what tag {tag} builds: regenerate it from the tag")
+        f"proto/releases/{tag}.binpb differs from what tag {tag} builds: regenerate it from the tag"
+    )
 
 
 def test_the_checks_fail_on_a_breaking_change(tmp_path: Path) -> None:

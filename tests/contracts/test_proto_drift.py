@@ -1,4 +1,5 @@
 """The committed stubs are exactly what proto/ generates (regenerate with `make proto`)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,11 @@ def _generator():
 def test_generated_stubs_match_proto_sources(tmp_path: Path) -> None:
     _generator().generate(tmp_path)
     fresh = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.joinpath("ragmesh").rglob("*") if p.is_file()}
-    committed = {p.relative_to(COMMITTED): p.read_bytes() for p in COMMITTED.joinpath("ragmesh").rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts}
+    committed = {
+        p.relative_to(COMMITTED): p.read_bytes()
+        for p in COMMITTED.joinpath("ragmesh").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     assert fresh.keys() == committed.keys(), "stub files differ from proto/: run `make proto`"
     stale = sorted(str(k) for k in fresh if fresh[k] != committed[k])
     assert not stale, f"stubs out of date with proto/ (run `make proto`): {stale}"

@@ -1,4 +1,5 @@
 """The whole mesh started once for the end-to-end tests: separate processes, real ports, embedded engines."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

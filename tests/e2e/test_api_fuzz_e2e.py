@@ -8,6 +8,7 @@ status code, content type and response schema conformance (for the Server-Sent E
 against the event schema). A valid chat's max_tokens is capped, since each could otherwise run the LLM for
 its full default length.
 """
+
 from __future__ import annotations
 
 import collections
@@ -22,8 +23,11 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from ragmesh_dev.devstack import Stack
 
@@ -44,9 +48,17 @@ def test_the_live_api_never_answers_5xx_and_conforms_to_its_spec(mesh: Stack) ->
 
     for operation in operations:
         for mode in GenerationMode:
+
             @hypothesis.seed(SEED)
-            @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None, print_blob=False,
-                      suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+            @settings(
+                max_examples=EXAMPLES,
+                derandomize=True,
+                deadline=None,
+                database=None,
+                print_blob=False,
+                suppress_health_check=list(HealthCheck),
+                phases=[Phase.explicit, Phase.generate],
+            )
             @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
             def run(case: Any) -> None:
                 # run() is called below in the same iteration, so the loop variables it reads are current

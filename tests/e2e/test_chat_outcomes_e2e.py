@@ -1,6 +1,7 @@
 """Chat outcomes through the HTTP API against the real mesh: no_permission, no_match_in_filter, ingesting,
 an off-topic question (no_sources), an on-topic one (answered), a lexical-only chat (alpha 0), and a trace
 with no error span while the reranker is unconfigured (the mesh starts without RERANKER_MODEL)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,8 @@ import pytest
 
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import IDENTITY_KEY, UserContext
-from ragmesh_dev.devstack import Stack
 from ragmesh_common.server import insecure_channel
+from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -39,9 +40,13 @@ def client(mesh: Stack) -> httpx.Client:
 
 @pytest.fixture(scope="module")
 def tokens(mesh: Stack) -> dict[str, str]:
-    return {"erin": mesh.token("erin", "research", ["employee"]), "hank": mesh.token("hank", "legal", ["employee"]),
-            "nina": mesh.token("nina", "facilities", ["employee"]), "vera": mesh.token("vera", "audit", ["employee"]),
-            "admin": mesh.token("root-admin", "it", ["admin"])}
+    return {
+        "erin": mesh.token("erin", "research", ["employee"]),
+        "hank": mesh.token("hank", "legal", ["employee"]),
+        "nina": mesh.token("nina", "facilities", ["employee"]),
+        "vera": mesh.token("vera", "audit", ["employee"]),
+        "admin": mesh.token("root-admin", "it", ["admin"]),
+    }
 
 
 def upload_ready(client: httpx.Client, token: str, path: Path) -> str:
@@ -86,8 +91,11 @@ def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> No
         async with insecure_channel(mesh.addr("retriever")) as channel:
             await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
                 retriever_pb2.CreateDocumentRequest(title="pending", filename="pending.md"),
-                metadata=((IDENTITY_KEY, mesh.internal_signer("e2e-test").token(UserContext("vera", "audit", ("employee",)))),),
-                timeout=30)
+                metadata=(
+                    (IDENTITY_KEY, mesh.internal_signer("e2e-test").token(UserContext("vera", "audit", ("employee",)))),
+                ),
+                timeout=30,
+            )
 
     asyncio.run(create_queued())
     body = chat(client, tokens["vera"], question="When was IBM founded?")
@@ -114,8 +122,9 @@ def test_on_topic_question_is_answered_and_its_trace_has_no_error_span(client, t
         reply = client.get(f"/api/v1/traces/{body['trace_id']}", headers=auth(tokens["admin"]))
         if reply.status_code == 200:
             spans = reply.json()["spans"]
-            if any(s["kind"] == "server" and s["name"].endswith("RerankerService/Rerank") for s in spans) and \
-                    any(s["name"].endswith("AnswererService/Answer") for s in spans):
+            if any(s["kind"] == "server" and s["name"].endswith("RerankerService/Rerank") for s in spans) and any(
+                s["name"].endswith("AnswererService/Answer") for s in spans
+            ):
                 break
         time.sleep(1)
     assert any(s["name"].endswith("RerankerService/Rerank") for s in spans), [s["name"] for s in spans]

@@ -3,6 +3,7 @@ ingest a folder with --wait, ask, search, docs list/show/rm, traces as admin and
 
 The documents belong to user dana of department cli-e2e, readable by that department only, and are deleted at
 the end, so that the other end-to-end tests (carol reads nothing) do not see them."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
 
 DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
-FILES = [DOCS / "md" / "sources" / "wiki.md", DOCS / "md" / "sources" / "duck.md",
-         DOCS / "csv" / "sources" / "csv-comma.csv"]
+FILES = [
+    DOCS / "md" / "sources" / "wiki.md",
+    DOCS / "md" / "sources" / "duck.md",
+    DOCS / "csv" / "sources" / "csv-comma.csv",
+]
 USER, DEPARTMENT = "dana", "cli-e2e"
 
 if not DOCS.is_dir():
@@ -30,8 +35,14 @@ if not DOCS.is_dir():
 def ragmesh(mesh: Stack, token: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RAGMESH_URL": mesh.gateway_url, "RAGMESH_TOKEN": token, "COLUMNS": "250"}
     env.pop("GATEWAY_JWT_SECRET", None)
-    return subprocess.run([sys.executable, "-m", "ragmesh_cli", *args], capture_output=True, text=True, env=env, check=False,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ragmesh_cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +58,23 @@ def ingested(mesh: Stack, dana: str, tmp_path_factory: pytest.TempPathFactory) -
     for i, source in enumerate(FILES):
         (folder / ("nested" if i else ".") / source.name).symlink_to(source)
     (folder / "nested" / "notes.xyz").write_text("not a supported format")
-    done = ragmesh(mesh, dana, "ingest", str(folder), "--wait", "--concurrency", "2",
-                   "--acl", f'{{"departments": ["{DEPARTMENT}"]}}')
+    done = ragmesh(
+        mesh,
+        dana,
+        "ingest",
+        str(folder),
+        "--wait",
+        "--concurrency",
+        "2",
+        "--acl",
+        f'{{"departments": ["{DEPARTMENT}"]}}',
+    )
     listed = ragmesh(mesh, dana, "docs", "list", "--json")
-    ids = {d["filename"]: d["document_id"] for d in json.loads(listed.stdout)["documents"]} if listed.returncode == 0 \
+    ids = (
+        {d["filename"]: d["document_id"] for d in json.loads(listed.stdout)["documents"]}
+        if listed.returncode == 0
         else {}
+    )
     try:
         assert done.returncode == 0, done.stdout + done.stderr
         rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if line.count("│") > 2}
@@ -114,8 +137,19 @@ def test_bad_token_and_minted_token(mesh: Stack, dana: str, ingested: dict[str, 
     bad = ragmesh(mesh, "not-a-jwt", "docs", "list")
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.startswith("error: HTTP 401: ") and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    minted = ragmesh(mesh, "", "token", "--user", USER, "--department", DEPARTMENT, "--roles", "employee",
-                     "--data-dir", str(mesh.data_dir))
+    minted = ragmesh(
+        mesh,
+        "",
+        "token",
+        "--user",
+        USER,
+        "--department",
+        DEPARTMENT,
+        "--roles",
+        "employee",
+        "--data-dir",
+        str(mesh.data_dir),
+    )
     assert minted.returncode == 0, minted.stderr
     listed = ragmesh(mesh, minted.stdout.strip(), "docs", "list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["total"] == 3

@@ -4,6 +4,7 @@ readers only, list filters with cursor paging, the admin problems view, zero-tex
 
 The documents belong to user olga of department docs-e2e and are deleted at the end (test_mesh_e2e asserts
 that carol reads nothing)."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -42,10 +44,12 @@ def client(mesh: Stack) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def tokens(mesh: Stack) -> dict[str, str]:
-    return {"olga": mesh.token("olga", DEPARTMENT, ["employee"]),
-            "rita": mesh.token("rita", DEPARTMENT, ["employee"]),          # reads by department
-            "otto": mesh.token("otto", "docs-e2e-out", ["employee"]),       # reads nothing until the ACL names him
-            "admin": mesh.token("docs-admin", "it", ["admin"])}
+    return {
+        "olga": mesh.token("olga", DEPARTMENT, ["employee"]),
+        "rita": mesh.token("rita", DEPARTMENT, ["employee"]),  # reads by department
+        "otto": mesh.token("otto", "docs-e2e-out", ["employee"]),  # reads nothing until the ACL names him
+        "admin": mesh.token("docs-admin", "it", ["admin"]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,9 @@ def owned(client: httpx.Client, tokens: dict[str, str]) -> Iterator[list[str]]:
         client.delete(f"/api/v1/documents/{document_id}", headers=auth(tokens["olga"]))
 
 
-def post(client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None) -> httpx.Response:
+def post(
+    client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None
+) -> httpx.Response:
     data = {"acl": json.dumps(acl)} if acl is not None else {}
     return client.post("/api/v1/documents", headers=auth(token), files={"file": (name, content)}, data=data)
 
@@ -77,8 +83,11 @@ def settled(doc: dict[str, Any]) -> bool:
 
 
 def search(client: httpx.Client, token: str, query: str, document_id: str) -> list[dict[str, Any]]:
-    reply = client.post("/api/v1/search", headers=auth(token), json={
-        "query": query, "document_ids": [document_id], "top_k": 10, "relevance_gate": False, "rerank": False})
+    reply = client.post(
+        "/api/v1/search",
+        headers=auth(token),
+        json={"query": query, "document_ids": [document_id], "top_k": 10, "relevance_gate": False, "rerank": False},
+    )
     assert reply.status_code == 200, reply.text
     return reply.json()["results"]
 
@@ -102,8 +111,9 @@ def test_identical_bytes_are_the_same_document(client: httpx.Client, tokens: dic
     assert [d["document_id"] for d in listed["documents"]].count(reactor) == 1 and listed["total"] == 1
 
 
-def test_a_new_version_replaces_the_old_without_a_gap(client: httpx.Client, tokens: dict[str, str],
-                                                       reactor: str) -> None:
+def test_a_new_version_replaces_the_old_without_a_gap(
+    client: httpx.Client, tokens: dict[str, str], reactor: str
+) -> None:
     seen: list[tuple[bool, bool]] = []
     stop, searching = threading.Event(), threading.Event()
     errors: list[str] = []
@@ -123,8 +133,9 @@ def test_a_new_version_replaces_the_old_without_a_gap(client: httpx.Client, toke
     thread.start()
     try:
         assert searching.wait(timeout=300) and not errors, errors  # the loop has seen version 1 before the PUT
-        reply = client.put(f"/api/v1/documents/{reactor}/content", headers=auth(tokens["olga"]),
-                           files={"file": ("reactor.md", V2)})
+        reply = client.put(
+            f"/api/v1/documents/{reactor}/content", headers=auth(tokens["olga"]), files={"file": ("reactor.md", V2)}
+        )
         assert reply.status_code == 202, reply.text
         body = reply.json()
         assert (body["ingesting_version"], body["pending_version"], body["status"]) == (2, 2, "ready")
@@ -141,11 +152,13 @@ def test_a_new_version_replaces_the_old_without_a_gap(client: httpx.Client, toke
     assert not errors, errors
     assert seen and all(alpha != beta for alpha, beta in seen), seen  # always exactly one version's text
     assert seen[0] == (True, False) and seen[-1] == (False, True)
-    unchanged = client.put(f"/api/v1/documents/{reactor}/content", headers=auth(tokens["olga"]),
-                           files={"file": ("reactor.md", V2)})
+    unchanged = client.put(
+        f"/api/v1/documents/{reactor}/content", headers=auth(tokens["olga"]), files={"file": ("reactor.md", V2)}
+    )
     assert unchanged.status_code == 200 and unchanged.json()["unchanged"] is True
-    refused = client.put(f"/api/v1/documents/{reactor}/content", headers=auth(tokens["rita"]),
-                         files={"file": ("reactor.md", V1)})
+    refused = client.put(
+        f"/api/v1/documents/{reactor}/content", headers=auth(tokens["rita"]), files={"file": ("reactor.md", V1)}
+    )
     assert refused.status_code == 403
 
 
@@ -166,8 +179,9 @@ def test_chunks_are_listed_for_readers_only(client: httpx.Client, tokens: dict[s
     assert client.get(f"/api/v1/documents/{reactor}/chunks", headers=auth(tokens["otto"])).status_code == 404
 
 
-def test_acl_change_applies_to_the_next_search_and_chat(client: httpx.Client, tokens: dict[str, str],
-                                                        reactor: str) -> None:
+def test_acl_change_applies_to_the_next_search_and_chat(
+    client: httpx.Client, tokens: dict[str, str], reactor: str
+) -> None:
     path = f"/api/v1/documents/{reactor}"
     assert client.patch(path, headers=auth(tokens["rita"]), json={"title": "mine"}).status_code == 403
     assert client.patch(path, headers=auth(tokens["otto"]), json={"title": "mine"}).status_code == 404
@@ -179,8 +193,15 @@ def test_acl_change_applies_to_the_next_search_and_chat(client: httpx.Client, to
     assert reply.json()["acl"]["users"] == ["otto"] and reply.json()["title"] == "Reactor"
     assert search(client, tokens["otto"], "zorblax reactor", reactor)
     assert not search(client, tokens["rita"], "zorblax reactor", reactor)  # the department lost access at once
-    chat = client.post("/api/v1/chat", headers=auth(tokens["otto"]), json={
-        "question": "What fuel does the zorblax reactor run on?", "document_ids": [reactor], "relevance_gate": False})
+    chat = client.post(
+        "/api/v1/chat",
+        headers=auth(tokens["otto"]),
+        json={
+            "question": "What fuel does the zorblax reactor run on?",
+            "document_ids": [reactor],
+            "relevance_gate": False,
+        },
+    )
     assert chat.status_code == 200, chat.text
     assert any(s["document_id"] == reactor for s in chat.json()["sources"])
     entries = client.get(f"{path}/audit", headers=auth(tokens["olga"])).json()["entries"]
@@ -193,8 +214,9 @@ def test_acl_change_applies_to_the_next_search_and_chat(client: httpx.Client, to
     assert back.status_code == 200 and not search(client, tokens["otto"], "zorblax reactor", reactor)
 
 
-def test_list_filters_and_cursor_paging(client: httpx.Client, tokens: dict[str, str], reactor: str,
-                                        owned: list[str]) -> None:
+def test_list_filters_and_cursor_paging(
+    client: httpx.Client, tokens: dict[str, str], reactor: str, owned: list[str]
+) -> None:
     since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     reply = post(client, tokens["olga"], "glimmerwort.txt", NOTES)
     assert reply.status_code == 202, reply.text
@@ -205,24 +227,37 @@ def test_list_filters_and_cursor_paging(client: httpx.Client, tokens: dict[str, 
     ids: list[str] = []
     cursor = ""
     for _ in range(10):
-        page = client.get("/api/v1/documents", headers=headers,
-                          params={"owner": "olga", "status": ["ready", "failed"], "limit": 1, "cursor": cursor,
-                                  "updated_since": since}).json()
+        page = client.get(
+            "/api/v1/documents",
+            headers=headers,
+            params={
+                "owner": "olga",
+                "status": ["ready", "failed"],
+                "limit": 1,
+                "cursor": cursor,
+                "updated_since": since,
+            },
+        ).json()
         ids += [d["document_id"] for d in page["documents"]]
         cursor = page["next_cursor"]
         if not cursor:
             break
     assert {reactor, notes} <= set(ids) and len(ids) == len(set(ids))
     md = client.get("/api/v1/documents", headers=headers, params={"owner": "olga", "format": "md"}).json()
-    assert reactor in [d["document_id"] for d in md["documents"]] and notes not in [d["document_id"] for d in md["documents"]]
+    assert reactor in [d["document_id"] for d in md["documents"]] and notes not in [
+        d["document_id"] for d in md["documents"]
+    ]
     future = client.get("/api/v1/documents", headers=headers, params={"updated_since": "2999-01-01T00:00:00Z"}).json()
     assert future["total"] == 0
-    assert client.get("/api/v1/documents", headers=headers,
-                      params={"updated_since": "2025-01-01T00:00:00"}).status_code == 422
+    assert (
+        client.get("/api/v1/documents", headers=headers, params={"updated_since": "2025-01-01T00:00:00"}).status_code
+        == 422
+    )
 
 
-def test_zero_text_fails_and_shows_in_the_admin_view(client: httpx.Client, tokens: dict[str, str],
-                                                     owned: list[str]) -> None:
+def test_zero_text_fails_and_shows_in_the_admin_view(
+    client: httpx.Client, tokens: dict[str, str], owned: list[str]
+) -> None:
     reply = post(client, tokens["olga"], "links.html", b'<html><body><img src="a.png"><a href="x"></a></body></html>')
     assert reply.status_code == 202, reply.text
     document_id = reply.json()["document_id"]
@@ -240,12 +275,14 @@ def test_zero_text_fails_and_shows_in_the_admin_view(client: httpx.Client, token
 
 def ragmesh(mesh: Stack, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RAGMESH_URL": mesh.gateway_url, "RAGMESH_TOKEN": token, "COLUMNS": "250"}
-    return subprocess.run([sys.executable, "-m", "ragmesh_cli", *args], capture_output=True, text=True, env=env,
-                          check=False, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "ragmesh_cli", *args], capture_output=True, text=True, env=env, check=False, timeout=900
+    )
 
 
-def test_the_cli_says_duplicate_and_shows_chunks(mesh: Stack, client: httpx.Client, tokens: dict[str, str],
-                                                 owned: list[str], tmp_path: Path) -> None:
+def test_the_cli_says_duplicate_and_shows_chunks(
+    mesh: Stack, client: httpx.Client, tokens: dict[str, str], owned: list[str], tmp_path: Path
+) -> None:
     path = tmp_path / "snorkelberry.md"
     path.write_bytes(CLI_DOC)
     (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")

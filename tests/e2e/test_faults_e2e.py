@@ -8,6 +8,7 @@ Last, a graceful stop: SIGTERM to the gateway ends an open chat stream with a fi
 `make test` runs a representative subset (an optional service, a required one, PostgreSQL, Redis);
 `make bench-faults` (RAGMESH_FAULTS=all) runs every part and writes bench/results/faults.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,20 +32,20 @@ pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 ALICE_MD = DOCS / "md" / "sources" / "wiki.md"
 QUESTION = "When was International Business Machines Corporation founded?"
-RECOVERY_SECONDS = 10.0      # the mesh serves normally this soon after a part is back
-RETURN_SECONDS = 180.0       # a killed part is restarted and warm again within this (model loading under load)
-CHAT_DEADLINE = 200.0        # client-side bound: the gateway's answer deadline (180 s) plus slack
+RECOVERY_SECONDS = 10.0  # the mesh serves normally this soon after a part is back
+RETURN_SECONDS = 180.0  # a killed part is restarted and warm again within this (model loading under load)
+CHAT_DEADLINE = 200.0  # client-side bound: the gateway's answer deadline (180 s) plus slack
 FIRST_RESTART_SECONDS = "3"  # the supervisor's first backoff: long enough to chat while the part is gone
 
 # part -> what a chat gets while it is gone: ("degraded", step) or ("error", step named in the 503) or ("ok", None)
 EXPECTED: dict[str, tuple[str, str | None]] = {
     "embedder": ("degraded", "embed"),
     "reranker": ("degraded", "rerank"),
-    "graph": ("ok", None),          # optional context: degraded when the question uses the graph, else untouched
-    "parser": ("ok", None),         # not on the chat path
+    "graph": ("ok", None),  # optional context: degraded when the question uses the graph, else untouched
+    "parser": ("ok", None),  # not on the chat path
     "retriever": ("error", "retrieve"),
     "answerer": ("error", "guardrail"),
-    "redis": ("ok", None),          # only the rate limiter and ingestion use it
+    "redis": ("ok", None),  # only the rate limiter and ingestion use it
     "postgres": ("error", "retrieve"),
 }
 SUBSET = ("embedder", "retriever", "redis", "postgres")
@@ -60,8 +61,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data = tmp_path_factory.mktemp("faults")
     previous = os.environ.get("RAGMESH_RESTART_BASE_SECONDS")
     os.environ["RAGMESH_RESTART_BASE_SECONDS"] = FIRST_RESTART_SECONDS
-    stack = Stack(data, ports={name: free_port() for name in DEFAULT_PORTS},
-                  extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "1000"})
+    stack = Stack(
+        data, ports={name: free_port() for name in DEFAULT_PORTS}, extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "1000"}
+    )
     try:
         stack.start(timeout=420)
         yield stack
@@ -74,8 +76,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         report = os.environ.get("RAGMESH_FAULTS_REPORT")
         if report and RESULTS:
             Path(report).parent.mkdir(parents=True, exist_ok=True)
-            Path(report).write_text(json.dumps({"parts": RESULTS, "recovery_bound_s": RECOVERY_SECONDS,
-                                                "restarts": stack.restarts}, indent=1, default=str))
+            Path(report).write_text(
+                json.dumps(
+                    {"parts": RESULTS, "recovery_bound_s": RECOVERY_SECONDS, "restarts": stack.restarts},
+                    indent=1,
+                    default=str,
+                )
+            )
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +151,9 @@ def normal(status: int, body: dict[str, Any], baseline: set[str]) -> bool:
 
 
 @pytest.mark.parametrize("part", PARTS)
-def test_part_killed_during_chats(stack: Stack, client: httpx.Client, token: str, baseline: set[str],
-                                  part: str) -> None:
+def test_part_killed_during_chats(
+    stack: Stack, client: httpx.Client, token: str, baseline: set[str], part: str
+) -> None:
     gateway_pid = stack.process("gateway").popen.pid
     old_pid = pid_of(stack, part)
     os.kill(old_pid, signal.SIGKILL)
@@ -171,7 +179,7 @@ def test_part_killed_during_chats(stack: Stack, client: httpx.Client, token: str
         assert status == 200, body
         steps = {d["step"]: d["reason"] for d in body["degraded"]}
         if kind == "degraded":
-            assert step in steps and steps[step], body
+            assert steps.get(step), body
     ready = client.get("/readyz")
     if part in ("retriever", "answerer"):
         assert ready.status_code == 503 and part in ready.json()["reason"], ready.text
@@ -188,13 +196,20 @@ def test_part_killed_during_chats(stack: Stack, client: httpx.Client, token: str
         ready = client.get("/readyz")
         if normal(status, body, baseline) and ready.status_code == 200 and part not in ready.json()["degraded"]:
             break
-        assert time.monotonic() - returned < RECOVERY_SECONDS, f"not normal {RECOVERY_SECONDS}s after {part} returned: {body}"
+        assert time.monotonic() - returned < RECOVERY_SECONDS, (
+            f"not normal {RECOVERY_SECONDS}s after {part} returned: {body}"
+        )
         time.sleep(0.5)
     recovered = time.monotonic()
     assert stack.process("gateway").popen.pid == gateway_pid, "the gateway was restarted"
-    RESULTS.append({"part": part, "during": {"status": during, "expected": kind,
-                                             "step": step, "chat_seconds": round(took, 2)},
-                    "back_after_s": round(returned - killed, 2), "normal_after_return_s": round(recovered - returned, 2)})
+    RESULTS.append(
+        {
+            "part": part,
+            "during": {"status": during, "expected": kind, "step": step, "chat_seconds": round(took, 2)},
+            "back_after_s": round(returned - killed, 2),
+            "normal_after_return_s": round(recovered - returned, 2),
+        }
+    )
 
 
 def pid_of_safe(stack: Stack, part: str) -> int | None:
@@ -212,8 +227,9 @@ def test_sigterm_ends_open_chat_streams_with_an_error_event(stack: Stack, client
     # gateway is told to stop: a short answer could otherwise finish before the signal is handled.
     model.send_signal(signal.SIGSTOP)
     try:
-        with client.stream("POST", "/api/v1/chat", headers=auth(token),
-                           json={"question": QUESTION, "stream": True, "max_tokens": 512}) as reply:
+        with client.stream(
+            "POST", "/api/v1/chat", headers=auth(token), json={"question": QUESTION, "stream": True, "max_tokens": 512}
+        ) as reply:
             assert reply.status_code == 200
             name = "message"
             for line in reply.iter_lines():

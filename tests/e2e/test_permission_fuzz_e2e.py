@@ -5,6 +5,7 @@ document, and a few chat; what each user sees must be exactly what the ACL model
 missing), and the counts must equal what PostgreSQL returns to the application role with that user's RLS
 settings (rag.user_id, rag.department, rag.roles, set as the retriever sets them).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,14 +55,20 @@ class Doc:
         departments = self.departments
         if not (self.public or self.departments or self.roles or self.users) and self.owner.department:
             departments = [self.owner.department]
-        return (self.public or person.name == self.owner.name or person.name in self.users
-                or (bool(person.department) and person.department in departments)
-                or bool(set(person.roles) & set(self.roles)))
+        return (
+            self.public
+            or person.name == self.owner.name
+            or person.name in self.users
+            or (bool(person.department) and person.department in departments)
+            or bool(set(person.roles) & set(self.roles))
+        )
 
 
 def build(rng: random.Random) -> tuple[list[Person], list[Doc]]:
-    people = [Person(f"pf-user{i}", rng.choice([*DEPARTMENTS, ""]),
-                     tuple(rng.sample(ROLES, rng.randint(0, 2)))) for i in range(N_USERS)]
+    people = [
+        Person(f"pf-user{i}", rng.choice([*DEPARTMENTS, ""]), tuple(rng.sample(ROLES, rng.randint(0, 2))))
+        for i in range(N_USERS)
+    ]
     docs = []
     for i in range(N_DOCS):
         marker = "quux" + "".join(rng.choices(string.ascii_lowercase, k=8)) + f"z{i}"
@@ -80,16 +87,21 @@ def build(rng: random.Random) -> tuple[list[Person], list[Doc]]:
 
 
 def markdown(doc: Doc, index: int) -> bytes:
-    return (f"# Permission fuzz document {index}\n\n"
-            f"This memo records the code word {doc.marker} for the quarterly planning review. "
-            f"The code word {doc.marker} is confidential to the readers of this document.\n").encode()
+    return (
+        f"# Permission fuzz document {index}\n\n"
+        f"This memo records the code word {doc.marker} for the quarterly planning review. "
+        f"The code word {doc.marker} is confidential to the readers of this document.\n"
+    ).encode()
 
 
 def rls_documents(dsn: str, person: Person) -> dict[str, str]:
     """Document id -> status, as the application role sees them with this user's RLS settings."""
     with psycopg.connect(dsn, connect_timeout=10) as conn, conn.transaction():
-        conn.execute("SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                     "set_config('rag.roles', %s, true)", (person.name, person.department, ",".join(person.roles)))
+        conn.execute(
+            "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
+            "set_config('rag.roles', %s, true)",
+            (person.name, person.department, ",".join(person.roles)),
+        )
         return {row[0]: row[1] for row in conn.execute("SELECT id::text, status FROM documents").fetchall()}
 
 
@@ -99,12 +111,18 @@ def test_nobody_sees_a_document_the_acl_does_not_give_them(mesh: Stack) -> None:
     tokens = {p.name: mesh.token(p.name, p.department, list(p.roles)) for p in people}
 
     with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as client:
+
         def call(method: str, path: str, person: Person, **kwargs: Any) -> httpx.Response:
             return client.request(method, path, headers={"Authorization": f"Bearer {tokens[person.name]}"}, **kwargs)
 
         for i, doc in enumerate(docs):
-            reply = call("POST", "/api/v1/documents", doc.owner, files={"file": (f"pf-{i}.md", markdown(doc, i))},
-                         data={"acl": json.dumps(doc.acl())})
+            reply = call(
+                "POST",
+                "/api/v1/documents",
+                doc.owner,
+                files={"file": (f"pf-{i}.md", markdown(doc, i))},
+                data={"acl": json.dumps(doc.acl())},
+            )
             assert reply.status_code == 202, reply.text
             doc.document_id = reply.json()["document_id"]
         deadline = time.monotonic() + 600
@@ -125,14 +143,17 @@ def test_nobody_sees_a_document_the_acl_does_not_give_them(mesh: Stack) -> None:
                     call("DELETE", f"/api/v1/documents/{doc.document_id}", doc.owner)
 
     visible = sum(d.readable_by(p) for p in people for d in docs)
-    print(f"permission fuzz: {len(people)} users, {len(docs)} documents, {visible}/{len(people) * len(docs)} "
-          f"user-document pairs readable, {checks} checks, {len(leaks)} leaks, {len(missing)} missing")
+    print(
+        f"permission fuzz: {len(people)} users, {len(docs)} documents, {visible}/{len(people) * len(docs)} "
+        f"user-document pairs readable, {checks} checks, {len(leaks)} leaks, {len(missing)} missing"
+    )
     assert not leaks, leaks
     assert not missing, missing
 
 
-def check_everyone(call: Any, dsn: str, people: list[Person], docs: list[Doc],
-                   rng: random.Random) -> tuple[list[str], list[str], int]:
+def check_everyone(
+    call: Any, dsn: str, people: list[Person], docs: list[Doc], rng: random.Random
+) -> tuple[list[str], list[str], int]:
     """Every user: list, get and search every document, and a seeded few chats. Returns the leaks (seen
     though not readable), the misses (readable but not seen) and the number of checks."""
     ours = {doc.document_id: doc for doc in docs}
@@ -160,8 +181,12 @@ def check_everyone(call: Any, dsn: str, people: list[Person], docs: list[Doc],
 
         ready = sum(1 for status in in_db.values() if status == "ready")
         for doc in docs:
-            reply = call("POST", "/api/v1/search", person,
-                         json={"query": doc.marker, "top_k": 100, "relevance_gate": False, "rerank": False})
+            reply = call(
+                "POST",
+                "/api/v1/search",
+                person,
+                json={"query": doc.marker, "top_k": 100, "relevance_gate": False, "rerank": False},
+            )
             assert reply.status_code == 200, reply.text
             body = reply.json()
             checks += 1
@@ -179,8 +204,12 @@ def check_everyone(call: Any, dsn: str, people: list[Person], docs: list[Doc],
     # chat is slow (the LLM): a seeded few, with a short answer; the sources must be readable
     for person, doc in ((rng.choice(people), rng.choice(docs)) for _ in range(N_CHATS)):
         expected = {d.document_id for d in docs if d.readable_by(person)}
-        reply = call("POST", "/api/v1/chat", person,
-                     json={"question": f"What is the code word {doc.marker}?", "max_tokens": 8, "graph": False})
+        reply = call(
+            "POST",
+            "/api/v1/chat",
+            person,
+            json={"question": f"What is the code word {doc.marker}?", "max_tokens": 8, "graph": False},
+        )
         assert reply.status_code == 200, reply.text
         body = reply.json()
         checks += 1

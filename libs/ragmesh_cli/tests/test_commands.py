@@ -1,4 +1,5 @@
 """The commands against a fake gateway (httpx.MockTransport): what they send, print and exit with."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,16 +11,18 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from ragmesh_cli.main import app
 from typer.testing import CliRunner
+
+from ragmesh_cli.main import app
 
 DOC_ID = "0b5a3a52-8d8e-4a43-9d5c-7b1f8f0e0a01"
 ENV = {"RAGMESH_URL": "http://gw.test", "RAGMESH_TOKEN": "tok", "COLUMNS": "250"}
 
 
 def invoke(handler: Callable[[httpx.Request], Any], *args: str, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, list(args), obj={"transport": httpx.MockTransport(handler)},
-                              env={**ENV, **(env or {})})
+    return CliRunner().invoke(
+        app, list(args), obj={"transport": httpx.MockTransport(handler)}, env={**ENV, **(env or {})}
+    )
 
 
 def sse(*events: tuple[str, dict[str, Any]]) -> httpx.Response:
@@ -28,11 +31,24 @@ def sse(*events: tuple[str, dict[str, Any]]) -> httpx.Response:
 
 
 def document(document_id: str = DOC_ID, **fields: Any) -> dict[str, Any]:
-    return {"document_id": document_id, "title": "Guide", "filename": "guide.md", "mime_type": "text/markdown",
-            "owner_user": "dana", "owner_department": "ops", "status": "ready", "error": "", "chunk_count": 7,
-            "page_count": 0, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-            "summary": "", "size_bytes": 10, "acl": {"public": False, "departments": ["ops"], "roles": [],
-                                                       "users": []}, **fields}
+    return {
+        "document_id": document_id,
+        "title": "Guide",
+        "filename": "guide.md",
+        "mime_type": "text/markdown",
+        "owner_user": "dana",
+        "owner_department": "ops",
+        "status": "ready",
+        "error": "",
+        "chunk_count": 7,
+        "page_count": 0,
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "summary": "",
+        "size_bytes": 10,
+        "acl": {"public": False, "departments": ["ops"], "roles": [], "users": []},
+        **fields,
+    }
 
 
 # ---------- ingest ----------
@@ -53,9 +69,11 @@ def test_ingest_uploads_follows_and_summarizes(tmp_path: Path) -> None:
                 return httpx.Response(200, json={**document(ids[name]), "duplicate": True})
             return httpx.Response(202, json={**document(ids[name], status="queued"), "events_url": "x"})
         if path == "/api/v1/documents/id-good/events":
-            return sse(("status", {"document_id": "id-good", "status": "queued"}),
-                       ("status", {"document_id": "id-good", "status": "parsing"}),
-                       ("status", {"document_id": "id-good", "status": "ready"}))
+            return sse(
+                ("status", {"document_id": "id-good", "status": "queued"}),
+                ("status", {"document_id": "id-good", "status": "parsing"}),
+                ("status", {"document_id": "id-good", "status": "ready"}),
+            )
         if path == "/api/v1/documents/id-bad/events":
             return sse(("status", {"document_id": "id-bad", "status": "failed", "error": "no text"}))
         if path == "/api/v1/documents/id-good":
@@ -92,8 +110,9 @@ def test_ingest_polls_where_there_is_no_events_stream_and_json_output(tmp_path: 
 
     result = invoke(handler, "ingest", str(tmp_path / "a.md"), "--wait", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == [{"path": str(tmp_path / "a.md"), "status": "ready",
-                                          "document_id": "id-a", "reason": "7 chunks"}]
+    assert json.loads(result.stdout) == [
+        {"path": str(tmp_path / "a.md"), "status": "ready", "document_id": "id-a", "reason": "7 chunks"}
+    ]
     assert len(polls) >= 2
 
 
@@ -110,8 +129,9 @@ def test_ingest_uploads_at_most_concurrency_at_once(tmp_path: Path) -> None:
         in_flight -= 1
         return httpx.Response(202, json=document(status="queued"))
 
-    result = CliRunner().invoke(app, ["ingest", str(tmp_path), "--concurrency", "3"], env=ENV,
-                                obj={"transport": httpx.MockTransport(handler)})
+    result = CliRunner().invoke(
+        app, ["ingest", str(tmp_path), "--concurrency", "3"], env=ENV, obj={"transport": httpx.MockTransport(handler)}
+    )
     assert result.exit_code == 0, result.output
     assert "ingest: 12 queued" in result.stdout
     assert 1 < peak <= 3
@@ -133,13 +153,40 @@ def test_ingest_reports_refusals_and_bad_acl(tmp_path: Path) -> None:
 
 
 # ---------- ask / search ----------
-FINAL = {"outcome": "answer", "answer": "IBM was founded in 1911.", "citations": [], "grounding_score": 0.91,
-         "grounded": True, "verified": True, "withheld": False, "warnings": ["one sentence is unsupported"],
-         "degraded": [{"step": "graph", "reason": "graph unavailable"}], "trace_id": "ab" * 16,
-         "sources": [{"index": 1, "document_id": DOC_ID, "chunk_id": "c1", "title": "IBM",
-                      "section_path": ["History", "Founding"], "page": 3, "cited": True, "snippet": "…"},
-                     {"index": 2, "document_id": DOC_ID, "chunk_id": "c2", "title": "IBM", "section_path": [],
-                      "page": None, "cited": False, "snippet": "…"}]}
+FINAL = {
+    "outcome": "answer",
+    "answer": "IBM was founded in 1911.",
+    "citations": [],
+    "grounding_score": 0.91,
+    "grounded": True,
+    "verified": True,
+    "withheld": False,
+    "warnings": ["one sentence is unsupported"],
+    "degraded": [{"step": "graph", "reason": "graph unavailable"}],
+    "trace_id": "ab" * 16,
+    "sources": [
+        {
+            "index": 1,
+            "document_id": DOC_ID,
+            "chunk_id": "c1",
+            "title": "IBM",
+            "section_path": ["History", "Founding"],
+            "page": 3,
+            "cited": True,
+            "snippet": "…",
+        },
+        {
+            "index": 2,
+            "document_id": DOC_ID,
+            "chunk_id": "c2",
+            "title": "IBM",
+            "section_path": [],
+            "page": None,
+            "cited": False,
+            "snippet": "…",
+        },
+    ],
+}
 
 
 def test_ask_streams_tokens_then_sources_and_verification() -> None:
@@ -148,14 +195,19 @@ def test_ask_streams_tokens_then_sources_and_verification() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/api/v1/chat"
         seen.append(json.loads(request.content))
-        return sse(("progress", {"stage": "retrieve", "status": "done"}),
-                   ("progress", {"stage": "answer", "status": "queued", "position": 2, "estimated_wait_s": 1.5}),
-                   ("token", {"text": "IBM was founded"}), ("token", {"text": " in 1911."}), ("final", FINAL))
+        return sse(
+            ("progress", {"stage": "retrieve", "status": "done"}),
+            ("progress", {"stage": "answer", "status": "queued", "position": 2, "estimated_wait_s": 1.5}),
+            ("token", {"text": "IBM was founded"}),
+            ("token", {"text": " in 1911."}),
+            ("final", FINAL),
+        )
 
     result = invoke(handler, "ask", "When was IBM founded?", "-d", DOC_ID)
     assert result.exit_code == 0, result.output
-    assert seen == [{"question": "When was IBM founded?", "stream": True, "top_k": 5, "document_ids": [DOC_ID],
-                     "graph": True}]
+    assert seen == [
+        {"question": "When was IBM founded?", "stream": True, "top_k": 5, "document_ids": [DOC_ID], "graph": True}
+    ]
     out = result.stdout
     assert out.startswith("IBM was founded in 1911.\n")
     assert "[1] IBM › History › Founding, p. 3 (cited)" in out and "[2] IBM\n" in out
@@ -166,16 +218,20 @@ def test_ask_streams_tokens_then_sources_and_verification() -> None:
 
 def test_ask_error_event_and_refusal_are_one_line_and_exit_1() -> None:
     def mid_stream(request: httpx.Request) -> httpx.Response:
-        return sse(("token", {"text": "IBM"}),
-                   ("error", {"step": "answer", "message": "answerer unavailable", "status": 503}))
+        return sse(
+            ("token", {"text": "IBM"}), ("error", {"step": "answer", "message": "answerer unavailable", "status": 503})
+        )
 
     result = invoke(mid_stream, "ask", "q")
     assert result.exit_code == 1
     assert result.stderr.strip() == "error: HTTP 503: answer: answerer unavailable"
 
     def busy(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(503, json={"detail": {"step": "answer", "message": "answerer busy", "status": 503}},
-                              headers={"Retry-After": "5"})
+        return httpx.Response(
+            503,
+            json={"detail": {"step": "answer", "message": "answerer busy", "status": 503}},
+            headers={"Retry-After": "5"},
+        )
 
     result = invoke(busy, "ask", "q")
     assert result.exit_code == 1
@@ -183,8 +239,14 @@ def test_ask_error_event_and_refusal_are_one_line_and_exit_1() -> None:
 
 
 def test_search_table_and_json() -> None:
-    body = {"results": [{**FINAL["sources"][0], "snippet": "IBM was founded in 1911 in Endicott",
-                         "scores": {"score": 0.8123}}], "accessible_documents": 4, "degraded": [], "progress": []}
+    body = {
+        "results": [
+            {**FINAL["sources"][0], "snippet": "IBM was founded in 1911 in Endicott", "scores": {"score": 0.8123}}
+        ],
+        "accessible_documents": 4,
+        "degraded": [],
+        "progress": [],
+    }
 
     def handler(request: httpx.Request) -> httpx.Response:
         assert json.loads(request.content) == {"query": "ibm", "top_k": 3, "rerank": True, "document_ids": []}
@@ -216,8 +278,18 @@ def test_docs_list_passes_filters_and_notes_a_server_that_ignores_them() -> None
 
 
 def test_docs_show_with_and_without_the_chunks_endpoint() -> None:
-    chunks = {"chunks": [{"level": "paragraph", "section_path": ["Intro"], "page": 1, "token_count": 42,
-                          "text": "The first paragraph."}], "next_cursor": "c2"}
+    chunks = {
+        "chunks": [
+            {
+                "level": "paragraph",
+                "section_path": ["Intro"],
+                "page": 1,
+                "token_count": 42,
+                "text": "The first paragraph.",
+            }
+        ],
+        "next_cursor": "c2",
+    }
 
     def with_chunks(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/chunks"):
@@ -264,20 +336,51 @@ def test_docs_rm_tries_each_and_fails_if_any_failed() -> None:
 
 # ---------- traces / auth ----------
 def test_traces_list_show_and_refusal() -> None:
-    spans = {"trace_id": "ab" * 16, "spans": [
-        {"span_id": "2", "parent_span_id": "1", "name": "retrieve", "service": "retriever",
-         "start_time": "2026-01-01T00:00:01Z", "duration_ms": 12.5, "status_code": "OK"},
-        {"span_id": "1", "parent_span_id": None, "name": "POST /api/v1/chat", "service": "gateway",
-         "start_time": "2026-01-01T00:00:00Z", "duration_ms": 40.0, "status_code": "ERROR",
-         "status_message": "boom"}]}
+    spans = {
+        "trace_id": "ab" * 16,
+        "spans": [
+            {
+                "span_id": "2",
+                "parent_span_id": "1",
+                "name": "retrieve",
+                "service": "retriever",
+                "start_time": "2026-01-01T00:00:01Z",
+                "duration_ms": 12.5,
+                "status_code": "OK",
+            },
+            {
+                "span_id": "1",
+                "parent_span_id": None,
+                "name": "POST /api/v1/chat",
+                "service": "gateway",
+                "start_time": "2026-01-01T00:00:00Z",
+                "duration_ms": 40.0,
+                "status_code": "ERROR",
+                "status_message": "boom",
+            },
+        ],
+    }
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.headers["authorization"] != "Bearer admin":
             return httpx.Response(403, json={"detail": "admin role required"})
         if request.url.path == "/api/v1/traces":
             assert dict(request.url.params) == {"limit": "5", "hours": "24"}
-            return httpx.Response(200, json={"traces": [{"trace_id": "ab" * 16, "start_time": "t", "duration_ms": 40,
-                                                         "span_count": 2, "services": [], "has_error": True}]})
+            return httpx.Response(
+                200,
+                json={
+                    "traces": [
+                        {
+                            "trace_id": "ab" * 16,
+                            "start_time": "t",
+                            "duration_ms": 40,
+                            "span_count": 2,
+                            "services": [],
+                            "has_error": True,
+                        }
+                    ]
+                },
+            )
         return httpx.Response(200, json=spans)
 
     result = invoke(handler, "--token", "admin", "traces", "--limit", "5")
@@ -293,8 +396,9 @@ def test_traces_list_show_and_refusal() -> None:
 
 def test_a_bad_token_is_one_clear_line() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(401, json={"detail": "invalid token: Signature verification failed"},
-                              headers={"WWW-Authenticate": "Bearer"})
+        return httpx.Response(
+            401, json={"detail": "invalid token: Signature verification failed"}, headers={"WWW-Authenticate": "Bearer"}
+        )
 
     result = invoke(handler, "docs", "list")
     assert result.exit_code == 1
@@ -305,11 +409,15 @@ def test_a_bad_token_is_one_clear_line() -> None:
 def test_token_mints_the_gateways_dev_jwt(tmp_path: Path) -> None:
     pytest.importorskip("ragmesh_gateway.tokens")
     (tmp_path / "jwt-dev-secret").write_text("s" * 40 + "\n")
-    result = CliRunner().invoke(app, ["token", "--user", "dana", "--department", "ops", "--roles", "employee, admin",
-                                      "--data-dir", str(tmp_path)], env={"GATEWAY_JWT_SECRET": ""})
+    result = CliRunner().invoke(
+        app,
+        ["token", "--user", "dana", "--department", "ops", "--roles", "employee, admin", "--data-dir", str(tmp_path)],
+        env={"GATEWAY_JWT_SECRET": ""},
+    )
     assert result.exit_code == 0, result.output
     claims = jwt.decode(result.stdout.strip(), "s" * 40, algorithms=["HS256"])
     assert (claims["sub"], claims["department"], claims["roles"]) == ("dana", "ops", ["employee", "admin"])
-    result = CliRunner().invoke(app, ["token", "--user", "dana", "--data-dir", str(tmp_path / "none")],
-                                env={"GATEWAY_JWT_SECRET": ""})
+    result = CliRunner().invoke(
+        app, ["token", "--user", "dana", "--data-dir", str(tmp_path / "none")], env={"GATEWAY_JWT_SECRET": ""}
+    )
     assert result.exit_code == 1 and "no dev signing key" in result.stderr

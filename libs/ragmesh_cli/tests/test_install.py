@@ -1,4 +1,5 @@
 """`make install` / `make test` (tools/dev_paths.py) put a working `ragmesh` launcher in the virtualenv's bin."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,6 +30,12 @@ def test_dev_paths_writes_a_ragmesh_launcher_that_runs(tmp_path: Path) -> None:
     done = subprocess.run([str(launcher), "--help"], capture_output=True, text=True, env=env, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "ingest" in done.stdout and "traces" in done.stdout
-    done = subprocess.run([str(launcher), "--url", "http://127.0.0.1:1", "docs", "list"], capture_output=True,
-                          text=True, env=env, timeout=60, check=False)
+    done = subprocess.run(
+        [str(launcher), "--url", "http://127.0.0.1:1", "docs", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1 and done.stderr.startswith("error: cannot reach http://127.0.0.1:1")

@@ -1,4 +1,5 @@
 """Every service process runs its main coroutine on the loop RAGMESH_EVENT_LOOP names (uvloop by default)."""
+
 from __future__ import annotations
 
 import asyncio

@@ -3,6 +3,7 @@
 An in-process GrpcService (the real server bootstrap and interceptor) with a small echo service that answers
 with the user the handler sees.
 """
+
 from __future__ import annotations
 
 import time
@@ -51,10 +52,17 @@ async def _stream(request: bytes, context: aio.ServicerContext) -> AsyncIterator
 
 
 def _add(server: aio.Server) -> list[str]:
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
-        "Who": grpc.unary_unary_rpc_method_handler(_unary),
-        "WhoStream": grpc.unary_stream_rpc_method_handler(_stream),
-    }),))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                SERVICE,
+                {
+                    "Who": grpc.unary_unary_rpc_method_handler(_unary),
+                    "WhoStream": grpc.unary_stream_rpc_method_handler(_stream),
+                },
+            ),
+        )
+    )
     return [SERVICE]
 
 
@@ -110,16 +118,33 @@ def _unsigned(user: UserContext) -> str:
     import jwt
 
     now = int(time.time())
-    return jwt.encode({"sub": user.user_id, "iat": now, "exp": now + 60, "aud": "ragmesh-internal",
-                       "iss": "ragmesh-gateway"}, None, algorithm="none")
+    return jwt.encode(
+        {"sub": user.user_id, "iat": now, "exp": now + 60, "aud": "ragmesh-internal", "iss": "ragmesh-gateway"},
+        None,
+        algorithm="none",
+    )
 
 
-@pytest.mark.parametrize("case", ["no identity", "forged plain metadata", "wrong key", "wrong key, trusted kid",
-                                  "expired", "other audience", "other issuer", "long-lived", "bad subject",
-                                  "not a token", "unsigned"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no identity",
+        "forged plain metadata",
+        "wrong key",
+        "wrong key, trusted kid",
+        "expired",
+        "other audience",
+        "other issuer",
+        "long-lived",
+        "bad subject",
+        "not a token",
+        "unsigned",
+    ],
+)
 @pytest.mark.parametrize("method", ["Who", "WhoStream"])
-async def test_calls_without_a_valid_token_are_refused(address: str, signer: TokenSigner, case: str,
-                                                       method: str) -> None:
+async def test_calls_without_a_valid_token_are_refused(
+    address: str, signer: TokenSigner, case: str, method: str
+) -> None:
     with pytest.raises(aio.AioRpcError) as caught:
         await _call(address, _refused_cases(signer)[case], method)
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, case
@@ -147,7 +172,8 @@ async def test_health_and_reflection_need_no_token(address: str) -> None:
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
         stream = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
+        )
         services = [s.name async for reply in stream for s in reply.list_services_response.service]
         assert SERVICE in services
 

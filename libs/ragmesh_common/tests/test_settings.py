@@ -1,4 +1,5 @@
 """The typed settings base: environment read only by from_env, errors that name the variable."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,13 +34,15 @@ def test_settings_built_in_code_ignore_the_environment(monkeypatch: pytest.Monke
     assert Example(peer_addr="x:1").port == 50051
 
 
-@pytest.mark.parametrize("name, value, fragment", [
-    ("EXAMPLE_PORT", "0", "greater than 0, got '0'"),
-    ("EXAMPLE_PORT", "many", "valid integer"),
-    ("EXAMPLE_ENABLED", "maybe", "valid boolean"),
-])
-def test_a_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
-                                        fragment: str) -> None:
+@pytest.mark.parametrize(
+    "name, value, fragment",
+    [
+        ("EXAMPLE_PORT", "0", "greater than 0, got '0'"),
+        ("EXAMPLE_PORT", "many", "valid integer"),
+        ("EXAMPLE_ENABLED", "maybe", "valid boolean"),
+    ],
+)
+def test_a_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str, fragment: str) -> None:
     monkeypatch.setenv("PEER_ADDR", "peer:1")
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=f"environment variable {name}: .*{fragment}"):

@@ -1,6 +1,7 @@
 """The span exporter to PostgreSQL `rag_traces`: every field of a span stored, a batch in one statement, a batch
 that repeats stored spans still stores its new ones, an unreachable database fails the export without raising,
 and only an admin's transaction reads what the writers stored."""
+
 from __future__ import annotations
 
 import psycopg
@@ -21,9 +22,14 @@ def recorded() -> InMemorySpanExporter:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("test")
     # a server span and its child
-    with (tracer.start_as_current_span("POST /api/v1/search", kind=trace.SpanKind.SERVER,
-                                       attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]}),
-          tracer.start_as_current_span("lexical leg") as leg):
+    with (
+        tracer.start_as_current_span(
+            "POST /api/v1/search",
+            kind=trace.SpanKind.SERVER,
+            attributes={"rag.user": "alice", "rag.top_k": 10, "rag.levels": [1, 2]},
+        ),
+        tracer.start_as_current_span("lexical leg") as leg,
+    ):
         leg.add_event("postings read", {"terms": 3})
         leg.set_status(trace.Status(trace.StatusCode.ERROR, "statement timeout"))
     return memory
@@ -32,9 +38,11 @@ def recorded() -> InMemorySpanExporter:
 def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
     with psycopg.connect(dsn) as conn:  # spans are read by admins only (row-level security)
         conn.execute("SELECT set_config('rag.roles', 'admin', true)")
-        rows = conn.execute("SELECT name, span_id, parent_span_id, service, kind, duration_ms, status_code, "
-                            "status_message, attributes, events FROM rag_traces WHERE trace_id = %s",
-                            (trace_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT name, span_id, parent_span_id, service, kind, duration_ms, status_code, "
+            "status_message, attributes, events FROM rag_traces WHERE trace_id = %s",
+            (trace_id,),
+        ).fetchall()
     names = [r[0] for r in rows]
     assert len(names) == len(set(names)), f"a span is stored twice: {names}"
     return {r[0]: r[1:] for r in rows}
@@ -71,8 +79,10 @@ def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorde
         assert exporter.export([server]) == SpanExportResult.SUCCESS  # the connection is still usable
     finally:
         exporter.shutdown()
-    assert set(_stored(postgres.app_dsn, format(server.context.trace_id, "032x"))) == {"POST /api/v1/search",
-                                                                                      "lexical leg"}
+    assert set(_stored(postgres.app_dsn, format(server.context.trace_id, "032x"))) == {
+        "POST /api/v1/search",
+        "lexical leg",
+    }
 
 
 def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> None:
@@ -100,8 +110,9 @@ def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, rec
             assert conn.execute(query, (trace_id,)).fetchone() == (expected,)
     with psycopg.connect(postgres.app_dsn) as conn:  # not even an admin changes or removes spans
         conn.execute("SELECT set_config('rag.roles', 'admin', true)")
-        for statement in ("DELETE FROM rag_traces WHERE trace_id = %s",
-                          "UPDATE rag_traces SET name = 'x' WHERE trace_id = %s"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                with conn.transaction():
-                    conn.execute(statement, (trace_id,))
+        for statement in (
+            "DELETE FROM rag_traces WHERE trace_id = %s",
+            "UPDATE rag_traces SET name = 'x' WHERE trace_id = %s",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(statement, (trace_id,))

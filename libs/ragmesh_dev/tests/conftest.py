@@ -1,4 +1,5 @@
 """Fixtures for the development package's tests: the local model server."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -1,4 +1,5 @@
 """SIGTERM to a process that owns engines or services (a benchmark, a test run) must still stop them."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,9 @@ def kill_if_alive(pid: int) -> None:
 
 def run_and_terminate(script: str) -> tuple[int, str]:
     """Starts the parent, sends it SIGTERM once its child runs; the child's pid and the parent's output."""
-    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())  # printed inside the `try`
     parent.send_signal(signal.SIGTERM)

@@ -1,5 +1,6 @@
 """The local stack's supervisor: a process that exits is restarted with capped exponential backoff, the others
 keep running, and stop() ends everything (the restarted one included)."""
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,8 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 
 def test_a_crashed_process_is_restarted_and_the_rest_keeps_running(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("RAGMESH_RESTART_BASE_SECONDS", "0.05")
     monkeypatch.setenv("RAGMESH_RESTART_MAX_SECONDS", "0.2")
     stack = Stack(tmp_path, ports=PORTS, supervise=False)

@@ -1,4 +1,5 @@
 """The embedded model server speaks Ollama's HTTP API: NDJSON stream shape, one-shot JSON, errors."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,20 @@ import pytest
 
 from ragmesh_dev.local_ollama import MODEL_NAME, InProcessServer
 
-FINAL_FIELDS = {"done_reason", "total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
-                "eval_count", "eval_duration"}
-CHAT = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Name a colour."}],
-        "options": {"temperature": 0, "seed": 1, "num_predict": 6}}
+FINAL_FIELDS = {
+    "done_reason",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_count",
+    "prompt_eval_duration",
+    "eval_count",
+    "eval_duration",
+}
+CHAT = {
+    "model": MODEL_NAME,
+    "messages": [{"role": "user", "content": "Name a colour."}],
+    "options": {"temperature": 0, "seed": 1, "num_predict": 6},
+}
 
 
 def test_chat_streams_ndjson_lines_then_a_done_line(local_ollama: InProcessServer) -> None:
@@ -26,7 +37,7 @@ def test_chat_streams_ndjson_lines_then_a_done_line(local_ollama: InProcessServe
         assert set(line) == {"model", "created_at", "message", "done"}
         assert line["done"] is False and line["model"] == MODEL_NAME
         assert line["message"]["role"] == "assistant" and line["message"]["content"]
-    assert last["done"] is True and FINAL_FIELDS <= set(last)
+    assert last["done"] is True and set(last) >= FINAL_FIELDS
     assert last["message"] == {"role": "assistant", "content": ""}
     assert last["done_reason"] == "length"  # num_predict 6 is too few to finish a sentence
     assert last["eval_count"] == 6 and last["prompt_eval_count"] > 0
@@ -37,7 +48,7 @@ def test_chat_without_stream_returns_one_json(local_ollama: InProcessServer) -> 
     response = httpx.post(f"{local_ollama.url}/api/chat", json={**CHAT, "stream": False}, timeout=60)
     body = response.json()
     assert response.status_code == 200
-    assert body["done"] is True and FINAL_FIELDS <= set(body)
+    assert body["done"] is True and set(body) >= FINAL_FIELDS
     assert body["message"]["role"] == "assistant" and body["message"]["content"].strip()
 
 
@@ -57,12 +68,15 @@ def test_stop_option_cuts_the_output(local_ollama: InProcessServer) -> None:
     assert cut["done_reason"] == "stop"
 
 
-@pytest.mark.parametrize(("payload", "fragment"), [
-    (b"{not json", "invalid JSON"),
-    (json.dumps({"model": MODEL_NAME}).encode(), "messages"),
-    (json.dumps({"model": MODEL_NAME, "messages": [{"content": "hi"}]}).encode(), "messages[0]"),
-    (json.dumps({"model": MODEL_NAME, "messages": [], "options": "hot"}).encode(), "options"),
-])
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        (b"{not json", "invalid JSON"),
+        (json.dumps({"model": MODEL_NAME}).encode(), "messages"),
+        (json.dumps({"model": MODEL_NAME, "messages": [{"content": "hi"}]}).encode(), "messages[0]"),
+        (json.dumps({"model": MODEL_NAME, "messages": [], "options": "hot"}).encode(), "options"),
+    ],
+)
 def test_bad_requests_get_400_with_a_message(local_ollama: InProcessServer, payload: bytes, fragment: str) -> None:
     response = httpx.post(f"{local_ollama.url}/api/chat", content=payload, timeout=10)
     assert response.status_code == 400
@@ -85,8 +99,12 @@ async def test_official_client_reads_the_stream(local_ollama: InProcessServer) -
     client = ollama.AsyncClient(host=local_ollama.url, timeout=60)
     try:
         assert [m.model for m in (await client.list()).models] == [MODEL_NAME]
-        parts = [p async for p in await client.chat(model=MODEL_NAME, messages=CHAT["messages"], stream=True,
-                                                      options=CHAT["options"])]
+        parts = [
+            p
+            async for p in await client.chat(
+                model=MODEL_NAME, messages=CHAT["messages"], stream=True, options=CHAT["options"]
+            )
+        ]
     finally:
         await client.close()
     assert parts[-1].done and parts[-1].eval_count == 6

@@ -1,5 +1,6 @@
 """Ports the launchers pick or default to stay out of the kernel's ephemeral range, where an outgoing
 connection could hold one between the pick and the server's bind."""
+
 from __future__ import annotations
 
 import socket

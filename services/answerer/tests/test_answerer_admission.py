@@ -3,6 +3,7 @@
 The model is a gated stand-in (its generation waits until the test opens the gate), so that which request
 holds the slot is decided by the test, not by timing.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,19 +12,26 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 import pytest_asyncio
+
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh.common.v1 import common_pb2
+from ragmesh_answerer.config import Settings
+from ragmesh_answerer.llm import Generation
+from ragmesh_answerer.server import ADMISSION_KEY, RETRY_AFTER_KEY, build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
 from ragmesh_common.tokens import channel_as
 
-from ragmesh_answerer.config import Settings
-from ragmesh_answerer.llm import Generation
-from ragmesh_answerer.server import ADMISSION_KEY, RETRY_AFTER_KEY, build_service
-
 ANSWER = "IBM was founded in 1911."
-REQUEST = answerer_pb2.AnswerRequest(question="When was IBM founded?", sources=[common_pb2.ScoredChunk(
-    score=0.9, chunk=common_pb2.Chunk(chunk_id="ibm-1", title="IBM", text="IBM was founded in 1911 in Endicott."))])
+REQUEST = answerer_pb2.AnswerRequest(
+    question="When was IBM founded?",
+    sources=[
+        common_pb2.ScoredChunk(
+            score=0.9,
+            chunk=common_pb2.Chunk(chunk_id="ibm-1", title="IBM", text="IBM was founded in 1911 in Endicott."),
+        )
+    ],
+)
 
 
 class GatedChat:
@@ -41,8 +49,16 @@ class GatedChat:
     async def close(self) -> None:
         return None
 
-    async def stream(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float,
-                     seed: int | None, result: Generation, stop: list[str] | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        result: Generation,
+        stop: list[str] | None = None,
+    ) -> AsyncIterator[str]:
         self.generating += 1
         await self.gate.wait()
         result.text, result.done_reason, result.completion_tokens = ANSWER, "stop", 6
@@ -52,9 +68,10 @@ class GatedChat:
 @pytest_asyncio.fixture
 async def gated() -> AsyncIterator[tuple[GatedChat, answerer_pb2_grpc.AnswererServiceStub]]:
     chat = GatedChat()
-    settings = Settings.defaults("http://127.0.0.1:9", port=0, max_concurrent=1, max_queue=1,
-                                 queue_timeout_seconds=60.0)
-    service: GrpcService = build_service(settings, llm=chat)  # type: ignore[arg-type]
+    settings = Settings.defaults(
+        "http://127.0.0.1:9", port=0, max_concurrent=1, max_queue=1, queue_timeout_seconds=60.0
+    )
+    service: GrpcService = build_service(settings, llm=chat)
     await service.start()
     channel = channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",)))
     try:
@@ -66,7 +83,7 @@ async def gated() -> AsyncIterator[tuple[GatedChat, answerer_pb2_grpc.AnswererSe
 
 
 def _value(metadata: object, key: str) -> str | None:
-    return next((v for k, v in metadata or () if k == key), None)  # type: ignore[attr-defined]
+    return next((v for k, v in metadata or () if k == key), None)
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> list[answerer_pb2.AnswerEvent]:
@@ -75,8 +92,9 @@ async def _drain(call: grpc.aio.UnaryStreamCall) -> list[answerer_pb2.AnswerEven
     while (event := await call.read()) is not grpc.aio.EOF:
         events.append(event)
     if (code := await call.code()) != grpc.StatusCode.OK:
-        raise grpc.aio.AioRpcError(code, await call.initial_metadata(), await call.trailing_metadata(),
-                                   await call.details())
+        raise grpc.aio.AioRpcError(
+            code, await call.initial_metadata(), await call.trailing_metadata(), await call.details()
+        )
     return events
 
 

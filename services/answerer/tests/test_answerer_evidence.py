@@ -1,23 +1,35 @@
 """Evidence selection: the sentences that answer the question, as exact substrings with offsets."""
+
 from __future__ import annotations
 
 from ragmesh_answerer.evidence import select_evidence, sentence_spans
 from ragmesh_answerer.prompting import Source, build_prompt
 
-IBM = Source("ibm-1", "IBM", ("History",),
-             "History\nIBM was founded in 1911 in Endicott, New York. It was first called the "
-             "Computing-Tabulating-Recording Company. The company adopted the name IBM in 1924. "
-             "Its headquarters are in Armonk.")
-LEAVE = Source("hb-3", "Employee Handbook", ("Leave",),
-               "Full-time employees receive 25 days of paid vacation per calendar year. "
-               "Unused days can be carried over until March 31, e.g. for long trips.")
+IBM = Source(
+    "ibm-1",
+    "IBM",
+    ("History",),
+    "History\nIBM was founded in 1911 in Endicott, New York. It was first called the "
+    "Computing-Tabulating-Recording Company. The company adopted the name IBM in 1924. "
+    "Its headquarters are in Armonk.",
+)
+LEAVE = Source(
+    "hb-3",
+    "Employee Handbook",
+    ("Leave",),
+    "Full-time employees receive 25 days of paid vacation per calendar year. "
+    "Unused days can be carried over until March 31, e.g. for long trips.",
+)
 OTHER = Source("x-9", "Cafeteria", (), "The cafeteria serves lasagna on Fridays. It opens at 11:30.")
 
 
 def test_sentence_spans_keep_offsets_and_skip_abbreviations() -> None:
     text = "Dr. Smith joined in 2001. He left, e.g. for Acme.\nNew line here"
     assert [text[s:e] for s, e in sentence_spans(text)] == [
-        "Dr. Smith joined in 2001.", "He left, e.g. for Acme.", "New line here"]
+        "Dr. Smith joined in 2001.",
+        "He left, e.g. for Acme.",
+        "New line here",
+    ]
 
 
 def test_quotes_are_exact_substrings_best_first() -> None:
@@ -25,18 +37,18 @@ def test_quotes_are_exact_substrings_best_first() -> None:
     assert quotes, "nothing selected"
     for quote in quotes:
         source = [OTHER, IBM][quote.source_index]
-        assert source.text[quote.start:quote.end] == quote.text
+        assert source.text[quote.start : quote.end] == quote.text
         assert quote.chunk_id == source.chunk_id
     assert quotes[0].source_index == 1 and quotes[0].text.startswith("IBM was founded in 1911")
     assert all(q.source_index == 1 for q in quotes)  # the cafeteria shares no key term
-    assert all("History" != q.text for q in quotes)  # headings are not quoted
+    assert all(q.text != "History" for q in quotes)  # headings are not quoted
 
 
 def test_pronoun_sentence_brings_its_antecedent() -> None:
     quotes = select_evidence("Where are the headquarters of IBM?", [IBM], max_quotes=1)
     [quote] = quotes
     assert quote.text == "The company adopted the name IBM in 1924. Its headquarters are in Armonk."
-    assert IBM.text[quote.start:quote.end] == quote.text
+    assert IBM.text[quote.start : quote.end] == quote.text
 
 
 def test_higher_ranked_source_wins_ties() -> None:
@@ -57,7 +69,6 @@ def test_no_key_term_falls_back_to_the_top_source_opening() -> None:
 
 
 def test_prompt_numbers_the_quotes_and_ends_with_the_question() -> None:
-    messages = build_prompt("When was IBM founded?", ["IBM was founded in 1911."], [("user", "Hi")],
-                            history_turns=4)
+    messages = build_prompt("When was IBM founded?", ["IBM was founded in 1911."], [("user", "Hi")], history_turns=4)
     assert messages[0]["role"] == "system" and messages[-2] == {"role": "user", "content": "Hi"}
     assert messages[-1]["content"] == "Quotes:\n[1] IBM was founded in 1911.\n\nQuestion: When was IBM founded?"

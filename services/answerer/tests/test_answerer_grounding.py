@@ -1,4 +1,5 @@
 """The word-level helpers of the output checks: content words, sentences, markers, out-of-range markers."""
+
 from __future__ import annotations
 
 from ragmesh_answerer.grounding import content_words, drop_out_of_range, markers, split_sentences
@@ -18,8 +19,10 @@ def test_markers_parse_single_grouped_and_repeated() -> None:
 
 def test_out_of_range_marker_is_dropped_with_a_warning() -> None:
     warnings: list[str] = []
-    assert drop_out_of_range("Employees receive 25 days of paid vacation [7].", 2, warnings) == \
-        "Employees receive 25 days of paid vacation."
+    assert (
+        drop_out_of_range("Employees receive 25 days of paid vacation [7].", 2, warnings)
+        == "Employees receive 25 days of paid vacation."
+    )
     assert len(warnings) == 1 and "[7]" in warnings[0] and "only 2" in warnings[0]
 
 

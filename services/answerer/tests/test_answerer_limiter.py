@@ -1,4 +1,5 @@
 """Admission control: slots, the bounded FIFO queue, positions, the wait budget and refusals."""
+
 from __future__ import annotations
 
 import asyncio
@@ -113,7 +114,7 @@ async def test_expected_wait_comes_from_recent_hold_times() -> None:
     assert limiter.hold_seconds == 10
     limiter.enter()
     clock.now += 4
-    assert limiter.expected_wait(0) == pytest.approx(6)   # the running one frees 10 s after it started
+    assert limiter.expected_wait(0) == pytest.approx(6)  # the running one frees 10 s after it started
     assert limiter.expected_wait(2) == pytest.approx(26)  # then two more take 10 s each
 
 

@@ -1,4 +1,5 @@
 """The micro-batcher with a stand-in encoder, and the embedder's environment settings."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,13 +31,13 @@ class RecordingEncoder:
         return np.array([[len(t), float(is_query)] for t in texts], dtype=np.float32)
 
 
-async def run_batcher(encoder: RecordingEncoder, calls: list[tuple[list[str], bool]], batch_size: int = 4,
-                      wait_ms: int = 20) -> list[np.ndarray | BaseException]:
-    batcher = MicroBatcher(encoder, batch_size, wait_ms)  # type: ignore[arg-type]
+async def run_batcher(
+    encoder: RecordingEncoder, calls: list[tuple[list[str], bool]], batch_size: int = 4, wait_ms: int = 20
+) -> list[np.ndarray | BaseException]:
+    batcher = MicroBatcher(encoder, batch_size, wait_ms)
     batcher.start()
     try:
-        return await asyncio.gather(*[batcher.embed(texts, is_query=q) for texts, q in calls],
-                                    return_exceptions=True)
+        return await asyncio.gather(*[batcher.embed(texts, is_query=q) for texts, q in calls], return_exceptions=True)
     finally:
         await batcher.stop()
 
@@ -47,7 +48,7 @@ async def test_concurrent_calls_share_batches_up_to_batch_size() -> None:
     results = await run_batcher(encoder, calls, batch_size=4)
     assert [len(texts) for texts, _ in encoder.batches] == [4, 2]
     # every caller gets the vector of its own text back
-    assert [float(r[0][0]) for r in results] == [1, 2, 3, 4, 5, 6]  # type: ignore[index]
+    assert [float(r[0][0]) for r in results] == [1, 2, 3, 4, 5, 6]
     assert threading.get_ident() not in encoder.threads  # the model ran in a worker thread
 
 
@@ -66,7 +67,7 @@ class SlowEncoder(RecordingEncoder):
 
 async def test_without_wait_an_idle_model_runs_at_once_and_a_busy_one_batches_what_queues() -> None:
     encoder = SlowEncoder()
-    batcher = MicroBatcher(encoder, 8, 0)  # type: ignore[arg-type]
+    batcher = MicroBatcher(encoder, 8, 0)
     batcher.start()
     try:
         first = asyncio.create_task(batcher.embed(["alone"], is_query=True))
@@ -84,13 +85,13 @@ async def test_queries_and_passages_never_share_a_model_call() -> None:
     encoder = RecordingEncoder()
     results = await run_batcher(encoder, [(["q1"], True), (["p1"], False), (["q2", "q3"], True), (["p2"], False)])
     assert sorted((len(texts), q) for texts, q in encoder.batches) == [(2, False), (3, True)]
-    assert [r[:, 1].tolist() for r in results] == [[1.0], [0.0], [1.0, 1.0], [0.0]]  # type: ignore[index]
+    assert [r[:, 1].tolist() for r in results] == [[1.0], [0.0], [1.0, 1.0], [0.0]]
 
 
 async def test_a_request_larger_than_the_batch_is_one_call() -> None:
     encoder = RecordingEncoder()
     results = await run_batcher(encoder, [(["x"] * 10, False)], batch_size=4)
-    assert len(encoder.batches) == 1 and results[0].shape == (10, 2)  # type: ignore[union-attr]
+    assert len(encoder.batches) == 1 and results[0].shape == (10, 2)
 
 
 async def test_a_model_failure_reaches_every_waiting_caller() -> None:
@@ -99,8 +100,17 @@ async def test_a_model_failure_reaches_every_waiting_caller() -> None:
 
 
 def test_settings_defaults_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("EMBEDDER_MODEL", "EMBEDDER_POOLING", "EMBEDDER_DEVICE", "EMBEDDER_FP16", "EMBEDDER_PORT",
-                 "EMBEDDER_QUERY_INSTRUCTION", "EMBEDDER_MAX_LENGTH", "EMBEDDER_BATCH_SIZE", "EMBEDDER_LONG_TEXT"):
+    for name in (
+        "EMBEDDER_MODEL",
+        "EMBEDDER_POOLING",
+        "EMBEDDER_DEVICE",
+        "EMBEDDER_FP16",
+        "EMBEDDER_PORT",
+        "EMBEDDER_QUERY_INSTRUCTION",
+        "EMBEDDER_MAX_LENGTH",
+        "EMBEDDER_BATCH_SIZE",
+        "EMBEDDER_LONG_TEXT",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EMBEDDER_DEVICE", "cpu")
     settings = Settings.from_env()
@@ -111,8 +121,7 @@ def test_settings_defaults_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings.from_env().query_instruction.endswith("passages: ")  # trailing space kept
 
 
-def test_pooling_defaults_to_what_the_model_folder_declares(monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
+def test_pooling_defaults_to_what_the_model_folder_declares(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
     monkeypatch.setenv("EMBEDDER_DEVICE", "cpu")
@@ -126,9 +135,16 @@ def test_pooling_defaults_to_what_the_model_folder_declares(monkeypatch: pytest.
     assert Settings.from_env().pooling == "mean"  # nothing declared
 
 
-@pytest.mark.parametrize("name, value", [("EMBEDDER_POOLING", "max"), ("EMBEDDER_MODEL", "/no/such/model"),
-                                         ("EMBEDDER_BATCH_SIZE", "0"), ("EMBEDDER_FP16", "maybe"),
-                                         ("EMBEDDER_LONG_TEXT", "max")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("EMBEDDER_POOLING", "max"),
+        ("EMBEDDER_MODEL", "/no/such/model"),
+        ("EMBEDDER_BATCH_SIZE", "0"),
+        ("EMBEDDER_FP16", "maybe"),
+        ("EMBEDDER_LONG_TEXT", "max"),
+    ],
+)
 def test_bad_settings_fail_fast_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv("EMBEDDER_DEVICE", "cpu")
     monkeypatch.setenv(name, value)

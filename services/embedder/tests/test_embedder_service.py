@@ -1,4 +1,5 @@
 """The embedder through gRPC: correct vectors for MiniLM, batching of concurrent calls, bad input."""
+
 from __future__ import annotations
 
 import asyncio
@@ -48,8 +49,11 @@ def reference_mean_pooling(texts: list[str]) -> np.ndarray:
 async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> None:
     stub, _ = embedder
     # unequal lengths in unsorted order: the model sorts by length inside and must restore the order
-    texts = ["Revenue grew.", "Quarterly revenue grew by 12 percent in 2023 thanks to new enterprise "
-             "customers in the public sector.", "The cat sits on the mat."]
+    texts = [
+        "Revenue grew.",
+        "Quarterly revenue grew by 12 percent in 2023 thanks to new enterprise customers in the public sector.",
+        "The cat sits on the mat.",
+    ]
     reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=texts))
     got = np.array([v.values for v in reply.vectors])
     assert got.shape == (3, 384)
@@ -60,8 +64,15 @@ async def test_vectors_equal_sentence_transformers_mean_pooling(embedder) -> Non
 
 async def test_paraphrase_is_closer_than_unrelated(embedder) -> None:
     stub, _ = embedder
-    reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=[
-        "How do I reset my password?", "Steps to change a forgotten password", "The volcano erupted in 1883."]))
+    reply = await stub.Embed(
+        embedder_pb2.EmbedRequest(
+            texts=[
+                "How do I reset my password?",
+                "Steps to change a forgotten password",
+                "The volcano erupted in 1883.",
+            ]
+        )
+    )
     a, b, c = (np.array(v.values) for v in reply.vectors)
     assert float(a @ b) > float(a @ c) + 0.2
 
@@ -70,8 +81,9 @@ async def test_concurrent_requests_share_model_calls(embedder) -> None:
     stub, servicer = embedder
     assert servicer.model is not None
     before = servicer.model.calls
-    replies = await asyncio.gather(*[stub.Embed(embedder_pb2.EmbedRequest(texts=[f"document number {i}"]))
-                                     for i in range(12)])
+    replies = await asyncio.gather(
+        *[stub.Embed(embedder_pb2.EmbedRequest(texts=[f"document number {i}"])) for i in range(12)]
+    )
     assert all(len(r.vectors) == 1 for r in replies)
     assert servicer.model.calls - before < 12
     # each caller got its own text's vector back
@@ -79,8 +91,9 @@ async def test_concurrent_requests_share_model_calls(embedder) -> None:
     np.testing.assert_allclose(replies[7].vectors[0].values, single.vectors[0].values, atol=1e-5)
 
 
-@pytest.mark.parametrize("texts, message", [([], "must not be empty"), (["ok", "  "], "text 1 is empty"),
-                                            (["x"] * 513, "at most 512")])
+@pytest.mark.parametrize(
+    "texts, message", [([], "must not be empty"), (["ok", "  "], "text 1 is empty"), (["x"] * 513, "at most 512")]
+)
 async def test_bad_input_is_invalid_argument(embedder, texts, message) -> None:
     stub, _ = embedder
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -133,5 +146,6 @@ def test_long_text_mean_averages_windows_and_leaves_short_texts_alone() -> None:
     volcano = averaging.encode(["volcanic ash in the stratosphere"], is_query=True)[0]
     assert float(got[0] @ volcano) > float(truncating.encode([long_text], is_query=False)[0] @ volcano) + 0.05
     # queries are never split
-    np.testing.assert_allclose(averaging.encode([long_text], is_query=True),
-                               truncating.encode([long_text], is_query=True), atol=1e-6)
+    np.testing.assert_allclose(
+        averaging.encode([long_text], is_query=True), truncating.encode([long_text], is_query=True), atol=1e-6
+    )

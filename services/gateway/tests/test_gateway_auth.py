@@ -1,4 +1,5 @@
 """Bearer-JWT verification: claims become the user context; anything off is a 401."""
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,20 @@ def test_valid_token_gives_user_department_roles() -> None:
     assert (user.user_id, user.department, user.roles, user.is_admin) == ("alice", "eng", ("employee", "admin"), True)
 
 
-@pytest.mark.parametrize("token, message", [
-    (mint("another-secret-of-sufficient-length-x", "alice"), "Signature"),
-    (jwt.encode({"sub": "alice", "exp": int(time.time()) - 10}, SECRET, algorithm="HS256"), "expired"),
-    (jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"), "exp"),
-    (jwt.encode({"sub": "al ice", "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "sub"),
-    (jwt.encode({"sub": "alice", "roles": [1], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "roles"),
-    ("not-a-jwt", "invalid token"),
-])
+@pytest.mark.parametrize(
+    "token, message",
+    [
+        (mint("another-secret-of-sufficient-length-x", "alice"), "Signature"),
+        (jwt.encode({"sub": "alice", "exp": int(time.time()) - 10}, SECRET, algorithm="HS256"), "expired"),
+        (jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"), "exp"),
+        (jwt.encode({"sub": "al ice", "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "sub"),
+        (
+            jwt.encode({"sub": "alice", "roles": [1], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"),
+            "roles",
+        ),
+        ("not-a-jwt", "invalid token"),
+    ],
+)
 def test_bad_tokens_are_rejected(token: str, message: str) -> None:
     auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
     with pytest.raises(HTTPException) as err:
@@ -74,8 +81,12 @@ async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        auth = Authenticator(secret=None, issuer="https://sso.example.com", audience=None,
-                             jwks_url=f"http://127.0.0.1:{server.server_port}/keys")
+        auth = Authenticator(
+            secret=None,
+            issuer="https://sso.example.com",
+            audience=None,
+            jwks_url=f"http://127.0.0.1:{server.server_port}/keys",
+        )
         fetch = auth._jwks.fetch_data  # record which thread fetches the keys
 
         def recorded() -> object:
@@ -83,8 +94,13 @@ async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> 
             return fetch()
 
         auth._jwks.fetch_data = recorded
-        claims = {"sub": "alice", "department": "eng", "roles": ["employee"], "iss": "https://sso.example.com",
-                  "exp": int(time.time()) + 3600}
+        claims = {
+            "sub": "alice",
+            "department": "eng",
+            "roles": ["employee"],
+            "iss": "https://sso.example.com",
+            "exp": int(time.time()) + 3600,
+        }
         good = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
         user = await auth.authenticate(_request(good))
         assert (user.user_id, user.department, user.roles) == ("alice", "eng", ("employee",))
@@ -121,8 +137,9 @@ def test_a_verified_token_is_not_decoded_again_until_it_expires(monkeypatch: pyt
     decodes = _count_decodes(monkeypatch)
     auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
     expires = int(time.time()) + 2
-    token = jwt.encode({"sub": "alice", "department": "eng", "roles": ["employee"], "exp": expires},
-                       SECRET, algorithm="HS256")
+    token = jwt.encode(
+        {"sub": "alice", "department": "eng", "roles": ["employee"], "exp": expires}, SECRET, algorithm="HS256"
+    )
     assert auth.verify(token).user_id == "alice"
     assert auth.verify(token).roles == ("employee",)
     assert len(decodes) == 1
@@ -150,9 +167,10 @@ def test_a_cached_token_proves_nothing_about_another_string() -> None:
     auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
     good = mint(SECRET, "alice", "eng", ["employee"])
     auth.verify(good)
-    header, payload, signature = good.split(".")
-    forged_claims = jwt.encode({"sub": "alice", "roles": ["admin"], "exp": int(time.time()) + 3600}, "x" * 32,
-                               algorithm="HS256").split(".")[1]
+    header, _payload, signature = good.split(".")
+    forged_claims = jwt.encode(
+        {"sub": "alice", "roles": ["admin"], "exp": int(time.time()) + 3600}, "x" * 32, algorithm="HS256"
+    ).split(".")[1]
     with pytest.raises(HTTPException) as err:
         auth.verify(f"{header}.{forged_claims}.{signature}")
     assert err.value.status_code == 401

@@ -4,6 +4,7 @@ queued requests see `queued` progress events.
 The answerer here is a real gRPC server speaking the answerer contract (admission headers, queue events,
 a trailers-only refusal), the other hops are in-process fakes.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,15 +40,20 @@ class Answerer(answerer_pb2_grpc.AnswererServiceServicer):
 
     async def Answer(self, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
         if self.mode == "busy":
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the answer queue is full",
-                                trailing_metadata=(("retry-after", "7"),))
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the answer queue is full",
+                trailing_metadata=(("retry-after", "7"),),
+            )
         await context.send_initial_metadata((("x-rag-admission", "queued"),))
         for position in (2, 1):
-            yield answerer_pb2.AnswerEvent(queued=answerer_pb2.QueueStatus(position=position,
-                                                                           estimated_wait_seconds=3.0 * position))
+            yield answerer_pb2.AnswerEvent(
+                queued=answerer_pb2.QueueStatus(position=position, estimated_wait_seconds=3.0 * position)
+            )
         yield answerer_pb2.AnswerEvent(token="IBM was founded in 1911.")
-        yield answerer_pb2.AnswerEvent(final=answerer_pb2.AnswerFinal(answer="IBM was founded in 1911.",
-                                                                      grounding_score=1.0, grounded=True))
+        yield answerer_pb2.AnswerEvent(
+            final=answerer_pb2.AnswerFinal(answer="IBM was founded in 1911.", grounding_score=1.0, grounded=True)
+        )
 
 
 class Fake:
@@ -57,14 +63,19 @@ class Fake:
     def __getattr__(self, name: str) -> Any:
         async def call(request: Any, **kwargs: Any) -> Any:
             return self.replies[name]
+
         return call
 
 
 class FakeMesh:
     def __init__(self, answerer: answerer_pb2_grpc.AnswererServiceStub) -> None:
         self.answerer = answerer
-        chunk = common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id="c1", document_id="d1", text="IBM 1911"),
-                                       score=0.8, vector_score=0.8, lexical_score=1.0)
+        chunk = common_pb2.ScoredChunk(
+            chunk=common_pb2.Chunk(chunk_id="c1", document_id="d1", text="IBM 1911"),
+            score=0.8,
+            vector_score=0.8,
+            lexical_score=1.0,
+        )
         self.retriever = Fake(Search=retriever_pb2.SearchResponse(results=[chunk], accessible_documents=1))
         self.graph = Fake(GetContext=graph_pb2.GetContextResponse())
 
@@ -90,20 +101,37 @@ async def answerer() -> AsyncIterator[tuple[Answerer, answerer_pb2_grpc.Answerer
 @pytest.fixture
 def settings(tmp_path: Path) -> Iterator[Settings]:
     addr = "127.0.0.1:9"
-    yield Settings(host="127.0.0.1", port=0, parser_addr=addr, embedder_addr=addr, retriever_addr=addr,
-                   reranker_addr=addr, graph_addr=addr, answerer_addr=addr, redis_url="redis://127.0.0.1:9/0",
-                   traces_dsn=None, upload_dir=tmp_path / "uploads", jwt_secret=SECRET, jwt_issuer=None,
-                   jwt_audience=None, jwks_url=None, rate_limit_per_minute=0)
+    yield Settings(
+        host="127.0.0.1",
+        port=0,
+        parser_addr=addr,
+        embedder_addr=addr,
+        retriever_addr=addr,
+        reranker_addr=addr,
+        graph_addr=addr,
+        answerer_addr=addr,
+        redis_url="redis://127.0.0.1:9/0",
+        traces_dsn=None,
+        upload_dir=tmp_path / "uploads",
+        jwt_secret=SECRET,
+        jwt_issuer=None,
+        jwt_audience=None,
+        jwks_url=None,
+        rate_limit_per_minute=0,
+    )
 
 
 async def _chat(settings: Settings, stub: Any, stream: bool) -> httpx.Response:
-    app = create_app(settings, mesh=FakeMesh(stub))  # type: ignore[arg-type]
+    app = create_app(settings, mesh=FakeMesh(stub))
     headers = {"Authorization": f"Bearer {mint(SECRET, 'alice', 'eng', ['employee'])}"}
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
-            reply = await client.post("/api/v1/chat", headers=headers,
-                                      json={"question": "When was IBM founded?", "stream": stream, "rerank": False})
+            reply = await client.post(
+                "/api/v1/chat",
+                headers=headers,
+                json={"question": "When was IBM founded?", "stream": stream, "rerank": False},
+            )
             await reply.aread()
             return reply
 
@@ -125,8 +153,11 @@ async def test_queued_request_streams_its_position_then_answers(settings: Settin
     servicer.mode = "queued"
     reply = await _chat(settings, stub, stream=True)
     assert reply.status_code == 200
-    events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
-              for block in reply.text.replace("\r\n", "\n").strip().split("\n\n") if block.startswith("event:")]
+    events = [
+        (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
+        for block in reply.text.replace("\r\n", "\n").strip().split("\n\n")
+        if block.startswith("event:")
+    ]
     answer_progress = [d for name, d in events if name == "progress" and d.get("stage") == "answer"]
     assert [d["status"] for d in answer_progress][:3] == ["started", "queued", "queued"]
     assert [d.get("position") for d in answer_progress[1:3]] == [2, 1]

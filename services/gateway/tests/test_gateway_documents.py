@@ -1,5 +1,6 @@
 """The document API beyond upload and delete, over a fake catalogue: dedup, versions, re-ingest, PATCH, audit,
 chunks, list filters and the admin problems view (the HTTP status and what reaches the retriever)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -31,10 +32,22 @@ def rpc_error(code: grpc.StatusCode, details: str) -> aio.AioRpcError:
 
 
 def document(**fields: Any) -> common_pb2.Document:
-    base = dict(document_id=DOC_ID, title="T", filename="notes.md", mime_type="text/markdown", owner_user="alice",
-                owner_department="eng", acl=common_pb2.Acl(departments=["eng"]), status=common_pb2.DOCUMENT_STATUS_READY,
-                chunk_count=1, size_bytes=len(CONTENT), version=1, content_sha256=hashlib.sha256(CONTENT).hexdigest(),
-                created_at=datetime(2025, 1, 1, tzinfo=UTC), updated_at=datetime(2025, 1, 1, tzinfo=UTC))
+    base = dict(
+        document_id=DOC_ID,
+        title="T",
+        filename="notes.md",
+        mime_type="text/markdown",
+        owner_user="alice",
+        owner_department="eng",
+        acl=common_pb2.Acl(departments=["eng"]),
+        status=common_pb2.DOCUMENT_STATUS_READY,
+        chunk_count=1,
+        size_bytes=len(CONTENT),
+        version=1,
+        content_sha256=hashlib.sha256(CONTENT).hexdigest(),
+        created_at=datetime(2025, 1, 1, tzinfo=UTC),
+        updated_at=datetime(2025, 1, 1, tzinfo=UTC),
+    )
     return common_pb2.Document(**{**base, **fields})
 
 
@@ -60,23 +73,56 @@ class FakeMesh:
         self.calls: list[tuple[str, Any]] = []
         self.parser = Stub(self.calls, ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md", ".txt"]))
         self.retriever = Stub(
-            self.calls, GetDocument=document(), UpdateDocumentStatus=document(),
+            self.calls,
+            GetDocument=document(),
+            UpdateDocumentStatus=document(),
             CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(
-                document=document(status=common_pb2.DOCUMENT_STATUS_QUEUED)),
+                document=document(status=common_pb2.DOCUMENT_STATUS_QUEUED)
+            ),
             BeginNewVersion=retriever_pb2.BeginNewVersionResponse(
-                document=document(pending_version=2, pending_status=common_pb2.DOCUMENT_STATUS_QUEUED), version=2),
+                document=document(pending_version=2, pending_status=common_pb2.DOCUMENT_STATUS_QUEUED), version=2
+            ),
             UpdateDocument=retriever_pb2.UpdateDocumentResponse(document=document(acl=common_pb2.Acl(users=["bob"]))),
-            ListDocumentAudit=retriever_pb2.ListDocumentAuditResponse(entries=[retriever_pb2.DocumentAuditEntry(
-                audit_id="a1", document_id=DOC_ID, actor="alice", time=datetime(2025, 1, 2, tzinfo=UTC),
-                action="update", before_json='{"acl": {"departments": ["eng"]}}', after_json='{"acl": {"users": ["bob"]}}')]),
-            ListChunks=retriever_pb2.ListChunksResponse(chunks=[retriever_pb2.ListedChunk(
-                chunk_id="c1", level=common_pb2.CHUNK_LEVEL_PARAGRAPH, section_path=["Notes"], page=1, text="hello",
-                token_count=2, kind=common_pb2.CHUNK_KIND_PARAGRAPH)], next_cursor="n1"),
+            ListDocumentAudit=retriever_pb2.ListDocumentAuditResponse(
+                entries=[
+                    retriever_pb2.DocumentAuditEntry(
+                        audit_id="a1",
+                        document_id=DOC_ID,
+                        actor="alice",
+                        time=datetime(2025, 1, 2, tzinfo=UTC),
+                        action="update",
+                        before_json='{"acl": {"departments": ["eng"]}}',
+                        after_json='{"acl": {"users": ["bob"]}}',
+                    )
+                ]
+            ),
+            ListChunks=retriever_pb2.ListChunksResponse(
+                chunks=[
+                    retriever_pb2.ListedChunk(
+                        chunk_id="c1",
+                        level=common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                        section_path=["Notes"],
+                        page=1,
+                        text="hello",
+                        token_count=2,
+                        kind=common_pb2.CHUNK_KIND_PARAGRAPH,
+                    )
+                ],
+                next_cursor="n1",
+            ),
             ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()], total=3, next_cursor="n2"),
-            ListProblemDocuments=retriever_pb2.ListProblemDocumentsResponse(documents=[retriever_pb2.ProblemDocument(
-                document=document(status=common_pb2.DOCUMENT_STATUS_FAILED, error="no extractable text"),
-                problem="failed", reason="no extractable text", idle_seconds=12.5)]),
-            CheckDocumentAccess=retriever_pb2.CheckDocumentAccessResponse(readable_ids=[DOC_ID]))
+            ListProblemDocuments=retriever_pb2.ListProblemDocumentsResponse(
+                documents=[
+                    retriever_pb2.ProblemDocument(
+                        document=document(status=common_pb2.DOCUMENT_STATUS_FAILED, error="no extractable text"),
+                        problem="failed",
+                        reason="no extractable text",
+                        idle_seconds=12.5,
+                    )
+                ]
+            ),
+            CheckDocumentAccess=retriever_pb2.CheckDocumentAccessResponse(readable_ids=[DOC_ID]),
+        )
         self.graph = Stub(self.calls)
         self.answerer = Stub(self.calls)
         self.reranker = Stub(self.calls)
@@ -101,11 +147,26 @@ class FakeCelery:
 
 
 def settings(tmp_path: Path) -> Settings:
-    return Settings(host="127.0.0.1", port=0, parser_addr="x:1", embedder_addr="x:1", retriever_addr="x:1",
-                    reranker_addr="x:1", graph_addr="x:1", answerer_addr="x:1", redis_url="redis://127.0.0.1:1/0",
-                    traces_dsn=None, upload_dir=tmp_path / "uploads", jwt_secret=SECRET, jwt_issuer=None,
-                    jwt_audience=None, jwks_url=None, rate_limit_per_minute=0, max_json_bytes=64 * 1024,
-                    max_header_bytes=8 * 1024)
+    return Settings(
+        host="127.0.0.1",
+        port=0,
+        parser_addr="x:1",
+        embedder_addr="x:1",
+        retriever_addr="x:1",
+        reranker_addr="x:1",
+        graph_addr="x:1",
+        answerer_addr="x:1",
+        redis_url="redis://127.0.0.1:1/0",
+        traces_dsn=None,
+        upload_dir=tmp_path / "uploads",
+        jwt_secret=SECRET,
+        jwt_issuer=None,
+        jwt_audience=None,
+        jwks_url=None,
+        rate_limit_per_minute=0,
+        max_json_bytes=64 * 1024,
+        max_header_bytes=8 * 1024,
+    )
 
 
 @pytest.fixture
@@ -119,7 +180,7 @@ def celery() -> FakeCelery:
 
 
 def make_client(tmp_path: Path, mesh: FakeMesh, celery: FakeCelery, roles: list[str]) -> Iterator[TestClient]:
-    app = create_app(settings(tmp_path), mesh=mesh)  # type: ignore[arg-type]
+    app = create_app(settings(tmp_path), mesh=mesh)
     token = mint(SECRET, "alice", "eng", roles)
     with TestClient(app, raise_server_exceptions=False, headers={"Authorization": f"Bearer {token}"}) as client:
         app.state.runtime.documents.celery = celery
@@ -135,8 +196,9 @@ def upload(client: TestClient, path: str = "/api/v1/documents", method: str = "P
     return client.request(method, path, files={"file": ("notes.md", CONTENT, "text/markdown")})
 
 
-def test_a_new_upload_is_202_with_its_hash(client: TestClient, mesh: FakeMesh, celery: FakeCelery,
-                                          tmp_path: Path) -> None:
+def test_a_new_upload_is_202_with_its_hash(
+    client: TestClient, mesh: FakeMesh, celery: FakeCelery, tmp_path: Path
+) -> None:
     reply = upload(client)
     assert reply.status_code == 202 and reply.json()["duplicate"] is False
     [request] = mesh.requests("CreateOrGetDocument")
@@ -144,10 +206,12 @@ def test_a_new_upload_is_202_with_its_hash(client: TestClient, mesh: FakeMesh, c
     assert celery.sent and (tmp_path / "uploads" / DOC_ID / "v1" / "notes.md").read_bytes() == CONTENT
 
 
-def test_the_same_bytes_again_are_200_duplicate_and_nothing_is_queued(client: TestClient, mesh: FakeMesh,
-                                                                       celery: FakeCelery, tmp_path: Path) -> None:
-    mesh.retriever.replies["CreateOrGetDocument"] = retriever_pb2.CreateOrGetDocumentResponse(document=document(),
-                                                                                                 existing=True)
+def test_the_same_bytes_again_are_200_duplicate_and_nothing_is_queued(
+    client: TestClient, mesh: FakeMesh, celery: FakeCelery, tmp_path: Path
+) -> None:
+    mesh.retriever.replies["CreateOrGetDocument"] = retriever_pb2.CreateOrGetDocumentResponse(
+        document=document(), existing=True
+    )
     reply = upload(client)
     assert reply.status_code == 200
     body = reply.json()
@@ -155,13 +219,19 @@ def test_the_same_bytes_again_are_200_duplicate_and_nothing_is_queued(client: Te
     assert not celery.sent and not (tmp_path / "uploads" / DOC_ID).exists()
 
 
-def test_new_content_is_a_version_stored_apart_and_queued_with_its_number(client: TestClient, mesh: FakeMesh,
-                                                                           celery: FakeCelery, tmp_path: Path) -> None:
+def test_new_content_is_a_version_stored_apart_and_queued_with_its_number(
+    client: TestClient, mesh: FakeMesh, celery: FakeCelery, tmp_path: Path
+) -> None:
     reply = upload(client, f"/api/v1/documents/{DOC_ID}/content", "PUT")
     assert reply.status_code == 202
     body = reply.json()
-    assert (body["unchanged"], body["ingesting_version"], body["pending_version"], body["pending_status"],
-            body["status"]) == (False, 2, 2, "queued", "ready")
+    assert (
+        body["unchanged"],
+        body["ingesting_version"],
+        body["pending_version"],
+        body["pending_status"],
+        body["status"],
+    ) == (False, 2, 2, "queued", "ready")
     [request] = mesh.requests("BeginNewVersion")
     assert not request.reingest and request.content_sha256 == hashlib.sha256(CONTENT).hexdigest()
     [args] = celery.sent
@@ -169,8 +239,9 @@ def test_new_content_is_a_version_stored_apart_and_queued_with_its_number(client
 
 
 def test_unchanged_content_is_200_and_queues_nothing(client: TestClient, mesh: FakeMesh, celery: FakeCelery) -> None:
-    mesh.retriever.replies["BeginNewVersion"] = retriever_pb2.BeginNewVersionResponse(document=document(), version=1,
-                                                                                       unchanged=True)
+    mesh.retriever.replies["BeginNewVersion"] = retriever_pb2.BeginNewVersionResponse(
+        document=document(), version=1, unchanged=True
+    )
     reply = upload(client, f"/api/v1/documents/{DOC_ID}/content", "PUT")
     assert reply.status_code == 200 and reply.json()["unchanged"] is True and "nothing" in reply.json()["note"]
     assert not celery.sent
@@ -182,21 +253,24 @@ def test_a_non_owner_new_version_is_403(client: TestClient, mesh: FakeMesh, cele
     assert not celery.sent
 
 
-def test_reingest_queues_the_stored_file_of_the_visible_version(client: TestClient, mesh: FakeMesh,
-                                                                celery: FakeCelery, tmp_path: Path) -> None:
+def test_reingest_queues_the_stored_file_of_the_visible_version(
+    client: TestClient, mesh: FakeMesh, celery: FakeCelery, tmp_path: Path
+) -> None:
     stored = tmp_path / "uploads" / DOC_ID / "v1" / "notes.md"
     stored.parent.mkdir(parents=True)
     stored.write_bytes(CONTENT)
     mesh.retriever.replies["BeginNewVersion"] = retriever_pb2.BeginNewVersionResponse(
-        document=document(pending_version=1, pending_status=common_pb2.DOCUMENT_STATUS_QUEUED), version=1)
+        document=document(pending_version=1, pending_status=common_pb2.DOCUMENT_STATUS_QUEUED), version=1
+    )
     reply = client.post(f"/api/v1/documents/{DOC_ID}/reingest")
     assert reply.status_code == 202 and reply.json()["ingesting_version"] == 1
     assert mesh.requests("BeginNewVersion")[0].reingest
     assert celery.sent[0][2] == str(stored) and celery.sent[0][-1] == 1
 
 
-def test_reingest_without_the_stored_file_is_409_for_the_owner_403_for_others(client: TestClient,
-                                                                              mesh: FakeMesh) -> None:
+def test_reingest_without_the_stored_file_is_409_for_the_owner_403_for_others(
+    client: TestClient, mesh: FakeMesh
+) -> None:
     mesh.retriever.replies["CheckDocumentAccess"] = retriever_pb2.CheckDocumentAccessResponse(owned_ids=[DOC_ID])
     assert client.post(f"/api/v1/documents/{DOC_ID}/reingest").status_code == 409
     mesh.retriever.replies["CheckDocumentAccess"] = retriever_pb2.CheckDocumentAccessResponse(readable_ids=[DOC_ID])
@@ -215,15 +289,26 @@ def test_patch_sends_only_what_is_given(client: TestClient, mesh: FakeMesh) -> N
     assert mesh.requests("UpdateDocument")[2].title == "New" and not mesh.requests("UpdateDocument")[2].HasField("acl")
 
 
-@pytest.mark.parametrize("body", [{}, {"title": None}, {"acl": {"department": ["eng"]}}, {"owner": "bob"},
-                                  {"title": ""}, {"acl": {"users": ["bad name!"]}}, {"acl": []}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"title": None},
+        {"acl": {"department": ["eng"]}},
+        {"owner": "bob"},
+        {"title": ""},
+        {"acl": {"users": ["bad name!"]}},
+        {"acl": []},
+    ],
+)
 def test_bad_patches_are_422_and_reach_nothing(client: TestClient, mesh: FakeMesh, body: dict[str, Any]) -> None:
     assert client.patch(f"/api/v1/documents/{DOC_ID}", json=body).status_code == 422
     assert not mesh.requests("UpdateDocument")
 
 
-@pytest.mark.parametrize(("code", "status"), [(grpc.StatusCode.PERMISSION_DENIED, 403),
-                                              (grpc.StatusCode.NOT_FOUND, 404)])
+@pytest.mark.parametrize(
+    ("code", "status"), [(grpc.StatusCode.PERMISSION_DENIED, 403), (grpc.StatusCode.NOT_FOUND, 404)]
+)
 def test_patch_by_a_non_owner(client: TestClient, mesh: FakeMesh, code: grpc.StatusCode, status: int) -> None:
     mesh.retriever.replies["UpdateDocument"] = rpc_error(code, "no")
     assert client.patch(f"/api/v1/documents/{DOC_ID}", json={"title": "x"}).status_code == status
@@ -238,16 +323,28 @@ def test_audit_entries_have_their_changes_as_objects(client: TestClient) -> None
 def test_chunks_name_level_and_kind_in_lower_case(client: TestClient, mesh: FakeMesh) -> None:
     body = client.get(f"/api/v1/documents/{DOC_ID}/chunks?level=paragraph&limit=5&cursor=c").json()
     assert body["next_cursor"] == "n1"
-    assert body["chunks"][0].items() >= {"chunk_id": "c1", "level": "paragraph", "kind": "paragraph", "page": 1,
-                                          "section_path": ["Notes"], "token_count": 2, "text": "hello"}.items()
+    assert (
+        body["chunks"][0].items()
+        >= {
+            "chunk_id": "c1",
+            "level": "paragraph",
+            "kind": "paragraph",
+            "page": 1,
+            "section_path": ["Notes"],
+            "token_count": 2,
+            "text": "hello",
+        }.items()
+    )
     [request] = mesh.requests("ListChunks")
     assert (request.level, request.limit, request.cursor) == (common_pb2.CHUNK_LEVEL_PARAGRAPH, 5, "c")
     assert client.get(f"/api/v1/documents/{DOC_ID}/chunks?level=page").status_code == 422
 
 
 def test_list_filters_reach_the_catalogue(client: TestClient, mesh: FakeMesh) -> None:
-    reply = client.get("/api/v1/documents?status=ready&status=failed&owner=bob&format=.PDF"
-                       "&updated_since=2025-01-01T00:00:00%2B02:00&cursor=abc&limit=2")
+    reply = client.get(
+        "/api/v1/documents?status=ready&status=failed&owner=bob&format=.PDF"
+        "&updated_since=2025-01-01T00:00:00%2B02:00&cursor=abc&limit=2"
+    )
     assert reply.status_code == 200 and reply.json()["next_cursor"] == "n2"
     [request] = mesh.requests("ListDocuments")
     assert list(request.statuses) == [common_pb2.DOCUMENT_STATUS_READY, common_pb2.DOCUMENT_STATUS_FAILED]
@@ -257,21 +354,32 @@ def test_list_filters_reach_the_catalogue(client: TestClient, mesh: FakeMesh) ->
     assert mesh.requests("ListDocuments")[1].mime_type == "text/"
 
 
-@pytest.mark.parametrize("query", ["updated_since=2025-01-01T00:00:00", "updated_since=yesterday", "status=done",
-                                   "updated_since=0001-01-01T00:00:00%2B10:00"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "updated_since=2025-01-01T00:00:00",
+        "updated_since=yesterday",
+        "status=done",
+        "updated_since=0001-01-01T00:00:00%2B10:00",
+    ],
+)
 def test_bad_list_filters_are_422(client: TestClient, mesh: FakeMesh, query: str) -> None:
     assert client.get(f"/api/v1/documents?{query}").status_code == 422
     assert not mesh.requests("ListDocuments")
 
 
-def test_the_problems_view_is_for_admins(tmp_path: Path, client: TestClient, mesh: FakeMesh,
-                                         celery: FakeCelery) -> None:
+def test_the_problems_view_is_for_admins(
+    tmp_path: Path, client: TestClient, mesh: FakeMesh, celery: FakeCelery
+) -> None:
     assert client.get("/api/v1/admin/documents/problems").status_code == 403
     assert not mesh.requests("ListProblemDocuments")
     for admin in make_client(tmp_path, mesh, celery, ["admin"]):
         [problem] = admin.get("/api/v1/admin/documents/problems?stuck_after_seconds=60").json()["documents"]
-        assert (problem["problem"], problem["reason"], problem["idle_seconds"]) == ("failed", "no extractable text",
-                                                                                     12.5)
+        assert (problem["problem"], problem["reason"], problem["idle_seconds"]) == (
+            "failed",
+            "no extractable text",
+            12.5,
+        )
         assert problem["document"]["status"] == "failed"
         assert mesh.requests("ListProblemDocuments")[0].stuck_after_seconds == 60
 
@@ -281,8 +389,9 @@ def test_formats_are_the_shared_list(client: TestClient) -> None:
 
 
 def test_events_follow_a_pending_version(client: TestClient, mesh: FakeMesh) -> None:
-    mesh.retriever.replies["GetDocument"] = document(pending_version=2, pending_status=common_pb2.DOCUMENT_STATUS_FAILED,
-                                                     pending_error="parse failed: bad")
+    mesh.retriever.replies["GetDocument"] = document(
+        pending_version=2, pending_status=common_pb2.DOCUMENT_STATUS_FAILED, pending_error="parse failed: bad"
+    )
     with client.stream("GET", f"/api/v1/documents/{DOC_ID}/events") as reply:
         text = "".join(reply.iter_text())
     assert '"failed"' in text and "parse failed: bad" in text

@@ -1,5 +1,6 @@
 """Relevance grading (correct / ambiguous → one corrective retrieval / incorrect → no sources) and the chat
 outcomes the retriever's document counts decide (no_permission, no_match_in_filter, ingesting)."""
+
 from __future__ import annotations
 
 import sys
@@ -7,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
@@ -18,22 +18,29 @@ from ragmesh_gateway.grading import GradedQuery, Thresholds
 from ragmesh_gateway.orchestrator import INGESTING, NO_MATCH_IN_FILTER, NO_PERMISSION, ChatOptions, Orchestrator
 
 sys.path.insert(0, str(Path(__file__).parent))  # the orchestrator tests' fakes (tests run in importlib mode)
-from test_gateway_orchestrator import USER, FakeMesh, Stub, rpc_error  # noqa: E402
+from test_gateway_orchestrator import USER, FakeMesh, Stub, rpc_error
 
 SELECTRIC = "The IBM Selectric typewriter was introduced in 1961 and used a golf-ball type element."
 LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."
 CAPITAL = "Capital expenditure for the new data centre was approved by the board."
 
 
-def chunk(chunk_id: str, text: str, vector: float = 0.0, hybrid: float = 0.5, lexical: float = 1.0,
-          title: str = "Doc") -> common_pb2.ScoredChunk:
-    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title=title),
-                                  score=hybrid, hybrid_score=hybrid, vector_score=vector, lexical_score=lexical)
+def chunk(
+    chunk_id: str, text: str, vector: float = 0.0, hybrid: float = 0.5, lexical: float = 1.0, title: str = "Doc"
+) -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(
+        chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title=title),
+        score=hybrid,
+        hybrid_score=hybrid,
+        vector_score=vector,
+        lexical_score=lexical,
+    )
 
 
 def search_reply(*results: common_pb2.ScoredChunk, **counts: int) -> retriever_pb2.SearchResponse:
-    return retriever_pb2.SearchResponse(results=list(results), **{"accessible_documents": 2,
-                                                                 "readable_documents": 2, **counts})
+    return retriever_pb2.SearchResponse(
+        results=list(results), **{"accessible_documents": 2, "readable_documents": 2, **counts}
+    )
 
 
 def grade(question: str, items: list[common_pb2.ScoredChunk], have_vector: bool = True) -> grading.Grade:
@@ -42,10 +49,13 @@ def grade(question: str, items: list[common_pb2.ScoredChunk], have_vector: bool 
 
 # ---------- the grade of a candidate set ----------
 
+
 def test_a_strong_lexical_match_counts_on_its_own() -> None:
     # the reported case: the best hit has a low cosine and a high fused score; lorem ipsum has the higher cosine
-    result = grade("What is the Selectric?", [chunk("sel", SELECTRIC, vector=0.16, hybrid=0.8),
-                                              chunk("lorem", LOREM, vector=0.30, hybrid=0.4)])
+    result = grade(
+        "What is the Selectric?",
+        [chunk("sel", SELECTRIC, vector=0.16, hybrid=0.8), chunk("lorem", LOREM, vector=0.30, hybrid=0.4)],
+    )
     assert result.grade == grading.CORRECT
     assert [k.chunk.chunk_id for k in result.kept] == ["sel"]
 
@@ -57,8 +67,9 @@ def test_an_unnamed_entity_makes_the_set_at_best_ambiguous() -> None:
 
 
 def test_nothing_with_a_signal_is_incorrect() -> None:
-    result = grade("What is the recommended tire pressure for a mountain bike?",
-                   [chunk("lorem", LOREM, vector=0.05, hybrid=1.0)])
+    result = grade(
+        "What is the recommended tire pressure for a mountain bike?", [chunk("lorem", LOREM, vector=0.05, hybrid=1.0)]
+    )
     assert result.grade == grading.INCORRECT and result.kept == []
 
 
@@ -81,8 +92,12 @@ def test_a_bridge_passage_is_graded_against_its_own_sub_query() -> None:
     bridge = chunk("b", "Armonk is a hamlet in Westchester County, New York, founded in 1730.", vector=0.2)
     question = GradedQuery.of("When was the town where IBM is headquartered founded?")
     alone = grading.grade([bridge], [question], have_vector=True, thresholds=Thresholds())
-    with_sub = grading.grade([bridge], [question, GradedQuery.of("Armonk founded year", ["Armonk"])],
-                             have_vector=True, thresholds=Thresholds())
+    with_sub = grading.grade(
+        [bridge],
+        [question, GradedQuery.of("Armonk founded year", ["Armonk"])],
+        have_vector=True,
+        thresholds=Thresholds(),
+    )
     assert alone.grade != grading.CORRECT and with_sub.grade == grading.CORRECT
 
 
@@ -99,8 +114,9 @@ def test_keyword_query_keeps_entities_and_content_words() -> None:
 
 # ---------- the grade in a chat ----------
 
+
 async def chat(mesh: FakeMesh, question: str, **options: Any) -> tuple[Any, dict[str, Any]]:
-    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
     prepared = await orchestrator.prepare(USER, ChatOptions(question=question, rerank=False, **options))
     events = [e async for e in orchestrator.run(prepared)]
     return prepared, events[-1]["data"]
@@ -108,8 +124,16 @@ async def chat(mesh: FakeMesh, question: str, **options: Any) -> tuple[Any, dict
 
 async def test_correct_answers_from_the_kept_chunks_without_a_corrective_search() -> None:
     searches: list[retriever_pb2.SearchRequest] = []
-    mesh = FakeMesh(retriever=Stub(Search=lambda r: searches.append(r) or search_reply(
-        chunk("sel", SELECTRIC, vector=0.16, hybrid=0.8), chunk("lorem", LOREM, vector=0.3, hybrid=0.4))))
+    mesh = FakeMesh(
+        retriever=Stub(
+            Search=lambda r: (
+                searches.append(r)
+                or search_reply(
+                    chunk("sel", SELECTRIC, vector=0.16, hybrid=0.8), chunk("lorem", LOREM, vector=0.3, hybrid=0.4)
+                )
+            )
+        )
+    )
     _, final = await chat(mesh, "What is the Selectric?")
     assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["sel"]
     assert final["relevance"]["grade"] == "correct" and "corrective" not in final["relevance"]
@@ -129,7 +153,11 @@ async def test_ambiguous_gets_one_corrective_retrieval_and_answers_when_it_finds
     prepared, final = await chat(mesh, "When was the Selectric typewriter introduced?", routing=False)
     assert len(searches) == 2
     corrective = searches[1]
-    assert corrective.query == "Selectric typewriter introduced" and corrective.HasField("alpha") and corrective.alpha == 0.3
+    assert (
+        corrective.query == "Selectric typewriter introduced"
+        and corrective.HasField("alpha")
+        and corrective.alpha == 0.3
+    )
     assert len(corrective.levels) == 3 and corrective.top_k == 60
     assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["sel"]
     assert final["relevance"]["grade"] == "correct"
@@ -167,6 +195,7 @@ async def test_relevance_gate_off_keeps_every_candidate_but_reports_the_grade() 
 
 # ---------- outcomes from the document counts ----------
 
+
 async def test_no_permission_only_when_nothing_is_readable() -> None:
     mesh = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse()))
     _, final = await chat(mesh, "When was IBM founded?")
@@ -183,8 +212,9 @@ async def test_documents_still_ingesting() -> None:
     mesh = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(readable_documents=2, ingesting_documents=2)))
     _, final = await chat(mesh, "When was IBM founded?")
     assert final["outcome"] == "ingesting" and final["answer"] == INGESTING and final["ingesting_documents"] == 2
-    some = FakeMesh(retriever=Stub(Search=search_reply(chunk("sel", SELECTRIC, 0.6), readable_documents=3,
-                                                       ingesting_documents=1)))
+    some = FakeMesh(
+        retriever=Stub(Search=search_reply(chunk("sel", SELECTRIC, 0.6), readable_documents=3, ingesting_documents=1))
+    )
     _, final = await chat(some, "When was the Selectric introduced?")
     assert final["outcome"] == "answer" and "still being processed" in final["notes"][0]
 

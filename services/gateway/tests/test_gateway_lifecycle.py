@@ -1,4 +1,5 @@
 """Readiness (can this gateway answer chat), the graceful end of open chat streams, and trace retention."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,14 +32,27 @@ class HealthOnlyMesh:
 
 def settings(tmp_path: Path, redis_url: str = "redis://127.0.0.1:1/0") -> Settings:
     addr = "127.0.0.1:1"
-    return Settings(host="127.0.0.1", port=0, parser_addr=addr, embedder_addr=addr, retriever_addr=addr,
-                    reranker_addr=addr, graph_addr=addr, answerer_addr=addr, redis_url=redis_url, traces_dsn=None,
-                    upload_dir=tmp_path / "uploads", jwt_secret="x" * 32, jwt_issuer=None, jwt_audience=None,
-                    jwks_url=None)
+    return Settings(
+        host="127.0.0.1",
+        port=0,
+        parser_addr=addr,
+        embedder_addr=addr,
+        retriever_addr=addr,
+        reranker_addr=addr,
+        graph_addr=addr,
+        answerer_addr=addr,
+        redis_url=redis_url,
+        traces_dsn=None,
+        upload_dir=tmp_path / "uploads",
+        jwt_secret="x" * 32,
+        jwt_issuer=None,
+        jwt_audience=None,
+        jwks_url=None,
+    )
 
 
 def readyz(tmp_path: Path, **statuses: str) -> tuple[int, dict[str, Any]]:
-    app = create_app(settings(tmp_path), mesh=HealthOnlyMesh(**statuses))  # type: ignore[arg-type]
+    app = create_app(settings(tmp_path), mesh=HealthOnlyMesh(**statuses))
     with TestClient(app) as client:
         reply = client.get("/readyz")
     return reply.status_code, reply.json()

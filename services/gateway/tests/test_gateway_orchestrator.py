@@ -1,4 +1,5 @@
 """Orchestration rules: required hops fail with the step named, optional hops degrade and say so."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,13 @@ OFF_TEXT = "The cafeteria menu changes every Monday."
 
 
 def hit(chunk_id: str, vector: float, lexical: float = 1.0, text: str = IBM_TEXT) -> common_pb2.ScoredChunk:
-    return common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title="T"),
-                                  score=vector, hybrid_score=vector, vector_score=vector, lexical_score=lexical)
+    return common_pb2.ScoredChunk(
+        chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id="d1", text=text, title="T"),
+        score=vector,
+        hybrid_score=vector,
+        vector_score=vector,
+        lexical_score=lexical,
+    )
 
 
 class Stub:
@@ -59,7 +65,6 @@ class Stub:
         return reply
 
 
-
 class FakeStreamCall:
     """A server-streaming call as grpc.aio returns it: headers (the answerer's admission key unless the reply
     is an error, which comes trailers-only), then the events or the error."""
@@ -82,29 +87,53 @@ class FakeStreamCall:
 
 class FakeMesh:
     def __init__(self, **stubs: Stub) -> None:
-        ok_answer = [answerer_pb2.AnswerEvent(token="IBM was "), answerer_pb2.AnswerEvent(token="founded in 1911."),
-                     answerer_pb2.AnswerEvent(final=answerer_pb2.AnswerFinal(
-                         answer="IBM was founded in 1911.", grounding_score=1.0, grounded=True, model="m",
-                         citations=[answerer_pb2.Citation(source_index=1, chunk_id="c2", support=0.9)]))]
+        ok_answer = [
+            answerer_pb2.AnswerEvent(token="IBM was "),
+            answerer_pb2.AnswerEvent(token="founded in 1911."),
+            answerer_pb2.AnswerEvent(
+                final=answerer_pb2.AnswerFinal(
+                    answer="IBM was founded in 1911.",
+                    grounding_score=1.0,
+                    grounded=True,
+                    model="m",
+                    citations=[answerer_pb2.Citation(source_index=1, chunk_id="c2", support=0.9)],
+                )
+            ),
+        ]
         self.answerer = stubs.get("answerer") or Stub(
-            CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=ok_answer)
-        self.embedder = stubs.get("embedder") or Stub(Embed=lambda request: embedder_pb2.EmbedResponse(
-            vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in request.texts]))
-        self.retriever = stubs.get("retriever") or Stub(Search=retriever_pb2.SearchResponse(
-            results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1, text=OFF_TEXT)], accessible_documents=2,
-            readable_documents=2))
-        self.reranker = stubs.get("reranker") or Stub(Rerank=lambda request: reranker_pb2.RerankResponse(
-            scores=[0.6, 0.9, 0.02][: len(request.passages)], configured=True))
-        self.graph = stubs.get("graph") or Stub(GetContext=graph_pb2.GetContextResponse(
-            relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]))
+            CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=ok_answer
+        )
+        self.embedder = stubs.get("embedder") or Stub(
+            Embed=lambda request: embedder_pb2.EmbedResponse(
+                vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in request.texts]
+            )
+        )
+        self.retriever = stubs.get("retriever") or Stub(
+            Search=retriever_pb2.SearchResponse(
+                results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1, text=OFF_TEXT)],
+                accessible_documents=2,
+                readable_documents=2,
+            )
+        )
+        self.reranker = stubs.get("reranker") or Stub(
+            Rerank=lambda request: reranker_pb2.RerankResponse(
+                scores=[0.6, 0.9, 0.02][: len(request.passages)], configured=True
+            )
+        )
+        self.graph = stubs.get("graph") or Stub(
+            GetContext=graph_pb2.GetContextResponse(
+                relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]
+            )
+        )
 
 
 RELATIONAL = "What is the relationship between IBM and Armonk?"
 
 
-async def run(mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None
-              ) -> tuple[Any, list[dict[str, Any]]]:
-    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
+async def run(
+    mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None
+) -> tuple[Any, list[dict[str, Any]]]:
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
     prepared = await orchestrator.prepare(USER, ChatOptions(question=question, top_k=5, history=history or []))
     return prepared, [e async for e in orchestrator.run(prepared)]
 
@@ -128,9 +157,10 @@ async def test_full_pipeline_reranks_filters_and_attributes_sources() -> None:
 
 async def test_search_passes_fusion() -> None:
     mesh = FakeMesh()
-    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)  # type: ignore[arg-type]
-    prepared, items = await orchestrator.search(USER, ChatOptions(question=RELATIONAL, top_k=5, graph=False,
-                                                                  fusion="distribution_based"))
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
+    prepared, items = await orchestrator.search(
+        USER, ChatOptions(question=RELATIONAL, top_k=5, graph=False, fusion="distribution_based")
+    )
     assert mesh.retriever.requests["Search"].fusion == retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED
     assert prepared.accessible == 2 and {i.chunk.chunk_id for i in items} == {"c1", "c2"}
 
@@ -138,9 +168,13 @@ async def test_search_passes_fusion() -> None:
 async def test_embedder_down_degrades_to_lexical_search() -> None:
     # the retriever embeds the query (embed_query); when its embedder fails it says so and searches lexically
     mesh = FakeMesh()
-    mesh.retriever = Stub(Search=retriever_pb2.SearchResponse(
-        results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0, text=OFF_TEXT)], accessible_documents=1,
-        vector_unavailable="embedder UNAVAILABLE; lexical search only"))
+    mesh.retriever = Stub(
+        Search=retriever_pb2.SearchResponse(
+            results=[hit("c1", 0.0, lexical=3.2), hit("c2", 0.0, lexical=0.0, text=OFF_TEXT)],
+            accessible_documents=1,
+            vector_unavailable="embedder UNAVAILABLE; lexical search only",
+        )
+    )
     mesh.reranker = Stub(Rerank=reranker_pb2.RerankResponse(scores=[0.9, 0.01], configured=True))
     prepared, events = await run(mesh)
     request = mesh.retriever.requests["Search"]
@@ -152,7 +186,9 @@ async def test_embedder_down_degrades_to_lexical_search() -> None:
 
 
 async def test_reranker_not_configured_keeps_retrieval_order() -> None:
-    mesh = FakeMesh(reranker=Stub(Rerank=rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "no reranker model configured")))
+    mesh = FakeMesh(
+        reranker=Stub(Rerank=rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "no reranker model configured"))
+    )
     _, events = await run(mesh)
     final = events[-1]["data"]
     assert [s["chunk_id"] for s in final["sources"]] == ["c1", "c2"]
@@ -161,7 +197,8 @@ async def test_reranker_not_configured_keeps_retrieval_order() -> None:
 
 
 async def test_reranker_answering_unconfigured_is_a_degradation_without_an_error_span(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -173,13 +210,19 @@ async def test_reranker_answering_unconfigured_is_a_degradation_without_an_error
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(module, "tracer", provider.get_tracer("test"))
-    mesh = FakeMesh(reranker=Stub(Rerank=reranker_pb2.RerankResponse(
-        configured=False, unconfigured_reason="no reranker model configured (set RERANKER_MODEL)")))
+    mesh = FakeMesh(
+        reranker=Stub(
+            Rerank=reranker_pb2.RerankResponse(
+                configured=False, unconfigured_reason="no reranker model configured (set RERANKER_MODEL)"
+            )
+        )
+    )
     _, events = await run(mesh)
     final = events[-1]["data"]
     assert final["outcome"] == "answer" and [s["chunk_id"] for s in final["sources"]] == ["c1", "c2"]
-    assert final["degraded"] == [{"step": "rerank", "reason": "no reranker model configured (set RERANKER_MODEL); "
-                                                             "kept retrieval order"}]
+    assert final["degraded"] == [
+        {"step": "rerank", "reason": "no reranker model configured (set RERANKER_MODEL); kept retrieval order"}
+    ]
     spans = exporter.get_finished_spans()
     assert "rerank" in [s.name for s in spans]
     assert all(s.status.status_code != StatusCode.ERROR for s in spans)
@@ -206,8 +249,10 @@ async def test_required_hops_fail_with_the_step_named() -> None:
 
 async def test_answerer_failure_mid_stream_is_an_error_event() -> None:
     mesh = FakeMesh()
-    mesh.answerer = Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True),
-                         Answer=rpc_error(grpc.StatusCode.UNAVAILABLE, "ollama down"))
+    mesh.answerer = Stub(
+        CheckInput=answerer_pb2.CheckInputResponse(allowed=True),
+        Answer=rpc_error(grpc.StatusCode.UNAVAILABLE, "ollama down"),
+    )
     _, events = await run(mesh)
     assert events[-1]["event"] == "error" and events[-1]["data"]["step"] == "answer"
 
@@ -216,8 +261,13 @@ async def test_no_permission_and_no_sources_outcomes() -> None:
     none = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(accessible_documents=0)))
     _, events = await run(none)
     assert events[-1]["data"]["outcome"] == "no_permission" and events[-1]["data"]["answer"] == NO_PERMISSION
-    irrelevant = FakeMesh(retriever=Stub(Search=retriever_pb2.SearchResponse(
-        results=[hit("c1", 0.05, text=OFF_TEXT)], accessible_documents=3, readable_documents=3)))
+    irrelevant = FakeMesh(
+        retriever=Stub(
+            Search=retriever_pb2.SearchResponse(
+                results=[hit("c1", 0.05, text=OFF_TEXT)], accessible_documents=3, readable_documents=3
+            )
+        )
+    )
     _, events = await run(irrelevant)
     assert events[-1]["data"]["outcome"] == "no_sources" and events[-1]["data"]["sources"] == []
     assert events[-1]["data"]["answer"] == NO_SOURCES
@@ -234,8 +284,9 @@ async def test_router_skips_the_graph_for_a_plain_factual_question() -> None:
 
 async def test_follow_up_is_rewritten_before_search_and_answer() -> None:
     mesh = FakeMesh()
-    prepared, _ = await run(mesh, "When was it founded?", history=[("user", "Tell me about IBM"),
-                                                                     ("assistant", "IBM is a company.")])
+    prepared, _ = await run(
+        mesh, "When was it founded?", history=[("user", "Tell me about IBM"), ("assistant", "IBM is a company.")]
+    )
     assert prepared.query == "When was IBM founded?"
     assert mesh.retriever.requests["Search"].query == "When was IBM founded?"
     assert mesh.answerer.requests["Answer"].question == "When was IBM founded?"
@@ -279,7 +330,9 @@ async def test_one_search_per_question_multi_hop_or_not(monkeypatch: pytest.Monk
         calls.append(request)
         return retriever_pb2.SearchResponse(results=[hit("c1", 0.8)], accessible_documents=1, readable_documents=1)
 
-    prepared, _ = await run(FakeMesh(retriever=Stub(Search=search)), "Which company was founded first, IBM or Microsoft?")
+    prepared, _ = await run(
+        FakeMesh(retriever=Stub(Search=search)), "Which company was founded first, IBM or Microsoft?"
+    )
     assert len(calls) == 1 and len(calls[0].sub_queries) == 2
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3
     prepared, _ = await run(FakeMesh(), "When was IBM founded?")
@@ -289,28 +342,65 @@ async def test_one_search_per_question_multi_hop_or_not(monkeypatch: pytest.Monk
 
 
 async def test_final_event_carries_verification_and_evidence_mapped_to_documents() -> None:
-    withheld = [answerer_pb2.AnswerEvent(token="IBM was founded in 1924."),
-                answerer_pb2.AnswerEvent(final=answerer_pb2.AnswerFinal(
-                    answer="I could not verify an answer in your documents.", short_answer="I could not verify",
-                    withheld=True, verified=False, grounded=False, draft="IBM was founded in 1924.", model="m",
-                    evidence=[answerer_pb2.EvidenceQuote(source_index=0, chunk_id="c2", text="founded in 1911",
-                                                         start=4, end=19)],
-                    sentences=[answerer_pb2.SentenceVerdict(
-                        text="IBM was founded in 1924.", supported=False, source_indexes=[0],
-                        unsupported_tokens=["1924"], reason="the evidence does not state '1924'",
-                        verdict=answerer_pb2.VERDICT_MISSING_TOKEN, short_answer=True)]))]
+    withheld = [
+        answerer_pb2.AnswerEvent(token="IBM was founded in 1924."),
+        answerer_pb2.AnswerEvent(
+            final=answerer_pb2.AnswerFinal(
+                answer="I could not verify an answer in your documents.",
+                short_answer="I could not verify",
+                withheld=True,
+                verified=False,
+                grounded=False,
+                draft="IBM was founded in 1924.",
+                model="m",
+                evidence=[
+                    answerer_pb2.EvidenceQuote(source_index=0, chunk_id="c2", text="founded in 1911", start=4, end=19)
+                ],
+                sentences=[
+                    answerer_pb2.SentenceVerdict(
+                        text="IBM was founded in 1924.",
+                        supported=False,
+                        source_indexes=[0],
+                        unsupported_tokens=["1924"],
+                        reason="the evidence does not state '1924'",
+                        verdict=answerer_pb2.VERDICT_MISSING_TOKEN,
+                        short_answer=True,
+                    )
+                ],
+            )
+        ),
+    ]
     mesh = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=withheld))
     _, events = await run(mesh, history=[("user", "Tell me about IBM"), ("assistant", "IBM is a company.")])
     final = events[-1]["data"]
     assert final["withheld"] is True and final["verified"] is False and final["grounded"] is False
     assert final["draft"] == "IBM was founded in 1924." and final["short_answer"] == "I could not verify"
     first = final["sources"][0]  # the reranker put c2 first: evidence source 1 is c2's document
-    assert final["evidence"] == [{"source": 1, "document_id": first["document_id"], "title": first["title"],
-                                  "section_path": first["section_path"], "page": first["page"],
-                                  "quote": "founded in 1911", "start": 4, "end": 19}]
-    assert final["sentences"] == [{"text": "IBM was founded in 1924.", "supported": False, "sources": [1],
-                                   "unsupported_tokens": ["1924"], "reason": "the evidence does not state '1924'",
-                                   "verdict": "missing_token", "short_answer": True}]
+    assert final["evidence"] == [
+        {
+            "source": 1,
+            "document_id": first["document_id"],
+            "title": first["title"],
+            "section_path": first["section_path"],
+            "page": first["page"],
+            "quote": "founded in 1911",
+            "start": 4,
+            "end": 19,
+        }
+    ]
+    assert final["sentences"] == [
+        {
+            "text": "IBM was founded in 1924.",
+            "supported": False,
+            "sources": [1],
+            "unsupported_tokens": ["1924"],
+            "reason": "the evidence does not state '1924'",
+            "verdict": "missing_token",
+            "short_answer": True,
+        }
+    ]
     checked = mesh.answerer.requests["CheckInput"]
-    assert [(t.role, t.content) for t in checked.history] == [("user", "Tell me about IBM"),
-                                                              ("assistant", "IBM is a company.")]
+    assert [(t.role, t.content) for t in checked.history] == [
+        ("user", "Tell me about IBM"),
+        ("assistant", "IBM is a company."),
+    ]

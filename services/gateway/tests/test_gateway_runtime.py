@@ -1,5 +1,6 @@
 """The app's structure: one Runtime per app (the mesh built once, in the lifespan), no module-level mutable state,
 and the document lifecycle (store → enqueue, or a failed status when the queue is down) in one owner."""
+
 from __future__ import annotations
 
 import ast
@@ -30,20 +31,44 @@ from ragmesh_ingestion.tasks import TASK_NAME, task_user
 
 SECRET = "test-secret-which-is-long-enough-for-hs256"
 DOC_ID = "7b0e3f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
-HTTP_LAYER = ("app", "deps", "runtime", "documents", "mesh", "routers.chat", "routers.documents", "routers.admin",
-              "routers.health")
+HTTP_LAYER = (
+    "app",
+    "deps",
+    "runtime",
+    "documents",
+    "mesh",
+    "routers.chat",
+    "routers.documents",
+    "routers.admin",
+    "routers.health",
+)
 
 
 def settings(tmp_path: Path) -> Settings:
-    return Settings(host="127.0.0.1", port=0, parser_addr="x:1", embedder_addr="x:1", retriever_addr="x:1",
-                    reranker_addr="x:1", graph_addr="x:1", answerer_addr="x:1", redis_url="redis://127.0.0.1:1/0",
-                    traces_dsn=None, upload_dir=tmp_path / "uploads", jwt_secret=SECRET, jwt_issuer=None,
-                    jwt_audience=None, jwks_url=None, rate_limit_per_minute=0)
+    return Settings(
+        host="127.0.0.1",
+        port=0,
+        parser_addr="x:1",
+        embedder_addr="x:1",
+        retriever_addr="x:1",
+        reranker_addr="x:1",
+        graph_addr="x:1",
+        answerer_addr="x:1",
+        redis_url="redis://127.0.0.1:1/0",
+        traces_dsn=None,
+        upload_dir=tmp_path / "uploads",
+        jwt_secret=SECRET,
+        jwt_issuer=None,
+        jwt_audience=None,
+        jwks_url=None,
+        rate_limit_per_minute=0,
+    )
 
 
 def document(status: int = common_pb2.DOCUMENT_STATUS_QUEUED) -> common_pb2.Document:
-    return common_pb2.Document(document_id=DOC_ID, title="notes", filename="notes.md", status=status,
-                               acl=common_pb2.Acl(departments=["eng"]))
+    return common_pb2.Document(
+        document_id=DOC_ID, title="notes", filename="notes.md", status=status, acl=common_pb2.Acl(departments=["eng"])
+    )
 
 
 class Stub:
@@ -62,16 +87,21 @@ class Stub:
 
 class CountingMesh:
     """Stands in for Mesh; counts how many the app builds."""
+
     built: ClassVar[list[CountingMesh]] = []
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.closed = False
         self.parser = Stub(self.calls, ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md"]))
-        self.retriever = Stub(self.calls, ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()],
-                                                                                              total=1),
-                              GetDocument=document(), CreateDocument=document(), UpdateDocumentStatus=document(),
-                              CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(document=document()))
+        self.retriever = Stub(
+            self.calls,
+            ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()], total=1),
+            GetDocument=document(),
+            CreateDocument=document(),
+            UpdateDocumentStatus=document(),
+            CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(document=document()),
+        )
 
     @classmethod
     def from_settings(cls, _: Settings) -> CountingMesh:
@@ -111,11 +141,25 @@ def test_no_module_level_mutable_state(name: str) -> None:
     """Everything an app holds lives on its Runtime: module globals are constants, functions, classes and routers."""
     module = importlib.import_module(f"ragmesh_gateway.{name}")
     tree = ast.parse(Path(module.__file__ or "").read_text())
-    assigned = {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                if isinstance(target, ast.Name)}
-    stateful = (dict, list, set, bytearray, Runtime, DocumentLifecycle, runtime_module.Redis,
-                runtime_module.Orchestrator, runtime_module.TraceStore, runtime_module.RateLimiter)
+    assigned = {
+        target.id
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    stateful = (
+        dict,
+        list,
+        set,
+        bytearray,
+        Runtime,
+        DocumentLifecycle,
+        runtime_module.Redis,
+        runtime_module.Orchestrator,
+        runtime_module.TraceStore,
+        runtime_module.RateLimiter,
+    )
     found = {key: type(getattr(module, key)).__name__ for key in assigned if isinstance(getattr(module, key), stateful)}
     assert not found, f"ragmesh_gateway.{name} holds module-level state: {found}"
     assert isinstance(getattr(module, "SSE_HEADERS", types.MappingProxyType({})), types.MappingProxyType)
@@ -135,12 +179,15 @@ class FakeCelery:
 
 def lifecycle(tmp_path: Path, celery: FakeCelery) -> tuple[DocumentLifecycle, CountingMesh]:
     mesh = CountingMesh()
-    return DocumentLifecycle(settings(tmp_path), mesh, None, celery), mesh  # type: ignore[arg-type]
+    return DocumentLifecycle(settings(tmp_path), mesh, None, celery), mesh
 
 
 def notes() -> UploadFile:
-    return UploadFile(io.BytesIO(b"# Notes\n\nhello"), filename="notes.md",
-                      headers=Headers({"content-type": "application/octet-stream"}))
+    return UploadFile(
+        io.BytesIO(b"# Notes\n\nhello"),
+        filename="notes.md",
+        headers=Headers({"content-type": "application/octet-stream"}),
+    )
 
 
 ALICE = UserContext(user_id="alice", department="eng", roles=("employee",), token="t")

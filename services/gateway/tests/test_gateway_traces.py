@@ -1,5 +1,6 @@
 """The admin traces store reads `rag_traces` as the requesting user: row-level security lets only a
 transaction whose roles hold `admin` see spans, so a non-admin gets nothing even past the API's check."""
+
 from __future__ import annotations
 
 from opentelemetry.sdk.resources import Resource
@@ -15,9 +16,9 @@ async def test_only_an_admins_roles_read_the_stored_traces(postgres) -> None:
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    with provider.get_tracer("test").start_as_current_span("traces-store-probe"):
-        with provider.get_tracer("test").start_as_current_span("child"):
-            pass
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("traces-store-probe"), tracer.start_as_current_span("child"):
+        pass
     spans = memory.get_finished_spans()
     exporter = PostgresSpanExporter(postgres.app_dsn)
     try:
@@ -29,7 +30,9 @@ async def test_only_an_admins_roles_read_the_stored_traces(postgres) -> None:
     await store.open()
     try:
         listed = await store.list(("employee", "admin"), name="traces-store-probe")
-        assert [(t["trace_id"], t["span_count"], t["root_name"]) for t in listed] == [(trace_id, 2, "traces-store-probe")]
+        assert [(t["trace_id"], t["span_count"], t["root_name"]) for t in listed] == [
+            (trace_id, 2, "traces-store-probe")
+        ]
         assert {s["name"] for s in await store.spans(("admin",), trace_id)} == {"traces-store-probe", "child"}
         for roles in ((), ("employee",), ("administrator",)):
             assert await store.list(roles, name="traces-store-probe") == []

@@ -4,6 +4,7 @@ The graph asks the catalogue (the retriever's CheckDocumentAccess) who may read 
 that is an in-process catalogue server behind the real identity interceptor, whose documents a test declares
 (`documents.add`). `graph_stub` calls as ALICE; `graph_as(user)` opens a stub for another user.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -19,10 +20,10 @@ from grpc import aio
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext, require_user
-from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
-from ragmesh_dev.ports import free_port
 from ragmesh_common.server import GrpcService
 from ragmesh_common.tokens import channel_as
+from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
+from ragmesh_dev.ports import free_port
 from ragmesh_graph.config import Settings
 from ragmesh_graph.server import build_service
 from ragmesh_graph.store import Q_COUNT_CHUNKS, GraphStore
@@ -30,8 +31,7 @@ from ragmesh_graph.store import Q_COUNT_CHUNKS, GraphStore
 
 @pytest.fixture(scope="session")
 def arcadedb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedArcadeDB]:
-    server = EmbeddedArcadeDB(tmp_path_factory.mktemp("arcadedb"), free_port(), free_port(),
-                              secrets.token_urlsafe(12))
+    server = EmbeddedArcadeDB(tmp_path_factory.mktemp("arcadedb"), free_port(), free_port(), secrets.token_urlsafe(12))
     server.start(timeout=180)
     try:
         yield server
@@ -51,13 +51,13 @@ class Catalogue(retriever_pb2_grpc.RetrieverServiceServicer):
     calls: int = 0
     down: bool = False
 
-    def add(self, document_id: str, owner: str = "alice", readers: set[str] | None = None,
-            ready: bool = True) -> str:
+    def add(self, document_id: str, owner: str = "alice", readers: set[str] | None = None, ready: bool = True) -> str:
         self.documents[document_id] = (owner, set(readers or ()), ready)
         return document_id
 
-    async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
-                                  context: aio.ServicerContext) -> retriever_pb2.CheckDocumentAccessResponse:
+    async def CheckDocumentAccess(
+        self, request: retriever_pb2.CheckDocumentAccessRequest, context: aio.ServicerContext
+    ) -> retriever_pb2.CheckDocumentAccessResponse:
         user = await require_user(context)  # the graph forwarded the caller's verified token
         self.calls += 1
         if self.down:
@@ -90,10 +90,18 @@ async def catalogue() -> AsyncIterator[tuple[Catalogue, int]]:
 
 @pytest.fixture(scope="session")
 def graph_settings(arcadedb: EmbeddedArcadeDB, catalogue: tuple[Catalogue, int]) -> Settings:
-    return Settings(host="127.0.0.1", port=0, neo4j_uri=arcadedb.uri, neo4j_user=arcadedb.user,
-                    neo4j_password=arcadedb.password, neo4j_database=arcadedb.database, query_timeout_seconds=20.0,
-                    max_entities_per_chunk=25, retriever_addr=f"127.0.0.1:{catalogue[1]}",
-                    access_cache_seconds=0.0)  # every call asks: tests change the catalogue between calls
+    return Settings(
+        host="127.0.0.1",
+        port=0,
+        neo4j_uri=arcadedb.uri,
+        neo4j_user=arcadedb.user,
+        neo4j_password=arcadedb.password,
+        neo4j_database=arcadedb.database,
+        query_timeout_seconds=20.0,
+        max_entities_per_chunk=25,
+        retriever_addr=f"127.0.0.1:{catalogue[1]}",
+        access_cache_seconds=0.0,
+    )  # every call asks: tests change the catalogue between calls
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +113,9 @@ async def graph_address(graph_settings: Settings) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="session")
-def graph_as(graph_address: str) -> Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]]:
+def graph_as(
+    graph_address: str,
+) -> Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]]:
     @asynccontextmanager
     async def open_as(user: UserContext) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
         async with channel_as(graph_address, user) as channel:
@@ -115,8 +125,9 @@ def graph_as(graph_address: str) -> Callable[[UserContext], AbstractAsyncContext
 
 
 @pytest.fixture(scope="session")
-async def graph_stub(graph_as: Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]]
-                     ) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
+async def graph_stub(
+    graph_as: Callable[[UserContext], AbstractAsyncContextManager[graph_pb2_grpc.GraphServiceStub]],
+) -> AsyncIterator[graph_pb2_grpc.GraphServiceStub]:
     """The graph, called as ALICE."""
     async with graph_as(ALICE) as stub:
         yield stub
@@ -130,8 +141,13 @@ def documents(catalogue: tuple[Catalogue, int]) -> Catalogue:
 @pytest.fixture(scope="session")
 async def graph_store(graph_settings: Settings) -> AsyncIterator[GraphStore]:
     """A second store over the same database, for checks the API does not expose (orphan entities)."""
-    store = GraphStore.connect(graph_settings.neo4j_uri, graph_settings.neo4j_user, graph_settings.neo4j_password,
-                               graph_settings.neo4j_database, graph_settings.query_timeout_seconds)
+    store = GraphStore.connect(
+        graph_settings.neo4j_uri,
+        graph_settings.neo4j_user,
+        graph_settings.neo4j_password,
+        graph_settings.neo4j_database,
+        graph_settings.query_timeout_seconds,
+    )
     yield store
     await store.close()
 
@@ -150,6 +166,10 @@ def doc_id(documents: Catalogue) -> str:
 
 
 def ingest_request(document_id: str, *texts: str) -> graph_pb2.IngestChunksRequest:
-    return graph_pb2.IngestChunksRequest(document_id=document_id, chunks=[
-        graph_pb2.GraphChunk(chunk_id=f"{document_id}:{i}", document_id=document_id, text=text)
-        for i, text in enumerate(texts)])
+    return graph_pb2.IngestChunksRequest(
+        document_id=document_id,
+        chunks=[
+            graph_pb2.GraphChunk(chunk_id=f"{document_id}:{i}", document_id=document_id, text=text)
+            for i, text in enumerate(texts)
+        ],
+    )

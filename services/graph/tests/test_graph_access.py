@@ -1,5 +1,6 @@
 """The graph decides access itself: a verified token names the caller, the catalogue says what it may read or
 owns, and a caller can neither read, write nor delete another user's document's graph data."""
+
 from __future__ import annotations
 
 import time
@@ -42,27 +43,31 @@ def _refused_metadata() -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 @pytest.mark.parametrize("case", ["no identity", "forged plain metadata", "wrong key", "expired", "other audience"])
-async def test_every_rpc_refuses_a_caller_without_a_valid_token(graph_stub: Stub, graph_address: str, doc_id: str,
-                                                                case: str) -> None:
+async def test_every_rpc_refuses_a_caller_without_a_valid_token(
+    graph_stub: Stub, graph_address: str, doc_id: str, case: str
+) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
     metadata = _refused_metadata()[case]
     async with insecure_channel(graph_address) as channel:
         stub = Stub(channel)
-        calls = [stub.GetContext(_context("NASA", doc_id), metadata=metadata, timeout=30),
-                 stub.IngestChunks(ingest_request(doc_id, "Globex bought NASA."), metadata=metadata, timeout=30),
-                 stub.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=doc_id), metadata=metadata,
-                                     timeout=30)]
+        calls = [
+            stub.GetContext(_context("NASA", doc_id), metadata=metadata, timeout=30),
+            stub.IngestChunks(ingest_request(doc_id, "Globex bought NASA."), metadata=metadata, timeout=30),
+            stub.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=doc_id), metadata=metadata, timeout=30),
+        ]
         for call in calls:
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await call
             assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, case
     # nothing changed: alice still reads her document as it was
     assert {r.target for r in (await graph_stub.GetContext(_context("NASA", doc_id), timeout=30)).relations} >= {
-        "WidgetPro"}
+        "WidgetPro"
+    }
 
 
-async def test_another_user_cannot_read_a_document_by_naming_it(graph_stub: Stub, graph_as: GraphAs,
-                                                                 doc_id: str, documents: Catalogue) -> None:
+async def test_another_user_cannot_read_a_document_by_naming_it(
+    graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue
+) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
     async with graph_as(CAROL) as carol:
         reply = await carol.GetContext(_context("NASA WidgetPro", doc_id), timeout=30)
@@ -73,7 +78,8 @@ async def test_another_user_cannot_read_a_document_by_naming_it(graph_stub: Stub
 
 
 async def test_without_a_document_list_the_graph_reads_every_readable_document_and_no_other(
-        graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue) -> None:
+    graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue
+) -> None:
     """No permission list travels with the request: the graph asks the catalogue about the documents it finds."""
     await graph_stub.IngestChunks(ingest_request(doc_id, "Zorblax Corp hired Quibble Labs in Houston."), timeout=30)
     unnamed = graph_pb2.GetContextRequest(query="Zorblax Corp", max_depth=1)
@@ -94,8 +100,9 @@ async def test_unready_documents_are_not_read(graph_stub: Stub, doc_id: str, doc
     assert not (await graph_stub.GetContext(_context("NASA", doc_id), timeout=30)).matched
 
 
-async def test_another_user_cannot_write_into_a_document(graph_stub: Stub, graph_as: GraphAs, doc_id: str,
-                                                         documents: Catalogue) -> None:
+async def test_another_user_cannot_write_into_a_document(
+    graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue
+) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
     async with graph_as(CAROL) as carol:
         for readers in (set(), {"carol"}):  # reading a document is not owning it
@@ -108,8 +115,9 @@ async def test_another_user_cannot_write_into_a_document(graph_stub: Stub, graph
     assert {e.name for e in reply.neighbours} == {"Acme Corp", "WidgetPro", "Houston"}
 
 
-async def test_another_user_cannot_delete_a_document(graph_stub: Stub, graph_as: GraphAs, doc_id: str,
-                                                     documents: Catalogue, graph_store: GraphStore) -> None:
+async def test_another_user_cannot_delete_a_document(
+    graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue, graph_store: GraphStore
+) -> None:
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
     async with graph_as(CAROL) as carol:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -132,8 +140,10 @@ async def test_catalogue_down_fails_closed(graph_stub: Stub, doc_id: str, docume
     await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
     documents.down = True
     try:
-        for call in (graph_stub.GetContext(_context("NASA", doc_id), timeout=30),
-                     graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)):
+        for call in (
+            graph_stub.GetContext(_context("NASA", doc_id), timeout=30),
+            graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30),
+        ):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await call
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -1,8 +1,8 @@
 """The rule-based extractor: what it finds, what it skips, and the relations it draws."""
+
 from __future__ import annotations
 
-from ragmesh_graph.extract import (TYPE_ACRONYM, TYPE_NAME, TYPE_TERM, EntityExtractor, build_document_graph,
-                                   normalise)
+from ragmesh_graph.extract import TYPE_ACRONYM, TYPE_NAME, TYPE_TERM, EntityExtractor, build_document_graph, normalise
 
 
 def names(text: str, limit: int = 25) -> dict[str, str]:
@@ -62,8 +62,9 @@ def test_normalise() -> None:
 
 
 def test_document_graph_aggregates_weights_and_chunks() -> None:
-    graph = build_document_graph(EntityExtractor(), "d", [("d:0", "NASA and IBM met."), ("d:1", "NASA and IBM again."),
-                                                          ("d:2", "Nothing here.")])
+    graph = build_document_graph(
+        EntityExtractor(), "d", [("d:0", "NASA and IBM met."), ("d:1", "NASA and IBM again."), ("d:2", "Nothing here.")]
+    )
     assert graph.chunk_ids == ["d:0", "d:1", "d:2"]
     assert set(graph.entities) == {"nasa", "ibm"}
     stats = graph.relations[("ibm", "nasa")]

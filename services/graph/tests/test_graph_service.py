@@ -1,4 +1,5 @@
 """GraphService against a real ArcadeDB over Bolt: ingest, permission-filtered context, idempotency, delete."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,10 +20,11 @@ from .conftest import Catalogue, chunk_count, ingest_request
 
 Stub = graph_pb2_grpc.GraphServiceStub
 
-SPACE = ("NASA hired Acme Corp to build WidgetPro. NASA tested WidgetPro in Houston.",
-         "Acme Corp sells WidgetPro to NASA.")
-EUROPE = ("NASA works with the European Space Agency.",
-          "The European Space Agency launches Ariane Rockets.")
+SPACE = (
+    "NASA hired Acme Corp to build WidgetPro. NASA tested WidgetPro in Houston.",
+    "Acme Corp sells WidgetPro to NASA.",
+)
+EUROPE = ("NASA works with the European Space Agency.", "The European Space Agency launches Ariane Rockets.")
 
 
 def letters() -> str:
@@ -33,10 +35,13 @@ def relation_set(reply: graph_pb2.GetContextResponse) -> set[tuple[str, str]]:
     return {(r.source, r.target) for r in reply.relations}
 
 
-async def context(stub: Stub, query: str, *document_ids: str, depth: int = 0, limit: int = 0
-                  ) -> graph_pb2.GetContextResponse:
-    return await stub.GetContext(graph_pb2.GetContextRequest(query=query, document_ids=list(document_ids),
-                                                             max_depth=depth, limit=limit), timeout=30)
+async def context(
+    stub: Stub, query: str, *document_ids: str, depth: int = 0, limit: int = 0
+) -> graph_pb2.GetContextResponse:
+    return await stub.GetContext(
+        graph_pb2.GetContextRequest(query=query, document_ids=list(document_ids), max_depth=depth, limit=limit),
+        timeout=30,
+    )
 
 
 @pytest.fixture
@@ -50,13 +55,18 @@ async def two_documents(graph_stub: Stub, documents: Catalogue) -> tuple[str, st
     return space, europe
 
 
-async def test_context_with_both_documents_sees_relations_from_both(graph_stub: Stub,
-                                                                    two_documents: tuple[str, str]) -> None:
+async def test_context_with_both_documents_sees_relations_from_both(
+    graph_stub: Stub, two_documents: tuple[str, str]
+) -> None:
     reply = await context(graph_stub, "What does nasa do?", *two_documents, depth=1)
     assert [e.name for e in reply.matched] == ["NASA"]
     assert reply.matched[0].mentions == 3  # chunks naming NASA across both documents
-    assert relation_set(reply) == {("Acme Corp", "NASA"), ("NASA", "WidgetPro"), ("Houston", "NASA"),
-                                   ("European Space Agency", "NASA")}
+    assert relation_set(reply) == {
+        ("Acme Corp", "NASA"),
+        ("NASA", "WidgetPro"),
+        ("Houston", "NASA"),
+        ("European Space Agency", "NASA"),
+    }
     top = reply.relations[0]
     assert (top.source, top.target, top.weight, top.type, top.depth) == ("NASA", "WidgetPro", 3.0, "RELATED", 1)
     assert [r.weight for r in reply.relations] == sorted((r.weight for r in reply.relations), reverse=True)
@@ -66,8 +76,9 @@ async def test_context_with_both_documents_sees_relations_from_both(graph_stub: 
     assert {e.name for e in reply.neighbours} == {"Acme Corp", "WidgetPro", "Houston", "European Space Agency"}
 
 
-async def test_context_with_one_document_sees_only_that_document(graph_stub: Stub,
-                                                                 two_documents: tuple[str, str]) -> None:
+async def test_context_with_one_document_sees_only_that_document(
+    graph_stub: Stub, two_documents: tuple[str, str]
+) -> None:
     _space, europe = two_documents
     reply = await context(graph_stub, "What does NASA do?", europe)
     assert relation_set(reply) == {("European Space Agency", "NASA"), ("Ariane Rockets", "European Space Agency")}
@@ -78,8 +89,9 @@ async def test_context_with_one_document_sees_only_that_document(graph_stub: Stu
     assert not (await context(graph_stub, "Tell me about WidgetPro", europe)).matched
 
 
-async def test_context_without_documents_sees_the_readable_ones_only(graph_stub: Stub, graph_as,
-                                                                      two_documents: tuple[str, str]) -> None:
+async def test_context_without_documents_sees_the_readable_ones_only(
+    graph_stub: Stub, graph_as, two_documents: tuple[str, str]
+) -> None:
     # no list: the graph asks the catalogue about the documents it finds (no permission list travels)
     reply = await context(graph_stub, "What does NASA do with Acme Corp?")
     assert {e.name for e in reply.matched} == {"NASA", "Acme Corp"} and reply.relations
@@ -119,9 +131,9 @@ async def test_reingest_is_idempotent(graph_stub: Stub, doc_id: str) -> None:
     assert relation_set(changed) == {("IBM", "NASA")}
 
 
-async def test_a_document_over_one_batch_gets_the_graph_of_one_that_fits(graph_stub: Stub, doc_id: str,
-                                                                         documents: Catalogue,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_document_over_one_batch_gets_the_graph_of_one_that_fits(
+    graph_stub: Stub, doc_id: str, documents: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
     texts = ("NASA hired Acme Corp.", "Acme Corp built WidgetPro.", "NASA flew WidgetPro in Houston.")
     small = documents.add(f"{doc_id}-small")
     await graph_stub.IngestChunks(ingest_request(small, *texts), timeout=30)  # one transaction
@@ -133,8 +145,9 @@ async def test_a_document_over_one_batch_gets_the_graph_of_one_that_fits(graph_s
     assert sorted(r.weight for r in one.relations) == sorted(r.weight for r in batched.relations)
 
 
-async def test_delete_removes_the_document_and_orphan_entities(graph_stub: Stub, graph_store: GraphStore,
-                                                               doc_id: str) -> None:
+async def test_delete_removes_the_document_and_orphan_entities(
+    graph_stub: Stub, graph_store: GraphStore, doc_id: str
+) -> None:
     unique = f"Zorblax{letters()}Corp"  # a CamelCase name no other test uses
     await graph_stub.IngestChunks(ingest_request(doc_id, f"NASA bought {unique}.", "NASA again."), timeout=30)
     assert (await context(graph_stub, unique, doc_id)).matched
@@ -149,8 +162,9 @@ async def test_delete_removes_the_document_and_orphan_entities(graph_stub: Stub,
     assert await chunk_count(graph_store, doc_id) == 0
 
 
-async def test_delete_keeps_entities_other_documents_mention(graph_stub: Stub, doc_id: str,
-                                                              documents: Catalogue) -> None:
+async def test_delete_keeps_entities_other_documents_mention(
+    graph_stub: Stub, doc_id: str, documents: Catalogue
+) -> None:
     other = documents.add(f"{doc_id}-other")
     await graph_stub.IngestChunks(ingest_request(doc_id, "NASA and Acme Corp met."), timeout=30)
     await graph_stub.IngestChunks(ingest_request(other, "NASA and Acme Corp met again."), timeout=30)
@@ -160,24 +174,33 @@ async def test_delete_keeps_entities_other_documents_mention(graph_stub: Stub, d
     assert reply.relations[0].weight == 1.0 and list(reply.chunk_ids) == [f"{other}:0"]
 
 
-@pytest.mark.parametrize("request_", [
-    graph_pb2.IngestChunksRequest(document_id="", chunks=[graph_pb2.GraphChunk(chunk_id="c", text="NASA")]),
-    graph_pb2.IngestChunksRequest(document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="", text="NASA")]),
-    graph_pb2.IngestChunksRequest(document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="c", document_id="x")]),
-    graph_pb2.IngestChunksRequest(document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="c"),
-                                                           graph_pb2.GraphChunk(chunk_id="c")]),
-], ids=["empty-document-id", "chunk-without-id", "other-document", "duplicate-chunk"])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        graph_pb2.IngestChunksRequest(document_id="", chunks=[graph_pb2.GraphChunk(chunk_id="c", text="NASA")]),
+        graph_pb2.IngestChunksRequest(document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="", text="NASA")]),
+        graph_pb2.IngestChunksRequest(document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="c", document_id="x")]),
+        graph_pb2.IngestChunksRequest(
+            document_id="d", chunks=[graph_pb2.GraphChunk(chunk_id="c"), graph_pb2.GraphChunk(chunk_id="c")]
+        ),
+    ],
+    ids=["empty-document-id", "chunk-without-id", "other-document", "duplicate-chunk"],
+)
 async def test_invalid_ingest_is_rejected(graph_stub: Stub, request_: graph_pb2.IngestChunksRequest) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await graph_stub.IngestChunks(request_, timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-@pytest.mark.parametrize("request_", [
-    graph_pb2.GetContextRequest(query="", document_ids=["d"]),
-    graph_pb2.GetContextRequest(query="NASA", document_ids=["d"], max_depth=3),
-    graph_pb2.GetContextRequest(query="NASA", document_ids=["d"], limit=-1),
-], ids=["empty-query", "depth-3", "negative-limit"])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        graph_pb2.GetContextRequest(query="", document_ids=["d"]),
+        graph_pb2.GetContextRequest(query="NASA", document_ids=["d"], max_depth=3),
+        graph_pb2.GetContextRequest(query="NASA", document_ids=["d"], limit=-1),
+    ],
+    ids=["empty-query", "depth-3", "negative-limit"],
+)
 async def test_invalid_context_is_rejected(graph_stub: Stub, request_: graph_pb2.GetContextRequest) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await graph_stub.GetContext(request_, timeout=30)
@@ -190,15 +213,15 @@ async def test_delete_without_document_id_is_rejected(graph_stub: Stub) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_concurrent_ingests_of_overlapping_entities_both_succeed(graph_stub: Stub, doc_id: str,
-                                                                        documents: Catalogue) -> None:
+async def test_concurrent_ingests_of_overlapping_entities_both_succeed(
+    graph_stub: Stub, doc_id: str, documents: Catalogue
+) -> None:
     # New entity names shared by every document: each ingest races to MERGE the same new nodes, and the
     # losers see ConstraintError (or a transient conflict) and retry.
     shared = [f"Qux{letters()}Labs" for _ in range(4)]
     text = " ".join(f"{a} partners with {b}." for a, b in itertools.pairwise(shared))
     ids = [documents.add(f"{doc_id}-{i}") for i in range(4)]
-    replies = await asyncio.gather(*(graph_stub.IngestChunks(ingest_request(d, text, text), timeout=60)
-                                     for d in ids))
+    replies = await asyncio.gather(*(graph_stub.IngestChunks(ingest_request(d, text, text), timeout=60) for d in ids))
     assert [r.relations for r in replies] == [3, 3, 3, 3]
     reply = await context(graph_stub, shared[0], *ids, depth=1)
     assert [e.name for e in reply.matched] == [shared[0]]

@@ -1,4 +1,5 @@
 """GraphStore transactions against the real database: a lost MERGE race is retried, then given up on."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """Honest ingestion outcomes: a document whose parse yields no paragraph text ends `failed`, not `ready`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.parser.v1 import parser_pb2
@@ -75,8 +77,11 @@ def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any],
     async def update(request: Any, **_: Any) -> None:
         statuses.append(request)
 
-    mesh = SimpleNamespace(parser=SimpleNamespace(Parse=parse), embedder=SimpleNamespace(Embed=embed),
-                           retriever=SimpleNamespace(IndexChunks=index, UpdateDocumentStatus=update))
+    mesh = SimpleNamespace(
+        parser=SimpleNamespace(Parse=parse),
+        embedder=SimpleNamespace(Embed=embed),
+        retriever=SimpleNamespace(IndexChunks=index, UpdateDocumentStatus=update),
+    )
     return mesh, statuses, calls
 
 
@@ -84,18 +89,20 @@ def _chunk(level: int, text: str) -> common_pb2.Chunk:
     return common_pb2.Chunk(chunk_id=f"d:{level}:{len(text)}", document_id="d", level=level, text=text)
 
 
-@pytest.mark.parametrize("chunks", [
-    [],
-    [_chunk(common_pb2.CHUNK_LEVEL_DOCUMENT, "Slides")],  # a title, nothing else (an unreadable PPTX)
-    [_chunk(common_pb2.CHUNK_LEVEL_PARAGRAPH, "  \n ")],
-])
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [],
+        [_chunk(common_pb2.CHUNK_LEVEL_DOCUMENT, "Slides")],  # a title, nothing else (an unreadable PPTX)
+        [_chunk(common_pb2.CHUNK_LEVEL_PARAGRAPH, "  \n ")],
+    ],
+)
 async def test_no_extractable_text_fails_the_document(tmp_path: Path, chunks: list[common_pb2.Chunk]) -> None:
     path = tmp_path / "deck.pptx"
     path.write_bytes(b"PK\x03\x04")
     mesh, statuses, calls = _mesh(parser_pb2.ParseResponse(format="pptx", chunks=chunks))
     redis = _Redis()
-    await Ingestor(mesh, redis, Deadlines(), graph_enabled=False).run(  # type: ignore[arg-type]
-        "d", _User(), path, "deck.pptx", "")  # type: ignore[arg-type]
+    await Ingestor(mesh, redis, Deadlines(), graph_enabled=False).run("d", _User(), path, "deck.pptx", "")
     assert calls == ["parse"]
     assert statuses[-1].status == common_pb2.DOCUMENT_STATUS_FAILED
     assert statuses[-1].error == "no extractable text"
@@ -105,10 +112,11 @@ async def test_no_extractable_text_fails_the_document(tmp_path: Path, chunks: li
 async def test_a_document_with_paragraph_text_becomes_ready(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_bytes(b"Acme builds rockets.")
-    chunks = [_chunk(common_pb2.CHUNK_LEVEL_DOCUMENT, "Notes"),
-              _chunk(common_pb2.CHUNK_LEVEL_PARAGRAPH, "Acme builds rockets.")]
+    chunks = [
+        _chunk(common_pb2.CHUNK_LEVEL_DOCUMENT, "Notes"),
+        _chunk(common_pb2.CHUNK_LEVEL_PARAGRAPH, "Acme builds rockets."),
+    ]
     mesh, statuses, calls = _mesh(parser_pb2.ParseResponse(format="txt", chunks=chunks))
-    await Ingestor(mesh, _Redis(), Deadlines(), graph_enabled=False).run(  # type: ignore[arg-type]
-        "d", _User(), path, "notes.txt", "")  # type: ignore[arg-type]
+    await Ingestor(mesh, _Redis(), Deadlines(), graph_enabled=False).run("d", _User(), path, "notes.txt", "")
     assert calls == ["parse", "embed", "index"]
     assert statuses[-1].status == common_pb2.DOCUMENT_STATUS_READY

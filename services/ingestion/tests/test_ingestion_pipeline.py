@@ -1,5 +1,6 @@
 """The ingestion pipeline over fake clients: the catalogue and the progress events name each status the same way,
 a transient hop failure is retried, and a permanent one fails the document with the step's message."""
+
 from __future__ import annotations
 
 import json
@@ -49,14 +50,23 @@ class Stub:
 class FakeClients:
     def __init__(self, parse: Any = None) -> None:
         self.calls: list[tuple[str, Any]] = []
-        chunks = [common_pb2.Chunk(chunk_id="d", document_id=DOC, level=common_pb2.CHUNK_LEVEL_DOCUMENT, text="Sum."),
-                  common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Body.")]
-        self.parser = Stub(self.calls, Parse=parse or parser_pb2.ParseResponse(chunks=chunks, page_count=1,
-                                                                                  title="T", format="markdown"))
-        self.embedder = Stub(self.calls, Embed=lambda r: embedder_pb2.EmbedResponse(
-            vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in r.texts]))
-        self.retriever = Stub(self.calls, UpdateDocumentStatus=common_pb2.Document(),
-                              IndexChunks=retriever_pb2.IndexChunksResponse())
+        chunks = [
+            common_pb2.Chunk(chunk_id="d", document_id=DOC, level=common_pb2.CHUNK_LEVEL_DOCUMENT, text="Sum."),
+            common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Body."),
+        ]
+        self.parser = Stub(
+            self.calls,
+            Parse=parse or parser_pb2.ParseResponse(chunks=chunks, page_count=1, title="T", format="markdown"),
+        )
+        self.embedder = Stub(
+            self.calls,
+            Embed=lambda r: embedder_pb2.EmbedResponse(
+                vectors=[embedder_pb2.Vector(values=[0.1, 0.2]) for _ in r.texts]
+            ),
+        )
+        self.retriever = Stub(
+            self.calls, UpdateDocumentStatus=common_pb2.Document(), IndexChunks=retriever_pb2.IndexChunksResponse()
+        )
         self.graph = Stub(self.calls, IngestChunks=graph_pb2.IngestChunksResponse(entities=2, relations=1))
 
 
@@ -102,8 +112,9 @@ async def ingest(tmp_path: Path, clients: FakeClients, *, final_attempt: bool = 
     path = tmp_path / "a.md"
     path.write_text("# T\n\nBody.")
     redis = FakeRedis()
-    await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
-                                                    final_attempt=final_attempt)
+    await Ingestor(clients, redis, Deadlines()).run(
+        DOC, USER, path, "a.md", "text/markdown", final_attempt=final_attempt
+    )
     return redis
 
 
@@ -129,8 +140,7 @@ async def test_transient_failure_is_retried_and_announced(tmp_path: Path) -> Non
     path.write_text("# T")
     redis = FakeRedis()
     with pytest.raises(TransientIngestError, match="parse: UNAVAILABLE"):
-        await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
-                                                        final_attempt=False)
+        await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown", final_attempt=False)
     assert catalogue_statuses(clients) == ["parsing"]  # no failed status: the task runs again
     assert [e["status"] for _, e in redis.published] == ["parsing", RETRYING]
     assert redis.published[-1][1]["step"] == "parse"
@@ -148,13 +158,13 @@ async def test_last_attempt_fails_the_document_with_the_step(tmp_path: Path) -> 
 def test_status_names_are_the_proto_enum_without_its_prefix() -> None:
     names = {status_name(v) for v in common_pb2.DocumentStatus.values()}
     assert names == {"unspecified", "queued", "parsing", "embedding", "indexing", "ready", "failed"}
-    assert TERMINAL == {"ready", "failed"}
+    assert {"ready", "failed"} == TERMINAL
 
 
 def test_a_task_carries_the_uploader() -> None:
     sent: list[tuple[str, list[Any]]] = []
     app = create_celery("redis://127.0.0.1:1/0")
-    app.send_task = lambda name, args: sent.append((name, args))  # type: ignore[method-assign]
+    app.send_task = lambda name, args: sent.append((name, args))
     send_ingest(app, DOC, USER, "/u/a.md", "a.md", "text/markdown")
     [(name, args)] = sent
     assert name == "ragmesh.ingest_document" and args[0] == DOC and args[2:] == ["/u/a.md", "a.md", "text/markdown", 0]
@@ -166,8 +176,7 @@ async def test_a_new_version_is_ingested_under_its_number(tmp_path: Path) -> Non
     clients = FakeClients()
     path = tmp_path / "a.md"
     path.write_text("# T\n\nBody.")
-    await Ingestor(clients, FakeRedis(), Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
-                                                          version=3)
+    await Ingestor(clients, FakeRedis(), Deadlines()).run(DOC, USER, path, "a.md", "text/markdown", version=3)
     versioned = [(name, r.version) for name, r in clients.calls if name in ("UpdateDocumentStatus", "IndexChunks")]
     assert versioned and all(version == 3 for _, version in versioned)
     assert ("IndexChunks", 3) in versioned
@@ -181,8 +190,7 @@ async def test_a_superseded_version_stops_without_failing_the_document(tmp_path:
     path = tmp_path / "a.md"
     path.write_text("# T\n\nBody.")
     redis = FakeRedis()
-    await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown",  # type: ignore[arg-type]
-                                                    version=2)
+    await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown", version=2)
     assert "failed" not in catalogue_statuses(clients)
     assert "failed" not in [e["status"] for _, e in redis.published]
     assert not [name for name, _ in clients.calls if name == "IngestChunks"]
@@ -191,6 +199,6 @@ async def test_a_superseded_version_stops_without_failing_the_document(tmp_path:
 def test_a_task_carries_the_version() -> None:
     sent: list[tuple[str, list[Any]]] = []
     app = create_celery("redis://127.0.0.1:1/0")
-    app.send_task = lambda name, args: sent.append((name, args))  # type: ignore[method-assign]
+    app.send_task = lambda name, args: sent.append((name, args))
     send_ingest(app, DOC, USER, "/u/v2/a.md", "a.md", "text/markdown", version=2)
     assert sent[0][1][-1] == 2

@@ -1,4 +1,5 @@
 """Fixtures: one in-process parser gRPC server (port 0) for the whole parser suite."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.tokens import channel_as
-from ragmesh_parser.config import Settings
 from ragmesh_parser import server as parser_server
+from ragmesh_parser.config import Settings
 from ragmesh_parser.server import build_service
 
 CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
@@ -34,14 +35,23 @@ def parse_pipeline(monkeypatch: pytest.MonkeyPatch):
     provider = TracerProvider()  # local provider: the global one stays untouched
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(parser_server, "tracer", provider.get_tracer("test"))
-    return lambda: [s for s in exporter.get_finished_spans() if s.name == "parse"][-1].attributes[attr.RAG_PARSE_PIPELINE]
+    return lambda: [s for s in exporter.get_finished_spans() if s.name == "parse"][-1].attributes[
+        attr.RAG_PARSE_PIPELINE
+    ]
 
 
 def make_settings(**overrides: object) -> Settings:
-    values: dict[str, object] = dict(host="127.0.0.1", port=0, max_bytes=5 * 1024 * 1024, timeout_seconds=60.0,
-                                     concurrency=2, max_chunk_tokens=MAX_TOKENS, artifacts_path=None)
+    values: dict[str, object] = dict(
+        host="127.0.0.1",
+        port=0,
+        max_bytes=5 * 1024 * 1024,
+        timeout_seconds=60.0,
+        concurrency=2,
+        max_chunk_tokens=MAX_TOKENS,
+        artifacts_path=None,
+    )
     values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
+    return Settings(**values)
 
 
 @pytest.fixture(scope="session")

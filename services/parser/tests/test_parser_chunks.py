@@ -1,4 +1,5 @@
 """Chunk hierarchy invariants, token bounds and input errors."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,13 +19,20 @@ def chunker() -> Chunker:
     return Chunker(load_tokenizer(), 200)
 
 
-@pytest.mark.parametrize("relpath", ["md/sources/wiki.md", "pdf/bookmark_sample.pdf", "pptx/sources/powerpoint_sample.pptx"])
+@pytest.mark.parametrize(
+    "relpath", ["md/sources/wiki.md", "pdf/bookmark_sample.pdf", "pptx/sources/powerpoint_sample.pptx"]
+)
 @pytest.mark.parametrize("max_tokens", [0, 64])
-async def test_chunk_hierarchy_invariants(parser_stub, documents: Path, chunker: Chunker, relpath: str,
-                                          max_tokens: int) -> None:
+async def test_chunk_hierarchy_invariants(
+    parser_stub, documents: Path, chunker: Chunker, relpath: str, max_tokens: int
+) -> None:
     path = documents / relpath
-    reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=path.read_bytes(),
-                                                            document_id="d7", max_chunk_tokens=max_tokens), timeout=60)
+    reply = await parser_stub.Parse(
+        parser_pb2.ParseRequest(
+            filename=path.name, content=path.read_bytes(), document_id="d7", max_chunk_tokens=max_tokens
+        ),
+        timeout=60,
+    )
     chunks = list(reply.chunks)
     by_id = {c.chunk_id: c for c in chunks}
     assert len(by_id) == len(chunks)
@@ -96,8 +104,9 @@ async def test_bad_files_are_invalid_argument(parser_stub, filename: str, conten
 
 
 async def test_mime_type_decides_without_extension(parser_stub) -> None:
-    reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename="upload", mime_type="text/markdown",
-                                                            content=b"# Hello\n\nWorld."), timeout=30)
+    reply = await parser_stub.Parse(
+        parser_pb2.ParseRequest(filename="upload", mime_type="text/markdown", content=b"# Hello\n\nWorld."), timeout=30
+    )
     assert reply.format == "md" and [h.text for h in reply.headings] == ["Hello"]
 
 
@@ -122,6 +131,7 @@ class _SlowParser:
 
     def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument:
         import time
+
         time.sleep(1.5)
         return ParsedDocument("t", fmt, 0, [Block("paragraph", "x")], "plain_text")
 
@@ -133,15 +143,23 @@ async def test_slow_conversion_times_out(chunker: Chunker) -> None:
     from ragmesh_parser.config import Settings
     from ragmesh_parser.server import build_service
 
-    settings = Settings(host="127.0.0.1", port=0, max_bytes=1024, timeout_seconds=0.2, concurrency=1,
-                        max_chunk_tokens=200, artifacts_path=None)
-    service = build_service(settings, parser=_SlowParser(), chunker=chunker)  # type: ignore[arg-type]
+    settings = Settings(
+        host="127.0.0.1",
+        port=0,
+        max_bytes=1024,
+        timeout_seconds=0.2,
+        concurrency=1,
+        max_chunk_tokens=200,
+        artifacts_path=None,
+    )
+    service = build_service(settings, parser=_SlowParser(), chunker=chunker)
     port = await service.start()
     try:
         async with channel_as(f"127.0.0.1:{port}", UserContext("tester")) as channel:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await parser_pb2_grpc.ParserServiceStub(channel).Parse(
-                    parser_pb2.ParseRequest(filename="slow.txt", content=b"hello"), timeout=10)
+                    parser_pb2.ParseRequest(filename="slow.txt", content=b"hello"), timeout=10
+                )
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "slow.txt" in info.value.details() and "PARSER_TIMEOUT_SECONDS" in info.value.details()
     finally:

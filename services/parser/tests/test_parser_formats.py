@@ -1,4 +1,5 @@
 """Every accepted format parses through the real gRPC server; headings and sections match Docling's ground truth."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ SAMPLES = [
 
 async def parse(stub, path: Path, **kwargs: object) -> parser_pb2.ParseResponse:
     content = await asyncio.to_thread(path.read_bytes)
-    return await stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=content, document_id="doc-1", **kwargs),
-                            timeout=60)
+    return await stub.Parse(
+        parser_pb2.ParseRequest(filename=path.name, content=content, document_id="doc-1", **kwargs), timeout=60
+    )
 
 
 def groundtruth_headings(path: Path) -> list[str]:
@@ -32,8 +34,9 @@ def groundtruth_headings(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("fmt", "relpath"), SAMPLES, ids=[fmt for fmt, _ in SAMPLES])
-async def test_each_format_parses_into_blocks_and_chunks(parser_stub, parse_pipeline, documents: Path, fmt: str,
-                                                         relpath: str) -> None:
+async def test_each_format_parses_into_blocks_and_chunks(
+    parser_stub, parse_pipeline, documents: Path, fmt: str, relpath: str
+) -> None:
     reply = await parse(parser_stub, documents / relpath)
     assert reply.format == fmt
     assert reply.title
@@ -45,11 +48,15 @@ async def test_each_format_parses_into_blocks_and_chunks(parser_stub, parse_pipe
 
 async def test_plain_text_paragraphs_split_on_blank_lines(parser_stub) -> None:
     text = "First paragraph line one\nstill the first paragraph.\n\nSecond paragraph.\n\n\nThird one."
-    reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename="notes.txt", content=text.encode(),
-                                                            document_id="t"), timeout=30)
+    reply = await parser_stub.Parse(
+        parser_pb2.ParseRequest(filename="notes.txt", content=text.encode(), document_id="t"), timeout=30
+    )
     assert reply.format == "txt" and reply.title == "notes"
-    assert [b.text for b in reply.blocks] == ["First paragraph line one still the first paragraph.",
-                                             "Second paragraph.", "Third one."]
+    assert [b.text for b in reply.blocks] == [
+        "First paragraph line one still the first paragraph.",
+        "Second paragraph.",
+        "Third one.",
+    ]
 
 
 async def test_markdown_headings_and_section_paths_match_groundtruth(parser_stub, documents: Path) -> None:
@@ -91,8 +98,10 @@ async def test_pptx_slides_are_pages_with_tables(parser_stub, documents: Path) -
 
 
 async def test_inline_code_and_links_stay_in_one_paragraph(parser_stub) -> None:
-    markdown = (b"# Setup\n\nRun `make run` to start the [mesh](http://x), then call `POST /api/v1/chat` (with a token).\n\n"
-                b"| key | value |\n|---|---|\n| `alpha` | 0.5 |\n")
+    markdown = (
+        b"# Setup\n\nRun `make run` to start the [mesh](http://x), then call `POST /api/v1/chat` (with a token).\n\n"
+        b"| key | value |\n|---|---|\n| `alpha` | 0.5 |\n"
+    )
     reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename="inline.md", content=markdown, document_id="d"))
     body = [b for b in reply.blocks if b.kind != "heading"]
     assert [b.kind for b in body] == ["paragraph", "table"]

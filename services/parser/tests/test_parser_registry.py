@@ -1,6 +1,7 @@
 """The format registry (ragmesh_common.formats.FORMATS) is the one place a format is declared: the parser's
 Docling mapping, the accepted extensions, MIME types and content checks all follow from it. AsciiDoc was added
 as one registry entry; this converts a real AsciiDoc file through the Parse RPC to prove nothing else is needed."""
+
 from __future__ import annotations
 
 import grpc
@@ -41,7 +42,8 @@ async def test_a_format_added_to_the_registry_parses(parser_stub: parser_pb2_grp
 
 async def test_the_registry_content_check_applies_to_it(parser_stub: parser_pb2_grpc.ParserServiceStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await parser_stub.Parse(parser_pb2.ParseRequest(filename="fake.adoc", content=b"\x7fELF\x00\x00binary",
-                                                        document_id="d"))
+        await parser_stub.Parse(
+            parser_pb2.ParseRequest(filename="fake.adoc", content=b"\x7fELF\x00\x00binary", document_id="d")
+        )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not the text a .adoc file holds" in (caught.value.details() or "")

@@ -1,4 +1,5 @@
 """The parse and chunk spans carry the registered attributes (and no document text)."""
+
 from __future__ import annotations
 
 import pytest

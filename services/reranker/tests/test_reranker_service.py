@@ -1,4 +1,5 @@
 """The real FlagReranker path on a tiny seeded random cross-encoder, and the not-configured state."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,11 @@ CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its s
 
 QUERY = "how do vaccines train the immune system"
 # unequal lengths in unsorted order: scoring sorts by length inside and must restore the request order
-PASSAGES = ["Vaccines expose the immune system to a harmless antigen.", "Stocks rose.",
-            "Antibodies recognise pathogens after vaccination, and memory cells keep that ability for years."]
+PASSAGES = [
+    "Vaccines expose the immune system to a harmless antigen.",
+    "Stocks rose.",
+    "Antibodies recognise pathogens after vaccination, and memory cells keep that ability for years.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +45,15 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import AutoTokenizer
 
     vocab_size = len(AutoTokenizer.from_pretrained(out, local_files_only=True))
-    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=1)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).eval().save_pretrained(out)
     return out
 
@@ -63,14 +74,14 @@ def direct_scores(path: Path) -> list[float]:
 
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True).eval()
-    batch = tokenizer([QUERY] * len(PASSAGES), PASSAGES, padding=True, truncation=True, max_length=512,
-                      return_tensors="pt")
+    batch = tokenizer(
+        [QUERY] * len(PASSAGES), PASSAGES, padding=True, truncation=True, max_length=512, return_tensors="pt"
+    )
     with torch.no_grad():
         return model(**batch).logits.view(-1).float().tolist()
 
 
-async def test_scores_equal_the_cross_encoder_and_are_deterministic(
-        reranker, tiny_cross_encoder) -> None:
+async def test_scores_equal_the_cross_encoder_and_are_deterministic(reranker, tiny_cross_encoder) -> None:
     first = await reranker.Rerank(reranker_pb2.RerankRequest(query=QUERY, passages=PASSAGES))
     second = await reranker.Rerank(reranker_pb2.RerankRequest(query=QUERY, passages=PASSAGES))
     assert list(first.scores) == list(second.scores)
@@ -82,10 +93,14 @@ async def test_scores_equal_the_cross_encoder_and_are_deterministic(
     assert first.configured
 
 
-@pytest.mark.parametrize("request_, message", [
-    (reranker_pb2.RerankRequest(query=" ", passages=["x"]), "query must not be empty"),
-    (reranker_pb2.RerankRequest(query="q"), "passages must not be empty"),
-    (reranker_pb2.RerankRequest(query="q", passages=["x"] * 6), "at most 5 passages")])
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        (reranker_pb2.RerankRequest(query=" ", passages=["x"]), "query must not be empty"),
+        (reranker_pb2.RerankRequest(query="q"), "passages must not be empty"),
+        (reranker_pb2.RerankRequest(query="q", passages=["x"] * 6), "at most 5 passages"),
+    ],
+)
 async def test_bad_requests_are_invalid_argument(reranker, request_, message) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await reranker.Rerank(request_)

@@ -1,4 +1,5 @@
 """Language detection, CJK bigram segmentation, and their effect on real PostgreSQL text search."""
+
 from __future__ import annotations
 
 import psycopg
@@ -24,11 +25,11 @@ SAMPLES = {
     "no": "Den ansatte kan søke om ferie via portalen, og lederen må godkjenne søknaden før den blir gyldig.",
     "da": "Medarbejderen kan søge om ferie via portalen, og lederen skal godkende ansøgningen, før den bliver gyldig.",
     "fi": "Työntekijä voi hakea lomaa portaalin kautta, ja esimiehen on hyväksyttävä hakemus ennen kuin se on "
-          "voimassa.",
+    "voimassa.",
     "ru": "Сотрудник может подать заявление на отпуск через портал, если руководитель это одобрит.",
     "hu": "A munkavállaló a portálon keresztül kérhet szabadságot, ha a vezető ezt jóváhagyja.",
     "ro": "Angajatul poate solicita concediul prin portal, iar managerul trebuie să aprobe cererea în cel mult o "
-          "săptămână.",
+    "săptămână.",
     "tr": "Çalışan izin talebini portal üzerinden yapabilir ve yönetici bu talebi bir hafta içinde onaylar.",
     "zh": "员工可以通过门户网站申请年假，经理需要在一周内批准。",
     "ja": "従業員はポータルから休暇を申請でき、上司は一週間以内に承認する必要があります。",
@@ -82,15 +83,27 @@ def test_prepare_is_identity_without_cjk_and_bigrams_cjk_quoted_elsewhere() -> N
     text = "Die Häuser in Berlin (siehe Anhang)."
     assert prepare_lexical_text(text, "de") is text
     assert prepare_lexical_text("The term 检索 means retrieval.", "en") == "The term 检索 means retrieval."
-    assert prepare_lexical_text("The term 信息检索 means retrieval.", "en") == \
-        "The term 信息 息检 检索 means retrieval."
+    assert (
+        prepare_lexical_text("The term 信息检索 means retrieval.", "en") == "The term 信息 息检 检索 means retrieval."
+    )
 
 
 # Short English texts that a stop-word or n-gram heuristic takes for another language ("la", "de", "et", "en"
 # and "des" are French or Danish words too); each must be analysed with the default configuration or English.
 SHORT_ENGLISH = [
-    "Summary.", "Preface 1.", "Abstract.", "The U.S.", "J. Agric.", "la vie en rose", "apple banana",
-    "kubernetes cluster upgrade", "Des Moines", "de novo synthesis", "et al. 2019", "en route", "Salmonella enterica serovar Typhimurium (S.",
+    "Summary.",
+    "Preface 1.",
+    "Abstract.",
+    "The U.S.",
+    "J. Agric.",
+    "la vie en rose",
+    "apple banana",
+    "kubernetes cluster upgrade",
+    "Des Moines",
+    "de novo synthesis",
+    "et al. 2019",
+    "en route",
+    "Salmonella enterica serovar Typhimurium (S.",
     "INTRODUCTION • • CELLULAR AND MOLECULAR REQUIREMENTS FOR T-CELL ACTIVATION . The",
 ]
 
@@ -102,9 +115,12 @@ def test_short_english_text_is_never_given_another_language(text: str) -> None:
 
 
 def test_plain_english_questions_and_sentences_are_english() -> None:
-    for text in ("When was IBM founded?", "What is the role of IL-6 in inflammation?",
-                 "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
-                 "salary review of the build farm"):
+    for text in (
+        "When was IBM founded?",
+        "What is the role of IL-6 in inflammation?",
+        "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
+        "salary review of the build farm",
+    ):
         assert detect_language(text) == "en", text
 
 
@@ -135,8 +151,9 @@ def test_a_short_english_query_keeps_its_stop_words_out_in_postgres(postgres) ->
 def _lexemes(conn: psycopg.Connection, pairs: list[tuple[str, str]]) -> set[str]:
     found: set[str] = set()
     for cfg, text in pairs:
-        row = conn.execute("SELECT array(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)))",
-                           (cfg, text)).fetchone()
+        row = conn.execute(
+            "SELECT array(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)))", (cfg, text)
+        ).fetchone()
         assert row is not None
         found.update(row[0])
     return found
@@ -145,9 +162,12 @@ def _lexemes(conn: psycopg.Connection, pairs: list[tuple[str, str]]) -> set[str]
 def test_chinese_query_bigrams_match_a_chinese_document_in_postgres(postgres) -> None:
     document = "检索增强生成系统先从向量索引中检索相关文档，再由大语言模型生成答案。"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+
         def matches(query: str) -> bool:
-            row = conn.execute("SELECT to_tsvector('simple', %s) @@ plainto_tsquery('simple', %s)",
-                               (prepare_lexical_text(document, "zh"), prepare_lexical_text(query, "zh"))).fetchone()
+            row = conn.execute(
+                "SELECT to_tsvector('simple', %s) @@ plainto_tsquery('simple', %s)",
+                (prepare_lexical_text(document, "zh"), prepare_lexical_text(query, "zh")),
+            ).fetchone()
             assert row is not None
             return bool(row[0])
 
@@ -155,8 +175,9 @@ def test_chinese_query_bigrams_match_a_chinese_document_in_postgres(postgres) ->
         assert matches("大语言模型")
         assert not matches("天气预报")
         # unsegmented, PostgreSQL's parser sees the whole run as one token and nothing matches
-        row = conn.execute("SELECT to_tsvector('simple', %s) @@ plainto_tsquery('simple', %s)",
-                           (document, "向量索引")).fetchone()
+        row = conn.execute(
+            "SELECT to_tsvector('simple', %s) @@ plainto_tsquery('simple', %s)", (document, "向量索引")
+        ).fetchone()
         assert row is not None and row[0] is False
         # BM25 sums over query lexemes: 检索 and 文档 match though the query's bridging bigram 索文 does not
         doc_lexemes = _lexemes(conn, [("simple", prepare_lexical_text(document, "zh"))])
@@ -168,9 +189,11 @@ def test_german_stemming_matches_plural_to_singular_in_postgres(postgres) -> Non
     document = "Das Haus am See wird im Sommer vermietet."
     query = "Wo gibt es Häuser am See?"
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT to_tsvector('german', %s) @@ plainto_tsquery('german', 'Häuser'), "
-                           "to_tsvector('english', %s) @@ plainto_tsquery('english', 'Häuser')",
-                           (document, document)).fetchone()
+        row = conn.execute(
+            "SELECT to_tsvector('german', %s) @@ plainto_tsquery('german', 'Häuser'), "
+            "to_tsvector('english', %s) @@ plainto_tsquery('english', 'Häuser')",
+            (document, document),
+        ).fetchone()
         assert row == (True, False)
         doc_lexemes = _lexemes(conn, [(regconfig_for(detect_language(document)), document)])
         assert "haus" in doc_lexemes & _lexemes(conn, query_analyses(query, "english"))

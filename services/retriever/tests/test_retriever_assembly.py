@@ -1,4 +1,5 @@
 """Context assembly against hand-computed examples: boost, expansion, MMR, budget and the pipeline."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,11 +20,32 @@ from ragmesh_retriever.assembly import (
 )
 
 
-def cand(chunk_id: str, score: float = 1.0, *, doc: str = "d1", section: tuple[str, ...] = ("S",), ordinal: int = 0,
-         parent: str = "", tokens: int = 100, text: str = "", embedding: list[float] | None = None,
-         origin: str = "search") -> Candidate:
-    return Candidate(chunk_id=chunk_id, document_id=doc, section_key=section, ordinal=ordinal, parent_id=parent,
-                     level=3, text=text or chunk_id, score=score, tokens=tokens, embedding=embedding, origin=origin)
+def cand(
+    chunk_id: str,
+    score: float = 1.0,
+    *,
+    doc: str = "d1",
+    section: tuple[str, ...] = ("S",),
+    ordinal: int = 0,
+    parent: str = "",
+    tokens: int = 100,
+    text: str = "",
+    embedding: list[float] | None = None,
+    origin: str = "search",
+) -> Candidate:
+    return Candidate(
+        chunk_id=chunk_id,
+        document_id=doc,
+        section_key=section,
+        ordinal=ordinal,
+        parent_id=parent,
+        level=3,
+        text=text or chunk_id,
+        score=score,
+        tokens=tokens,
+        embedding=embedding,
+        origin=origin,
+    )
 
 
 def ids(cands: list[Candidate]) -> list[str]:
@@ -36,10 +58,15 @@ def scores(cands: list[Candidate]) -> dict[str, float]:
 
 # coverage boost ---------------------------------------------------------------------------------------
 
+
 def test_coverage_boost_multiplies_by_returned_share_of_the_section() -> None:
-    cands = [cand("a1", 0.8, section=("A",)), cand("a2", 0.5, section=("A",)), cand("b1", 0.82, section=("B",)),
-             cand("u1", 0.81, section=("U",)),  # no total known: not boosted
-             cand("a3", 0.3, section=("A",), origin="sibling")]  # an expansion: neither counted nor boosted
+    cands = [
+        cand("a1", 0.8, section=("A",)),
+        cand("a2", 0.5, section=("A",)),
+        cand("b1", 0.82, section=("B",)),
+        cand("u1", 0.81, section=("U",)),  # no total known: not boosted
+        cand("a3", 0.3, section=("A",), origin="sibling"),
+    ]  # an expansion: neither counted nor boosted
     totals = {("d1", ("A",)): 4, ("d1", ("B",)): 10}
     out = coverage_boost(cands, totals, weight=0.5)
     # a: 2 of 4 returned → × 1.25; b: 1 of 10 → × 1.05
@@ -57,9 +84,15 @@ def test_coverage_ratio_is_capped_at_one() -> None:
 
 # document expansion --------------------------------------------------------------------------------------
 
+
 def test_documents_to_expand_relative_to_the_top_score() -> None:
-    cands = [cand("x", 1.0, doc="d1"), cand("y", 0.75, doc="d2"), cand("z", 0.8, doc="d4"),
-             cand("w", 0.5, doc="d3"), cand("v", 0.2, doc="d2")]
+    cands = [
+        cand("x", 1.0, doc="d1"),
+        cand("y", 0.75, doc="d2"),
+        cand("z", 0.8, doc="d4"),
+        cand("w", 0.5, doc="d3"),
+        cand("v", 0.2, doc="d2"),
+    ]
     assert documents_to_expand(cands, threshold=0.7, max_docs=0) == ["d1", "d4", "d2"]
     assert documents_to_expand(cands, threshold=0.7, max_docs=2) == ["d1", "d4"]
     assert documents_to_expand(cands, threshold=0.0, max_docs=5) == []
@@ -73,8 +106,9 @@ def test_expand_documents_adds_nearest_chunks_with_decayed_scores_up_to_the_cap(
     rows = [cand(f"c{o}", 0.0, ordinal=o) for o in (3, 4, 6, 7, 12)] + [cand("h5", 0.0, ordinal=5)]
     # distance to the nearest hit: c3 2, c4 1, c6 1, c7 2, c12 3 → 0.9 × 0.5^d
     full = expand_documents(hits, {"d1": rows}, max_chunks_per_document=0)
-    assert scores(full) == pytest.approx({"h5": 0.9, "h9": 0.6, "o": 0.7, "c3": 0.225, "c4": 0.45, "c6": 0.45,
-                                          "c7": 0.225, "c12": 0.1125})
+    assert scores(full) == pytest.approx(
+        {"h5": 0.9, "h9": 0.6, "o": 0.7, "c3": 0.225, "c4": 0.45, "c6": 0.45, "c7": 0.225, "c12": 0.1125}
+    )
     assert {c.origin for c in full if c.chunk_id.startswith("c")} == {"document_expansion"}
     capped = expand_documents(hits, {"d1": rows}, max_chunks_per_document=4)  # 2 hits held → room for 2
     assert ids(capped) == ["h5", "o", "h9", "c4", "c6"]
@@ -84,9 +118,14 @@ def test_expand_documents_adds_nearest_chunks_with_decayed_scores_up_to_the_cap(
 
 # thin expansion -------------------------------------------------------------------------------------------
 
+
 def test_expand_thin_adds_parent_and_siblings_once() -> None:
-    cands = [cand("t", 0.8, tokens=10, parent="p", ordinal=4), cand("u", 0.6, tokens=12, parent="p", ordinal=6),
-             cand("big", 0.9, tokens=200, ordinal=9), cand("s3", 0.5, ordinal=3)]
+    cands = [
+        cand("t", 0.8, tokens=10, parent="p", ordinal=4),
+        cand("u", 0.6, tokens=12, parent="p", ordinal=6),
+        cand("big", 0.9, tokens=200, ordinal=9),
+        cand("s3", 0.5, ordinal=3),
+    ]
     neighbours = {
         "t": [cand("p", ordinal=0), cand("s3", ordinal=3), cand("n5", ordinal=5)],
         "u": [cand("p", ordinal=0), cand("n5", ordinal=5), cand("s7", ordinal=7)],
@@ -95,7 +134,7 @@ def test_expand_thin_adds_parent_and_siblings_once() -> None:
     out = expand_thin(cands, neighbours, thin_tokens=40)
     assert sorted(ids(out)) == ["big", "n5", "p", "s3", "s7", "t", "u"]
     got = {c.chunk_id: (c.origin, c.score) for c in out}
-    assert got["p"] == ("parent", pytest.approx(0.4))   # from t (0.8 × 0.5) beats from u (0.3)
+    assert got["p"] == ("parent", pytest.approx(0.4))  # from t (0.8 × 0.5) beats from u (0.3)
     assert got["n5"] == ("sibling", pytest.approx(0.4))
     assert got["s7"] == ("sibling", pytest.approx(0.3))
     assert got["s3"] == ("search", 0.5)  # already a hit: untouched
@@ -108,10 +147,11 @@ def test_expansions_are_not_expanded_again() -> None:
 
 # MMR -------------------------------------------------------------------------------------------------------
 
+
 def test_mmr_prefers_a_diverse_item_over_a_near_duplicate() -> None:
     a = cand("a", 1.0, embedding=[1.0, 0.0, 0.0])
     dup = cand("dup", 0.95, embedding=[0.99, 0.141, 0.0])  # cosine with a ≈ 0.99
-    b = cand("b", 0.7, embedding=[0.0, 1.0, 0.0])          # orthogonal to a
+    b = cand("b", 0.7, embedding=[0.0, 1.0, 0.0])  # orthogonal to a
     # after a: dup 0.7 × 0.95 − 0.3 × 0.99 ≈ 0.368 < b 0.7 × 0.7 − 0.3 × 0 = 0.49
     assert ids(mmr([dup, b, a], lambda_=0.7, k=0)) == ["a", "b", "dup"]
     assert ids(mmr([dup, b, a], lambda_=0.7, k=2)) == ["a", "b"]
@@ -137,20 +177,22 @@ def test_mmr_starts_from_the_pinned_chunk() -> None:
 
 # token budget ------------------------------------------------------------------------------------------------
 
+
 def test_token_budget_keeps_a_prefix_and_at_least_one() -> None:
     cands = [cand("a", tokens=50), cand("b", tokens=30), cand("c", tokens=40), cand("d", tokens=10)]
     assert ids(apply_token_budget(cands, 85)) == ["a", "b"]  # c does not fit; d is not reached
-    assert ids(apply_token_budget(cands, 10)) == ["a"]       # too big, kept anyway
+    assert ids(apply_token_budget(cands, 10)) == ["a"]  # too big, kept anyway
     assert ids(apply_token_budget(cands, 0)) == ["a", "b", "c", "d"]
     assert apply_token_budget([], 10) == []
 
 
 def test_estimate_tokens_counts_words_and_cjk_characters() -> None:
-    assert estimate_tokens("one two three") == 4       # ceil(3 × 4/3)
-    assert estimate_tokens("RAG 检索系统") == 2 + 4     # ceil(1 × 4/3) + 4
+    assert estimate_tokens("one two three") == 4  # ceil(3 × 4/3)
+    assert estimate_tokens("RAG 检索系统") == 2 + 4  # ceil(1 × 4/3) + 4
 
 
 # pipeline ------------------------------------------------------------------------------------------------------
+
 
 def test_options_from_proto_resolve_zero_defaults() -> None:
     opts = AssemblyOptions.from_proto(retriever_pb2.ContextOptions(enabled=True, mmr=True, token_budget=500))
@@ -159,8 +201,12 @@ def test_options_from_proto_resolve_zero_defaults() -> None:
 
 
 def test_assemble_dedupes_and_keeps_the_best_hit_first_despite_the_boost() -> None:
-    cands = [cand("c2", 0.95, section=("small",)), cand("t1", 1.0, section=("big",), tokens=900),
-             cand("c2", 0.5, section=("small",)), cand("c3", 0.4, section=("small",))]
+    cands = [
+        cand("c2", 0.95, section=("small",)),
+        cand("t1", 1.0, section=("big",), tokens=900),
+        cand("c2", 0.5, section=("small",)),
+        cand("c3", 0.4, section=("small",)),
+    ]
     totals = {("d1", ("big",)): 100, ("d1", ("small",)): 2}
     opts = AssemblyOptions(coverage_boost=True, token_budget=100)
     out = assemble(cands, opts, section_totals=totals)
@@ -174,15 +220,23 @@ def test_assemble_dedupes_and_keeps_the_best_hit_first_despite_the_boost() -> No
 
 def _scenario() -> tuple[list[Candidate], AssemblyOptions, dict, dict, dict]:
     e1, e2 = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
-    hits = [cand("h1", 1.0, section=("A",), ordinal=2, embedding=e1, tokens=80),
-            cand("h1dup", 0.9, section=("A",), ordinal=3, embedding=[0.99, 0.14, 0.0], tokens=80),
-            cand("h2", 0.6, doc="d2", section=("B",), ordinal=0, embedding=e2, tokens=20, parent="d2p"),
-            cand("h3", 0.2, doc="d3", ordinal=0, embedding=[0.0, 0.0, 1.0], tokens=80)]
+    hits = [
+        cand("h1", 1.0, section=("A",), ordinal=2, embedding=e1, tokens=80),
+        cand("h1dup", 0.9, section=("A",), ordinal=3, embedding=[0.99, 0.14, 0.0], tokens=80),
+        cand("h2", 0.6, doc="d2", section=("B",), ordinal=0, embedding=e2, tokens=20, parent="d2p"),
+        cand("h3", 0.2, doc="d3", ordinal=0, embedding=[0.0, 0.0, 1.0], tokens=80),
+    ]
     totals = {("d1", ("A",)): 4, ("d2", ("B",)): 5, ("d3", ("S",)): 1}
     doc_chunks = {"d1": [cand(f"d1c{o}", 0.0, section=("A",), ordinal=o, tokens=50) for o in range(6)]}
     neighbours = {"h2": [cand("d2p", 0.0, doc="d2", ordinal=0, tokens=300), cand("d2n", 0.0, doc="d2", ordinal=1)]}
-    opts = AssemblyOptions(document_expansion_threshold=0.8, max_chunks_per_document=3, sibling_expansion=True,
-                           coverage_boost=True, mmr=True, token_budget=10_000)
+    opts = AssemblyOptions(
+        document_expansion_threshold=0.8,
+        max_chunks_per_document=3,
+        sibling_expansion=True,
+        coverage_boost=True,
+        mmr=True,
+        token_budget=10_000,
+    )
     return hits, opts, totals, doc_chunks, neighbours
 
 

@@ -3,6 +3,7 @@
 pgvector always runs (embedded PostgreSQL); Weaviate runs when WEAVIATE_URL is set (e.g.
 WEAVIATE_URL=http://localhost:8080 WEAVIATE_GRPC_PORT=50051) and is skipped with that reason otherwise.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,11 @@ async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catal
             pytest.skip("WEAVIATE_URL is not set: no Weaviate server to run the contract against")
         from ragmesh_retriever.backends.weaviate_backend import WeaviateBackend
 
-        impl: SearchBackend = WeaviateBackend(url, grpc_port=int(os.environ.get("WEAVIATE_GRPC_PORT", "50051")),
-                                              collection=f"Contract{uuid.uuid4().hex[:8]}")
+        impl: SearchBackend = WeaviateBackend(
+            url,
+            grpc_port=int(os.environ.get("WEAVIATE_GRPC_PORT", "50051")),
+            collection=f"Contract{uuid.uuid4().hex[:8]}",
+        )
     else:
         from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 
@@ -52,8 +56,18 @@ async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catal
 
 async def _document(catalog: Catalog, backend: SearchBackend, texts: list[str], level: int = 3) -> str:
     doc = await catalog.create(ALICE, "contract", "contract.md", "", common_pb2.Acl(), 1)
-    chunks = [common_pb2.Chunk(chunk_id=f"{doc.document_id}:{i}", document_id=doc.document_id, level=level,
-                               ordinal=i, text=t, title="contract", embedding=axis(20 + i)) for i, t in enumerate(texts)]
+    chunks = [
+        common_pb2.Chunk(
+            chunk_id=f"{doc.document_id}:{i}",
+            document_id=doc.document_id,
+            level=level,
+            ordinal=i,
+            text=t,
+            title="contract",
+            embedding=axis(20 + i),
+        )
+        for i, t in enumerate(texts)
+    ]
     assert await backend.index(ALICE, doc.document_id, chunks) == len(chunks)
     return doc.document_id
 
@@ -78,8 +92,9 @@ async def test_vector_and_lexical_legs_and_fusions(backend) -> None:
     assert vector_only[0].vector == pytest.approx(1.0, abs=1e-4)
     lexical_only = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(21), top_k=2, alpha=0.0), [doc])
     assert lexical_only[0].chunk.text == "quasar telescope observations"
-    ranked = await impl.search(ALICE, SearchQuery(text="quasar", vector=axis(20), top_k=2, alpha=0.5, fusion=Fusion.RANKED),
-                               [doc])
+    ranked = await impl.search(
+        ALICE, SearchQuery(text="quasar", vector=axis(20), top_k=2, alpha=0.5, fusion=Fusion.RANKED), [doc]
+    )
     assert ranked[0].chunk.text == "quasar telescope observations"
 
 
@@ -88,11 +103,19 @@ async def test_levels_and_reindex_and_delete(backend) -> None:
     doc = await _document(catalog, impl, ["fjord kayaking summary"], level=common_pb2.CHUNK_LEVEL_DOCUMENT)
     query = SearchQuery(text="fjord kayaking", vector=None, top_k=5, alpha=0.0)
     assert await impl.search(ALICE, query, [doc]) == []  # default level: paragraphs
-    summary = SearchQuery(text="fjord kayaking", vector=None, top_k=5, alpha=0.0,
-                          levels=[common_pb2.CHUNK_LEVEL_DOCUMENT])
+    summary = SearchQuery(
+        text="fjord kayaking", vector=None, top_k=5, alpha=0.0, levels=[common_pb2.CHUNK_LEVEL_DOCUMENT]
+    )
     assert [h.chunk.document_id for h in await impl.search(ALICE, summary, [doc])] == [doc]
-    replacement = [common_pb2.Chunk(chunk_id=f"{doc}:9", document_id=doc, level=common_pb2.CHUNK_LEVEL_DOCUMENT,
-                                    text="glacier hiking summary", embedding=axis(40))]
+    replacement = [
+        common_pb2.Chunk(
+            chunk_id=f"{doc}:9",
+            document_id=doc,
+            level=common_pb2.CHUNK_LEVEL_DOCUMENT,
+            text="glacier hiking summary",
+            embedding=axis(40),
+        )
+    ]
     await impl.index(ALICE, doc, replacement)  # replaces, never appends
     assert await impl.search(ALICE, summary, [doc]) == []
     chunks = await impl.get_chunks(ALICE, [f"{doc}:9", f"{doc}:0"], [doc])

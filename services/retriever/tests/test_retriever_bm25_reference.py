@@ -6,6 +6,7 @@ every query, and "the" and "of" survived as rare, heavily weighted terms (0.034 
 uses the same tokenizer and stemmer (PostgreSQL's `english` configuration), k1 and b, and ranks every chunk;
 the leg must agree with it within 0.005 nDCG@10, with either lexical plan. Skips without the shared data.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
-from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.backends.base import SearchQuery
 from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 from ragmesh_retriever.catalog import Catalog, Database
 from ragmesh_retriever.config import BM25_B, BM25_K1
+from ragmesh_retriever.migrate import apply_schema
 
 READER = UserContext("bm25-reader", "research", ())
 CHUNKS_PER_DOCUMENT = 200  # 26 documents: the document-first plan by default
@@ -63,7 +64,7 @@ def test_queries(data: Path) -> tuple[dict[str, str], dict[str, dict[str, int]]]
     return queries, qrels
 
 
-test_queries.__test__ = False  # type: ignore[attr-defined]  # a loader, not a test
+test_queries.__test__ = False
 
 
 def ndcg_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
@@ -77,7 +78,8 @@ def english_terms(conn: psycopg.Connection, texts: list[str]) -> list[Counter[st
     rows = conn.execute(
         "SELECT t.i, u.lexeme, coalesce(array_length(u.positions, 1), 1) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS t(txt, i), unnest(to_tsvector('english', t.txt)) u",
-        (texts,)).fetchall()
+        (texts,),
+    ).fetchall()
     out: list[Counter[str]] = [Counter() for _ in texts]
     for i, lexeme, tf in rows:
         out[i - 1][lexeme] = tf
@@ -134,11 +136,18 @@ async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple
     for start in range(0, len(items), CHUNKS_PER_DOCUMENT):
         doc = await catalog.create(READER, f"scifact-{start}", "scifact.jsonl", "", common_pb2.Acl(), 0)
         chunks = []
-        for ordinal, (corpus_id, text) in enumerate(items[start:start + CHUNKS_PER_DOCUMENT]):
+        for ordinal, (corpus_id, text) in enumerate(items[start : start + CHUNKS_PER_DOCUMENT]):
             chunk_id = f"{doc.document_id}:{corpus_id}"
             corpus_of[chunk_id] = corpus_id
-            chunks.append(common_pb2.Chunk(chunk_id=chunk_id, document_id=doc.document_id, ordinal=ordinal,
-                                           level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text=text))
+            chunks.append(
+                common_pb2.Chunk(
+                    chunk_id=chunk_id,
+                    document_id=doc.document_id,
+                    ordinal=ordinal,
+                    level=common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                    text=text,
+                )
+            )
         await backend.index(READER, doc.document_id, chunks)
         document_ids.append(doc.document_id)
     try:
@@ -149,7 +158,8 @@ async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple
 
 @pytest.mark.parametrize("document_first_max_docs", [0, 10_000], ids=["term_first", "document_first"])
 async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(
-        indexed, shared_data, postgres, document_first_max_docs) -> None:
+    indexed, shared_data, postgres, document_first_max_docs
+) -> None:
     db, document_ids, corpus_of = indexed
     backend = PgVectorBackend(db, k1=BM25_K1, b=BM25_B, document_first_max_docs=document_first_max_docs)
     queries, qrels = test_queries(shared_data)

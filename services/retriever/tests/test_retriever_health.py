@@ -1,4 +1,5 @@
 """The retriever's health follows PostgreSQL: NOT_SERVING while the database does not answer, SERVING again after."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +36,7 @@ def test_health_turns_not_serving_without_the_database_and_back() -> None:
         service = GrpcService("retriever", lambda server: [])
         await service.health.set("", health_pb2.HealthCheckResponse.SERVING)
         db = FlakyDatabase([None, "OperationalError: connection refused", "PoolTimeout", None])
-        task = asyncio.create_task(watch_database(db, service, interval=0.01))  # type: ignore[arg-type]
+        task = asyncio.create_task(watch_database(db, service, interval=0.01))
         seen = []
         try:
             for _ in range(200):

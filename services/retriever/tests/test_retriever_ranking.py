@@ -1,14 +1,29 @@
 """Ranking math against hand-computed examples: leg fusion (Weaviate's relativeScoreFusion and rankedFusion, DBSF), sub-query and summary-first merging, Rocchio feedback, the fusion vocabulary."""
+
 from __future__ import annotations
+
+import random
 
 import pytest
 
-from ragmesh_retriever.ranking import distribution_based_fusion, ranked_fusion, relative_score_fusion
+from ragmesh.common.v1 import common_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_retriever.ranking import (
+    RRF_K,
+    Fusion,
+    distribution_based_fusion,
+    fuse,
+    merge_sub_queries,
+    merge_summary_first,
+    ranked_fusion,
+    relative_score_fusion,
+    rocchio,
+)
 
 
 def test_relative_score_fusion_matches_hand_computation() -> None:
-    lexical = {"a": 10.0, "b": 5.0, "c": 0.0}     # normalised: a 1.0, b 0.5, c 0.0
-    vector = {"b": 0.9, "d": 0.5, "c": 0.7}       # normalised: b 1.0, d 0.0, c 0.5
+    lexical = {"a": 10.0, "b": 5.0, "c": 0.0}  # normalised: a 1.0, b 0.5, c 0.0
+    vector = {"b": 0.9, "d": 0.5, "c": 0.7}  # normalised: b 1.0, d 0.0, c 0.5
     fused = {f.chunk_id: f.score for f in relative_score_fusion(lexical, vector, alpha=0.75)}
     assert fused["a"] == pytest.approx(0.25 * 1.0)
     assert fused["b"] == pytest.approx(0.25 * 0.5 + 0.75 * 1.0)
@@ -50,9 +65,9 @@ def test_alpha_out_of_range_is_rejected() -> None:
 def test_distribution_based_fusion_matches_hand_computation() -> None:
     # lexical 1, 2, 3, 10: mean 4, population sd 3.5355; scaled (s - (4 - 10.6066)) / 21.2132
     lexical = {"a": 10.0, "b": 3.0, "c": 2.0, "d": 1.0}
-    vector = {"b": 0.8, "c": 0.6}                   # mean 0.7, sd 0.1: b (0.8 - 0.4) / 0.6, c (0.6 - 0.4) / 0.6
+    vector = {"b": 0.8, "c": 0.6}  # mean 0.7, sd 0.1: b (0.8 - 0.4) / 0.6, c (0.6 - 0.4) / 0.6
     fused = {f.chunk_id: f.score for f in distribution_based_fusion(lexical, vector, alpha=0.5)}
-    sd = 12.5 ** 0.5
+    sd = 12.5**0.5
     lex = {k: (v - (4 - 3 * sd)) / (6 * sd) for k, v in lexical.items()}
     assert fused["a"] == pytest.approx(0.5 * lex["a"])
     assert fused["b"] == pytest.approx(0.5 * lex["b"] + 0.5 * (0.4 / 0.6))
@@ -66,19 +81,6 @@ def test_distribution_based_fusion_equal_scores_scale_to_one() -> None:
 
 
 # ---------- merging and the vocabulary ----------
-
-import random  # noqa: E402
-
-from ragmesh.common.v1 import common_pb2  # noqa: E402
-from ragmesh.retriever.v1 import retriever_pb2  # noqa: E402
-from ragmesh_retriever.ranking import (  # noqa: E402
-    RRF_K,
-    Fusion,
-    fuse,
-    merge_sub_queries,
-    merge_summary_first,
-    rocchio,
-)
 
 
 def _hit(chunk_id: str, vector: float) -> common_pb2.ScoredChunk:
@@ -120,12 +122,15 @@ def test_sub_query_merge_equals_the_gateway_merge_it_replaces() -> None:
     rng = random.Random(18)
     for _ in range(200):
         pool = [f"c{i}" for i in range(rng.randint(1, 40))]
-        lists = [[_hit(c, round(rng.random(), 2)) for c in rng.sample(pool, rng.randint(0, len(pool)))]
-                 for _ in range(rng.randint(1, 4))]
+        lists = [
+            [_hit(c, round(rng.random(), 2)) for c in rng.sample(pool, rng.randint(0, len(pool)))]
+            for _ in range(rng.randint(1, 4))
+        ]
         expected = _gateway_merge_before(lists)
         got = _merge(lists)
         assert [(m.chunk.chunk_id, m.vector_score) for m in got] == [
-            (m.chunk.chunk_id, m.vector_score) for m in expected]
+            (m.chunk.chunk_id, m.vector_score) for m in expected
+        ]
 
 
 def test_summary_first_merges_by_equal_reciprocal_rank_and_keeps_the_first_origin() -> None:
@@ -158,6 +163,6 @@ def test_fuse_dispatches_on_the_fusion() -> None:
 
 def test_rocchio_moves_the_query_toward_the_feedback_mean_and_normalises() -> None:
     moved = rocchio([1.0, 0.0], [[0.0, 1.0], [0.0, 3.0]], weight=0.5)  # q + 0.5 * (0, 2) = (1, 1)
-    assert moved == pytest.approx([2 ** -0.5, 2 ** -0.5])
+    assert moved == pytest.approx([2**-0.5, 2**-0.5])
     assert rocchio([1.0, 0.0], [], weight=1.0) is None
     assert rocchio([1.0, 0.0], [[-1.0, 0.0]], weight=1.0) is None  # cancelled out: no direction left

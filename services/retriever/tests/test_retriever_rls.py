@@ -1,4 +1,5 @@
 """Row-level security, checked directly in PostgreSQL as the application role."""
+
 from __future__ import annotations
 
 import psycopg
@@ -8,8 +9,11 @@ from ragmesh_retriever.catalog import Database
 
 
 def _as(conn: psycopg.Connection, user: str, department: str, roles: str = "") -> None:
-    conn.execute("SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                 "set_config('rag.roles', %s, true)", (user, department, roles))
+    conn.execute(
+        "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
+        "set_config('rag.roles', %s, true)",
+        (user, department, roles),
+    )
 
 
 def _insert(conn: psycopg.Connection, title: str, owner: str, department: str, **acl: object) -> str:
@@ -17,12 +21,23 @@ def _insert(conn: psycopg.Connection, title: str, owner: str, department: str, *
     row = conn.execute(
         "INSERT INTO documents (title, filename, owner_user, owner_department, acl_departments, acl_users, "
         "acl_roles, acl_public) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (title, f"{title}.md", owner, department, acl.get("departments", [department]), acl.get("users", []),
-         acl.get("roles", []), acl.get("public", False)),
+        (
+            title,
+            f"{title}.md",
+            owner,
+            department,
+            acl.get("departments", [department]),
+            acl.get("users", []),
+            acl.get("roles", []),
+            acl.get("public", False),
+        ),
     ).fetchone()
     assert row is not None
-    conn.execute("INSERT INTO chunks (id, document_id, level, ordinal, text, tsv, doc_len) "
-                 "VALUES (%s, %s, 3, 0, %s, to_tsvector('english', %s), 3)", (f"{row[0]}:0", row[0], title, title))
+    conn.execute(
+        "INSERT INTO chunks (id, document_id, level, ordinal, text, tsv, doc_len) "
+        "VALUES (%s, %s, 3, 0, %s, to_tsvector('english', %s), 3)",
+        (f"{row[0]}:0", row[0], title, title),
+    )
     return str(row[0])
 
 
@@ -85,9 +100,11 @@ def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(po
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') "
             "  AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
-            (list(_PRIVILEGES), postgres.app_role)).fetchall()
-    tables = {name: (kind, rls, forced, set(granted), set(commands))
-              for name, kind, rls, forced, granted, commands in rows}
+            (list(_PRIVILEGES), postgres.app_role),
+        ).fetchall()
+    tables = {
+        name: (kind, rls, forced, set(granted), set(commands)) for name, kind, rls, forced, granted, commands in rows
+    }
     # the tables that hold document-derived data are all here
     assert {"documents", "chunks", "postings", "lex_doc_stats", "lex_stats", "rag_traces"} <= set(tables)
     readable = {name for name, (_, _, _, granted, _) in tables.items() if granted}
@@ -120,13 +137,17 @@ def test_postings_and_statistics_follow_their_documents(postgres) -> None:
             assert conn.execute("SELECT count(*) FROM postings").fetchone() == (0,)
             assert conn.execute("SELECT count(*) FROM lex_doc_stats").fetchone() == (0,)
         for statement, params in (
-                ("DELETE FROM postings WHERE document_id = %s", (theirs,)),
-                ("DELETE FROM postings WHERE document_id = %s", (mine,)),
-                ("UPDATE postings SET tf = 100 WHERE document_id = %s", (mine,)),
-                ("INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len) "
-                 "VALUES ('planted', 3, 'x', %s, 1, 1)", (theirs,)),
-                ("DELETE FROM lex_doc_stats WHERE document_id = %s", (mine,)),
-                ("SELECT * FROM lex_stats", None)):
+            ("DELETE FROM postings WHERE document_id = %s", (theirs,)),
+            ("DELETE FROM postings WHERE document_id = %s", (mine,)),
+            ("UPDATE postings SET tf = 100 WHERE document_id = %s", (mine,)),
+            (
+                "INSERT INTO postings (term, level, chunk_id, document_id, tf, doc_len) "
+                "VALUES ('planted', 3, 'x', %s, 1, 1)",
+                (theirs,),
+            ),
+            ("DELETE FROM lex_doc_stats WHERE document_id = %s", (mine,)),
+            ("SELECT * FROM lex_stats", None),
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 _as(conn, "rls-dora", "legal")
                 conn.execute(statement, params)
@@ -134,5 +155,6 @@ def test_postings_and_statistics_follow_their_documents(postgres) -> None:
             _as(conn, "rls-erin", "finance")
             assert conn.execute("DELETE FROM chunks WHERE document_id = %s", (theirs,)).rowcount == 1
             assert conn.execute("SELECT count(*) FROM postings WHERE document_id = %s", (theirs,)).fetchone() == (0,)
-            assert conn.execute("SELECT count(*) FROM lex_doc_stats WHERE document_id = %s",
-                                (theirs,)).fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM lex_doc_stats WHERE document_id = %s", (theirs,)).fetchone() == (
+                0,
+            )

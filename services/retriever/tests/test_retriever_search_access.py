@@ -3,6 +3,7 @@
 Named after test_retriever_search (whose fixtures it uses): its databases reset the app role's password, so it runs after
 the tests that use the session database's DSN.
 """
+
 from __future__ import annotations
 
 import time
@@ -16,7 +17,7 @@ from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import IDENTITY_KEY, UserContext, installed_signer
 from ragmesh_common.tokens import TokenSigner
 
-from .test_retriever_search import ALICE, BOB, add_document, app_dsn, stub, unit  # noqa: F401 - fixtures
+from .test_retriever_search import ALICE, BOB, add_document, unit  # fixtures
 
 CAROL = UserContext("carol", "finance", ("employee",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub
@@ -47,16 +48,18 @@ async def test_search_and_catalogue_refuse_callers_without_a_valid_token(stub: S
     calls = [
         stub.Search(retriever_pb2.SearchRequest(query="carol quarterly figures"), metadata=metadata, timeout=10),
         stub.ListDocuments(retriever_pb2.ListDocumentsRequest(), metadata=metadata, timeout=10),
-        stub.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(document_ids=[]), metadata=metadata,
-                                 timeout=10),
+        stub.CheckDocumentAccess(
+            retriever_pb2.CheckDocumentAccessRequest(document_ids=[]), metadata=metadata, timeout=10
+        ),
     ]
     for call in calls:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, case
     # carol, with a valid token, does see her document
-    reply = await stub.Search(retriever_pb2.SearchRequest(query="carol quarterly figures"), metadata=CAROL.metadata(),
-                              timeout=10)
+    reply = await stub.Search(
+        retriever_pb2.SearchRequest(query="carol quarterly figures"), metadata=CAROL.metadata(), timeout=10
+    )
     assert [r.chunk.text for r in reply.results] == ["carol quarterly figures"]
 
 
@@ -64,17 +67,27 @@ async def test_check_document_access_readable_and_owned(stub: Stub) -> None:
     mine = await add_document(stub, ALICE, "mine", [("alpha", unit(0))])
     draft = await add_document(stub, ALICE, "draft", [("beta", unit(1))], ready=False)
     bobs = await add_document(stub, BOB, "bob's", [("gamma", unit(2))])  # hr only
-    shared = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(
-        title="shared", filename="shared.md", acl=common_pb2.Acl(departments=["eng"])), metadata=BOB.metadata())
-    await stub.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-        document_id=shared.document_id, status=common_pb2.DOCUMENT_STATUS_READY), metadata=BOB.metadata())
+    shared = await stub.CreateDocument(
+        retriever_pb2.CreateDocumentRequest(
+            title="shared", filename="shared.md", acl=common_pb2.Acl(departments=["eng"])
+        ),
+        metadata=BOB.metadata(),
+    )
+    await stub.UpdateDocumentStatus(
+        retriever_pb2.UpdateDocumentStatusRequest(
+            document_id=shared.document_id, status=common_pb2.DOCUMENT_STATUS_READY
+        ),
+        metadata=BOB.metadata(),
+    )
     ids = [mine, draft, bobs, shared.document_id, "not-a-uuid", "00000000-0000-0000-0000-000000000000"]
-    reply = await stub.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(document_ids=ids),
-                                           metadata=ALICE.metadata(), timeout=10)
+    reply = await stub.CheckDocumentAccess(
+        retriever_pb2.CheckDocumentAccessRequest(document_ids=ids), metadata=ALICE.metadata(), timeout=10
+    )
     assert set(reply.readable_ids) == {mine, shared.document_id}  # the draft is not ready; bob's is hr-only
     assert set(reply.owned_ids) == {mine, draft}
-    bob = await stub.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(document_ids=ids),
-                                         metadata=BOB.metadata(), timeout=10)
+    bob = await stub.CheckDocumentAccess(
+        retriever_pb2.CheckDocumentAccessRequest(document_ids=ids), metadata=BOB.metadata(), timeout=10
+    )
     assert set(bob.readable_ids) == {bobs, shared.document_id} and set(bob.owned_ids) == {bobs, shared.document_id}
     empty = await stub.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(), metadata=ALICE.metadata())
     assert not empty.readable_ids and not empty.owned_ids

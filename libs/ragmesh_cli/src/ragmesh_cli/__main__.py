@@ -1,4 +1,5 @@
 """`python -m ragmesh_cli` runs the `ragmesh` command."""
+
 from ragmesh_cli.main import app
 
 app(prog_name="ragmesh")

@@ -1,4 +1,5 @@
 """The gateway's HTTP API as the CLI uses it: settings, one error type with a one-line message, SSE parsing."""
+
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 @dataclass(frozen=True)
 class Settings:
     """Where the gateway is and who the caller is (flags, else RAGMESH_URL / RAGMESH_TOKEN)."""
+
     url: str = DEFAULT_URL
     token: str = ""
     timeout_s: float = 60.0
@@ -103,8 +105,9 @@ class Api:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         transport = settings.transport if isinstance(settings.transport, httpx.BaseTransport) else None
-        self.http = httpx.Client(base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(),
-                                 transport=transport)
+        self.http = httpx.Client(
+            base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(), transport=transport
+        )
 
     def __enter__(self) -> Self:
         return self

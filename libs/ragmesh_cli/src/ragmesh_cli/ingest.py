@@ -1,5 +1,6 @@
 """`ragmesh ingest`: files and folders to documents — parallel uploads, then (with --wait) each document
 followed to ready or failed through its events stream, with polling where the stream is not available."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,13 +20,14 @@ logger = logging.getLogger(__name__)
 
 ACL_KEYS = ("public", "departments", "roles", "users")
 TERMINAL = {"ready", "failed", "deleted"}
-MAX_FOLLOWERS = 16       # event streams open at once while waiting (each holds a connection and a subscription)
+MAX_FOLLOWERS = 16  # event streams open at once while waiting (each holds a connection and a subscription)
 POLL_INTERVAL_S = 1.0
 
 
 @dataclass
 class Outcome:
     """What became of one file: ready, failed, duplicate, queued (not waited for), skipped or error."""
+
     path: Path
     status: str
     document_id: str = ""
@@ -37,8 +39,12 @@ class Outcome:
 
 
 def outcome_json(outcome: Outcome) -> dict[str, str]:
-    return {"path": str(outcome.path), "status": outcome.status, "document_id": outcome.document_id,
-            "reason": outcome.reason}
+    return {
+        "path": str(outcome.path),
+        "status": outcome.status,
+        "document_id": outcome.document_id,
+        "reason": outcome.reason,
+    }
 
 
 async def accepted_extensions(settings: Settings) -> frozenset[str] | None:
@@ -46,8 +52,9 @@ async def accepted_extensions(settings: Settings) -> frozenset[str] | None:
     (an older gateway, or none reachable): then every file is uploaded and a 415 names the unsupported ones."""
     transport = settings.transport if isinstance(settings.transport, httpx.AsyncBaseTransport) else None
     try:
-        async with httpx.AsyncClient(base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(),
-                                     transport=transport) as http:
+        async with httpx.AsyncClient(
+            base_url=settings.url, headers=settings.headers(), timeout=settings.timeout(), transport=transport
+        ) as http:
             response = await http.get("/api/v1/formats")
         body = response.json() if response.is_success else None
     except (httpx.HTTPError, ValueError) as exc:
@@ -65,8 +72,11 @@ def collect(paths: Iterable[Path], extensions: frozenset[str] | None = None) -> 
     seen: set[Path] = set()
     for root in paths:
         if root.is_dir():
-            candidates = sorted(p for p in root.rglob("*") if p.is_file()
-                                and not any(part.startswith(".") for part in p.relative_to(root).parts))
+            candidates = sorted(
+                p
+                for p in root.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            )
         elif root.is_file():
             candidates = [root]
         else:
@@ -107,8 +117,9 @@ def parse_acl(values: list[str]) -> dict[str, Any] | None:
                 if not sep:
                     raise ValueError(f"--acl {pair!r}: expected key=value, e.g. departments=eng,hr")
                 key = key.strip()
-                items.append((key, raw.strip() if key == "public" else
-                              [v.strip() for v in raw.split(",") if v.strip()]))
+                items.append(
+                    (key, raw.strip() if key == "public" else [v.strip() for v in raw.split(",") if v.strip()])
+                )
         for key, val in items:
             if key not in ACL_KEYS:
                 raise ValueError(f"--acl: unknown key {key!r}; the keys are {', '.join(ACL_KEYS)}")
@@ -138,9 +149,17 @@ class Ingest:
     """Uploads files at most `concurrency` at a time and, when `wait`, follows each document to the end.
     `on_done` is called once per file as it finishes (the progress bar)."""
 
-    def __init__(self, settings: Settings, *, acl: dict[str, Any] | None, concurrency: int, wait: bool,
-                 wait_timeout_s: float, on_done: Callable[[Outcome], None] = lambda _: None,
-                 on_status: Callable[[Path, str], None] = lambda *_: None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        acl: dict[str, Any] | None,
+        concurrency: int,
+        wait: bool,
+        wait_timeout_s: float,
+        on_done: Callable[[Outcome], None] = lambda _: None,
+        on_status: Callable[[Path, str], None] = lambda *_: None,
+    ) -> None:
         self.settings = settings
         self.acl_json = json.dumps(acl) if acl is not None else ""
         self.uploads = asyncio.Semaphore(max(1, concurrency))
@@ -152,8 +171,12 @@ class Ingest:
 
     async def run(self, files: list[Path]) -> list[Outcome]:
         transport = self.settings.transport if isinstance(self.settings.transport, httpx.AsyncBaseTransport) else None
-        async with httpx.AsyncClient(base_url=self.settings.url, headers=self.settings.headers(),
-                                     timeout=self.settings.timeout(), transport=transport) as http:
+        async with httpx.AsyncClient(
+            base_url=self.settings.url,
+            headers=self.settings.headers(),
+            timeout=self.settings.timeout(),
+            transport=transport,
+        ) as http:
             return list(await asyncio.gather(*(self.one(http, path) for path in files)))
 
     async def one(self, http: httpx.AsyncClient, path: Path) -> Outcome:
@@ -189,9 +212,12 @@ class Ingest:
         document_id = str(body.get("document_id", ""))
         # A re-upload of identical bytes answers 200 with the existing document (202 is a new one)
         if response.status_code == 200 or body.get("duplicate"):
-            return Outcome(path, "duplicate", document_id,
-                           f"same content as document {body.get('duplicate_of') or document_id} "
-                           f"({body.get('status', '?')})")
+            return Outcome(
+                path,
+                "duplicate",
+                document_id,
+                f"same content as document {body.get('duplicate_of') or document_id} ({body.get('status', '?')})",
+            )
         self.on_status(path, str(body.get("status", "queued")))
         return Outcome(path, "queued", document_id)
 
@@ -206,8 +232,7 @@ class Ingest:
                     status = (await self.document(http, outcome.document_id)).get("status", status)
                     self.on_status(outcome.path, status)
         except TimeoutError:
-            return Outcome(outcome.path, status, outcome.document_id,
-                           f"still {status} after {self.wait_timeout_s:g} s")
+            return Outcome(outcome.path, status, outcome.document_id, f"still {status} after {self.wait_timeout_s:g} s")
         doc = await self.document(http, outcome.document_id)
         status = doc.get("status", status)
         if status == "failed":
@@ -228,8 +253,7 @@ class Ingest:
         try:
             async with http.stream("GET", path) as response:
                 if response.status_code in (404, 405, 501):
-                    logger.info("no events stream for %s (HTTP %s); polling", outcome.document_id,
-                                response.status_code)
+                    logger.info("no events stream for %s (HTTP %s); polling", outcome.document_id, response.status_code)
                     return status
                 if not response.is_success:
                     await response.aread()

@@ -3,6 +3,7 @@
 Configuration comes from flags or the environment: --url / RAGMESH_URL (default http://127.0.0.1:8080) and
 --token / RAGMESH_TOKEN. An error from the API is one line on stderr (`error: HTTP 404: …`) and exit code 1.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,13 @@ from ragmesh_cli import render
 from ragmesh_cli.client import DEFAULT_URL, Api, ApiError, Settings
 from ragmesh_cli.ingest import Ingest, Outcome, accepted_extensions, collect, outcome_json, parse_acl
 
-app = typer.Typer(name="ragmesh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="ragmesh from the command line: ingest files, ask, search, manage documents, read traces.")
+app = typer.Typer(
+    name="ragmesh",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="ragmesh from the command line: ingest files, ask, search, manage documents, read traces.",
+)
 docs_app = typer.Typer(no_args_is_help=True, help="List, show and delete documents you may read.")
 traces_app = typer.Typer(invoke_without_command=True, help="Recent request traces (admin); `traces show ID` for one.")
 app.add_typer(docs_app, name="docs")
@@ -42,19 +48,26 @@ class State:
 
 
 @app.callback()
-def configure(ctx: typer.Context,
-              url: Annotated[str, typer.Option(envvar="RAGMESH_URL", help="Gateway base URL")] = DEFAULT_URL,
-              token: Annotated[str, typer.Option(envvar="RAGMESH_TOKEN", show_default=False,
-                                                 help="Bearer JWT (`ragmesh token` mints a dev one)")] = "",
-              timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for any one reply")] = 60.0) -> None:
+def configure(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option(envvar="RAGMESH_URL", help="Gateway base URL")] = DEFAULT_URL,
+    token: Annotated[
+        str,
+        typer.Option(envvar="RAGMESH_TOKEN", show_default=False, help="Bearer JWT (`ragmesh token` mints a dev one)"),
+    ] = "",
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for any one reply")] = 60.0,
+) -> None:
     # tests hand in a transport through `obj`; everyone else talks to the network
     transport = ctx.obj.get("transport") if isinstance(ctx.obj, dict) else None
-    ctx.obj = State(Settings(url=url.rstrip("/"), token=token.strip(), timeout_s=timeout, transport=transport),
-                    Console(highlight=False), Console(stderr=True, highlight=False, soft_wrap=True))
+    ctx.obj = State(
+        Settings(url=url.rstrip("/"), token=token.strip(), timeout_s=timeout, transport=transport),
+        Console(highlight=False),
+        Console(stderr=True, highlight=False, soft_wrap=True),
+    )
 
 
 def state(ctx: typer.Context) -> State:
-    return ctx.find_root().obj  # type: ignore[no-any-return]
+    return ctx.find_root().obj  # type: ignore[no-any-return]  # click types ctx.obj as Any; the root callback sets it
 
 
 @contextmanager
@@ -80,15 +93,21 @@ def print_json(st: State, data: Any) -> None:
 
 # ---------- ingest ----------
 @app.command()
-def ingest(ctx: typer.Context,
-           paths: Annotated[list[Path], typer.Argument(help="Files and folders (walked recursively)")],
-           acl: Annotated[list[str] | None, typer.Option(
-               help='Who may read: JSON {"departments": ["eng"]} or departments=eng,hr;users=bob;public=false '
-                    "(repeatable). Default: your department")] = None,
-           concurrency: Annotated[int, typer.Option(min=1, max=32, help="Uploads at once")] = 4,
-           wait: Annotated[bool, typer.Option("--wait", help="Follow each document until ready or failed")] = False,
-           wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait per document with --wait")] = 900,
-           as_json: JsonFlag = False) -> None:
+def ingest(
+    ctx: typer.Context,
+    paths: Annotated[list[Path], typer.Argument(help="Files and folders (walked recursively)")],
+    acl: Annotated[
+        list[str] | None,
+        typer.Option(
+            help='Who may read: JSON {"departments": ["eng"]} or departments=eng,hr;users=bob;public=false '
+            "(repeatable). Default: your department"
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=32, help="Uploads at once")] = 4,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow each document until ready or failed")] = False,
+    wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait per document with --wait")] = 900,
+    as_json: JsonFlag = False,
+) -> None:
     """Upload files and folders (parallel, one progress bar); a summary of ready / failed / duplicate at the end."""
     st = state(ctx)
     with failing_clearly(st):
@@ -99,8 +118,13 @@ def ingest(ctx: typer.Context,
         st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
     outcomes: list[Outcome] = []
     if files:
-        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
+        columns = (
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=st.err, transient=False) as progress:
             verb = "ingesting" if wait else "uploading"
             task = progress.add_task(verb, total=len(files))
@@ -109,8 +133,14 @@ def ingest(ctx: typer.Context,
                 outcomes.append(outcome)
                 progress.update(task, advance=1, description=f"{verb} ({render.outcome_counts(outcomes)})")
 
-            runner = Ingest(st.settings, acl=acl_fields, concurrency=concurrency, wait=wait,
-                            wait_timeout_s=wait_timeout, on_done=done)
+            runner = Ingest(
+                st.settings,
+                acl=acl_fields,
+                concurrency=concurrency,
+                wait=wait,
+                wait_timeout_s=wait_timeout,
+                on_done=done,
+            )
             with failing_clearly(st):
                 outcomes = asyncio.run(runner.run(files))
     results = outcomes + skipped
@@ -127,12 +157,16 @@ def ingest(ctx: typer.Context,
 
 # ---------- ask / search ----------
 @app.command()
-def ask(ctx: typer.Context, question: Annotated[str, typer.Argument(help="Your question")],
-        top_k: Annotated[int, typer.Option(min=1, max=20, help="Sources given to the answerer")] = 5,
-        document: Annotated[list[str] | None, typer.Option("--document", "-d",
-                                                           help="Only these document ids (repeatable)")] = None,
-        graph: Annotated[bool, typer.Option(help="Use knowledge-graph facts")] = True,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the final event's JSON only")] = False) -> None:
+def ask(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="Your question")],
+    top_k: Annotated[int, typer.Option(min=1, max=20, help="Sources given to the answerer")] = 5,
+    document: Annotated[
+        list[str] | None, typer.Option("--document", "-d", help="Only these document ids (repeatable)")
+    ] = None,
+    graph: Annotated[bool, typer.Option(help="Use knowledge-graph facts")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final event's JSON only")] = False,
+) -> None:
     """Ask a question: the answer streams as it is written, then its sources and verification."""
     st = state(ctx)
     body = {"question": question, "stream": True, "top_k": top_k, "document_ids": document or [], "graph": graph}
@@ -151,8 +185,10 @@ def ask(ctx: typer.Context, question: Annotated[str, typer.Argument(help="Your q
                     streamed = True
                 elif name == "progress":
                     if data.get("status") == "queued":
-                        st.err.print(f"[dim]queued at position {data.get('position')} "
-                                     f"(about {data.get('estimated_wait_s')} s)[/]")
+                        st.err.print(
+                            f"[dim]queued at position {data.get('position')} "
+                            f"(about {data.get('estimated_wait_s')} s)[/]"
+                        )
                     elif status:
                         status.update(f"{data.get('stage', '')} {data.get('status', '')}…")
                 elif name == "error":
@@ -181,16 +217,20 @@ def render_step_error(data: dict[str, Any]) -> str:
 
 
 @app.command()
-def search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="What to look for")],
-           top_k: Annotated[int, typer.Option(min=1, max=100)] = 10,
-           rerank: Annotated[bool, typer.Option(help="Rerank with the cross-encoder")] = False,
-           document: Annotated[list[str] | None, typer.Option("--document", "-d", help="Only these document ids")] = None,
-           as_json: JsonFlag = False) -> None:
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    top_k: Annotated[int, typer.Option(min=1, max=100)] = 10,
+    rerank: Annotated[bool, typer.Option(help="Rerank with the cross-encoder")] = False,
+    document: Annotated[list[str] | None, typer.Option("--document", "-d", help="Only these document ids")] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """Permission-aware hybrid search: the chunks that match, without an answer."""
     st = state(ctx)
     with failing_clearly(st), Api(st.settings) as api:
-        body = api.post("/api/v1/search", {"query": query, "top_k": top_k, "rerank": rerank,
-                                           "document_ids": document or []})
+        body = api.post(
+            "/api/v1/search", {"query": query, "top_k": top_k, "rerank": rerank, "document_ids": document or []}
+        )
     if as_json:
         print_json(st, body)
     else:
@@ -199,25 +239,37 @@ def search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="What t
 
 # ---------- docs ----------
 @docs_app.command("list")
-def docs_list(ctx: typer.Context,
-              status: Annotated[str | None, typer.Option(help="queued, parsing, embedding, indexing, ready, failed")] = None,
-              owner: Annotated[str | None, typer.Option(help="Owner user id")] = None,
-              format: Annotated[str | None, typer.Option("--format", help="e.g. pdf, md")] = None,
-              updated_since: Annotated[str | None, typer.Option(help="ISO 8601 time")] = None,
-              cursor: Annotated[str | None, typer.Option(help="Next page, from the previous listing")] = None,
-              limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
-              offset: Annotated[int | None, typer.Option(min=0)] = None,
-              as_json: JsonFlag = False) -> None:
+def docs_list(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(help="queued, parsing, embedding, indexing, ready, failed")] = None,
+    owner: Annotated[str | None, typer.Option(help="Owner user id")] = None,
+    format: Annotated[str | None, typer.Option("--format", help="e.g. pdf, md")] = None,
+    updated_since: Annotated[str | None, typer.Option(help="ISO 8601 time")] = None,
+    cursor: Annotated[str | None, typer.Option(help="Next page, from the previous listing")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+    offset: Annotated[int | None, typer.Option(min=0)] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """The documents you may read. Filters are passed to the server as given."""
     st = state(ctx)
-    params = {"status": status, "owner": owner, "format": format, "updated_since": updated_since, "cursor": cursor,
-              "limit": limit, "offset": offset}
+    params = {
+        "status": status,
+        "owner": owner,
+        "format": format,
+        "updated_since": updated_since,
+        "cursor": cursor,
+        "limit": limit,
+        "offset": offset,
+    }
     with failing_clearly(st), Api(st.settings) as api:
         body = api.get("/api/v1/documents", params)
     # A server without the filters ignores them (unknown query parameters are not errors): say so
     docs = body.get("documents") or []
-    ignored = [name for name, value, field in (("--status", status, "status"), ("--owner", owner, "owner_user"))
-               if value and any(d.get(field) != value for d in docs)]
+    ignored = [
+        name
+        for name, value, field in (("--status", status, "status"), ("--owner", owner, "owner_user"))
+        if value and any(d.get(field) != value for d in docs)
+    ]
     if ignored:
         st.err.print(f"[yellow]note:[/] this server ignored {', '.join(ignored)}; the list is unfiltered")
     if as_json:
@@ -227,11 +279,14 @@ def docs_list(ctx: typer.Context,
 
 
 @docs_app.command("show")
-def docs_show(ctx: typer.Context, document_id: Annotated[str, typer.Argument(metavar="ID")],
-              chunks: Annotated[bool, typer.Option(help="Also list the document's chunks")] = True,
-              limit: Annotated[int, typer.Option(min=1, max=1000, help="Chunks per page")] = 20,
-              cursor: Annotated[str | None, typer.Option(help="Chunks page, from the previous call")] = None,
-              as_json: JsonFlag = False) -> None:
+def docs_show(
+    ctx: typer.Context,
+    document_id: Annotated[str, typer.Argument(metavar="ID")],
+    chunks: Annotated[bool, typer.Option(help="Also list the document's chunks")] = True,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Chunks per page")] = 20,
+    cursor: Annotated[str | None, typer.Option(help="Chunks page, from the previous call")] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """One document's details and (where the server has the endpoint) its chunks."""
     st = state(ctx)
     chunk_page: Any = None
@@ -277,10 +332,13 @@ def docs_rm(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argumen
 
 # ---------- traces ----------
 @traces_app.callback()
-def traces(ctx: typer.Context, limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
-           hours: Annotated[int, typer.Option(min=1, max=720, help="How far back")] = 24,
-           name: Annotated[str | None, typer.Option(help="Root span name contains")] = None,
-           as_json: JsonFlag = False) -> None:
+def traces(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+    hours: Annotated[int, typer.Option(min=1, max=720, help="How far back")] = 24,
+    name: Annotated[str | None, typer.Option(help="Root span name contains")] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """Recent request traces (needs the admin role)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -294,8 +352,9 @@ def traces(ctx: typer.Context, limit: Annotated[int, typer.Option(min=1, max=500
 
 
 @traces_app.command("show")
-def traces_show(ctx: typer.Context, trace_id: Annotated[str, typer.Argument(metavar="TRACE_ID")],
-                as_json: JsonFlag = False) -> None:
+def traces_show(
+    ctx: typer.Context, trace_id: Annotated[str, typer.Argument(metavar="TRACE_ID")], as_json: JsonFlag = False
+) -> None:
     """All spans of one trace, as a tree."""
     st = state(ctx)
     with failing_clearly(st), Api(st.settings) as api:
@@ -308,13 +367,16 @@ def traces_show(ctx: typer.Context, trace_id: Annotated[str, typer.Argument(meta
 
 # ---------- token ----------
 @app.command()
-def token(ctx: typer.Context, user: Annotated[str, typer.Option(help="The user id (claim sub)")],
-          department: Annotated[str, typer.Option()] = "",
-          roles: Annotated[str, typer.Option(help="Comma-separated, e.g. employee,admin")] = "",
-          ttl: Annotated[int, typer.Option(min=60, help="Lifetime in seconds")] = 8 * 3600,
-          data_dir: Annotated[Path, typer.Option(envvar="RAGMESH_DATA_DIR",
-                                                 help="The dev stack's data folder (its signing key)")] = Path(".data")
-          ) -> None:
+def token(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Option(help="The user id (claim sub)")],
+    department: Annotated[str, typer.Option()] = "",
+    roles: Annotated[str, typer.Option(help="Comma-separated, e.g. employee,admin")] = "",
+    ttl: Annotated[int, typer.Option(min=60, help="Lifetime in seconds")] = 8 * 3600,
+    data_dir: Annotated[
+        Path, typer.Option(envvar="RAGMESH_DATA_DIR", help="The dev stack's data folder (its signing key)")
+    ] = Path(".data"),
+) -> None:
     """Mint a local development JWT, as `make token` does (GATEWAY_JWT_SECRET, else the dev stack's key)."""
     st = state(ctx)
     if not user.strip():
@@ -323,8 +385,10 @@ def token(ctx: typer.Context, user: Annotated[str, typer.Option(help="The user i
     try:
         from ragmesh_gateway.tokens import dev_secret, mint
     except ImportError:
-        st.err.print("[red]error:[/] `ragmesh token` needs the gateway package (ragmesh-gateway), which the "
-                     "project installs; elsewhere get a token from your identity provider")
+        st.err.print(
+            "[red]error:[/] `ragmesh token` needs the gateway package (ragmesh-gateway), which the "
+            "project installs; elsewhere get a token from your identity provider"
+        )
         raise typer.Exit(1) from None
     try:
         secret = os.environ.get("GATEWAY_JWT_SECRET") or dev_secret(data_dir)
@@ -333,4 +397,3 @@ def token(ctx: typer.Context, user: Annotated[str, typer.Option(help="The user i
         raise typer.Exit(1) from None
     role_list = [r.strip() for r in roles.split(",") if r.strip()]
     sys.stdout.write(mint(secret, user.strip(), department.strip(), role_list, ttl) + "\n")
-

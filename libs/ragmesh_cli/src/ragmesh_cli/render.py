@@ -1,4 +1,5 @@
 """Tables and lines the CLI prints: documents, chunks, search results, an answer's sources and checks, traces."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -11,8 +12,14 @@ from rich.table import Table
 
 from ragmesh_cli.ingest import Outcome
 
-STATUS_STYLE = {"ready": "green", "failed": "red", "error": "red", "duplicate": "yellow", "skipped": "dim",
-                "queued": "cyan"}
+STATUS_STYLE = {
+    "ready": "green",
+    "failed": "red",
+    "error": "red",
+    "duplicate": "yellow",
+    "skipped": "dim",
+    "queued": "cyan",
+}
 TEXT_CHARS = 100
 
 
@@ -51,10 +58,15 @@ def documents_table(console: Console, body: dict[str, Any]) -> None:
         table.add_column(column, overflow="fold")
     for d in documents:
         status = str(d.get("status", ""))
-        table.add_row(str(d.get("document_id", "")), escape(short(d.get("title"), 60)),
-                      f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/]", str(d.get("chunk_count", "")),
-                      escape(str(d.get("owner_user", ""))), escape(str(d.get("mime_type", ""))),
-                      str(d.get("updated_at", "")))
+        table.add_row(
+            str(d.get("document_id", "")),
+            escape(short(d.get("title"), 60)),
+            f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/]",
+            str(d.get("chunk_count", "")),
+            escape(str(d.get("owner_user", ""))),
+            escape(str(d.get("mime_type", ""))),
+            str(d.get("updated_at", "")),
+        )
     console.print(table)
     if body.get("next_cursor"):
         console.print(f"next page: --cursor {body['next_cursor']}")
@@ -67,8 +79,10 @@ def document_details(console: Console, doc: dict[str, Any]) -> None:
     acl = doc.get("acl") or {}
     for key, value in doc.items():
         if key == "acl":
-            value = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
-                              for k, v in acl.items() if v) or "owner only"
+            value = (
+                "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in acl.items() if v)
+                or "owner only"
+            )
         elif isinstance(value, list):
             value = "; ".join(str(v) for v in value)
         if value not in ("", None, []):
@@ -82,8 +96,13 @@ def chunks_table(console: Console, body: dict[str, Any] | list[Any]) -> None:
     for column in ("level", "section", "page", "tokens", "text"):
         table.add_column(column, overflow="fold")
     for c in chunks:
-        table.add_row(str(c.get("level", c.get("kind", ""))), escape(" › ".join(c.get("section_path") or [])),
-                      str(c.get("page") or ""), str(c.get("token_count", "")), escape(short(c.get("text"))))
+        table.add_row(
+            str(c.get("level", c.get("kind", ""))),
+            escape(" › ".join(c.get("section_path") or [])),
+            str(c.get("page") or ""),
+            str(c.get("token_count", "")),
+            escape(short(c.get("text"))),
+        )
     console.print(table)
     if isinstance(body, dict) and body.get("next_cursor"):
         console.print(f"more chunks: --cursor {body['next_cursor']}")
@@ -91,13 +110,20 @@ def chunks_table(console: Console, body: dict[str, Any] | list[Any]) -> None:
 
 def search_table(console: Console, body: dict[str, Any]) -> None:
     results = body.get("results") or []
-    table = Table(title=f"{len(results)} results ({body.get('accessible_documents', '?')} documents readable)",
-                  title_justify="left")
+    table = Table(
+        title=f"{len(results)} results ({body.get('accessible_documents', '?')} documents readable)",
+        title_justify="left",
+    )
     for column in ("#", "score", "source", "document", "text"):
         table.add_column(column, overflow="fold")
     for r in results:
-        table.add_row(str(r.get("index", "")), f"{(r.get('scores') or {}).get('score', 0):.3f}",
-                      escape(location(r)), str(r.get("document_id", "")), escape(short(r.get("snippet"))))
+        table.add_row(
+            str(r.get("index", "")),
+            f"{(r.get('scores') or {}).get('score', 0):.3f}",
+            escape(location(r)),
+            str(r.get("document_id", "")),
+            escape(short(r.get("snippet"))),
+        )
     console.print(table)
     degraded(console, body.get("degraded") or [])
 
@@ -120,8 +146,10 @@ def answer_footer(console: Console, final: dict[str, Any]) -> None:
         checks.append(f"outcome: {final['outcome']}")
     if final.get("grounded") is not None:
         score = final.get("grounding_score")
-        checks.append(("[green]grounded[/]" if final["grounded"] else "[red]not grounded[/]")
-                      + (f" ({score:.2f})" if isinstance(score, (int, float)) else ""))
+        checks.append(
+            ("[green]grounded[/]" if final["grounded"] else "[red]not grounded[/]")
+            + (f" ({score:.2f})" if isinstance(score, (int, float)) else "")
+        )
     if final.get("verified") is not None:
         checks.append("[green]verified[/]" if final["verified"] else "[yellow]not verified[/]")
     if final.get("withheld"):
@@ -141,9 +169,15 @@ def traces_table(console: Console, body: dict[str, Any]) -> None:
     for column in ("trace", "start", "ms", "spans", "root", "user", "error"):
         table.add_column(column, overflow="fold")
     for t in traces:
-        table.add_row(str(t.get("trace_id", "")), str(t.get("start_time", "")), f"{t.get('duration_ms') or 0:.1f}",
-                      str(t.get("span_count", "")), escape(str(t.get("root_name") or "")),
-                      escape(str(t.get("user_id") or "")), "[red]yes[/]" if t.get("has_error") else "")
+        table.add_row(
+            str(t.get("trace_id", "")),
+            str(t.get("start_time", "")),
+            f"{t.get('duration_ms') or 0:.1f}",
+            str(t.get("span_count", "")),
+            escape(str(t.get("root_name") or "")),
+            escape(str(t.get("user_id") or "")),
+            "[red]yes[/]" if t.get("has_error") else "",
+        )
     console.print(table)
 
 
@@ -165,9 +199,12 @@ def trace_spans(console: Console, body: dict[str, Any]) -> None:
             if s.get("status_message"):
                 status += f": {s['status_message']}"
             ms = s.get("duration_ms")
-            table.add_row("  " * depth + escape(str(s.get("name", ""))), escape(str(s.get("service", ""))),
-                          f"{ms:.1f}" if isinstance(ms, (int, float)) else "",
-                          f"[red]{escape(status)}[/]" if "ERROR" in status.upper() else escape(status))
+            table.add_row(
+                "  " * depth + escape(str(s.get("name", ""))),
+                escape(str(s.get("service", ""))),
+                f"{ms:.1f}" if isinstance(ms, (int, float)) else "",
+                f"[red]{escape(status)}[/]" if "ERROR" in status.upper() else escape(status),
+            )
             walk(s.get("span_id"), depth + 1)
 
     walk(None, 0)

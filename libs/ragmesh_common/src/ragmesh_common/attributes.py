@@ -3,13 +3,14 @@
 Domain attributes are prefixed `rag.`; model calls follow the OpenTelemetry GenAI
 semantic conventions (`gen_ai.*`). Never put prompt text or document content here.
 """
+
 from __future__ import annotations
 
 # who and what
 RAG_USER = "rag.user.id"
 RAG_DEPARTMENT = "rag.user.department"
 RAG_DOCUMENT_ID = "rag.document.id"
-RAG_DOCUMENT_VERSION = "rag.document.version"        # the version an ingestion call is for (0 = pending or visible)
+RAG_DOCUMENT_VERSION = "rag.document.version"  # the version an ingestion call is for (0 = pending or visible)
 RAG_DOCUMENT_DEDUPLICATED = "rag.document.deduplicated"  # CreateOrGetDocument returned the existing document
 RAG_DOCUMENT_FORMAT = "rag.document.format"
 RAG_STAGE = "rag.stage"
@@ -66,9 +67,9 @@ RAG_ANSWER_EVIDENCE = "rag.answer.evidence_quotes"
 RAG_ANSWER_VERIFIED = "rag.answer.verified"
 RAG_ANSWER_WITHHELD = "rag.answer.withheld"
 RAG_OUTCOME = "rag.chat.outcome"
-RAG_QUEUE_POSITION = "rag.answer.queue_position"      # place taken in the answerer's queue (0 = started at once)
+RAG_QUEUE_POSITION = "rag.answer.queue_position"  # place taken in the answerer's queue (0 = started at once)
 RAG_QUEUE_WAIT_MS = "rag.answer.queue_wait_ms"
-RAG_QUEUE_REFUSED = "rag.answer.queue_refused"        # RESOURCE_EXHAUSTED: queue full or wait over budget
+RAG_QUEUE_REFUSED = "rag.answer.queue_refused"  # RESOURCE_EXHAUSTED: queue full or wait over budget
 RAG_RETRY_AFTER = "rag.answer.retry_after_seconds"
 # GenAI semantic conventions
 GEN_AI_SYSTEM = "gen_ai.system"

@@ -11,6 +11,7 @@ A service declares its settings as a `ServiceSettings` subclass; each default is
 message names the variable; `run_service` turns that into a one-line SystemExit. `Settings(...)` reads nothing
 from the environment: the code defaults plus the given values (tests and tools), validated the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,16 @@ _READ_ENV: ContextVar[bool] = ContextVar("ragmesh_settings_read_env", default=Fa
 
 def settings_config(**overrides: Unpack[SettingsConfigDict]) -> SettingsConfigDict:
     """The model config every service's settings share: frozen, unknown variables ignored, "" = unset."""
-    config = SettingsConfigDict(env_prefix="", frozen=True, extra="ignore", env_ignore_empty=True,
-                                case_sensitive=False, validate_by_name=True, validate_by_alias=True,
-                                validate_default=True)
+    config = SettingsConfigDict(
+        env_prefix="",
+        frozen=True,
+        extra="ignore",
+        env_ignore_empty=True,
+        case_sensitive=False,
+        validate_by_name=True,
+        validate_by_alias=True,
+        validate_default=True,
+    )
     config.update(overrides)
     return config
 
@@ -41,11 +49,14 @@ class ServiceSettings(BaseSettings):
     model_config = settings_config()
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         # the environment only inside from_env: a settings object built in code does not depend on the shell
         return (init_settings, env_settings) if _READ_ENV.get() else (init_settings,)
 

@@ -7,6 +7,7 @@ valid token is refused with UNAUTHENTICATED (health and reflection stay open). P
 metadata means nothing: the user comes only from a verified token. A service that calls another one on
 the user's behalf (retriever → embedder, graph → retriever) forwards the token it received.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -26,8 +27,11 @@ logger = logging.getLogger(__name__)
 
 IDENTITY_KEY = "x-rag-identity"
 # Open without a token: probes (kubelet, the gateway's /readyz, launchers) and grpcurl's discovery.
-OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/",
-                        "/grpc.reflection.v1.ServerReflection/")
+OPEN_METHOD_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
 
 _IDENT = re.compile(r"^[A-Za-z0-9_.@:\-]{1,128}$")
 
@@ -67,8 +71,10 @@ class UserContext:
         token = self.token
         if not token:
             if _signer is None:
-                raise RuntimeError("no internal identity signer in this process: the gateway and the worker "
-                                   "install one from RAGMESH_INTERNAL_SIGNING_KEY (ragmesh_common.tokens)")
+                raise RuntimeError(
+                    "no internal identity signer in this process: the gateway and the worker "
+                    "install one from RAGMESH_INTERNAL_SIGNING_KEY (ragmesh_common.tokens)"
+                )
             token = _signer.token(self)
         return ((IDENTITY_KEY, token),)
 
@@ -104,11 +110,16 @@ def _refusal(handler: grpc.RpcMethodHandler[Any, Any], message: str) -> grpc.Rpc
     async def refuse(_request: Any, context: aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    kinds = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
-             (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+    kinds = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
     make = kinds[(bool(handler.request_streaming), bool(handler.response_streaming))]
-    return make(refuse, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+    return make(
+        refuse, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+    )
 
 
 class UserContextInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only

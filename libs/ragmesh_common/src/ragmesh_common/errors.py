@@ -1,4 +1,5 @@
 """Domain errors and their gRPC status codes, mapped in one place for every servicer."""
+
 from __future__ import annotations
 
 import functools
@@ -79,7 +80,7 @@ def grpc_errors(func: F) -> F:
             except Exception as exc:  # noqa: BLE001 - mapped to a status
                 await _abort(context, exc)
 
-        return gen_wrapper  # type: ignore[return-value]
+        return gen_wrapper  # type: ignore[return-value]  # same signature as func; the union type cannot say which branch
 
     @functools.wraps(func)
     async def wrapper(self: Any, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
@@ -90,4 +91,4 @@ def grpc_errors(func: F) -> F:
         except Exception as exc:  # noqa: BLE001 - mapped to a status
             await _abort(context, exc)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # same signature as func; the union type cannot say which branch

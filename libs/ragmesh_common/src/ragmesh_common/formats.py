@@ -1,5 +1,6 @@
 """Accepted file formats: extension and MIME type to a ragmesh format name, and a check that the content is
 what the extension says (`check_content`), run at upload and again by Parse."""
+
 from __future__ import annotations
 
 import io
@@ -11,29 +12,54 @@ from pathlib import PurePath
 
 from ragmesh_common.errors import InvalidArgument
 
+
 @dataclass(frozen=True)
 class Format:
     """One accepted file format: everything the gateway, the parser and the CLI need to know about it. Adding a
     format is adding one entry to FORMATS (a Docling input format, or plain text the parser reads itself)."""
-    name: str                      # reported in ParseResponse.format
-    extensions: tuple[str, ...]    # no dot, lower case; the first is the one Docling recognises
+
+    name: str  # reported in ParseResponse.format
+    extensions: tuple[str, ...]  # no dot, lower case; the first is the one Docling recognises
     mime_types: tuple[str, ...]
-    docling: str | None            # Docling's InputFormat value; None: plain text, read by the parser itself
-    content: str                   # what check_content expects: "text", "pdf" or "ooxml"
-    ooxml_folder: str = ""         # OOXML: the folder of the main part (word/, ppt/, xl/)
-    description: str = ""          # for error messages
+    docling: str | None  # Docling's InputFormat value; None: plain text, read by the parser itself
+    content: str  # what check_content expects: "text", "pdf" or "ooxml"
+    ooxml_folder: str = ""  # OOXML: the folder of the main part (word/, ppt/, xl/)
+    description: str = ""  # for error messages
 
 
 FORMATS: tuple[Format, ...] = (
     Format("md", ("md", "markdown"), ("text/markdown", "text/x-markdown"), "md", "text"),
     Format("html", ("html", "htm", "xhtml"), ("text/html", "application/xhtml+xml"), "html", "text"),
-    Format("docx", ("docx",), ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
-           "docx", "ooxml", "word", "a Word document"),
-    Format("pptx", ("pptx",), ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
-           "pptx", "ooxml", "ppt", "a PowerPoint presentation"),
-    Format("xlsx", ("xlsx", "xlsm"), ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-                                      "application/vnd.ms-excel.sheet.macroenabled.12"),
-           "xlsx", "ooxml", "xl", "an Excel workbook"),
+    Format(
+        "docx",
+        ("docx",),
+        ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
+        "docx",
+        "ooxml",
+        "word",
+        "a Word document",
+    ),
+    Format(
+        "pptx",
+        ("pptx",),
+        ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
+        "pptx",
+        "ooxml",
+        "ppt",
+        "a PowerPoint presentation",
+    ),
+    Format(
+        "xlsx",
+        ("xlsx", "xlsm"),
+        (
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            "application/vnd.ms-excel.sheet.macroenabled.12",
+        ),
+        "xlsx",
+        "ooxml",
+        "xl",
+        "an Excel workbook",
+    ),
     Format("csv", ("csv",), ("text/csv",), "csv", "text"),
     Format("pdf", ("pdf",), ("application/pdf",), "pdf", "pdf"),
     Format("asciidoc", ("adoc", "asciidoc"), ("text/asciidoc", "text/x-asciidoc"), "asciidoc", "text"),
@@ -71,9 +97,15 @@ HEAD_BYTES = 8192
 _ZIP_MAGIC = b"PK\x03\x04"
 # Signatures of binary files that are never text.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"%PDF-", "a PDF"), (_ZIP_MAGIC, "a ZIP container (e.g. DOCX, XLSX)"), (b"\x89PNG", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"), (b"\xd0\xcf\x11\xe0", "an old Office file"),
-    (b"\x1f\x8b", "a gzip archive"), (b"\x7fELF", "an executable"), (b"MZ", "an executable"),
+    (b"%PDF-", "a PDF"),
+    (_ZIP_MAGIC, "a ZIP container (e.g. DOCX, XLSX)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\xd0\xcf\x11\xe0", "an old Office file"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x7fELF", "an executable"),
+    (b"MZ", "an executable"),
 )
 _UNICODE_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _RELATIONSHIP = re.compile(rb"<Relationship\b[^>]*>", re.IGNORECASE)
@@ -98,8 +130,9 @@ def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
             if sample.startswith(magic):
                 raise InvalidArgument(f"{name}: the content is {what}, not the text a .{_suffix(filename)} file holds")
         if b"\x00" in sample and not sample.startswith(_UNICODE_BOMS[1:]):
-            raise InvalidArgument(f"{name}: the content is binary (it contains NUL bytes), not the text a "
-                                  f".{_suffix(filename)} file holds")
+            raise InvalidArgument(
+                f"{name}: the content is binary (it contains NUL bytes), not the text a .{_suffix(filename)} file holds"
+            )
     elif spec.content == "pdf":
         if b"%PDF-" not in head[:1024]:
             raise InvalidArgument(f"{name}: not a PDF (it does not start with %PDF-)")

@@ -1,4 +1,5 @@
 """One logging setup for every process: level from LOG_LEVEL, one line per record."""
+
 from __future__ import annotations
 
 import logging

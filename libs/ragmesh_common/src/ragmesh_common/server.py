@@ -4,6 +4,7 @@ Health is the library servicer: NOT_SERVING while warming up and while draining,
 SERVING only after `warmup` returned. Reflection is on. SIGTERM/SIGINT stop the
 server gracefully (grace period from `<SERVICE>_GRACE_SECONDS`, default 5).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,8 +41,17 @@ Hook = Callable[[], Awaitable[None]]
 class GrpcService:
     """One gRPC server: servicers, health, reflection, user-context interceptor."""
 
-    def __init__(self, name: str, add_servicers: AddServicers, *, host: str = "127.0.0.1", port: int = 0,
-                 warmup: Hook | None = None, on_stop: Hook | None = None, grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        add_servicers: AddServicers,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        warmup: Hook | None = None,
+        on_stop: Hook | None = None,
+        grace: float = 5.0,
+    ) -> None:
         self.name = name
         self._add = add_servicers
         self._host = host
@@ -149,8 +159,9 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
 _Settings = TypeVar("_Settings")
 
 
-def run_service(name: str, settings_from_env: Callable[[], _Settings],
-                build: Callable[[_Settings], GrpcService], **telemetry: bool) -> None:
+def run_service(
+    name: str, settings_from_env: Callable[[], _Settings], build: Callable[[_Settings], GrpcService], **telemetry: bool
+) -> None:
     """The `__main__` of every gRPC service: logging, settings (a bad one exits naming the variable), telemetry,
     serve until SIGTERM.
 

@@ -6,6 +6,7 @@ Only standard `OTEL_*` variables plus `RAG_TRACES_DSN` configure it:
 - `RAG_TRACES_DSN` adds the PostgreSQL exporter (table `rag_traces`);
 - `OTEL_SDK_DISABLED=true` turns tracing off.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_COLUMNS = ("trace_id, span_id, parent_span_id, name, service, kind, start_time, end_time, duration_ms, "
-            "status_code, status_message, attributes, events")
+_COLUMNS = (
+    "trace_id, span_id, parent_span_id, name, service, kind, start_time, end_time, duration_ms, "
+    "status_code, status_message, attributes, events"
+)
 # A batch goes in as one INSERT of arrays unnested on the server: one statement and one round trip, the
 # rows parsed in bulk. Not COPY: `rag_traces` is under row-level security (only admins read it), and COPY
 # FROM refuses such a table. ON CONFLICT skips a span already stored (an export retried after its commit
@@ -49,7 +52,7 @@ ON CONFLICT DO NOTHING
 
 
 def _ts(ns: int | None) -> datetime | None:
-    return None if ns is None else datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+    return None if ns is None else datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
 def _jsonable(value: object) -> object:
@@ -68,8 +71,11 @@ def span_row(span: ReadableSpan) -> tuple[object, ...]:
     duration = (end - start) / 1e6 if start is not None and end is not None else None
     attrs = {k: _jsonable(v) for k, v in (span.attributes or {}).items()}
     events = [
-        {"name": e.name, "time": ts.isoformat() if (ts := _ts(e.timestamp or None)) else None,
-         "attributes": {k: _jsonable(v) for k, v in (e.attributes or {}).items()}}
+        {
+            "name": e.name,
+            "time": ts.isoformat() if (ts := _ts(e.timestamp or None)) else None,
+            "attributes": {k: _jsonable(v) for k, v in (e.attributes or {}).items()},
+        }
         for e in span.events
     ]
     service = str(span.resource.attributes.get("service.name", "unknown"))
@@ -137,8 +143,14 @@ class PostgresSpanExporter(SpanExporter):
         return True
 
 
-def setup_telemetry(service_name: str, *, instrument_grpc: bool = True, instrument_psycopg: bool = False,
-                    instrument_httpx: bool = False, instrument_redis: bool = False) -> TracerProvider | None:
+def setup_telemetry(
+    service_name: str,
+    *,
+    instrument_grpc: bool = True,
+    instrument_psycopg: bool = False,
+    instrument_httpx: bool = False,
+    instrument_redis: bool = False,
+) -> TracerProvider | None:
     """Installs the global tracer provider with the configured exporters and instrumentations."""
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
@@ -171,8 +183,9 @@ def setup_telemetry(service_name: str, *, instrument_grpc: bool = True, instrume
         from opentelemetry.instrumentation.redis import RedisInstrumentor
 
         RedisInstrumentor().instrument()
-    logger.info("telemetry for %s: postgres=%s otlp=%s", name, bool(dsn),
-                bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")))
+    logger.info(
+        "telemetry for %s: postgres=%s otlp=%s", name, bool(dsn), bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    )
     return provider
 
 

@@ -17,6 +17,7 @@ Keys are PEM (`openssl genpkey -algorithm ed25519`, `openssl pkey -pubout`). A v
 public keys (concatenated PEM blocks), picked by the token's `kid` (a hash of the public key): rotate by
 adding the new public key everywhere, then switching the signers, then removing the old key.
 """
+
 from __future__ import annotations
 
 import base64
@@ -62,10 +63,14 @@ def key_id(public_key: Ed25519PublicKey) -> str:
 def generate_keypair() -> tuple[str, str]:
     """A new Ed25519 key pair as PEM text: (private key, public key)."""
     private = Ed25519PrivateKey.generate()
-    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption()).decode()
-    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                   serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    private_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = (
+        private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     return private_pem, public_pem
 
 
@@ -73,8 +78,9 @@ def load_signing_key(pem: str, what: str = SIGNING_KEY_ENV) -> Ed25519PrivateKey
     try:
         key = serialization.load_pem_private_key(pem.strip().encode(), password=None)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{what} must be an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519): "
-                          f"{exc}") from None
+        raise ConfigError(
+            f"{what} must be an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519): {exc}"
+        ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise ConfigError(f"{what} must be an Ed25519 private key, got {type(key).__name__}")
     return key
@@ -108,8 +114,15 @@ def _required_env(name: str, who: str) -> str:
 class TokenSigner:
     """Signs internal tokens; one token per user is reused for most of its lifetime (bounded cache)."""
 
-    def __init__(self, private_key: Ed25519PrivateKey, *, actor: str, ttl_seconds: int = DEFAULT_TTL_SECONDS,
-                 cache_size: int = 4096, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        private_key: Ed25519PrivateKey,
+        *,
+        actor: str,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        cache_size: int = 4096,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
             raise ConfigError(f"{TTL_ENV} must be within {MIN_TTL_SECONDS}..{MAX_TTL_SECONDS}, got {ttl_seconds}")
         self._key = private_key
@@ -129,8 +142,11 @@ class TokenSigner:
 
     @property
     def public_key_pem(self) -> str:
-        return self._key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                   serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        return (
+            self._key.public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            .decode()
+        )
 
     def token(self, user: UserContext) -> str:
         key = (user.user_id, user.department, tuple(user.roles))
@@ -151,9 +167,16 @@ class TokenSigner:
     def mint(self, user: UserContext, now: float | None = None, **overrides: Any) -> str:
         """A fresh token for `user` (no cache); `overrides` replace claims (tests: expired, wrong audience)."""
         issued = int(self._clock() if now is None else now)
-        claims: dict[str, Any] = {"sub": user.user_id, "department": user.department, "roles": list(user.roles),
-                                  "iat": issued, "exp": issued + self.ttl, "aud": AUDIENCE, "iss": ISSUER,
-                                  "act": {"sub": self.actor}}
+        claims: dict[str, Any] = {
+            "sub": user.user_id,
+            "department": user.department,
+            "roles": list(user.roles),
+            "iat": issued,
+            "exp": issued + self.ttl,
+            "aud": AUDIENCE,
+            "iss": ISSUER,
+            "act": {"sub": self.actor},
+        }
         claims.update(overrides)
         return jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self._kid})
 
@@ -161,8 +184,14 @@ class TokenSigner:
 class TokenVerifier:
     """Verifies internal tokens against the trusted public keys; verified tokens are kept until they expire."""
 
-    def __init__(self, public_keys: dict[str, Ed25519PublicKey], *, leeway: float = LEEWAY_SECONDS,
-                 cache_size: int = 4096, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        public_keys: dict[str, Ed25519PublicKey],
+        *,
+        leeway: float = LEEWAY_SECONDS,
+        cache_size: int = 4096,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not public_keys:
             raise ConfigError("a token verifier needs at least one public key")
         self._keys = dict(public_keys)
@@ -201,9 +230,15 @@ class TokenVerifier:
             raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
         try:
             # Expiry is checked below against this verifier's clock (the one its cache uses), not PyJWT's.
-            claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=AUDIENCE, issuer=ISSUER,
-                                leeway=self._leeway, options={"require": ["sub", "exp", "iat", "aud", "iss"],
-                                                              "verify_exp": False})
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=AUDIENCE,
+                issuer=ISSUER,
+                leeway=self._leeway,
+                options={"require": ["sub", "exp", "iat", "aud", "iss"], "verify_exp": False},
+            )
         except jwt.PyJWTError as exc:
             raise InvalidToken(str(exc)) from None
         if not isinstance(claims["exp"], int | float) or claims["exp"] + self._leeway <= now:
@@ -251,8 +286,9 @@ class _AddIdentity:
         if IDENTITY_KEY not in metadata:
             for key, value in self.user.metadata():
                 metadata.add(key, value)
-        return aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
-                                     details.wait_for_ready)
+        return aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
 
 
 # grpc.aio files an interceptor under the first call kind it subclasses, so one class per kind.
@@ -283,5 +319,6 @@ def channel_as(address: str, user: UserContext) -> aio.Channel:
 
     interceptors = [kind(user) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
     # grpc-stubs types the parameter as a must-cast placeholder (ClientInterceptor)
-    return aio.insecure_channel(address, options=CHANNEL_OPTIONS,
-                                interceptors=cast("list[aio.ClientInterceptor]", interceptors))
+    return aio.insecure_channel(
+        address, options=CHANNEL_OPTIONS, interceptors=cast("list[aio.ClientInterceptor]", interceptors)
+    )

@@ -17,6 +17,7 @@ model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a 
 starts again once a process has run RAGMESH_RESTART_STABLE_SECONDS, default 60). The rest keeps running.
 Ctrl-C or SIGTERM stops everything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,6 @@ from ragmesh_dev.ports import port_open
 
 if TYPE_CHECKING:
     from ragmesh_common.tokens import TokenSigner
-
     from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
 
 logger = logging.getLogger("ragmesh.devstack")
@@ -53,14 +53,31 @@ SERVICES = ("parser", "embedder", "retriever", "reranker", "graph", "answerer")
 # connection (a service connecting to PostgreSQL, a readiness probe) before its server binds it. With the
 # services' own defaults (50051-50056) that once failed `make run` with "Failed to bind to 127.0.0.1:50056".
 DEFAULT_PORTS = {
-    "gateway": 8080, "parser": 15051, "embedder": 15052, "retriever": 15053, "reranker": 15054, "graph": 15055,
-    "answerer": 15056, "postgres": 15432, "redis": 16379, "arcadedb_bolt": 17687, "arcadedb_http": 12480,
+    "gateway": 8080,
+    "parser": 15051,
+    "embedder": 15052,
+    "retriever": 15053,
+    "reranker": 15054,
+    "graph": 15055,
+    "answerer": 15056,
+    "postgres": 15432,
+    "redis": 16379,
+    "arcadedb_bolt": 17687,
+    "arcadedb_http": 12480,
     "ollama": 11435,
 }
 PORT_VARS = {
-    "gateway": "GATEWAY_PORT", "parser": "PARSER_PORT", "embedder": "EMBEDDER_PORT", "retriever": "RETRIEVER_PORT",
-    "reranker": "RERANKER_PORT", "graph": "GRAPH_PORT", "answerer": "ANSWERER_PORT", "postgres": "POSTGRES_PORT",
-    "redis": "REDIS_PORT", "arcadedb_bolt": "ARCADEDB_BOLT_PORT", "arcadedb_http": "ARCADEDB_HTTP_PORT",
+    "gateway": "GATEWAY_PORT",
+    "parser": "PARSER_PORT",
+    "embedder": "EMBEDDER_PORT",
+    "retriever": "RETRIEVER_PORT",
+    "reranker": "RERANKER_PORT",
+    "graph": "GRAPH_PORT",
+    "answerer": "ANSWERER_PORT",
+    "postgres": "POSTGRES_PORT",
+    "redis": "REDIS_PORT",
+    "arcadedb_bolt": "ARCADEDB_BOLT_PORT",
+    "arcadedb_http": "ARCADEDB_HTTP_PORT",
     "ollama": "OLLAMA_PORT",
 }
 APP_ROLE = "ragmesh_app"
@@ -164,8 +181,10 @@ class Stack:
 
     @property
     def app_dsn(self) -> str:
-        return (f"postgresql://{APP_ROLE}:{self.secret('postgres_app_password')}@{self.host}:"
-                f"{self.ports['postgres']}/{self.postgres.database}")
+        return (
+            f"postgresql://{APP_ROLE}:{self.secret('postgres_app_password')}@{self.host}:"
+            f"{self.ports['postgres']}/{self.postgres.database}"
+        )
 
     @property
     def gateway_url(self) -> str:
@@ -200,27 +219,43 @@ class Stack:
         """The environment of a process; only the gateway and the worker get the private signing key."""
         signing_key, public_key = self.internal_keys()
         env = dict(os.environ)
-        env.update({
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1", "RAG_TRACES_DSN": self.app_dsn, "OTEL_BSP_SCHEDULE_DELAY": "500",
-            "PARSER_HOST": self.host, "PARSER_PORT": str(self.ports["parser"]),
-            "EMBEDDER_HOST": self.host, "EMBEDDER_PORT": str(self.ports["embedder"]),
-            "RETRIEVER_HOST": self.host, "RETRIEVER_PORT": str(self.ports["retriever"]),
-            "RETRIEVER_DATABASE_URL": self.app_dsn,
-            "RERANKER_HOST": self.host, "RERANKER_PORT": str(self.ports["reranker"]),
-            "GRAPH_HOST": self.host, "GRAPH_PORT": str(self.ports["graph"]),
-            "NEO4J_URI": f"bolt://{self.host}:{self.ports['arcadedb_bolt']}", "NEO4J_USER": "root",
-            "NEO4J_PASSWORD": self.secret("arcadedb_password"), "NEO4J_DATABASE": "ragmesh",
-            "ANSWERER_HOST": self.host, "ANSWERER_PORT": str(self.ports["answerer"]),
-            "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
-            "GATEWAY_HOST": self.host, "GATEWAY_PORT": str(self.ports["gateway"]),
-            "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
-            "GATEWAY_TRACES_DSN": self.app_dsn, "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
-            "GATEWAY_JWT_SECRET": self.jwt_secret,
-            "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
-            **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
-            "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
-        })
+        env.update(
+            {
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1",
+                "RAG_TRACES_DSN": self.app_dsn,
+                "OTEL_BSP_SCHEDULE_DELAY": "500",
+                "PARSER_HOST": self.host,
+                "PARSER_PORT": str(self.ports["parser"]),
+                "EMBEDDER_HOST": self.host,
+                "EMBEDDER_PORT": str(self.ports["embedder"]),
+                "RETRIEVER_HOST": self.host,
+                "RETRIEVER_PORT": str(self.ports["retriever"]),
+                "RETRIEVER_DATABASE_URL": self.app_dsn,
+                "RERANKER_HOST": self.host,
+                "RERANKER_PORT": str(self.ports["reranker"]),
+                "GRAPH_HOST": self.host,
+                "GRAPH_PORT": str(self.ports["graph"]),
+                "NEO4J_URI": f"bolt://{self.host}:{self.ports['arcadedb_bolt']}",
+                "NEO4J_USER": "root",
+                "NEO4J_PASSWORD": self.secret("arcadedb_password"),
+                "NEO4J_DATABASE": "ragmesh",
+                "ANSWERER_HOST": self.host,
+                "ANSWERER_PORT": str(self.ports["answerer"]),
+                "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
+                "GATEWAY_HOST": self.host,
+                "GATEWAY_PORT": str(self.ports["gateway"]),
+                "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
+                "GATEWAY_TRACES_DSN": self.app_dsn,
+                "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
+                "GATEWAY_JWT_SECRET": self.jwt_secret,
+                "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
+                **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
+                "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
+            }
+        )
         env.pop("RAGMESH_INTERNAL_SIGNING_KEY", None)
         if process in ("gateway", "ingest-worker"):
             env["RAGMESH_INTERNAL_SIGNING_KEY"] = signing_key
@@ -232,8 +267,14 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
         with log.open("ab") as handle:
-            popen = subprocess.Popen(args, env=self.env(name), stdout=handle, stderr=subprocess.STDOUT,
-                                     cwd=self.data_dir, start_new_session=True)
+            popen = subprocess.Popen(
+                args,
+                env=self.env(name),
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+            )
         logger.info("started %s (pid %d), log %s", name, popen.pid, log)
         return popen, log
 
@@ -259,7 +300,10 @@ class Stack:
             while time.monotonic() < deadline:
                 self._check_alive(process)
                 try:
-                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                    if (
+                        stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                        == health_pb2.HealthCheckResponse.SERVING
+                    ):
                         logger.info("%s SERVING on %s:%d", process.name, self.host, port)
                         return
                 except grpc.RpcError:
@@ -288,11 +332,19 @@ class Stack:
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.postgres.start()
-        apply_schema(self.postgres.owner_dsn(), APP_ROLE, self.secret("postgres_app_password"),
-                     int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))))
+        apply_schema(
+            self.postgres.owner_dsn(),
+            APP_ROLE,
+            self.secret("postgres_app_password"),
+            int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
+        )
         self.redis.start()
-        self.arcadedb = EmbeddedArcadeDB(self.data_dir / "arcadedb", self.ports["arcadedb_bolt"],
-                                         self.ports["arcadedb_http"], self.secret("arcadedb_password"))
+        self.arcadedb = EmbeddedArcadeDB(
+            self.data_dir / "arcadedb",
+            self.ports["arcadedb_bolt"],
+            self.ports["arcadedb_http"],
+            self.secret("arcadedb_password"),
+        )
         self.arcadedb.start()
 
     def start(self, timeout: float = 300.0) -> None:
@@ -303,14 +355,39 @@ class Stack:
                 raise RuntimeError(f"port {self.ports[name]} for {name} is taken; set {PORT_VARS[name]}")
         try:
             self.start_engines()
-            ollama = self._spawn("ollama", [sys.executable, "-m", "ragmesh_dev.local_ollama",
-                                            "--host", self.host, "--port", str(self.ports["ollama"])])
+            ollama = self._spawn(
+                "ollama",
+                [
+                    sys.executable,
+                    "-m",
+                    "ragmesh_dev.local_ollama",
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(self.ports["ollama"]),
+                ],
+            )
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
-            worker = self._spawn("ingest-worker", [sys.executable, "-m", "celery", "-A", "ragmesh_ingestion.worker",
-                                                   "worker", "--pool=threads", "--concurrency",
-                                                   self.env("ingest-worker").get("INGEST_CONCURRENCY", "8"), "-Q", "ingest",
-                                                   "--loglevel=INFO",
-                                                   "--without-gossip", "--without-mingle", "--without-heartbeat"])
+            worker = self._spawn(
+                "ingest-worker",
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "ragmesh_ingestion.worker",
+                    "worker",
+                    "--pool=threads",
+                    "--concurrency",
+                    self.env("ingest-worker").get("INGEST_CONCURRENCY", "8"),
+                    "-Q",
+                    "ingest",
+                    "--loglevel=INFO",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+            )
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
             self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
             for process in services:
@@ -331,8 +408,11 @@ class Stack:
         if self._postgres_exit() is None:
             units.append(Supervised("postgres", self._postgres_exit, self._restart_postgres))
         if self.redis.process is not None:
-            units.append(Supervised("redis", lambda: self.redis.process.poll() if self.redis.process else UNKNOWN,
-                                    self._restart_redis))
+            units.append(
+                Supervised(
+                    "redis", lambda: self.redis.process.poll() if self.redis.process else UNKNOWN, self._restart_redis
+                )
+            )
         if self.arcadedb is not None:
             arcadedb = self.arcadedb
 
@@ -340,8 +420,11 @@ class Stack:
                 arcadedb.stop()
                 arcadedb.start()
 
-            units.append(Supervised("arcadedb", lambda: arcadedb.process.poll() if arcadedb.process else UNKNOWN,
-                                    restart_arcadedb))
+            units.append(
+                Supervised(
+                    "arcadedb", lambda: arcadedb.process.poll() if arcadedb.process else UNKNOWN, restart_arcadedb
+                )
+            )
         return units
 
     def _process_unit(self, process: Process) -> Supervised:
@@ -394,10 +477,22 @@ class Stack:
                     unit.attempts += 1
                     delay = restart_delay(unit.attempts, base, cap)
                     unit.due = now + delay
-                    logger.warning("restarting %s (exit code %s, attempt %d, next in %.1f s)", unit.name,
-                                   code, unit.attempts, delay)
-                    self.restarts.append({"name": unit.name, "exit_code": code, "attempt": unit.attempts,
-                                          "delay_s": delay, "time": time.time()})
+                    logger.warning(
+                        "restarting %s (exit code %s, attempt %d, next in %.1f s)",
+                        unit.name,
+                        code,
+                        unit.attempts,
+                        delay,
+                    )
+                    self.restarts.append(
+                        {
+                            "name": unit.name,
+                            "exit_code": code,
+                            "attempt": unit.attempts,
+                            "delay_s": delay,
+                            "time": time.time(),
+                        }
+                    )
                 elif now >= unit.due:
                     unit.due = None
                     unit.started = time.monotonic()
@@ -432,8 +527,11 @@ class Stack:
         import jwt
 
         now = int(time.time())
-        return jwt.encode({"sub": user, "department": department, "roles": roles or [], "iat": now,
-                           "exp": now + 8 * 3600}, self.jwt_secret, algorithm="HS256")
+        return jwt.encode(
+            {"sub": user, "department": department, "roles": roles or [], "iat": now, "exp": now + 8 * 3600},
+            self.jwt_secret,
+            algorithm="HS256",
+        )
 
 
 def _banner(stack: Stack) -> str:

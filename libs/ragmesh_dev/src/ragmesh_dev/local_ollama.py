@@ -10,6 +10,7 @@ Env: LOCAL_LLM_MODEL_PATH (default: the wheel's gguf), LOCAL_LLM_CTX (2048), LOC
 llama.cpp contexts are not thread-safe: one generation runs at a time (a lock), in a worker thread,
 and its pieces reach the event loop through an asyncio queue as they are produced.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,8 +30,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import Field
-from ragmesh_common.config import ServiceSettings, settings_config
 
+from ragmesh_common.config import ServiceSettings, settings_config
 from ragmesh_dev.ports import free_port
 
 if TYPE_CHECKING:
@@ -116,24 +117,29 @@ class LocalModel:
 
         started = time.perf_counter_ns()
         self.settings = settings
-        self.llm = Llama(model_path=str(settings.model_path), n_ctx=settings.n_ctx,
-                         n_threads=settings.n_threads, verbose=False)
+        self.llm = Llama(
+            model_path=str(settings.model_path), n_ctx=settings.n_ctx, n_threads=settings.n_threads, verbose=False
+        )
         self.load_ns = time.perf_counter_ns() - started
         meta = self.llm.metadata
         tokens = self.llm._model.token_get_text  # noqa: SLF001 - the template needs the bos/eos strings
         self._eos = tokens(self.llm.token_eos())
         self._formatter = Jinja2ChatFormatter(
-            template=meta["tokenizer.chat_template"], eos_token=self._eos, bos_token=tokens(self.llm.token_bos()),
+            template=meta["tokenizer.chat_template"],
+            eos_token=self._eos,
+            bos_token=tokens(self.llm.token_bos()),
         )
         self.template = meta["tokenizer.chat_template"]
         self.metadata = dict(meta)
         self.size_bytes = settings.model_path.stat().st_size
         self._lock = threading.Lock()
-        logger.info("loaded %s (%d MB) in %.2fs", settings.model_path.name, self.size_bytes // 2**20,
-                    self.load_ns / 1e9)
+        logger.info(
+            "loaded %s (%d MB) in %.2fs", settings.model_path.name, self.size_bytes // 2**20, self.load_ns / 1e9
+        )
 
-    def generate(self, messages: list[dict[str, str]], options: GenOptions, stats: GenStats,
-                 cancel: threading.Event) -> Iterator[str]:
+    def generate(
+        self, messages: list[dict[str, str]], options: GenOptions, stats: GenStats, cancel: threading.Event
+    ) -> Iterator[str]:
         """Yields text pieces; fills `stats` as it goes. Stops early when `cancel` is set."""
         from llama_cpp import StoppingCriteriaList
 
@@ -157,11 +163,21 @@ class LocalModel:
 
             first_at: int | None = None
             # stream=True returns the iterator of chunks; llama_cpp types the call as the union of both forms
-            chunks = cast("Iterator[CreateCompletionStreamResponse]", self.llm.create_completion(
-                prompt, max_tokens=max_tokens, temperature=options.temperature, top_p=options.top_p,
-                top_k=options.top_k, repeat_penalty=options.repeat_penalty, seed=options.seed,
-                stop=[self._eos, *options.stop], stream=True, stopping_criteria=StoppingCriteriaList([step]),
-            ))
+            chunks = cast(
+                "Iterator[CreateCompletionStreamResponse]",
+                self.llm.create_completion(
+                    prompt,
+                    max_tokens=max_tokens,
+                    temperature=options.temperature,
+                    top_p=options.top_p,
+                    top_k=options.top_k,
+                    repeat_penalty=options.repeat_penalty,
+                    seed=options.seed,
+                    stop=[self._eos, *options.stop],
+                    stream=True,
+                    stopping_criteria=StoppingCriteriaList([step]),
+                ),
+            )
             for chunk in chunks:
                 choice = chunk["choices"][0]
                 if first_at is None:
@@ -177,7 +193,7 @@ class LocalModel:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -198,8 +214,11 @@ def _parse_chat(body: bytes) -> tuple[str, list[dict[str, str]], bool, GenOption
         raise BadRequest("messages is required and must be a list")
     messages: list[dict[str, str]] = []
     for i, msg in enumerate(data["messages"]):
-        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str) or not isinstance(
-                msg.get("content", ""), str):
+        if (
+            not isinstance(msg, dict)
+            or not isinstance(msg.get("role"), str)
+            or not isinstance(msg.get("content", ""), str)
+        ):
             raise BadRequest(f"messages[{i}] must be an object with string role and content")
         if msg["role"] not in {"system", "user", "assistant", "tool"}:
             raise BadRequest(f"messages[{i}].role must be system, user, assistant or tool")
@@ -223,8 +242,9 @@ def _final_fields(stats: GenStats, total_ns: int, load_ns: int) -> dict[str, Any
 _DONE = object()
 
 
-async def _stream_pieces(model: LocalModel, messages: list[dict[str, str]], options: GenOptions,
-                         stats: GenStats) -> AsyncIterator[str]:
+async def _stream_pieces(
+    model: LocalModel, messages: list[dict[str, str]], options: GenOptions, stats: GenStats
+) -> AsyncIterator[str]:
     """Runs `generate` in a worker thread and yields its pieces on the event loop as they come."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[object] = asyncio.Queue()
@@ -254,14 +274,20 @@ async def _stream_pieces(model: LocalModel, messages: list[dict[str, str]], opti
 
 
 def _model_details() -> dict[str, Any]:
-    return {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
-            "parameter_size": "135M", "quantization_level": "Q4_1"}
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": "llama",
+        "families": ["llama"],
+        "parameter_size": "135M",
+        "quantization_level": "Q4_1",
+    }
 
 
 def create_app(model: LocalModel) -> FastAPI:
     """The FastAPI app serving `model` under Ollama's API."""
     app = FastAPI(title="ragmesh local ollama", docs_url=None, redoc_url=None, openapi_url=None)
-    modified_at = datetime.fromtimestamp(model.settings.model_path.stat().st_mtime, tz=timezone.utc).isoformat()
+    modified_at = datetime.fromtimestamp(model.settings.model_path.stat().st_mtime, tz=UTC).isoformat()
 
     @app.get("/")
     async def root() -> PlainTextResponse:
@@ -273,10 +299,18 @@ def create_app(model: LocalModel) -> FastAPI:
 
     @app.get("/api/tags")
     async def tags() -> dict[str, Any]:
-        return {"models": [{
-            "name": MODEL_NAME, "model": MODEL_NAME, "modified_at": modified_at, "size": model.size_bytes,
-            "digest": "sha256:" + "0" * 64, "details": _model_details(),
-        }]}
+        return {
+            "models": [
+                {
+                    "name": MODEL_NAME,
+                    "model": MODEL_NAME,
+                    "modified_at": modified_at,
+                    "size": model.size_bytes,
+                    "digest": "sha256:" + "0" * 64,
+                    "details": _model_details(),
+                }
+            ]
+        }
 
     @app.post("/api/show")
     async def show(request: Request) -> JSONResponse:
@@ -288,11 +322,17 @@ def create_app(model: LocalModel) -> FastAPI:
         if name != MODEL_NAME:
             return _error(404, f"model '{name}' not found")
         info = {k: v for k, v in model.metadata.items() if k != "tokenizer.chat_template"}
-        return JSONResponse({
-            "modelfile": f"FROM {model.settings.model_path}", "parameters": "", "template": model.template,
-            "details": _model_details(), "model_info": info, "capabilities": ["completion"],
-            "modified_at": modified_at,
-        })
+        return JSONResponse(
+            {
+                "modelfile": f"FROM {model.settings.model_path}",
+                "parameters": "",
+                "template": model.template,
+                "details": _model_details(),
+                "model_info": info,
+                "capabilities": ["completion"],
+                "modified_at": modified_at,
+            }
+        )
 
     @app.post("/api/chat")
     async def chat(request: Request) -> Any:
@@ -304,13 +344,24 @@ def create_app(model: LocalModel) -> FastAPI:
         if name != MODEL_NAME:
             return _error(404, f'model "{name}" not found, try pulling it first')
         if not messages:  # Ollama answers an empty chat by loading the model
-            return JSONResponse({"model": name, "created_at": _now(),
-                                 "message": {"role": "assistant", "content": ""}, "done_reason": "load", "done": True})
+            return JSONResponse(
+                {
+                    "model": name,
+                    "created_at": _now(),
+                    "message": {"role": "assistant", "content": ""},
+                    "done_reason": "load",
+                    "done": True,
+                }
+            )
         stats = GenStats()
 
         def line(content: str) -> dict[str, Any]:
-            return {"model": name, "created_at": _now(), "message": {"role": "assistant", "content": content},
-                    "done": False}
+            return {
+                "model": name,
+                "created_at": _now(),
+                "message": {"role": "assistant", "content": content},
+                "done": False,
+            }
 
         if not stream:
             try:
@@ -342,8 +393,9 @@ class InProcessServer:
         self.model = LocalModel(settings or LocalLlmSettings.from_env())
         self.host = host
         self.port = port or free_port(host)
-        self._server = uvicorn.Server(uvicorn.Config(create_app(self.model), host=self.host, port=self.port,
-                                                     log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(
+            uvicorn.Config(create_app(self.model), host=self.host, port=self.port, log_level="warning", lifespan="off")
+        )
         self._thread = threading.Thread(target=self._server.run, name="local-ollama", daemon=True)
 
     @property

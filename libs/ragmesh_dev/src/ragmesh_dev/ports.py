@@ -1,4 +1,5 @@
 """Port helpers for the local stack and the tests: is a port open, wait for one, pick a free one."""
+
 from __future__ import annotations
 
 import socket

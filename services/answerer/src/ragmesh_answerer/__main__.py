@@ -1,4 +1,5 @@
 """Entry point: python -m ragmesh_answerer."""
+
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.server import build_service

@@ -1,4 +1,5 @@
 """Answerer settings, read once from the environment (ANSWERER_*, OLLAMA_HOST)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,17 +17,17 @@ class Settings(ServiceSettings):
     # e.g. http://127.0.0.1:11435 (anything the ollama client accepts)
     ollama_host: str = Field(validation_alias="OLLAMA_HOST")
     model: str = "smollm2:135m"
-    max_tokens: int = Field(64, gt=0)               # default num_predict when the request says 0
+    max_tokens: int = Field(64, gt=0)  # default num_predict when the request says 0
     temperature: float = Field(0.2, ge=0.0, le=2.0)  # default when the request has no temperature
-    timeout_seconds: float = Field(120.0, gt=0)     # whole generation, and each HTTP read
+    timeout_seconds: float = Field(120.0, gt=0)  # whole generation, and each HTTP read
     max_question_chars: int = Field(2000, gt=0)
-    max_context_chars: int = Field(2000, ge=200)    # budget for the evidence quotes in the prompt
-    max_quotes: int = Field(5, ge=1, le=20)         # evidence quotes selected for the prompt
+    max_context_chars: int = Field(2000, ge=200)  # budget for the evidence quotes in the prompt
+    max_quotes: int = Field(5, ge=1, le=20)  # evidence quotes selected for the prompt
     # share of a sentence's content words its evidence must contain
     min_sentence_support: float = Field(0.5, gt=0.0, le=1.0)
-    history_turns: int = Field(4, ge=0)             # how many past chat turns go into the prompt
-    seed: int | None = None                         # fixed sampling seed (tests, evaluations); None = random
-    max_concurrent: int = Field(1, ge=1)            # generations at once (match the model server's parallel slots)
+    history_turns: int = Field(4, ge=0)  # how many past chat turns go into the prompt
+    seed: int | None = None  # fixed sampling seed (tests, evaluations); None = random
+    max_concurrent: int = Field(1, ge=1)  # generations at once (match the model server's parallel slots)
     # requests waiting for a slot; beyond it RESOURCE_EXHAUSTED at once (0 = no queue: busy means refused)
     max_queue: int = Field(32, ge=0)
     # longest wait for a slot (less when the call's deadline is nearer)

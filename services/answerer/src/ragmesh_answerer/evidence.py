@@ -14,6 +14,7 @@ Other sentences stay separate quotes even when adjacent: verification checks a c
 supports it, and "founded in 1911. Renamed in 1924." as one quote would let "founded in 1924" pass.
 Quotes are numbered in the prompt in order of score.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,10 +31,42 @@ TYPE_BONUS = 0.5
 _LINE = re.compile(r"[^\n]+")
 # A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace.
 _END = re.compile(r"(?<=[.!?])[\"'”’)\]]?\s+")
-_ABBREVIATIONS = frozenset("""e.g i.e etc vs dr mr mrs ms prof inc ltd co corp st no fig approx ca jr sr dept
-z.b bzw ggf usw u.a d.h""".split())
-_PRONOUN_START = re.compile(r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
-                            r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b", re.IGNORECASE)
+_ABBREVIATIONS = frozenset(
+    [
+        "e.g",
+        "i.e",
+        "etc",
+        "vs",
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "prof",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "st",
+        "no",
+        "fig",
+        "approx",
+        "ca",
+        "jr",
+        "sr",
+        "dept",
+        "z.b",
+        "bzw",
+        "ggf",
+        "usw",
+        "u.a",
+        "d.h",
+    ]
+)
+_PRONOUN_START = re.compile(
+    r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
+    r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b",
+    re.IGNORECASE,
+)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*•]\s*$)")
 
 
@@ -41,7 +74,7 @@ _HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*•]\s*$)")
 class EvidenceQuote:
     source_index: int  # 0-based index into the request's sources
     chunk_id: str
-    text: str          # == sources[source_index].text[start:end]
+    text: str  # == sources[source_index].text[start:end]
     start: int
     end: int
     heading: str = ""
@@ -80,8 +113,7 @@ def _is_heading(sentence: str) -> bool:
     stripped = sentence.strip()
     if _HEADING.match(stripped):
         return True
-    return (not re.search(r"[.!?:;]\W*$", stripped) and len(stripped.split()) <= 8
-            and not re.search(r"\d", stripped))
+    return not re.search(r"[.!?:;]\W*$", stripped) and len(stripped.split()) <= 8 and not re.search(r"\d", stripped)
 
 
 def score_sentence(question: Question, sentence: str) -> float:
@@ -113,8 +145,9 @@ def _clip(text: str, start: int, end: int, question: Question) -> tuple[int, int
     return lo, hi
 
 
-def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
-                    max_chars: int = 2000) -> list[EvidenceQuote]:
+def select_evidence(
+    question: str, sources: Sequence[Source], max_quotes: int, max_chars: int = 2000
+) -> list[EvidenceQuote]:
     """The quotes to prompt with, best first, within `max_chars` together (the first always); when no
     sentence shares a key term with the question, the opening sentences of the top-ranked source."""
     q = Question.parse(question)
@@ -129,7 +162,7 @@ def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
                 continue
             scored = sentence
             if k > 0 and _PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
-                scored = source.text[spans[k - 1][0]:e]
+                scored = source.text[spans[k - 1][0] : e]
             score = score_sentence(q, scored)
             if score > 0:
                 candidates.append((-score, i, k, s, e))
@@ -156,8 +189,11 @@ def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
     for i_f, first_f, last_f, score in merged:
         i, first, last = int(i_f), int(first_f), int(last_f)
         start, end = _clip(sources[i].text, spans_by_source[i][first][0], spans_by_source[i][last][1], q)
-        quotes.append(EvidenceQuote(i, sources[i].chunk_id, sources[i].text[start:end], start, end,
-                                    sources[i].heading_text, score))
+        quotes.append(
+            EvidenceQuote(
+                i, sources[i].chunk_id, sources[i].text[start:end], start, end, sources[i].heading_text, score
+            )
+        )
     quotes.sort(key=lambda quote: (-quote.score, quote.source_index, quote.start))
     kept: list[EvidenceQuote] = []
     used = 0
@@ -169,8 +205,9 @@ def select_evidence(question: str, sources: Sequence[Source], max_quotes: int,
     return kept
 
 
-def _opening(sources: Sequence[Source], spans_by_source: list[list[tuple[int, int]]],
-             q: Question) -> list[EvidenceQuote]:
+def _opening(
+    sources: Sequence[Source], spans_by_source: list[list[tuple[int, int]]], q: Question
+) -> list[EvidenceQuote]:
     """Nothing shares a key term: the first two sentences of the top-ranked source, so the model still has
     something to say; verification then finds whether it answers the question (usually not)."""
     for i, source in enumerate(sources):

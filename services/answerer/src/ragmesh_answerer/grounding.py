@@ -4,6 +4,7 @@ Content words: NFKC-lowercased letter/digit runs, minus English stop words (`rag
 ("answer", "source", "according"), minus one-letter tokens. `[n]` markers beyond the quotes the model was
 shown are removed from the answer with a warning (`drop_out_of_range`).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,11 +17,53 @@ _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 # Stop words, the pieces of contractions the word pattern splits off ("don't" → "don"), and answer boilerplate.
-STOP_WORDS: frozenset[str] = ENGLISH | frozenset("""
-aren couldn didn doesn don hadn hasn haven isn ll mustn re shan shouldn ve wasn weren won wouldn us
-answer answers question questions source sources context document documents according based provided
-information mentioned stated says said following given sure okay ok please
-""".split())
+STOP_WORDS: frozenset[str] = ENGLISH | frozenset(
+    [
+        "aren",
+        "couldn",
+        "didn",
+        "doesn",
+        "don",
+        "hadn",
+        "hasn",
+        "haven",
+        "isn",
+        "ll",
+        "mustn",
+        "re",
+        "shan",
+        "shouldn",
+        "ve",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "us",
+        "answer",
+        "answers",
+        "question",
+        "questions",
+        "source",
+        "sources",
+        "context",
+        "document",
+        "documents",
+        "according",
+        "based",
+        "provided",
+        "information",
+        "mentioned",
+        "stated",
+        "says",
+        "said",
+        "following",
+        "given",
+        "sure",
+        "okay",
+        "ok",
+        "please",
+    ]
+)
 
 
 def content_words(text: str) -> set[str]:

@@ -10,6 +10,7 @@ get a clean refusal. The slot of each running generation is expected to free at 
 hold, and the waiters ahead take the slots in turn as they free. Until a first generation has finished there is no
 estimate, and only the queue's length and the budget's expiry bound the wait.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,8 @@ class Exhausted(Exception):
 
 @dataclass(frozen=True)
 class QueuePosition:
-    position: int            # 1 = next to start
-    estimated_wait: float    # seconds; 0 = no estimate yet
+    position: int  # 1 = next to start
+    estimated_wait: float  # seconds; 0 = no estimate yet
 
 
 class Ticket:
@@ -67,8 +68,10 @@ class Ticket:
             remaining = deadline - self._limiter.clock()
             if remaining <= 0:
                 self._limiter.leave(self)
-                raise Exhausted(f"no generation slot freed within {self._budget:.0f}s (queue position {position})",
-                                self._limiter.retry_after(self._budget))
+                raise Exhausted(
+                    f"no generation slot freed within {self._budget:.0f}s (queue position {position})",
+                    self._limiter.retry_after(self._budget),
+                )
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
@@ -84,8 +87,15 @@ class Ticket:
 class Limiter:
     """At most `max_concurrent` holders, at most `max_queue` waiters, FIFO. One per event loop."""
 
-    def __init__(self, max_concurrent: int, max_queue: int, queue_timeout: float, *,
-                 clock: Callable[[], float] = time.monotonic, smoothing: float = 0.2) -> None:
+    def __init__(
+        self,
+        max_concurrent: int,
+        max_queue: int,
+        queue_timeout: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        smoothing: float = 0.2,
+    ) -> None:
         if max_concurrent < 1 or max_queue < 0 or queue_timeout <= 0:
             raise ValueError("max_concurrent >= 1, max_queue >= 0 and queue_timeout > 0 are required")
         self.max_concurrent = max_concurrent
@@ -96,7 +106,7 @@ class Limiter:
         self._active: set[Ticket] = set()
         self._queue: deque[Ticket] = deque()
         self.hold_seconds: float | None = None  # smoothed hold time of a slot; None until one was released
-        self.hold_deviation = 0.0               # smoothed absolute deviation of the hold times
+        self.hold_deviation = 0.0  # smoothed absolute deviation of the hold times
 
     @property
     def active(self) -> int:
@@ -148,12 +158,17 @@ class Limiter:
             self._active.add(ticket)
             return ticket
         if len(self._queue) >= self.max_queue:
-            raise Exhausted(f"the answer queue is full ({self.max_queue} waiting, {self.active} generating)",
-                            self.retry_after(budget))
+            raise Exhausted(
+                f"the answer queue is full ({self.max_queue} waiting, {self.active} generating)",
+                self.retry_after(budget),
+            )
         wait = self.expected_wait(len(self._queue))
         if budget <= 0 or wait > budget:
-            raise Exhausted(f"the expected wait for a generation slot ({wait:.0f}s) exceeds this request's "
-                            f"budget ({max(budget, 0):.0f}s)", self.retry_after(budget))
+            raise Exhausted(
+                f"the expected wait for a generation slot ({wait:.0f}s) exceeds this request's "
+                f"budget ({max(budget, 0):.0f}s)",
+                self.retry_after(budget),
+            )
         ticket = Ticket(self, budget, admitted=False)
         self._queue.append(ticket)
         return ticket

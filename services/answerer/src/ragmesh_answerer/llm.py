@@ -1,4 +1,5 @@
 """The language model behind the answerer, spoken to through Ollama's HTTP API (official `ollama` client)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 import ollama
+
 from ragmesh_common.errors import Unavailable
 
 logger = logging.getLogger(__name__)
@@ -45,8 +47,10 @@ class OllamaChat:
         names = {m.model for m in listing.models if m.model}
         wanted = {self.model, f"{self.model}:latest"}
         if not names & wanted:
-            raise Unavailable(f"model {self.model!r} is not available on Ollama at {self.host} "
-                              f"(it has: {', '.join(sorted(names)) or 'none'}); pull it first")
+            raise Unavailable(
+                f"model {self.model!r} is not available on Ollama at {self.host} "
+                f"(it has: {', '.join(sorted(names)) or 'none'}); pull it first"
+            )
 
     async def wait_ready(self, max_delay: float = 10.0) -> None:
         """Retries `check_model` with backoff until it succeeds (the warm-up; health stays NOT_SERVING)."""
@@ -61,8 +65,16 @@ class OllamaChat:
             await asyncio.sleep(delay)
             delay = min(delay * 2, max_delay)
 
-    async def stream(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float,
-                     seed: int | None, result: Generation, stop: list[str] | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        result: Generation,
+        stop: list[str] | None = None,
+    ) -> AsyncIterator[str]:
         """Yields content pieces; fills `result` from the final line. Bounded by the timeout as a whole."""
         options: dict[str, float | int | list[str]] = {"num_predict": max_tokens, "temperature": temperature}
         if stop:

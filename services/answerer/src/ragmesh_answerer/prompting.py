@@ -6,6 +6,7 @@ tokens): a one-line system instruction to copy one short sentence, then `Quotes:
 example as a previous turn made answers cite `[n]` but leaked: the model answered with the example's facts
 ("The Zephyr bridge opened in 1932, so…"). Headings are not shown to the model; verification reads them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,14 +43,15 @@ class Source:
 def _shorten(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
-    cut = text[:max(limit - 2, 0)]
+    cut = text[: max(limit - 2, 0)]
     if " " in cut:
         cut = cut.rsplit(" ", 1)[0]
     return cut + " …"
 
 
-def build_prompt(question: str, quotes: Sequence[str], history: Sequence[tuple[str, str]], *,
-                 history_turns: int) -> list[dict[str, str]]:
+def build_prompt(
+    question: str, quotes: Sequence[str], history: Sequence[tuple[str, str]], *, history_turns: int
+) -> list[dict[str, str]]:
     """Chat messages for `question` over `quotes` (numbered [1].. in the given order)."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     recent = list(history[-history_turns:]) if history_turns else []

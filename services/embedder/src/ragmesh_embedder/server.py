@@ -1,4 +1,5 @@
 """EmbedderService: Embed over gRPC."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,13 +33,17 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServiceServicer):
         logger.info("embedder ready: %s (%d-d) on %s", self.model.name, self.model.dimension, self.settings.device)
 
     @grpc_errors
-    async def Embed(self, request: embedder_pb2.EmbedRequest,
-                    context: aio.ServicerContext[embedder_pb2.EmbedRequest, embedder_pb2.EmbedResponse]) -> embedder_pb2.EmbedResponse:
+    async def Embed(
+        self,
+        request: embedder_pb2.EmbedRequest,
+        context: aio.ServicerContext[embedder_pb2.EmbedRequest, embedder_pb2.EmbedResponse],
+    ) -> embedder_pb2.EmbedResponse:
         if not request.texts:
             raise InvalidArgument("texts must not be empty")
         if len(request.texts) > self.settings.max_texts:
-            raise InvalidArgument(f"at most {self.settings.max_texts} texts per request (EMBEDDER_MAX_TEXTS), "
-                                  f"got {len(request.texts)}")
+            raise InvalidArgument(
+                f"at most {self.settings.max_texts} texts per request (EMBEDDER_MAX_TEXTS), got {len(request.texts)}"
+            )
         for i, text in enumerate(request.texts):
             if not text.strip():
                 raise InvalidArgument(f"text {i} is empty")
@@ -63,5 +68,6 @@ def build_service(settings: Settings) -> tuple[GrpcService, EmbedderServicer]:
         if servicer.batcher is not None:
             await servicer.batcher.stop()
 
-    return GrpcService("embedder", add, host=settings.host, port=settings.port, warmup=servicer.load,
-                       on_stop=on_stop), servicer
+    return GrpcService(
+        "embedder", add, host=settings.host, port=settings.port, warmup=servicer.load, on_stop=on_stop
+    ), servicer

@@ -1,4 +1,5 @@
 """Entry point: python -m ragmesh_gateway (uvicorn serving the FastAPI app)."""
+
 from __future__ import annotations
 
 import uvicorn
@@ -20,9 +21,16 @@ async def main() -> None:
 
     CeleryInstrumentor().instrument()
     app = create_app(settings)  # HTTP server spans: FastAPI's own OpenTelemetry support (see create_app)
-    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                                           timeout_graceful_shutdown=10,
-                                           h11_max_incomplete_event_size=settings.max_header_bytes))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            timeout_graceful_shutdown=10,
+            h11_max_incomplete_event_size=settings.max_header_bytes,
+        )
+    )
     try:
         await server.serve()
     finally:

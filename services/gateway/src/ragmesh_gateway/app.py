@@ -2,6 +2,7 @@
 
 `create_app` assembles the routers (routers/) over one Runtime per app (runtime.py), built in the lifespan and
 reached by handlers through the dependencies in deps.py."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -33,13 +34,21 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
     # serialization, and none per ASGI send/receive, which would mean one per streamed SSE event. This
     # replaced opentelemetry-instrumentation-fastapi, whose ASGI middleware cost ~0.3 ms more per request
     # in a side-by-side micro-benchmark. Probes are not traced.
-    app = FastAPI(title="ragmesh", version="0.1.0", lifespan=lifespan,
-                  description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.",
-                  telemetry={"operation_spans": False,
-                             "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz")})
+    app = FastAPI(
+        title="ragmesh",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.",
+        telemetry={"operation_spans": False, "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz")},
+    )
     app.state.authenticator = Authenticator(
-        secret=settings.jwt_secret, issuer=settings.jwt_issuer, audience=settings.jwt_audience,
-        jwks_url=settings.jwks_url, cache_size=settings.token_cache_size, cache_seconds=settings.token_cache_seconds)
+        secret=settings.jwt_secret,
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        jwks_url=settings.jwks_url,
+        cache_size=settings.token_cache_size,
+        cache_seconds=settings.token_cache_seconds,
+    )
     app.router.route_class = StrictJSONRoute  # JSON bodies without NaN/Infinity or lone surrogates (validation.py)
     app.state.max_json_bytes = settings.max_json_bytes
     app.add_exception_handler(RequestValidationError, validation_error_handler)

@@ -8,13 +8,13 @@ A client sends the same token with every request until it expires, so a verified
 of the gateway's CPU per search. A token is the exact string whose signature was checked, so a cached entry
 proves nothing about any other string; an expired one is verified again, and fails.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
 
 import anyio
 import jwt
@@ -26,8 +26,16 @@ logger = logging.getLogger(__name__)
 
 
 class Authenticator:
-    def __init__(self, *, secret: str | None, issuer: str | None, audience: str | None, jwks_url: str | None,
-                 cache_size: int = 4096, cache_seconds: float = 300.0) -> None:
+    def __init__(
+        self,
+        *,
+        secret: str | None,
+        issuer: str | None,
+        audience: str | None,
+        jwks_url: str | None,
+        cache_size: int = 4096,
+        cache_seconds: float = 300.0,
+    ) -> None:
         self._secret = secret
         self._issuer = issuer
         self._audience = audience
@@ -62,12 +70,24 @@ class Authenticator:
         try:
             if self._jwks is not None:
                 key = self._jwks.get_signing_key_from_jwt(token).key
-                claims = jwt.decode(token, key, algorithms=["RS256", "ES256"], issuer=self._issuer,
-                                    audience=self._audience, options=options)
+                claims = jwt.decode(
+                    token,
+                    key,
+                    algorithms=["RS256", "ES256"],
+                    issuer=self._issuer,
+                    audience=self._audience,
+                    options=options,
+                )
             else:
                 assert self._secret is not None  # __init__ requires a secret when there is no JWKS
-                claims = jwt.decode(token, self._secret, algorithms=["HS256"], issuer=self._issuer,
-                                    audience=self._audience, options=options)
+                claims = jwt.decode(
+                    token,
+                    self._secret,
+                    algorithms=["HS256"],
+                    issuer=self._issuer,
+                    audience=self._audience,
+                    options=options,
+                )
         except jwt.PyJWTError as exc:
             raise HTTPException(401, f"invalid token: {exc}", headers={"WWW-Authenticate": "Bearer"}) from exc
         roles = claims.get("roles", [])
@@ -90,8 +110,9 @@ class Authenticator:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise HTTPException(401, "missing bearer token (Authorization: Bearer <jwt>)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "missing bearer token (Authorization: Bearer <jwt>)", headers={"WWW-Authenticate": "Bearer"}
+            )
         return token.strip()
 
     def __call__(self, request: Request) -> UserContext:

@@ -1,4 +1,5 @@
 """Gateway settings, read once from the environment (fail fast, naming the variable)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,11 +15,12 @@ from ragmesh_gateway.grading import Thresholds
 @dataclass(frozen=True)
 class Deadlines:
     """Per-hop gRPC deadlines in seconds."""
+
     guardrail: float = 5.0
     embed: float = 10.0
     retrieve: float = 10.0
     rerank: float = 10.0
-    rewrite: float = 8.0     # the answerer's model rewriting a follow-up the rules could not resolve
+    rewrite: float = 8.0  # the answerer's model rewriting a follow-up the rules could not resolve
     graph: float = 5.0
     answer: float = 180.0
     parse: float = 300.0
@@ -49,8 +51,8 @@ class Settings(ServiceSettings):
     jwt_audience: str | None = None
     jwks_url: str | None = None
     max_upload_bytes: int = 50 * 1024 * 1024
-    max_json_bytes: int = 1024 * 1024     # a chat or search request body (413 beyond)
-    max_header_bytes: int = 16 * 1024     # all request headers together (431 beyond; h11's limit too)
+    max_json_bytes: int = 1024 * 1024  # a chat or search request body (413 beyond)
+    max_header_bytes: int = 16 * 1024  # all request headers together (431 beyond; h11's limit too)
     candidates: int = 30
     min_relevance: float = Thresholds.vector_weak  # also the weak vector threshold of the relevance grade
     rate_limit_per_minute: int = 60
@@ -71,8 +73,9 @@ class Settings(ServiceSettings):
     @model_validator(mode="after")
     def _an_identity_provider(self) -> Settings:
         if not self.jwt_secret and not (self.jwt_issuer and self.jwks_url):
-            raise ConfigError("set GATEWAY_JWT_ISSUER and GATEWAY_JWKS_URL (production) "
-                              "or GATEWAY_JWT_SECRET (local development)")
+            raise ConfigError(
+                "set GATEWAY_JWT_ISSUER and GATEWAY_JWKS_URL (production) or GATEWAY_JWT_SECRET (local development)"
+            )
         return self
 
     @property
@@ -81,7 +84,12 @@ class Settings(ServiceSettings):
 
     @property
     def relevance(self) -> Thresholds:
-        return Thresholds(vector_strong=self.relevance_vector_strong, vector_weak=self.min_relevance,
-                          lexical_strong=self.relevance_lexical_strong, lexical_weak=self.relevance_lexical_weak,
-                          rerank_strong=self.relevance_rerank_strong, rerank_weak=self.relevance_rerank_weak,
-                          hybrid_confirm=self.relevance_hybrid_confirm)
+        return Thresholds(
+            vector_strong=self.relevance_vector_strong,
+            vector_weak=self.min_relevance,
+            lexical_strong=self.relevance_lexical_strong,
+            lexical_weak=self.relevance_lexical_weak,
+            rerank_strong=self.relevance_rerank_strong,
+            rerank_weak=self.relevance_rerank_weak,
+            hybrid_confirm=self.relevance_hybrid_confirm,
+        )

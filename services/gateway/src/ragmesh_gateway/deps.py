@@ -3,6 +3,7 @@
 None of them refuses a request except `current_user` (401): a check whose order matters against the request's
 validation (422) or the caller's rights (403) is made in the handler. All async: FastAPI runs a plain `def` dependency in its thread pool, a hand-off that costs more than these
 attribute reads."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -19,8 +20,9 @@ from ragmesh_gateway.runtime import RateLimiter, Runtime
 _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
 
 
-async def current_user(request: Request,
-                       _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None) -> UserContext:
+async def current_user(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None
+) -> UserContext:
     """The authenticated caller (bearer JWT verified by the app's Authenticator)."""
     authenticator: Authenticator = request.app.state.authenticator
     return await authenticator.authenticate(request)

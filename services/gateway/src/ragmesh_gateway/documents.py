@@ -5,6 +5,7 @@ The catalogue (the retriever) holds each document's status; the ingestion worker
 along and publishes every step on Redis. Both name a status by `status_name` of the proto enum
 (ragmesh_ingestion.tasks, the contract the gateway shares with the worker).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 FALLBACK_FORMATS = frozenset({".md", ".markdown", ".html", ".htm", ".docx", ".pptx", ".xlsx", ".csv", ".pdf", ".txt"})
 GENERIC_MIME_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
-EVENTS_SECONDS = 900       # an events stream ends after this even if the document is still ingesting
+EVENTS_SECONDS = 900  # an events stream ends after this even if the document is still ingesting
 EVENTS_POLL_SECONDS = 5.0  # without a message for this long, the catalogue is asked (the worker may be done)
 
 
@@ -115,8 +116,9 @@ class DocumentLifecycle:
     async def accepted_formats(self, user: UserContext) -> frozenset[str]:
         if self._formats is None:
             try:
-                reply = await self.mesh.parser.ListFormats(parser_pb2.ListFormatsRequest(),
-                                                           metadata=user.metadata(), timeout=5)
+                reply = await self.mesh.parser.ListFormats(
+                    parser_pb2.ListFormatsRequest(), metadata=user.metadata(), timeout=5
+                )
             except aio.AioRpcError:
                 logger.warning("parser unreachable for ListFormats; using the built-in list")
                 return FALLBACK_FORMATS
@@ -127,14 +129,18 @@ class DocumentLifecycle:
         """The upload's safe file name, bytes and content type, checked (name, extension, size, content)."""
         settings = self.settings
         raw_name = file.filename or ""
-        problem = text_problem(raw_name) or (f"is longer than {MAX_FILENAME_CHARS} characters"
-                                             if len(raw_name) > MAX_FILENAME_CHARS else None)
+        problem = text_problem(raw_name) or (
+            f"is longer than {MAX_FILENAME_CHARS} characters" if len(raw_name) > MAX_FILENAME_CHARS else None
+        )
         if problem:
             raise HTTPException(400, f"file name {problem}")
         filename = safe_filename(raw_name)
         if Path(filename).suffix.lower() not in await self.accepted_formats(user):
-            raise HTTPException(415, f"unsupported file type {Path(filename).suffix or '(none)'}; accepted: "
-                                     f"{', '.join(sorted(await self.accepted_formats(user)))}")
+            raise HTTPException(
+                415,
+                f"unsupported file type {Path(filename).suffix or '(none)'}; accepted: "
+                f"{', '.join(sorted(await self.accepted_formats(user)))}",
+            )
         content = await file.read(settings.max_upload_bytes + 1)
         if not content:
             raise HTTPException(400, f"{filename} is empty")
@@ -152,15 +158,23 @@ class DocumentLifecycle:
         except ValidationError as exc:
             first = exc.errors(include_input=False)[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise HTTPException(400, f"acl must be JSON like {{\"departments\": [\"eng\"]}}: "
-                                     f"{where + ': ' if where else ''}{first['msg']}") from exc
+            raise HTTPException(
+                400, f'acl must be JSON like {{"departments": ["eng"]}}: {where + ": " if where else ""}{first["msg"]}'
+            ) from exc
         filename, content, mime_type = await self._read_upload(user, file)
         try:
-            reply = await self.mesh.retriever.CreateOrGetDocument(retriever_pb2.CreateOrGetDocumentRequest(
-                title=title or Path(filename).stem, filename=filename, mime_type=mime_type,
-                acl=common_pb2.Acl(**acl_in.model_dump()), size_bytes=len(content),
-                content_sha256=hashlib.sha256(content).hexdigest()),
-                metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.CreateOrGetDocument(
+                retriever_pb2.CreateOrGetDocumentRequest(
+                    title=title or Path(filename).stem,
+                    filename=filename,
+                    mime_type=mime_type,
+                    acl=common_pb2.Acl(**acl_in.model_dump()),
+                    size_bytes=len(content),
+                    content_sha256=hashlib.sha256(content).hexdigest(),
+                ),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         doc = reply.document
@@ -178,22 +192,39 @@ class DocumentLifecycle:
         to the visible version's start nothing (`unchanged`)."""
         filename, content, mime_type = await self._read_upload(user, file)
         try:
-            reply = await self.mesh.retriever.BeginNewVersion(retriever_pb2.BeginNewVersionRequest(
-                document_id=str(document_id), filename=filename, mime_type=mime_type, size_bytes=len(content),
-                content_sha256=hashlib.sha256(content).hexdigest()),
-                metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.BeginNewVersion(
+                retriever_pb2.BeginNewVersionRequest(
+                    document_id=str(document_id),
+                    filename=filename,
+                    mime_type=mime_type,
+                    size_bytes=len(content),
+                    content_sha256=hashlib.sha256(content).hexdigest(),
+                ),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         doc = reply.document
         events_url = f"/api/v1/documents/{doc.document_id}/events"
         if reply.unchanged:
-            return {**document_json(doc), "events_url": events_url, "unchanged": True, "ingesting_version": 0,
-                    "note": f"the content is that of version {doc.version}; nothing to ingest"}
+            return {
+                **document_json(doc),
+                "events_url": events_url,
+                "unchanged": True,
+                "ingesting_version": 0,
+                "note": f"the content is that of version {doc.version}; nothing to ingest",
+            }
         path = await self._store(doc.document_id, reply.version, filename, content)
         await self._enqueue(user, doc.document_id, path, filename, mime_type, reply.version)
         self._drop_old_versions(doc.document_id, keep={doc.version, reply.version})
-        return {**document_json(doc), "events_url": events_url, "unchanged": False,
-                "ingesting_version": reply.version, "note": f"version {reply.version} queued"}
+        return {
+            **document_json(doc),
+            "events_url": events_url,
+            "unchanged": False,
+            "ingesting_version": reply.version,
+            "note": f"version {reply.version} queued",
+        }
 
     async def reingest(self, user: UserContext, document_id: uuid.UUID) -> dict[str, Any]:
         """Ingests the visible version's stored file again (the owner only); it stays searchable meanwhile."""
@@ -201,25 +232,37 @@ class DocumentLifecycle:
         path = self._stored_path(doc.document_id, doc.version, doc.filename)
         if path is None:
             try:  # a reader who is not the owner is 403 before they learn the file is gone
-                access = await self.mesh.retriever.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(
-                    document_ids=[doc.document_id]), metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+                access = await self.mesh.retriever.CheckDocumentAccess(
+                    retriever_pb2.CheckDocumentAccessRequest(document_ids=[doc.document_id]),
+                    metadata=user.metadata(),
+                    timeout=self.settings.deadlines.retrieve,
+                )
             except aio.AioRpcError as exc:
                 raise rpc_http_error(exc, "catalogue") from exc
             if doc.document_id not in access.owned_ids:
                 raise HTTPException(403, "only the owner may re-ingest a document")
-            raise HTTPException(409, f"the stored file of version {doc.version} is gone; upload the content again "
-                                     f"with PUT /api/v1/documents/{doc.document_id}/content")
+            raise HTTPException(
+                409,
+                f"the stored file of version {doc.version} is gone; upload the content again "
+                f"with PUT /api/v1/documents/{doc.document_id}/content",
+            )
         try:
-            reply = await self.mesh.retriever.BeginNewVersion(retriever_pb2.BeginNewVersionRequest(
-                document_id=str(document_id), reingest=True), metadata=user.metadata(),
-                timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.BeginNewVersion(
+                retriever_pb2.BeginNewVersionRequest(document_id=str(document_id), reingest=True),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         new = reply.document
         await self._enqueue(user, new.document_id, path, doc.filename, doc.mime_type, reply.version)
-        return {**document_json(new), "events_url": f"/api/v1/documents/{new.document_id}/events",
-                "unchanged": False, "ingesting_version": reply.version,
-                "note": f"re-ingest of version {reply.version} queued"}
+        return {
+            **document_json(new),
+            "events_url": f"/api/v1/documents/{new.document_id}/events",
+            "unchanged": False,
+            "ingesting_version": reply.version,
+            "note": f"re-ingest of version {reply.version} queued",
+        }
 
     async def _store(self, document_id: str, version: int, filename: str, content: bytes) -> Path:
         folder = self.settings.upload_dir / document_id / f"v{version}"
@@ -242,23 +285,40 @@ class DocumentLifecycle:
             if folder.is_dir() and folder.name[1:].isdigit() and int(folder.name[1:]) not in keep:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    async def _enqueue(self, user: UserContext, document_id: str, path: Path, filename: str, mime_type: str,
-                       version: int = 0) -> None:
+    async def _enqueue(
+        self, user: UserContext, document_id: str, path: Path, filename: str, mime_type: str, version: int = 0
+    ) -> None:
         try:
             send_ingest(self.celery, document_id, user, str(path), filename, mime_type, version=version)
-        except Exception as exc:  # noqa: BLE001 - the broker is down: say so, keep the file
+        except Exception as exc:  # the broker is down: say so, keep the file
             logger.error("could not enqueue ingestion of %s: %s", document_id, exc)
             try:
-                await self.mesh.retriever.UpdateDocumentStatus(retriever_pb2.UpdateDocumentStatusRequest(
-                    document_id=document_id, status=common_pb2.DOCUMENT_STATUS_FAILED, version=version,
-                    error="ingestion queue unavailable; upload again later"), metadata=user.metadata(), timeout=5)
+                await self.mesh.retriever.UpdateDocumentStatus(
+                    retriever_pb2.UpdateDocumentStatusRequest(
+                        document_id=document_id,
+                        status=common_pb2.DOCUMENT_STATUS_FAILED,
+                        version=version,
+                        error="ingestion queue unavailable; upload again later",
+                    ),
+                    metadata=user.metadata(),
+                    timeout=5,
+                )
             except aio.AioRpcError as status_exc:
                 logger.error("could not mark %s failed: %s", document_id, status_exc.code().name)
             raise HTTPException(503, "ingestion queue unavailable; the document was not queued") from exc
 
-    async def list_readable(self, user: UserContext, *, limit: int, offset: int, statuses: list[str] | None = None,
-                            owner: str = "", fmt: str = "", updated_since: datetime | None = None,
-                            cursor: str = "") -> dict[str, Any]:
+    async def list_readable(
+        self,
+        user: UserContext,
+        *,
+        limit: int,
+        offset: int,
+        statuses: list[str] | None = None,
+        owner: str = "",
+        fmt: str = "",
+        updated_since: datetime | None = None,
+        cursor: str = "",
+    ) -> dict[str, Any]:
         """The documents `user` may read, newest change first, filtered; paged by offset or by cursor."""
         request = retriever_pb2.ListDocumentsRequest(limit=limit, offset=offset, owner_user=owner, cursor=cursor)
         for name in statuses or []:
@@ -276,12 +336,16 @@ class DocumentLifecycle:
             except (OverflowError, ValueError) as exc:
                 raise HTTPException(422, f"updated_since is out of range: {exc}") from exc
         try:
-            reply = await self.mesh.retriever.ListDocuments(request, metadata=user.metadata(),
-                                                            timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.ListDocuments(
+                request, metadata=user.metadata(), timeout=self.settings.deadlines.retrieve
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        return {"documents": [document_json(d) for d in reply.documents], "total": reply.total,
-                "next_cursor": reply.next_cursor}
+        return {
+            "documents": [document_json(d) for d in reply.documents],
+            "total": reply.total,
+            "next_cursor": reply.next_cursor,
+        }
 
     async def update(self, user: UserContext, document_id: uuid.UUID, patch: DocumentPatch) -> dict[str, Any]:
         """Title and/or ACL (the owner only; audited by the catalogue). Every search, chat and graph read decides
@@ -294,60 +358,104 @@ class DocumentLifecycle:
             request.acl.CopyFrom(common_pb2.Acl(**patch.acl.model_dump()))
             request.acl.SetInParent()  # an empty ACL is a change too (private to the owner)
         try:
-            reply = await self.mesh.retriever.UpdateDocument(request, metadata=user.metadata(),
-                                                             timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.UpdateDocument(
+                request, metadata=user.metadata(), timeout=self.settings.deadlines.retrieve
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        logger.info("document %s updated by %s: %s", document_id, user.user_id,
-                    ", ".join(name for name in ("title", "acl") if getattr(patch, name) is not None))
+        logger.info(
+            "document %s updated by %s: %s",
+            document_id,
+            user.user_id,
+            ", ".join(name for name in ("title", "acl") if getattr(patch, name) is not None),
+        )
         return document_json(reply.document)
 
     async def audit(self, user: UserContext, document_id: uuid.UUID, *, limit: int, cursor: str) -> dict[str, Any]:
         try:
-            reply = await self.mesh.retriever.ListDocumentAudit(retriever_pb2.ListDocumentAuditRequest(
-                document_id=str(document_id), limit=limit, cursor=cursor), metadata=user.metadata(),
-                timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.ListDocumentAudit(
+                retriever_pb2.ListDocumentAuditRequest(document_id=str(document_id), limit=limit, cursor=cursor),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        return {"entries": [{"audit_id": e.audit_id, "document_id": e.document_id, "actor": e.actor,
-                             "time": e.time.ToDatetime(tzinfo=UTC).isoformat() if e.HasField("time") else "",
-                             "action": e.action, "before": audit_fields(e.before_json),
-                             "after": audit_fields(e.after_json)} for e in reply.entries],
-                "next_cursor": reply.next_cursor}
+        return {
+            "entries": [
+                {
+                    "audit_id": e.audit_id,
+                    "document_id": e.document_id,
+                    "actor": e.actor,
+                    "time": e.time.ToDatetime(tzinfo=UTC).isoformat() if e.HasField("time") else "",
+                    "action": e.action,
+                    "before": audit_fields(e.before_json),
+                    "after": audit_fields(e.after_json),
+                }
+                for e in reply.entries
+            ],
+            "next_cursor": reply.next_cursor,
+        }
 
-    async def chunks(self, user: UserContext, document_id: uuid.UUID, *, level: str, limit: int,
-                     cursor: str) -> dict[str, Any]:
+    async def chunks(
+        self, user: UserContext, document_id: uuid.UUID, *, level: str, limit: int, cursor: str
+    ) -> dict[str, Any]:
         request = retriever_pb2.ListChunksRequest(document_id=str(document_id), limit=limit, cursor=cursor)
         if level:
             request.level = common_pb2.ChunkLevel.Value(f"CHUNK_LEVEL_{level.upper()}")
         try:
-            reply = await self.mesh.retriever.ListChunks(request, metadata=user.metadata(),
-                                                         timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.ListChunks(
+                request, metadata=user.metadata(), timeout=self.settings.deadlines.retrieve
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        return {"chunks": [{"chunk_id": c.chunk_id, "level": enum_name(c.level, common_pb2.ChunkLevel, "CHUNK_LEVEL_"),
-                            "section_path": list(c.section_path), "page": c.page, "text": c.text,
-                            "token_count": c.token_count, "kind": enum_name(c.kind, common_pb2.ChunkKind, "CHUNK_KIND_"),
-                            "ordinal": c.ordinal, "parent_id": c.parent_id} for c in reply.chunks],
-                "next_cursor": reply.next_cursor}
+        return {
+            "chunks": [
+                {
+                    "chunk_id": c.chunk_id,
+                    "level": enum_name(c.level, common_pb2.ChunkLevel, "CHUNK_LEVEL_"),
+                    "section_path": list(c.section_path),
+                    "page": c.page,
+                    "text": c.text,
+                    "token_count": c.token_count,
+                    "kind": enum_name(c.kind, common_pb2.ChunkKind, "CHUNK_KIND_"),
+                    "ordinal": c.ordinal,
+                    "parent_id": c.parent_id,
+                }
+                for c in reply.chunks
+            ],
+            "next_cursor": reply.next_cursor,
+        }
 
     async def problems(self, user: UserContext, *, limit: int, stuck_after_seconds: float) -> dict[str, Any]:
         """Failed and stuck documents of every owner (the caller is an admin; the catalogue checks it too)."""
         try:
-            reply = await self.mesh.retriever.ListProblemDocuments(retriever_pb2.ListProblemDocumentsRequest(
-                limit=limit, stuck_after_seconds=stuck_after_seconds), metadata=user.metadata(),
-                timeout=self.settings.deadlines.retrieve)
+            reply = await self.mesh.retriever.ListProblemDocuments(
+                retriever_pb2.ListProblemDocumentsRequest(limit=limit, stuck_after_seconds=stuck_after_seconds),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
-        return {"documents": [{"document": document_json(p.document), "problem": p.problem, "reason": p.reason,
-                               "idle_seconds": p.idle_seconds} for p in reply.documents]}
+        return {
+            "documents": [
+                {
+                    "document": document_json(p.document),
+                    "problem": p.problem,
+                    "reason": p.reason,
+                    "idle_seconds": p.idle_seconds,
+                }
+                for p in reply.documents
+            ]
+        }
 
     async def get(self, user: UserContext, document_id: uuid.UUID) -> common_pb2.Document:
         """The document, if `user` may read it (404 otherwise)."""
         try:
             return await self.mesh.retriever.GetDocument(
-                retriever_pb2.GetDocumentRequest(document_id=str(document_id)), metadata=user.metadata(),
-                timeout=self.settings.deadlines.retrieve)
+                retriever_pb2.GetDocumentRequest(document_id=str(document_id)),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
 
@@ -357,8 +465,9 @@ class DocumentLifecycle:
         doc = await self.get(user, document_id)
         return self._follow(user, document_id, doc)
 
-    async def _follow(self, user: UserContext, document_id: uuid.UUID,
-                      doc: common_pb2.Document) -> AsyncIterator[dict[str, str]]:
+    async def _follow(
+        self, user: UserContext, document_id: uuid.UUID, doc: common_pb2.Document
+    ) -> AsyncIterator[dict[str, str]]:
         current, error = effective_status(doc)
         yield {"event": "status", "data": json.dumps(event(doc.document_id, current, error=error))}
         if current in TERMINAL:
@@ -388,14 +497,20 @@ class DocumentLifecycle:
         """Deletes the catalogue row and chunks (owner only), then the graph's data and the stored file; a
         graph that cannot be reached leaves a warning, not an error."""
         try:
-            await self.mesh.retriever.DeleteDocument(retriever_pb2.DeleteDocumentRequest(document_id=str(document_id)),
-                                                     metadata=user.metadata(), timeout=self.settings.deadlines.retrieve)
+            await self.mesh.retriever.DeleteDocument(
+                retriever_pb2.DeleteDocumentRequest(document_id=str(document_id)),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.retrieve,
+            )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         warnings = []
         try:
-            await self.mesh.graph.DeleteDocument(graph_pb2.DeleteDocumentRequest(document_id=str(document_id)),
-                                                 metadata=user.metadata(), timeout=self.settings.deadlines.graph)
+            await self.mesh.graph.DeleteDocument(
+                graph_pb2.DeleteDocumentRequest(document_id=str(document_id)),
+                metadata=user.metadata(),
+                timeout=self.settings.deadlines.graph,
+            )
         except aio.AioRpcError as exc:
             logger.warning("graph cleanup of %s failed: %s", document_id, exc.code().name)
             warnings.append(f"graph cleanup pending: {exc.code().name}")

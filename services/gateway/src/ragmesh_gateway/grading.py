@@ -21,6 +21,7 @@ strong, `ambiguous` when only weak chunks exist, `incorrect` when nothing carrie
 a sub-query (multi-hop) is graded against the query that names its entity, so bridge passages are not judged
 by the whole question. Thresholds come from `Thresholds` (env `GATEWAY_RELEVANCE_*`, see the README).
 """
+
 from __future__ import annotations
 
 import re
@@ -36,10 +37,45 @@ STRONG, WEAK, NONE = "strong", "weak", "none"
 ENTITY_WEIGHT = 2.0
 
 # Stop words and the words that frame a question without saying what it is about.
-STOP_WORDS = ENGLISH | frozenset("""
-one ones tell give show list name describe explain please know find get make say said called named mean means
-meaning like kind type sort thing things something anything way ways eg ie vs versus
-""".split())
+STOP_WORDS = ENGLISH | frozenset(
+    [
+        "one",
+        "ones",
+        "tell",
+        "give",
+        "show",
+        "list",
+        "name",
+        "describe",
+        "explain",
+        "please",
+        "know",
+        "find",
+        "get",
+        "make",
+        "say",
+        "said",
+        "called",
+        "named",
+        "mean",
+        "means",
+        "meaning",
+        "like",
+        "kind",
+        "type",
+        "sort",
+        "thing",
+        "things",
+        "something",
+        "anything",
+        "way",
+        "ways",
+        "eg",
+        "ie",
+        "vs",
+        "versus",
+    ]
+)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _SUFFIXES = ("ies", "ied", "ing", "ed", "es", "s", "ly")
 
@@ -48,18 +84,20 @@ _SUFFIXES = ("ies", "ied", "ing", "ed", "es", "s", "ly")
 class Thresholds:
     """When a signal counts. The vector thresholds are cosines of the default embedder (all-MiniLM-L6-v2): about
     0.25 separates related from unrelated text and 0.45 is a close paraphrase; set them again for another model."""
+
     vector_strong: float = 0.45
     vector_weak: float = 0.25
-    lexical_strong: float = 0.6    # share of the question's weighted content terms in the chunk
-    lexical_weak: float = 0.34     # a third: one name of a two-term question is not enough
-    rerank_strong: float = 0.5     # sigmoid-normalised cross-encoder score
+    lexical_strong: float = 0.6  # share of the question's weighted content terms in the chunk
+    lexical_weak: float = 0.34  # a third: one name of a two-term question is not enough
+    rerank_strong: float = 0.5  # sigmoid-normalised cross-encoder score
     rerank_weak: float = 0.1
-    hybrid_confirm: float = 0.5    # relative fused score that lets two weak legs confirm each other
+    hybrid_confirm: float = 0.5  # relative fused score that lets two weak legs confirm each other
 
 
 @dataclass(frozen=True)
 class GradedQuery:
     """A query a chunk may be graded against: its text and its named entities."""
+
     text: str
     entities: tuple[str, ...]
 
@@ -91,8 +129,14 @@ class Grade:
     def payload(self) -> dict[str, Any]:
         strong = sum(c.strength == STRONG for c in self.chunks)
         weak = sum(c.strength == WEAK for c in self.chunks)
-        return {"grade": self.grade, "reasons": list(self.reasons), "kept": len(self.kept), "strong": strong,
-                "weak": weak, "candidates": len(self.chunks)}
+        return {
+            "grade": self.grade,
+            "reasons": list(self.reasons),
+            "kept": len(self.kept),
+            "strong": strong,
+            "weak": weak,
+            "candidates": len(self.chunks),
+        }
 
 
 def stem(word: str) -> str:
@@ -128,6 +172,7 @@ def weighted_terms(query: GradedQuery) -> dict[str, float]:
 class ChunkTerms:
     """A chunk's stemmed terms, and those written as names (capitalised or numeric): a question's "Inception"
     is a name, and a chunk's "since its inception" is not a mention of it."""
+
     all: frozenset[str]
     names: frozenset[str]
 
@@ -140,17 +185,23 @@ def _entity_present(entity: str, chunk: ChunkTerms) -> bool:
 def _chunk_terms(item: common_pb2.ScoredChunk) -> ChunkTerms:
     chunk = item.chunk
     words = _WORD.findall(" ".join([chunk.text, chunk.title, *chunk.section_path]))
-    return ChunkTerms(frozenset(stem(w) for w in words),
-                      frozenset(stem(w) for w in words if w[:1].isupper() or w[:1].isdigit()))
+    return ChunkTerms(
+        frozenset(stem(w) for w in words), frozenset(stem(w) for w in words if w[:1].isupper() or w[:1].isdigit())
+    )
 
 
-def grade_chunk(item: common_pb2.ScoredChunk, query: GradedQuery, chunk_terms: ChunkTerms, *, have_vector: bool,
-                t: Thresholds) -> ChunkGrade:
+def grade_chunk(
+    item: common_pb2.ScoredChunk, query: GradedQuery, chunk_terms: ChunkTerms, *, have_vector: bool, t: Thresholds
+) -> ChunkGrade:
     weights = weighted_terms(query)
     total = sum(weights.values())
     # a term of a named entity counts only where the chunk writes it as a name
-    coverage = sum(w for term, w in weights.items()
-                   if term in (chunk_terms.names if w == ENTITY_WEIGHT else chunk_terms.all)) / total if total else 0.0
+    coverage = (
+        sum(w for term, w in weights.items() if term in (chunk_terms.names if w == ENTITY_WEIGHT else chunk_terms.all))
+        / total
+        if total
+        else 0.0
+    )
     found = sum(_entity_present(e, chunk_terms) for e in query.entities)
     anchored = not query.entities or found > 0
     vector = item.vector_score if have_vector else None
@@ -168,27 +219,41 @@ def grade_chunk(item: common_pb2.ScoredChunk, query: GradedQuery, chunk_terms: C
     elif vector_strong:
         strength, reason = STRONG, f"cosine {vector:.2f}"
     elif anchored and vector_weak and lexical_weak and item.hybrid_score >= t.hybrid_confirm:
-        strength, reason = STRONG, f"both legs (cosine {vector:.2f}, terms {coverage:.2f}, fused {item.hybrid_score:.2f})"
+        strength, reason = (
+            STRONG,
+            f"both legs (cosine {vector:.2f}, terms {coverage:.2f}, fused {item.hybrid_score:.2f})",
+        )
     elif vector_weak or lexical_weak or found or (rerank is not None and rerank >= t.rerank_weak):
         strength, reason = WEAK, "below the strong thresholds" if anchored else "names none of the question's entities"
     else:
         strength, reason = NONE, "no signal"
-    return ChunkGrade(item.chunk.chunk_id, strength, round(coverage, 3), found, len(query.entities),
-                      None if vector is None else round(vector, 3), round(item.hybrid_score, 3),
-                      None if rerank is None else round(rerank, 3), reason)
+    return ChunkGrade(
+        item.chunk.chunk_id,
+        strength,
+        round(coverage, 3),
+        found,
+        len(query.entities),
+        None if vector is None else round(vector, 3),
+        round(item.hybrid_score, 3),
+        None if rerank is None else round(rerank, 3),
+        reason,
+    )
 
 
 _ORDER = {STRONG: 2, WEAK: 1, NONE: 0}
 
 
-def grade(items: list[common_pb2.ScoredChunk], queries: list[GradedQuery], *, have_vector: bool,
-          thresholds: Thresholds) -> Grade:
+def grade(
+    items: list[common_pb2.ScoredChunk], queries: list[GradedQuery], *, have_vector: bool, thresholds: Thresholds
+) -> Grade:
     """Grade a candidate set against the question (queries[0]) and its sub-queries; keep the strong chunks."""
     graded: list[ChunkGrade] = []
     for item in items:
         chunk_terms = _chunk_terms(item)
-        best = max((grade_chunk(item, q, chunk_terms, have_vector=have_vector, t=thresholds) for q in queries),
-                   key=lambda g: (_ORDER[g.strength], g.coverage))
+        best = max(
+            (grade_chunk(item, q, chunk_terms, have_vector=have_vector, t=thresholds) for q in queries),
+            key=lambda g: (_ORDER[g.strength], g.coverage),
+        )
         graded.append(best)
     kept = [item for item, g in zip(items, graded, strict=True) if g.strength == STRONG]
     strong = [g for g in graded if g.strength == STRONG]

@@ -1,4 +1,5 @@
 """gRPC clients for every hop of the mesh, one channel per service, and how a failed hop is reported."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,24 +19,28 @@ from ragmesh_common.server import insecure_channel
 from ragmesh_gateway.config import Settings
 
 # gRPC status -> HTTP status for errors the user should see as their own fault
-CLIENT_ERRORS = MappingProxyType({
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-})
+CLIENT_ERRORS = MappingProxyType(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT: 400,
+        grpc.StatusCode.NOT_FOUND: 404,
+        grpc.StatusCode.PERMISSION_DENIED: 403,
+        grpc.StatusCode.UNAUTHENTICATED: 401,
+    }
+)
 
-UNAVAILABLE_CAUSES = MappingProxyType({
-    grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
-    grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
-    grpc.StatusCode.CANCELLED: "the call was cancelled",
-    grpc.StatusCode.FAILED_PRECONDITION: "the service is not configured for this",
-    grpc.StatusCode.UNIMPLEMENTED: "the service does not implement this call",
-    grpc.StatusCode.INTERNAL: "the service failed internally",
-    grpc.StatusCode.UNKNOWN: "the service failed internally",
-    grpc.StatusCode.DATA_LOSS: "the service failed internally",
-})
+UNAVAILABLE_CAUSES = MappingProxyType(
+    {
+        grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
+        grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
+        grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
+        grpc.StatusCode.CANCELLED: "the call was cancelled",
+        grpc.StatusCode.FAILED_PRECONDITION: "the service is not configured for this",
+        grpc.StatusCode.UNIMPLEMENTED: "the service does not implement this call",
+        grpc.StatusCode.INTERNAL: "the service failed internally",
+        grpc.StatusCode.UNKNOWN: "the service failed internally",
+        grpc.StatusCode.DATA_LOSS: "the service failed internally",
+    }
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +71,14 @@ class Mesh:
     """Channels and stubs for the six services the gateway calls. One per app, built in its lifespan."""
 
     def __init__(self, *, parser: str, embedder: str, retriever: str, reranker: str, graph: str, answerer: str) -> None:
-        self.addresses = {"parser": parser, "embedder": embedder, "retriever": retriever, "reranker": reranker,
-                          "graph": graph, "answerer": answerer}
+        self.addresses = {
+            "parser": parser,
+            "embedder": embedder,
+            "retriever": retriever,
+            "reranker": reranker,
+            "graph": graph,
+            "answerer": answerer,
+        }
         self._channels: dict[str, aio.Channel] = {name: insecure_channel(addr) for name, addr in self.addresses.items()}
         self.parser = parser_pb2_grpc.ParserServiceStub(self._channels["parser"])
         self.embedder = embedder_pb2_grpc.EmbedderServiceStub(self._channels["embedder"])
@@ -78,15 +89,23 @@ class Mesh:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Mesh:
-        return cls(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
-                   reranker=settings.reranker_addr, graph=settings.graph_addr, answerer=settings.answerer_addr)
+        return cls(
+            parser=settings.parser_addr,
+            embedder=settings.embedder_addr,
+            retriever=settings.retriever_addr,
+            reranker=settings.reranker_addr,
+            graph=settings.graph_addr,
+            answerer=settings.answerer_addr,
+        )
 
-    async def health(self, timeout: float = 2.0) -> dict[str, str]:  # noqa: ASYNC109 - the gRPC deadline of each check
+    async def health(self, timeout: float = 2.0) -> dict[str, str]:  # the gRPC deadline of each check
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         async def check(channel: aio.Channel) -> str:
             try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=timeout
+                )
                 return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
             except aio.AioRpcError as exc:
                 return f"UNREACHABLE ({exc.code().name})"

@@ -4,6 +4,7 @@ Requests are checked here, before any hop: text (`Text`) refuses control charact
 surrogates, and every list, string and number is bounded. Responses allow extra fields, so that a field
 added to a reply is a compatible change of the spec rather than a broken promise.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -13,13 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmesh_gateway.validation import Identifier, Text
 
-MAX_DOCUMENT_IDS = 1000      # document_ids in one chat or search request
-MAX_ACL_ENTRIES = 256        # entries in each ACL list (departments, roles, users)
+MAX_DOCUMENT_IDS = 1000  # document_ids in one chat or search request
+MAX_ACL_ENTRIES = 256  # entries in each ACL list (departments, roles, users)
 MAX_TITLE_CHARS = 500
-MAX_ACL_JSON_CHARS = 65536   # the upload's acl form field
-MAX_FILENAME_CHARS = 1024    # the upload's file name as sent (it is shortened to 200 when stored)
+MAX_ACL_JSON_CHARS = 65536  # the upload's acl form field
+MAX_FILENAME_CHARS = 1024  # the upload's file name as sent (it is shortened to 200 when stored)
 MAX_HISTORY_TURNS = 20
-INT32_MAX = 2**31 - 1        # the catalogue's offsets are int32 on the wire
+INT32_MAX = 2**31 - 1  # the catalogue's offsets are int32 on the wire
 
 Level = Literal["document", "section", "paragraph"]
 
@@ -32,6 +33,7 @@ class Turn(BaseModel):
 
 class ContextIn(BaseModel):
     """Context assembly after the search (see retriever.proto ContextOptions); 0 = the service default."""
+
     enabled: bool = True
     document_expansion_threshold: float = Field(0.0, ge=0, le=1)
     max_chunks_per_document: int = Field(0, ge=0, le=100)
@@ -50,10 +52,12 @@ class ChatRequest(BaseModel):
     history: list[Turn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS)
     top_k: int = Field(5, ge=1, le=20, description="Sources given to the answerer")
     alpha: float | None = Field(None, ge=0, le=1, description="Hybrid weight: 1 = vector only, 0 = BM25 only")
-    levels: list[Level] = Field(default_factory=list, max_length=3,
-                                description="Chunk levels to search (manual override); default paragraph")
-    document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS,
-                                          description="Restrict to these documents")
+    levels: list[Level] = Field(
+        default_factory=list, max_length=3, description="Chunk levels to search (manual override); default paragraph"
+    )
+    document_ids: list[uuid.UUID] = Field(
+        default_factory=list, max_length=MAX_DOCUMENT_IDS, description="Restrict to these documents"
+    )
     rerank: bool = True
     graph: bool = True
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
@@ -85,6 +89,7 @@ class AclIn(BaseModel):
     """Who may read a document besides its owner. Entries are identifiers as in tokens (1-128 characters of
     letters, digits, _ . @ : -); an unknown key is an error, since a misspelt one would silently leave the
     default ACL."""
+
     model_config = ConfigDict(extra="forbid")
 
     public: bool = False
@@ -96,6 +101,7 @@ class AclIn(BaseModel):
 class DocumentPatch(BaseModel):
     """PATCH /api/v1/documents/{id}: what to change (the owner only); an absent or null field is kept. An `acl`
     replaces the whole ACL; `{}` makes the document private to its owner."""
+
     model_config = ConfigDict(extra="forbid")
 
     title: Text | None = Field(None, min_length=1, max_length=MAX_TITLE_CHARS)
@@ -128,6 +134,7 @@ class StepError(Reply):
 
 class ErrorResponse(Reply):
     """Every 4xx and 5xx: a message, a failed step, or the list of invalid fields (422)."""
+
     detail: str | StepError | list[FieldError]
 
 
@@ -213,16 +220,21 @@ class DocumentOut(Reply):
     content_sha256: str = Field(description="hex SHA-256 of the visible version's bytes")
     version: int = Field(description="the visible (searchable) version, from 1")
     warnings: list[str] = Field(description="ready with warnings: parts that could not be read")
-    pending_version: int = Field(description="a new version or re-ingest in progress (0 = none); the visible "
-                                             "version stays searchable until it replaces it")
+    pending_version: int = Field(
+        description="a new version or re-ingest in progress (0 = none); the visible "
+        "version stays searchable until it replaces it"
+    )
     pending_status: str = Field(description="the pending version's status ('' when none)")
     pending_error: str
 
 
 class UploadResponse(DocumentOut):
     events_url: str
-    duplicate: bool = Field(False, description="true (HTTP 200): you already have a document with these bytes; "
-                                               "it is returned and nothing was queued")
+    duplicate: bool = Field(
+        False,
+        description="true (HTTP 200): you already have a document with these bytes; "
+        "it is returned and nothing was queued",
+    )
 
 
 class NewVersionResponse(DocumentOut):
@@ -340,17 +352,31 @@ class Readiness(Reply):
 def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
     """One Server-Sent Event as OpenAPI 3.1 describes an event stream's items: the event's name and its data,
     a JSON text whose schema is `data`."""
-    return {"type": "object", "required": ["event", "data"],
-            "properties": {"event": {"type": "string", "enum": events},
-                           "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
-                           "id": {"type": "string"}, "retry": {"type": "integer"}}}
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": events},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+            "id": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
+    }
 
 
 CHAT_EVENTS = sse_event_schema(["progress", "token", "final", "error"], {"type": "object"})
-DOCUMENT_EVENTS = sse_event_schema(["status"], {
-    "type": "object", "required": ["document_id", "status"],
-    "properties": {"document_id": {"type": "string"}, "status": {"type": "string"},
-                   "error": {"type": ["string", "null"]}}})
+DOCUMENT_EVENTS = sse_event_schema(
+    ["status"],
+    {
+        "type": "object",
+        "required": ["document_id", "status"],
+        "properties": {
+            "document_id": {"type": "string"},
+            "status": {"type": "string"},
+            "error": {"type": ["string", "null"]},
+        },
+    },
+)
 
 ERROR_DESCRIPTIONS = {
     400: "Bad request (for example a question the guardrails reject)",

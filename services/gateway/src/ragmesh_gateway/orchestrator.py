@@ -4,6 +4,7 @@ Required hops (guardrail, retrieve, answer) fail the request with the step named
 (embed → lexical-only search, rerank → retrieval order, graph → no graph context) degrade, and every
 degradation is logged, recorded on the span and reported in the final event.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,20 +34,35 @@ from ragmesh_gateway.query import Route, arewrite_followup, extract_entities, ro
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
-NO_PERMISSION = ("You do not have access to any documents yet, so I cannot answer from company knowledge. "
-                 "Upload a document or ask an administrator for access.")
-NO_SOURCES = ("I could not find anything relevant to your question in the documents you can access, "
-              "so I will not guess. Try rephrasing or naming the document.")
-NO_MATCH_IN_FILTER = ("None of the documents you selected is one you can read, so there is nothing to search. "
-                      "Check the selection, or ask without choosing documents to search all of yours.")
-INGESTING = ("Your documents are still being processed (parsing, embedding, indexing) and cannot be searched yet. "
-             "Ask again once they are ready; the documents list shows their status.")
-MESSAGES = {"no_permission": NO_PERMISSION, "no_sources": NO_SOURCES, "no_match_in_filter": NO_MATCH_IN_FILTER,
-            "ingesting": INGESTING}
+NO_PERMISSION = (
+    "You do not have access to any documents yet, so I cannot answer from company knowledge. "
+    "Upload a document or ask an administrator for access."
+)
+NO_SOURCES = (
+    "I could not find anything relevant to your question in the documents you can access, "
+    "so I will not guess. Try rephrasing or naming the document."
+)
+NO_MATCH_IN_FILTER = (
+    "None of the documents you selected is one you can read, so there is nothing to search. "
+    "Check the selection, or ask without choosing documents to search all of yours."
+)
+INGESTING = (
+    "Your documents are still being processed (parsing, embedding, indexing) and cannot be searched yet. "
+    "Ask again once they are ready; the documents list shows their status."
+)
+MESSAGES = {
+    "no_permission": NO_PERMISSION,
+    "no_sources": NO_SOURCES,
+    "no_match_in_filter": NO_MATCH_IN_FILTER,
+    "ingesting": INGESTING,
+}
 CORRECTIVE_LEVELS = ["document", "section", "paragraph"]
 SNIPPET_CHARS = 320
-LEVELS = {"document": common_pb2.CHUNK_LEVEL_DOCUMENT, "section": common_pb2.CHUNK_LEVEL_SECTION,
-          "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH}
+LEVELS = {
+    "document": common_pb2.CHUNK_LEVEL_DOCUMENT,
+    "section": common_pb2.CHUNK_LEVEL_SECTION,
+    "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH,
+}
 
 T = TypeVar("T")
 # Metadata keys of the answerer's admission control (ragmesh_answerer.server).
@@ -59,8 +75,9 @@ def fusion_type(name: str) -> retriever_pb2.FusionType.ValueType:
     try:
         return retriever_pb2.FusionType.Value("FUSION_TYPE_" + name.upper())
     except ValueError:
-        raise StepFailed("retrieve", f"unknown fusion {name!r}; use relative_score, ranked or "
-                         "distribution_based", 400) from None
+        raise StepFailed(
+            "retrieve", f"unknown fusion {name!r}; use relative_score, ranked or distribution_based", 400
+        ) from None
 
 
 @dataclass
@@ -76,8 +93,8 @@ class ChatOptions:
     graph: bool = True
     max_tokens: int = 0
     relevance_gate: bool = True
-    routing: bool = True          # query router picks levels, strategy, graph use, sub-queries
-    strategy: str | None = None   # "direct" | "summary_first": manual override
+    routing: bool = True  # query router picks levels, strategy, graph use, sub-queries
+    strategy: str | None = None  # "direct" | "summary_first": manual override
     fusion: str = "relative_score"
     context: dict[str, Any] | None = None  # ContextOptions fields; None = the gateway default
     feedback_docs: int = 0
@@ -87,6 +104,7 @@ class ChatOptions:
 @dataclass
 class Prepared:
     """The part of a chat that runs before the response starts (so errors become HTTP statuses)."""
+
     options: ChatOptions
     user: UserContext
     stages: list[dict[str, Any]]
@@ -94,10 +112,10 @@ class Prepared:
     accessible: int
     degraded: list[dict[str, str]]
     outcome: str  # "answer" | "no_permission" | "no_match_in_filter" | "ingesting" | "no_sources"
-    query: str = ""               # the self-contained question actually searched
+    query: str = ""  # the self-contained question actually searched
     route: Route | None = None
     relevance: dict[str, Any] | None = None  # the grade, its reasons and the corrective retrieval, if any
-    rewritten_question: str | None = None   # the follow-up as rewritten, when it was
+    rewritten_question: str | None = None  # the follow-up as rewritten, when it was
     notes: list[str] = field(default_factory=list)
     ingesting: int = 0
 
@@ -123,27 +141,53 @@ def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = Tru
     if snippet and len(text) > SNIPPET_CHARS:
         text = text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
     return {
-        "index": index + 1, "document_id": chunk.document_id, "chunk_id": chunk.chunk_id, "title": chunk.title,
-        "section_path": list(chunk.section_path), "page": chunk.page or None, "kind": chunk_kind(chunk),
-        "snippet": text, "origin": chunk_origin(item),
-        "scores": {"score": round(item.score, 6), "hybrid": round(item.hybrid_score, 6),
-                   "lexical": round(item.lexical_score, 6), "vector": round(item.vector_score, 6),
-                   "rerank": round(item.rerank_score, 6) if item.reranked else None},
+        "index": index + 1,
+        "document_id": chunk.document_id,
+        "chunk_id": chunk.chunk_id,
+        "title": chunk.title,
+        "section_path": list(chunk.section_path),
+        "page": chunk.page or None,
+        "kind": chunk_kind(chunk),
+        "snippet": text,
+        "origin": chunk_origin(item),
+        "scores": {
+            "score": round(item.score, 6),
+            "hybrid": round(item.hybrid_score, 6),
+            "lexical": round(item.lexical_score, 6),
+            "vector": round(item.vector_score, 6),
+            "rerank": round(item.rerank_score, 6) if item.reranked else None,
+        },
     }
 
 
 def evidence_payload(quote: answerer_pb2.EvidenceQuote, items: list[common_pb2.ScoredChunk]) -> dict[str, Any]:
     """An answer's evidence quote with the document, section and page of the source it is cut from."""
     chunk = items[quote.source_index].chunk if 0 <= quote.source_index < len(items) else common_pb2.Chunk()
-    return {"source": quote.source_index + 1, "document_id": chunk.document_id, "title": chunk.title,
-            "section_path": list(chunk.section_path), "page": chunk.page or None, "quote": quote.text,
-            "start": quote.start, "end": quote.end}
+    return {
+        "source": quote.source_index + 1,
+        "document_id": chunk.document_id,
+        "title": chunk.title,
+        "section_path": list(chunk.section_path),
+        "page": chunk.page or None,
+        "quote": quote.text,
+        "start": quote.start,
+        "end": quote.end,
+    }
 
 
 class Orchestrator:
-    def __init__(self, mesh: Mesh, deadlines: Deadlines, *, min_relevance: float, graph_enabled: bool = True,
-                 default_context: dict[str, Any] | None = None, relevance: Thresholds | None = None,
-                 corrective_alpha: float = 0.3, corrective_candidates: int = 60) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        deadlines: Deadlines,
+        *,
+        min_relevance: float,
+        graph_enabled: bool = True,
+        default_context: dict[str, Any] | None = None,
+        relevance: Thresholds | None = None,
+        corrective_alpha: float = 0.3,
+        corrective_candidates: int = 60,
+    ) -> None:
         self.default_context = default_context or {}
         self.mesh = mesh
         self.deadlines = deadlines
@@ -180,11 +224,19 @@ class Orchestrator:
         if guard:
             started = time.perf_counter()
             with tracer.start_as_current_span("guardrail") as span:
-                check = await self._call("guardrail", self.mesh.answerer.CheckInput(
-                    answerer_pb2.CheckInputRequest(question=options.question, history=[
-                        answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history]),
-                    metadata=md,
-                    timeout=self.deadlines.guardrail))
+                check = await self._call(
+                    "guardrail",
+                    self.mesh.answerer.CheckInput(
+                        answerer_pb2.CheckInputRequest(
+                            question=options.question,
+                            history=[
+                                answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history
+                            ],
+                        ),
+                        metadata=md,
+                        timeout=self.deadlines.guardrail,
+                    ),
+                )
                 span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
                 span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
             if not check.allowed:
@@ -196,13 +248,19 @@ class Orchestrator:
         # A span only when there is something to understand (history to rewrite from, or routing): a
         # self-contained question without routing passes through unchanged, and a span costs ~60 µs.
         understanding = bool(options.history) or options.routing
-        with (tracer.start_as_current_span("understand query") if understanding
-              else contextlib.nullcontext(trace.INVALID_SPAN)) as span:
+        with (
+            tracer.start_as_current_span("understand query")
+            if understanding
+            else contextlib.nullcontext(trace.INVALID_SPAN)
+        ) as span:
             rewrite = None
             if options.history:
                 rewrite = await arewrite_followup(
-                    options.question, options.history, timeout=self.deadlines.rewrite,
-                    llm=lambda question, history: self._model_rewrite(user, question, history))
+                    options.question,
+                    options.history,
+                    timeout=self.deadlines.rewrite,
+                    llm=lambda question, history: self._model_rewrite(user, question, history),
+                )
                 if rewrite.degraded:
                     self._degrade(degraded, "rewrite", f"{rewrite.degraded}; kept the rule rewrite")
             if rewrite is not None and rewrite.rewritten:
@@ -216,9 +274,16 @@ class Orchestrator:
                 span.set_attribute(attr.RAG_QUERY_MULTI_HOP, plan.multi_hop)
                 span.set_attribute(attr.RAG_QUERY_STRATEGY, plan.strategy)
                 span.set_attribute(attr.RAG_QUERY_SUB_QUERIES, len(plan.sub_queries))
-        stages.append({"stage": "understand", "ms": _ms(started), "query": query,
-                       "rewritten": bool(rewrite and rewrite.rewritten),
-                       "kind": plan.kind if plan else None, "multi_hop": plan.multi_hop if plan else None})
+        stages.append(
+            {
+                "stage": "understand",
+                "ms": _ms(started),
+                "query": query,
+                "rewritten": bool(rewrite and rewrite.rewritten),
+                "kind": plan.kind if plan else None,
+                "multi_hop": plan.multi_hop if plan else None,
+            }
+        )
 
         levels = list(options.levels)
         if not levels and plan is not None and plan.levels != ["paragraph"]:
@@ -232,44 +297,80 @@ class Orchestrator:
         started = time.perf_counter()
         request = self._search_request(options, query, levels, strategy, options.alpha, options.candidates)
         request.sub_queries.extend(sub_queries)
-        found = await self._call("retrieve", self.mesh.retriever.Search(request, metadata=md,
-                                                                        timeout=self.deadlines.retrieve))
+        found = await self._call(
+            "retrieve", self.mesh.retriever.Search(request, metadata=md, timeout=self.deadlines.retrieve)
+        )
         if found.vector_unavailable:
             self._degrade(degraded, "embed", found.vector_unavailable)
-        stages.append({"stage": "embed", "ms": round(found.embed_ms, 1), "in": "retriever",
-                       "degraded": bool(found.vector_unavailable)})
+        stages.append(
+            {
+                "stage": "embed",
+                "ms": round(found.embed_ms, 1),
+                "in": "retriever",
+                "degraded": bool(found.vector_unavailable),
+            }
+        )
         results = list(found.results)
-        stages.append({"stage": "retrieve", "ms": _ms(started), "candidates": len(results),
-                       "accessible_documents": found.accessible_documents, "searches": 1 + len(sub_queries),
-                       "strategy": strategy})
-        prepared = Prepared(options=options, user=user, stages=stages, results=results,
-                            accessible=found.accessible_documents,
-                            degraded=degraded, outcome=scope_outcome(found, options), query=query, route=plan,
-                            rewritten_question=query if query != options.question else None,
-                            ingesting=found.ingesting_documents)
+        stages.append(
+            {
+                "stage": "retrieve",
+                "ms": _ms(started),
+                "candidates": len(results),
+                "accessible_documents": found.accessible_documents,
+                "searches": 1 + len(sub_queries),
+                "strategy": strategy,
+            }
+        )
+        prepared = Prepared(
+            options=options,
+            user=user,
+            stages=stages,
+            results=results,
+            accessible=found.accessible_documents,
+            degraded=degraded,
+            outcome=scope_outcome(found, options),
+            query=query,
+            route=plan,
+            rewritten_question=query if query != options.question else None,
+            ingesting=found.ingesting_documents,
+        )
         if prepared.outcome != "answer":
             return prepared
         if found.ingesting_documents:
-            prepared.notes.append(f"{found.ingesting_documents} of your documents are still being processed and "
-                                  "were not searched yet.")
+            prepared.notes.append(
+                f"{found.ingesting_documents} of your documents are still being processed and were not searched yet."
+            )
         if options.rerank and len(results) > 1:
             started = time.perf_counter()
             prepared.results = await self._rerank(prepared, results)
-            stages.append({"stage": "rerank", "ms": _ms(started),
-                           "degraded": any(d["step"] == "rerank" for d in degraded)})
+            stages.append(
+                {"stage": "rerank", "ms": _ms(started), "degraded": any(d["step"] == "rerank" for d in degraded)}
+            )
         started = time.perf_counter()
         await self._grade(prepared, levels, strategy, have_vector=not found.vector_unavailable and options.alpha != 0)
-        stages.append({"stage": "grade", "ms": _ms(started), "grade": prepared.relevance["grade"] if prepared.relevance
-                       else None, "relevant": len(prepared.results)})
+        stages.append(
+            {
+                "stage": "grade",
+                "ms": _ms(started),
+                "grade": prepared.relevance["grade"] if prepared.relevance else None,
+                "relevant": len(prepared.results),
+            }
+        )
         return prepared
 
-    def _search_request(self, options: ChatOptions, text: str, levels: list[str], strategy: str,
-                        alpha: float | None, candidates: int) -> retriever_pb2.SearchRequest:
+    def _search_request(
+        self, options: ChatOptions, text: str, levels: list[str], strategy: str, alpha: float | None, candidates: int
+    ) -> retriever_pb2.SearchRequest:
         request = retriever_pb2.SearchRequest(
-            query=text, embed_query=True, top_k=candidates,
-            levels=[LEVELS[name] for name in levels], document_ids=options.document_ids,
-            strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST if strategy == "summary_first"
-            else retriever_pb2.STRATEGY_DIRECT)
+            query=text,
+            embed_query=True,
+            top_k=candidates,
+            levels=[LEVELS[name] for name in levels],
+            document_ids=options.document_ids,
+            strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST
+            if strategy == "summary_first"
+            else retriever_pb2.STRATEGY_DIRECT,
+        )
         if alpha is not None:
             request.alpha = alpha
         if options.feedback_docs:
@@ -297,18 +398,32 @@ class Orchestrator:
                 keywords = grading.keyword_query(queries[0])
                 alpha = self.corrective_alpha if options.alpha is None else min(options.alpha, self.corrective_alpha)
                 candidates = max(self.corrective_candidates, options.candidates)
-                span.add_event("corrective retrieval", {attr.RAG_RELEVANCE_GRADE: first["grade"],
-                                                        attr.RAG_SEARCH_ALPHA: alpha})
-                reply = await self._call("retrieve", self.mesh.retriever.Search(
-                    self._search_request(options, keywords, CORRECTIVE_LEVELS, strategy, alpha, candidates),
-                    metadata=prepared.user.metadata(), timeout=self.deadlines.retrieve))
+                span.add_event(
+                    "corrective retrieval", {attr.RAG_RELEVANCE_GRADE: first["grade"], attr.RAG_SEARCH_ALPHA: alpha}
+                )
+                reply = await self._call(
+                    "retrieve",
+                    self.mesh.retriever.Search(
+                        self._search_request(options, keywords, CORRECTIVE_LEVELS, strategy, alpha, candidates),
+                        metadata=prepared.user.metadata(),
+                        timeout=self.deadlines.retrieve,
+                    ),
+                )
                 pool = append_new(prepared.results, reply.results)
                 vector = have_vector and not reply.vector_unavailable and alpha > 0
                 result = grading.grade(pool, queries, have_vector=vector, thresholds=self.relevance)
-                relevance = {**result.payload(), "corrective": {
-                    "query": keywords, "alpha": alpha, "levels": CORRECTIVE_LEVELS, "candidates": candidates,
-                    "added": len(pool) - len(prepared.results), "first_grade": first["grade"],
-                    "first_reasons": first["reasons"]}}
+                relevance = {
+                    **result.payload(),
+                    "corrective": {
+                        "query": keywords,
+                        "alpha": alpha,
+                        "levels": CORRECTIVE_LEVELS,
+                        "candidates": candidates,
+                        "added": len(pool) - len(prepared.results),
+                        "first_grade": first["grade"],
+                        "first_reasons": first["reasons"],
+                    },
+                }
                 if result.grade == grading.AMBIGUOUS:
                     relevance["reasons"].append("still ambiguous after the corrective retrieval: not answered")
             span.set_attribute(attr.RAG_RELEVANCE_GRADE, result.grade)
@@ -328,9 +443,14 @@ class Orchestrator:
 
     async def _model_rewrite(self, user: UserContext, question: str, history: list[tuple[str, str]]) -> str:
         """The answerer's model rewrites a follow-up the rules could not resolve (its own deadline)."""
-        reply = await self.mesh.answerer.Rewrite(answerer_pb2.RewriteRequest(
-            question=question, history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in history]),
-            metadata=user.metadata(), timeout=self.deadlines.rewrite)
+        reply = await self.mesh.answerer.Rewrite(
+            answerer_pb2.RewriteRequest(
+                question=question,
+                history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in history],
+            ),
+            metadata=user.metadata(),
+            timeout=self.deadlines.rewrite,
+        )
         return reply.question
 
     async def _rerank(self, prepared: Prepared, items: list[common_pb2.ScoredChunk]) -> list[common_pb2.ScoredChunk]:
@@ -338,25 +458,39 @@ class Orchestrator:
             span.set_attribute(attr.RAG_RERANK_CANDIDATES, len(items))
             try:
                 reply = await self.mesh.reranker.Rerank(
-                    reranker_pb2.RerankRequest(query=prepared.query or prepared.options.question, passages=[i.chunk.text for i in items],
-                                               normalize=True),
-                    metadata=prepared.user.metadata(), timeout=self.deadlines.rerank)
+                    reranker_pb2.RerankRequest(
+                        query=prepared.query or prepared.options.question,
+                        passages=[i.chunk.text for i in items],
+                        normalize=True,
+                    ),
+                    metadata=prepared.user.metadata(),
+                    timeout=self.deadlines.rerank,
+                )
             except aio.AioRpcError as exc:
-                reason = (exc.details() if exc.code() == grpc.StatusCode.FAILED_PRECONDITION
-                          else f"reranker {exc.code().name}")
+                reason = (
+                    exc.details()
+                    if exc.code() == grpc.StatusCode.FAILED_PRECONDITION
+                    else f"reranker {exc.code().name}"
+                )
                 span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
                 self._degrade(prepared.degraded, "rerank", f"{reason}; kept retrieval order")
                 return items
             if not reply.configured and not reply.scores:  # a deployment without a model: no error status
                 span.set_attribute(attr.RAG_RERANK_CONFIGURED, False)
                 span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
-                self._degrade(prepared.degraded, "rerank",
-                              f"{reply.unconfigured_reason or 'no reranker model configured'}; kept retrieval order")
+                self._degrade(
+                    prepared.degraded,
+                    "rerank",
+                    f"{reply.unconfigured_reason or 'no reranker model configured'}; kept retrieval order",
+                )
                 return items
             if len(reply.scores) != len(items):  # a reranker that broke its contract: keep the retrieval order
                 span.set_attribute(attr.RAG_RERANK_FALLBACK, True)
-                self._degrade(prepared.degraded, "rerank",
-                              f"reranker returned {len(reply.scores)} scores for {len(items)} passages; kept retrieval order")
+                self._degrade(
+                    prepared.degraded,
+                    "rerank",
+                    f"reranker returned {len(reply.scores)} scores for {len(items)} passages; kept retrieval order",
+                )
                 return items
         reranked = []
         for item, score in zip(items, reply.scores, strict=True):
@@ -371,11 +505,17 @@ class Orchestrator:
         with tracer.start_as_current_span("graph context") as span:
             try:
                 reply = await self.mesh.graph.GetContext(
-                    graph_pb2.GetContextRequest(query=prepared.query or prepared.options.question,
-                                                # the user's document filter, if any; the graph reads only
-                                                # what the catalogue says the user may read
-                                                document_ids=prepared.options.document_ids, max_depth=2, limit=6),
-                    metadata=prepared.user.metadata(), timeout=self.deadlines.graph)
+                    graph_pb2.GetContextRequest(
+                        query=prepared.query or prepared.options.question,
+                        # the user's document filter, if any; the graph reads only
+                        # what the catalogue says the user may read
+                        document_ids=prepared.options.document_ids,
+                        max_depth=2,
+                        limit=6,
+                    ),
+                    metadata=prepared.user.metadata(),
+                    timeout=self.deadlines.graph,
+                )
             except aio.AioRpcError as exc:
                 self._degrade(prepared.degraded, "graph", f"graph {exc.code().name}; answered without graph context")
                 return []
@@ -396,9 +536,20 @@ class Orchestrator:
             message = MESSAGES[prepared.outcome]
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, prepared.outcome)
             yield event("token", text=message)
-            yield event("final", outcome=prepared.outcome, answer=message, sources=[], citations=[],
-                        grounding_score=None, grounded=None, warnings=[], degraded=prepared.degraded,
-                        accessible_documents=prepared.accessible, trace_id=trace_id, **_retrieval_fields(prepared))
+            yield event(
+                "final",
+                outcome=prepared.outcome,
+                answer=message,
+                sources=[],
+                citations=[],
+                grounding_score=None,
+                grounded=None,
+                warnings=[],
+                degraded=prepared.degraded,
+                accessible_documents=prepared.accessible,
+                trace_id=trace_id,
+                **_retrieval_fields(prepared),
+            )
             return
         options = prepared.options
         items = prepared.results[: options.top_k]  # reranked and graded in prepare()
@@ -407,12 +558,22 @@ class Orchestrator:
         if options.graph and self.graph_enabled and use_graph:
             started = time.perf_counter()
             facts = await self._graph(prepared)
-            yield event("progress", stage="graph", status="done", ms=_ms(started), facts=len(facts),
-                        degraded=any(d["step"] == "graph" for d in prepared.degraded))
+            yield event(
+                "progress",
+                stage="graph",
+                status="done",
+                ms=_ms(started),
+                facts=len(facts),
+                degraded=any(d["step"] == "graph" for d in prepared.degraded),
+            )
         started = time.perf_counter()
         request = answerer_pb2.AnswerRequest(
-            question=prepared.query or options.question, sources=items, graph_facts=facts, max_tokens=options.max_tokens,
-            history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history])
+            question=prepared.query or options.question,
+            sources=items,
+            graph_facts=facts,
+            max_tokens=options.max_tokens,
+            history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history],
+        )
         final: answerer_pb2.AnswerFinal | None = None
         first_token_ms: float | None = None
         with tracer.start_as_current_span("answer") as span:
@@ -431,8 +592,13 @@ class Orchestrator:
                     if reply.HasField("final"):
                         final = reply.final
                     elif reply.HasField("queued"):
-                        yield event("progress", stage="answer", status="queued", position=reply.queued.position,
-                                    estimated_wait_s=round(reply.queued.estimated_wait_seconds, 1))
+                        yield event(
+                            "progress",
+                            stage="answer",
+                            status="queued",
+                            position=reply.queued.position,
+                            estimated_wait_s=round(reply.queued.estimated_wait_seconds, 1),
+                        )
                     elif reply.token:
                         if first_token_ms is None:
                             first_token_ms = _ms(started)
@@ -442,8 +608,14 @@ class Orchestrator:
                 retry_after = retry_after_seconds(exc)
                 # a busy answerer is load, not a fault: a warning, so that a burst does not flood the error log
                 (logger.warning if retry_after else logger.error)("answer step failed: %s", failed)
-                yield event("error", step="answer", message=failed.message, status=failed.http_status,
-                            trace_id=trace_id, **({"retry_after": retry_after} if retry_after else {}))
+                yield event(
+                    "error",
+                    step="answer",
+                    message=failed.message,
+                    status=failed.http_status,
+                    trace_id=trace_id,
+                    **({"retry_after": retry_after} if retry_after else {}),
+                )
                 return
             finally:
                 call.cancel()  # no-op once it ended; frees the answerer's slot when the client left mid-stream
@@ -454,29 +626,54 @@ class Orchestrator:
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, "answer")
         yield event("progress", stage="answer", status="done", ms=_ms(started), first_token_ms=first_token_ms)
         if final is None:
-            yield event("error", step="answer", message="the answerer ended without a final message", status=503,
-                        trace_id=trace_id)
+            yield event(
+                "error",
+                step="answer",
+                message="the answerer ended without a final message",
+                status=503,
+                trace_id=trace_id,
+            )
             return
         sources = [source_payload(i, item) for i, item in enumerate(items)]
         support = {c.source_index: c.support for c in final.citations}
         for i, source in enumerate(sources):
             source["cited"] = i in support
             source["support"] = round(support.get(i, 0.0), 4)
-        yield event("final", outcome="answer", answer=final.answer, sources=sources,
-                    citations=[{"source": c.source_index + 1, "chunk_id": c.chunk_id, "support": round(c.support, 4)}
-                               for c in final.citations],
-                    grounding_score=round(final.grounding_score, 4), grounded=final.grounded,
-                    warnings=list(final.warnings), degraded=prepared.degraded, model=final.model,
-                    accessible_documents=prepared.accessible, trace_id=trace_id,
-                    short_answer=final.short_answer, verified=final.verified, withheld=final.withheld,
-                    draft=final.draft if final.HasField("draft") else None,
-                    evidence=[evidence_payload(q, items) for q in final.evidence],
-                    sentences=[{"text": v.text, "supported": v.supported,
-                                "sources": [j + 1 for j in v.source_indexes],
-                                "unsupported_tokens": list(v.unsupported_tokens), "reason": v.reason,
-                                "verdict": answerer_pb2.Verdict.Name(v.verdict).removeprefix("VERDICT_").lower(),
-                                "short_answer": v.short_answer} for v in final.sentences],
-                    **_retrieval_fields(prepared))
+        yield event(
+            "final",
+            outcome="answer",
+            answer=final.answer,
+            sources=sources,
+            citations=[
+                {"source": c.source_index + 1, "chunk_id": c.chunk_id, "support": round(c.support, 4)}
+                for c in final.citations
+            ],
+            grounding_score=round(final.grounding_score, 4),
+            grounded=final.grounded,
+            warnings=list(final.warnings),
+            degraded=prepared.degraded,
+            model=final.model,
+            accessible_documents=prepared.accessible,
+            trace_id=trace_id,
+            short_answer=final.short_answer,
+            verified=final.verified,
+            withheld=final.withheld,
+            draft=final.draft if final.HasField("draft") else None,
+            evidence=[evidence_payload(q, items) for q in final.evidence],
+            sentences=[
+                {
+                    "text": v.text,
+                    "supported": v.supported,
+                    "sources": [j + 1 for j in v.source_indexes],
+                    "unsupported_tokens": list(v.unsupported_tokens),
+                    "reason": v.reason,
+                    "verdict": answerer_pb2.Verdict.Name(v.verdict).removeprefix("VERDICT_").lower(),
+                    "short_answer": v.short_answer,
+                }
+                for v in final.sentences
+            ],
+            **_retrieval_fields(prepared),
+        )
 
 
 def metadata_value(metadata: Any, key: str) -> str | None:
@@ -514,12 +711,17 @@ def scope_outcome(found: retriever_pb2.SearchResponse, options: ChatOptions) -> 
 
 def _retrieval_fields(prepared: Prepared) -> dict[str, Any]:
     """The final event's fields about retrieval: the relevance grade, the rewritten question, notes."""
-    return {"relevance": prepared.relevance, "rewritten_question": prepared.rewritten_question,
-            "notes": prepared.notes, "ingesting_documents": prepared.ingesting}
+    return {
+        "relevance": prepared.relevance,
+        "rewritten_question": prepared.rewritten_question,
+        "notes": prepared.notes,
+        "ingesting_documents": prepared.ingesting,
+    }
 
 
-def append_new(first: list[common_pb2.ScoredChunk],
-               more: Iterable[common_pb2.ScoredChunk]) -> list[common_pb2.ScoredChunk]:
+def append_new(
+    first: list[common_pb2.ScoredChunk], more: Iterable[common_pb2.ScoredChunk]
+) -> list[common_pb2.ScoredChunk]:
     """The first results untouched, then those of `more` (in its order) not among them: the corrective
     retrieval adds to the candidates without reordering the ones already graded."""
     seen = {item.chunk.chunk_id for item in first}

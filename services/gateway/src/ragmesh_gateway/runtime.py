@@ -1,5 +1,6 @@
 """What one gateway app runs on: the mesh clients, the orchestrator, Redis, the Celery client, the document
 lifecycle and the trace store, built once in the app's lifespan and closed when it ends (`app.state.runtime`)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RateLimiter:
     """At most `per_minute` chat or search requests per user and clock minute, counted in Redis (0: no limit)."""
+
     redis: Redis
     per_minute: int
 
@@ -37,12 +39,13 @@ class RateLimiter:
             count = await self.redis.incr(key)
             if count == 1:
                 await self.redis.expire(key, 90)
-        except Exception:  # noqa: BLE001 - a down Redis must not stop chat
+        except Exception:  # a down Redis must not stop chat
             logger.warning("rate limiter unavailable; request allowed", exc_info=True)
             return
         if count > self.per_minute:
-            raise HTTPException(429, f"rate limit: at most {self.per_minute} requests per minute",
-                                headers={"Retry-After": "60"})
+            raise HTTPException(
+                429, f"rate limit: at most {self.per_minute} requests per minute", headers={"Retry-After": "60"}
+            )
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,15 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
     """Builds the runtime (the mesh once: `mesh`, for tests, or the configured one), keeps the trace table
     bounded while it is open, and closes everything after."""
     mesh = mesh or Mesh.from_settings(settings)
-    orchestrator = Orchestrator(mesh, settings.deadlines, min_relevance=settings.min_relevance,
-                                graph_enabled=settings.graph_enabled, relevance=settings.relevance,
-                                corrective_alpha=settings.corrective_alpha,
-                                corrective_candidates=settings.corrective_candidates)
+    orchestrator = Orchestrator(
+        mesh,
+        settings.deadlines,
+        min_relevance=settings.min_relevance,
+        graph_enabled=settings.graph_enabled,
+        relevance=settings.relevance,
+        corrective_alpha=settings.corrective_alpha,
+        corrective_candidates=settings.corrective_candidates,
+    )
     redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
     documents = DocumentLifecycle(settings, mesh, redis, create_celery(settings.redis_url))
     traces = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
@@ -76,9 +84,15 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
             background.append(asyncio.create_task(traces.keep_bounded(retention)))
     settings.upload_dir.mkdir(parents=True, exist_ok=True)
     try:
-        yield Runtime(settings=settings, mesh=mesh, orchestrator=orchestrator, redis=redis,
-                      rate_limiter=RateLimiter(redis, settings.rate_limit_per_minute), documents=documents,
-                      traces=traces)
+        yield Runtime(
+            settings=settings,
+            mesh=mesh,
+            orchestrator=orchestrator,
+            redis=redis,
+            rate_limiter=RateLimiter(redis, settings.rate_limit_per_minute),
+            documents=documents,
+            traces=traces,
+        )
     finally:
         for task in background:
             task.cancel()

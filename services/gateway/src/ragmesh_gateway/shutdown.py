@@ -1,6 +1,7 @@
 """Graceful stop of open chat streams: on SIGTERM uvicorn stops accepting connections and sse-starlette sets
 each stream's shutdown event; `until_shutdown` then ends the stream with a final `error` event that tells the
 client to retry, instead of cutting it without a final or error event."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ def shutdown_event_item() -> dict[str, Any]:
     return {"event": "error", "data": {"step": "gateway", "message": SHUTDOWN_MESSAGE, "status": 503}}
 
 
-async def until_shutdown(items: AsyncGenerator[dict[str, Any], None],
-                         shutdown: anyio.Event | None = None) -> AsyncGenerator[dict[str, Any], None]:
+async def until_shutdown(
+    items: AsyncGenerator[dict[str, Any], None], shutdown: anyio.Event | None = None
+) -> AsyncGenerator[dict[str, Any], None]:
     """Iterates `items` in a task of its own and hands them over one at a time; once `shutdown` is set, ends
     with one `error` event (step "gateway") instead.
 

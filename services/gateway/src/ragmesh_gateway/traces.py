@@ -9,6 +9,7 @@ every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempot
 The application role may not delete spans itself: it calls `rag_traces_prune` (schema.sql), which runs as the
 schema owner and deletes only what the retention settings allow, one short batch per call.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -73,9 +74,11 @@ class Retention:
                 raise SystemExit(f"{name} must be >= 0, not {raw!r}")
             return value
 
-        return cls(hours=number("RAG_TRACES_RETENTION_HOURS", cls.hours),
-                   max_rows=int(number("RAG_TRACES_MAX_ROWS", cls.max_rows)),
-                   interval_seconds=number("RAG_TRACES_RETENTION_INTERVAL_SECONDS", cls.interval_seconds) or 300.0)
+        return cls(
+            hours=number("RAG_TRACES_RETENTION_HOURS", cls.hours),
+            max_rows=int(number("RAG_TRACES_MAX_ROWS", cls.max_rows)),
+            interval_seconds=number("RAG_TRACES_RETENTION_INTERVAL_SECONDS", cls.interval_seconds) or 300.0,
+        )
 
     @property
     def enabled(self) -> bool:
@@ -84,8 +87,9 @@ class Retention:
 
 class TraceStore:
     def __init__(self, dsn: str) -> None:
-        self._pool = AsyncConnectionPool(dsn, min_size=0, max_size=4, open=False, timeout=10,
-                                         kwargs={"connect_timeout": 10, "autocommit": True})
+        self._pool = AsyncConnectionPool(
+            dsn, min_size=0, max_size=4, open=False, timeout=10, kwargs={"connect_timeout": 10, "autocommit": True}
+        )
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
@@ -99,8 +103,9 @@ class TraceStore:
             await conn.execute("SELECT set_config('rag.roles', %s, true)", (",".join(roles),))
             yield conn
 
-    async def list(self, roles: Sequence[str], limit: int = 50, hours: int = 24,
-                   name: str | None = None) -> list[dict[str, Any]]:
+    async def list(
+        self, roles: Sequence[str], limit: int = 50, hours: int = 24, name: str | None = None
+    ) -> list[dict[str, Any]]:
         """Recent traces, as a user with `roles` (nothing unless they hold `admin`)."""
         async with self._as(roles) as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -127,13 +132,15 @@ class TraceStore:
         deleted = 0
         async with self._pool.connection() as conn:
             while True:
-                cur = await conn.execute(_PRUNE, {"seconds": retention.hours * 3600, "rows": retention.max_rows,
-                                                  "batch": RETENTION_BATCH})
+                cur = await conn.execute(
+                    _PRUNE, {"seconds": retention.hours * 3600, "rows": retention.max_rows, "batch": RETENTION_BATCH}
+                )
                 row = await cur.fetchone()
                 count = int(row[0]) if row else 0
                 deleted += count
                 if count < RETENTION_BATCH:
                     return deleted
+
     async def keep_bounded(self, retention: Retention) -> None:
         """Runs `enforce` now and then every `retention.interval_seconds`, until cancelled; a failed pass (the
         database is down) is logged and tried again at the next interval."""
@@ -141,8 +148,12 @@ class TraceStore:
             try:
                 deleted = await asyncio.wait_for(self.enforce(retention), timeout=max(retention.interval_seconds, 60))
                 if deleted:
-                    logger.info("trace retention: deleted %d spans (keep %.1f h, at most %d rows)", deleted,
-                                retention.hours, retention.max_rows)
+                    logger.info(
+                        "trace retention: deleted %d spans (keep %.1f h, at most %d rows)",
+                        deleted,
+                        retention.hours,
+                        retention.max_rows,
+                    )
             except Exception as exc:  # noqa: BLE001 - retention must never stop the gateway
                 logger.warning("trace retention pass failed: %s", exc)
             await asyncio.sleep(retention.interval_seconds)

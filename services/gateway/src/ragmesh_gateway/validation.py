@@ -11,6 +11,7 @@
   the 422 itself fail to serialize (a 500), and an echoed 4000-character question is noise.
 - Headers: the sum of a request's header sizes is capped (431).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,10 @@ def text_problem(value: str) -> str | None:
     match = _BAD_CHARS.search(value)
     if match is None:
         return None
-    return (f"contains {describe_char(match.group())} at position {match.start()}; control characters other than "
-            f"tab and newlines, NUL bytes and lone surrogates are not accepted")
+    return (
+        f"contains {describe_char(match.group())} at position {match.start()}; control characters other than "
+        f"tab and newlines, NUL bytes and lone surrogates are not accepted"
+    )
 
 
 def check_text(value: str) -> str:
@@ -114,8 +117,11 @@ def strict_json(body: bytes) -> Any:
     if _ESCAPED_SURROGATE.search(text):  # a proper pair decodes to one character; what is left is lone
         found = _find_surrogate(value)
         if found is not None:
-            raise json.JSONDecodeError(f"{describe_char(found)} is not valid Unicode; escape a character outside "
-                                       "the BMP as a surrogate pair", text, 0)
+            raise json.JSONDecodeError(
+                f"{describe_char(found)} is not valid Unicode; escape a character outside the BMP as a surrogate pair",
+                text,
+                0,
+            )
     return value
 
 
@@ -172,8 +178,10 @@ def _message(error: dict[str, Any]) -> str:
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """422 with where and what, without the offending input (see the module docstring)."""
     assert isinstance(exc, RequestValidationError)
-    detail = [{"loc": _loc(e.get("loc", ())), "msg": _message(e), "type": str(e.get("type", "value_error"))}
-              for e in exc.errors()]
+    detail = [
+        {"loc": _loc(e.get("loc", ())), "msg": _message(e), "type": str(e.get("type", "value_error"))}
+        for e in exc.errors()
+    ]
     return JSONResponse({"detail": detail}, status_code=422)
 
 
@@ -189,8 +197,10 @@ class HeaderLimitMiddleware:
         if scope["type"] == "http" and self.max_bytes > 0:
             size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
             if size > self.max_bytes:
-                response = JSONResponse({"detail": f"request headers are {size} bytes; at most {self.max_bytes} "
-                                                   "are accepted"}, status_code=431)
+                response = JSONResponse(
+                    {"detail": f"request headers are {size} bytes; at most {self.max_bytes} are accepted"},
+                    status_code=431,
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -1,4 +1,5 @@
 """Entry point: python -m ragmesh_graph."""
+
 from ragmesh_common.server import run_service
 from ragmesh_graph.config import Settings
 from ragmesh_graph.server import build_service

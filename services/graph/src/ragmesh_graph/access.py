@@ -6,6 +6,7 @@ for a few seconds per token (a chat turn asks about the same documents the searc
 or a deletion therefore reaches the graph within `cache_seconds`. When the retriever cannot answer, the check
 fails and the caller gets no graph data (fail closed).
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,15 @@ class AccessUnavailable(Unavailable):
 class DocumentAccess:
     """A client of the retriever's CheckDocumentAccess with a short per-token cache."""
 
-    def __init__(self, retriever_addr: str, *, timeout: float = 5.0, cache_seconds: float = 5.0,
-                 cache_tokens: int = 256, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        retriever_addr: str,
+        *,
+        timeout: float = 5.0,
+        cache_seconds: float = 5.0,
+        cache_tokens: int = 256,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.addr = retriever_addr
         self.timeout = timeout
         self.cache_seconds = cache_seconds
@@ -67,11 +75,14 @@ class DocumentAccess:
         if missing:
             try:
                 reply = await self._retriever().CheckDocumentAccess(
-                    retriever_pb2.CheckDocumentAccessRequest(document_ids=missing), metadata=user.metadata(),
-                    timeout=self.timeout)
+                    retriever_pb2.CheckDocumentAccessRequest(document_ids=missing),
+                    metadata=user.metadata(),
+                    timeout=self.timeout,
+                )
             except aio.AioRpcError as exc:
-                raise AccessUnavailable(f"document access check failed: retriever {exc.code().name} "
-                                        f"({exc.details() or 'no detail'})") from exc
+                raise AccessUnavailable(
+                    f"document access check failed: retriever {exc.code().name} ({exc.details() or 'no detail'})"
+                ) from exc
             readable, owned = set(reply.readable_ids), set(reply.owned_ids)
             fresh = {d: (d in readable, d in owned) for d in missing}
             if user.token and self.cache_seconds > 0:

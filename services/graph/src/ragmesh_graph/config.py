@@ -1,4 +1,5 @@
 """Graph settings, read once from the environment (GRAPH_*, NEO4J_*, RETRIEVER_ADDR)."""
+
 from __future__ import annotations
 
 from pydantic import Field, field_validator

@@ -5,6 +5,7 @@ sentence. It misses lower-case concepts and a single capitalised word that start
 tell "Microsoft" from "Yesterday" there), and a sentence-initial word that is not in the stopword list
 ("Yesterday Acme Corp") stays part of the phrase; all-caps emphasis ("THE END") reads as acronyms. The full graph capability (a model-based extractor) can replace this class.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,15 +26,60 @@ MAX_QUERY_NGRAM = 6
 
 # Capitalised words that start sentences or phrases without being names: the stop words, greetings, and the
 # words a document refers to its own parts with ("See Figure 3", "Table 2").
-STOPWORDS = ENGLISH | frozenset("""
-dear hello hi note please see figure fig table section chapter page appendix example today yesterday tomorrow
-""".split())
+STOPWORDS = ENGLISH | frozenset(
+    [
+        "dear",
+        "hello",
+        "hi",
+        "note",
+        "please",
+        "see",
+        "figure",
+        "fig",
+        "table",
+        "section",
+        "chapter",
+        "page",
+        "appendix",
+        "example",
+        "today",
+        "yesterday",
+        "tomorrow",
+    ]
+)
 # Lower-case words allowed inside a proper-noun phrase ("Bank of America", "Department for Education");
 # not "and" or "the": "Acme and Globex", "Paris the capital" are two entities.
 CONNECTORS = frozenset({"of", "for", "de", "du", "der", "von", "van", "la", "le", "&"})
 # All-caps tokens that are emphasis or numerals, not acronyms.
-NOT_ACRONYMS = frozenset({"II", "III", "IV", "VI", "VII", "VIII", "IX", "XI", "XII", "OK", "AM", "PM", "THE",
-                          "AND", "FOR", "NOT", "BUT", "ARE", "YOU", "ALL", "NEW", "NOTE", "TODO", "WARNING", "NB"})
+NOT_ACRONYMS = frozenset(
+    {
+        "II",
+        "III",
+        "IV",
+        "VI",
+        "VII",
+        "VIII",
+        "IX",
+        "XI",
+        "XII",
+        "OK",
+        "AM",
+        "PM",
+        "THE",
+        "AND",
+        "FOR",
+        "NOT",
+        "BUT",
+        "ARE",
+        "YOU",
+        "ALL",
+        "NEW",
+        "NOTE",
+        "TODO",
+        "WARNING",
+        "NB",
+    }
+)
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*[-*•]\s)")
 _QUOTED = re.compile(r"[\"“”«»]([^\"“”«»\n]{2,80})[\"“”«»]")
@@ -106,7 +152,7 @@ class EntityExtractor:
         start = words[0][0] if words else 0
         for index, (pos, word, raw) in enumerate(words):
             kind = _word_kind(word)
-            gap = index > 0 and not re.fullmatch(r"\s*", unquoted[words[index - 1][0] + len(words[index - 1][2]):pos])
+            gap = index > 0 and not re.fullmatch(r"\s*", unquoted[words[index - 1][0] + len(words[index - 1][2]) : pos])
             if run and gap:  # punctuation between words ends a phrase ("Acme, NASA")
                 found.extend(self._close_run(run, start))
                 run = []
@@ -186,7 +232,7 @@ class EntityExtractor:
         words = [w for w in words if w]
         for n in range(1, MAX_QUERY_NGRAM + 1):
             for i in range(len(words) - n + 1):
-                gram = words[i:i + n]
+                gram = words[i : i + n]
                 if n == 1 and (gram[0] in STOPWORDS or len(gram[0]) < 2):
                     continue
                 keys[" ".join(gram)] = None
@@ -216,8 +262,7 @@ class DocumentGraph:
 MAX_CHUNK_IDS_PER_RELATION = 20
 
 
-def build_document_graph(extractor: EntityExtractor, document_id: str,
-                         chunks: list[tuple[str, str]]) -> DocumentGraph:
+def build_document_graph(extractor: EntityExtractor, document_id: str, chunks: list[tuple[str, str]]) -> DocumentGraph:
     """Extracts every (chunk id, text) and aggregates per document; weights are sentence co-occurrence counts."""
     graph = DocumentGraph(document_id, [chunk_id for chunk_id, _ in chunks], {}, [], {})
     for chunk_id, text in chunks:

@@ -5,6 +5,7 @@ never from a list the caller hands it: GetContext reads only documents the catal
 RLS, asked as that user about the documents the graph finds for the question) says the user may read; IngestChunks writes only a document the user owns;
 DeleteDocument removes only a document whose recorded owner is the user.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -70,8 +71,11 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             raise PermissionDenied(f"only the owner may write the graph data of document {document_id}")
 
     @grpc_errors
-    async def IngestChunks(self, request: graph_pb2.IngestChunksRequest,
-                           context: aio.ServicerContext[graph_pb2.IngestChunksRequest, graph_pb2.IngestChunksResponse]) -> graph_pb2.IngestChunksResponse:
+    async def IngestChunks(
+        self,
+        request: graph_pb2.IngestChunksRequest,
+        context: aio.ServicerContext[graph_pb2.IngestChunksRequest, graph_pb2.IngestChunksResponse],
+    ) -> graph_pb2.IngestChunksResponse:
         user = await require_user(context)
         document_id = _document_id(request.document_id)
         chunks: list[tuple[str, str]] = []
@@ -82,8 +86,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             if len(chunk.chunk_id) > MAX_ID_CHARS:
                 raise InvalidArgument(f"chunks[{index}]: chunk_id is longer than {MAX_ID_CHARS} characters")
             if chunk.document_id and chunk.document_id != document_id:
-                raise InvalidArgument(f"chunks[{index}] ({chunk.chunk_id}): document_id {chunk.document_id!r} "
-                                      f"differs from the request's {document_id!r}")
+                raise InvalidArgument(
+                    f"chunks[{index}] ({chunk.chunk_id}): document_id {chunk.document_id!r} "
+                    f"differs from the request's {document_id!r}"
+                )
             if chunk.chunk_id in seen:
                 raise InvalidArgument(f"chunks[{index}]: chunk_id {chunk.chunk_id!r} appears twice")
             seen.add(chunk.chunk_id)
@@ -99,13 +105,21 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(graph.entities))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(graph.relations))
             await self.store.replace_document(graph, user.user_id, previous=bool(owners))
-        logger.info("ingested %s: %d chunks, %d entities, %d relations", document_id, len(chunks),
-                    len(graph.entities), len(graph.relations))
+        logger.info(
+            "ingested %s: %d chunks, %d entities, %d relations",
+            document_id,
+            len(chunks),
+            len(graph.entities),
+            len(graph.relations),
+        )
         return graph_pb2.IngestChunksResponse(entities=len(graph.entities), relations=len(graph.relations))
 
     @grpc_errors
-    async def GetContext(self, request: graph_pb2.GetContextRequest,
-                         context: aio.ServicerContext[graph_pb2.GetContextRequest, graph_pb2.GetContextResponse]) -> graph_pb2.GetContextResponse:
+    async def GetContext(
+        self,
+        request: graph_pb2.GetContextRequest,
+        context: aio.ServicerContext[graph_pb2.GetContextRequest, graph_pb2.GetContextResponse],
+    ) -> graph_pb2.GetContextResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
         if len(request.query) > MAX_QUERY_CHARS:
@@ -143,21 +157,32 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
             if len(asked) > len(readable):
                 span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
-                logger.info("graph context for %s: %d of %d documents found are not readable", user.user_id,
-                            len(asked) - len(readable), len(asked))
+                logger.info(
+                    "graph context for %s: %d of %d documents found are not readable",
+                    user.user_id,
+                    len(asked) - len(readable),
+                    len(asked),
+                )
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(found.matched) + len(found.neighbours))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(found.relations))
         return graph_pb2.GetContextResponse(
             matched=[_entity_pb(e) for e in found.matched],
             neighbours=[_entity_pb(e) for e in found.neighbours],
-            relations=[graph_pb2.Relation(source=r.source, target=r.target, type=r.type, weight=r.weight,
-                                          chunk_ids=r.chunk_ids, depth=r.depth) for r in found.relations],
+            relations=[
+                graph_pb2.Relation(
+                    source=r.source, target=r.target, type=r.type, weight=r.weight, chunk_ids=r.chunk_ids, depth=r.depth
+                )
+                for r in found.relations
+            ],
             chunk_ids=found.chunk_ids,
         )
 
     @grpc_errors
-    async def DeleteDocument(self, request: graph_pb2.DeleteDocumentRequest,
-                             context: aio.ServicerContext[graph_pb2.DeleteDocumentRequest, graph_pb2.DeleteDocumentResponse]) -> graph_pb2.DeleteDocumentResponse:
+    async def DeleteDocument(
+        self,
+        request: graph_pb2.DeleteDocumentRequest,
+        context: aio.ServicerContext[graph_pb2.DeleteDocumentRequest, graph_pb2.DeleteDocumentResponse],
+    ) -> graph_pb2.DeleteDocumentResponse:
         user = await require_user(context)
         document_id = _document_id(request.document_id)
         owners = await self.store.document_owners(document_id)
@@ -174,13 +199,23 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         return graph_pb2.DeleteDocumentResponse()
 
 
-def build_service(settings: Settings, store: GraphStore | None = None, extractor: EntityExtractor | None = None,
-                  access: DocumentAccess | None = None) -> GrpcService:
+def build_service(
+    settings: Settings,
+    store: GraphStore | None = None,
+    extractor: EntityExtractor | None = None,
+    access: DocumentAccess | None = None,
+) -> GrpcService:
     """The graph gRPC service; SERVING once the database answers and the schema is in place."""
-    store = store or GraphStore.connect(settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password,
-                                        settings.neo4j_database, settings.query_timeout_seconds)
-    access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds,
-                                      cache_seconds=settings.access_cache_seconds)
+    store = store or GraphStore.connect(
+        settings.neo4j_uri,
+        settings.neo4j_user,
+        settings.neo4j_password,
+        settings.neo4j_database,
+        settings.query_timeout_seconds,
+    )
+    access = access or DocumentAccess(
+        settings.retriever_addr, timeout=settings.access_timeout_seconds, cache_seconds=settings.access_cache_seconds
+    )
     servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk), access)
 
     async def on_stop() -> None:
@@ -191,5 +226,4 @@ def build_service(settings: Settings, store: GraphStore | None = None, extractor
         graph_pb2_grpc.add_GraphServiceServicer_to_server(servicer, server)
         return [graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name]
 
-    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup,
-                       on_stop=on_stop)
+    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup, on_stop=on_stop)

@@ -23,6 +23,7 @@ Re-ingest is delete-then-merge in batches, one transaction each (bounded transac
 the document half-written for a moment, and a failed batch leaves it partial until the caller retries the
 (idempotent) ingest.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -157,7 +158,7 @@ class GraphContext:
 
 
 def _batches(rows: Sequence[dict[str, Any]], size: int = BATCH_ROWS) -> list[list[dict[str, Any]]]:
-    return [list(rows[i:i + size]) for i in range(0, len(rows), size)]
+    return [list(rows[i : i + size]) for i in range(0, len(rows), size)]
 
 
 def chunk_uid(document_id: str, chunk_id: str) -> str:
@@ -177,8 +178,13 @@ class GraphStore:
     def connect(cls, uri: str, user: str, password: str, database: str, timeout: float) -> GraphStore:
         """A store over a new driver (it connects lazily: `warmup` checks the connection)."""
         driver = neo4j.AsyncGraphDatabase.driver(
-            uri, auth=(user, password), connection_timeout=timeout, connection_acquisition_timeout=timeout,
-            max_connection_pool_size=50, user_agent="ragmesh-graph")
+            uri,
+            auth=(user, password),
+            connection_timeout=timeout,
+            connection_acquisition_timeout=timeout,
+            max_connection_pool_size=50,
+            user_agent="ragmesh-graph",
+        )
         return cls(driver, database, timeout)
 
     async def close(self) -> None:
@@ -212,8 +218,7 @@ class GraphStore:
                         result = await session.run(neo4j.Query(statement, timeout=self.timeout))
                         await result.consume()
             except (Neo4jError, TimeoutError) as exc:
-                logger.warning("graph schema statement not supported by this backend, skipped: %s (%s)",
-                               statement, exc)
+                logger.warning("graph schema statement not supported by this backend, skipped: %s (%s)", statement, exc)
 
     # ---------- transactions ----------
     async def _transaction(self, work: Callable[[AsyncTransaction], Awaitable[T]], *, write: bool, what: str) -> T:
@@ -225,21 +230,23 @@ class GraphStore:
                 # The server-side transaction timeout bounds the query; the client-side one bounds a backend
                 # that ignores it or a network that stalls.
                 async with asyncio.timeout(self.timeout + 2):
-                    async with (self.driver.session(database=self.database, default_access_mode=mode) as session,
-                                await session.begin_transaction(timeout=self.timeout) as tx):
+                    async with (
+                        self.driver.session(database=self.database, default_access_mode=mode) as session,
+                        await session.begin_transaction(timeout=self.timeout) as tx,
+                    ):
                         result = await work(tx)
                         await tx.commit()
                         return result
             except RETRYABLE as exc:
                 if attempt == self.attempts:
                     raise Unavailable(f"graph {what} failed after {attempt} attempts: {exc}") from exc
-                logger.info("graph %s: %s on attempt %d/%d, retrying", what, type(exc).__name__, attempt,
-                            self.attempts)
+                logger.info("graph %s: %s on attempt %d/%d, retrying", what, type(exc).__name__, attempt, self.attempts)
                 await asyncio.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
                 delay = min(delay * 2, 2.0)
             except TimeoutError:
-                raise TimeoutError(f"graph {what} took longer than {self.timeout:.0f}s "
-                                   "(GRAPH_QUERY_TIMEOUT_SECONDS)") from None
+                raise TimeoutError(
+                    f"graph {what} took longer than {self.timeout:.0f}s (GRAPH_QUERY_TIMEOUT_SECONDS)"
+                ) from None
             except Neo4jError as exc:
                 if "TimedOut" in (exc.code or ""):
                     raise TimeoutError(f"graph {what} timed out in the database: {exc.code}") from exc
@@ -267,11 +274,20 @@ class GraphStore:
         for key, chunk_id in graph.mentions:
             entity = names[key]
             mentions_by_chunk.setdefault(chunk_id, []).append(
-                {"key": key, "name": entity.name, "type": entity.type, "uid": chunk_uid(doc, chunk_id)})
+                {"key": key, "name": entity.name, "type": entity.type, "uid": chunk_uid(doc, chunk_id)}
+            )
         chunk_rows = [{"uid": chunk_uid(doc, chunk_id), "id": chunk_id} for chunk_id in graph.chunk_ids]
         relation_rows = [
-            {"a": a, "a_name": names[a].name, "a_type": names[a].type, "b": b, "b_name": names[b].name,
-             "b_type": names[b].type, "weight": stats.weight, "chunk_ids": list(stats.chunk_ids)}
+            {
+                "a": a,
+                "a_name": names[a].name,
+                "a_type": names[a].type,
+                "b": b,
+                "b_name": names[b].name,
+                "b_type": names[b].type,
+                "weight": stats.weight,
+                "chunk_ids": list(stats.chunk_ids),
+            }
             for (a, b), stats in graph.relations.items()
         ]
         if len(chunk_rows) <= BATCH_ROWS and len(relation_rows) <= BATCH_ROWS:
@@ -289,8 +305,11 @@ class GraphStore:
         for batch in _batches(chunk_rows):
             mention_rows = [row for chunk in batch for row in mentions_by_chunk.get(chunk["id"], [])]
 
-            async def write_chunks(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch,
-                                   mention_rows: list[dict[str, Any]] = mention_rows) -> None:
+            async def write_chunks(
+                tx: AsyncTransaction,
+                batch: list[dict[str, Any]] = batch,
+                mention_rows: list[dict[str, Any]] = mention_rows,
+            ) -> None:
                 await self._run(tx, Q_MERGE_CHUNKS, rows=batch, document_id=doc, owner=owner)
                 for rows in _batches(mention_rows):
                     await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
@@ -321,7 +340,7 @@ class GraphStore:
             count = await self._run(tx, Q_COUNT_CHUNKS, document_id=document_id)
             await self._run(tx, Q_DELETE_CHUNKS, document_id=document_id)
             for batch in range(0, len(keys), BATCH_ROWS):
-                await self._run(tx, Q_DELETE_ORPHANS, keys=keys[batch:batch + BATCH_ROWS])
+                await self._run(tx, Q_DELETE_ORPHANS, keys=keys[batch : batch + BATCH_ROWS])
             return int(count[0]["n"]) if count else 0
 
         return await self._transaction(work, write=True, what="delete document")
@@ -352,8 +371,12 @@ class GraphStore:
             if not document_ids:
                 return GraphContext()
             rows = await self._run(tx, Q_ENTITIES_WITH_CHUNKS, keys=keys, document_ids=document_ids)
-            matched = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], len(row["chunk_ids"]),
-                                              sorted(row["chunk_ids"])) for row in rows}
+            matched = {
+                row["key"]: EntityInfo(
+                    row["key"], row["name"], row["type"], len(row["chunk_ids"]), sorted(row["chunk_ids"])
+                )
+                for row in rows
+            }
             if not matched:
                 return GraphContext()
             pairs: dict[tuple[str, str], RelationInfo] = {}
@@ -364,8 +387,11 @@ class GraphStore:
                 if not frontier:
                     break
                 hop_documents = await readable_among(Q_HOP_DOCUMENTS, frontier)
-                hop = await self._run(tx, Q_HOP, keys=frontier, document_ids=hop_documents,
-                                      cap=HOP_ROW_CAP) if hop_documents else []
+                hop = (
+                    await self._run(tx, Q_HOP, keys=frontier, document_ids=hop_documents, cap=HOP_ROW_CAP)
+                    if hop_documents
+                    else []
+                )
                 reached: list[str] = []
                 for row in hop:
                     (a, a_name), (b, b_name) = sorted([(row["a"], row["a_name"]), (row["b"], row["b_name"])])
@@ -395,10 +421,12 @@ class GraphStore:
             if strength:
                 mention_documents = await readable_among(Q_MENTION_DOCUMENTS, list(strength))
                 rows = await self._run(tx, Q_ENTITY_MENTIONS, keys=list(strength), document_ids=mention_documents)
-                found = {row["key"]: EntityInfo(row["key"], row["name"], row["type"], int(row["mentions"]))
-                         for row in rows}
-                neighbours = [found[key] for key in sorted(strength, key=lambda k: (-strength[k], depth_of[k], k))
-                              if key in found]
+                found = {
+                    row["key"]: EntityInfo(row["key"], row["name"], row["type"], int(row["mentions"])) for row in rows
+                }
+                neighbours = [
+                    found[key] for key in sorted(strength, key=lambda k: (-strength[k], depth_of[k], k)) if key in found
+                ]
             chunk_votes: Counter[str] = Counter(c for entity in matched.values() for c in entity.chunk_ids)
             chunk_ids = sorted(chunk_votes, key=lambda c: (-chunk_votes[c], c))[:MAX_CONTEXT_CHUNKS]
             ordered = sorted(matched.values(), key=lambda e: (-e.mentions, e.key))

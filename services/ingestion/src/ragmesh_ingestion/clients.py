@@ -1,4 +1,5 @@
 """gRPC clients for the four services an ingestion calls, one channel each."""
+
 from __future__ import annotations
 
 from grpc import aio
@@ -15,8 +16,10 @@ class Clients:
     """Channels and stubs for parser, embedder, retriever and graph."""
 
     def __init__(self, *, parser: str, embedder: str, retriever: str, graph: str) -> None:
-        self._channels: dict[str, aio.Channel] = {name: insecure_channel(addr) for name, addr in (
-            ("parser", parser), ("embedder", embedder), ("retriever", retriever), ("graph", graph))}
+        self._channels: dict[str, aio.Channel] = {
+            name: insecure_channel(addr)
+            for name, addr in (("parser", parser), ("embedder", embedder), ("retriever", retriever), ("graph", graph))
+        }
         self.parser = parser_pb2_grpc.ParserServiceStub(self._channels["parser"])
         self.embedder = embedder_pb2_grpc.EmbedderServiceStub(self._channels["embedder"])
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channels["retriever"])
@@ -24,8 +27,12 @@ class Clients:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Clients:
-        return cls(parser=settings.parser_addr, embedder=settings.embedder_addr, retriever=settings.retriever_addr,
-                   graph=settings.graph_addr)
+        return cls(
+            parser=settings.parser_addr,
+            embedder=settings.embedder_addr,
+            retriever=settings.retriever_addr,
+            graph=settings.graph_addr,
+        )
 
     async def close(self) -> None:
         for channel in self._channels.values():

@@ -3,6 +3,7 @@
 The worker reads the same variables as the gateway for what they share (the service addresses, REDIS_URL,
 GATEWAY_GRAPH_ENABLED: one switch turns the graph off for chat and ingestion alike).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from ragmesh_common.config import ServiceSettings, settings_config
 @dataclass(frozen=True)
 class Deadlines:
     """Per-hop gRPC deadlines in seconds."""
-    embed: float = 10.0      # per batch: six times this (a batch is up to 64 chunks, not one query)
+
+    embed: float = 10.0  # per batch: six times this (a batch is up to 64 chunks, not one query)
     parse: float = 300.0
     index: float = 120.0
 

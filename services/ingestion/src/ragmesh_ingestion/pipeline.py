@@ -12,6 +12,7 @@ harmless: indexing replaces the document's chunks in one transaction and the gra
 Every status change goes to the catalogue and to the channel together (`advance`), under the same name
 (tasks.status_name of the proto enum); `retrying` is the one event that is not a catalogue status.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -70,25 +71,42 @@ class Ingestor:
                 pipe.set(f"{key}:last", payload, ex=3600)
                 pipe.publish(key, payload)
                 await pipe.execute()
-        except Exception:  # noqa: BLE001 - progress events must not fail the ingestion
+        except Exception:  # progress events must not fail the ingestion
             logger.warning("could not publish ingestion event for %s", document_id, exc_info=True)
 
-    async def _status(self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType,
-                      **fields: Any) -> None:
+    async def _status(
+        self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType, **fields: Any
+    ) -> None:
         await self.mesh.retriever.UpdateDocumentStatus(
-            retriever_pb2.UpdateDocumentStatusRequest(document_id=document_id, status=status, version=VERSION.get(),
-                                                      **fields),
-            metadata=user.metadata(), timeout=self.deadlines.index)
+            retriever_pb2.UpdateDocumentStatusRequest(
+                document_id=document_id, status=status, version=VERSION.get(), **fields
+            ),
+            metadata=user.metadata(),
+            timeout=self.deadlines.index,
+        )
 
-    async def advance(self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType,
-                      fields: dict[str, Any] | None = None,
-                      **extra: Any) -> None:
+    async def advance(
+        self,
+        user: UserContext,
+        document_id: str,
+        status: common_pb2.DocumentStatus.ValueType,
+        fields: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> None:
         """Records `status` in the catalogue (with `fields`), then publishes it (with `extra`)."""
         await self._status(user, document_id, status, **(fields or {}))
         await self.publish(document_id, status_name(status), **extra)
 
-    async def run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str,
-                  final_attempt: bool = True, version: int = 0) -> None:
+    async def run(
+        self,
+        document_id: str,
+        user: UserContext,
+        path: Path,
+        filename: str,
+        mime_type: str,
+        final_attempt: bool = True,
+        version: int = 0,
+    ) -> None:
         token = VERSION.set(version)
         with tracer.start_as_current_span("ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
@@ -97,8 +115,9 @@ class Ingestor:
             except aio.AioRpcError as exc:
                 step = getattr(exc, "_ragmesh_step", "ingest")
                 if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and version and step in ("ingest", "index"):
-                    logger.info("document %s: version %d was superseded; stopping (%s)", document_id, version,
-                                exc.details())
+                    logger.info(
+                        "document %s: version %d was superseded; stopping (%s)", document_id, version, exc.details()
+                    )
                     return
                 if exc.code() in TRANSIENT and not final_attempt:
                     await self.publish(document_id, RETRYING, step=step, message=exc.details())
@@ -122,22 +141,37 @@ class Ingestor:
         try:
             return await call
         except aio.AioRpcError as exc:
-            exc._ragmesh_step = step  # type: ignore[attr-defined]
+            exc._ragmesh_step = step  # type: ignore[attr-defined]  # the failed hop travels with the error to run()
             raise
 
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
         content = await asyncio.to_thread(path.read_bytes)  # off the loop other documents share
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
-        parsed = await self._step("parse", self.mesh.parser.Parse(
-            parser_pb2.ParseRequest(filename=filename, content=content, mime_type=mime_type, document_id=document_id),
-            metadata=user.metadata(), timeout=self.deadlines.parse))
+        parsed = await self._step(
+            "parse",
+            self.mesh.parser.Parse(
+                parser_pb2.ParseRequest(
+                    filename=filename, content=content, mime_type=mime_type, document_id=document_id
+                ),
+                metadata=user.metadata(),
+                timeout=self.deadlines.parse,
+            ),
+        )
         chunks = list(parsed.chunks)
         if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
             await self._fail(document_id, user, "no extractable text")  # e.g. an image-only file, links only
             return
-        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_EMBEDDING, {"page_count": parsed.page_count},
-                           progress=0.3, chunks=len(chunks), pages=parsed.page_count, format=parsed.format)
+        await self.advance(
+            user,
+            document_id,
+            common_pb2.DOCUMENT_STATUS_EMBEDDING,
+            {"page_count": parsed.page_count},
+            progress=0.3,
+            chunks=len(chunks),
+            pages=parsed.page_count,
+            format=parsed.format,
+        )
         # the graph needs only the chunks' text: a first ingestion builds it while they embed and index; a new
         # version's graph waits until its chunks are swapped in, so that a run superseded by a newer upload
         # (refused at IndexChunks) never replaces the newer version's graph
@@ -146,10 +180,14 @@ class Ingestor:
         try:
             await self._embed(document_id, user, chunks)
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
-            await self._step("index", self.mesh.retriever.IndexChunks(
-                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks, version=VERSION.get()),
-                metadata=user.metadata(),
-                timeout=self.deadlines.index))
+            await self._step(
+                "index",
+                self.mesh.retriever.IndexChunks(
+                    retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks, version=VERSION.get()),
+                    metadata=user.metadata(),
+                    timeout=self.deadlines.index,
+                ),
+            )
             if graph is not None:
                 graph_note = await graph
             else:
@@ -158,9 +196,15 @@ class Ingestor:
             if graph is not None and not graph.done():
                 graph.cancel()
         summary = next((c.text for c in chunks if c.level == common_pb2.CHUNK_LEVEL_DOCUMENT), "")
-        await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_READY,
-                           {"title": parsed.title, "summary": summary[:2000], "page_count": parsed.page_count},
-                           progress=1.0, chunks=len(chunks), graph=graph_note)
+        await self.advance(
+            user,
+            document_id,
+            common_pb2.DOCUMENT_STATUS_READY,
+            {"title": parsed.title, "summary": summary[:2000], "page_count": parsed.page_count},
+            progress=1.0,
+            chunks=len(chunks),
+            graph=graph_note,
+        )
         logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
 
     async def _embed(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> None:
@@ -172,20 +216,32 @@ class Ingestor:
         async def batch(part: list[common_pb2.Chunk]) -> None:
             nonlocal done
             async with gate:
-                reply = await self._step("embed", self.mesh.embedder.Embed(
-                    embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]), metadata=user.metadata(),
-                    timeout=self.deadlines.embed * 6))
+                reply = await self._step(
+                    "embed",
+                    self.mesh.embedder.Embed(
+                        embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]),
+                        metadata=user.metadata(),
+                        timeout=self.deadlines.embed * 6,
+                    ),
+                )
             if len(reply.vectors) != len(part):  # never index chunks without their vectors
                 raise ValueError(f"the embedder returned {len(reply.vectors)} vectors for {len(part)} texts")
             for chunk, vector in zip(part, reply.vectors, strict=True):
                 chunk.embedding[:] = vector.values
             done += len(part)
             if len(chunks) > EMBED_BATCH:  # progress of a large document; a small one goes straight on
-                await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING), progress=round(0.3 + 0.5 * done / len(chunks), 3),
-                                   embedded=done, chunks=len(chunks))
+                await self.publish(
+                    document_id,
+                    status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING),
+                    progress=round(0.3 + 0.5 * done / len(chunks), 3),
+                    embedded=done,
+                    chunks=len(chunks),
+                )
 
-        tasks = [asyncio.create_task(batch(chunks[start:start + EMBED_BATCH]))
-                 for start in range(0, len(chunks), EMBED_BATCH)]
+        tasks = [
+            asyncio.create_task(batch(chunks[start : start + EMBED_BATCH]))
+            for start in range(0, len(chunks), EMBED_BATCH)
+        ]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -194,11 +250,18 @@ class Ingestor:
 
     async def _graph(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> str:
         try:
-            reply = await self.mesh.graph.IngestChunks(graph_pb2.IngestChunksRequest(
-                document_id=document_id,
-                chunks=[graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
-                        for c in chunks if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH]),
-                metadata=user.metadata(), timeout=self.deadlines.index)
+            reply = await self.mesh.graph.IngestChunks(
+                graph_pb2.IngestChunksRequest(
+                    document_id=document_id,
+                    chunks=[
+                        graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
+                        for c in chunks
+                        if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH
+                    ],
+                ),
+                metadata=user.metadata(),
+                timeout=self.deadlines.index,
+            )
             return f"{reply.entities} entities, {reply.relations} relations"
         except aio.AioRpcError as exc:
             # the graph is optional context: the document is searchable without it

@@ -5,6 +5,7 @@ The gateway imports this module (and nothing else of this package) to enqueue an
 its progress; the worker registers the task under the same name. Only light imports here: the gateway
 must not load the pipeline.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,16 +59,22 @@ def create_celery(redis_url: str) -> Celery:
     """The Celery app of both sides: the gateway's only sends, the worker's also consumes."""
     app = Celery("ragmesh", broker=redis_url)
     app.conf.update(
-        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-        task_serializer="json", accept_content=["json"], task_default_queue=QUEUE,
-        broker_connection_retry_on_startup=True, broker_transport_options={"visibility_timeout": visibility_timeout()},
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=QUEUE,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": visibility_timeout()},
         worker_hijack_root_logger=False,
     )
     return app
 
 
-def send_ingest(app: Celery, document_id: str, user: UserContext, path: str, filename: str, mime_type: str,
-                version: int = 0) -> None:
+def send_ingest(
+    app: Celery, document_id: str, user: UserContext, path: str, filename: str, mime_type: str, version: int = 0
+) -> None:
     """Enqueues the ingestion of a stored upload, acting for `user` (the arguments of worker.ingest_document).
     `version` is the catalogue's version to ingest (BeginNewVersion's; 0 = the document's current one)."""
     user_json = json.dumps({"user_id": user.user_id, "department": user.department, "roles": list(user.roles)})
@@ -77,5 +84,8 @@ def send_ingest(app: Celery, document_id: str, user: UserContext, path: str, fil
 def task_user(user_json: str) -> UserContext:
     """The uploader a task acts for, as send_ingest wrote it."""
     user = json.loads(user_json)
-    return UserContext(user_id=str(user["user_id"]), department=str(user.get("department", "")),
-                       roles=tuple(str(role) for role in user.get("roles", [])))
+    return UserContext(
+        user_id=str(user["user_id"]),
+        department=str(user.get("department", "")),
+        roles=tuple(str(role) for role in user.get("roles", [])),
+    )

@@ -4,6 +4,7 @@ Celery's CLI needs a module-level app, so this module (only the worker imports i
 the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
 the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from celery.signals import worker_init
-
 from redis.asyncio import Redis
 
 from ragmesh_common.context import UserContext
@@ -32,7 +32,7 @@ setup_logging("ingest-worker")
 settings = Settings.from_env()
 install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
-from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402
+from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402 - after setup_telemetry: it instruments the provider set there
 
 CeleryInstrumentor().instrument()
 app = create_celery(settings.redis_url)
@@ -95,20 +95,40 @@ class _Loop:
 _loop = _Loop()
 
 
-async def _ingest(clients: Clients, redis: Redis, document_id: str, user: UserContext, path: str, filename: str,
-                  mime_type: str, final_attempt: bool, version: int = 0) -> None:
+async def _ingest(
+    clients: Clients,
+    redis: Redis,
+    document_id: str,
+    user: UserContext,
+    path: str,
+    filename: str,
+    mime_type: str,
+    final_attempt: bool,
+    version: int = 0,
+) -> None:
     await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version)
+        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version
+    )
 
 
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)  # type: ignore[untyped-decorator]  # celery ships no type information
-def ingest_document(self, document_id: str, user_json: str, path: str, filename: str, mime_type: str,  # type: ignore[no-untyped-def]  # self: a celery Task, untyped
-                    version: int = 0) -> None:
+def ingest_document(
+    self: Any,  # the bound celery Task (celery ships no type information)
+    document_id: str,
+    user_json: str,
+    path: str,
+    filename: str,
+    mime_type: str,
+    version: int = 0,
+) -> None:
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
         user = task_user(user_json)
-        _loop.run(lambda clients, redis: _ingest(clients, redis, document_id, user, path, filename, mime_type,
-                                                 final_attempt, version))
+        _loop.run(
+            lambda clients, redis: _ingest(
+                clients, redis, document_id, user, path, filename, mime_type, final_attempt, version
+            )
+        )
     except TransientIngestError as exc:
         logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
-        raise self.retry(exc=exc, countdown=2 ** self.request.retries) from exc
+        raise self.retry(exc=exc, countdown=2**self.request.retries) from exc

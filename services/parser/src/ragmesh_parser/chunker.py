@@ -3,6 +3,7 @@
 Token counts use the MiniLM (BERT WordPiece) tokenizer. WordPiece splits on whitespace first, so the
 count of a text is the sum of the counts of its whitespace-separated words; packing relies on that.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -74,7 +75,7 @@ class Chunker:
                 current, used = [], 0
             if n > limit:  # a pathological "word" (a long URL or hash): cut it by characters
                 step = max(1, len(word) * limit // n)
-                pieces.extend(word[i:i + step] for i in range(0, len(word), step))
+                pieces.extend(word[i : i + step] for i in range(0, len(word), step))
                 continue
             current.append(word)
             used += n
@@ -131,8 +132,18 @@ class Chunker:
 
         def add(level: str, parent: str, path: list[str], page: int, text: str, kind: str) -> ChunkRecord:
             ordinal = len(chunks)
-            record = ChunkRecord(f"{document_id}:{ordinal}", document_id, level, parent, ordinal, list(path), page,
-                                 text, parsed.title, kind)
+            record = ChunkRecord(
+                f"{document_id}:{ordinal}",
+                document_id,
+                level,
+                parent,
+                ordinal,
+                list(path),
+                page,
+                text,
+                parsed.title,
+                kind,
+            )
             chunks.append(record)
             return record
 
@@ -168,8 +179,9 @@ class Chunker:
             if block.kind == "heading":
                 flush()
                 path_text = " > ".join(block.section_path)
-                section = _Section(add(LEVEL_SECTION, doc_chunk.chunk_id, block.section_path, block.page, path_text,
-                                       "section"))
+                section = _Section(
+                    add(LEVEL_SECTION, doc_chunk.chunk_id, block.section_path, block.page, path_text, "section")
+                )
                 sections.append(section)
                 continue
             if section is not None:
@@ -190,7 +202,7 @@ class Chunker:
             # every word is at least one token, so the first piece of the body holds at most `budget` words:
             # splitting only those gives the same start without counting a long section word by word
             budget = limit - self.count(head) - 1
-            body = " ".join(" ".join(sec.body).split()[:max(budget, 0) + 1])
+            body = " ".join(" ".join(sec.body).split()[: max(budget, 0) + 1])
             if body:
                 start = self._split_words(body, budget)[0] if budget > 8 else ""
                 if start:

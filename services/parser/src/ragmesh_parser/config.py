@@ -1,4 +1,5 @@
 """Parser settings, read once from the environment (PARSER_*)."""
+
 from __future__ import annotations
 
 from pydantic import Field

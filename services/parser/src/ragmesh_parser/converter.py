@@ -1,4 +1,5 @@
 """Docling conversion: bytes of one file to a ParsedDocument (blocks with sections, pages, tables)."""
+
 from __future__ import annotations
 
 import io
@@ -10,8 +11,8 @@ from docling.datamodel.pipeline_options import HeadingHierarchyOptions, NativePd
 from docling.document_converter import DocumentConverter, NativePdfFormatOption, PdfFormatOption
 
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_parser.document import ParsedDocument, blocks_from_docling, paragraphs_from_text
 from ragmesh_common.formats import BY_NAME, FORMATS
+from ragmesh_parser.document import ParsedDocument, blocks_from_docling, paragraphs_from_text
 from ragmesh_parser.pdf_native import structure_pdf
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,10 @@ class DocumentParser:
         self.artifacts_path = artifacts_path
         if artifacts_path:
             pdf_options = PdfPipelineOptions(
-                artifacts_path=artifacts_path, do_ocr=False, do_table_structure=True, generate_parsed_pages=True,
+                artifacts_path=artifacts_path,
+                do_ocr=False,
+                do_table_structure=True,
+                generate_parsed_pages=True,
                 document_timeout=timeout_seconds,
                 heading_hierarchy_options=HeadingHierarchyOptions(enabled=True),
             )
@@ -47,8 +51,10 @@ class DocumentParser:
             pdf_format = NativePdfFormatOption(
                 # no page images: nothing here reads them, and rasterising and PNG-encoding every page cost
                 # a 120-page text PDF more than reading its text
-                pipeline_options=NativePdfPipelineOptions(parser_threads=1, document_timeout=timeout_seconds,
-                                                          generate_page_images=False))
+                pipeline_options=NativePdfPipelineOptions(
+                    parser_threads=1, document_timeout=timeout_seconds, generate_page_images=False
+                )
+            )
             self.pdf_pipeline = PIPELINE_NATIVE_PDF
         self._converter = DocumentConverter(
             allowed_formats=list(_INPUT_FORMATS.values()),
@@ -66,8 +72,9 @@ class DocumentParser:
             return self._parse_text(filename, content, stem)
         name = f"{stem}{_CANONICAL_SUFFIX[fmt]}"
         try:
-            result = self._converter.convert(DocumentStream(name=name, stream=io.BytesIO(content)),
-                                             raises_on_error=False)
+            result = self._converter.convert(
+                DocumentStream(name=name, stream=io.BytesIO(content)), raises_on_error=False
+            )
         except Exception as exc:  # Docling raises many kinds for unreadable input
             logger.info("conversion of %s failed: %s: %s", filename, type(exc).__name__, exc)
             raise InvalidArgument(f"{filename}: not a readable {fmt} file ({type(exc).__name__}: {exc})") from exc

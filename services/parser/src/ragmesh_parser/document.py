@@ -1,4 +1,5 @@
 """The parsed document model and its extraction from a DoclingDocument (blocks, headings, section paths)."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,13 @@ from docling_core.types.doc import (
 _WS = re.compile(r"\s+")
 
 _PARAGRAPH_LABELS = {
-    DocItemLabel.TEXT, DocItemLabel.PARAGRAPH, DocItemLabel.REFERENCE, DocItemLabel.FOOTNOTE,
-    DocItemLabel.FORMULA, DocItemLabel.CHECKBOX_SELECTED, DocItemLabel.CHECKBOX_UNSELECTED,
+    DocItemLabel.TEXT,
+    DocItemLabel.PARAGRAPH,
+    DocItemLabel.REFERENCE,
+    DocItemLabel.FOOTNOTE,
+    DocItemLabel.FORMULA,
+    DocItemLabel.CHECKBOX_SELECTED,
+    DocItemLabel.CHECKBOX_UNSELECTED,
 }
 _KIND_BY_LABEL = {DocItemLabel.LIST_ITEM: "list_item", DocItemLabel.CODE: "code", DocItemLabel.CAPTION: "caption"}
 
@@ -39,13 +45,13 @@ class BBox:
 
 @dataclass
 class Block:
-    kind: str                       # heading, paragraph, table, list_item, code, caption
+    kind: str  # heading, paragraph, table, list_item, code, caption
     text: str
     section_path: list[str] = field(default_factory=list)
-    page: int = 0                   # 1-based; 0 when unknown
+    page: int = 0  # 1-based; 0 when unknown
     bbox: BBox | None = None
     rows: list[list[str]] | None = None  # set when kind == "table"
-    heading_level: int = 0          # set when kind == "heading" (1 = top)
+    heading_level: int = 0  # set when kind == "heading" (1 = top)
 
 
 @dataclass
@@ -165,8 +171,17 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
         elif isinstance(item, SectionHeaderItem):
             raw.append((Block("heading", text, page=page, bbox=box), max(1, item.level)))
         elif item.label in _KIND_BY_LABEL:
-            raw.append((Block(_KIND_BY_LABEL[item.label], item.text.strip() if isinstance(item, CodeItem) else text,
-                              page=page, bbox=box), -1))
+            raw.append(
+                (
+                    Block(
+                        _KIND_BY_LABEL[item.label],
+                        item.text.strip() if isinstance(item, CodeItem) else text,
+                        page=page,
+                        bbox=box,
+                    ),
+                    -1,
+                )
+            )
         elif item.label in _PARAGRAPH_LABELS:
             raw.append((Block("paragraph", text, page=page, bbox=box), -1))
     return assign_sections(raw)

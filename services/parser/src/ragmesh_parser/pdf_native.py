@@ -11,6 +11,7 @@ headings, paragraphs or reading structure. This module rebuilds them:
 
 The result is an ordinary `DoclingDocument`, so every format shares one block extraction.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,9 +31,9 @@ from docling_core.types.doc.page import SegmentedPdfPage
 
 logger = logging.getLogger(__name__)
 
-MARGIN_RATIO = 0.12          # share of the page height, top and bottom, where running furniture lives
-REPEAT_RATIO = 0.2           # a margin line on this share of the pages (at least 2-3) is a running header/footer
-HEADING_SIZE_RATIO = 1.15    # larger than the body text by this factor -> heading candidate
+MARGIN_RATIO = 0.12  # share of the page height, top and bottom, where running furniture lives
+REPEAT_RATIO = 0.2  # a margin line on this share of the pages (at least 2-3) is a running header/footer
+HEADING_SIZE_RATIO = 1.15  # larger than the body text by this factor -> heading candidate
 MAX_HEADING_WORDS = 20
 _BULLET = re.compile(r"^\s*([•∞▪◦●○■□➢►\-–*·]|\(?\d{1,2}[.)]\s|\(?[a-z][.)]\s)")
 _BULLET_CHARS = "•∞▪◦●○■□➢►–*·-"
@@ -102,8 +103,18 @@ def _lines(pages: dict[int, SegmentedPdfPage]) -> list[Line]:
                 continue
             box = cell.rect.to_bounding_box().to_top_left_origin(height)
             style = parse_font_style(getattr(cell, "font_name", "") or "")
-            lines.append(Line(page_no, box.l, box.t, box.r, box.b, text, round(cell.rect.height, 1),
-                              style.known and weight_class(style.weight) >= 2))
+            lines.append(
+                Line(
+                    page_no,
+                    box.l,
+                    box.t,
+                    box.r,
+                    box.b,
+                    text,
+                    round(cell.rect.height, 1),
+                    style.known and weight_class(style.weight) >= 2,
+                )
+            )
     return lines
 
 
@@ -146,8 +157,9 @@ def drop_furniture(lines: list[Line], page_heights: dict[int, float]) -> list[Li
             for line in edge:
                 if id(line) in dropped:
                     continue
-                in_zone = (line.top < height * MARGIN_RATIO if edge is ordered
-                           else line.bottom > height * (1 - MARGIN_RATIO))
+                in_zone = (
+                    line.top < height * MARGIN_RATIO if edge is ordered else line.bottom > height * (1 - MARGIN_RATIO)
+                )
                 # a footer row holds several cells ("12", "Chapter 3 ..."): one marker condemns the row
                 row = [other for other in page_lines if abs(other.top - line.top) <= 3]
                 if not in_zone or not any(_PAGE_NUMBER.match(o.text) or repeated(o) for o in row):
@@ -193,7 +205,9 @@ def mark_headings(lines: list[Line], outline: list[_PdfOutlineItem]) -> None:
         if outline and _matches_bookmark(line, outline):
             line.heading = True
             continue
-        prominent = line.size >= body_size * HEADING_SIZE_RATIO or (line.bold and not body_bold and line.size >= body_size * 0.95)
+        prominent = line.size >= body_size * HEADING_SIZE_RATIO or (
+            line.bold and not body_bold and line.size >= body_size * 0.95
+        )
         if prominent and not line.text.endswith((",", ";")):
             line.heading = True
 
@@ -248,9 +262,13 @@ def structure_pdf(conv_res: ConversionResult, content: bytes, name: str) -> Docl
     for segment in segments(lines):
         first = segment.lines[0]
         same_page = [ln for ln in segment.lines if ln.page == first.page]
-        box = BoundingBox(l=min(ln.left for ln in same_page), t=min(ln.top for ln in same_page),
-                          r=max(ln.right for ln in same_page), b=max(ln.bottom for ln in same_page),
-                          coord_origin=CoordOrigin.TOPLEFT).to_bottom_left_origin(page_heights[first.page])
+        box = BoundingBox(
+            l=min(ln.left for ln in same_page),
+            t=min(ln.top for ln in same_page),
+            r=max(ln.right for ln in same_page),
+            b=max(ln.bottom for ln in same_page),
+            coord_origin=CoordOrigin.TOPLEFT,
+        ).to_bottom_left_origin(page_heights[first.page])
         text = segment.text
         prov = ProvenanceItem(page_no=first.page, bbox=box, charspan=(0, len(text)))
         if segment.kind == "list_item":

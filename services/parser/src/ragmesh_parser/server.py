@@ -1,4 +1,5 @@
 """ParserService: Parse (file -> structure + hierarchical chunks) and ListFormats."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,12 +12,12 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2, parser_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.errors import InvalidArgument, grpc_errors
+from ragmesh_common.formats import accepted_extensions, check_content, detect_format
 from ragmesh_common.server import GrpcService
 from ragmesh_parser.chunker import LEVEL_DOCUMENT, LEVEL_SECTION, Chunker, ChunkRecord, load_tokenizer
 from ragmesh_parser.config import Settings
 from ragmesh_parser.converter import DocumentParser
 from ragmesh_parser.document import Block, ParsedDocument
-from ragmesh_common.formats import accepted_extensions, check_content, detect_format
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -25,27 +26,53 @@ _LEVELS = {LEVEL_DOCUMENT: common_pb2.CHUNK_LEVEL_DOCUMENT, LEVEL_SECTION: commo
 
 
 def _block_pb(block: Block) -> parser_pb2.Block:
-    msg = parser_pb2.Block(kind=block.kind, text=block.text, section_path=block.section_path, page=block.page,
-                           heading_level=block.heading_level)
+    msg = parser_pb2.Block(
+        kind=block.kind,
+        text=block.text,
+        section_path=block.section_path,
+        page=block.page,
+        heading_level=block.heading_level,
+    )
     if block.bbox is not None:
-        msg.bbox.CopyFrom(parser_pb2.BoundingBox(left=block.bbox.left, top=block.bbox.top, right=block.bbox.right,
-                                                 bottom=block.bbox.bottom, unit=block.bbox.unit))
+        msg.bbox.CopyFrom(
+            parser_pb2.BoundingBox(
+                left=block.bbox.left,
+                top=block.bbox.top,
+                right=block.bbox.right,
+                bottom=block.bbox.bottom,
+                unit=block.bbox.unit,
+            )
+        )
     if block.rows:
-        msg.table.CopyFrom(parser_pb2.Table(num_rows=len(block.rows), num_cols=max(len(r) for r in block.rows),
-                                            rows=[parser_pb2.TableRow(cells=row) for row in block.rows]))
+        msg.table.CopyFrom(
+            parser_pb2.Table(
+                num_rows=len(block.rows),
+                num_cols=max(len(r) for r in block.rows),
+                rows=[parser_pb2.TableRow(cells=row) for row in block.rows],
+            )
+        )
     return msg
 
 
 def _chunk_pb(chunk: ChunkRecord) -> common_pb2.Chunk:
-    return common_pb2.Chunk(chunk_id=chunk.chunk_id, document_id=chunk.document_id,
-                            level=_LEVELS.get(chunk.level, common_pb2.CHUNK_LEVEL_PARAGRAPH), parent_id=chunk.parent_id,
-                            ordinal=chunk.ordinal, section_path=chunk.section_path, page=chunk.page, text=chunk.text,
-                            title=chunk.title, kind=common_pb2.ChunkKind.Value(f"CHUNK_KIND_{chunk.kind.upper()}"))
+    return common_pb2.Chunk(
+        chunk_id=chunk.chunk_id,
+        document_id=chunk.document_id,
+        level=_LEVELS.get(chunk.level, common_pb2.CHUNK_LEVEL_PARAGRAPH),
+        parent_id=chunk.parent_id,
+        ordinal=chunk.ordinal,
+        section_path=chunk.section_path,
+        page=chunk.page,
+        text=chunk.text,
+        title=chunk.title,
+        kind=common_pb2.ChunkKind.Value(f"CHUNK_KIND_{chunk.kind.upper()}"),
+    )
 
 
 class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
-    def __init__(self, parser: DocumentParser, chunker: Chunker, *, max_bytes: int, timeout_seconds: float,
-                 concurrency: int) -> None:
+    def __init__(
+        self, parser: DocumentParser, chunker: Chunker, *, max_bytes: int, timeout_seconds: float, concurrency: int
+    ) -> None:
         self.parser = parser
         self.chunker = chunker
         self.max_bytes = max_bytes
@@ -57,7 +84,11 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         await asyncio.to_thread(self.chunker.count, "warm up")
 
     @grpc_errors
-    async def Parse(self, request: parser_pb2.ParseRequest, context: aio.ServicerContext[parser_pb2.ParseRequest, parser_pb2.ParseResponse]) -> parser_pb2.ParseResponse:
+    async def Parse(
+        self,
+        request: parser_pb2.ParseRequest,
+        context: aio.ServicerContext[parser_pb2.ParseRequest, parser_pb2.ParseResponse],
+    ) -> parser_pb2.ParseResponse:
         name = request.filename or "<unnamed>"
         if request.max_chunk_tokens < 0:
             raise InvalidArgument(f"{name}: max_chunk_tokens must be >= 0, got {request.max_chunk_tokens}")
@@ -66,8 +97,9 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         if size == 0:
             raise InvalidArgument(f"{name}: the file is empty")
         if size > self.max_bytes:
-            raise InvalidArgument(f"{name}: the file is {size} bytes, above the limit of {self.max_bytes} bytes "
-                                  f"(PARSER_MAX_BYTES)")
+            raise InvalidArgument(
+                f"{name}: the file is {size} bytes, above the limit of {self.max_bytes} bytes (PARSER_MAX_BYTES)"
+            )
         check_content(request.filename, request.content, request.mime_type)
         with tracer.start_as_current_span("parse") as span:
             span.set_attribute(attr.RAG_DOCUMENT_FORMAT, fmt)
@@ -76,42 +108,59 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
             async with self._slots:
                 try:
                     parsed = await asyncio.wait_for(
-                        asyncio.to_thread(self.parser.parse, name, request.content, fmt), self.timeout_seconds)
+                        asyncio.to_thread(self.parser.parse, name, request.content, fmt), self.timeout_seconds
+                    )
                 except TimeoutError:
-                    raise TimeoutError(f"{name}: parsing took longer than {self.timeout_seconds:.0f}s "
-                                       f"(PARSER_TIMEOUT_SECONDS)") from None
+                    raise TimeoutError(
+                        f"{name}: parsing took longer than {self.timeout_seconds:.0f}s (PARSER_TIMEOUT_SECONDS)"
+                    ) from None
             span.set_attribute(attr.RAG_PARSE_PIPELINE, parsed.pipeline)
             span.set_attribute(attr.RAG_PARSE_PAGES, parsed.page_count)
             span.set_attribute(attr.RAG_PARSE_BLOCKS, len(parsed.blocks))
         with tracer.start_as_current_span("chunk") as span:
-            chunks = await asyncio.to_thread(self.chunker.chunk, parsed, request.document_id,
-                                             request.max_chunk_tokens)
+            chunks = await asyncio.to_thread(self.chunker.chunk, parsed, request.document_id, request.max_chunk_tokens)
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
-        logger.info("parsed %s (%s, %s): %d pages, %d blocks, %d chunks", name, fmt, parsed.pipeline,
-                    parsed.page_count, len(parsed.blocks), len(chunks))
+        logger.info(
+            "parsed %s (%s, %s): %d pages, %d blocks, %d chunks",
+            name,
+            fmt,
+            parsed.pipeline,
+            parsed.page_count,
+            len(parsed.blocks),
+            len(chunks),
+        )
         return self._response(parsed, chunks)
 
     @staticmethod
     def _response(parsed: ParsedDocument, chunks: list[ChunkRecord]) -> parser_pb2.ParseResponse:
         return parser_pb2.ParseResponse(
-            title=parsed.title, format=parsed.format, page_count=parsed.page_count,
+            title=parsed.title,
+            format=parsed.format,
+            page_count=parsed.page_count,
             headings=[parser_pb2.Heading(text=h.text, level=h.level, page=h.page) for h in parsed.headings],
             blocks=[_block_pb(b) for b in parsed.blocks],
             chunks=[_chunk_pb(c) for c in chunks],
         )
 
     @grpc_errors
-    async def ListFormats(self, request: parser_pb2.ListFormatsRequest,
-                          context: aio.ServicerContext[parser_pb2.ListFormatsRequest, parser_pb2.ListFormatsResponse]) -> parser_pb2.ListFormatsResponse:
+    async def ListFormats(
+        self,
+        request: parser_pb2.ListFormatsRequest,
+        context: aio.ServicerContext[parser_pb2.ListFormatsRequest, parser_pb2.ListFormatsResponse],
+    ) -> parser_pb2.ListFormatsResponse:
         return parser_pb2.ListFormatsResponse(extensions=accepted_extensions())
 
 
-def build_service(settings: Settings, parser: DocumentParser | None = None, chunker: Chunker | None = None) -> GrpcService:
+def build_service(
+    settings: Settings, parser: DocumentParser | None = None, chunker: Chunker | None = None
+) -> GrpcService:
     """The parser gRPC service; converters and tokenizer are built here and warmed before SERVING."""
     servicer = ParserServicer(
         parser or DocumentParser(settings.artifacts_path, settings.timeout_seconds),
         chunker or Chunker(load_tokenizer(), settings.max_chunk_tokens),
-        max_bytes=settings.max_bytes, timeout_seconds=settings.timeout_seconds, concurrency=settings.concurrency,
+        max_bytes=settings.max_bytes,
+        timeout_seconds=settings.timeout_seconds,
+        concurrency=settings.concurrency,
     )
 
     def add(server: aio.Server) -> list[str]:

@@ -1,4 +1,5 @@
 """Entry point: python -m ragmesh_reranker."""
+
 import os
 
 from ragmesh_common.server import run_service

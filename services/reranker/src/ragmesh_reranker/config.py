@@ -1,4 +1,5 @@
 """Reranker settings, read once from the environment (RERANKER_*)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,8 @@ class Settings(ServiceSettings):
     host: str = "127.0.0.1"
     port: int = 50054
     model: str | None = None  # None: not configured, the gateway keeps the retrieval order
-    device: str = "auto"      # auto: cuda when torch sees a GPU, else cpu
-    fp16: bool = False        # unset: on when the device is cuda
+    device: str = "auto"  # auto: cuda when torch sees a GPU, else cpu
+    fp16: bool = False  # unset: on when the device is cuda
     max_length: int = Field(512, ge=1)
     batch_size: int = Field(32, ge=1)
     max_passages: int = Field(200, ge=1)

@@ -1,4 +1,5 @@
 """The cross-encoder (FlagEmbedding FlagReranker), scoring each (query, passage) pair in one pass."""
+
 from __future__ import annotations
 
 import logging
@@ -24,12 +25,18 @@ def _single_pass_flag_reranker(**kwargs: Any) -> Any:
     from FlagEmbedding import FlagReranker
     from FlagEmbedding.utils.tokenizer_compat import pad_with_compat, prepare_for_model_compat
 
-    class SinglePassFlagReranker(FlagReranker):  # type: ignore[misc]
+    class SinglePassFlagReranker(FlagReranker):  # type: ignore[misc]  # FlagEmbedding ships no types: the base is Any
         @torch.no_grad()
-        def compute_score_single_gpu(self, sentence_pairs: list[Any], batch_size: int | None = None,
-                                     query_max_length: int | None = None, max_length: int | None = None,
-                                     normalize: bool | None = None, device: str | None = None,
-                                     **kw: Any) -> list[float]:
+        def compute_score_single_gpu(
+            self,
+            sentence_pairs: list[Any],
+            batch_size: int | None = None,
+            query_max_length: int | None = None,
+            max_length: int | None = None,
+            normalize: bool | None = None,
+            device: str | None = None,
+            **kw: Any,
+        ) -> list[float]:
             batch_size = batch_size or self.batch_size
             max_length = max_length or self.max_length
             query_max_length = query_max_length or self.query_max_length or max_length * 3 // 4
@@ -43,17 +50,38 @@ def _single_pass_flag_reranker(**kwargs: Any) -> Any:
             self.model.eval()
             if sentence_pairs and isinstance(sentence_pairs[0], str):
                 sentence_pairs = [sentence_pairs]
-            queries = self.tokenizer([p[0] for p in sentence_pairs], return_tensors=None, add_special_tokens=False,
-                                     max_length=query_max_length, truncation=True, **kw)["input_ids"]
-            passages = self.tokenizer([p[1] for p in sentence_pairs], return_tensors=None, add_special_tokens=False,
-                                      max_length=max_length, truncation=True, **kw)["input_ids"]
-            inputs = [prepare_for_model_compat(self.tokenizer, q, d, truncation="only_second", max_length=max_length,
-                                               padding=False) for q, d in zip(queries, passages, strict=True)]
+            queries = self.tokenizer(
+                [p[0] for p in sentence_pairs],
+                return_tensors=None,
+                add_special_tokens=False,
+                max_length=query_max_length,
+                truncation=True,
+                **kw,
+            )["input_ids"]
+            passages = self.tokenizer(
+                [p[1] for p in sentence_pairs],
+                return_tensors=None,
+                add_special_tokens=False,
+                max_length=max_length,
+                truncation=True,
+                **kw,
+            )["input_ids"]
+            inputs = [
+                prepare_for_model_compat(
+                    self.tokenizer, q, d, truncation="only_second", max_length=max_length, padding=False
+                )
+                for q, d in zip(queries, passages, strict=True)
+            ]
             order = np.argsort([-len(x["input_ids"]) for x in inputs])  # length-sorted: less padding
             scores: list[float] = []
             for start in range(0, len(inputs), batch_size):
-                batch = pad_with_compat(self.tokenizer, [inputs[i] for i in order[start:start + batch_size]],
-                                        padding=True, return_tensors="pt", **kw).to(device)
+                batch = pad_with_compat(
+                    self.tokenizer,
+                    [inputs[i] for i in order[start : start + batch_size]],
+                    padding=True,
+                    return_tensors="pt",
+                    **kw,
+                ).to(device)
                 scores.extend(self.model(**batch, return_dict=True).logits.view(-1).float().cpu().tolist())
             restored = [scores[i] for i in np.argsort(order)]
             if normalize:
@@ -77,8 +105,12 @@ class CrossEncoder:
         try:
             # devices as a one-element list: FlagReranker starts a multi-process pool for several devices
             self.model = _single_pass_flag_reranker(
-                model_name_or_path=settings.model, use_fp16=settings.fp16, devices=[settings.device],
-                batch_size=settings.batch_size, max_length=settings.max_length)
+                model_name_or_path=settings.model,
+                use_fp16=settings.fp16,
+                devices=[settings.device],
+                batch_size=settings.batch_size,
+                max_length=settings.max_length,
+            )
             self.score("warm", ["up"], normalize=False)
         except Exception as exc:
             raise RuntimeError(f"RERANKER_MODEL={settings.model} could not be loaded: {exc}") from exc

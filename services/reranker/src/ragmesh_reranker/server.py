@@ -2,6 +2,7 @@
 
 Not configured is a deployment choice, not a failed call: answering it with an error status would mark the
 caller's gRPC client span (and so every chat trace) as an error. The caller records a degradation instead."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
 
     async def load(self) -> None:
         if not self.settings.model:
-            logger.warning("%s: Rerank answers configured=false and the gateway keeps retrieval order",
-                           NOT_CONFIGURED)
+            logger.warning("%s: Rerank answers configured=false and the gateway keeps retrieval order", NOT_CONFIGURED)
             return
         self.model = await asyncio.to_thread(CrossEncoder, self.settings)
         logger.info("reranker ready: %s on %s", self.settings.model, self.settings.device)
@@ -45,8 +45,11 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
         return self.model
 
     @grpc_errors
-    async def Rerank(self, request: reranker_pb2.RerankRequest,
-                     context: aio.ServicerContext[reranker_pb2.RerankRequest, reranker_pb2.RerankResponse]) -> reranker_pb2.RerankResponse:
+    async def Rerank(
+        self,
+        request: reranker_pb2.RerankRequest,
+        context: aio.ServicerContext[reranker_pb2.RerankRequest, reranker_pb2.RerankResponse],
+    ) -> reranker_pb2.RerankResponse:
         if not self.settings.model:
             trace.get_current_span().set_attribute(attr.RAG_RERANK_CONFIGURED, False)
             return reranker_pb2.RerankResponse(configured=False, unconfigured_reason=NOT_CONFIGURED)
@@ -56,13 +59,16 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
         if not request.passages:
             raise InvalidArgument("passages must not be empty")
         if len(request.passages) > self.settings.max_passages:
-            raise InvalidArgument(f"at most {self.settings.max_passages} passages per request "
-                                  f"(RERANKER_MAX_PASSAGES), got {len(request.passages)}")
+            raise InvalidArgument(
+                f"at most {self.settings.max_passages} passages per request "
+                f"(RERANKER_MAX_PASSAGES), got {len(request.passages)}"
+            )
         with tracer.start_as_current_span("rerank") as span:
             span.set_attribute(attr.RAG_RERANK_CANDIDATES, len(request.passages))
             async with self._lock:
-                scores = await asyncio.to_thread(model.score, request.query, list(request.passages),
-                                                 normalize=request.normalize)
+                scores = await asyncio.to_thread(
+                    model.score, request.query, list(request.passages), normalize=request.normalize
+                )
         return reranker_pb2.RerankResponse(scores=scores, configured=True)
 
 

@@ -1,4 +1,5 @@
 """Entry point: python -m ragmesh_retriever."""
+
 from ragmesh_common.server import run_service
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.server import build_service

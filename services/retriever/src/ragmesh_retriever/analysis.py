@@ -14,6 +14,7 @@ prepares the text so that `to_tsvector` produces useful lexemes:
 - `query_analyses`: the (regconfig, prepared text) pairs a query is analysed with: its own language (or the
   default), never the languages of the corpus; the caller unions the lexemes of `to_tsvector(cfg, text)`.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,21 +22,60 @@ import unicodedata
 
 from ragmesh_common.text.language import CJK_RUN, MIN_CONFIDENCE, MIN_WORDS, detect_language, has_cjk, identify, warm_up
 
-__all__ = ["MIN_CONFIDENCE", "MIN_WORDS", "REGCONFIGS", "SIMPLE", "cjk_bigrams", "detect_language", "has_cjk",
-           "identify", "prepare_lexical_text", "query_analyses", "regconfig_for", "warm_up"]
+__all__ = [
+    "MIN_CONFIDENCE",
+    "MIN_WORDS",
+    "REGCONFIGS",
+    "SIMPLE",
+    "cjk_bigrams",
+    "detect_language",
+    "has_cjk",
+    "identify",
+    "prepare_lexical_text",
+    "query_analyses",
+    "regconfig_for",
+    "warm_up",
+]
 
 SIMPLE = "simple"
 CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
 
 # ISO 639-1 → the PostgreSQL text search configuration shipped with PostgreSQL 18 (pg_ts_config).
 REGCONFIGS: dict[str, str] = {
-    "ar": "arabic", "ca": "catalan", "da": "danish", "de": "german", "el": "greek", "en": "english",
-    "es": "spanish", "et": "estonian", "eu": "basque", "fi": "finnish", "fr": "french", "ga": "irish",
-    "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian", "it": "italian",
-    "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian", "nb": "norwegian", "nn": "norwegian",
-    "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
-    "tr": "turkish", "yi": "yiddish",
-    "zh": SIMPLE, "ja": SIMPLE, "ko": SIMPLE,
+    "ar": "arabic",
+    "ca": "catalan",
+    "da": "danish",
+    "de": "german",
+    "el": "greek",
+    "en": "english",
+    "es": "spanish",
+    "et": "estonian",
+    "eu": "basque",
+    "fi": "finnish",
+    "fr": "french",
+    "ga": "irish",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "hy": "armenian",
+    "id": "indonesian",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "nl": "dutch",
+    "no": "norwegian",
+    "nb": "norwegian",
+    "nn": "norwegian",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
+    "yi": "yiddish",
+    "zh": SIMPLE,
+    "ja": SIMPLE,
+    "ko": SIMPLE,
 }
 
 # CJK symbols and punctuation (、。「」…), minus 々 and 〇 which are letters; they separate runs.
@@ -57,7 +97,7 @@ def cjk_bigrams(run: str) -> list[str]:
     """Overlapping character bigrams of a CJK run; a single character is kept as a unigram."""
     if len(run) < 2:
         return [run] if run else []
-    return [run[i:i + 2] for i in range(len(run) - 1)]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def prepare_lexical_text(text: str, lang: str) -> str:

@@ -15,6 +15,7 @@ first; the input is not mutated; assembling an assembled list again with the sam
 same list (the boost is recomputed from `base_score`, expansions find their chunks already present) —
 except after the token budget or `limit` cut a search hit, whose place another chunk may then take.
 """
+
 from __future__ import annotations
 
 import math
@@ -139,8 +140,9 @@ def dedupe(cands: Iterable[Candidate]) -> list[Candidate]:
     return list(best.values())
 
 
-def coverage_boost(cands: Sequence[Candidate], section_totals: Mapping[SectionKey, int],
-                   weight: float) -> list[Candidate]:
+def coverage_boost(
+    cands: Sequence[Candidate], section_totals: Mapping[SectionKey, int], weight: float
+) -> list[Candidate]:
     """score = base × (1 + weight × returned_in_section / chunks_in_section), best first.
 
     `returned_in_section` counts the search hits (not expansions) of the section among `cands`;
@@ -186,8 +188,12 @@ def documents_to_expand(cands: Sequence[Candidate], threshold: float, max_docs: 
     return docs[:max_docs] if max_docs > 0 else docs
 
 
-def expand_documents(cands: Sequence[Candidate], doc_chunks: Mapping[str, Sequence[Candidate]],
-                     max_chunks_per_document: int, decay: float = DEFAULT_DECAY) -> list[Candidate]:
+def expand_documents(
+    cands: Sequence[Candidate],
+    doc_chunks: Mapping[str, Sequence[Candidate]],
+    max_chunks_per_document: int,
+    decay: float = DEFAULT_DECAY,
+) -> list[Candidate]:
     """Adds each document's other chunks (from `doc_chunks[document_id]`), origin "document_expansion".
 
     score = best hit score of the document × decay ** d, d = the ordinal distance to the nearest hit of
@@ -209,8 +215,8 @@ def expand_documents(cands: Sequence[Candidate], doc_chunks: Mapping[str, Sequen
             if row.chunk_id in present or row.document_id != doc_id:
                 continue
             distance = max(1, min(abs(row.ordinal - h.ordinal) for h in hits))
-            added.append(replace(row, score=best * decay ** distance, origin=DOCUMENT_EXPANSION, base_score=None))
-        for c in _ranked(added)[:max(0, room)]:
+            added.append(replace(row, score=best * decay**distance, origin=DOCUMENT_EXPANSION, base_score=None))
+        for c in _ranked(added)[: max(0, room)]:
             present.add(c.chunk_id)
             out.append(c)
     return _ranked(out)
@@ -221,8 +227,12 @@ def thin_chunks(cands: Sequence[Candidate], thin_tokens: int) -> list[Candidate]
     return [c for c in cands if _is_hit(c) and c.tokens < thin_tokens]
 
 
-def expand_thin(cands: Sequence[Candidate], neighbours: Mapping[str, Sequence[Candidate]], thin_tokens: int,
-                decay: float = DEFAULT_DECAY) -> list[Candidate]:
+def expand_thin(
+    cands: Sequence[Candidate],
+    neighbours: Mapping[str, Sequence[Candidate]],
+    thin_tokens: int,
+    decay: float = DEFAULT_DECAY,
+) -> list[Candidate]:
     """Adds the parent and previous/next siblings of thin hits (tokens < thin_tokens).
 
     `neighbours[chunk_id]` holds the rows the caller fetched for that chunk (its parent and its
@@ -344,11 +354,15 @@ def plan(cands: Sequence[Candidate], options: AssemblyOptions) -> Plan:
     return Plan(sections=sections, documents=documents, thin_chunk_ids=thin)
 
 
-def assemble(cands: Sequence[Candidate], options: AssemblyOptions, *,
-             section_totals: Mapping[SectionKey, int] | None = None,
-             doc_chunks: Mapping[str, Sequence[Candidate]] | None = None,
-             neighbours: Mapping[str, Sequence[Candidate]] | None = None,
-             limit: int = 0) -> list[Candidate]:
+def assemble(
+    cands: Sequence[Candidate],
+    options: AssemblyOptions,
+    *,
+    section_totals: Mapping[SectionKey, int] | None = None,
+    doc_chunks: Mapping[str, Sequence[Candidate]] | None = None,
+    neighbours: Mapping[str, Sequence[Candidate]] | None = None,
+    limit: int = 0,
+) -> list[Candidate]:
     """boost → document expansion → thin expansion → MMR → (limit) → token budget; see the module doc.
 
     Rows the caller did not fetch (None) skip their step. `limit` > 0 keeps that many after MMR (or

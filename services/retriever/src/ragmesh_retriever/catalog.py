@@ -2,6 +2,7 @@
 `rag.user_id`, `rag.department` and `rag.roles` are set with set_config(..., true) and the
 row-level-security policies of `documents` and `chunks` decide what the user sees and may change.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,11 @@ STATUS_NAMES = {
 }
 STATUS_VALUES = {name: value for value, name in STATUS_NAMES.items()}
 
-_COLUMNS = ("id, title, filename, mime_type, owner_user, owner_department, acl_public, acl_departments, "
-            "acl_roles, acl_users, status, error, chunk_count, page_count, size_bytes, summary, created_at, updated_at, "
-            "content_sha256, version, warnings, pending_version, pending_status, pending_error")
+_COLUMNS = (
+    "id, title, filename, mime_type, owner_user, owner_department, acl_public, acl_departments, "
+    "acl_roles, acl_users, status, error, chunk_count, page_count, size_bytes, summary, created_at, updated_at, "
+    "content_sha256, version, warnings, pending_version, pending_status, pending_error"
+)
 
 
 def parse_document_id(value: str) -> uuid.UUID:
@@ -52,15 +55,28 @@ def parse_document_id(value: str) -> uuid.UUID:
 
 def document_message(row: dict[str, Any]) -> common_pb2.Document:
     return common_pb2.Document(
-        document_id=str(row["id"]), title=row["title"], filename=row["filename"], mime_type=row["mime_type"],
-        owner_user=row["owner_user"], owner_department=row["owner_department"],
-        acl=common_pb2.Acl(public=row["acl_public"], departments=row["acl_departments"], roles=row["acl_roles"],
-                           users=row["acl_users"]),
-        status=STATUS_VALUES.get(row["status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED), error=row["error"],
-        chunk_count=row["chunk_count"], page_count=row["page_count"], size_bytes=row["size_bytes"],
-        summary=row["summary"], created_at=row["created_at"], updated_at=row["updated_at"],
-        content_sha256=row["content_sha256"], version=row["version"], warnings=row["warnings"],
-        pending_version=row["pending_version"], pending_error=row["pending_error"],
+        document_id=str(row["id"]),
+        title=row["title"],
+        filename=row["filename"],
+        mime_type=row["mime_type"],
+        owner_user=row["owner_user"],
+        owner_department=row["owner_department"],
+        acl=common_pb2.Acl(
+            public=row["acl_public"], departments=row["acl_departments"], roles=row["acl_roles"], users=row["acl_users"]
+        ),
+        status=STATUS_VALUES.get(row["status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
+        error=row["error"],
+        chunk_count=row["chunk_count"],
+        page_count=row["page_count"],
+        size_bytes=row["size_bytes"],
+        summary=row["summary"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        content_sha256=row["content_sha256"],
+        version=row["version"],
+        warnings=row["warnings"],
+        pending_version=row["pending_version"],
+        pending_error=row["pending_error"],
         pending_status=STATUS_VALUES.get(row["pending_status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
     )
 
@@ -95,8 +111,10 @@ def clean_acl(acl: common_pb2.Acl) -> dict[str, Any]:
             raise InvalidArgument(f"acl.{field} has {len(names)} entries; at most {MAX_ACL_ENTRIES}")
         for i, name in enumerate(names):
             if not name.strip() or name != name.strip() or len(name) > MAX_NAME_LENGTH or _CONTROL.search(name):
-                raise InvalidArgument(f"acl.{field}[{i}] must be a name of 1..{MAX_NAME_LENGTH} characters without "
-                                      f"surrounding spaces or control characters, got {name!r}")
+                raise InvalidArgument(
+                    f"acl.{field}[{i}] must be a name of 1..{MAX_NAME_LENGTH} characters without "
+                    f"surrounding spaces or control characters, got {name!r}"
+                )
         cleaned[field] = list(dict.fromkeys(names))
     return cleaned
 
@@ -168,6 +186,7 @@ ChunkRows = list[dict[str, Any]]
 class IndexTarget:
     """Which version an ingestion call is for: `pending` swaps the new chunks in and makes that version the
     visible one; otherwise the visible version's chunks are replaced."""
+
     document_id: uuid.UUID
     pending: bool
     version: int
@@ -179,8 +198,9 @@ async def lock_version(conn: psycopg.AsyncConnection[Any], doc_id: uuid.UUID, ve
     FAILED_PRECONDITION, so a late call of an old ingestion never overwrites a newer one."""
     if version < 0:
         raise InvalidArgument(f"version must not be negative, got {version}")
-    row = await (await conn.execute("SELECT version, pending_version FROM documents WHERE id = %s FOR UPDATE",
-                                    (doc_id,))).fetchone()
+    row = await (
+        await conn.execute("SELECT version, pending_version FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
+    ).fetchone()
     if row is None:
         await Catalog._raise_missing_or_denied(conn, doc_id)
     assert row is not None
@@ -189,16 +209,20 @@ async def lock_version(conn: psycopg.AsyncConnection[Any], doc_id: uuid.UUID, ve
         return IndexTarget(doc_id, True, pending)
     if not pending and version in (0, current):
         return IndexTarget(doc_id, False, current)
-    raise FailedPrecondition(f"version {version} of document {doc_id} is not being ingested: the visible version is "
-                             f"{current}" + (f" and version {pending} is pending" if pending else ""))
+    raise FailedPrecondition(
+        f"version {version} of document {doc_id} is not being ingested: the visible version is "
+        f"{current}" + (f" and version {pending} is pending" if pending else "")
+    )
 
 
 async def finish_index(conn: psycopg.AsyncConnection[Any], target: IndexTarget, paragraph_chunks: int) -> None:
     """After the chunks of `target` were written (same transaction): the chunk count and, for a pending
     version, the swap: it becomes the visible version with the metadata sent for it."""
     if not target.pending:
-        await conn.execute("UPDATE documents SET chunk_count = %s, updated_at = now() WHERE id = %s",
-                           (paragraph_chunks, target.document_id))
+        await conn.execute(
+            "UPDATE documents SET chunk_count = %s, updated_at = now() WHERE id = %s",
+            (paragraph_chunks, target.document_id),
+        )
         return
     await conn.execute(
         "UPDATE documents SET chunk_count = %s, version = pending_version, filename = pending_filename, "
@@ -210,22 +234,37 @@ async def finish_index(conn: psycopg.AsyncConnection[Any], target: IndexTarget, 
         "error = '', pending_version = 0, pending_status = '', pending_error = '', pending_filename = '', "
         "pending_mime_type = '', pending_size_bytes = 0, pending_sha256 = '', pending_meta = '{}', "
         "updated_at = now() WHERE id = %s",
-        (paragraph_chunks, target.document_id))
+        (paragraph_chunks, target.document_id),
+    )
     logger.info("document %s: version %d is now the visible one", target.document_id, target.version)
 
 
-async def write_audit(conn: psycopg.AsyncConnection[Any], user: UserContext, doc_id: uuid.UUID, action: str,
-                      before: dict[str, Any], after: dict[str, Any]) -> None:
+async def write_audit(
+    conn: psycopg.AsyncConnection[Any],
+    user: UserContext,
+    doc_id: uuid.UUID,
+    action: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+) -> None:
     # only the owner changes a document, so the owner is the actor (the policy checks it)
-    await conn.execute("INSERT INTO document_audit (document_id, owner_user, actor, action, before, after) "
-                       "VALUES (%s, %s, %s, %s, %s, %s)",
-                       (doc_id, user.user_id, user.user_id, action, json.dumps(before), json.dumps(after)))
+    await conn.execute(
+        "INSERT INTO document_audit (document_id, owner_user, actor, action, before, after) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (doc_id, user.user_id, user.user_id, action, json.dumps(before), json.dumps(after)),
+    )
 
 
 def audit_message(row: dict[str, Any]) -> retriever_pb2.DocumentAuditEntry:
     return retriever_pb2.DocumentAuditEntry(
-        audit_id=str(row["id"]), document_id=str(row["document_id"]), actor=row["actor"],
-        time=row["at"], action=row["action"], before_json=row["before"], after_json=row["after"])
+        audit_id=str(row["id"]),
+        document_id=str(row["document_id"]),
+        actor=row["actor"],
+        time=row["at"],
+        action=row["action"],
+        before_json=row["before"],
+        after_json=row["after"],
+    )
 
 
 async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -244,6 +283,7 @@ async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 class DocumentCounts:
     """Why a search scope may be empty: readable documents (any status), those still ingesting (within the
     filter, if any), and the readable documents a `document_ids` filter named (0 without a filter)."""
+
     readable: int
     ingesting: int
     filter_matched: int
@@ -261,17 +301,28 @@ class Database:
         # reconnect_timeout caps the pool's doubling reconnect backoff (1, 2, 4, 8 s ... left alone it made
         # recovery take ~18 s): a given-up attempt is started afresh, at once, by the next request or health
         # probe. `timeout` bounds how long a request waits for a connection while the database is down.
-        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False, timeout=5,
-                                         check=check_connection, reconnect_timeout=2,
-                                         kwargs={"connect_timeout": 3, "application_name": "ragmesh-retriever",
-                                                 "options": "-c plan_cache_mode=force_custom_plan"})
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=5,
+            check=check_connection,
+            reconnect_timeout=2,
+            kwargs={
+                "connect_timeout": 3,
+                "application_name": "ragmesh-retriever",
+                "options": "-c plan_cache_mode=force_custom_plan",
+            },
+        )
         self._timeout = statement_timeout_ms
 
     async def open(self) -> None:
         await self._pool.open(wait=True, timeout=30)
         async with self._pool.connection() as conn:
-            row = await (await conn.execute(
-                "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")).fetchone()
+            row = await (
+                await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            ).fetchone()
             if row is None or row[0] or row[1]:
                 # RLS would silently not apply: refuse to serve rather than leak documents
                 raise RuntimeError("RETRIEVER_DATABASE_URL must name a role without SUPERUSER and BYPASSRLS")
@@ -290,8 +341,9 @@ class Database:
         return None
 
     @asynccontextmanager
-    async def transaction(self, user: UserContext,
-                          settings: dict[str, str] | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def transaction(
+        self, user: UserContext, settings: dict[str, str] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A transaction as `user` (RLS reads the rag.* settings), with more transaction-local `settings`
         set in the same round trip.
 
@@ -300,17 +352,22 @@ class Database:
         part of opening the transaction, and a traced statement costs ~0.15 ms plus a stored span. Every
         statement run on `conn` is traced."""
         extra = settings or {}
-        async with self._pool.connection() as conn:
-            async with conn.transaction():
-                async with psycopg.AsyncCursor(conn) as setup:
-                    await setup.execute(
-                        "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                        "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)"
-                        + ", set_config(%s, %s, true)" * len(extra),
-                        (user.user_id, user.department, ",".join(user.roles), str(self._timeout),
-                         *(x for item in extra.items() for x in item)),
-                    )
-                yield conn
+        async with self._pool.connection() as conn, conn.transaction():
+            async with psycopg.AsyncCursor(conn) as setup:
+                await setup.execute(
+                    "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
+                    "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)"
+                    + ", set_config(%s, %s, true)"
+                    * len(extra),
+                    (
+                        user.user_id,
+                        user.department,
+                        ",".join(user.roles),
+                        str(self._timeout),
+                        *(x for item in extra.items() for x in item),
+                    ),
+                )
+            yield conn
 
 
 class Catalog:
@@ -319,8 +376,16 @@ class Catalog:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(self, user: UserContext, title: str, filename: str, mime_type: str,
-                     acl: common_pb2.Acl, size_bytes: int, content_sha256: str = "") -> common_pb2.Document:
+    async def create(
+        self,
+        user: UserContext,
+        title: str,
+        filename: str,
+        mime_type: str,
+        acl: common_pb2.Acl,
+        size_bytes: int,
+        content_sha256: str = "",
+    ) -> common_pb2.Document:
         if not filename.strip():
             raise InvalidArgument("filename is required")
         sha = check_sha256(content_sha256, required=False)
@@ -328,9 +393,16 @@ class Catalog:
             row = await self._insert(conn, user, title, filename, mime_type, acl, size_bytes, sha)
         return document_message(row)
 
-    async def create_or_get(self, user: UserContext, title: str, filename: str, mime_type: str,
-                            acl: common_pb2.Acl, size_bytes: int,
-                            content_sha256: str) -> tuple[common_pb2.Document, bool]:
+    async def create_or_get(
+        self,
+        user: UserContext,
+        title: str,
+        filename: str,
+        mime_type: str,
+        acl: common_pb2.Acl,
+        size_bytes: int,
+        content_sha256: str,
+    ) -> tuple[common_pb2.Document, bool]:
         """The owner's document with these bytes (its visible or pending version, unless failed) and True, or
         a new document and False. Concurrent uploads of the same bytes by one owner are serialised by a
         transaction-level advisory lock on (owner, hash), so they create one document."""
@@ -338,14 +410,17 @@ class Catalog:
             raise InvalidArgument("filename is required")
         sha = check_sha256(content_sha256, required=True)
         async with self.db.transaction(user) as conn:
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                               (f"ragmesh-dedup:{user.user_id}:{sha}",))
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ragmesh-dedup:{user.user_id}:{sha}",)
+            )
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 f"SELECT {_COLUMNS} FROM documents WHERE owner_user = %(owner)s AND ("
                 "(content_sha256 = %(sha)s AND status <> 'failed') "
                 "OR (pending_version > 0 AND pending_sha256 = %(sha)s AND pending_status <> 'failed')) "
-                "ORDER BY created_at, id LIMIT 1", {"owner": user.user_id, "sha": sha})
+                "ORDER BY created_at, id LIMIT 1",
+                {"owner": user.user_id, "sha": sha},
+            )
             row = await cur.fetchone()
             if row is not None:
                 logger.info("document %s: %s uploaded the same bytes again", row["id"], user.user_id)
@@ -353,8 +428,17 @@ class Catalog:
             row = await self._insert(conn, user, title, filename, mime_type, acl, size_bytes, sha)
         return document_message(row), False
 
-    async def _insert(self, conn: psycopg.AsyncConnection[Any], user: UserContext, title: str, filename: str,
-                      mime_type: str, acl: common_pb2.Acl, size_bytes: int, sha: str) -> dict[str, Any]:
+    async def _insert(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        user: UserContext,
+        title: str,
+        filename: str,
+        mime_type: str,
+        acl: common_pb2.Acl,
+        size_bytes: int,
+        sha: str,
+    ) -> dict[str, Any]:
         cleaned = clean_acl(acl)
         departments = cleaned["departments"]
         if not (acl.public or departments or cleaned["roles"] or cleaned["users"]) and user.department:
@@ -364,14 +448,35 @@ class Catalog:
             f"INSERT INTO documents (title, filename, mime_type, owner_user, owner_department, acl_public, "
             f"acl_departments, acl_roles, acl_users, size_bytes, content_sha256) "
             f"VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING {_COLUMNS}",
-            (title.strip() or filename, filename, mime_type, user.user_id, user.department, acl.public,
-             departments, cleaned["roles"], cleaned["users"], size_bytes, sha),
+            (
+                title.strip() or filename,
+                filename,
+                mime_type,
+                user.user_id,
+                user.department,
+                acl.public,
+                departments,
+                cleaned["roles"],
+                cleaned["users"],
+                size_bytes,
+                sha,
+            ),
         )
         row = await cur.fetchone()
         assert row is not None
-        await write_audit(conn, user, row["id"], "create", {}, {
-            "title": row["title"], "filename": filename, "content_sha256": sha,
-            "acl": acl_json(acl.public, departments, cleaned["roles"], cleaned["users"])})
+        await write_audit(
+            conn,
+            user,
+            row["id"],
+            "create",
+            {},
+            {
+                "title": row["title"],
+                "filename": filename,
+                "content_sha256": sha,
+                "acl": acl_json(acl.public, departments, cleaned["roles"], cleaned["users"]),
+            },
+        )
         logger.info("document %s created by %s", row["id"], user.user_id)
         return row
 
@@ -385,10 +490,19 @@ class Catalog:
             raise NotFound(f"document {document_id} not found")
         return document_message(row)
 
-    async def list(self, user: UserContext, limit: int, offset: int, *,
-                   statuses: list[common_pb2.DocumentStatus.ValueType] | None = None, owner: str = "",
-                   mime_type: str = "", extension: str = "",
-                   updated_since: datetime | None = None, cursor: str = "") -> tuple[list[common_pb2.Document], int, str]:
+    async def list(
+        self,
+        user: UserContext,
+        limit: int,
+        offset: int,
+        *,
+        statuses: list[common_pb2.DocumentStatus.ValueType] | None = None,
+        owner: str = "",
+        mime_type: str = "",
+        extension: str = "",
+        updated_since: datetime | None = None,
+        cursor: str = "",
+    ) -> tuple[list[common_pb2.Document], int, str]:
         """The documents the user may read, newest change first (updated_at, id), filtered; the matching total
         and the cursor of the next page ("" on the last)."""
         if offset < 0:
@@ -430,8 +544,11 @@ class Catalog:
         filters = " AND ".join(where) or "true"
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(f"SELECT {_COLUMNS} FROM documents WHERE {' AND '.join(page_where) or 'true'} "
-                              "ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s", (*page_params, limit + 1, offset))
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM documents WHERE {' AND '.join(page_where) or 'true'} "
+                "ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
+                (*page_params, limit + 1, offset),
+            )
             rows = await cur.fetchall()
             total_row = await (await conn.execute(f"SELECT count(*) FROM documents WHERE {filters}", params)).fetchone()
         total = int(total_row[0]) if total_row else 0
@@ -464,11 +581,17 @@ class Catalog:
                 await cur.execute(
                     f"UPDATE documents SET pending_status = %s, pending_error = %s, "
                     f"pending_meta = pending_meta || %s::jsonb, updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
-                    (status, request.error, json.dumps(meta), doc_id))
+                    (status, request.error, json.dumps(meta), doc_id),
+                )
                 row = await cur.fetchone()
                 if status == "failed":
-                    logger.warning("document %s: version %d failed (version %d stays visible): %s", doc_id,
-                                   target.version, row["version"] if row else 0, request.error)
+                    logger.warning(
+                        "document %s: version %d failed (version %d stays visible): %s",
+                        doc_id,
+                        target.version,
+                        row["version"] if row else 0,
+                        request.error,
+                    )
             else:
                 sets = ["status = %s", "error = %s", "updated_at = now()"]
                 params: list[Any] = [status, request.error]
@@ -484,8 +607,9 @@ class Catalog:
                 if warnings:
                     sets.append("warnings = %s")
                     params.append(warnings)
-                await cur.execute(f"UPDATE documents SET {', '.join(sets)} WHERE id = %s RETURNING {_COLUMNS}",
-                                  (*params, doc_id))
+                await cur.execute(
+                    f"UPDATE documents SET {', '.join(sets)} WHERE id = %s RETURNING {_COLUMNS}", (*params, doc_id)
+                )
                 row = await cur.fetchone()
         assert row is not None
         return document_message(row)
@@ -493,18 +617,21 @@ class Catalog:
     async def delete(self, user: UserContext, document_id: str) -> None:
         doc_id = parse_document_id(document_id)
         async with self.db.transaction(user) as conn:
-            cur = await conn.execute("DELETE FROM documents WHERE id = %s RETURNING title, filename, version",
-                                     (doc_id,))
+            cur = await conn.execute(
+                "DELETE FROM documents WHERE id = %s RETURNING title, filename, version", (doc_id,)
+            )
             row = await cur.fetchone()
             if row is None:
                 await self._raise_missing_or_denied(conn, doc_id)
             assert row is not None
-            await write_audit(conn, user, doc_id, "delete",
-                              {"title": row[0], "filename": row[1], "version": row[2]}, {})
+            await write_audit(
+                conn, user, doc_id, "delete", {"title": row[0], "filename": row[1], "version": row[2]}, {}
+            )
         logger.info("document %s deleted by %s", document_id, user.user_id)
 
-    async def begin_new_version(self, user: UserContext,
-                                request: retriever_pb2.BeginNewVersionRequest) -> tuple[common_pb2.Document, int, bool]:
+    async def begin_new_version(
+        self, user: UserContext, request: retriever_pb2.BeginNewVersionRequest
+    ) -> tuple[common_pb2.Document, int, bool]:
         """Starts version N+1 (new bytes) or a re-ingest of the visible version's bytes (same N); the owner only.
         A ready document stays searchable with its chunks, its status unchanged, until IndexChunks for the new
         version swaps them; a document that is not ready (failed, or an ingestion that never finished) has
@@ -521,12 +648,21 @@ class Catalog:
             if row is None:
                 await self._raise_missing_or_denied(conn, doc_id)
             assert row is not None
-            if (not request.reingest and sha == row["content_sha256"] and row["status"] == "ready"
-                    and not row["pending_version"]):
+            if (
+                not request.reingest
+                and sha == row["content_sha256"]
+                and row["status"] == "ready"
+                and not row["pending_version"]
+            ):
                 return document_message(row), row["version"], True
             if request.reingest:
-                version, filename, mime, size, sha = (row["version"], row["filename"], row["mime_type"],
-                                                      row["size_bytes"], row["content_sha256"])
+                version, filename, mime, size, sha = (
+                    row["version"],
+                    row["filename"],
+                    row["mime_type"],
+                    row["size_bytes"],
+                    row["content_sha256"],
+                )
             else:
                 version = max(row["version"], row["pending_version"]) + 1
                 filename = request.filename.strip() or row["filename"]
@@ -537,22 +673,39 @@ class Catalog:
                     f"UPDATE documents SET pending_version = %s, pending_status = 'queued', pending_error = '', "
                     f"pending_filename = %s, pending_mime_type = %s, pending_size_bytes = %s, pending_sha256 = %s, "
                     f"pending_meta = '{{}}', updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
-                    (version, filename, mime, size, sha, doc_id))
+                    (version, filename, mime, size, sha, doc_id),
+                )
             else:
                 await cur.execute(
                     f"UPDATE documents SET version = %s, filename = %s, mime_type = %s, size_bytes = %s, "
                     f"content_sha256 = %s, status = 'queued', error = '', warnings = '{{}}', pending_version = 0, "
                     f"pending_status = '', pending_error = '', pending_filename = '', pending_mime_type = '', "
                     f"pending_size_bytes = 0, pending_sha256 = '', pending_meta = '{{}}', updated_at = now() "
-                    f"WHERE id = %s RETURNING {_COLUMNS}", (version, filename, mime, size, sha, doc_id))
+                    f"WHERE id = %s RETURNING {_COLUMNS}",
+                    (version, filename, mime, size, sha, doc_id),
+                )
             updated = await cur.fetchone()
             assert updated is not None
-            await write_audit(conn, user, doc_id, "reingest" if request.reingest else "new_version",
-                              {"version": row["version"], "filename": row["filename"],
-                               "content_sha256": row["content_sha256"], "status": row["status"]},
-                              {"version": version, "filename": filename, "content_sha256": sha})
-        logger.info("document %s: %s of version %d started by %s", doc_id,
-                    "re-ingest" if request.reingest else "ingestion", version, user.user_id)
+            await write_audit(
+                conn,
+                user,
+                doc_id,
+                "reingest" if request.reingest else "new_version",
+                {
+                    "version": row["version"],
+                    "filename": row["filename"],
+                    "content_sha256": row["content_sha256"],
+                    "status": row["status"],
+                },
+                {"version": version, "filename": filename, "content_sha256": sha},
+            )
+        logger.info(
+            "document %s: %s of version %d started by %s",
+            doc_id,
+            "re-ingest" if request.reingest else "ingestion",
+            version,
+            user.user_id,
+        )
         return document_message(updated), version, False
 
     async def update(self, user: UserContext, request: retriever_pb2.UpdateDocumentRequest) -> common_pb2.Document:
@@ -584,20 +737,27 @@ class Catalog:
             if not after:
                 return document_message(row)
             new_acl = after.get("acl") or acl_json(
-                row["acl_public"], row["acl_departments"], row["acl_roles"], row["acl_users"])
+                row["acl_public"], row["acl_departments"], row["acl_roles"], row["acl_users"]
+            )
             await cur.execute(
                 f"UPDATE documents SET title = %s, acl_public = %s, acl_departments = %s, acl_roles = %s, "
                 f"acl_users = %s, updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
-                (after.get("title", row["title"]), new_acl["public"], new_acl["departments"], new_acl["roles"],
-                 new_acl["users"], doc_id))
+                (
+                    after.get("title", row["title"]),
+                    new_acl["public"],
+                    new_acl["departments"],
+                    new_acl["roles"],
+                    new_acl["users"],
+                    doc_id,
+                ),
+            )
             updated = await cur.fetchone()
             await write_audit(conn, user, doc_id, "update", before, after)
         assert updated is not None
         logger.info("document %s updated by %s: %s", doc_id, user.user_id, ", ".join(after))
         return document_message(updated)
 
-    async def audit(self, user: UserContext, document_id: str, limit: int,
-                    cursor: str) -> tuple[AuditEntries, str]:
+    async def audit(self, user: UserContext, document_id: str, limit: int, cursor: str) -> tuple[AuditEntries, str]:
         """A document's audit entries, oldest first: its owner's and admins' (RLS); also after a delete."""
         doc_id = parse_document_id(document_id)
         limit = page_size(limit)
@@ -609,13 +769,16 @@ class Catalog:
             params += [cursor_time(at), cursor_uuid(last_id)]
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute("SELECT id, document_id, actor, at, action, before::text AS before, after::text AS after "
-                              f"FROM document_audit WHERE document_id = %s{after_clause} ORDER BY at, id LIMIT %s",
-                              (*params, limit + 1))
+            await cur.execute(
+                "SELECT id, document_id, actor, at, action, before::text AS before, after::text AS after "
+                f"FROM document_audit WHERE document_id = %s{after_clause} ORDER BY at, id LIMIT %s",
+                (*params, limit + 1),
+            )
             rows = await cur.fetchall()
             if not rows and "admin" not in user.roles:
-                owner = await (await conn.execute("SELECT owner_user FROM documents WHERE id = %s",
-                                                  (doc_id,))).fetchone()
+                owner = await (
+                    await conn.execute("SELECT owner_user FROM documents WHERE id = %s", (doc_id,))
+                ).fetchone()
                 if owner is None:
                     raise NotFound(f"document {document_id} not found")
                 if owner[0] != user.user_id:
@@ -626,8 +789,9 @@ class Catalog:
             next_cursor = encode_cursor(rows[-1]["at"].isoformat(), str(rows[-1]["id"]))
         return [audit_message(r) for r in rows], next_cursor
 
-    async def list_chunks(self, user: UserContext, document_id: str, level: int, limit: int,
-                          cursor: str) -> tuple[ChunkRows, str]:
+    async def list_chunks(
+        self, user: UserContext, document_id: str, level: int, limit: int, cursor: str
+    ) -> tuple[ChunkRows, str]:
         """A document's chunks by level and position, for its readers (RLS on documents and chunks); rows
         with id, level, section_path, page, text, ordinal, kind, parent_id."""
         doc_id = parse_document_id(document_id)
@@ -646,7 +810,9 @@ class Catalog:
             await cur.execute(
                 "SELECT id, level, section_path, page, text, ordinal, kind, coalesce(parent_id, '') AS parent_id "
                 f"FROM chunks WHERE document_id = %s AND (%s = 0 OR level = %s){after_clause} "
-                "ORDER BY level, ordinal, id LIMIT %s", (*params, limit + 1))
+                "ORDER BY level, ordinal, id LIMIT %s",
+                (*params, limit + 1),
+            )
             rows = await cur.fetchall()
         next_cursor = ""
         if len(rows) > limit:
@@ -654,8 +820,7 @@ class Catalog:
             next_cursor = encode_cursor(rows[-1]["level"], rows[-1]["ordinal"], rows[-1]["id"])
         return rows, next_cursor
 
-    async def problems(self, user: UserContext, stuck_after_seconds: float,
-                       limit: int) -> ProblemList:
+    async def problems(self, user: UserContext, stuck_after_seconds: float, limit: int) -> ProblemList:
         """Failed and stuck documents of every owner, longest idle first; admins only (the database function
         checks the role too)."""
         if "admin" not in user.roles:
@@ -666,8 +831,11 @@ class Catalog:
         try:
             async with self.db.transaction(user) as conn:
                 cur = conn.cursor(row_factory=dict_row)
-                await cur.execute(f"SELECT {_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS idle "
-                                  "FROM rag_problem_documents(%s, %s)", (stuck_after_seconds, limit))
+                await cur.execute(
+                    f"SELECT {_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS idle "
+                    "FROM rag_problem_documents(%s, %s)",
+                    (stuck_after_seconds, limit),
+                )
                 rows = await cur.fetchall()
         except psycopg.errors.InsufficientPrivilege as exc:
             raise PermissionDenied(str(exc).splitlines()[0]) from None
@@ -678,18 +846,24 @@ class Catalog:
                 problem, reason = "failed", row["error"] or "failed without a recorded reason"
             elif row["pending_status"] == "failed":
                 problem = "version_failed"
-                reason = (f"version {row['pending_version']} failed: {row['pending_error'] or 'no recorded reason'}; "
-                          f"version {row['version']} is still served")
+                reason = (
+                    f"version {row['pending_version']} failed: {row['pending_error'] or 'no recorded reason'}; "
+                    f"version {row['version']} is still served"
+                )
             elif row["status"] in IN_PROGRESS:
                 problem = "stuck"
-                reason = (f"{row['status']} for {idle:.0f} s without progress "
-                          f"(threshold {stuck_after_seconds:.0f} s)")
+                reason = f"{row['status']} for {idle:.0f} s without progress (threshold {stuck_after_seconds:.0f} s)"
             else:
                 problem = "version_stuck"
-                reason = (f"version {row['pending_version']} {row['pending_status']} for {idle:.0f} s without "
-                          f"progress (threshold {stuck_after_seconds:.0f} s); version {row['version']} is still served")
-            out.append(retriever_pb2.ProblemDocument(document=document_message(row), problem=problem, reason=reason,
-                                                     idle_seconds=round(idle, 1)))
+                reason = (
+                    f"version {row['pending_version']} {row['pending_status']} for {idle:.0f} s without "
+                    f"progress (threshold {stuck_after_seconds:.0f} s); version {row['version']} is still served"
+                )
+            out.append(
+                retriever_pb2.ProblemDocument(
+                    document=document_message(row), problem=problem, reason=reason, idle_seconds=round(idle, 1)
+                )
+            )
         return out
 
     @staticmethod
@@ -699,8 +873,9 @@ class Catalog:
             raise PermissionDenied(f"only the owner may change document {doc_id}")
         raise NotFound(f"document {doc_id} not found")
 
-    async def search_scope(self, conn: psycopg.AsyncConnection[Any],
-                           restrict: builtins.list[uuid.UUID] | None) -> tuple[builtins.list[str], DocumentCounts]:
+    async def search_scope(
+        self, conn: psycopg.AsyncConnection[Any], restrict: builtins.list[uuid.UUID] | None
+    ) -> tuple[builtins.list[str], DocumentCounts]:
         """The ready documents a search may read (RLS, narrowed by `restrict`) and the counts that explain an
         empty scope, in one statement over the documents the user may read."""
         cur = await conn.execute(
@@ -709,17 +884,20 @@ class Catalog:
             "count(*) FILTER (WHERE status IN ('queued', 'parsing', 'embedding', 'indexing') "
             "AND (%(all)s OR id = ANY(%(ids)s::uuid[]))), "
             "count(*) FILTER (WHERE NOT %(all)s AND id = ANY(%(ids)s::uuid[])) FROM documents",
-            {"all": not restrict, "ids": restrict or []})
+            {"all": not restrict, "ids": restrict or []},
+        )
         row = await cur.fetchone()
         assert row is not None  # an aggregate always returns one row
         return list(row[0] or []), DocumentCounts(readable=row[1], ingesting=row[2], filter_matched=row[3])
 
-    async def accessible_ids(self, conn: psycopg.AsyncConnection[Any],
-                             restrict: builtins.list[uuid.UUID] | None) -> builtins.list[str]:
+    async def accessible_ids(
+        self, conn: psycopg.AsyncConnection[Any], restrict: builtins.list[uuid.UUID] | None
+    ) -> builtins.list[str]:
         """Ready documents the transaction's user may read (decided by RLS), optionally narrowed."""
         if restrict:
-            cur = await conn.execute("SELECT id::text FROM documents WHERE status = 'ready' AND id = ANY(%s)",
-                                     (restrict,))
+            cur = await conn.execute(
+                "SELECT id::text FROM documents WHERE status = 'ready' AND id = ANY(%s)", (restrict,)
+            )
         else:
             cur = await conn.execute("SELECT id::text FROM documents WHERE status = 'ready'")
         return [r[0] for r in await cur.fetchall()]

@@ -1,4 +1,5 @@
 """Retriever settings, read once from the environment."""
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -31,7 +32,7 @@ class Settings(ServiceSettings):
     # impact-ordered postings read per query term (bounded lexical work)
     bm25_postings_per_term: int = Field(2000, ge=1)
     bm25_document_first_max_docs: int = 200  # up to this many readable documents: postings by document
-    candidates: int = 100      # per-leg candidate pool before fusion
+    candidates: int = 100  # per-leg candidate pool before fusion
     text_search_config: str = "english"
     statement_timeout_ms: int = 10000
     pool_size: int = 8

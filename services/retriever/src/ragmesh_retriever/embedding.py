@@ -1,5 +1,6 @@
 """The retriever's own query embedding: for a Search that arrives without a vector (embed_query), the
 embedder is called while the permission lookup and the lexical leg run, so its latency hides behind them."""
+
 from __future__ import annotations
 
 from grpc import aio
@@ -21,8 +22,9 @@ class QueryEmbedder:
         if self._stub is None:
             self._channel = insecure_channel(self.addr)
             self._stub = embedder_pb2_grpc.EmbedderServiceStub(self._channel)
-        reply = await self._stub.Embed(embedder_pb2.EmbedRequest(texts=[text], is_query=True),
-                                       metadata=user.metadata(), timeout=self.timeout_s)
+        reply = await self._stub.Embed(
+            embedder_pb2.EmbedRequest(texts=[text], is_query=True), metadata=user.metadata(), timeout=self.timeout_s
+        )
         return list(reply.vectors[0].values)
 
     async def close(self) -> None:

@@ -9,6 +9,7 @@ superuser nor BYPASSRLS, so row-level security applies to every query they make.
     python -m ragmesh_retriever.migrate --owner-dsn postgresql://postgres@127.0.0.1:5432/ragmesh \
         --app-role ragmesh_app --app-password secret --dim 384
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ logger = logging.getLogger(__name__)
 def apply_schema(owner_dsn: str, app_role: str, app_password: str, dim: int) -> None:
     if dim <= 0 or dim > 16000:
         raise ValueError(f"embedding dimension must be in 1..16000, got {dim}")
-    parts = [files("ragmesh_retriever").joinpath("sql/schema.sql").read_text(),
-             files("ragmesh_common").joinpath("sql/traces.sql").read_text()]
+    parts = [
+        files("ragmesh_retriever").joinpath("sql/schema.sql").read_text(),
+        files("ragmesh_common").joinpath("sql/traces.sql").read_text(),
+    ]
     with psycopg.connect(owner_dsn, autocommit=True, connect_timeout=10) as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (app_role,)).fetchone()
         verb = "ALTER" if exists else "CREATE"

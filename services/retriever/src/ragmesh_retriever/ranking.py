@@ -11,6 +11,7 @@ its score distribution instead of its extremes — (s - (mean - 3 sd)) / (6 sd),
 leg's result set, 1 when all scores are equal — so one outlier at the top or bottom of a leg does not
 stretch or squash every other score of that leg.
 """
+
 from __future__ import annotations
 
 import enum
@@ -28,6 +29,7 @@ T = TypeVar("T")
 class Fusion(enum.Enum):
     """How the two legs are fused. Member names are the proto's FusionType names without the prefix;
     values are the HTTP API's strings."""
+
     RELATIVE_SCORE = "relative_score"
     RANKED = "ranked"
     DISTRIBUTION_BASED = "distribution_based"
@@ -45,7 +47,7 @@ class Fused:
     chunk_id: str
     score: float
     lexical: float | None  # raw BM25 score, None when the lexical leg missed it
-    vector: float | None   # raw cosine similarity, None when the vector leg missed it
+    vector: float | None  # raw cosine similarity, None when the vector leg missed it
 
 
 def _normalise(scores: Mapping[str, float]) -> dict[str, float]:
@@ -80,8 +82,9 @@ def _ordered(items: dict[str, float], lexical: Mapping[str, float], vector: Mapp
 def fuse(fusion: Fusion, lexical: Mapping[str, float], vector: Mapping[str, float], alpha: float) -> list[Fused]:
     """The two legs' raw scores (chunk id → score, higher is better) fused with `fusion`, best first."""
     if fusion is Fusion.RANKED:
-        return ranked_fusion(sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]),
-                             alpha, lexical, vector)
+        return ranked_fusion(
+            sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]), alpha, lexical, vector
+        )
     if fusion is Fusion.DISTRIBUTION_BASED:
         return distribution_based_fusion(lexical, vector, alpha)
     return relative_score_fusion(lexical, vector, alpha)
@@ -97,8 +100,13 @@ def distribution_based_fusion(lexical: Mapping[str, float], vector: Mapping[str,
     return _weighted(_standardise(lexical), _standardise(vector), alpha, lexical, vector)
 
 
-def _weighted(lex_n: Mapping[str, float], vec_n: Mapping[str, float], alpha: float,
-              lexical: Mapping[str, float], vector: Mapping[str, float]) -> list[Fused]:
+def _weighted(
+    lex_n: Mapping[str, float],
+    vec_n: Mapping[str, float],
+    alpha: float,
+    lexical: Mapping[str, float],
+    vector: Mapping[str, float],
+) -> list[Fused]:
     _check_alpha(alpha)
     combined: dict[str, float] = {}
     for key, value in lex_n.items():
@@ -108,9 +116,13 @@ def _weighted(lex_n: Mapping[str, float], vec_n: Mapping[str, float], alpha: flo
     return _ordered(combined, lexical, vector)
 
 
-def ranked_fusion(lexical: Sequence[str], vector: Sequence[str], alpha: float,
-                  lexical_scores: Mapping[str, float] | None = None,
-                  vector_scores: Mapping[str, float] | None = None) -> list[Fused]:
+def ranked_fusion(
+    lexical: Sequence[str],
+    vector: Sequence[str],
+    alpha: float,
+    lexical_scores: Mapping[str, float] | None = None,
+    vector_scores: Mapping[str, float] | None = None,
+) -> list[Fused]:
     """Fuses two rankings (best first) with Weaviate's rankedFusion (weighted RRF)."""
     _check_alpha(alpha)
     combined: dict[str, float] = {}
@@ -136,8 +148,9 @@ def reciprocal_rank(rankings: Sequence[Sequence[T]], key: Callable[[T], str]) ->
     return fused
 
 
-def merge_summary_first(direct: Sequence[T], within: Sequence[T], key: Callable[[T], str],
-                        top_k: int) -> list[tuple[T, float, str]]:
+def merge_summary_first(
+    direct: Sequence[T], within: Sequence[T], key: Callable[[T], str], top_k: int
+) -> list[tuple[T, float, str]]:
     """Summary-first: a direct search and the search within the top documents by summary, merged by equal
     reciprocal rank; (item, fused score, origin) best first, the first-seen item kept per key, origin
     "search" or "summary" after the list it was first seen in."""
@@ -150,8 +163,9 @@ def merge_summary_first(direct: Sequence[T], within: Sequence[T], key: Callable[
     return [(best[k][0], fused[k], best[k][1]) for k in order]
 
 
-def merge_sub_queries(main: Sequence[T], subs: Sequence[Sequence[T]], key: Callable[[T], str],
-                      vector_score: Callable[[T], float]) -> list[T]:
+def merge_sub_queries(
+    main: Sequence[T], subs: Sequence[Sequence[T]], key: Callable[[T], str], vector_score: Callable[[T], float]
+) -> list[T]:
     """The main search's ranking first, untouched; then what only the sub-queries found, merged among
     themselves by reciprocal rank, each chunk as the sub-query that found it closest by vector (the highest
     `vector_score`) reported it. Appending keeps the main ranking's recall and adds the entity-specific chunks

@@ -1,12 +1,13 @@
 """RetrieverService: catalogue RPCs and permission-aware hybrid search."""
+
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 
 from grpc import aio
 from opentelemetry import trace
@@ -14,10 +15,9 @@ from opentelemetry import trace
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common import attributes as attr
-from ragmesh_common.context import require_user
+from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
-from ragmesh_common.context import UserContext
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog, Database, finish_index, lock_version, parse_document_id
@@ -37,8 +37,16 @@ VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION,
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
-    def __init__(self, catalog: Catalog, backend: SearchBackend, *, alpha: float, candidates: int,
-                 embedder: QueryEmbedder | None = None, stuck_after_seconds: float = 900.0) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        backend: SearchBackend,
+        *,
+        alpha: float,
+        candidates: int,
+        embedder: QueryEmbedder | None = None,
+        stuck_after_seconds: float = 900.0,
+    ) -> None:
         self.catalog = catalog
         self.stuck_after_seconds = stuck_after_seconds
         self.backend = backend
@@ -47,34 +55,67 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self.embedder = embedder
 
     @grpc_errors
-    async def CreateDocument(self, request: retriever_pb2.CreateDocumentRequest, context: aio.ServicerContext[retriever_pb2.CreateDocumentRequest, common_pb2.Document]) -> common_pb2.Document:
+    async def CreateDocument(
+        self,
+        request: retriever_pb2.CreateDocumentRequest,
+        context: aio.ServicerContext[retriever_pb2.CreateDocumentRequest, common_pb2.Document],
+    ) -> common_pb2.Document:
         check_strings(request)
         user = await require_user(context)
-        return await self.catalog.create(user, request.title, request.filename, request.mime_type, request.acl,
-                                         request.size_bytes, request.content_sha256)
+        return await self.catalog.create(
+            user,
+            request.title,
+            request.filename,
+            request.mime_type,
+            request.acl,
+            request.size_bytes,
+            request.content_sha256,
+        )
 
     @grpc_errors
-    async def GetDocument(self, request: retriever_pb2.GetDocumentRequest, context: aio.ServicerContext[retriever_pb2.GetDocumentRequest, common_pb2.Document]) -> common_pb2.Document:
+    async def GetDocument(
+        self,
+        request: retriever_pb2.GetDocumentRequest,
+        context: aio.ServicerContext[retriever_pb2.GetDocumentRequest, common_pb2.Document],
+    ) -> common_pb2.Document:
         check_strings(request)
         return await self.catalog.get(await require_user(context), request.document_id)
 
     @grpc_errors
-    async def ListDocuments(self, request: retriever_pb2.ListDocumentsRequest, context: aio.ServicerContext[retriever_pb2.ListDocumentsRequest, retriever_pb2.ListDocumentsResponse]) -> retriever_pb2.ListDocumentsResponse:
+    async def ListDocuments(
+        self,
+        request: retriever_pb2.ListDocumentsRequest,
+        context: aio.ServicerContext[retriever_pb2.ListDocumentsRequest, retriever_pb2.ListDocumentsResponse],
+    ) -> retriever_pb2.ListDocumentsResponse:
         check_strings(request)
         docs, total, next_cursor = await self.catalog.list(
-            await require_user(context), request.limit, request.offset, statuses=list(request.statuses),
-            owner=request.owner_user, mime_type=request.mime_type, extension=request.extension,
+            await require_user(context),
+            request.limit,
+            request.offset,
+            statuses=list(request.statuses),
+            owner=request.owner_user,
+            mime_type=request.mime_type,
+            extension=request.extension,
             updated_since=request.updated_since.ToDatetime(tzinfo=UTC) if request.HasField("updated_since") else None,
-            cursor=request.cursor)
+            cursor=request.cursor,
+        )
         return retriever_pb2.ListDocumentsResponse(documents=docs, total=total, next_cursor=next_cursor)
 
     @grpc_errors
-    async def UpdateDocumentStatus(self, request: retriever_pb2.UpdateDocumentStatusRequest, context: aio.ServicerContext[retriever_pb2.UpdateDocumentStatusRequest, common_pb2.Document]) -> common_pb2.Document:
+    async def UpdateDocumentStatus(
+        self,
+        request: retriever_pb2.UpdateDocumentStatusRequest,
+        context: aio.ServicerContext[retriever_pb2.UpdateDocumentStatusRequest, common_pb2.Document],
+    ) -> common_pb2.Document:
         check_strings(request)
         return await self.catalog.update_status(await require_user(context), request)
 
     @grpc_errors
-    async def DeleteDocument(self, request: retriever_pb2.DeleteDocumentRequest, context: aio.ServicerContext[retriever_pb2.DeleteDocumentRequest, retriever_pb2.DeleteDocumentResponse]) -> retriever_pb2.DeleteDocumentResponse:
+    async def DeleteDocument(
+        self,
+        request: retriever_pb2.DeleteDocumentRequest,
+        context: aio.ServicerContext[retriever_pb2.DeleteDocumentRequest, retriever_pb2.DeleteDocumentResponse],
+    ) -> retriever_pb2.DeleteDocumentResponse:
         check_strings(request)
         user = await require_user(context)
         await self.catalog.get(user, request.document_id)  # NOT_FOUND before touching the index
@@ -84,7 +125,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.DeleteDocumentResponse(deleted=True)
 
     @grpc_errors
-    async def IndexChunks(self, request: retriever_pb2.IndexChunksRequest, context: aio.ServicerContext[retriever_pb2.IndexChunksRequest, retriever_pb2.IndexChunksResponse]) -> retriever_pb2.IndexChunksResponse:
+    async def IndexChunks(
+        self,
+        request: retriever_pb2.IndexChunksRequest,
+        context: aio.ServicerContext[retriever_pb2.IndexChunksRequest, retriever_pb2.IndexChunksResponse],
+    ) -> retriever_pb2.IndexChunksResponse:
         check_strings(request)
         user = await require_user(context)
         parse_document_id(request.document_id)
@@ -98,8 +143,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 async with self.catalog.db.transaction(user) as conn:
                     target = await lock_version(conn, parse_document_id(request.document_id), request.version)
                     count = await self.backend.index(user, request.document_id, list(request.chunks))
-                    await finish_index(conn, target, sum(1 for c in request.chunks if c.level in (
-                        0, common_pb2.CHUNK_LEVEL_PARAGRAPH)))
+                    await finish_index(
+                        conn, target, sum(1 for c in request.chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH))
+                    )
             else:
                 count = await self.backend.index(user, request.document_id, list(request.chunks), request.version)
         return retriever_pb2.IndexChunksResponse(indexed=count)
@@ -122,22 +168,35 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             raise InvalidArgument("sub_queries need embed_query, not a query_vector (it would fit the query only)")
         fusion = Fusion.from_proto(request.fusion)
         if fusion not in self.backend.fusions:
-            raise InvalidArgument(f"{fusion.value} fusion is not offered by the {self.backend.name} backend "
-                                  f"(it offers {', '.join(sorted(f.value for f in self.backend.fusions))})")
+            raise InvalidArgument(
+                f"{fusion.value} fusion is not offered by the {self.backend.name} backend "
+                f"(it offers {', '.join(sorted(f.value for f in self.backend.fusions))})"
+            )
         levels = [int(level) for level in request.levels] or [common_pb2.CHUNK_LEVEL_PARAGRAPH]
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
         alpha = request.alpha if request.HasField("alpha") else self.alpha
         if not request.query_vector and not request.embed_query:
             alpha = 0.0  # lexical only
-        return SearchQuery(text=request.query, vector=list(request.query_vector) or None, top_k=request.top_k or 10,
-                           alpha=alpha, fusion=fusion,
-                           levels=levels, candidates=max(self.candidates, request.top_k), language=request.language,
-                           feedback_docs=max(0, min(request.feedback_docs, 50)),
-                           feedback_weight=request.feedback_weight or 1.0)
+        return SearchQuery(
+            text=request.query,
+            vector=list(request.query_vector) or None,
+            top_k=request.top_k or 10,
+            alpha=alpha,
+            fusion=fusion,
+            levels=levels,
+            candidates=max(self.candidates, request.top_k),
+            language=request.language,
+            feedback_docs=max(0, min(request.feedback_docs, 50)),
+            feedback_weight=request.feedback_weight or 1.0,
+        )
 
     @grpc_errors
-    async def Search(self, request: retriever_pb2.SearchRequest, context: aio.ServicerContext[retriever_pb2.SearchRequest, retriever_pb2.SearchResponse]) -> retriever_pb2.SearchResponse:
+    async def Search(
+        self,
+        request: retriever_pb2.SearchRequest,
+        context: aio.ServicerContext[retriever_pb2.SearchRequest, retriever_pb2.SearchResponse],
+    ) -> retriever_pb2.SearchResponse:
         check_strings(request)
         user = await require_user(context)
         query = self._query(request)
@@ -148,8 +207,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         span.set_attribute(attr.RAG_SEARCH_ALPHA, query.alpha)
         span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion.value)
         # the query first, then its sub-queries: each embeds while the permission lookup runs
-        searches = [self._start(user, replace(query, text=text), request.embed_query)
-                    for text in [query.text, *request.sub_queries]]
+        searches = [
+            self._start(user, replace(query, text=text), request.embed_query)
+            for text in [query.text, *request.sub_queries]
+        ]
         try:
             async with self.catalog.db.transaction(user) as conn:
                 accessible, counts = await self.catalog.search_scope(conn, restrict or None)
@@ -158,8 +219,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             span.set_attribute(attr.RAG_SEARCH_INGESTING_DOCS, counts.ingesting)
             span.set_attribute(attr.RAG_SEARCH_FILTER_MATCHED_DOCS, counts.filter_matched)
             strategy = request.strategy or retriever_pb2.STRATEGY_DIRECT
-            rankings = await asyncio.gather(*[self._ranked(user, s, strategy, accessible, request.context)
-                                              for s in searches]) if accessible else [[]]
+            rankings = (
+                await asyncio.gather(*[self._ranked(user, s, strategy, accessible, request.context) for s in searches])
+                if accessible
+                else [[]]
+            )
         finally:
             for s in searches:
                 if s.pending is not None and not s.pending.done():
@@ -169,18 +233,29 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             logger.warning("search degraded: %s", reason)
             span.set_attribute(attr.RAG_DEGRADED, True)
             span.set_attribute(attr.RAG_DEGRADED_REASON, reason)
-        results = rankings[0] if len(rankings) == 1 else merge_sub_queries(
-            rankings[0], rankings[1:], key=lambda item: item.chunk.chunk_id, vector_score=lambda item: item.vector_score)
+        results = (
+            rankings[0]
+            if len(rankings) == 1
+            else merge_sub_queries(
+                rankings[0],
+                rankings[1:],
+                key=lambda item: item.chunk.chunk_id,
+                vector_score=lambda item: item.vector_score,
+            )
+        )
         span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
         main = searches[0].outcome
-        return retriever_pb2.SearchResponse(results=results, accessible_documents=len(accessible),
-                                            backend=self.backend.name,
-                                            strategy=strategy, vector_unavailable=str(
-                                                main.get("reason") or (reasons[0] if reasons else "")),
-                                            embed_ms=float(main.get("ms", 0.0)),
-                                            readable_documents=counts.readable,
-                                            ingesting_documents=counts.ingesting,
-                                            filter_matched_documents=counts.filter_matched)
+        return retriever_pb2.SearchResponse(
+            results=results,
+            accessible_documents=len(accessible),
+            backend=self.backend.name,
+            strategy=strategy,
+            vector_unavailable=str(main.get("reason") or (reasons[0] if reasons else "")),
+            embed_ms=float(main.get("ms", 0.0)),
+            readable_documents=counts.readable,
+            ingesting_documents=counts.ingesting,
+            filter_matched_documents=counts.filter_matched,
+        )
 
     def _start(self, user: UserContext, query: SearchQuery, embed_query: bool) -> _Search:
         """One (sub-)query's search, its embedding started when the retriever embeds the query itself."""
@@ -193,8 +268,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 search.pending = asyncio.create_task(self._embed(user, query.text, search.outcome))
         return search
 
-    async def _ranked(self, user: UserContext, search: _Search, strategy: int, accessible: list[str],
-                      context: retriever_pb2.ContextOptions) -> list[common_pb2.ScoredChunk]:
+    async def _ranked(
+        self,
+        user: UserContext,
+        search: _Search,
+        strategy: int,
+        accessible: list[str],
+        context: retriever_pb2.ContextOptions,
+    ) -> list[common_pb2.ScoredChunk]:
         """One (sub-)query ranked over the accessible documents: direct or summary-first, then the context
         assembly when asked for."""
         query, lexical = search.query, None
@@ -225,34 +306,53 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         finally:
             outcome["ms"] = round((time.perf_counter() - started) * 1000, 1)
 
-    async def _summary_first(self, user: UserContext, query: SearchQuery,
-                             accessible: list[str]) -> list[common_pb2.ScoredChunk]:
+    async def _summary_first(
+        self, user: UserContext, query: SearchQuery, accessible: list[str]
+    ) -> list[common_pb2.ScoredChunk]:
         """Two stages: the top documents by their summaries, then chunks within them — merged by reciprocal
         rank with a direct chunk search over everything, so nothing is lost when the summaries miss."""
         with tracer.start_as_current_span("summary search"):
             summaries = await self.backend.search(
-                user, replace(query, levels=[common_pb2.CHUNK_LEVEL_DOCUMENT], top_k=SUMMARY_DOCUMENTS), accessible)
+                user, replace(query, levels=[common_pb2.CHUNK_LEVEL_DOCUMENT], top_k=SUMMARY_DOCUMENTS), accessible
+            )
         top_docs = list(dict.fromkeys(h.chunk.document_id for h in summaries))
         direct, within = await asyncio.gather(
             self.backend.search(user, query, accessible),
-            self.backend.search(user, query, top_docs) if top_docs else _no_hits())
+            self.backend.search(user, query, top_docs) if top_docs else _no_hits(),
+        )
         results = []
-        for hit, score, origin in merge_summary_first(direct, within, key=lambda h: h.chunk.chunk_id,
-                                                      top_k=query.top_k):
+        for hit, score, origin in merge_summary_first(
+            direct, within, key=lambda h: h.chunk.chunk_id, top_k=query.top_k
+        ):
             item = scored(hit, ORIGINS[origin])
             item.score = score
             results.append(item)
         return results
 
-    async def _assemble(self, user: UserContext, results: list[common_pb2.ScoredChunk],
-                        context: retriever_pb2.ContextOptions, top_k: int) -> list[common_pb2.ScoredChunk]:
+    async def _assemble(
+        self,
+        user: UserContext,
+        results: list[common_pb2.ScoredChunk],
+        context: retriever_pb2.ContextOptions,
+        top_k: int,
+    ) -> list[common_pb2.ScoredChunk]:
         options = AssemblyOptions.from_proto(context)
         cands = [candidate(r) for r in results]
         needs = plan(cands, options)
-        docs = sorted({*needs.documents, *(d for d, _ in needs.sections),
-                       *(c.document_id for c in cands if c.chunk_id in set(needs.thin_chunk_ids))})
-        rows = await self.backend.document_chunks(
-            user, docs, [common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH]) if docs else []
+        docs = sorted(
+            {
+                *needs.documents,
+                *(d for d, _ in needs.sections),
+                *(c.document_id for c in cands if c.chunk_id in set(needs.thin_chunk_ids)),
+            }
+        )
+        rows = (
+            await self.backend.document_chunks(
+                user, docs, [common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH]
+            )
+            if docs
+            else []
+        )
         pool = [candidate(common_pb2.ScoredChunk(chunk=c), score=0.0) for c in rows]
         section_totals: dict[tuple[str, tuple[str, ...]], int] = {}
         for c in pool:
@@ -267,14 +367,20 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         by_id = {c.chunk_id: c for c in pool}
         for chunk_id in needs.thin_chunk_ids:
             me = next(c for c in cands if c.chunk_id == chunk_id)
-            siblings = sorted((c for c in doc_chunks.get(me.document_id, []) if c.parent_id == me.parent_id),
-                              key=lambda c: c.ordinal)
+            siblings = sorted(
+                (c for c in doc_chunks.get(me.document_id, []) if c.parent_id == me.parent_id), key=lambda c: c.ordinal
+            )
             position = next((i for i, c in enumerate(siblings) if c.chunk_id == chunk_id), None)
-            near = [] if position is None else siblings[max(position - 1, 0):position] + siblings[position + 1:position + 2]
+            near = (
+                []
+                if position is None
+                else siblings[max(position - 1, 0) : position] + siblings[position + 1 : position + 2]
+            )
             parent = [by_id[me.parent_id]] if me.parent_id in by_id else []
             neighbours[chunk_id] = parent + near
-        assembled = assemble(cands, options, section_totals=section_totals, doc_chunks=doc_chunks,
-                             neighbours=neighbours, limit=top_k)
+        assembled = assemble(
+            cands, options, section_totals=section_totals, doc_chunks=doc_chunks, neighbours=neighbours, limit=top_k
+        )
         out = []
         for c in assembled:
             item = common_pb2.ScoredChunk()
@@ -285,8 +391,13 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return out
 
     @grpc_errors
-    async def CheckDocumentAccess(self, request: retriever_pb2.CheckDocumentAccessRequest,
-                                  context: aio.ServicerContext[retriever_pb2.CheckDocumentAccessRequest, retriever_pb2.CheckDocumentAccessResponse]) -> retriever_pb2.CheckDocumentAccessResponse:
+    async def CheckDocumentAccess(
+        self,
+        request: retriever_pb2.CheckDocumentAccessRequest,
+        context: aio.ServicerContext[
+            retriever_pb2.CheckDocumentAccessRequest, retriever_pb2.CheckDocumentAccessResponse
+        ],
+    ) -> retriever_pb2.CheckDocumentAccessResponse:
         user = await require_user(context)
         if len(request.document_ids) > MAX_ACCESS_CHECK_IDS:
             raise InvalidArgument(f"at most {MAX_ACCESS_CHECK_IDS} document ids per call")
@@ -299,69 +410,117 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if not ids:
             return retriever_pb2.CheckDocumentAccessResponse()
         async with self.catalog.db.transaction(user) as conn:  # RLS: only rows the user may see come back
-            cur = await conn.execute("SELECT id::text, status = 'ready', owner_user = %s FROM documents "
-                                     "WHERE id = ANY(%s)", (user.user_id, list(ids)))
+            cur = await conn.execute(
+                "SELECT id::text, status = 'ready', owner_user = %s FROM documents WHERE id = ANY(%s)",
+                (user.user_id, list(ids)),
+            )
             rows = await cur.fetchall()
         trace.get_current_span().set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, sum(1 for r in rows if r[1]))
-        return retriever_pb2.CheckDocumentAccessResponse(readable_ids=sorted(r[0] for r in rows if r[1]),
-                                                         owned_ids=sorted(r[0] for r in rows if r[2]))
+        return retriever_pb2.CheckDocumentAccessResponse(
+            readable_ids=sorted(r[0] for r in rows if r[1]), owned_ids=sorted(r[0] for r in rows if r[2])
+        )
 
     @grpc_errors
-    async def CreateOrGetDocument(self, request: retriever_pb2.CreateOrGetDocumentRequest,
-                                  context: aio.ServicerContext[retriever_pb2.CreateOrGetDocumentRequest, retriever_pb2.CreateOrGetDocumentResponse]) -> retriever_pb2.CreateOrGetDocumentResponse:
+    async def CreateOrGetDocument(
+        self,
+        request: retriever_pb2.CreateOrGetDocumentRequest,
+        context: aio.ServicerContext[
+            retriever_pb2.CreateOrGetDocumentRequest, retriever_pb2.CreateOrGetDocumentResponse
+        ],
+    ) -> retriever_pb2.CreateOrGetDocumentResponse:
         check_strings(request)
         user = await require_user(context)
-        doc, existing = await self.catalog.create_or_get(user, request.title, request.filename, request.mime_type,
-                                                         request.acl, request.size_bytes, request.content_sha256)
+        doc, existing = await self.catalog.create_or_get(
+            user,
+            request.title,
+            request.filename,
+            request.mime_type,
+            request.acl,
+            request.size_bytes,
+            request.content_sha256,
+        )
         trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_DEDUPLICATED, existing)
         return retriever_pb2.CreateOrGetDocumentResponse(document=doc, existing=existing)
 
     @grpc_errors
-    async def BeginNewVersion(self, request: retriever_pb2.BeginNewVersionRequest,
-                              context: aio.ServicerContext[retriever_pb2.BeginNewVersionRequest, retriever_pb2.BeginNewVersionResponse]) -> retriever_pb2.BeginNewVersionResponse:
+    async def BeginNewVersion(
+        self,
+        request: retriever_pb2.BeginNewVersionRequest,
+        context: aio.ServicerContext[retriever_pb2.BeginNewVersionRequest, retriever_pb2.BeginNewVersionResponse],
+    ) -> retriever_pb2.BeginNewVersionResponse:
         check_strings(request)
         doc, version, unchanged = await self.catalog.begin_new_version(await require_user(context), request)
         trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_VERSION, version)
         return retriever_pb2.BeginNewVersionResponse(document=doc, version=version, unchanged=unchanged)
 
     @grpc_errors
-    async def UpdateDocument(self, request: retriever_pb2.UpdateDocumentRequest,
-                             context: aio.ServicerContext[retriever_pb2.UpdateDocumentRequest, retriever_pb2.UpdateDocumentResponse]) -> retriever_pb2.UpdateDocumentResponse:
+    async def UpdateDocument(
+        self,
+        request: retriever_pb2.UpdateDocumentRequest,
+        context: aio.ServicerContext[retriever_pb2.UpdateDocumentRequest, retriever_pb2.UpdateDocumentResponse],
+    ) -> retriever_pb2.UpdateDocumentResponse:
         check_strings(request)
-        return retriever_pb2.UpdateDocumentResponse(document=await self.catalog.update(await require_user(context),
-                                                                                       request))
+        return retriever_pb2.UpdateDocumentResponse(
+            document=await self.catalog.update(await require_user(context), request)
+        )
 
     @grpc_errors
-    async def ListDocumentAudit(self, request: retriever_pb2.ListDocumentAuditRequest,
-                                context: aio.ServicerContext[retriever_pb2.ListDocumentAuditRequest, retriever_pb2.ListDocumentAuditResponse]) -> retriever_pb2.ListDocumentAuditResponse:
+    async def ListDocumentAudit(
+        self,
+        request: retriever_pb2.ListDocumentAuditRequest,
+        context: aio.ServicerContext[retriever_pb2.ListDocumentAuditRequest, retriever_pb2.ListDocumentAuditResponse],
+    ) -> retriever_pb2.ListDocumentAuditResponse:
         check_strings(request)
-        entries, next_cursor = await self.catalog.audit(await require_user(context), request.document_id,
-                                                        request.limit, request.cursor)
+        entries, next_cursor = await self.catalog.audit(
+            await require_user(context), request.document_id, request.limit, request.cursor
+        )
         return retriever_pb2.ListDocumentAuditResponse(entries=entries, next_cursor=next_cursor)
 
     @grpc_errors
-    async def ListChunks(self, request: retriever_pb2.ListChunksRequest,
-                         context: aio.ServicerContext[retriever_pb2.ListChunksRequest, retriever_pb2.ListChunksResponse]) -> retriever_pb2.ListChunksResponse:
+    async def ListChunks(
+        self,
+        request: retriever_pb2.ListChunksRequest,
+        context: aio.ServicerContext[retriever_pb2.ListChunksRequest, retriever_pb2.ListChunksResponse],
+    ) -> retriever_pb2.ListChunksResponse:
         check_strings(request)
         user = await require_user(context)
         if request.level and request.level not in VALID_LEVELS:
             raise InvalidArgument("level must be CHUNK_LEVEL_DOCUMENT, _SECTION, _PARAGRAPH or unspecified (any)")
         if self.backend.name != "pgvector":
             raise FailedPrecondition("ListChunks reads the chunk table of the pgvector backend")
-        rows, next_cursor = await self.catalog.list_chunks(user, request.document_id, int(request.level),
-                                                           request.limit, request.cursor)
-        return retriever_pb2.ListChunksResponse(next_cursor=next_cursor, chunks=[
-            retriever_pb2.ListedChunk(chunk_id=r["id"], level=r["level"], section_path=r["section_path"],
-                                      page=r["page"], text=r["text"], token_count=estimate_tokens(r["text"]),
-                                      ordinal=r["ordinal"], kind=kind_value(r["kind"]), parent_id=r["parent_id"])
-            for r in rows])
+        rows, next_cursor = await self.catalog.list_chunks(
+            user, request.document_id, int(request.level), request.limit, request.cursor
+        )
+        return retriever_pb2.ListChunksResponse(
+            next_cursor=next_cursor,
+            chunks=[
+                retriever_pb2.ListedChunk(
+                    chunk_id=r["id"],
+                    level=r["level"],
+                    section_path=r["section_path"],
+                    page=r["page"],
+                    text=r["text"],
+                    token_count=estimate_tokens(r["text"]),
+                    ordinal=r["ordinal"],
+                    kind=kind_value(r["kind"]),
+                    parent_id=r["parent_id"],
+                )
+                for r in rows
+            ],
+        )
 
     @grpc_errors
-    async def ListProblemDocuments(self, request: retriever_pb2.ListProblemDocumentsRequest,
-                                   context: aio.ServicerContext[retriever_pb2.ListProblemDocumentsRequest, retriever_pb2.ListProblemDocumentsResponse]) -> retriever_pb2.ListProblemDocumentsResponse:
+    async def ListProblemDocuments(
+        self,
+        request: retriever_pb2.ListProblemDocumentsRequest,
+        context: aio.ServicerContext[
+            retriever_pb2.ListProblemDocumentsRequest, retriever_pb2.ListProblemDocumentsResponse
+        ],
+    ) -> retriever_pb2.ListProblemDocumentsResponse:
         user = await require_user(context)
-        problems = await self.catalog.problems(user, request.stuck_after_seconds or self.stuck_after_seconds,
-                                               request.limit)
+        problems = await self.catalog.problems(
+            user, request.stuck_after_seconds or self.stuck_after_seconds, request.limit
+        )
         return retriever_pb2.ListProblemDocumentsResponse(documents=problems)
 
 
@@ -371,6 +530,7 @@ SUMMARY_DOCUMENTS = 5
 @dataclass
 class _Search:
     """A (sub-)query of one Search call: its embedding while pending, and how the embedding went."""
+
     query: SearchQuery
     pending: asyncio.Task[list[float] | None] | None = None
     outcome: dict[str, str | float] = field(default_factory=dict)  # "reason" (no vector: why), "ms"
@@ -385,17 +545,34 @@ async def _no_hits() -> list[Hit]:
     return []
 
 
-def scored(hit: Hit, origin: common_pb2.ChunkOrigin.ValueType = common_pb2.CHUNK_ORIGIN_SEARCH) -> common_pb2.ScoredChunk:
-    return common_pb2.ScoredChunk(chunk=hit.chunk, score=hit.hybrid, hybrid_score=hit.hybrid,
-                                  lexical_score=hit.lexical or 0.0, vector_score=hit.vector or 0.0, origin=origin)
+def scored(
+    hit: Hit, origin: common_pb2.ChunkOrigin.ValueType = common_pb2.CHUNK_ORIGIN_SEARCH
+) -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(
+        chunk=hit.chunk,
+        score=hit.hybrid,
+        hybrid_score=hit.hybrid,
+        lexical_score=hit.lexical or 0.0,
+        vector_score=hit.vector or 0.0,
+        origin=origin,
+    )
 
 
 def candidate(item: common_pb2.ScoredChunk, score: float | None = None) -> Candidate:
     chunk = item.chunk
-    return Candidate(chunk_id=chunk.chunk_id, document_id=chunk.document_id, section_key=tuple(chunk.section_path),
-                     ordinal=chunk.ordinal, parent_id=chunk.parent_id, level=chunk.level, text=chunk.text,
-                     score=item.score if score is None else score, tokens=estimate_tokens(chunk.text),
-                     origin=ORIGIN_NAMES.get(item.origin, "search"), payload=item)
+    return Candidate(
+        chunk_id=chunk.chunk_id,
+        document_id=chunk.document_id,
+        section_key=tuple(chunk.section_path),
+        ordinal=chunk.ordinal,
+        parent_id=chunk.parent_id,
+        level=chunk.level,
+        text=chunk.text,
+        score=item.score if score is None else score,
+        tokens=estimate_tokens(chunk.text),
+        origin=ORIGIN_NAMES.get(item.origin, "search"),
+        payload=item,
+    )
 
 
 def make_backend(settings: Settings, db: Database) -> SearchBackend:
@@ -403,24 +580,45 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
         from ragmesh_retriever.backends.weaviate_backend import WeaviateBackend
 
         assert settings.weaviate_url is not None
-        return WeaviateBackend(settings.weaviate_url, grpc_port=settings.weaviate_grpc_port,
-                               api_key=settings.weaviate_api_key, collection=settings.weaviate_collection,
-                               k1=settings.bm25_k1, b=settings.bm25_b, heading_weight=settings.bm25_heading_weight)
+        return WeaviateBackend(
+            settings.weaviate_url,
+            grpc_port=settings.weaviate_grpc_port,
+            api_key=settings.weaviate_api_key,
+            collection=settings.weaviate_collection,
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            heading_weight=settings.bm25_heading_weight,
+        )
     from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 
-    return PgVectorBackend(db, text_search_config=settings.text_search_config, k1=settings.bm25_k1,
-                           b=settings.bm25_b, heading_weight=settings.bm25_heading_weight, ef_search=settings.ef_search,
-                           postings_per_term=settings.bm25_postings_per_term,
-                           document_first_max_docs=settings.bm25_document_first_max_docs)
+    return PgVectorBackend(
+        db,
+        text_search_config=settings.text_search_config,
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        heading_weight=settings.bm25_heading_weight,
+        ef_search=settings.ef_search,
+        postings_per_term=settings.bm25_postings_per_term,
+        document_first_max_docs=settings.bm25_document_first_max_docs,
+    )
 
 
 def build_service(settings: Settings) -> GrpcService:
-    db = Database(settings.database_url, pool_size=settings.pool_size,
-                  statement_timeout_ms=settings.statement_timeout_ms)
+    db = Database(
+        settings.database_url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms
+    )
     backend = make_backend(settings, db)
-    embedder = QueryEmbedder(settings.embedder_addr, settings.embed_timeout_ms / 1000) if settings.embedder_addr else None
-    servicer = RetrieverServicer(Catalog(db), backend, alpha=settings.alpha, candidates=settings.candidates,
-                                 embedder=embedder, stuck_after_seconds=settings.stuck_after_seconds)
+    embedder = (
+        QueryEmbedder(settings.embedder_addr, settings.embed_timeout_ms / 1000) if settings.embedder_addr else None
+    )
+    servicer = RetrieverServicer(
+        Catalog(db),
+        backend,
+        alpha=settings.alpha,
+        candidates=settings.candidates,
+        embedder=embedder,
+        stuck_after_seconds=settings.stuck_after_seconds,
+    )
 
     def add(server: aio.Server) -> list[str]:
         retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(servicer, server)

@@ -4,6 +4,7 @@ PostgreSQL's `text` holds no NUL character (a query with one fails with DataErro
 UNAVAILABLE), and a lone UTF-16 surrogate is not encodable as UTF-8. Every string field of a request, nested
 messages, repeated fields and maps included, is checked before the servicer uses it.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,9 +29,15 @@ def check_strings(message: Message, prefix: str = "") -> None:
     """`check_text` on every string set in `message`, recursively; field paths like `chunks[3].title`."""
     for field, value in message.ListFields():
         name = prefix + field.name
-        if (field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None
-                and field.message_type.GetOptions().map_entry):
-            key_field, value_field = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+        if (
+            field.type == FieldDescriptor.TYPE_MESSAGE
+            and field.message_type is not None
+            and field.message_type.GetOptions().map_entry
+        ):
+            key_field, value_field = (
+                field.message_type.fields_by_name["key"],
+                field.message_type.fields_by_name["value"],
+            )
             for key, item in value.items():
                 if key_field.type == FieldDescriptor.TYPE_STRING:
                     check_text(f"{name} key", key)

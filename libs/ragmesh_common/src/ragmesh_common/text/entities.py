@@ -4,6 +4,7 @@ Found, in order of appearance and deduplicated case-insensitively: quoted string
 (a lone capitalised word at a sentence start is skipped — it is usually just the first word), acronyms,
 CamelCase words, years/decades and numbers with units.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,21 +22,44 @@ _NUMBER_UNIT = re.compile(
     r"(?<![\w.])(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|bn|k|m)\b)?"
     r"|\d[\d,]*(?:\.\d+)?%|\d[\d,]*(?:\.\d+)?\s?(?:percent|kg|g|mg|km|m|cm|mm|mi|ft|lb|lbs|gb|mb|tb|kb|ghz|"
     r"mhz|ms|s|sec|seconds|minutes|hours|days|weeks|months|years|kw|mw|w|v|usd|eur|gbp|million|billion)\b)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _YEAR = re.compile(r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?:s|'s)?(?![\w%]|\.\d|\s?(?:%|percent)\b)")
-_ACRONYM = re.compile(r"^(?:[A-Z]\.){2,}$|^[A-Z][A-Z0-9&]*[A-Z0-9]$|^[A-Z]+[0-9][A-Za-z0-9]*$|"
-                      r"^[0-9]+[A-Z][A-Za-z0-9]*$")
+_ACRONYM = re.compile(
+    r"^(?:[A-Z]\.){2,}$|^[A-Z][A-Z0-9&]*[A-Z0-9]$|^[A-Z]+[0-9][A-Za-z0-9]*$|"
+    r"^[0-9]+[A-Z][A-Za-z0-9]*$"
+)
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$")
 _SENTENCE_END = re.compile(r"[.!?:;]")
 
 # Capitalised words that open questions or sentences but are not names: the stop words, the verbs of asking,
 # and ordinals and adjectives that start a sentence far more often than a name.
-STOP_CAPS = ENGLISH | frozenset("""
-tell give show list name describe explain summarize summarise compare find please first last next new old one
-""".split())
+STOP_CAPS = ENGLISH | frozenset(
+    [
+        "tell",
+        "give",
+        "show",
+        "list",
+        "name",
+        "describe",
+        "explain",
+        "summarize",
+        "summarise",
+        "compare",
+        "find",
+        "please",
+        "first",
+        "last",
+        "next",
+        "new",
+        "old",
+        "one",
+    ]
+)
 # Lower-case words allowed inside a capitalised phrase ("Bank of America", "Ludwig van Beethoven").
-_CONNECTORS = frozenset({"of", "de", "del", "der", "den", "van", "von", "la", "le", "du", "da", "di", "&", "y", "bin",
-                         "al"})
+_CONNECTORS = frozenset(
+    {"of", "de", "del", "der", "den", "van", "von", "la", "le", "du", "da", "di", "&", "y", "bin", "al"}
+)
 
 
 @dataclass(frozen=True)
@@ -96,16 +120,21 @@ def _capitalised_phrases(tokens: list[Token]) -> list[tuple[int, str]]:
             possessive = _strip_possessive(words[-1]) != words[-1]
             if possessive and not (nxt.text[:1].isupper() and not _ACRONYM.match(nxt.text)):
                 break  # "Jane Smith's first novel" ends the name; "Reader's Digest" does not
-            if _is_cap(nxt.text) and nxt.text != "I" or nxt.text.isdigit() and not _YEAR.fullmatch(nxt.text):
+            if (_is_cap(nxt.text) and nxt.text != "I") or (nxt.text.isdigit() and not _YEAR.fullmatch(nxt.text)):
                 words.append(nxt.text)
                 j += 1
                 continue
             # "of" / "of the" inside a name, only when a capitalised word follows.
             lower = nxt.text.lower()
             span = 2 if lower == "of" and j + 1 < len(tokens) and tokens[j + 1].text == "the" else 1
-            if lower in _CONNECTORS and j + span < len(tokens) and tokens[j + span].text[:1].isupper() \
-                    and not tokens[j + span].after_punct and not tokens[j + span].sentence_start:
-                words.extend(t.text for t in tokens[j:j + span])
+            if (
+                lower in _CONNECTORS
+                and j + span < len(tokens)
+                and tokens[j + span].text[:1].isupper()
+                and not tokens[j + span].after_punct
+                and not tokens[j + span].sentence_start
+            ):
+                words.extend(t.text for t in tokens[j : j + span])
                 j += span
                 continue
             break

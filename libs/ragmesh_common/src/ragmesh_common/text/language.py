@@ -8,6 +8,7 @@
 
 The script ranges (`CJK_RUN`, `has_cjk`) are shared with the retriever's lexical analysis.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,8 +19,32 @@ UNKNOWN = "simple"
 
 # The languages py3langid chooses among: every Latin, Cyrillic and Devanagari language PostgreSQL has a
 # text search configuration for (the other scripts are decided by script alone).
-IDENTIFIED_LANGS = ("en", "de", "fr", "es", "it", "pt", "nl", "sv", "no", "da", "fi", "hu", "ro", "tr", "ca",
-                    "id", "et", "eu", "ga", "lt", "ru", "sr", "hi", "ne")
+IDENTIFIED_LANGS = (
+    "en",
+    "de",
+    "fr",
+    "es",
+    "it",
+    "pt",
+    "nl",
+    "sv",
+    "no",
+    "da",
+    "fi",
+    "hu",
+    "ro",
+    "tr",
+    "ca",
+    "id",
+    "et",
+    "eu",
+    "ga",
+    "lt",
+    "ru",
+    "sr",
+    "hi",
+    "ne",
+)
 
 # Han (CJK Unified Ideographs + Extension A + compatibility + extensions B..), 々 and 〇.
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3007\U00020000-\U0002fa1f"

@@ -7,6 +7,7 @@ It stands in for Neo4j 5 on one machine: the graph service talks to it with the 
 runs the server in the foreground until SIGTERM/SIGINT. `EmbeddedArcadeDB` spawns that as a subprocess so
 the JVM (heavy: a few hundred MB resident, seconds to start) lives in its own process and dies with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,16 @@ USER = "root"
 class EmbeddedArcadeDB:
     """ArcadeDB in `data_dir` with Bolt on 127.0.0.1:`bolt_port` and HTTP on `http_port`, user root/`password`."""
 
-    def __init__(self, data_dir: Path, bolt_port: int, http_port: int, password: str, database: str = "ragmesh",
-                 host: str = "127.0.0.1", heap: str = "512m") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        bolt_port: int,
+        http_port: int,
+        password: str,
+        database: str = "ragmesh",
+        host: str = "127.0.0.1",
+        heap: str = "512m",
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.bolt_port = bolt_port
         self.http_port = http_port
@@ -54,19 +63,36 @@ class EmbeddedArcadeDB:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for port in (self.bolt_port, self.http_port):
             if port_open(self.host, port):
-                raise RuntimeError(f"port {self.host}:{port} is taken; set ARCADEDB_BOLT_PORT/ARCADEDB_HTTP_PORT "
-                                   "to free ports")
-        args = [sys.executable, "-m", "ragmesh_dev.engines.arcadedb", "--root", str(self.data_dir),
-                "--bolt-port", str(self.bolt_port), "--http-port", str(self.http_port), "--database", self.database,
-                "--host", self.host, "--heap", self.heap]
+                raise RuntimeError(
+                    f"port {self.host}:{port} is taken; set ARCADEDB_BOLT_PORT/ARCADEDB_HTTP_PORT to free ports"
+                )
+        args = [
+            sys.executable,
+            "-m",
+            "ragmesh_dev.engines.arcadedb",
+            "--root",
+            str(self.data_dir),
+            "--bolt-port",
+            str(self.bolt_port),
+            "--http-port",
+            str(self.http_port),
+            "--database",
+            self.database,
+            "--host",
+            self.host,
+            "--heap",
+            self.heap,
+        ]
         # The password travels in the environment, not argv (argv is world-readable in /proc).
         env = {**os.environ, "ARCADEDB_ROOT_PASSWORD": self.password}
-        logger.info("starting arcadedb (bolt %s:%d, http %d) in %s", self.host, self.bolt_port, self.http_port,
-                    self.data_dir)
+        logger.info(
+            "starting arcadedb (bolt %s:%d, http %d) in %s", self.host, self.bolt_port, self.http_port, self.data_dir
+        )
         started = time.monotonic()
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL
+            )
         try:
             self._wait_ready(timeout)
         except BaseException:
@@ -85,14 +111,18 @@ class EmbeddedArcadeDB:
                 break
             time.sleep(0.2)
         else:
-            raise TimeoutError(f"arcadedb Bolt port {self.bolt_port} did not open within {timeout:.0f}s; "
-                               f"see {self.log_path}")
+            raise TimeoutError(
+                f"arcadedb Bolt port {self.bolt_port} did not open within {timeout:.0f}s; see {self.log_path}"
+            )
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                with (neo4j.GraphDatabase.driver(self.uri, auth=(self.user, self.password),
-                                                 connection_timeout=5) as driver,
-                      driver.session(database=self.database) as session):
+                with (
+                    neo4j.GraphDatabase.driver(
+                        self.uri, auth=(self.user, self.password), connection_timeout=5
+                    ) as driver,
+                    driver.session(database=self.database) as session,
+                ):
                     session.run(neo4j.Query("RETURN 1 AS one", timeout=5)).consume()
                 return
             except Exception as exc:  # noqa: BLE001 - retried until the deadline
@@ -126,12 +156,16 @@ def serve(root: Path, bolt_port: int, http_port: int, password: str, database: s
     from arcadedb_embedded.server import create_server
 
     start_jvm(heap_size=heap)
-    server = create_server(str(root / "databases"), password, config={
-        "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin",
-        "bolt_port": bolt_port,
-        "http_port": http_port,
-        "host": host,
-    })
+    server = create_server(
+        str(root / "databases"),
+        password,
+        config={
+            "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin",
+            "bolt_port": bolt_port,
+            "http_port": http_port,
+            "host": host,
+        },
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -151,8 +185,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, required=True, help="data directory (databases/ and log/ go here)")
     parser.add_argument("--bolt-port", type=int, required=True)
     parser.add_argument("--http-port", type=int, required=True)
-    parser.add_argument("--password", default=os.environ.get("ARCADEDB_ROOT_PASSWORD"),
-                        help="root password (default: $ARCADEDB_ROOT_PASSWORD)")
+    parser.add_argument(
+        "--password",
+        default=os.environ.get("ARCADEDB_ROOT_PASSWORD"),
+        help="root password (default: $ARCADEDB_ROOT_PASSWORD)",
+    )
     parser.add_argument("--database", default="ragmesh")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--heap", default="512m", help="JVM max heap, e.g. 512m or 2g")

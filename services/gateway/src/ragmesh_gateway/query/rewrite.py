@@ -9,6 +9,7 @@ assistant answers), "then" / "that year" / "at that time" the last date; a leadi
 rpc), called only when a reference was found that the rules could not resolve; any failure keeps the rule
 result and says why in `Rewrite.degraded`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,46 +26,117 @@ MAX_QUESTION_CHARS = 2000
 LOOKBACK_TURNS = 3  # user turns searched for an antecedent
 LLM_TIMEOUT_S = 3.0
 
-_ELLIPSIS = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(?P<a>.+?)\s*[?.!]*\s*$|"
-                       r"^\s*(?:and|also|same\s+for|the\s+same\s+for|what\s+of|and\s+for|and\s+what\s+of)\s+"
-                       r"(?P<b>.+?)\s*[?.!]*\s*$", re.IGNORECASE)
+_ELLIPSIS = re.compile(
+    r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(?P<a>.+?)\s*[?.!]*\s*$|"
+    r"^\s*(?:and|also|same\s+for|the\s+same\s+for|what\s+of|and\s+for|and\s+what\s+of)\s+"
+    r"(?P<b>.+?)\s*[?.!]*\s*$",
+    re.IGNORECASE,
+)
 _PERSONAL = {"he": "", "him": "", "she": "", "his": "'s", "her": "'s"}
 _NEUTER = {"it": "", "they": "", "them": "", "its": "'s", "their": "'s"}
 _PRONOUN = re.compile(r"\b(it|its|they|them|their|he|him|his|she|her)\b", re.IGNORECASE)
 # Expletive "it" refers to nothing: "is it possible to …", "it takes three days to …".
-_EXPLETIVE_IT = re.compile(r"\bit\s+(?:is|was|'s|will be|would be)\s+(?:possible|necessary|true|likely|important|"
-                           r"hard|easy|allowed|required|ok|okay|safe|better|worth)\b|\bit\s+takes?\b|"
-                           r"\bis\s+it\s+(?:possible|necessary|true|ok|okay|allowed|required|safe|worth)\b",
-                           re.IGNORECASE)
+_EXPLETIVE_IT = re.compile(
+    r"\bit\s+(?:is|was|'s|will be|would be)\s+(?:possible|necessary|true|likely|important|"
+    r"hard|easy|allowed|required|ok|okay|safe|better|worth)\b|\bit\s+takes?\b|"
+    r"\bis\s+it\s+(?:possible|necessary|true|ok|okay|allowed|required|safe|worth)\b",
+    re.IGNORECASE,
+)
 _DEMONSTRATIVE = re.compile(r"\b(this|that|these|those)\b(?:\s+(?P<noun>[a-z][\w-]*))?", re.IGNORECASE)
 # Nouns that stand for "the thing we were talking about" after a demonstrative.
-_GENERIC_NOUNS = frozenset("""
-one ones thing things company companies product products person people team teams project projects document
-documents report reports policy policies tool tools service services system systems version versions feature
-features organization organisation organizations organisations group groups model models product item items
-place city country topic case plan program programme file files
-""".split())
-_WH = re.compile(r"^\s*(?:tell me (?:more )?about|what (?:is|are|was|were)|who (?:is|are|was|were)|"
-                 r"what about|describe|explain|how (?:does|do|did|is|are)|where (?:is|are)|when (?:is|was)|"
-                 r"why (?:is|are|does|do|did))\s+", re.IGNORECASE)
+_GENERIC_NOUNS = frozenset(
+    [
+        "one",
+        "ones",
+        "thing",
+        "things",
+        "company",
+        "companies",
+        "product",
+        "products",
+        "person",
+        "people",
+        "team",
+        "teams",
+        "project",
+        "projects",
+        "document",
+        "documents",
+        "report",
+        "reports",
+        "policy",
+        "policies",
+        "tool",
+        "tools",
+        "service",
+        "services",
+        "system",
+        "systems",
+        "version",
+        "versions",
+        "feature",
+        "features",
+        "organization",
+        "organisation",
+        "organizations",
+        "organisations",
+        "group",
+        "groups",
+        "model",
+        "models",
+        "product",
+        "item",
+        "items",
+        "place",
+        "city",
+        "country",
+        "topic",
+        "case",
+        "plan",
+        "program",
+        "programme",
+        "file",
+        "files",
+    ]
+)
+_WH = re.compile(
+    r"^\s*(?:tell me (?:more )?about|what (?:is|are|was|were)|who (?:is|are|was|were)|"
+    r"what about|describe|explain|how (?:does|do|did|is|are)|where (?:is|are)|when (?:is|was)|"
+    r"why (?:is|are|does|do|did))\s+",
+    re.IGNORECASE,
+)
 _FILLER = re.compile(r"[?.!]+\s*$")
 # "And when did it move there?": a conjunction before a full question (not an ellipsis like "And Microsoft?").
-_LEADING_CONJ = re.compile(r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b\s*,?\s+(?=(?:what|when|where|who|whom|whose|"
-                           r"which|why|how|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|tell|"
-                           r"give|list|name|describe|explain|show)\b)", re.IGNORECASE)
+_LEADING_CONJ = re.compile(
+    r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b\s*,?\s+(?=(?:what|when|where|who|whom|whose|"
+    r"which|why|how|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|tell|"
+    r"give|list|name|describe|explain|show)\b)",
+    re.IGNORECASE,
+)
 # "there" as a place; not the expletive "is there …" / "there is …".
-_THERE = re.compile(r"\bthere\b(?!\s+(?:is|are|was|were|be|been|being|'s|’s|exists?|seems?|remains?|will|would|"
-                    r"might|must|may|could|should|has|have|had)\b)", re.IGNORECASE)
+_THERE = re.compile(
+    r"\bthere\b(?!\s+(?:is|are|was|were|be|been|being|'s|’s|exists?|seems?|remains?|will|would|"
+    r"might|must|may|could|should|has|have|had)\b)",
+    re.IGNORECASE,
+)
 _THERE_EXPLETIVE = re.compile(r"\b(?:is|are|was|were|be|been|will|would|could|can)\s+$", re.IGNORECASE)
-_MOTION = re.compile(r"\b(?:move|moves|moved|moving|go|goes|went|going|gone|come|comes|came|coming|travel\w*|"
-                     r"relocat\w*|return\w*|get|got|send|sent|expand\w*|arriv\w*)\s+$", re.IGNORECASE)
+_MOTION = re.compile(
+    r"\b(?:move|moves|moved|moving|go|goes|went|going|gone|come|comes|came|coming|travel\w*|"
+    r"relocat\w*|return\w*|get|got|send|sent|expand\w*|arriv\w*)\s+$",
+    re.IGNORECASE,
+)
 _CAP_PHRASE = r"[A-Z][\w'’.-]*(?:\s+(?:of\s+|de\s+)?[A-Z][\w'’.-]*)*(?:,\s+[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)?"
 _PLACE = re.compile(r"\b(?:in|at|to|from|near|into|toward|towards|outside|inside)\s+(?:the\s+)?(" + _CAP_PHRASE + ")")
-_TIME = re.compile(r"\b(?:back then|at that time|at the time|in that year|that year|during that time|by then|"
-                   r"then(?=\s*(?:[?.!,;]|$)))", re.IGNORECASE)
+_TIME = re.compile(
+    r"\b(?:back then|at that time|at the time|in that year|that year|during that time|by then|"
+    r"then(?=\s*(?:[?.!,;]|$)))",
+    re.IGNORECASE,
+)
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-_DATE = re.compile(rf"\b(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}|{_MONTHS}\s+\d{{4}}|"
-                   r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?![\w%]))")
+_DATE = re.compile(
+    rf"\b(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}|{_MONTHS}\s+\d{{4}}|"
+    r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?![\w%]))"
+)
 
 
 @dataclass(frozen=True)
@@ -91,10 +163,14 @@ def _find_reference(question: str) -> _Reference:
         return _Reference("pronoun", pm.group(1))
     for dm in _DEMONSTRATIVE.finditer(question):
         noun = (dm.group("noun") or "").lower()
-        before = question[:dm.start()].rstrip()
+        before = question[: dm.start()].rstrip()
         # "the company that makes…" is a relative clause, not a reference.
-        if dm.group(1).lower() == "that" and before and re.search(r"[A-Za-z]$", before) \
-                and not re.search(r"\b(is|was|about|do|did|does|of|for|with|in|on|to|and|or|than)$", before, re.I):
+        if (
+            dm.group(1).lower() == "that"
+            and before
+            and re.search(r"[A-Za-z]$", before)
+            and not re.search(r"\b(is|was|about|do|did|does|of|for|with|in|on|to|and|or|than)$", before, re.I)
+        ):
             continue
         if not noun or noun in _GENERIC_NOUNS or noun in {"is", "was", "are", "were", "does", "do", "did", "has"}:
             return _Reference("demonstrative", dm.group(0))
@@ -124,7 +200,7 @@ def _antecedent(history: list[tuple[str, str]], personal: bool) -> tuple[str, st
     for index, text in reversed(turns[-LOOKBACK_TURNS:]):
         if personal and re.match(r"^\s*who\b", text, re.IGNORECASE):
             # "Who founded IBM?" → "When was he born?": he is the answer, not IBM.
-            answer = next((c for role, c in history[index + 1:] if role == "assistant" and isinstance(c, str)), "")
+            answer = next((c for role, c in history[index + 1 :] if role == "assistant" and isinstance(c, str)), "")
             names = [e for e in extract_entities(answer) if is_name(e)]
             if names:
                 return names[0], text
@@ -145,16 +221,25 @@ def _antecedent(history: list[tuple[str, str]], personal: bool) -> tuple[str, st
 
 def _turn_texts(history: list[tuple[str, str]]) -> list[str]:
     """User questions and assistant answers, most recent first."""
-    return [turn[1][:MAX_QUESTION_CHARS] for turn in reversed(history)
-            if isinstance(turn, (tuple, list)) and len(turn) == 2 and isinstance(turn[1], str)]
+    return [
+        turn[1][:MAX_QUESTION_CHARS]
+        for turn in reversed(history)
+        if isinstance(turn, (tuple, list)) and len(turn) == 2 and isinstance(turn[1], str)
+    ]
 
 
 def _last_place(history: list[tuple[str, str]], exclude: str = "") -> str | None:
     """The last place named in the history: a capitalised name after a locative preposition."""
     for text in _turn_texts(history):
         places = [m.group(1).rstrip(".") for m in _PLACE.finditer(text)]
-        places = [p for p in places if is_name(p) and p.lower() != exclude.lower() and not _DATE.fullmatch(p)
-                  and p.split()[0].lower() not in STOP_CAPS]
+        places = [
+            p
+            for p in places
+            if is_name(p)
+            and p.lower() != exclude.lower()
+            and not _DATE.fullmatch(p)
+            and p.split()[0].lower() not in STOP_CAPS
+        ]
         if places:
             return places[-1]
     return None
@@ -171,13 +256,13 @@ def _last_date(history: list[tuple[str, str]]) -> str | None:
 def _resolve_place_and_time(text: str, history: list[tuple[str, str]], entity: str) -> tuple[str, list[str]] | None:
     """`text` with "there" and "then"/"that year" resolved; None when one is present and cannot be."""
     done: list[str] = []
-    m = next((m for m in _THERE.finditer(text) if not _THERE_EXPLETIVE.search(text[:m.start()])), None)
+    m = next((m for m in _THERE.finditer(text) if not _THERE_EXPLETIVE.search(text[: m.start()])), None)
     if m is not None:
         place = _last_place(history, exclude=entity)
         if place is None:
             return None
-        prep = "to" if _MOTION.search(text[:m.start()]) else "in"
-        text = text[:m.start()] + f"{prep} {place}" + text[m.end():]
+        prep = "to" if _MOTION.search(text[: m.start()]) else "in"
+        text = text[: m.start()] + f"{prep} {place}" + text[m.end() :]
         done.append(f"there → {place}")
     m = _TIME.search(text)
     if m:
@@ -185,7 +270,7 @@ def _resolve_place_and_time(text: str, history: list[tuple[str, str]], entity: s
         if date is None:
             return None
         prep = "in" if re.fullmatch(r"\d{4}|" + _MONTHS + r"\s+\d{4}", date) else "on"
-        text = text[:m.start()] + f"{prep} {date}" + text[m.end():]
+        text = text[: m.start()] + f"{prep} {date}" + text[m.end() :]
         done.append(f"time → {date}")
     return text, done
 
@@ -193,14 +278,15 @@ def _resolve_place_and_time(text: str, history: list[tuple[str, str]], entity: s
 def _substitute_pronoun(question: str, entity: str) -> str:
     def repl(m: re.Match[str]) -> str:
         word = m.group(1).lower()
-        if word == "it" and _EXPLETIVE_IT.search(question[max(0, m.start() - 4):m.end() + 20]):
+        if word == "it" and _EXPLETIVE_IT.search(question[max(0, m.start() - 4) : m.end() + 20]):
             return m.group(0)
         if word == "her":
             # "her" is possessive before a noun ("her album"), objective otherwise ("married her?").
-            after = question[m.end():]
+            after = question[m.end() :]
             return entity + ("'s" if re.match(r"\s+[a-z]", after) else "")
         suffix = {**_PERSONAL, **_NEUTER}[word]
         return entity + suffix
+
     return _PRONOUN.sub(repl, question)
 
 
@@ -210,8 +296,9 @@ def _substitute_demonstrative(question: str, entity: str) -> str:
         if noun in _GENERIC_NOUNS:
             return entity
         if not noun or noun in {"is", "was", "are", "were", "does", "do", "did", "has"}:
-            return entity + m.group(0)[len(m.group(1)):]
+            return entity + m.group(0)[len(m.group(1)) :]
         return m.group(0)
+
     return _DEMONSTRATIVE.sub(repl, question, count=1)
 
 
@@ -249,7 +336,7 @@ def _resolve(question: str, history: list[tuple[str, str]]) -> Rewrite | _Refere
     base = question
     conj = _LEADING_CONJ.match(question)
     if conj:
-        rest = question[conj.end():]
+        rest = question[conj.end() :]
         base = rest[:1].upper() + rest[1:]
     reasons = ["leading conjunction"] if conj else []
     ref = _find_reference(base)
@@ -285,7 +372,7 @@ def rewrite_followup(question: str, history: list[tuple[str, str]]) -> Rewrite:
     """Rewrite a follow-up question into a self-contained one by rules. Never raises."""
     try:
         result = _resolve(question, history)
-    except Exception:  # noqa: BLE001 — a rewrite must never break a chat; keep the question
+    except Exception:  # a rewrite must never break a chat; keep the question
         logger.exception("follow-up rewrite failed; keeping the question")
         return Rewrite(question if isinstance(question, str) else "", False, "rewrite error")
     if isinstance(result, Rewrite):
@@ -295,9 +382,12 @@ def rewrite_followup(question: str, history: list[tuple[str, str]]) -> Rewrite:
     return Rewrite(question, False, f"unresolved {result.kind}")
 
 
-async def arewrite_followup(question: str, history: list[tuple[str, str]],
-                            llm: Callable[[str, list[tuple[str, str]]], Awaitable[str]] | None = None,
-                            timeout: float = LLM_TIMEOUT_S) -> Rewrite:  # noqa: ASYNC109 - passed to asyncio.wait_for around the LLM only
+async def arewrite_followup(
+    question: str,
+    history: list[tuple[str, str]],
+    llm: Callable[[str, list[tuple[str, str]]], Awaitable[str]] | None = None,
+    timeout: float = LLM_TIMEOUT_S,
+) -> Rewrite:  # passed to asyncio.wait_for around the LLM only
     """Rules first; `llm(question, history)` only when a reference was found that the rules could not resolve.
 
     Any LLM exception, timeout, or empty/overlong reply keeps the rule result and sets `degraded`. Never raises.
@@ -311,9 +401,10 @@ async def arewrite_followup(question: str, history: list[tuple[str, str]],
         raise
     except TimeoutError:
         logger.warning("follow-up rewrite: LLM timed out after %.1fs; keeping the question", timeout)
-        return Rewrite(rules.text, rules.rewritten, rules.reason,
-                       degraded=f"rewrite model timed out after {timeout:g}s")
-    except Exception as exc:  # noqa: BLE001 — the fallback must never fail the chat
+        return Rewrite(
+            rules.text, rules.rewritten, rules.reason, degraded=f"rewrite model timed out after {timeout:g}s"
+        )
+    except Exception as exc:  # noqa: BLE001 - the fallback must never fail the chat
         logger.warning("follow-up rewrite: LLM failed (%s); keeping the question", type(exc).__name__)
         detail = exc.code().name if hasattr(exc, "code") and callable(exc.code) else type(exc).__name__
         return Rewrite(rules.text, rules.rewritten, rules.reason, degraded=f"rewrite model failed ({detail})")

@@ -1,4 +1,5 @@
 """Admin: the traces API and the trace dashboard (role `admin`)."""
+
 from __future__ import annotations
 
 import logging
@@ -36,11 +37,20 @@ def trace_storage_error(exc: Exception) -> HTTPException:
     return HTTPException(503, f"trace storage is unavailable ({type(exc).__name__})")
 
 
-@router.get("/api/v1/traces", tags=["admin"], summary="Recent request traces (admin only)", response_model=TraceList,
-            responses=error_responses(401, 403, 422, 503))
-async def list_traces(user: User, rt: RuntimeDep, limit: int = Query(50, ge=1, le=500),
-                      hours: int = Query(24, ge=1, le=24 * 30),
-                      name: Annotated[Text | None, Query(max_length=100)] = None) -> Any:
+@router.get(
+    "/api/v1/traces",
+    tags=["admin"],
+    summary="Recent request traces (admin only)",
+    response_model=TraceList,
+    responses=error_responses(401, 403, 422, 503),
+)
+async def list_traces(
+    user: User,
+    rt: RuntimeDep,
+    limit: int = Query(50, ge=1, le=500),
+    hours: int = Query(24, ge=1, le=24 * 30),
+    name: Annotated[Text | None, Query(max_length=100)] = None,
+) -> Any:
     require_admin(user)
     try:
         return {"traces": await trace_store(rt).list(user.roles, limit=limit, hours=hours, name=name)}
@@ -48,11 +58,18 @@ async def list_traces(user: User, rt: RuntimeDep, limit: int = Query(50, ge=1, l
         raise trace_storage_error(exc) from exc
 
 
-@router.get("/api/v1/traces/{trace_id}", tags=["admin"], summary="All spans of one trace (admin only)",
-            response_model=TraceDetail, responses=error_responses(401, 403, 404, 422, 503))
-async def get_trace(trace_id: Annotated[str, FastAPIPath(pattern=TRACE_ID_PATTERN,
-                                                         description="32 lower-case hex characters")],
-                    user: User, rt: RuntimeDep) -> Any:
+@router.get(
+    "/api/v1/traces/{trace_id}",
+    tags=["admin"],
+    summary="All spans of one trace (admin only)",
+    response_model=TraceDetail,
+    responses=error_responses(401, 403, 404, 422, 503),
+)
+async def get_trace(
+    trace_id: Annotated[str, FastAPIPath(pattern=TRACE_ID_PATTERN, description="32 lower-case hex characters")],
+    user: User,
+    rt: RuntimeDep,
+) -> Any:
     require_admin(user)
     try:
         spans = await trace_store(rt).spans(user.roles, trace_id)

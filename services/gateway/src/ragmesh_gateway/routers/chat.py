@@ -1,4 +1,5 @@
 """Chat (JSON or Server-Sent Events) and search."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,14 @@ from sse_starlette.sse import EventSourceResponse
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, RuntimeDep, User
 from ragmesh_gateway.mesh import StepFailed
-from ragmesh_gateway.models import CHAT_EVENTS, ChatRequest, ChatResponse, SearchRequest, SearchResponse, error_responses
+from ragmesh_gateway.models import (
+    CHAT_EVENTS,
+    ChatRequest,
+    ChatResponse,
+    SearchRequest,
+    SearchResponse,
+    error_responses,
+)
 from ragmesh_gateway.orchestrator import ChatOptions, source_payload
 from ragmesh_gateway.shutdown import SHUTDOWN_GRACE_SECONDS, until_shutdown
 from ragmesh_gateway.validation import StrictJSONRoute
@@ -33,21 +41,41 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
     return JSONResponse({"detail": data}, status_code=data["status"], headers=headers)
 
 
-@router.post("/api/v1/chat", tags=["chat"], summary="Ask a question over the documents you may read",
-             response_model=None,
-             responses={200: {"model": ChatResponse, "description": "JSON answer, or text/event-stream when "
-                              "stream=true (events: progress, token, final, error)",
-                              "content": {"text/event-stream": {"schema": CHAT_EVENTS}}},
-                        **error_responses(400, 401, 413, 422, 429, 503)})
-async def chat(body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: OrchestratorDep,
-               limiter: RateLimiterDep) -> Any:
+@router.post(
+    "/api/v1/chat",
+    tags=["chat"],
+    summary="Ask a question over the documents you may read",
+    response_model=None,
+    responses={
+        200: {
+            "model": ChatResponse,
+            "description": "JSON answer, or text/event-stream when stream=true (events: progress, token, final, error)",
+            "content": {"text/event-stream": {"schema": CHAT_EVENTS}},
+        },
+        **error_responses(400, 401, 413, 422, 429, 503),
+    },
+)
+async def chat(
+    body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: OrchestratorDep, limiter: RateLimiterDep
+) -> Any:
     await limiter.check(user)
-    options = ChatOptions(question=body.question, history=[(t.role, t.content) for t in body.history],
-                          top_k=body.top_k, candidates=max(rt.settings.candidates, body.top_k), alpha=body.alpha,
-                          levels=list(body.levels), document_ids=[str(d) for d in body.document_ids],
-                          rerank=body.rerank, graph=body.graph, max_tokens=body.max_tokens,
-                          strategy=body.strategy, context=body.context.model_dump() if body.context else None,
-                          relevance_gate=body.relevance_gate, fusion=body.fusion, routing=body.routing)
+    options = ChatOptions(
+        question=body.question,
+        history=[(t.role, t.content) for t in body.history],
+        top_k=body.top_k,
+        candidates=max(rt.settings.candidates, body.top_k),
+        alpha=body.alpha,
+        levels=list(body.levels),
+        document_ids=[str(d) for d in body.document_ids],
+        rerank=body.rerank,
+        graph=body.graph,
+        max_tokens=body.max_tokens,
+        strategy=body.strategy,
+        context=body.context.model_dump() if body.context else None,
+        relevance_gate=body.relevance_gate,
+        fusion=body.fusion,
+        routing=body.routing,
+    )
     span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
     try:
         with trace.use_span(span, end_on_exit=False):
@@ -78,7 +106,9 @@ async def chat(body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: Orch
             async for item in stream:
                 head.append(item)
                 if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
-                        "answer", "started"):
+                    "answer",
+                    "started",
+                ):
                     break
         except BaseException:
             await stream.aclose()  # the handler failed or was cancelled before the response began
@@ -96,8 +126,9 @@ async def chat(body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: Orch
             finally:
                 await stream.aclose()  # a client that left cancels the answer at once (its slot frees)
 
-        return EventSourceResponse(sse(), headers=SSE_HEADERS, ping=15, shutdown_event=shutdown,
-                                   shutdown_grace_period=SHUTDOWN_GRACE_SECONDS)
+        return EventSourceResponse(
+            sse(), headers=SSE_HEADERS, ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_SECONDS
+        )
     tokens: list[str] = []
     progress: list[dict[str, Any]] = []
     async for item in events():
@@ -112,17 +143,32 @@ async def chat(body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: Orch
     raise HTTPException(503, "the chat ended without an answer")
 
 
-@router.post("/api/v1/search", tags=["chat"], summary="Permission-aware hybrid search without an answer",
-             response_model=SearchResponse,
-             responses=error_responses(400, 401, 413, 422, 429, 503))
+@router.post(
+    "/api/v1/search",
+    tags=["chat"],
+    summary="Permission-aware hybrid search without an answer",
+    response_model=SearchResponse,
+    responses=error_responses(400, 401, 413, 422, 429, 503),
+)
 async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
     await limiter.check(user)
-    options = ChatOptions(question=body.query, top_k=body.top_k, candidates=body.candidates or max(body.top_k, 10),
-                          alpha=body.alpha, levels=list(body.levels),
-                          document_ids=[str(d) for d in body.document_ids], rerank=body.rerank, graph=False,
-                          relevance_gate=body.relevance_gate, routing=body.routing, strategy=body.strategy,
-                          fusion=body.fusion, context=body.context.model_dump() if body.context else None,
-                          feedback_docs=body.feedback_docs, feedback_weight=body.feedback_weight)
+    options = ChatOptions(
+        question=body.query,
+        top_k=body.top_k,
+        candidates=body.candidates or max(body.top_k, 10),
+        alpha=body.alpha,
+        levels=list(body.levels),
+        document_ids=[str(d) for d in body.document_ids],
+        rerank=body.rerank,
+        graph=False,
+        relevance_gate=body.relevance_gate,
+        routing=body.routing,
+        strategy=body.strategy,
+        fusion=body.fusion,
+        context=body.context.model_dump() if body.context else None,
+        feedback_docs=body.feedback_docs,
+        feedback_weight=body.feedback_weight,
+    )
     # the HTTP server span is the search's span (a child span of the same extent would cost ~60 µs)
     trace.get_current_span().set_attribute(attr.RAG_USER, user.user_id)
     try:
@@ -131,6 +177,11 @@ async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep,
         raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
     # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
     # jsonable_encoder walk of a returned dict cost ~0.9 ms per 10-result reply (~2% of a search).
-    return JSONResponse({"results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
-                         "accessible_documents": prepared.accessible, "degraded": prepared.degraded,
-                         "progress": prepared.stages})
+    return JSONResponse(
+        {
+            "results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
+            "accessible_documents": prepared.accessible,
+            "degraded": prepared.degraded,
+            "progress": prepared.stages,
+        }
+    )

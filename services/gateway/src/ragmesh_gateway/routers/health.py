@@ -1,4 +1,5 @@
 """Liveness, readiness and the index of links."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,11 +23,16 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["health"], summary="Readiness: can this gateway answer chat",
-            description="503 naming the missing parts when a part chat needs (retriever, answerer) is not "
-                        "SERVING; 200 otherwise, with the optional parts that are down (embedder, reranker, "
-                        "graph, parser, Redis) listed in `degraded`.",
-            response_model=Readiness, responses={503: {"model": Readiness, "description": "Not ready"}})
+@router.get(
+    "/readyz",
+    tags=["health"],
+    summary="Readiness: can this gateway answer chat",
+    description="503 naming the missing parts when a part chat needs (retriever, answerer) is not "
+    "SERVING; 200 otherwise, with the optional parts that are down (embedder, reranker, "
+    "graph, parser, Redis) listed in `degraded`.",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready"}},
+)
 async def readyz(rt: RuntimeDep) -> JSONResponse:
     services = await rt.mesh.health(timeout=1.0)
     try:

@@ -1,4 +1,5 @@
 """The search-backend contract every backend implements (and the shared contract tests exercise)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ class SearchQuery:
     levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
     candidates: int = 100
     language: str = ""
-    feedback_docs: int = 0        # vector pseudo-relevance feedback (Rocchio); 0 = off
+    feedback_docs: int = 0  # vector pseudo-relevance feedback (Rocchio); 0 = off
     feedback_weight: float = 1.0
 
 
@@ -44,32 +45,44 @@ class SearchBackend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
-                    version: int = 0) -> int:
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk], version: int = 0) -> int:
         """Replaces the document's chunks; the caller must own the document. pgvector: for a pending `version`
         (0 = the pending one, if any) the swap to it is in the same transaction (catalog.lock_version)."""
 
     async def delete(self, user: UserContext, document_id: str) -> None:
         """Removes the document's chunks (the catalogue row is removed by the catalogue)."""
 
-    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> Mapping[str, float] | None:
+    async def lexical(
+        self, user: UserContext, query: SearchQuery, accessible_ids: list[str]
+    ) -> Mapping[str, float] | None:
         """The lexical leg alone (chunk id → score), which needs no query vector: the retriever runs it while
         the query is being embedded and hands it to `search`. None: the backend scores both legs in `search`."""
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
-                     lexical: Mapping[str, float] | None = None) -> list[Hit]:
+    async def search(
+        self,
+        user: UserContext,
+        query: SearchQuery,
+        accessible_ids: list[str],
+        lexical: Mapping[str, float] | None = None,
+    ) -> list[Hit]:
         """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first. `lexical`: this
         query's lexical leg from `lexical`, when the caller ran it already."""
 
-    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+    async def get_chunks(
+        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
+    ) -> list[common_pb2.Chunk]:
         """Chunks by id, only from accessible documents."""
 
-    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+    async def document_chunks(
+        self, user: UserContext, document_ids: list[str], levels: list[int]
+    ) -> list[common_pb2.Chunk]:
         """All chunks of the given (accessible) documents at these levels, in document order."""
 
 
 # Chunk kinds are stored as their lower-case names ("paragraph", "summary", ...), the enum in the contract.
-_KIND_VALUES = {name.removeprefix("CHUNK_KIND_").lower(): value for name, value in common_pb2.ChunkKind.items() if value}
+_KIND_VALUES = {
+    name.removeprefix("CHUNK_KIND_").lower(): value for name, value in common_pb2.ChunkKind.items() if value
+}
 
 
 def kind_name(kind: common_pb2.ChunkKind.ValueType) -> str:

@@ -7,6 +7,7 @@ length from `lex_doc_stats`), so a score says nothing about documents the user c
 Chunk rows and the postings and statistics derived from them are protected by row-level security: every query
 runs as the user.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,10 +23,9 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import Hit, SearchQuery
-from ragmesh_retriever.backends.base import kind_name, kind_value
-from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
+from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
+from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
 from ragmesh_retriever.ranking import Fusion, fuse, rocchio
 
 logger = logging.getLogger(__name__)
@@ -157,7 +157,10 @@ def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str)
     langs = [detect_language(text, default=default_lang) for _, _, text in fields]
     return {
         "cfgs": [regconfig_for(lang) for lang in langs],
-        "heads": [prepare_lexical_text(" ".join([title, *path]), lang) for (title, path, _), lang in zip(fields, langs, strict=True)],
+        "heads": [
+            prepare_lexical_text(" ".join([title, *path]), lang)
+            for (title, path, _), lang in zip(fields, langs, strict=True)
+        ],
         "bodies": [prepare_lexical_text(text, lang) for (_, _, text), lang in zip(fields, langs, strict=True)],
     }
 
@@ -169,8 +172,18 @@ def vector_literal(values: list[float]) -> str:
 def chunk_message(row: tuple[Any, ...]) -> common_pb2.Chunk:
     """A chunk from a tuple row whose first ten columns are those of `_DETAILS` (the default row factory)."""
     cid, doc, level, parent, ordinal, path, page, kind, title, text = row[:10]
-    return common_pb2.Chunk(chunk_id=cid, document_id=str(doc), level=level, parent_id=parent or "", ordinal=ordinal,
-                            section_path=path, page=page, kind=kind_value(kind), title=title, text=text)
+    return common_pb2.Chunk(
+        chunk_id=cid,
+        document_id=str(doc),
+        level=level,
+        parent_id=parent or "",
+        ordinal=ordinal,
+        section_path=path,
+        page=page,
+        kind=kind_value(kind),
+        title=title,
+        text=text,
+    )
 
 
 class PgVectorBackend:
@@ -178,9 +191,19 @@ class PgVectorBackend:
     fusions = frozenset(Fusion)
     shares_catalogue = True  # chunks and postings under the catalogue's RLS; ON DELETE CASCADE from documents
 
-    def __init__(self, db: Database, *, dimension: int | None = None, text_search_config: str = "english",
-                 k1: float = 0.9, b: float = 0.4, heading_weight: float = 1.0, ef_search: int = 100,
-                 postings_per_term: int = 2000, document_first_max_docs: int = 200) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        dimension: int | None = None,
+        text_search_config: str = "english",
+        k1: float = 0.9,
+        b: float = 0.4,
+        heading_weight: float = 1.0,
+        ef_search: int = 100,
+        postings_per_term: int = 2000,
+        document_first_max_docs: int = 200,
+    ) -> None:
         self.db = db
         self.dimension = dimension
         self.cfg = text_search_config
@@ -195,16 +218,17 @@ class PgVectorBackend:
         await asyncio.to_thread(warm_up)
         if self.dimension is None:
             async with self.db.transaction(_SYSTEM) as conn:
-                row = await (await conn.execute(
-                    "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
-                )).fetchone()
+                row = await (
+                    await conn.execute(
+                        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+                    )
+                ).fetchone()
             self.dimension = int(row[0]) if row and row[0] > 0 else None
 
     async def close(self) -> None:
         return None
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
-                    version: int = 0) -> int:
+    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk], version: int = 0) -> int:
         doc_id = parse_document_id(document_id)
         for i, chunk in enumerate(chunks):
             if not chunk.chunk_id:
@@ -212,20 +236,30 @@ class PgVectorBackend:
             if chunk.document_id and chunk.document_id != document_id:
                 raise InvalidArgument(f"chunk {chunk.chunk_id} belongs to {chunk.document_id}, not {document_id}")
             if self.dimension and chunk.embedding and len(chunk.embedding) != self.dimension:
-                raise InvalidArgument(f"chunk {chunk.chunk_id} has a {len(chunk.embedding)}-d embedding; "
-                                      f"the index holds {self.dimension}-d vectors")
+                raise InvalidArgument(
+                    f"chunk {chunk.chunk_id} has a {len(chunk.embedding)}-d embedding; "
+                    f"the index holds {self.dimension}-d vectors"
+                )
         params = {
-            "document_id": doc_id, "cfg": self.cfg,
-            "ids": [c.chunk_id for c in chunks], "levels": [c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH for c in chunks],
-            "parents": [c.parent_id for c in chunks], "ordinals": [c.ordinal for c in chunks],
-            "paths": [json.dumps(list(c.section_path)) for c in chunks], "pages": [c.page for c in chunks],
-            "kinds": [kind_name(c.kind) for c in chunks], "titles": [c.title for c in chunks],
+            "document_id": doc_id,
+            "cfg": self.cfg,
+            "ids": [c.chunk_id for c in chunks],
+            "levels": [c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH for c in chunks],
+            "parents": [c.parent_id for c in chunks],
+            "ordinals": [c.ordinal for c in chunks],
+            "paths": [json.dumps(list(c.section_path)) for c in chunks],
+            "pages": [c.page for c in chunks],
+            "kinds": [kind_name(c.kind) for c in chunks],
+            "titles": [c.title for c in chunks],
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
         }
         # language identification of a large document takes a while: off the event loop
-        params.update(await asyncio.to_thread(
-            lexical_columns, [(c.title, list(c.section_path), c.text) for c in chunks], self.cfg))
+        params.update(
+            await asyncio.to_thread(
+                lexical_columns, [(c.title, list(c.section_path), c.text) for c in chunks], self.cfg
+            )
+        )
         # one transaction: a search sees the old chunks (and version) or the new ones, never both or neither
         async with self.db.transaction(user) as conn:
             target = await lock_version(conn, doc_id, version)  # the owner only; a superseded version is refused
@@ -246,8 +280,14 @@ class PgVectorBackend:
         base = {"levels": query.levels, "docs": uuid_array_literal(accessible_ids), "k": pool, "cfg": self.cfg}
         return await self._lexical_leg(user, query, base, len(accessible_ids))
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
-                     lexical: Mapping[str, float] | None = None, attempt: int = 0) -> list[Hit]:
+    async def search(
+        self,
+        user: UserContext,
+        query: SearchQuery,
+        accessible_ids: list[str],
+        lexical: Mapping[str, float] | None = None,
+        attempt: int = 0,
+    ) -> list[Hit]:
         if not accessible_ids:
             return []
         pool = max(query.candidates, query.top_k)
@@ -261,8 +301,9 @@ class PgVectorBackend:
                 return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)})
 
         # the two legs run at once, each on a connection (and a server process) of its own, under the user
-        lex, vector = await asyncio.gather(self.lexical(user, query, accessible_ids) if lexical is None
-                                           else _given(lexical), vector_leg())
+        lex, vector = await asyncio.gather(
+            self.lexical(user, query, accessible_ids) if lexical is None else _given(lexical), vector_leg()
+        )
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
         fused = fuse(query.fusion, lex, vector, query.alpha)
@@ -274,15 +315,16 @@ class PgVectorBackend:
         async with self.db.transaction(user) as conn:
             if query.feedback_docs > 0 and vec is not None and query.alpha > 0.0:
                 with tracer.start_as_current_span("vector feedback"):
-                    expanded = await self._feedback_vector(conn, query, [f.chunk_id for f in fused[: query.feedback_docs]])
+                    expanded = await self._feedback_vector(
+                        conn, query, [f.chunk_id for f in fused[: query.feedback_docs]]
+                    )
                 if expanded is not None:
                     expanded_query = True
                     async with self._vector_transaction(user, pool) as vconn:
                         vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)})
                     fused = fuse(query.fusion, lex, vector, query.alpha)
             top = fused[: query.top_k]
-            cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top],
-                                                "docs": docs})
+            cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top], "docs": docs})
             rows = {r[0]: r for r in await cur.fetchall()}
         hits = []
         for f in top:
@@ -296,28 +338,41 @@ class PgVectorBackend:
                     return await self.search(user, query, accessible_ids, attempt=attempt + 1)
                 continue
             # the reported similarity is always to the user's query, also after feedback moved the vector
-            sim = f.vector if f.vector is not None and not expanded_query else (
-                float(row[10]) if row[10] is not None else None)
+            sim = (
+                f.vector
+                if f.vector is not None and not expanded_query
+                else (float(row[10]) if row[10] is not None else None)
+            )
             hits.append(Hit(chunk=chunk_message(row), hybrid=f.score, lexical=f.lexical, vector=sim))
         return hits
 
-    async def _lexical_leg(self, user: UserContext, query: SearchQuery, base: dict[str, Any],
-                           documents: int) -> dict[str, float]:
+    async def _lexical_leg(
+        self, user: UserContext, query: SearchQuery, base: dict[str, Any], documents: int
+    ) -> dict[str, float]:
         with tracer.start_as_current_span("lexical leg") as span:
             by_document = documents <= self.document_first_max_docs
             span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, "document_first" if by_document else "term_first")
             async with self.db.transaction(user) as conn:
                 analyses = query_analyses(query.text, self.cfg, query.language or None)
-                cur = await conn.execute(_BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM, {
-                    **base, "qcfgs": [a[0] for a in analyses], "qtexts": [a[1] for a in analyses],
-                    "k1": self.k1, "b": self.b, "head_extra": self.heading_weight - 1.0,
-                    "per_term": self.postings_per_term})
+                cur = await conn.execute(
+                    _BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM,
+                    {
+                        **base,
+                        "qcfgs": [a[0] for a in analyses],
+                        "qtexts": [a[1] for a in analyses],
+                        "k1": self.k1,
+                        "b": self.b,
+                        "head_extra": self.heading_weight - 1.0,
+                        "per_term": self.postings_per_term,
+                    },
+                )
                 return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     def _vector_transaction(self, user: UserContext, pool: int) -> Any:
         """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`."""
-        return self.db.transaction(user, {"hnsw.ef_search": str(max(self.ef_search, pool)),
-                                          "hnsw.iterative_scan": "relaxed_order"})
+        return self.db.transaction(
+            user, {"hnsw.ef_search": str(max(self.ef_search, pool)), "hnsw.iterative_scan": "relaxed_order"}
+        )
 
     @staticmethod
     async def _vector_leg(conn: Any, params: dict[str, Any]) -> dict[str, float]:
@@ -328,28 +383,35 @@ class PgVectorBackend:
     @staticmethod
     async def _feedback_vector(conn: Any, query: SearchQuery, chunk_ids: list[str]) -> list[float] | None:
         """The query vector moved toward the top chunks' vectors (`ranking.rocchio`)."""
-        cur = await conn.execute("SELECT embedding::text FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
-                                 (chunk_ids,))
+        cur = await conn.execute(
+            "SELECT embedding::text FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL", (chunk_ids,)
+        )
         rows = [json.loads(r[0]) for r in await cur.fetchall()]
         if query.vector is None:
             return None
         return rocchio(query.vector, rows, query.feedback_weight)
 
-    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+    async def document_chunks(
+        self, user: UserContext, document_ids: list[str], levels: list[int]
+    ) -> list[common_pb2.Chunk]:
         if not document_ids:
             return []
         async with self.db.transaction(user) as conn:
             cur = await conn.execute(
                 "SELECT id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text FROM chunks "
                 "WHERE document_id = ANY(%s::uuid[]) AND level = ANY(%s) ORDER BY document_id, ordinal LIMIT 5000",
-                (document_ids, levels))
+                (document_ids, levels),
+            )
             return [chunk_message(r) for r in await cur.fetchall()]
 
-    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+    async def get_chunks(
+        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
+    ) -> list[common_pb2.Chunk]:
         if not chunk_ids or not accessible_ids:
             return []
         async with self.db.transaction(user) as conn:
-            cur = await conn.execute(_DETAILS, {"vec": None, "ids": chunk_ids,
-                                                "docs": uuid_array_literal(accessible_ids)})
+            cur = await conn.execute(
+                _DETAILS, {"vec": None, "ids": chunk_ids, "docs": uuid_array_literal(accessible_ids)}
+            )
             rows = {r[0]: r for r in await cur.fetchall()}
         return [chunk_message(rows[c]) for c in chunk_ids if c in rows]

@@ -5,6 +5,7 @@ in PostgreSQL under RLS, which decides the accessible document ids that every qu
 Search is Weaviate's native hybrid query (alpha, relativeScoreFusion or rankedFusion); BM25 k1 and b are
 set when the collection is created (Weaviate keeps them per collection), the heading weight per query.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,9 +23,8 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_retriever.backends.base import Hit, SearchQuery
+from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.ranking import Fusion
-from ragmesh_retriever.backends.base import kind_name, kind_value
 
 if TYPE_CHECKING:
     from weaviate.collections import CollectionAsync
@@ -51,16 +51,29 @@ class WeaviateBackend:
     fusions = frozenset(_FUSIONS)
     shares_catalogue = False  # chunks in Weaviate: the retriever checks ownership and deletes them itself
 
-    def __init__(self, url: str, *, grpc_port: int = 50051, api_key: str | None = None,
-                 collection: str = "RagmeshChunk", timeout_s: float = 10.0, k1: float = 0.9, b: float = 0.4,
-                 heading_weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        grpc_port: int = 50051,
+        api_key: str | None = None,
+        collection: str = "RagmeshChunk",
+        timeout_s: float = 10.0,
+        k1: float = 0.9,
+        b: float = 0.4,
+        heading_weight: float = 1.0,
+    ) -> None:
         parsed = urlparse(url)
         if not parsed.hostname:
             raise ValueError(f"WEAVIATE_URL must look like http://host:8080, got {url!r}")
         secure = parsed.scheme == "https"
         self.client = weaviate.use_async_with_custom(
-            http_host=parsed.hostname, http_port=parsed.port or (443 if secure else 80), http_secure=secure,
-            grpc_host=parsed.hostname, grpc_port=grpc_port, grpc_secure=secure,
+            http_host=parsed.hostname,
+            http_port=parsed.port or (443 if secure else 80),
+            http_secure=secure,
+            grpc_host=parsed.hostname,
+            grpc_port=grpc_port,
+            grpc_secure=secure,
             auth_credentials=Auth.api_key(api_key) if api_key else None,
             additional_config=AdditionalConfig(timeout=Timeout(init=timeout_s, query=timeout_s, insert=timeout_s * 6)),
         )
@@ -78,8 +91,12 @@ class WeaviateBackend:
                 vector_config=Configure.Vectors.self_provided(),
                 inverted_index_config=Configure.inverted_index(bm25_k1=self.k1, bm25_b=self.b),
                 properties=[
-                    Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD,
-                             skip_vectorization=True),
+                    Property(
+                        name="chunk_id",
+                        data_type=DataType.TEXT,
+                        tokenization=Tokenization.FIELD,
+                        skip_vectorization=True,
+                    ),
                     Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
                     Property(name="level", data_type=DataType.INT),
                     Property(name="parent_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
@@ -99,8 +116,9 @@ class WeaviateBackend:
     def _collection(self) -> CollectionAsync[Any, Any]:
         return self.client.collections.use(self.collection_name)
 
-    async def index(self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk],
-                    version: int = 0) -> int:  # the version swap is the server's (catalog), after this
+    async def index(
+        self, user: UserContext, document_id: str, chunks: list[common_pb2.Chunk], version: int = 0
+    ) -> int:  # the version swap is the server's (catalog), after this
         for i, chunk in enumerate(chunks):
             if not chunk.chunk_id:
                 raise InvalidArgument(f"chunk {i} has no chunk_id")
@@ -110,10 +128,18 @@ class WeaviateBackend:
         objects = [
             DataObject(
                 uuid=uuid.uuid5(_NAMESPACE, c.chunk_id),
-                properties={"chunk_id": c.chunk_id, "document_id": document_id,
-                            "level": c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH, "parent_id": c.parent_id,
-                            "ordinal": c.ordinal, "section_path": list(c.section_path), "page": c.page,
-                            "kind": kind_name(c.kind), "title": c.title, "text": c.text},
+                properties={
+                    "chunk_id": c.chunk_id,
+                    "document_id": document_id,
+                    "level": c.level or common_pb2.CHUNK_LEVEL_PARAGRAPH,
+                    "parent_id": c.parent_id,
+                    "ordinal": c.ordinal,
+                    "section_path": list(c.section_path),
+                    "page": c.page,
+                    "kind": kind_name(c.kind),
+                    "title": c.title,
+                    "text": c.text,
+                },
                 vector=list(c.embedding) if c.embedding else None,
             )
             for c in chunks
@@ -130,21 +156,33 @@ class WeaviateBackend:
 
     def _filters(self, accessible_ids: list[str], levels: list[int]) -> _Filters:
         return Filter.by_property("document_id").contains_any(accessible_ids) & Filter.by_property(
-            "level").contains_any(levels)
+            "level"
+        ).contains_any(levels)
 
     async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> None:
         return None  # one native hybrid query scores both legs: it needs the vector up front
 
-    async def search(self, user: UserContext, query: SearchQuery, accessible_ids: list[str],
-                     lexical: Mapping[str, float] | None = None) -> list[Hit]:
+    async def search(
+        self,
+        user: UserContext,
+        query: SearchQuery,
+        accessible_ids: list[str],
+        lexical: Mapping[str, float] | None = None,
+    ) -> list[Hit]:
         if not accessible_ids:
             return []
         fusion = _FUSIONS[query.fusion]  # the retriever refuses a fusion not in `fusions`
         reply = await self._collection().query.hybrid(
-            query=query.text or None, vector=query.vector or None, alpha=query.alpha if query.vector else 0.0,
-            fusion_type=fusion, limit=query.top_k, filters=self._filters(accessible_ids, query.levels),
-            query_properties=self.query_properties, include_vector=bool(query.vector),
-            return_metadata=MetadataQuery(score=True), return_properties=_PROPS,
+            query=query.text or None,
+            vector=query.vector or None,
+            alpha=query.alpha if query.vector else 0.0,
+            fusion_type=fusion,
+            limit=query.top_k,
+            filters=self._filters(accessible_ids, query.levels),
+            query_properties=self.query_properties,
+            include_vector=bool(query.vector),
+            return_metadata=MetadataQuery(score=True),
+            return_properties=_PROPS,
         )
         hits = []
         for obj in reply.objects:
@@ -155,29 +193,42 @@ class WeaviateBackend:
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
         return hits
 
-    async def get_chunks(self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]) -> list[common_pb2.Chunk]:
+    async def get_chunks(
+        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
+    ) -> list[common_pb2.Chunk]:
         if not chunk_ids or not accessible_ids:
             return []
         reply = await self._collection().query.fetch_objects(
             filters=Filter.by_property("chunk_id").contains_any(chunk_ids)
             & Filter.by_property("document_id").contains_any(accessible_ids),
-            limit=len(chunk_ids), return_properties=_PROPS)
+            limit=len(chunk_ids),
+            return_properties=_PROPS,
+        )
         found = {o.properties["chunk_id"]: self._chunk(o.properties) for o in reply.objects}
         return [found[c] for c in chunk_ids if c in found]
 
-    async def document_chunks(self, user: UserContext, document_ids: list[str], levels: list[int]) -> list[common_pb2.Chunk]:
+    async def document_chunks(
+        self, user: UserContext, document_ids: list[str], levels: list[int]
+    ) -> list[common_pb2.Chunk]:
         if not document_ids:
             return []
         reply = await self._collection().query.fetch_objects(
-            filters=self._filters(document_ids, levels), limit=5000, return_properties=_PROPS)
+            filters=self._filters(document_ids, levels), limit=5000, return_properties=_PROPS
+        )
         chunks = [self._chunk(o.properties) for o in reply.objects]
         return sorted(chunks, key=lambda c: (c.document_id, c.ordinal))
 
     @staticmethod
     def _chunk(p: Mapping[str, Any]) -> common_pb2.Chunk:
         return common_pb2.Chunk(
-            chunk_id=str(p.get("chunk_id", "")), document_id=str(p.get("document_id", "")),
+            chunk_id=str(p.get("chunk_id", "")),
+            document_id=str(p.get("document_id", "")),
             level=common_pb2.ChunkLevel.ValueType(int(p.get("level") or 0)),
-            parent_id=str(p.get("parent_id") or ""), ordinal=int(p.get("ordinal") or 0),
-            section_path=list(p.get("section_path") or []), page=int(p.get("page") or 0),
-            kind=kind_value(str(p.get("kind") or "")), title=str(p.get("title") or ""), text=str(p.get("text") or ""))
+            parent_id=str(p.get("parent_id") or ""),
+            ordinal=int(p.get("ordinal") or 0),
+            section_path=list(p.get("section_path") or []),
+            page=int(p.get("page") or 0),
+            kind=kind_value(str(p.get("kind") or "")),
+            title=str(p.get("title") or ""),
+            text=str(p.get("text") or ""),
+        )
