@@ -17,7 +17,7 @@ from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import IDENTITY_KEY, UserContext, installed_signer
 from ragmesh_common.tokens import TokenSigner
 
-from .test_retriever_search import ALICE, BOB, add_document, unit  # fixtures
+from .test_retriever_search import ALICE, BOB, add_document, app_dsn, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
 CAROL = UserContext("carol", "finance", ("employee",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub

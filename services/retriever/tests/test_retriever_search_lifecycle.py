@@ -20,7 +20,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 
-from .test_retriever_search import ALICE, BOB, owner_dsn_of, unit  # fixtures
+from .test_retriever_search import ALICE, BOB, add_document, app_dsn, owner_dsn_of, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
 CAROL = UserContext("carol", "finance", ("employee",))
 ADMIN = UserContext("root", "ops", ("admin",))
