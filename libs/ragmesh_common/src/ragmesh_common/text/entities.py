@@ -242,9 +242,7 @@ def _runs(tokens: list[Token], for_question: bool) -> list[list[tuple[Token, str
                 continue
             # "of" / "of the" inside a name, only when a capitalised word follows.
             lower = nxt.text.lower()
-            span = (
-                2 if for_question and lower == "of" and j + 1 < len(tokens) and tokens[j + 1].text == "the" else 1
-            )
+            span = 2 if for_question and lower == "of" and j + 1 < len(tokens) and tokens[j + 1].text == "the" else 1
             if (
                 lower in connectors
                 and j + span < len(tokens)
@@ -313,7 +311,9 @@ def spot(text: str, *, for_question: bool = True) -> list[Mention]:
         value = next(g for g in m.groups() if g is not None).strip()
         if not for_question:
             value = value.strip(" .,;:")
-            if not (len(value) >= 2 and len(value.split()) <= MAX_PHRASE_WORDS and value.lower() not in DOCUMENT_STOPWORDS):
+            if not (
+                len(value) >= 2 and len(value.split()) <= MAX_PHRASE_WORDS and value.lower() not in DOCUMENT_STOPWORDS
+            ):
                 value = ""
         if value:
             spans.append(Mention(m.start(), value, KIND_QUOTED))
