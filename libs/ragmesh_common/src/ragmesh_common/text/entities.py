@@ -55,7 +55,7 @@ _ACRONYM = re.compile(
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$")
 # Documents: stricter, since running text has all-caps emphasis and odd tokens a question rarely has.
 _DOC_ACRONYM = re.compile(r"[A-Z]{2,6}s?")  # "NASA", "APIs"
-_DOC_TITLE = re.compile(r"[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ0-9]+(?:[-'’][A-Za-zÀ-ÖØ-öø-ÿ]+)*")
+_INNER_MARK = re.compile(r"[-'’]")
 _DOC_CAMEL = re.compile(r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*")  # an inner lower->upper switch: "WidgetPro", "iPhone"
 _SENTENCE_END = re.compile(r"[.!?:;]")
 _DOC_SENTENCE_END = re.compile(r"[.!?;]")  # a colon introduces a list of names in running text
@@ -199,7 +199,18 @@ def word_kind(word: str, *, for_question: bool = True) -> str | None:
         return KIND_ACRONYM
     if _DOC_CAMEL.fullmatch(word) and not word.isupper():
         return KIND_CAMEL
-    return KIND_NAME if _DOC_TITLE.fullmatch(word) else None
+    return KIND_NAME if _is_title(word) else None
+
+
+def _is_title(word: str) -> bool:
+    """A capital then lower-case letters or digits, in any script ("Wańkowicz", "Zürich", "O'Neil-Smith")."""
+    head, *rest = _INNER_MARK.split(word)
+    return (
+        len(head) >= 2
+        and head[0].isupper()
+        and all(c.islower() or c.isdigit() for c in head[1:])
+        and all(part.isalpha() for part in rest)
+    )
 
 
 def _starts_name(tok: Token, for_question: bool) -> bool:
