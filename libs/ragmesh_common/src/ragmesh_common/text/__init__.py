@@ -1,7 +1,8 @@
 """Text analysis shared by the services (rules, no model):
 
 - `stopwords`: one stop-word list per language (`STOP_WORDS["en" | "de" | "fr"]`, `stop_words(*langs)`);
-- `entities`: the rule-based named-entity spotter (`extract_entities`, `is_name`);
+- `entities`: the rule-based named-entity spotter, one for questions and documents (`spot(text, for_question=)`,
+  `extract_entities` for questions, `is_name`; the graph service reads documents with `for_question=False`);
 - `language`: language identification (`detect_language`: Unicode scripts, then py3langid with a minimum
   length and confidence).
 
