@@ -674,19 +674,16 @@ def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Q
     # IBM founded?"), that is where the answer is stated; an answer that holds only in a sentence matching fewer
     # of them ("IBM debuted in the microcomputer market in 1981") answers another question about the same thing.
     best = [u for u in range(len(units)) if _covers_all(q, units[u].context)]
-    if best and not any(
-        _holds(units[u].context, added_stems, added_numbers, added_names, threshold) for u in about if u in best
-    ):
-        added = [n.text for n in added_numbers] + added_names
-        if added and not any(_holds(units[u].context, set(), added_numbers, added_names, threshold) for u in best):
-            verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
-            verdict.unsupported_tokens = added
-            verdict.reason = (
-                "the evidence that matches the whole question does not state "
-                + ", ".join(f"'{t}'" for t in added)
-                + f' (it says: "{_clip(units[best[0]].text)}")'
-            )
-            return
+    added = [n.text for n in added_numbers] + added_names
+    if best and added and not any(_holds(units[u].context, set(), added_numbers, added_names, threshold) for u in best):
+        verdict.supported, verdict.verdict = False, Verdict.OFF_QUESTION
+        verdict.unsupported_tokens = added
+        verdict.reason = (
+            "the evidence that matches the whole question does not state "
+            + ", ".join(f"'{t}'" for t in added)
+            + f' (it says: "{_clip(units[best[0]].text)}")'
+        )
+        return
     problem = type_problem(q.answer_type, body, q)
     if problem:
         verdict.supported, verdict.verdict, verdict.reason = False, Verdict.WRONG_ANSWER_TYPE, problem
