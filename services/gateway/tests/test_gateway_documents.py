@@ -4,6 +4,7 @@ chunks, list filters and the admin problems view (the HTTP status and what reach
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,10 +20,11 @@ from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.formats import accepted_extensions
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.config import Settings
 from ragmesh_gateway.tokens import mint
 
-SECRET = "test-secret-which-is-long-enough-for-hs256"
+sys.path.insert(0, str(Path(__file__).parent))  # the bad-input tests' settings (tests run in importlib mode)
+from test_gateway_bad_input import SECRET, settings
+
 DOC_ID = "7b0e3f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 CONTENT = b"# Notes\n\nhello"
 
@@ -144,29 +146,6 @@ class FakeCelery:
 
     def send_task(self, name: str, args: list[Any]) -> None:
         self.sent.append(args)
-
-
-def settings(tmp_path: Path) -> Settings:
-    return Settings(
-        host="127.0.0.1",
-        port=0,
-        parser_addr="x:1",
-        embedder_addr="x:1",
-        retriever_addr="x:1",
-        reranker_addr="x:1",
-        graph_addr="x:1",
-        answerer_addr="x:1",
-        redis_url="redis://127.0.0.1:1/0",
-        traces_dsn=None,
-        upload_dir=tmp_path / "uploads",
-        jwt_secret=SECRET,
-        jwt_issuer=None,
-        jwt_audience=None,
-        jwks_url=None,
-        rate_limit_per_minute=0,
-        max_json_bytes=64 * 1024,
-        max_header_bytes=8 * 1024,
-    )
 
 
 @pytest.fixture
