@@ -204,10 +204,21 @@ def test_the_worker_runs_no_forged_task_and_traces_each_refusal(
     worker: Any, store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     tasks = forged(store)
-    with caplog.at_level(logging.WARNING, logger="ragmesh_ingestion.worker"):
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    with caplog.at_level(logging.WARNING, logger="ragmesh_ingestion.worker"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", recording_open)
+        for name in ("builtins.open", "io.open"):  # open() and Path.read_bytes()
+            patch.setattr(name, lambda *a, **k: pytest.fail(f"the worker opened {a[0]!r}"))
         for forged_task in tasks.values():
             assert worker.ingest_document.run(*forged_task.args()) is None  # acknowledged: no exception, no retry
         worker.ingest_document.run("only", "two")
+    assert opened == []  # not the signing key, not the victim's file: nothing
     assert worker.runs == []  # no ingestion started: nothing read, nothing sent to a service
     refusals = [r for r in caplog.records if r.getMessage().startswith("refused ingestion task")]
     assert len(refusals) == len(tasks) + 1
