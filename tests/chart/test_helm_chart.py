@@ -335,7 +335,7 @@ def test_redis_tls_verifies_against_the_ca_from_a_secret() -> None:
     assert "redis-ca" not in str(deployments["retriever"])
     with pytest.raises(helm.HelmError, match="rediss://"):
         render_chart.render({**DEV_AUTH, "stores": {"redis": {"tls": {"enabled": True}}}})
-    with pytest.raises(helm.HelmError, match="tls.enabled=true"):
+    with pytest.raises(helm.HelmError, match=r"tls\.enabled=true"):
         render_chart.render({**DEV_AUTH, "stores": {"redis": {"url": "rediss://redis:6380/0"}}})
 
 
