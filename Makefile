@@ -58,7 +58,7 @@ proto-check: $(STAMP)
 	$(BIN)/python -m pytest -q tests/contracts/test_proto_buf.py
 
 token: $(STAMP)
-	@$(BIN)/python -m ragmesh_gateway.tokens --user "$(user)" --department "$(department)" --roles "$(roles)"
+	@$(BIN)/python -m ragmesh_cli token --user "$(user)" --department "$(department)" --roles "$(roles)"
 
 clean-data:
 	rm -rf .data

@@ -247,7 +247,8 @@ def test_internal_identity_signing_key_only_in_gateway_and_worker(scenario: str)
         if name in ("gateway", "worker"):
             assert env["RAGMESH_INTERNAL_SIGNING_KEY"] == {"secretKeyRef": {**secret, "key": "signing-key"}}, name
             assert env["RAGMESH_INTERNAL_TOKEN_TTL_SECONDS"] == "120"
-            assert "RAGMESH_INTERNAL_PUBLIC_KEY" not in env
+            # the worker also verifies the gateway's ingestion tokens
+            assert ("RAGMESH_INTERNAL_PUBLIC_KEY" in env) == (name == "worker")
         else:
             assert env["RAGMESH_INTERNAL_PUBLIC_KEY"] == {"secretKeyRef": {**secret, "key": "public-key"}}, name
             assert "RAGMESH_INTERNAL_SIGNING_KEY" not in env, f"{name} must not be able to mint identities"
@@ -306,3 +307,38 @@ def test_gateway_auth_must_be_configured() -> None:
     # the gateway refuses to start without it; the chart says so at install time instead
     with pytest.raises(helm.HelmError, match=r"auth\.jwtIssuer and auth\.jwksUrl"):
         render_chart.render({})
+
+
+def test_redis_password_comes_from_a_secret_and_never_inline() -> None:
+    deployments = _by_kind(_scenario_docs("default"), "Deployment")
+    for name in ("gateway", "worker"):
+        env = _env(_container(deployments[name]))
+        assert env["REDIS_PASSWORD"] == {"secretKeyRef": {"name": "ragmesh-redis", "key": "password"}}
+        assert "@" not in env["REDIS_URL"]
+    for name in ("parser", "embedder", "retriever", "reranker", "graph", "answerer"):
+        assert "REDIS_PASSWORD" not in _env(_container(deployments[name])), f"{name} has no business with Redis"
+    with pytest.raises(helm.HelmValuesError, match="pattern"):  # a password written into the URL
+        render_chart.render({**DEV_AUTH, "stores": {"redis": {"url": "redis://:hunter2@redis:6379/0"}}})
+
+
+def test_redis_tls_verifies_against_the_ca_from_a_secret() -> None:
+    deployments = _by_kind(_scenario_docs("weaviate"), "Deployment")
+    for name in ("gateway", "worker"):
+        pod = deployments[name]["spec"]["template"]["spec"]
+        container = _container(deployments[name])
+        env = _env(container)
+        assert env["REDIS_URL"].startswith("rediss://")
+        [mount] = [m for m in container["volumeMounts"] if m["name"] == "redis-ca"]
+        assert mount["readOnly"] and env["REDIS_TLS_CA_FILE"] == f"{mount['mountPath']}/ca.crt"
+        [volume] = [v for v in pod["volumes"] if v["name"] == "redis-ca"]
+        assert volume["secret"]["secretName"] == "ragmesh-redis-ca"
+    assert "redis-ca" not in str(deployments["retriever"])
+    with pytest.raises(helm.HelmError, match="rediss://"):
+        render_chart.render({**DEV_AUTH, "stores": {"redis": {"tls": {"enabled": True}}}})
+    with pytest.raises(helm.HelmError, match=r"tls\.enabled=true"):
+        render_chart.render({**DEV_AUTH, "stores": {"redis": {"url": "rediss://redis:6380/0"}}})
+
+
+def test_the_worker_verifies_ingestion_tokens_with_the_public_key() -> None:
+    env = _env(_container(_by_kind(_scenario_docs("default"), "Deployment")["worker"]))
+    assert env["RAGMESH_INTERNAL_PUBLIC_KEY"]["secretKeyRef"]["key"] == "public-key"

@@ -62,6 +62,15 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* Where the gateway and the worker mount the CA certificate of a TLS Redis (stores.redis.tls.caSecret). */}}
+{{- define "ragmesh.redisCaDir" -}}/etc/ragmesh/redis-ca{{- end -}}
+
+{{/* "true" when this component talks to Redis and verifies it against a CA from a Secret. */}}
+{{- define "ragmesh.redisCaOn" -}}
+{{- $tls := .root.Values.stores.redis.tls -}}
+{{- if and (has .name (list "gateway" "worker")) $tls.enabled $tls.caSecret.name -}}true{{- end -}}
+{{- end -}}
+
 {{- define "ragmesh.secretEnv" -}}
 - name: {{ .env }}
   valueFrom:
@@ -101,6 +110,9 @@ win: ragmesh.env drops wired entries of the same name.
 {{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_SIGNING_KEY" "name" $identity.name "key" $identity.signingKeyKey) }}
 - name: RAGMESH_INTERNAL_TOKEN_TTL_SECONDS
   value: {{ $v.internalIdentity.tokenTtlSeconds | quote }}
+{{- if eq .name "worker" }}
+{{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_PUBLIC_KEY" "name" $identity.name "key" $identity.publicKeyKey) }}
+{{- end }}
 {{- else if eq .c.protocol "grpc" }}
 {{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_PUBLIC_KEY" "name" $identity.name "key" $identity.publicKeyKey) }}
 {{- end }}
@@ -127,8 +139,22 @@ win: ragmesh.env drops wired entries of the same name.
   value: {{ printf "%s-%s:%v" $.root.Release.Name $svc (get $dep "port") | quote }}
 {{- end }}
 {{- end }}
+{{- $redis := $v.stores.redis }}
+{{- if and $redis.tls.enabled (not (hasPrefix "rediss://" $redis.url)) }}
+{{- fail "stores.redis.tls.enabled needs a rediss:// stores.redis.url" }}
+{{- end }}
+{{- if and (hasPrefix "rediss://" $redis.url) (not $redis.tls.enabled) }}
+{{- fail "stores.redis.url is rediss://: set stores.redis.tls.enabled=true" }}
+{{- end }}
 - name: REDIS_URL
-  value: {{ $v.stores.redis.url | quote }}
+  value: {{ $redis.url | quote }}
+{{- if $redis.passwordSecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "REDIS_PASSWORD" "name" $redis.passwordSecret.name "key" $redis.passwordSecret.key) }}
+{{- end }}
+{{- if and $redis.tls.enabled $redis.tls.caSecret.name }}
+- name: REDIS_TLS_CA_FILE
+  value: {{ printf "%s/%s" (include "ragmesh.redisCaDir" .) $redis.tls.caSecret.key | quote }}
+{{- end }}
 - name: GATEWAY_UPLOAD_DIR
   value: {{ $v.uploads.mountPath | quote }}
 - name: GATEWAY_GRAPH_ENABLED

@@ -57,6 +57,11 @@ livenessProbe:
 - name: uploads
   mountPath: {{ $v.uploads.mountPath }}
 {{- end }}
+{{- if include "ragmesh.redisCaOn" . }}
+- name: redis-ca
+  mountPath: {{ include "ragmesh.redisCaDir" . }}
+  readOnly: true
+{{- end }}
 {{- with .c.volumeMounts }}
 {{ toYaml . }}
 {{- end }}
@@ -87,6 +92,14 @@ livenessProbe:
 {{- else }}
   emptyDir: {}
 {{- end }}
+{{- end }}
+{{- if include "ragmesh.redisCaOn" . }}
+- name: redis-ca
+  secret:
+    secretName: {{ .root.Values.stores.redis.tls.caSecret.name }}
+    items:
+      - key: {{ .root.Values.stores.redis.tls.caSecret.key }}
+        path: {{ .root.Values.stores.redis.tls.caSecret.key }}
 {{- end }}
 {{- with .c.volumes }}
 {{ toYaml . }}

@@ -8,6 +8,7 @@ import hashlib
 import importlib
 import io
 import json
+import os
 import types
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,14 +21,15 @@ from starlette.datastructures import Headers
 from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_cli.tokens import mint
 from ragmesh_common.context import UserContext
+from ragmesh_common.ingestion import TASK_NAME
+from ragmesh_common.tokens import PUBLIC_KEY_ENV, load_public_keys, verify_ingest_token
 from ragmesh_gateway import runtime as runtime_module
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.runtime import Runtime
-from ragmesh_gateway.tokens import mint
-from ragmesh_ingestion.tasks import TASK_NAME, task_user
 
 SECRET = "test-secret-which-is-long-enough-for-hs256"
 DOC_ID = "7b0e3f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -171,7 +173,7 @@ class FakeCelery:
         self.sent: list[tuple[str, list[Any]]] = []
         self.error = error
 
-    def send_task(self, name: str, args: list[Any]) -> None:
+    def send_task(self, name: str, args: list[Any], **_: Any) -> None:
         if self.error:
             raise self.error
         self.sent.append((name, args))
@@ -205,7 +207,10 @@ async def test_upload_is_catalogued_stored_and_queued_for_the_uploader(tmp_path:
     stored = tmp_path / "uploads" / DOC_ID / "v1" / "notes.md"
     assert name == TASK_NAME and args[0] == DOC_ID and args[2:] == [str(stored), "notes.md", "text/markdown", 0]
     assert stored.read_bytes() == b"# Notes\n\nhello"
-    assert task_user(args[1]) == UserContext(user_id="alice", department="eng", roles=("employee",))
+    # the task's one authority: a grant the worker verifies with the public key, for this user, document and file
+    grant = verify_ingest_token(args[1], load_public_keys(os.environ[PUBLIC_KEY_ENV]))
+    assert grant.user == UserContext(user_id="alice", department="eng", roles=("employee",))
+    assert (grant.document_id, grant.version, grant.file) == (DOC_ID, 0, f"{DOC_ID}/v1/notes.md")
 
 
 async def test_a_down_queue_fails_the_document_and_says_so(tmp_path: Path) -> None:

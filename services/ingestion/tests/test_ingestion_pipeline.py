@@ -17,9 +17,17 @@ from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
+from ragmesh_common.ingestion import (
+    RETRYING,
+    TERMINAL,
+    IngestTask,
+    channel_name,
+    create_celery,
+    send_ingest,
+    status_name,
+)
 from ragmesh_ingestion.config import Deadlines
 from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
-from ragmesh_ingestion.tasks import RETRYING, TERMINAL, channel_name, create_celery, send_ingest, status_name, task_user
 
 DOC = "7b0e3f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 USER = UserContext(user_id="alice", department="eng", roles=("employee",), token="t")
@@ -161,15 +169,15 @@ def test_status_names_are_the_proto_enum_without_its_prefix() -> None:
     assert {"ready", "failed"} == TERMINAL
 
 
-def test_a_task_carries_the_uploader() -> None:
+def test_a_task_carries_its_arguments_in_the_contracts_order() -> None:
     sent: list[tuple[str, list[Any]]] = []
     app = create_celery("redis://127.0.0.1:1/0")
-    app.send_task = lambda name, args: sent.append((name, args))
-    send_ingest(app, DOC, USER, "/u/a.md", "a.md", "text/markdown")
+    app.send_task = lambda name, args, **_: sent.append((name, args))
+    send_ingest(app, IngestTask(DOC, "signed", "/u/a.md", "a.md", "text/markdown"))
     [(name, args)] = sent
-    assert name == "ragmesh.ingest_document" and args[0] == DOC and args[2:] == ["/u/a.md", "a.md", "text/markdown", 0]
-    assert task_user(args[1]) == UserContext(user_id="alice", department="eng", roles=("employee",))
-    assert "t" not in json.loads(args[1]).values()  # the request's token stays behind; the worker signs its own
+    assert name == "ragmesh.ingest_document" and args == [DOC, "signed", "/u/a.md", "a.md", "text/markdown", 0]
+    assert IngestTask.from_args(*args) == IngestTask(DOC, "signed", "/u/a.md", "a.md", "text/markdown")
+    json.dumps(args)  # the broker's serializer is JSON
 
 
 async def test_a_new_version_is_ingested_under_its_number(tmp_path: Path) -> None:
@@ -199,6 +207,6 @@ async def test_a_superseded_version_stops_without_failing_the_document(tmp_path:
 def test_a_task_carries_the_version() -> None:
     sent: list[tuple[str, list[Any]]] = []
     app = create_celery("redis://127.0.0.1:1/0")
-    app.send_task = lambda name, args: sent.append((name, args))
-    send_ingest(app, DOC, USER, "/u/v2/a.md", "a.md", "text/markdown", version=2)
+    app.send_task = lambda name, args, **_: sent.append((name, args))
+    send_ingest(app, IngestTask(DOC, "signed", "/u/v2/a.md", "a.md", "text/markdown", 2))
     assert sent[0][1][-1] == 2

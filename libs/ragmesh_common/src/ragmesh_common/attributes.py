@@ -13,6 +13,7 @@ RAG_DOCUMENT_ID = "rag.document.id"
 RAG_DOCUMENT_VERSION = "rag.document.version"  # the version an ingestion call is for (0 = pending or visible)
 RAG_DOCUMENT_DEDUPLICATED = "rag.document.deduplicated"  # CreateOrGetDocument returned the existing document
 RAG_DOCUMENT_FORMAT = "rag.document.format"
+RAG_INGEST_REFUSED = "rag.ingest.refused"  # why the worker refused a task (forged, stale, outside the store)
 RAG_STAGE = "rag.stage"
 RAG_DEGRADED = "rag.degraded"
 RAG_DEGRADED_REASON = "rag.degraded.reason"

@@ -27,6 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import jwt
@@ -322,3 +323,112 @@ def channel_as(address: str, user: UserContext) -> aio.Channel:
     return aio.insecure_channel(
         address, options=CHANNEL_OPTIONS, interceptors=cast("list[aio.ClientInterceptor]", interceptors)
     )
+
+
+# ---------- ingestion grants: the signed ingestion task ----------
+# The gateway hands the worker a document to ingest through Redis. Whatever Redis holds is not trusted (anyone
+# who can write to it could enqueue a task), so the task carries a token minted by the gateway for one user,
+# one document, one version and one stored file, with its own audience: a service refuses it as an identity
+# token, and the worker refuses an identity token as a grant. It must be valid when the task starts (the queue
+# wait); then the worker acts with its own per-hop tokens for that user.
+INGEST_AUDIENCE = "ingestion"
+MAX_INGEST_TTL_SECONDS = 24 * 3600
+
+
+def public_keys_from_env(who: str) -> dict[str, Ed25519PublicKey]:
+    """The trusted public keys of RAGMESH_INTERNAL_PUBLIC_KEY (required; `who` says what needs them)."""
+    return load_public_keys(_required_env(PUBLIC_KEY_ENV, who))
+
+
+@dataclass(frozen=True)
+class IngestGrant:
+    """What a verified ingestion token allows: ingest version `version` of `document_id` from `file` (the stored
+    upload's path relative to the upload store), acting for `user`."""
+
+    user: UserContext
+    document_id: str
+    version: int
+    file: str
+    expires: float
+
+
+def mint_ingest_token(
+    signer: TokenSigner,
+    user: UserContext,
+    *,
+    document_id: str,
+    version: int,
+    file: str,
+    ttl_seconds: int,
+    now: float | None = None,
+    **overrides: Any,
+) -> str:
+    """The ingestion token of one task; `overrides` replace claims (tests: expired, foreign document)."""
+    if not 1 <= ttl_seconds <= MAX_INGEST_TTL_SECONDS:
+        raise ConfigError(f"an ingestion token lives 1..{MAX_INGEST_TTL_SECONDS} s, got {ttl_seconds}")
+    issued = int(time.time() if now is None else now)
+    claims: dict[str, Any] = {
+        "aud": INGEST_AUDIENCE,
+        "iat": issued,
+        "exp": issued + ttl_seconds,
+        "doc": document_id,
+        "ver": version,
+        "file": file,
+        **overrides,
+    }
+    return signer.mint(user, issued, **claims)
+
+
+def verify_ingest_token(
+    token: str,
+    public_keys: dict[str, Ed25519PublicKey],
+    *,
+    now: float | None = None,
+    leeway: float = LEEWAY_SECONDS,
+) -> IngestGrant:
+    """The grant of an ingestion token signed by a trusted key, or InvalidToken (forged, expired, an identity
+    token, a claim missing or of the wrong type)."""
+    now = time.time() if now is None else now
+    try:
+        kid = jwt.get_unverified_header(token).get("kid")
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(f"malformed token: {exc}") from None
+    key = public_keys.get(kid) if isinstance(kid, str) else None
+    if key is None:
+        raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
+    try:
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=[ALGORITHM],
+            audience=INGEST_AUDIENCE,
+            issuer=ISSUER,
+            leeway=leeway,
+            options={
+                "require": ["sub", "exp", "iat", "aud", "iss", "doc", "ver", "file"],
+                "verify_exp": False,
+            },
+        )
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(str(exc)) from None
+    exp, iat = claims["exp"], claims["iat"]
+    if not isinstance(exp, int | float) or not isinstance(iat, int | float) or exp + leeway <= now:
+        raise InvalidToken("token has expired")
+    if exp - iat > MAX_INGEST_TTL_SECONDS:
+        raise InvalidToken(f"token lives longer than {MAX_INGEST_TTL_SECONDS}s")
+    document_id, version, file = claims["doc"], claims["ver"], claims["file"]
+    if not isinstance(document_id, str) or not isinstance(file, str) or not file:
+        raise InvalidToken("doc and file must be strings")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InvalidToken("ver must be a non-negative integer")
+    roles, department = claims.get("roles", []), claims.get("department", "")
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not isinstance(department, str):
+        raise InvalidToken("roles must be a list of strings and department a string")
+    try:
+        validate_identifier(str(claims["sub"]), "sub")
+        for value in [*roles, *([department] if department else [])]:
+            validate_identifier(value, "role/department")
+    except ValueError as exc:
+        raise InvalidToken(str(exc)) from None
+    user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles))
+    return IngestGrant(user=user, document_id=document_id, version=version, file=file, expires=float(exp))

@@ -9,7 +9,8 @@ Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PO
 ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
 ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
-public key, only the gateway and the worker the private one.
+public key, only the gateway and the worker the private one. Redis requires a password (`requirepass`, made once
+in secrets.json, mode 0600); REDIS_URL carries it to the gateway and the worker.
 
 Supervision: once the mesh is up, a supervisor thread watches every process (services, the ingest worker, the
 model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a capped exponential backoff
@@ -187,6 +188,12 @@ class Stack:
         )
 
     @property
+    def redis_url(self) -> str:
+        """The embedded Redis's URL with its password (made once, kept in secrets.json, mode 0600)."""
+        self.redis.password = self.secret("redis_password")
+        return self.redis.url
+
+    @property
     def gateway_url(self) -> str:
         return f"http://{self.host}:{self.ports['gateway']}"
 
@@ -247,7 +254,7 @@ class Stack:
                 "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
                 "GATEWAY_HOST": self.host,
                 "GATEWAY_PORT": str(self.ports["gateway"]),
-                "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
+                "REDIS_URL": self.redis_url,
                 "GATEWAY_TRACES_DSN": self.app_dsn,
                 "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
                 "GATEWAY_JWT_SECRET": self.jwt_secret,
@@ -338,6 +345,7 @@ class Stack:
             self.secret("postgres_app_password"),
             int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
         )
+        self.redis.password = self.secret("redis_password")  # clients AUTH with it (REDIS_URL)
         self.redis.start()
         self.arcadedb = EmbeddedArcadeDB(
             self.data_dir / "arcadedb",

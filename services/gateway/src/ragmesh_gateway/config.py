@@ -9,6 +9,13 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
+from ragmesh_common.ingestion import (
+    DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_TTL_SECONDS,
+    TOKEN_TTL_ENV,
+    redis_url,
+)
+from ragmesh_common.tokens import MAX_INGEST_TTL_SECONDS
 from ragmesh_gateway.grading import Thresholds
 
 
@@ -44,6 +51,10 @@ class Settings(ServiceSettings):
     graph_addr: str = _env("GRAPH_ADDR")
     answerer_addr: str = _env("ANSWERER_ADDR")
     redis_url: str = _env("REDIS_URL", repr=False)
+    redis_password: str = _env("REDIS_PASSWORD", "", repr=False)
+    redis_tls_ca_file: str = _env("REDIS_TLS_CA_FILE", "")
+    enqueue_timeout_seconds: float = Field(DEFAULT_ENQUEUE_TIMEOUT_SECONDS, gt=0)
+    ingest_token_ttl_seconds: int = _env(TOKEN_TTL_ENV, DEFAULT_TOKEN_TTL_SECONDS, ge=1, le=MAX_INGEST_TTL_SECONDS)
     traces_dsn: str | None = Field(None, repr=False)
     upload_dir: Path
     jwt_secret: str | None = Field(None, repr=False)
@@ -77,6 +88,11 @@ class Settings(ServiceSettings):
                 "set GATEWAY_JWT_ISSUER and GATEWAY_JWKS_URL (production) or GATEWAY_JWT_SECRET (local development)"
             )
         return self
+
+    @property
+    def broker_url(self) -> str:
+        """REDIS_URL with the password and TLS settings (ragmesh_common.ingestion.redis_url)."""
+        return redis_url(self.redis_url, self.redis_password, self.redis_tls_ca_file)
 
     @property
     def deadlines(self) -> Deadlines:

@@ -3,7 +3,9 @@ progress events until ready or failed, and delete. The routes in routers/documen
 
 The catalogue (the retriever) holds each document's status; the ingestion worker (services/ingestion) moves it
 along and publishes every step on Redis. Both name a status by `status_name` of the proto enum
-(ragmesh_ingestion.tasks, the contract the gateway shares with the worker).
+(ragmesh_common.ingestion, the contract the gateway shares with the worker). An ingestion task carries a token
+the gateway signs for the uploader, the document, its version and the stored file (the worker trusts nothing
+else in it), and is published off the event loop under GATEWAY_ENQUEUE_TIMEOUT_SECONDS.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.context import UserContext, installed_signer
+from ragmesh_common.ingestion import TERMINAL, IngestTask, channel_name, event, send_ingest, status_name
+from ragmesh_common.tokens import TokenSigner, mint_ingest_token
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import MAX_FILENAME_CHARS, AclIn, DocumentPatch
 from ragmesh_gateway.validation import check_upload_content, text_problem
-from ragmesh_ingestion.tasks import TERMINAL, channel_name, event, send_ingest, status_name
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +109,14 @@ class DocumentLifecycle:
     """The one owner of create → store → enqueue → status and events → delete. Errors are HTTPExceptions with
     the message the client sees."""
 
-    def __init__(self, settings: Settings, mesh: Mesh, redis: Redis, celery: Celery) -> None:
+    def __init__(
+        self, settings: Settings, mesh: Mesh, redis: Redis, celery: Celery, signer: TokenSigner | None = None
+    ) -> None:
         self.settings = settings
         self.mesh = mesh
         self.redis = redis
         self.celery = celery
+        self.signer = signer  # signs the tasks' ingestion tokens; None: the process's (install_from_env)
         self._formats: frozenset[str] | None = None  # the parser's, asked once it answers
 
     async def accepted_formats(self, user: UserContext) -> frozenset[str]:
@@ -288,10 +294,15 @@ class DocumentLifecycle:
     async def _enqueue(
         self, user: UserContext, document_id: str, path: Path, filename: str, mime_type: str, version: int = 0
     ) -> None:
+        task = IngestTask(
+            document_id, self._ingest_token(user, document_id, version, path), str(path), filename, mime_type, version
+        )
         try:
-            send_ingest(self.celery, document_id, user, str(path), filename, mime_type, version=version)
-        except Exception as exc:  # the broker is down: say so, keep the file
-            logger.error("could not enqueue ingestion of %s: %s", document_id, exc)
+            # off the event loop, which serves every chat stream: a slow Redis holds up this upload only
+            async with asyncio.timeout(self.settings.enqueue_timeout_seconds):
+                await asyncio.to_thread(send_ingest, self.celery, task)
+        except Exception as exc:  # the broker is down or too slow: say so, keep the file
+            logger.error("could not enqueue ingestion of %s: %s", document_id, repr(exc))
             try:
                 await self.mesh.retriever.UpdateDocumentStatus(
                     retriever_pb2.UpdateDocumentStatusRequest(
@@ -306,6 +317,20 @@ class DocumentLifecycle:
             except aio.AioRpcError as status_exc:
                 logger.error("could not mark %s failed: %s", document_id, status_exc.code().name)
             raise HTTPException(503, "ingestion queue unavailable; the document was not queued") from exc
+
+    def _ingest_token(self, user: UserContext, document_id: str, version: int, path: Path) -> str:
+        """The task's grant: `user` may ingest `path` (its place in the upload store) as `version` of the document."""
+        signer = self.signer or installed_signer()
+        if not isinstance(signer, TokenSigner):
+            raise RuntimeError("the gateway signs ingestion tasks with RAGMESH_INTERNAL_SIGNING_KEY (install_from_env)")
+        return mint_ingest_token(
+            signer,
+            user,
+            document_id=document_id,
+            version=version,
+            file=path.relative_to(self.settings.upload_dir).as_posix(),
+            ttl_seconds=self.settings.ingest_token_ttl_seconds,
+        )
 
     async def list_readable(
         self,

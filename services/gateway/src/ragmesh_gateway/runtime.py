@@ -14,12 +14,12 @@ from fastapi import HTTPException
 from redis.asyncio import Redis
 
 from ragmesh_common.context import UserContext
+from ragmesh_common.ingestion import create_celery
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.orchestrator import Orchestrator
 from ragmesh_gateway.traces import Retention, TraceStore
-from ragmesh_ingestion.tasks import create_celery
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +73,9 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,
     )
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    documents = DocumentLifecycle(settings, mesh, redis, create_celery(settings.redis_url))
+    redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
+    documents = DocumentLifecycle(settings, mesh, redis, celery)
     traces = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
     retention = Retention.from_env()
     background: list[asyncio.Task[None]] = []

@@ -10,7 +10,7 @@ stack's single worker restarts (worker.py, INGEST_RESTORE_UNACKED_ON_START). Run
 harmless: indexing replaces the document's chunks in one transaction and the graph MERGEs.
 
 Every status change goes to the catalogue and to the channel together (`advance`), under the same name
-(tasks.status_name of the proto enum); `retrying` is the one event that is not a catalogue status.
+(ragmesh_common.ingestion.status_name of the proto enum); `retrying` is the one event that is not a catalogue status.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,9 @@ from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
+from ragmesh_common.ingestion import RETRYING, channel_name, event, status_name
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Deadlines
-from ragmesh_ingestion.tasks import RETRYING, channel_name, event, status_name
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -57,11 +58,20 @@ class TransientIngestError(RuntimeError):
 class Ingestor:
     """The async ingestion pipeline for one document."""
 
-    def __init__(self, mesh: Clients, redis: Redis, deadlines: Deadlines, *, graph_enabled: bool = True) -> None:
+    def __init__(
+        self,
+        mesh: Clients,
+        redis: Redis,
+        deadlines: Deadlines,
+        *,
+        graph_enabled: bool = True,
+        reader: Callable[[Path], bytes] = Path.read_bytes,
+    ) -> None:
         self.mesh = mesh
         self.redis = redis
         self.deadlines = deadlines
         self.graph_enabled = graph_enabled
+        self.reader = reader  # the worker's reads only below the upload store (admission.read_in_store)
 
     async def publish(self, document_id: str, status: str, **extra: Any) -> None:
         payload = json.dumps(event(document_id, status, time=time.time(), **extra))
@@ -146,7 +156,7 @@ class Ingestor:
 
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
-        content = await asyncio.to_thread(path.read_bytes)  # off the loop other documents share
+        content = await asyncio.to_thread(self.reader, path)  # off the loop other documents share
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
         parsed = await self._step(
             "parse",

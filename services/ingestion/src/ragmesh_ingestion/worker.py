@@ -1,8 +1,12 @@
 """The Celery ingestion worker: `celery -A ragmesh_ingestion.worker worker --pool=threads --concurrency=8 -Q ingest`.
 
 Celery's CLI needs a module-level app, so this module (only the worker imports it) builds one from
-the environment. The worker acts for the uploader: each hop carries an internal identity token signed for
-the user who uploaded the document (RAGMESH_INTERNAL_SIGNING_KEY).
+the environment. A task runs only once admitted (admission.py): its ingestion token, signed by the gateway and
+verified here with the public keys (RAGMESH_INTERNAL_PUBLIC_KEY), names the user, the document, the version and
+the stored file. A refused task is logged, traced (`ingest.admit`, rag.ingest.refused) and dropped: it reads
+nothing and is never retried. The worker then acts for that user: each hop carries an internal identity token
+it signs itself (RAGMESH_INTERNAL_SIGNING_KEY), and a retry carries a fresh ingestion token it signs for the
+same grant.
 """
 
 from __future__ import annotations
@@ -13,30 +17,35 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from celery.signals import worker_init
+from opentelemetry import trace
 from redis.asyncio import Redis
 
-from ragmesh_common.context import UserContext
+from ragmesh_common import attributes as attr
+from ragmesh_common.ingestion import TASK_NAME, IngestTask, create_celery
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
-from ragmesh_common.tokens import install_from_env
+from ragmesh_common.tokens import install_from_env, mint_ingest_token, public_keys_from_env
+from ragmesh_ingestion.admission import Admitted, TaskRefused, admit, read_in_store
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Settings
 from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
-from ragmesh_ingestion.tasks import TASK_NAME, create_celery, task_user
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
-install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
+signer = install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
+public_keys = public_keys_from_env("the worker verifies the ingestion token of each task with it")
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402 - after setup_telemetry: it instruments the provider set there
 
 CeleryInstrumentor().instrument()
-app = create_celery(settings.redis_url)
+app = create_celery(settings.broker_url)
 logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 MAX_RETRIES = 3
 
 
@@ -89,46 +98,69 @@ class _Loop:
 
     @staticmethod
     async def _connect() -> tuple[Clients, Redis]:  # channels bind to the loop that creates them
-        return Clients.from_settings(settings), Redis.from_url(settings.redis_url, socket_timeout=5)
+        return Clients.from_settings(settings), Redis.from_url(settings.broker_url, socket_timeout=5)
 
 
 _loop = _Loop()
 
 
-async def _ingest(
-    clients: Clients,
-    redis: Redis,
-    document_id: str,
-    user: UserContext,
-    path: str,
-    filename: str,
-    mime_type: str,
-    final_attempt: bool,
-    version: int = 0,
-) -> None:
-    await Ingestor(clients, redis, settings.deadlines, graph_enabled=settings.graph_enabled).run(
-        document_id, user, Path(path), filename, mime_type, final_attempt=final_attempt, version=version
+async def _ingest(clients: Clients, redis: Redis, *, task: IngestTask, admitted: Admitted, final_attempt: bool) -> None:
+    ingestor = Ingestor(
+        clients,
+        redis,
+        settings.deadlines,
+        graph_enabled=settings.graph_enabled,
+        reader=lambda relative: read_in_store(settings.upload_dir, relative.as_posix()),
+    )
+    await ingestor.run(
+        task.document_id,
+        admitted.grant.user,  # the user the token names, never one the task says
+        Path(admitted.relative),  # read below the upload store only
+        task.filename,
+        task.mime_type,
+        final_attempt=final_attempt,
+        version=task.version,
     )
 
 
+def admit_task(args: tuple[Any, ...]) -> tuple[IngestTask, Admitted] | None:
+    """The task and what it may do, or None when it is refused (logged and traced, nothing read)."""
+    with tracer.start_as_current_span("ingest.admit") as span:
+        document_id = args[0] if args and isinstance(args[0], str) else ""
+        span.set_attribute(attr.RAG_DOCUMENT_ID, document_id[:64])
+        try:
+            task = IngestTask.from_args(*args)
+            admitted = admit(task, public_keys, settings.upload_dir)
+        except (ValueError, TaskRefused) as exc:
+            reason = str(exc)
+            logger.warning("refused ingestion task for document %r: %s", document_id[:64], reason)
+            span.set_attribute(attr.RAG_INGEST_REFUSED, reason[:200])
+            span.set_status(trace.Status(trace.StatusCode.ERROR, "ingestion task refused"))
+            return None
+        span.set_attribute(attr.RAG_DOCUMENT_VERSION, task.version)
+        return task, admitted
+
+
 @app.task(name=TASK_NAME, bind=True, max_retries=MAX_RETRIES, acks_late=True)  # type: ignore[untyped-decorator]  # celery ships no type information
-def ingest_document(
-    self: Any,  # the bound celery Task (celery ships no type information)
-    document_id: str,
-    user_json: str,
-    path: str,
-    filename: str,
-    mime_type: str,
-    version: int = 0,
-) -> None:
+def ingest_document(self: Any, *args: Any) -> None:  # self: the bound celery Task (no type information)
+    """One ingestion task (IngestTask's arguments): admitted, then run for the user its token names."""
+    checked = admit_task(args)
+    if checked is None:
+        return  # acknowledged and dropped: a refused task is never retried
+    task, admitted = checked
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        user = task_user(user_json)
-        _loop.run(
-            lambda clients, redis: _ingest(
-                clients, redis, document_id, user, path, filename, mime_type, final_attempt, version
-            )
-        )
+        _loop.run(partial(_ingest, task=task, admitted=admitted, final_attempt=final_attempt))
     except TransientIngestError as exc:
-        logger.warning("document %s: %s, retry %d", document_id, exc, self.request.retries + 1)
-        raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
+        logger.warning("document %s: %s, retry %d", task.document_id, exc, self.request.retries + 1)
+        # the retry is a new task in the queue: it carries a grant of its own, the same one, signed by this worker
+        token = mint_ingest_token(
+            signer,
+            admitted.grant.user,
+            document_id=task.document_id,
+            version=task.version,
+            file=admitted.relative,
+            ttl_seconds=settings.token_ttl_seconds,
+        )
+        retry = IngestTask(task.document_id, token, task.path, task.filename, task.mime_type, task.version)
+        raise self.retry(args=retry.args(), exc=exc, countdown=2**self.request.retries) from exc
