@@ -125,3 +125,22 @@ def test_the_traces_role_writes_spans_and_reads_or_erases_nothing(postgres: Any)
                 conn.execute(statement)
     with psycopg.connect(postgres.owner_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM rag_traces WHERE span_id = %s", ("b" * 16,)).fetchone() == (1,)
+
+
+def test_dev_mtls_gives_each_service_its_own_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cryptography import x509
+
+    monkeypatch.setenv("RAGMESH_TLS_KEY", "/somewhere/else.key")  # never inherited: each process has its own
+    stack = Stack(tmp_path, ports=PORTS, supervise=False, mtls=True)
+    seen = {}
+    for process in (*SERVICES, "gateway", "ingest-worker"):
+        env = stack.env(process)
+        cert = x509.load_pem_x509_certificate(Path(env["RAGMESH_TLS_CERT"]).read_bytes())
+        assert f"CN={process}" in cert.subject.rfc4514_string()
+        assert Path(env["RAGMESH_TLS_KEY"]).stat().st_mode & 0o077 == 0, "a private key readable by others"
+        seen[process] = env["RAGMESH_TLS_KEY"]
+        ca = x509.load_pem_x509_certificate(Path(env["RAGMESH_TLS_CA"]).read_bytes())
+        cert.verify_directly_issued_by(ca)
+    assert len(set(seen.values())) == len(seen)
+    assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("ollama"))
+    assert not any(k.startswith("RAGMESH_TLS_") for k in Stack(tmp_path, ports=PORTS, mtls=False).env("parser"))

@@ -9,7 +9,9 @@ Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PO
 ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
 ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
-public key, only the gateway and the worker the private one.
+public key, only the gateway and the worker the private one. Each process gets only the secrets PROCESS_SECRETS
+grants it (least privilege; a secret exported in the starting shell is not passed on). With RAGMESH_DEV_MTLS=1
+the services talk mTLS, each with its own certificate from a CA made once in <data>/tls.
 
 Supervision: once the mesh is up, a supervisor thread watches every process (services, the ingest worker, the
 model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a capped exponential backoff
@@ -108,8 +110,20 @@ PROCESS_SECRETS: dict[str, frozenset[str]] = {
     "ollama": frozenset(),  # the local model server traces nothing and stores nothing
 }
 SECRET_VARS: frozenset[str] = frozenset[str]().union(*PROCESS_SECRETS.values())
-# Secrets of the schema owner and of tools: never passed on from the shell that starts the stack.
-NEVER_INHERITED = frozenset({"RAGMESH_OWNER_DSN", "RAGMESH_APP_PASSWORD", "PGPASSWORD"})
+# Secrets of the schema owner and of tools, and a process's own certificate: never passed on from the shell.
+TLS_VARS = ("RAGMESH_TLS_CERT", "RAGMESH_TLS_KEY", "RAGMESH_TLS_CA")
+NEVER_INHERITED = frozenset({"RAGMESH_OWNER_DSN", "RAGMESH_APP_PASSWORD", "PGPASSWORD", *TLS_VARS})
+MTLS_VAR = "RAGMESH_DEV_MTLS"
+
+
+def mtls_from_env() -> bool:
+    """RAGMESH_DEV_MTLS=1: the services talk mTLS, with certificates of a CA made in the data dir."""
+    raw = os.environ.get(MTLS_VAR, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise SystemExit(f"{MTLS_VAR} must be 1 or 0, not {raw!r}")
 
 
 def ensure_traces_role(owner_dsn: str, role: str, password: str) -> None:
@@ -198,6 +212,7 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
     supervise: bool = True
+    mtls: bool = field(default_factory=mtls_from_env)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -268,6 +283,20 @@ class Stack:
             f"{self.ports['postgres']}/{self.postgres.database}"
         )
 
+    def tls_files(self, name: str) -> dict[str, str]:
+        """RAGMESH_TLS_* of one process: its own certificate and key (0600) from the stack's CA in <data>/tls,
+        both made once and kept."""
+        from ragmesh_dev.certs import CertificateAuthority
+
+        folder = self.data_dir / "tls"
+        ca_cert, ca_key = folder / "ca.crt", folder / "ca.key"
+        if not (ca_cert.exists() and ca_key.exists()):
+            CertificateAuthority.create("ragmesh dev CA").write(folder, with_key=True)
+        cert, key = folder / f"{name}.crt", folder / f"{name}.key"
+        if not (cert.exists() and key.exists()):
+            CertificateAuthority.load(ca_cert, ca_key).issue(name, (self.host, "localhost")).write(folder, name)
+        return dict(zip(TLS_VARS, (str(cert), str(key), str(ca_cert)), strict=True))
+
     def secret_values(self) -> dict[str, str]:
         """The value of every variable in PROCESS_SECRETS (what a process holds when the table names it)."""
         signing_key, _ = self.internal_keys()
@@ -326,6 +355,8 @@ class Stack:
         env.update(self.common_env())
         env.update({k: v for k, v in self.secret_values().items() if k in granted})
         env.update({k: v for k, v in self.extra_env.items() if k not in SECRET_VARS or k in granted})
+        if self.mtls and process in PROCESS_SECRETS and process != "ollama":  # the model server speaks HTTP
+            env.update(self.tls_files(process))
         return env
 
     # ---------- lifecycle ----------
@@ -361,7 +392,15 @@ class Stack:
     def _wait_grpc(self, process: Process, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         port = self.ports[process.name]
-        with grpc.insecure_channel(f"{self.host}:{port}") as channel:
+        if self.mtls:
+            files = [Path(path).read_bytes() for path in self.tls_files("devstack").values()]
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=files[2], private_key=files[1], certificate_chain=files[0]
+            )
+            channel = grpc.secure_channel(f"{self.host}:{port}", credentials)
+        else:
+            channel = grpc.insecure_channel(f"{self.host}:{port}")
+        with channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while time.monotonic() < deadline:
                 self._check_alive(process)
