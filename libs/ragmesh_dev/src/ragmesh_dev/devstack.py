@@ -474,6 +474,12 @@ class Stack:
                 ],
             )
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
+            gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
+            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
+            for process in services:
+                self._wait_grpc(process, timeout - (time.monotonic() - started))
+            # the worker only once the services are SERVING: tasks left queued by a crash run at once, and the
+            # first would fail against a parser that is still loading
             worker = self._spawn(
                 "ingest-worker",
                 [
@@ -494,10 +500,6 @@ class Stack:
                     "--without-heartbeat",
                 ],
             )
-            gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
-            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
-            for process in services:
-                self._wait_grpc(process, timeout - (time.monotonic() - started))
             self._wait_http(gateway, self.ports["gateway"], "/healthz", timeout)
             self._check_alive(worker)
         except BaseException:
