@@ -99,7 +99,7 @@ livenessProbe:
 - name: tls
   secret:
     secretName: {{ include "ragmesh.tlsSecretName" . }}
-    defaultMode: 0440
+    defaultMode: 288  # 0440: owner and group (fsGroup) read
 {{- end }}
 {{- with .c.volumes }}
 {{ toYaml . }}
