@@ -144,3 +144,18 @@ def test_dev_mtls_gives_each_service_its_own_certificate(tmp_path: Path, monkeyp
     assert len(set(seen.values())) == len(seen)
     assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("ollama"))
     assert not any(k.startswith("RAGMESH_TLS_") for k in Stack(tmp_path, ports=PORTS, mtls=False).env("parser"))
+
+
+def test_the_embedded_postgres_is_durable_unless_told_otherwise(postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        assert conn.execute("SHOW fsync").fetchone() == ("on",)
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    monkeypatch.setenv("POSTGRES_DURABLE", "false")
+    assert EmbeddedPostgres(Path("/nonexistent"), 1).durable is False
+    monkeypatch.setenv("POSTGRES_DURABLE", "maybe")
+    with pytest.raises(SystemExit, match="POSTGRES_DURABLE must be true or false"):
+        EmbeddedPostgres(Path("/nonexistent"), 1)
