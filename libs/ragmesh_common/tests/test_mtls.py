@@ -8,7 +8,7 @@ Health and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,7 @@ def _add_back(server: aio.Server) -> list[str]:
     return [SERVICE]
 
 
-def _add_front(back: str, tls: MeshTls) -> object:
+def _add_front(back: str, tls: MeshTls) -> Callable[[aio.Server], list[str]]:
     channel: list[aio.Channel] = []
 
     async def relay(request: bytes, context: aio.ServicerContext) -> bytes:
@@ -94,7 +94,7 @@ async def mesh(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mesh]:
         "front",
         _add_front(f"127.0.0.1:{back_port}", front_tls),
         tls=front_tls,
-        health_port=health_port,  # type: ignore[arg-type]
+        health_port=health_port,
     )
     front_port = await front.start()
     try:
