@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "ragmesh"
 K8S_VERSION = "1.33"
 GPU_COMPONENTS = {"embedder", "reranker"}
+HEALTH_PORT = 8086  # mtls.healthPort
 GRPC_PORTS = {
     "parser": 50051,
     "embedder": 50052,
@@ -48,7 +49,12 @@ def _scenario_docs(name: str) -> list[dict[str, Any]]:
 
 
 def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in docs if d["kind"] == kind}
+    """Objects of one kind by component (by name for the namespace-wide ones, which belong to none)."""
+    return {
+        d["metadata"]["labels"].get("app.kubernetes.io/component", d["metadata"]["name"]): d
+        for d in docs
+        if d["kind"] == kind
+    }
 
 
 def _container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +68,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_scenarios_exist() -> None:
-    assert {"default", "gpu", "weaviate"} <= set(SCENARIOS)
+    assert {"default", "gpu", "weaviate", "hardened"} <= set(SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -89,6 +95,9 @@ def test_every_manifest_validates_against_kubernetes(scenario: str) -> None:
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "Service", "ServiceAccount", "PodDisruptionBudget", "Job"} <= kinds
     for doc in docs:
+        if doc["apiVersion"] == "cert-manager.io/v1":  # a CRD: no schema in kubernetes-validate
+            assert doc["kind"] == "Certificate" and doc["spec"]["secretName"] and doc["spec"]["issuerRef"]["name"]
+            continue
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
@@ -128,10 +137,12 @@ def test_gpu_components_autoscale_on_cpu_and_default_stays_on_cpu() -> None:
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_probes_native_grpc_for_grpc_services_and_http_for_gateway(scenario: str) -> None:
     deployments = _by_kind(_scenario_docs(scenario), "Deployment")
+    mtls = render_chart.load_values(SCENARIOS[scenario] / "values.yaml").get("mtls", {}).get("enabled", False)
     for name, port in GRPC_PORTS.items():
         container = _container(deployments[name])
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+            # kubelet cannot present a client certificate: with mTLS it checks the plaintext health-only port
+            assert container[probe]["grpc"] == {"port": HEALTH_PORT if mtls else port}, f"{name} {probe}"
     gateway = _container(deployments["gateway"])
     assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert gateway["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -220,7 +231,7 @@ CALLERS = {
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> None:
     policies = _by_kind(_scenario_docs(scenario), "NetworkPolicy")
-    assert set(policies) == {"gateway", "worker", *GRPC_PORTS}
+    assert set(policies) - {"migrate", "ragmesh-default-deny"} == {"gateway", "worker", *GRPC_PORTS}
     (gateway_rule,) = policies["gateway"]["spec"]["ingress"]
     assert "from" not in gateway_rule and gateway_rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
     assert policies["worker"]["spec"]["ingress"] == []
@@ -342,3 +353,172 @@ def test_redis_tls_verifies_against_the_ca_from_a_secret() -> None:
 def test_the_worker_verifies_ingestion_tokens_with_the_public_key() -> None:
     env = _env(_container(_by_kind(_scenario_docs("default"), "Deployment")["worker"]))
     assert env["RAGMESH_INTERNAL_PUBLIC_KEY"]["secretKeyRef"]["key"] == "public-key"
+# ---------- least privilege: what each pod holds and what it may reach ----------
+
+COMPONENTS = ("gateway", "worker", *GRPC_PORTS)
+PUBLIC_KEY = "ragmesh-internal-identity/public-key"
+SIGNING_KEY = "ragmesh-internal-identity/signing-key"
+APP_DSN = "ragmesh-postgres/app-dsn"
+TRACES_DSN = "ragmesh-postgres/traces-dsn"
+
+
+def expected_secrets(values: dict[str, Any]) -> dict[str, set[str]]:
+    """Each component's secrets (Secret/key) for these values: the table the chart must match, written out."""
+    expected = {name: {PUBLIC_KEY} for name in GRPC_PORTS} | {"gateway": {SIGNING_KEY}, "worker": {SIGNING_KEY}}
+    expected["retriever"] |= {APP_DSN}
+    expected["graph"] |= {"ragmesh-neo4j/username", "ragmesh-neo4j/password"}
+    # the worker verifies the gateway's ingestion tokens; only the gateway and the worker talk to Redis
+    expected["worker"] |= {PUBLIC_KEY}
+    redis = values.get("stores", {}).get("redis", {})
+    password = redis.get("passwordSecret", {})
+    for name in ("gateway", "worker"):
+        expected[name] |= {f"{password.get('name', 'ragmesh-redis')}/{password.get('key', 'password')}"}
+        if redis.get("tls", {}).get("enabled"):
+            ca = redis["tls"].get("caSecret", {})
+            expected[name] |= {f"{ca.get('name', 'ragmesh-redis-ca')}/*"}
+    jwt = values.get("auth", {}).get("jwtSecret", {})
+    if jwt.get("name"):
+        expected["gateway"] |= {f"{jwt['name']}/{jwt.get('key', 'jwt-secret')}"}
+    weaviate = values.get("stores", {}).get("weaviate", {}).get("apiKeySecret", {})
+    if values.get("retriever", {}).get("backend") == "weaviate" and weaviate.get("name"):
+        expected["retriever"] |= {f"{weaviate['name']}/{weaviate['key']}"}
+    if values.get("observability", {}).get("tracesToPostgres"):
+        for name in expected:
+            expected[name] |= {TRACES_DSN}
+        expected["gateway"] |= {APP_DSN}  # the admin trace viewer reads spans back
+    mtls = values.get("mtls", {})
+    if mtls.get("enabled"):
+        for name in expected:
+            shared = mtls.get("secret", {}).get("name")
+            expected[name] |= {
+                f"{shared}/*" if not mtls.get("certManager", {}).get("enabled") else f"ragmesh-{name}-tls/*"
+            }
+    return expected
+
+
+def held_secrets(deployment: dict[str, Any]) -> set[str]:
+    """Every Secret (and key) a pod can read: env secretKeyRefs, envFrom Secrets, Secret volumes (all keys)."""
+    pod = deployment["spec"]["template"]["spec"]
+    held = set()
+    for container in pod["containers"]:
+        for entry in container.get("env", []):
+            ref = entry.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                held.add(f"{ref['name']}/{ref['key']}")
+        held |= {f"{e['secretRef']['name']}/*" for e in container.get("envFrom", []) if "secretRef" in e}
+    held |= {f"{v['secret']['secretName']}/*" for v in pod.get("volumes", []) if "secret" in v}
+    return held
+
+
+SECRET_SCENARIOS = {
+    **{name: None for name in ("default", "gpu", "weaviate", "hardened")},
+    "traces-to-postgres": {"observability": {"tracesToPostgres": True}},
+    "shared-tls-secret": {"mtls": {"enabled": True, "secret": {"name": "mesh-tls"}}},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SECRET_SCENARIOS))
+def test_each_pod_holds_only_the_secrets_it_uses(scenario: str) -> None:
+    values = SECRET_SCENARIOS[scenario]
+    if values is None:
+        values = render_chart.load_values(SCENARIOS[scenario] / "values.yaml")
+    values = {**DEV_AUTH, **values} if "auth" not in values else values
+    deployments = _by_kind(_docs(values), "Deployment")
+    held = {name: held_secrets(dep) for name, dep in deployments.items()}
+    assert held == expected_secrets(values)
+    # what an attacker who owns the parser (Docling on untrusted uploads) gets: no DSN, no user-JWT secret, no
+    # graph password, no key that mints identities
+    assert not held["parser"] & {APP_DSN, SIGNING_KEY, "ragmesh-neo4j/password", "ragmesh-dev/jwt-secret"}
+    assert not any("jwt" in secret for name in held if name != "gateway" for secret in held[name])
+
+
+# a store by the port its egress rule opens (network.egress.*)
+STORE_PORTS = {53: "dns", 5432: "postgres", 6379: "redis", 7687: "neo4j", 11434: "ollama", 4317: "otel", 443: "idp"}
+REACHES = {
+    "gateway": {"dns", "parser", "embedder", "retriever", "reranker", "graph", "answerer", "redis", "idp", "otel"},
+    "worker": {"dns", "parser", "embedder", "retriever", "graph", "redis", "otel"},
+    "retriever": {"dns", "embedder", "postgres", "otel"},
+    "graph": {"dns", "retriever", "neo4j", "otel"},
+    "answerer": {"dns", "ollama", "otel"},
+    "parser": {"dns", "otel"},
+    "embedder": {"dns", "otel"},
+    "reranker": {"dns", "otel"},
+    "migrate": {"dns", "postgres"},
+}
+
+
+def reaches(policy: dict[str, Any]) -> set[str]:
+    found = set()
+    for rule in policy["spec"]["egress"]:
+        peers = rule.get("to", [])
+        components = {
+            p["podSelector"]["matchLabels"].get("app.kubernetes.io/component") for p in peers if "podSelector" in p
+        }
+        components.discard(None)
+        if components:
+            (component,) = components
+            assert rule["ports"] == [{"port": GRPC_PORTS[component], "protocol": "TCP"}]
+            found.add(component)
+        else:
+            found |= {STORE_PORTS[port["port"]] for port in rule["ports"]}
+    return found
+
+
+def test_each_pod_reaches_only_what_it_uses_under_a_default_deny() -> None:
+    policies = _by_kind(_scenario_docs("hardened"), "NetworkPolicy")
+    deny = policies.pop("ragmesh-default-deny")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    assert {name: reaches(policy) for name, policy in policies.items()} == REACHES
+    for policy in policies.values():
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    # the stores are where the values say, not anywhere on their port
+    (postgres,) = [r for r in policies["retriever"]["spec"]["egress"] if r["ports"][0]["port"] == 5432]
+    assert postgres["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "postgres"}}}]
+    # spans to PostgreSQL: every component then reaches it (with the insert-only traces role), nothing else changes
+    values = {
+        **render_chart.load_values(SCENARIOS["hardened"] / "values.yaml"),
+        "observability": {"tracesToPostgres": True},
+    }
+    with_traces = _by_kind(_docs(values), "NetworkPolicy")
+    with_traces.pop("ragmesh-default-deny")
+    assert {name: reaches(p) for name, p in with_traces.items()} == {n: r | {"postgres"} for n, r in REACHES.items()}
+
+
+@pytest.mark.parametrize("scenario", ["default", "gpu", "weaviate"])
+def test_egress_and_default_deny_are_opt_in(scenario: str) -> None:
+    policies = _by_kind(_scenario_docs(scenario), "NetworkPolicy")
+    assert "ragmesh-default-deny" not in policies
+    assert all(p["spec"]["policyTypes"] == ["Ingress"] and "egress" not in p["spec"] for p in policies.values())
+
+
+def test_a_default_deny_without_egress_rules_is_refused() -> None:
+    with pytest.raises(helm.HelmError, match=r"network\.defaultDeny needs network\.egress\.enabled"):
+        render_chart.render({**DEV_AUTH, "network": {"defaultDeny": True}})
+
+
+def test_mtls_certificates_per_component_and_probes_on_the_health_port() -> None:
+    docs = _scenario_docs("hardened")
+    certificates = _by_kind(docs, "Certificate")
+    assert set(certificates) == set(COMPONENTS)
+    for name, dep in _by_kind(docs, "Deployment").items():
+        spec = certificates[name]["spec"]
+        assert spec["secretName"] == f"ragmesh-{name}-tls"
+        assert f"ragmesh-{name}" in spec["dnsNames"] and f"ragmesh-{name}.ragmesh.svc" in spec["dnsNames"]
+        assert {"server auth", "client auth"} <= set(spec["usages"])
+        assert spec["issuerRef"] == {"name": "ragmesh-mesh-ca", "kind": "Issuer", "group": "cert-manager.io"}
+        container = _container(dep)
+        env = _env(container)
+        assert (env["RAGMESH_TLS_CERT"], env["RAGMESH_TLS_KEY"], env["RAGMESH_TLS_CA"]) == (
+            "/etc/ragmesh/tls/tls.crt",
+            "/etc/ragmesh/tls/tls.key",
+            "/etc/ragmesh/tls/ca.crt",
+        )
+        assert {"name": "tls", "mountPath": "/etc/ragmesh/tls", "readOnly": True} in container["volumeMounts"]
+        if name in GRPC_PORTS:
+            assert env["RAGMESH_HEALTH_PORT"] == str(HEALTH_PORT)
+            assert {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"} in container["ports"]
+        else:
+            assert "RAGMESH_HEALTH_PORT" not in env
+    assert _by_kind(_scenario_docs("default"), "Certificate") == {}
+    with pytest.raises(helm.HelmError, match=r"mtls\.secret\.name"):
+        render_chart.render({**DEV_AUTH, "mtls": {"enabled": True}})

@@ -1,8 +1,10 @@
-"""Durability: data outlives a stop (SIGINT, as Ctrl-C on `make run`) and a restart on the same data dir, and a
+"""Durability: data outlives a stop (SIGINT, as Ctrl-C on `make run`) and a restart on the same data dir; an upload
+the gateway acknowledged outlives a kill -9 of every process of the stack (PostgreSQL durable by default); and a
 document whose ingest worker is killed mid-way still ends `ready`, once, with no duplicated chunks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -47,7 +49,8 @@ def ports() -> dict[str, int]:
 
 
 def run_stack(data_dir: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
-    """`make run` as a user runs it: python -m ragmesh_dev.devstack run, stopped with SIGINT."""
+    """`make run` as a user runs it: python -m ragmesh_dev.devstack run, stopped with SIGINT (in a session of its
+    own, so that killing its process group cannot hit the test run)."""
     env = {
         **os.environ,
         **{PORT_VARS[name]: str(port) for name, port in ports.items()},
@@ -61,6 +64,7 @@ def run_stack(data_dir: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     deadline = time.monotonic() + START_SECONDS
     # the banner, not /readyz: the gateway is ready to chat before the parser (uploads) has warmed up
@@ -79,6 +83,54 @@ def stop_stack(process: subprocess.Popen[bytes], ports: dict[str, int]) -> None:
     assert process.wait(180) == 0
     left = [name for name, port in ports.items() if port_open("127.0.0.1", port)]
     assert not left, f"still listening after the stop: {left}"
+
+
+def parent_pids() -> dict[int, int]:
+    """pid -> parent pid of every process on the machine (from /proc)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # the command name may hold spaces and parens
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    return parents
+
+
+def stack_pids(root: int, data_dir: Path) -> set[int]:
+    """The devstack process, everything it started, and the postmaster (pg_ctl daemonizes it) with its backends."""
+    parents = parent_pids()
+    roots = {root}
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        roots.add(int((data_dir / "postgres" / "pgdata" / "postmaster.pid").read_text().split()[0]))
+    found = {pid for pid in roots if pid in parents}
+    while True:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def kill_9_everything(process: subprocess.Popen[bytes], data_dir: Path) -> set[int]:
+    """SIGKILL to every process group of the stack, the devstack's own first (its supervisor restarts nothing
+    after that); again until none of its processes is left. Returns the process groups killed."""
+    killed: set[int] = set()
+    mine = os.getpgid(0)
+    deadline = time.monotonic() + 60
+    while pids := stack_pids(process.pid, data_dir):
+        assert time.monotonic() < deadline, f"still alive after kill -9: {pids}"
+        groups = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                groups.append(os.getpgid(pid))
+        for group in sorted(set(groups), key=lambda g: g != process.pid):
+            assert group != mine, "the stack shares the test run's process group"
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            killed.add(group)
+        process.poll()  # reaps the devstack process once it is gone
+        time.sleep(0.2)
+    return killed
 
 
 def wait_ready(client: httpx.Client, token: str, document_id: str, timeout: float = 600) -> dict[str, Any]:
@@ -180,6 +232,57 @@ def test_everything_survives_a_stop_and_restart(data_dir: Path, ports: dict[str,
     # spans still in the exporters' queues at the snapshot land later (the stop flushes them): more, never fewer
     assert before.pop("traces") <= after.pop("traces")
     assert after == before
+
+
+def test_an_acknowledged_upload_survives_kill_9_of_the_whole_stack(tmp_path: Path, ports: dict[str, int]) -> None:
+    data_dir = tmp_path / "killed"
+    data_dir.mkdir()
+    view = Stack(data_dir, ports=ports, supervise=False)  # reads the same secrets; starts nothing
+    alice = view.token("alice", "eng", ["employee"])
+    process = run_stack(data_dir, ports)
+    try:
+        with psycopg.connect(view.postgres.owner_dsn()) as conn:
+            settings = dict(
+                conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit')"
+                ).fetchall()
+            )
+        assert settings == {"fsync": "on", "synchronous_commit": "on"}
+        with httpx.Client(base_url=view.gateway_url, timeout=300) as client:
+            document_id = upload(client, alice, ALICE_MD)  # 202: acknowledged
+            groups = kill_9_everything(process, data_dir)
+    except BaseException:
+        kill_9_everything(process, data_dir)
+        raise
+    assert len(groups) >= 3, groups  # the devstack's own, the postmaster's, and the services' sessions
+    deadline = time.monotonic() + 60
+    while left := [name for name, port in ports.items() if port_open("127.0.0.1", port)]:
+        assert time.monotonic() < deadline, f"still listening after kill -9: {left}"
+        time.sleep(0.5)
+
+    process = run_stack(data_dir, ports)
+    try:
+        with httpx.Client(base_url=view.gateway_url, timeout=300) as client:
+            reply = client.get(f"/api/v1/documents/{document_id}", headers=auth(alice))
+            assert reply.status_code == 200, f"the acknowledged upload is gone: {reply.text}"
+            doc = wait_ready(client, alice, document_id)
+            assert doc["status"] == "ready", doc
+            assert doc["chunk_count"] > 0
+            found = client.post(
+                "/api/v1/search",
+                headers=auth(alice),
+                json={
+                    "query": "When was IBM founded?",
+                    "document_ids": [document_id],
+                    "top_k": 3,
+                    "relevance_gate": False,
+                    "rerank": False,
+                },
+            )
+            assert found.status_code == 200, found.text
+            assert found.json()["results"], "the document is ready but its chunks are not searchable"
+    finally:
+        stop_stack(process, ports)
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,19 @@ win: ragmesh.env drops wired entries of the same name.
   value: {{ . | quote }}
 {{- end }}
 {{- if $v.observability.tracesToPostgres }}
-{{ include "ragmesh.secretEnv" (dict "env" "RAG_TRACES_DSN" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+{{ include "ragmesh.secretEnv" (dict "env" "RAG_TRACES_DSN" "name" $v.stores.postgres.tracesDsnSecret.name "key" $v.stores.postgres.tracesDsnSecret.key) }}
+{{- end }}
+{{- if $v.mtls.enabled }}
+- name: RAGMESH_TLS_CERT
+  value: {{ printf "%s/tls.crt" $v.mtls.mountPath | quote }}
+- name: RAGMESH_TLS_KEY
+  value: {{ printf "%s/tls.key" $v.mtls.mountPath | quote }}
+- name: RAGMESH_TLS_CA
+  value: {{ printf "%s/ca.crt" $v.mtls.mountPath | quote }}
+{{- if eq .c.protocol "grpc" }}
+- name: RAGMESH_HEALTH_PORT
+  value: {{ $v.mtls.healthPort | quote }}
+{{- end }}
 {{- end }}
 - name: LOG_LEVEL
   value: {{ $v.global.logLevel | quote }}
@@ -159,6 +171,8 @@ win: ragmesh.env drops wired entries of the same name.
   value: {{ $v.uploads.mountPath | quote }}
 - name: GATEWAY_GRAPH_ENABLED
   value: {{ ne (toString $v.components.graph.enabled) "false" | quote }}
+{{- end }}
+{{- if eq .name "gateway" }}
 {{- if not (or $v.auth.jwtSecret.name (and $v.auth.jwtIssuer $v.auth.jwksUrl)) }}
 {{- fail "auth: set auth.jwtIssuer and auth.jwksUrl (production) or auth.jwtSecret.name (development)" }}
 {{- end }}
@@ -214,6 +228,49 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end -}}
 
 {{/* Wired env minus names the component overrides, then the component's own env. */}}
+{{/*
+The stores a component reaches (a JSON list): what its egress policy admits besides DNS and the services it
+calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into the component that uses it.
+*/}}
+{{- define "ragmesh.storesOf" -}}
+{{- $v := .root.Values -}}
+{{- $stores := list -}}
+{{- if eq .name "retriever" -}}
+{{- $stores = append $stores "postgres" -}}
+{{- if eq $v.retriever.backend "weaviate" }}{{ $stores = append $stores "weaviate" }}{{ end -}}
+{{- end -}}
+{{- if has .name (list "gateway" "worker") }}{{ $stores = append $stores "redis" }}{{ end -}}
+{{- if eq .name "graph" }}{{ $stores = append $stores "neo4j" }}{{ end -}}
+{{- if eq .name "answerer" }}{{ $stores = append $stores "ollama" }}{{ end -}}
+{{- if and (eq .name "gateway") $v.auth.jwksUrl }}{{ $stores = append $stores "identityProvider" }}{{ end -}}
+{{- if $v.observability.tracesToPostgres }}{{ $stores = append $stores "postgres" }}{{ end -}}
+{{- if $v.global.otelCollectorEndpoint }}{{ $stores = append $stores "otelCollector" }}{{ end -}}
+{{- toJson (uniq $stores) -}}
+{{- end -}}
+
+{{/* The ragmesh services a component calls (a JSON list): those whose networkPolicy.allowFrom names it. */}}
+{{- define "ragmesh.calls" -}}
+{{- $root := .root -}}
+{{- $me := .name -}}
+{{- $calls := list -}}
+{{- range $name, $component := $root.Values.components -}}
+{{- $c := mergeOverwrite (deepCopy $root.Values.default) $component -}}
+{{- if and $c.enabled $c.port (ne $name $me) (has $me $c.networkPolicy.allowFrom) -}}
+{{- $calls = append $calls $name -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $calls -}}
+{{- end -}}
+
+{{/* The Secret holding a component's certificate (mTLS): its cert-manager Certificate's, or the shared one. */}}
+{{- define "ragmesh.tlsSecretName" -}}
+{{- if .root.Values.mtls.certManager.enabled -}}
+{{- printf "%s-tls" (include "ragmesh.componentName" .) -}}
+{{- else -}}
+{{- required "mtls.secret.name (an existing Secret with tls.crt, tls.key, ca.crt) or mtls.certManager.enabled is required when mtls.enabled" .root.Values.mtls.secret.name -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "ragmesh.env" -}}
 {{- $own := list -}}
 {{- range .c.env }}{{ $own = append $own .name }}{{ end -}}

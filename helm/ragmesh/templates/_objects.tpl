@@ -10,9 +10,11 @@ component.yaml loops over .Values.components and includes every one of these.
 {{- $readiness := dict -}}
 {{- $liveness := dict -}}
 {{- if eq $c.protocol "grpc" -}}
-{{- $startup = dict "grpc" (dict "port" (int $c.port)) "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 60 -}}
-{{- $readiness = dict "grpc" (dict "port" (int $c.port)) "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3 -}}
-{{- $liveness = dict "grpc" (dict "port" (int $c.port)) "periodSeconds" 15 "timeoutSeconds" 5 "failureThreshold" 4 -}}
+{{- /* with mTLS the probes check the plaintext health-only port: kubelet cannot present a client certificate */ -}}
+{{- $port := ternary .root.Values.mtls.healthPort $c.port .root.Values.mtls.enabled | int -}}
+{{- $startup = dict "grpc" (dict "port" $port) "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 60 -}}
+{{- $readiness = dict "grpc" (dict "port" $port) "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3 -}}
+{{- $liveness = dict "grpc" (dict "port" $port) "periodSeconds" 15 "timeoutSeconds" 5 "failureThreshold" 4 -}}
 {{- else if eq $c.protocol "http" -}}
 {{- $startup = dict "httpGet" (dict "path" "/healthz" "port" "http") "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 60 -}}
 {{- $readiness = dict "httpGet" (dict "path" "/readyz" "port" "http") "periodSeconds" 5 "timeoutSeconds" 5 "failureThreshold" 3 -}}
@@ -62,6 +64,11 @@ livenessProbe:
   mountPath: {{ include "ragmesh.redisCaDir" . }}
   readOnly: true
 {{- end }}
+{{- if $v.mtls.enabled }}
+- name: tls
+  mountPath: {{ $v.mtls.mountPath }}
+  readOnly: true
+{{- end }}
 {{- with .c.volumeMounts }}
 {{ toYaml . }}
 {{- end }}
@@ -100,6 +107,12 @@ livenessProbe:
     items:
       - key: {{ .root.Values.stores.redis.tls.caSecret.key }}
         path: {{ .root.Values.stores.redis.tls.caSecret.key }}
+{{- end }}
+{{- if $v.mtls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "ragmesh.tlsSecretName" . }}
+    defaultMode: 288  # 0440: owner and group (fsGroup) read
 {{- end }}
 {{- with .c.volumes }}
 {{ toYaml . }}
@@ -186,6 +199,11 @@ spec:
             - name: {{ $c.protocol }}
               containerPort: {{ $c.port }}
               protocol: TCP
+            {{- if and .root.Values.mtls.enabled (eq $c.protocol "grpc") }}
+            - name: health
+              containerPort: {{ .root.Values.mtls.healthPort }}
+              protocol: TCP
+            {{- end }}
           {{- end }}
           env:
             {{- include "ragmesh.env" . | nindent 12 }}
@@ -294,10 +312,14 @@ spec:
       {{- include "ragmesh.selectorLabels" . | nindent 6 }}
 {{- end -}}
 
-{{/* Ingress only: pods of the listed components (or anyone, with allowExternal) may reach the service port. */}}
+{{/*
+Ingress: pods of the listed components (or anyone, with allowExternal) may reach the service port.
+Egress (network.egress.enabled): DNS, the services this component calls, the stores it uses; nothing else.
+*/}}
 {{- define "ragmesh.networkPolicy" -}}
 {{- $c := .c -}}
 {{- $root := .root -}}
+{{- $egress := $root.Values.network.egress -}}
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
@@ -310,6 +332,9 @@ spec:
       {{- include "ragmesh.selectorLabels" . | nindent 6 }}
   policyTypes:
     - Ingress
+    {{- if $egress.enabled }}
+    - Egress
+    {{- end }}
   {{- $rules := list }}
   {{- if and $c.port (or $c.networkPolicy.allowExternal $c.networkPolicy.allowFrom) }}
   {{- $rule := dict "ports" (list (dict "port" (int $c.port) "protocol" "TCP")) }}
@@ -328,4 +353,56 @@ spec:
     {{- toYaml $rules | nindent 4 }}
     {{- else }} []
     {{- end }}
+  {{- if $egress.enabled }}
+  {{- $out := list (dict "to" $egress.dns.to "ports" $egress.dns.ports) }}
+  {{- range (include "ragmesh.calls" . | fromJsonArray) }}
+  {{- $callee := mergeOverwrite (deepCopy $root.Values.default) (get $root.Values.components .) }}
+  {{- $peer := dict "podSelector" (dict "matchLabels" (include "ragmesh.selectorLabels" (dict "root" $root "name" .) | fromYaml)) }}
+  {{- $out = append $out (dict "to" (list $peer) "ports" (list (dict "port" (int $callee.port) "protocol" "TCP"))) }}
+  {{- end }}
+  {{- range (include "ragmesh.storesOf" . | fromJsonArray) }}
+  {{- $store := get $egress . }}
+  {{- $rule := dict "ports" $store.ports }}
+  {{- if $store.to }}{{ $_ := set $rule "to" $store.to }}{{ end }}
+  {{- $out = append $out $rule }}
+  {{- end }}
+  egress:
+    {{- toYaml $out | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* A component's mTLS certificate from cert-manager: server and client use, its Service names as SANs. */}}
+{{- define "ragmesh.certificate" -}}
+{{- $m := .root.Values.mtls -}}
+{{- $name := include "ragmesh.componentName" . -}}
+{{- $ns := .root.Release.Namespace -}}
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "ragmesh.labels" . | nindent 4 }}
+spec:
+  secretName: {{ $name }}-tls
+  commonName: {{ $name }}
+  dnsNames:
+    - {{ $name }}
+    - {{ $name }}.{{ $ns }}
+    - {{ $name }}.{{ $ns }}.svc
+    - {{ $name }}.{{ $ns }}.svc.cluster.local
+  duration: {{ $m.certManager.duration }}
+  renewBefore: {{ $m.certManager.renewBefore }}
+  privateKey:
+    algorithm: ECDSA
+    size: 256
+    rotationPolicy: Always
+  usages:
+    - server auth
+    - client auth
+    - digital signature
+    - key encipherment
+  issuerRef:
+    name: {{ required "mtls.certManager.issuerRef.name is required when mtls.certManager.enabled" $m.certManager.issuerRef.name }}
+    kind: {{ $m.certManager.issuerRef.kind }}
+    group: {{ $m.certManager.issuerRef.group }}
 {{- end -}}

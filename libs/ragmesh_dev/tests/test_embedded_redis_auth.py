@@ -18,7 +18,8 @@ from ragmesh_dev.ports import free_port
 def test_the_stacks_redis_refuses_clients_without_its_password(tmp_path: Path) -> None:
     stack = Stack(tmp_path / "data", ports={**dict.fromkeys(DEFAULT_PORTS, 1), "redis": free_port()})
     stack.data_dir.mkdir(parents=True)
-    url = stack.env()["REDIS_URL"]
+    url = stack.env("gateway")["REDIS_URL"]
+    assert "REDIS_URL" not in stack.env("parser")  # only the gateway and the worker talk to Redis
     password = json.loads((stack.data_dir / "secrets.json").read_text())["redis_password"]
     assert url == stack.redis_url and f":{password}@" in url
     assert (stack.data_dir / "secrets.json").stat().st_mode & 0o777 == 0o600

@@ -3,6 +3,11 @@
 Health is the library servicer: NOT_SERVING while warming up and while draining,
 SERVING only after `warmup` returned. Reflection is on. SIGTERM/SIGINT stop the
 server gracefully (grace period from `<SERVICE>_GRACE_SECONDS`, default 5).
+
+mTLS between services (optional): with RAGMESH_TLS_CERT, RAGMESH_TLS_KEY and RAGMESH_TLS_CA (PEM files) set, the
+server listens with TLS and requires a client certificate signed by that CA, and `mesh_channel` connects with
+the same certificate. Kubernetes' native gRPC probes cannot present a client certificate: RAGMESH_HEALTH_PORT
+(plaintext, the Health service only, nothing else) is what they check then.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -19,6 +26,7 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
 from ragmesh_common.context import UserContextInterceptor
 
 logger = logging.getLogger(__name__)
@@ -33,6 +41,62 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.min_reconnect_backoff_ms", 500),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
+
+
+class TlsSettings(ServiceSettings):
+    """RAGMESH_TLS_CERT / _KEY / _CA: all three (mTLS on) or none (plaintext); RAGMESH_HEALTH_PORT: 0 = none."""
+
+    model_config = settings_config(env_prefix="RAGMESH_")
+
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    health_port: int = 0
+
+    def files(self) -> MeshTls | None:
+        given = {"RAGMESH_TLS_CERT": self.tls_cert, "RAGMESH_TLS_KEY": self.tls_key, "RAGMESH_TLS_CA": self.tls_ca}
+        if not any(given.values()):
+            return None
+        missing = [name for name, value in given.items() if value is None]
+        if missing:
+            raise ConfigError(f"mTLS needs all of RAGMESH_TLS_CERT, RAGMESH_TLS_KEY, RAGMESH_TLS_CA; {missing} not set")
+        assert self.tls_cert is not None and self.tls_key is not None and self.tls_ca is not None
+        return MeshTls.load(self.tls_cert, self.tls_key, self.tls_ca)
+
+
+@dataclass(frozen=True, repr=False)
+class MeshTls:
+    """This process's certificate and key and the CA that signs every certificate of the mesh (PEM bytes)."""
+
+    cert: bytes
+    key: bytes
+    ca: bytes
+
+    @classmethod
+    def load(cls, cert: Path, key: Path, ca: Path) -> MeshTls:
+        read = {}
+        for name, path in (("RAGMESH_TLS_CERT", cert), ("RAGMESH_TLS_KEY", key), ("RAGMESH_TLS_CA", ca)):
+            try:
+                read[name] = path.read_bytes()
+            except OSError as exc:
+                raise ConfigError(f"environment variable {name}: cannot read {path}: {exc.strerror}") from None
+            if b"-----BEGIN " not in read[name]:
+                raise ConfigError(f"environment variable {name}: {path} is not a PEM file")
+        return cls(read["RAGMESH_TLS_CERT"], read["RAGMESH_TLS_KEY"], read["RAGMESH_TLS_CA"])
+
+    @classmethod
+    def from_env(cls) -> MeshTls | None:
+        return TlsSettings.from_env().files()
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        """Requires a client certificate signed by the CA: a caller without one fails the handshake."""
+        return grpc.ssl_server_credentials([(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True)
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca, private_key=self.key, certificate_chain=self.cert
+        )
+
 
 AddServicers = Callable[[aio.Server], Sequence[str]]
 Hook = Callable[[], Awaitable[None]]
@@ -51,7 +115,10 @@ class GrpcService:
         warmup: Hook | None = None,
         on_stop: Hook | None = None,
         grace: float = 5.0,
+        tls: MeshTls | None = None,
+        health_port: int | None = None,
     ) -> None:
+        """`tls` and `health_port` default to RAGMESH_TLS_* and RAGMESH_HEALTH_PORT (see the module docstring)."""
         self.name = name
         self._add = add_servicers
         self._host = host
@@ -59,6 +126,11 @@ class GrpcService:
         self._warmup = warmup
         self._on_stop = on_stop
         self._grace = grace
+        env = TlsSettings.from_env() if tls is None or health_port is None else None
+        self.tls = tls if tls is not None else env.files() if env is not None else None
+        self._health_port = health_port if health_port is not None else env.health_port if env is not None else 0
+        self.health_server: aio.Server | None = None
+        self.health_port = 0
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -73,18 +145,41 @@ class GrpcService:
             [*self._services, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
             server,
         )
-        self.port = server.add_insecure_port(f"{self._host}:{self._port}")
+        address = f"{self._host}:{self._port}"
+        if self.tls is not None:
+            self.port = server.add_secure_port(address, self.tls.server_credentials())
+        else:
+            self.port = server.add_insecure_port(address)
         if self.port == 0:
             raise RuntimeError(f"{self.name}: could not bind {self._host}:{self._port}")
         await self._set_all(health_pb2.HealthCheckResponse.NOT_SERVING)
         await server.start()
         self.server = server
-        logger.info("%s listening on %s:%d, warming up", self.name, self._host, self.port)
+        if self._health_port:
+            await self._start_health_server()
+        logger.info(
+            "%s listening on %s:%d (%s), warming up",
+            self.name,
+            self._host,
+            self.port,
+            "mTLS" if self.tls is not None else "plaintext",
+        )
         if self._warmup is not None:
             await self._warmup()
         await self._set_all(health_pb2.HealthCheckResponse.SERVING)
         logger.info("%s ready (SERVING) on %s:%d", self.name, self._host, self.port)
         return self.port
+
+    async def _start_health_server(self) -> None:
+        """A plaintext port that serves the Health service only (for probes that cannot do mTLS)."""
+        server = aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self.health_port = server.add_insecure_port(f"{self._host}:{self._health_port}")
+        if self.health_port == 0:
+            raise RuntimeError(f"{self.name}: could not bind the health port {self._host}:{self._health_port}")
+        await server.start()
+        self.health_server = server
+        logger.info("%s health checks (plaintext) on %s:%d", self.name, self._host, self.health_port)
 
     async def _set_all(self, status: int) -> None:
         await self.health.set("", status)
@@ -97,6 +192,9 @@ class GrpcService:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self._grace)
         self.server = None
+        if self.health_server is not None:
+            await self.health_server.stop(0)
+            self.health_server = None
         if self._on_stop is not None:
             await self._on_stop()
         logger.info("%s stopped", self.name)
@@ -114,8 +212,17 @@ class GrpcService:
 
 
 def insecure_channel(address: str) -> aio.Channel:
-    """A client channel with the mesh's message limits."""
+    """A plaintext client channel with the mesh's message limits (tools and tests; services use mesh_channel)."""
     return aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def mesh_channel(address: str, tls: MeshTls | None = None) -> aio.Channel:
+    """A channel from one service to another: mTLS with `tls` or, by default, the RAGMESH_TLS_* files when set
+    (this process's certificate, the mesh CA checks the server's); plaintext when neither."""
+    tls = tls if tls is not None else MeshTls.from_env()
+    if tls is None:
+        return insecure_channel(address)
+    return aio.secure_channel(address, tls.channel_credentials(), options=CHANNEL_OPTIONS)
 
 
 async def wait_serving(address: str, timeout: float = 60.0, service: str = "") -> None:
@@ -167,13 +274,13 @@ def run_service(
 
     `telemetry` takes the instrumentation switches of `setup_telemetry` (e.g. instrument_psycopg=True).
     """
-    from ragmesh_common.config import ConfigError
     from ragmesh_common.logs import setup_logging
     from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 
     setup_logging(name)
     try:
         settings = settings_from_env()
+        TlsSettings.from_env().files()  # RAGMESH_TLS_*: all or none, readable PEM files
     except ConfigError as exc:  # one line naming the variable, not a traceback
         raise SystemExit(f"{name}: {exc}") from None
 

@@ -10,7 +10,9 @@ ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRI
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
 ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
 public key, only the gateway and the worker the private one. Redis requires a password (`requirepass`, made once
-in secrets.json, mode 0600); REDIS_URL carries it to the gateway and the worker.
+in secrets.json, mode 0600); REDIS_URL carries it to the gateway and the worker. Each process gets only the secrets PROCESS_SECRETS
+grants it (least privilege; a secret exported in the starting shell is not passed on). With RAGMESH_DEV_MTLS=1
+the services talk mTLS, each with its own certificate from a CA made once in <data>/tls.
 
 Supervision: once the mesh is up, a supervisor thread watches every process (services, the ingest worker, the
 model server, PostgreSQL, Redis, ArcadeDB) and restarts one that exits, after a capped exponential backoff
@@ -82,6 +84,63 @@ PORT_VARS = {
     "ollama": "OLLAMA_PORT",
 }
 APP_ROLE = "ragmesh_app"
+# The role span writers connect as (RAG_TRACES_DSN): INSERT on rag_traces and nothing else (no SELECT, so it
+# cannot read back a trace; no other table). The stack creates it after the schema (`ensure_traces_role`).
+TRACES_ROLE = "ragmesh_traces"
+TRACES_PASSWORD_SECRET = "postgres_traces_password"
+
+# Least privilege: the secrets each process holds, and no others. The one table to change who holds what; the
+# values come from `Stack.secret_values`, everything else a process gets is in `Stack.common_env` (no secret).
+#   RAG_TRACES_DSN                writes spans to rag_traces (every process that traces)
+#   RETRIEVER_DATABASE_URL        the app role: the catalogue, chunks, search (the retriever only)
+#   GATEWAY_TRACES_DSN            the app role: the admin trace viewer reads spans, retention prunes them
+#   GATEWAY_JWT_SECRET            verifies (and could mint) user JWTs: the HTTP edge only
+#   NEO4J_PASSWORD                the graph store
+#   RAGMESH_INTERNAL_SIGNING_KEY  mints internal identities: the gateway, and the worker for the uploader
+PROCESS_SECRETS: dict[str, frozenset[str]] = {
+    "gateway": frozenset(
+        {"RAG_TRACES_DSN", "GATEWAY_TRACES_DSN", "GATEWAY_JWT_SECRET", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL"}
+    ),
+    "ingest-worker": frozenset({"RAG_TRACES_DSN", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL"}),
+    "parser": frozenset({"RAG_TRACES_DSN"}),
+    "embedder": frozenset({"RAG_TRACES_DSN"}),
+    "retriever": frozenset({"RAG_TRACES_DSN", "RETRIEVER_DATABASE_URL"}),
+    "reranker": frozenset({"RAG_TRACES_DSN"}),
+    "graph": frozenset({"RAG_TRACES_DSN", "NEO4J_PASSWORD"}),
+    "answerer": frozenset({"RAG_TRACES_DSN"}),
+    "ollama": frozenset(),  # the local model server traces nothing and stores nothing
+}
+SECRET_VARS: frozenset[str] = frozenset[str]().union(*PROCESS_SECRETS.values())
+# Secrets of the schema owner and of tools, and a process's own certificate: never passed on from the shell.
+TLS_VARS = ("RAGMESH_TLS_CERT", "RAGMESH_TLS_KEY", "RAGMESH_TLS_CA")
+NEVER_INHERITED = frozenset({"RAGMESH_OWNER_DSN", "RAGMESH_APP_PASSWORD", "PGPASSWORD", *TLS_VARS})
+MTLS_VAR = "RAGMESH_DEV_MTLS"
+
+
+def mtls_from_env() -> bool:
+    """RAGMESH_DEV_MTLS=1: the services talk mTLS, with certificates of a CA made in the data dir."""
+    raw = os.environ.get(MTLS_VAR, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise SystemExit(f"{MTLS_VAR} must be 1 or 0, not {raw!r}")
+
+
+def ensure_traces_role(owner_dsn: str, role: str, password: str) -> None:
+    """Creates (or updates) the insert-only span writer role: LOGIN, INSERT on rag_traces, nothing else."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(owner_dsn, autocommit=True, connect_timeout=10) as conn, conn.transaction():
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+        conn.execute(
+            sql.SQL("{} ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT PASSWORD {}").format(
+                sql.SQL("ALTER" if exists else "CREATE"), sql.Identifier(role), sql.Literal(password)
+            )
+        )
+        conn.execute(sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT INSERT ON rag_traces TO {}").format(sql.Identifier(role)))
 
 
 def ports_from_env() -> dict[str, int]:
@@ -154,6 +213,7 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
     supervise: bool = True
+    mtls: bool = field(default_factory=mtls_from_env)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -222,51 +282,88 @@ class Stack:
 
         return TokenSigner(load_signing_key(self.internal_keys()[0]), actor=actor)
 
-    def env(self, process: str = "") -> dict[str, str]:
-        """The environment of a process; only the gateway and the worker get the private signing key."""
-        signing_key, public_key = self.internal_keys()
-        env = dict(os.environ)
-        env.update(
-            {
-                "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONUNBUFFERED": "1",
-                "RAG_TRACES_DSN": self.app_dsn,
-                "OTEL_BSP_SCHEDULE_DELAY": "500",
-                "PARSER_HOST": self.host,
-                "PARSER_PORT": str(self.ports["parser"]),
-                "EMBEDDER_HOST": self.host,
-                "EMBEDDER_PORT": str(self.ports["embedder"]),
-                "RETRIEVER_HOST": self.host,
-                "RETRIEVER_PORT": str(self.ports["retriever"]),
-                "RETRIEVER_DATABASE_URL": self.app_dsn,
-                "RERANKER_HOST": self.host,
-                "RERANKER_PORT": str(self.ports["reranker"]),
-                "GRAPH_HOST": self.host,
-                "GRAPH_PORT": str(self.ports["graph"]),
-                "NEO4J_URI": f"bolt://{self.host}:{self.ports['arcadedb_bolt']}",
-                "NEO4J_USER": "root",
-                "NEO4J_PASSWORD": self.secret("arcadedb_password"),
-                "NEO4J_DATABASE": "ragmesh",
-                "ANSWERER_HOST": self.host,
-                "ANSWERER_PORT": str(self.ports["answerer"]),
-                "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
-                "GATEWAY_HOST": self.host,
-                "GATEWAY_PORT": str(self.ports["gateway"]),
-                "REDIS_URL": self.redis_url,
-                "GATEWAY_TRACES_DSN": self.app_dsn,
-                "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
-                "GATEWAY_JWT_SECRET": self.jwt_secret,
-                "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
-                **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
-                "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
-            }
+    @property
+    def traces_dsn(self) -> str:
+        """What every process writes its spans with (RAG_TRACES_DSN): the TRACES_ROLE (see there)."""
+        return (
+            f"postgresql://{TRACES_ROLE}:{self.secret(TRACES_PASSWORD_SECRET)}@{self.host}:"
+            f"{self.ports['postgres']}/{self.postgres.database}"
         )
-        env.pop("RAGMESH_INTERNAL_SIGNING_KEY", None)
-        if process in ("gateway", "ingest-worker"):
-            env["RAGMESH_INTERNAL_SIGNING_KEY"] = signing_key
-        env.update(self.extra_env)
+
+    def tls_files(self, name: str) -> dict[str, str]:
+        """RAGMESH_TLS_* of one process: its own certificate and key (0600) from the stack's CA in <data>/tls,
+        both made once and kept."""
+        from ragmesh_dev.certs import CertificateAuthority
+
+        folder = self.data_dir / "tls"
+        ca_cert, ca_key = folder / "ca.crt", folder / "ca.key"
+        if not (ca_cert.exists() and ca_key.exists()):
+            CertificateAuthority.create("ragmesh dev CA").write(folder, with_key=True)
+        cert, key = folder / f"{name}.crt", folder / f"{name}.key"
+        if not (cert.exists() and key.exists()):
+            CertificateAuthority.load(ca_cert, ca_key).issue(name, (self.host, "localhost")).write(folder, name)
+        return dict(zip(TLS_VARS, (str(cert), str(key), str(ca_cert)), strict=True))
+
+    def secret_values(self) -> dict[str, str]:
+        """The value of every variable in PROCESS_SECRETS (what a process holds when the table names it)."""
+        signing_key, _ = self.internal_keys()
+        values = {
+            "RAG_TRACES_DSN": self.traces_dsn,
+            "RETRIEVER_DATABASE_URL": self.app_dsn,
+            "GATEWAY_TRACES_DSN": self.app_dsn,
+            "GATEWAY_JWT_SECRET": self.jwt_secret,
+            "NEO4J_PASSWORD": self.secret("arcadedb_password"),
+            "RAGMESH_INTERNAL_SIGNING_KEY": signing_key,
+            "REDIS_URL": self.redis_url,  # carries the requirepass password
+        }
+        missing = SECRET_VARS - values.keys()
+        assert not missing, f"PROCESS_SECRETS names variables the stack has no value for: {sorted(missing)}"
+        return values
+
+    def common_env(self) -> dict[str, str]:
+        """What every process may know: addresses, ports, the public key, settings. No secret."""
+        _, public_key = self.internal_keys()
+        return {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+            "OTEL_BSP_SCHEDULE_DELAY": "500",
+            "PARSER_HOST": self.host,
+            "PARSER_PORT": str(self.ports["parser"]),
+            "EMBEDDER_HOST": self.host,
+            "EMBEDDER_PORT": str(self.ports["embedder"]),
+            "RETRIEVER_HOST": self.host,
+            "RETRIEVER_PORT": str(self.ports["retriever"]),
+            "RERANKER_HOST": self.host,
+            "RERANKER_PORT": str(self.ports["reranker"]),
+            "GRAPH_HOST": self.host,
+            "GRAPH_PORT": str(self.ports["graph"]),
+            "NEO4J_URI": f"bolt://{self.host}:{self.ports['arcadedb_bolt']}",
+            "NEO4J_USER": "root",
+            "NEO4J_DATABASE": "ragmesh",
+            "ANSWERER_HOST": self.host,
+            "ANSWERER_PORT": str(self.ports["answerer"]),
+            "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
+            "GATEWAY_HOST": self.host,
+            "GATEWAY_PORT": str(self.ports["gateway"]),
+            "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
+            "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
+            **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
+            "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
+        }
+
+    def env(self, process: str = "") -> dict[str, str]:
+        """The environment of a process: the inherited one without any secret, the common settings, and the
+        secrets PROCESS_SECRETS grants `process` (none for a name it does not list). `extra_env` overrides a
+        setting for every process, and a secret only for the processes that hold it."""
+        granted = PROCESS_SECRETS.get(process, frozenset())
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_VARS and k not in NEVER_INHERITED}
+        env.update(self.common_env())
+        env.update({k: v for k, v in self.secret_values().items() if k in granted})
+        env.update({k: v for k, v in self.extra_env.items() if k not in SECRET_VARS or k in granted})
+        if self.mtls and process in PROCESS_SECRETS and process != "ollama":  # the model server speaks HTTP
+            env.update(self.tls_files(process))
         return env
 
     # ---------- lifecycle ----------
@@ -302,7 +399,15 @@ class Stack:
     def _wait_grpc(self, process: Process, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         port = self.ports[process.name]
-        with grpc.insecure_channel(f"{self.host}:{port}") as channel:
+        if self.mtls:
+            files = [Path(path).read_bytes() for path in self.tls_files("devstack").values()]
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=files[2], private_key=files[1], certificate_chain=files[0]
+            )
+            channel = grpc.secure_channel(f"{self.host}:{port}", credentials)
+        else:
+            channel = grpc.insecure_channel(f"{self.host}:{port}")
+        with channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while time.monotonic() < deadline:
                 self._check_alive(process)
@@ -345,7 +450,7 @@ class Stack:
             self.secret("postgres_app_password"),
             int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
         )
-        self.redis.password = self.secret("redis_password")  # clients AUTH with it (REDIS_URL)
+        ensure_traces_role(self.postgres.owner_dsn(), TRACES_ROLE, self.secret(TRACES_PASSWORD_SECRET))
         self.redis.start()
         self.arcadedb = EmbeddedArcadeDB(
             self.data_dir / "arcadedb",
@@ -376,6 +481,12 @@ class Stack:
                 ],
             )
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
+            gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
+            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
+            for process in services:
+                self._wait_grpc(process, timeout - (time.monotonic() - started))
+            # the worker only once the services are SERVING: tasks left queued by a crash run at once, and the
+            # first would fail against a parser that is still loading
             worker = self._spawn(
                 "ingest-worker",
                 [
@@ -396,10 +507,6 @@ class Stack:
                     "--without-heartbeat",
                 ],
             )
-            gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
-            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
-            for process in services:
-                self._wait_grpc(process, timeout - (time.monotonic() - started))
             self._wait_http(gateway, self.ports["gateway"], "/healthz", timeout)
             self._check_alive(worker)
         except BaseException:

@@ -15,7 +15,7 @@ from ragmesh.graph.v1 import graph_pb2_grpc
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh.reranker.v1 import reranker_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2_grpc
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.server import mesh_channel
 from ragmesh_gateway.config import Settings
 
 # gRPC status -> HTTP status for errors the user should see as their own fault
@@ -79,7 +79,7 @@ class Mesh:
             "graph": graph,
             "answerer": answerer,
         }
-        self._channels: dict[str, aio.Channel] = {name: insecure_channel(addr) for name, addr in self.addresses.items()}
+        self._channels: dict[str, aio.Channel] = {name: mesh_channel(addr) for name, addr in self.addresses.items()}
         self.parser = parser_pb2_grpc.ParserServiceStub(self._channels["parser"])
         self.embedder = embedder_pb2_grpc.EmbedderServiceStub(self._channels["embedder"])
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channels["retriever"])

@@ -20,7 +20,7 @@ from grpc import aio
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import Unavailable
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.server import mesh_channel
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class DocumentAccess:
 
     def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
         if self._stub is None:
-            self._channel = insecure_channel(self.addr)
+            self._channel = mesh_channel(self.addr)
             self._stub = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
         return self._stub
 

@@ -8,7 +8,7 @@ from ragmesh.embedder.v1 import embedder_pb2_grpc
 from ragmesh.graph.v1 import graph_pb2_grpc
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2_grpc
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.server import mesh_channel
 from ragmesh_ingestion.config import Settings
 
 
@@ -17,7 +17,7 @@ class Clients:
 
     def __init__(self, *, parser: str, embedder: str, retriever: str, graph: str) -> None:
         self._channels: dict[str, aio.Channel] = {
-            name: insecure_channel(addr)
+            name: mesh_channel(addr)
             for name, addr in (("parser", parser), ("embedder", embedder), ("retriever", retriever), ("graph", graph))
         }
         self.parser = parser_pb2_grpc.ParserServiceStub(self._channels["parser"])

@@ -7,7 +7,7 @@ from grpc import aio
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common.context import UserContext
-from ragmesh_common.server import insecure_channel
+from ragmesh_common.server import mesh_channel
 
 
 class QueryEmbedder:
@@ -20,7 +20,7 @@ class QueryEmbedder:
     async def embed(self, user: UserContext, text: str) -> list[float]:
         """The query's vector; raises grpc.aio.AioRpcError when the embedder fails or times out."""
         if self._stub is None:
-            self._channel = insecure_channel(self.addr)
+            self._channel = mesh_channel(self.addr)
             self._stub = embedder_pb2_grpc.EmbedderServiceStub(self._channel)
         reply = await self._stub.Embed(
             embedder_pb2.EmbedRequest(texts=[text], is_query=True), metadata=user.metadata(), timeout=self.timeout_s

@@ -2,6 +2,10 @@
 
 PostgreSQL refuses to run as root; when this process is root the server runs as a
 dedicated system user (created once), as the wheel itself does.
+
+Durable by default: fsync and synchronous_commit are on, so a commit the server acknowledged (an upload's
+catalogue row) survives a kill -9 of every process and a power cut. POSTGRES_DURABLE=false turns both off, for
+throwaway test stacks only: a crash may then lose the last commits (or, without fsync, corrupt the cluster).
 """
 
 from __future__ import annotations
@@ -18,6 +22,17 @@ from ragmesh_dev.ports import port_open
 logger = logging.getLogger(__name__)
 
 SYSTEM_USER = "ragmesh_pg"
+DURABLE_VAR = "POSTGRES_DURABLE"
+
+
+def durable_from_env() -> bool:
+    """POSTGRES_DURABLE: true (default) or false; anything else stops with a message naming the variable."""
+    raw = os.environ.get(DURABLE_VAR, "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SystemExit(f"{DURABLE_VAR} must be true or false, not {raw!r}")
 
 
 def _bin() -> Path:
@@ -29,8 +44,16 @@ def _bin() -> Path:
 class EmbeddedPostgres:
     """One PostgreSQL cluster in `data_dir`, listening on 127.0.0.1:`port` with password auth."""
 
-    def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1", database: str = "ragmesh") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        host: str = "127.0.0.1",
+        database: str = "ragmesh",
+        durable: bool | None = None,  # None: POSTGRES_DURABLE
+    ) -> None:
         self.data_dir = data_dir.resolve()
+        self.durable = durable_from_env() if durable is None else durable
         self.pgdata = self.data_dir / "pgdata"
         self.port = port
         self.host = host
@@ -105,10 +128,13 @@ class EmbeddedPostgres:
         if port_open(self.host, self.port):
             raise RuntimeError(f"port {self.host}:{self.port} is taken; set POSTGRES_PORT to a free port")
         log = self.pgdata / "server.log"
+        switch = "on" if self.durable else "off"
         options = (
             f"-h {self.host} -p {self.port} -c unix_socket_directories='' "
-            "-c shared_buffers=256MB -c max_connections=200 -c fsync=off -c synchronous_commit=off"
+            f"-c shared_buffers=256MB -c max_connections=200 -c fsync={switch} -c synchronous_commit={switch}"
         )
+        if not self.durable:
+            logger.warning("%s=false: fsync and synchronous_commit are off (a crash may lose commits)", DURABLE_VAR)
         logger.info("starting postgres on %s:%d", self.host, self.port)
         try:
             self._run(
