@@ -12,7 +12,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.json_schema import models_json_schema
 
 from ragmesh.answerer.v1 import answerer_pb2
@@ -202,7 +202,7 @@ class Evidence(Reply):
 
 # How verification judged one answer sentence: answerer.proto's Verdict names, so a new verdict there is listed
 # here without an edit.
-VERDICTS = [name.removeprefix("VERDICT_").lower() for name, _ in answerer_pb2.Verdict.items()]
+VERDICTS: list[JsonValue] = [name.removeprefix("VERDICT_").lower() for name, _ in answerer_pb2.Verdict.items()]
 
 
 class Sentence(Reply):

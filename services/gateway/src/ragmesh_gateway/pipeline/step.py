@@ -84,9 +84,9 @@ class Step:
         with step_span(self.span_name(state)) as span:
             try:
                 fields = await self.run(state)
-            except StepFailed as failed:
-                if failed.http_status >= 500:  # a fault; a refusal of the caller's input (4xx) is not
-                    span.set_status(trace.Status(trace.StatusCode.ERROR, failed.message))
+            except StepFailed as refused:
+                if refused.http_status >= 500:  # a fault; a refusal of the caller's input (4xx) is not
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, refused.message))
                 raise
             except aio.AioRpcError as exc:
                 if self.required:

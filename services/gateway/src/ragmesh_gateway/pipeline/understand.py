@@ -51,7 +51,7 @@ class Understand(Step):
         }
 
     async def _rewrite(self, state: RequestState) -> Rewrite:
-        history = [(t.role, t.content) for t in state.history]
+        history: list[tuple[str, str]] = [(t.role, t.content) for t in state.history]
         rewrite = await arewrite_followup(
             state.question,
             history,
