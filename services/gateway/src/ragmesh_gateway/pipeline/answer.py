@@ -12,7 +12,7 @@ sentence) mapped onto the user's sources as the final event; an answer without a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import grpc
@@ -71,7 +71,7 @@ class Answer(Step):
         self.mesh = mesh
         self.timeout = timeout
 
-    async def stream(self, state: RequestState) -> AsyncIterator[Event]:
+    async def stream(self, state: RequestState) -> AsyncGenerator[Event, None]:
         started = time.perf_counter()
         request = answer_request(state)
         first_token_ms: float | None = None
@@ -119,7 +119,7 @@ class Verify(Step):
 
     name = "verify"
 
-    async def stream(self, state: RequestState) -> AsyncIterator[Event]:
+    async def stream(self, state: RequestState) -> AsyncGenerator[Event, None]:
         if state.final is None:
             raise StepFailed("answer", "the answerer ended without a final message", 503)
         request = state.request

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ragmesh.common.v1 import common_pb2
@@ -68,7 +68,7 @@ class Orchestrator:
         """The chat's steps before the response. Raises StepFailed (4xx/503) before any byte is streamed."""
         return await self.chat.prepare(RequestState.for_chat(user, request, self.candidates))
 
-    def run(self, state: RequestState) -> AsyncIterator[Event]:
+    def run(self, state: RequestState) -> AsyncGenerator[Event, None]:
         """Streams progress, tokens and the final event (with sources) of a prepared chat."""
         return self.chat.stream(state)
 

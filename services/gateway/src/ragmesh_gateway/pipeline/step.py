@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any, ClassVar
 
 from grpc import aio
@@ -100,7 +100,7 @@ class Step:
         state.stages.append(record)
         return record
 
-    async def stream(self, state: RequestState) -> AsyncIterator[Event]:
+    async def stream(self, state: RequestState) -> AsyncGenerator[Event, None]:
         """A step after the response started: its progress event (a streaming step yields more)."""
         record = await self.execute(state)
         if record is not None:
@@ -124,7 +124,7 @@ class Pipeline:
             await step.execute(state)
         return state
 
-    async def stream(self, state: RequestState) -> AsyncIterator[Event]:
+    async def stream(self, state: RequestState) -> AsyncGenerator[Event, None]:
         """The progress of the steps already run, then the streamed steps' events; a failure ends the stream
         with one `error` event naming the step."""
         for stage in state.stages:
@@ -137,8 +137,10 @@ class Pipeline:
             return
         try:
             for step in self.during:
-                async for item in step.stream(state):
-                    yield item
+                # closed at once when the client leaves, so that a step's call is cancelled (its slot frees)
+                async with contextlib.aclosing(step.stream(state)) as events:
+                    async for item in events:
+                        yield item
         except StepFailed as failed:
             # a busy answerer is load, not a fault: a warning, so that a burst does not flood the error log
             (logger.warning if failed.retry_after else logger.error)("%s step failed: %s", failed.step, failed)

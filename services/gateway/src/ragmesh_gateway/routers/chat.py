@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from types import MappingProxyType
@@ -73,8 +74,9 @@ async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, lim
     async def events() -> AsyncGenerator[dict[str, Any], None]:
         try:
             with trace.use_span(span, end_on_exit=False):
-                async for item in orchestrator.run(state):
-                    yield item
+                async with contextlib.aclosing(orchestrator.run(state)) as steps:
+                    async for item in steps:
+                        yield item
         finally:
             span.end()
 
