@@ -411,3 +411,26 @@ async def test_final_event_carries_verification_and_evidence_mapped_to_documents
         ("user", "Tell me about IBM"),
         ("assistant", "IBM is a company."),
     ]
+
+
+async def test_a_client_leaving_mid_answer_cancels_the_answer_call_at_once() -> None:
+    cancelled: list[bool] = []
+
+    class Call(FakeStreamCall):
+        def cancel(self) -> bool:
+            cancelled.append(True)
+            return True
+
+    mesh = FakeMesh()
+    answer = mesh.answerer.replies["Answer"]
+    mesh.answerer = Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=None)
+    mesh.answerer.__dict__["Answer"] = lambda request, **kwargs: Call(answer)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
+    state = await orchestrator.prepare(USER, ChatRequest(question=RELATIONAL))
+    events = orchestrator.run(state)
+    async for item in events:
+        if item["event"] == "token":
+            break
+    assert cancelled == []
+    await events.aclose()  # what the HTTP layer does when the client goes away
+    assert cancelled == [True]
