@@ -114,10 +114,6 @@ class Pipeline:
         self.before = tuple(before)
         self.during = tuple(during)
 
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return (*self.before, *self.during)
-
     async def prepare(self, state: RequestState) -> RequestState:
         """Raises StepFailed (4xx/503) before any byte is streamed."""
         for step in self.before:
