@@ -1,11 +1,14 @@
 """Chat outcomes through the HTTP API against the real mesh: no_permission, no_match_in_filter, ingesting,
-an off-topic question (no_sources), an on-topic one (answered), a lexical-only chat (alpha 0), and a trace
-with no error span while the reranker is unconfigured (the mesh starts without RERANKER_MODEL)."""
+an off-topic question (no_sources), an on-topic one (answered), a lexical-only chat (alpha 0), a trace
+with no error span while the reranker is unconfigured (the mesh starts without RERANKER_MODEL), and the
+replies and stream events against the OpenAPI contract."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,9 @@ pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 IBM_MD = DOCS / "md" / "sources" / "wiki.md"
 HR_DOCX = DOCS / "docx" / "sources" / "textbox.docx"
+
+# the strict OpenAPI check shared with the gateway's contract tests (tests run in importlib mode)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "services" / "gateway" / "tests"))
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
@@ -135,3 +141,30 @@ def test_lexical_only_chat_answers(client, tokens, documents) -> None:
     body = chat(client, tokens["erin"], question="When was IBM founded?", alpha=0)
     assert body["outcome"] == "answer" and body["sources"], body["relevance"]
     assert all(s["scores"]["vector"] == 0 for s in body["sources"])
+
+
+def test_replies_and_stream_events_match_the_openapi_contract(client, tokens, documents) -> None:
+    """Each outcome's JSON reply and every event of a streamed answer validate against /openapi.json, strictly
+    (a field the response models leave out fails: services/gateway/tests/openapi_contract.py)."""
+    from openapi_contract import CHAT, problems, response_schema, stream_problems
+
+    spec = client.get("/openapi.json").json()
+    for token, question in (
+        (tokens["erin"], "When was IBM founded?"),  # answer
+        (tokens["erin"], "What is the capital of Mongolia?"),  # no_sources
+        (tokens["nina"], "When was IBM founded?"),  # no_permission
+    ):
+        body = chat(client, token, question=question)
+        assert problems(spec, response_schema(spec, *CHAT), body) == [], body
+    events: list[tuple[str, Any]] = []
+    body = {"question": "When was IBM founded?", "stream": True}
+    with client.stream("POST", "/api/v1/chat", headers=auth(tokens["erin"]), json=body) as reply:
+        assert reply.status_code == 200, reply.read().decode()
+        name = "message"
+        for line in reply.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.split(":", 1)[1].strip())))
+    assert events[-1][0] == "final" and events[-1][1]["outcome"] == "answer"
+    assert stream_problems(spec, events) == []

@@ -286,6 +286,9 @@ def test_traces_are_stored_with_span_edges(client, tokens, documents) -> None:
     # gateway (client) -> answerer (server), and the model call inside the answerer
     assert edge("answerer", "server", "AnswererService/Answer", "gateway", "client")
     assert any(s["service"] == "answerer" and s["attributes"].get("gen_ai.request.model") for s in spans)
+    # the guardrail runs once per request: one CheckInput, and Answer does not check the question again
+    assert len([s for s in spans if s["kind"] == "server" and s["name"].endswith("AnswererService/CheckInput")]) == 1
+    assert sorted(s["service"] for s in spans if s["name"] == "guardrail") == ["answerer", "gateway"]
     # one span per HTTP request at the gateway: no ASGI "http send"/"http receive" children (a streamed chat
     # would otherwise store one span per SSE event)
     assert not [s["name"] for s in spans if s["name"].endswith(("http send", "http receive"))]

@@ -15,10 +15,11 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_gateway import grading
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.grading import GradedQuery, Thresholds
-from ragmesh_gateway.orchestrator import INGESTING, NO_MATCH_IN_FILTER, NO_PERMISSION, ChatOptions, Orchestrator
+from ragmesh_gateway.models import ChatRequest
+from ragmesh_gateway.pipeline import INGESTING, NO_MATCH_IN_FILTER, NO_PERMISSION, Orchestrator
 
 sys.path.insert(0, str(Path(__file__).parent))  # the orchestrator tests' fakes (tests run in importlib mode)
-from test_gateway_orchestrator import USER, FakeMesh, Stub, rpc_error
+from test_gateway_orchestrator import USER, FakeMesh, Stub, rpc_error, turns
 
 SELECTRIC = "The IBM Selectric typewriter was introduced in 1961 and used a golf-ball type element."
 LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."
@@ -117,7 +118,9 @@ def test_keyword_query_keeps_entities_and_content_words() -> None:
 
 async def chat(mesh: FakeMesh, question: str, **options: Any) -> tuple[Any, dict[str, Any]]:
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
-    prepared = await orchestrator.prepare(USER, ChatOptions(question=question, rerank=False, **options))
+    if "history" in options:
+        options["history"] = turns(options["history"])
+    prepared = await orchestrator.prepare(USER, ChatRequest(question=question, rerank=False, **options))
     events = [e async for e in orchestrator.run(prepared)]
     return prepared, events[-1]["data"]
 

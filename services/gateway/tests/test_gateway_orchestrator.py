@@ -17,7 +17,9 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.mesh import StepFailed
-from ragmesh_gateway.orchestrator import NO_PERMISSION, NO_SOURCES, ChatOptions, Orchestrator, append_new
+from ragmesh_gateway.models import ChatRequest, SearchRequest, Turn
+from ragmesh_gateway.pipeline import NO_PERMISSION, NO_SOURCES, Orchestrator
+from ragmesh_gateway.pipeline.grade import append_new
 
 USER = UserContext("alice", "eng", ("employee",))
 
@@ -130,11 +132,16 @@ class FakeMesh:
 RELATIONAL = "What is the relationship between IBM and Armonk?"
 
 
+def turns(history: list[tuple[str, str]]) -> list[Turn]:
+    return [Turn(role=role, content=content) for role, content in history]  # type: ignore[arg-type]
+
+
 async def run(
     mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None
 ) -> tuple[Any, list[dict[str, Any]]]:
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
-    prepared = await orchestrator.prepare(USER, ChatOptions(question=question, top_k=5, history=history or []))
+    request = ChatRequest(question=question, top_k=5, history=turns(history or []))
+    prepared = await orchestrator.prepare(USER, request)
     return prepared, [e async for e in orchestrator.run(prepared)]
 
 
@@ -159,7 +166,7 @@ async def test_search_passes_fusion() -> None:
     mesh = FakeMesh()
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
     prepared, items = await orchestrator.search(
-        USER, ChatOptions(question=RELATIONAL, top_k=5, graph=False, fusion="distribution_based")
+        USER, SearchRequest(query=RELATIONAL, top_k=5, rerank=True, routing=True, fusion="distribution_based")
     )
     assert mesh.retriever.requests["Search"].fusion == retriever_pb2.FUSION_TYPE_DISTRIBUTION_BASED
     assert prepared.accessible == 2 and {i.chunk.chunk_id for i in items} == {"c1", "c2"}
@@ -204,7 +211,7 @@ async def test_reranker_answering_unconfigured_is_a_degradation_without_an_error
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import StatusCode
 
-    from ragmesh_gateway import orchestrator as module
+    from ragmesh_gateway.pipeline import step as module
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -318,7 +325,7 @@ async def test_one_search_per_question_multi_hop_or_not(monkeypatch: pytest.Monk
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from ragmesh_gateway import orchestrator as module
+    from ragmesh_gateway.pipeline import step as module
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -404,3 +411,26 @@ async def test_final_event_carries_verification_and_evidence_mapped_to_documents
         ("user", "Tell me about IBM"),
         ("assistant", "IBM is a company."),
     ]
+
+
+async def test_a_client_leaving_mid_answer_cancels_the_answer_call_at_once() -> None:
+    cancelled: list[bool] = []
+
+    class Call(FakeStreamCall):
+        def cancel(self) -> bool:
+            cancelled.append(True)
+            return True
+
+    mesh = FakeMesh()
+    answer = mesh.answerer.replies["Answer"]
+    mesh.answerer = Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=None)
+    mesh.answerer.__dict__["Answer"] = lambda request, **kwargs: Call(answer)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
+    state = await orchestrator.prepare(USER, ChatRequest(question=RELATIONAL))
+    events = orchestrator.run(state)
+    async for item in events:
+        if item["event"] == "token":
+            break
+    assert cancelled == []
+    await events.aclose()  # what the HTTP layer does when the client goes away
+    assert cancelled == [True]

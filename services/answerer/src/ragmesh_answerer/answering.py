@@ -13,7 +13,7 @@ from opentelemetry.trace import Status, StatusCode
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
 from ragmesh_answerer.grounding import drop_out_of_range
-from ragmesh_answerer.guardrails import GuardrailResult, check_input
+from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
 from ragmesh_answerer.llm import Generation, OllamaChat
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.verify import SentenceVerdict, verify
@@ -83,9 +83,11 @@ class Answerer:
         for i, (role, _) in enumerate(request.history):
             if role not in HISTORY_ROLES:
                 raise InvalidArgument(f"history[{i}].role must be user or assistant, got {role!r}")
-        verdict = self.check_input(request.question, request.history)
-        if not verdict.allowed:
-            raise InvalidArgument(f"question refused: {verdict.reason}")
+        # The guardrail (injection rules) ran once, in CheckInput, before the caller's pipeline read the question
+        # (the gateway's guard step); here only what makes the request malformed.
+        malformed = check_form(request.question, self.settings.max_question_chars, request.history)
+        if malformed is not None:
+            raise InvalidArgument(f"question refused: {malformed.reason}")
         if not request.sources:
             raise InvalidArgument("at least one source is required (answers without sources are not generated here)")
         if not 0 <= request.max_tokens <= MAX_TOKENS_LIMIT:

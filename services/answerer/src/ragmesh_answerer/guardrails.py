@@ -125,6 +125,15 @@ def injection_rules(text: str) -> list[str]:
 
 
 def _check(question: str, max_chars: int, history: Sequence[tuple[str, str]]) -> GuardrailResult:
+    malformed = check_form(question, max_chars, history)
+    if malformed is not None:
+        return malformed
+    return _check_injection(question, history)
+
+
+def check_form(question: str, max_chars: int, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult | None:
+    """The refusal of a malformed question or history (control characters, empty, too long), or None. Not the
+    guardrail (no span, no injection rules): `Answer` checks this much, `CheckInput` runs the guardrail."""
     found = bad_character(question)
     if found:
         return GuardrailResult(False, f"the question contains {found}; remove it and ask again", [CONTROL_RULE])
@@ -142,6 +151,10 @@ def _check(question: str, max_chars: int, history: Sequence[tuple[str, str]]) ->
         return GuardrailResult(
             False, f"the question is {len(question)} characters long; the limit is {max_chars}", ["too_long"]
         )
+    return None
+
+
+def _check_injection(question: str, history: Sequence[tuple[str, str]]) -> GuardrailResult:
     fired = injection_rules(question)
     if fired:
         return GuardrailResult(

@@ -10,6 +10,7 @@ import logging
 import re
 from dataclasses import dataclass
 
+from ragmesh_answerer.guardrails import injection_rules
 from ragmesh_answerer.llm import Generation, OllamaChat
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ def clean_output(output: str, question: str) -> str | None:
     text = output.strip().splitlines()[0].strip() if output.strip() else ""
     text = re.sub(r"^(rewritten question|question)\s*:\s*", "", text, flags=re.IGNORECASE).strip().strip('"“”')
     if not text or len(text) > max(3 * len(question), len(question) + 200):
+        return None
+    if injection_rules(text):  # the guardrail checked the user's words once; the model's must not add an override
         return None
     return text
 

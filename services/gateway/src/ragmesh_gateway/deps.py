@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.documents import DocumentLifecycle
-from ragmesh_gateway.orchestrator import Orchestrator
+from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.runtime import RateLimiter, Runtime
 
 _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")

@@ -48,14 +48,22 @@ logger = logging.getLogger(__name__)
 class StepFailed(Exception):
     """A hop failed. `http_status` is 4xx for the caller's mistakes and 503 for an unavailable required hop."""
 
-    def __init__(self, step: str, message: str, http_status: int = 503) -> None:
+    def __init__(self, step: str, message: str, http_status: int = 503, *, retry_after: int | None = None) -> None:
         super().__init__(f"{step}: {message}")
         self.step = step
         self.message = message
         self.http_status = http_status
+        self.retry_after = retry_after  # seconds, when the hop said it is busy rather than down
+
+    def payload(self) -> dict[str, str | int]:
+        """The error as the API reports it (an `error` event's data, an HTTP error's detail)."""
+        data: dict[str, str | int] = {"step": self.step, "message": self.message, "status": self.http_status}
+        if self.retry_after:
+            data["retry_after"] = self.retry_after
+        return data
 
     @classmethod
-    def from_rpc(cls, step: str, exc: aio.AioRpcError) -> StepFailed:
+    def from_rpc(cls, step: str, exc: aio.AioRpcError, *, retry_after: int | None = None) -> StepFailed:
         code = exc.code()
         status = CLIENT_ERRORS.get(code, 503)
         detail = exc.details() or code.name
@@ -64,7 +72,7 @@ class StepFailed(Exception):
             # service's internals: they go to the log, and the client gets the step and the cause
             logger.warning("%s step failed: %s: %s", step, code.name, detail)
             detail = f"the {step} step is unavailable ({code.name}: {UNAVAILABLE_CAUSES.get(code, 'failed')})"
-        return cls(step, detail, status)
+        return cls(step, detail, status, retry_after=retry_after)
 
 
 class Mesh:

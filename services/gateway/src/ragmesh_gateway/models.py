@@ -8,10 +8,14 @@ added to a reply is a compatible change of the spec rather than a broken promise
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic.json_schema import models_json_schema
 
+from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_gateway.validation import Identifier, Text
 
 MAX_DOCUMENT_IDS = 1000  # document_ids in one chat or search request
@@ -130,6 +134,7 @@ class StepError(Reply):
     message: str
     status: int | None = None
     trace_id: str | None = None
+    retry_after: int | None = Field(None, description="a busy step: seconds after which a retry is expected to fit")
 
 
 class ErrorResponse(Reply):
@@ -155,43 +160,170 @@ class Source(Reply):
     page: int | None = None
     kind: str
     snippet: str
-    origin: str
+    origin: str = Field(description="why the chunk is there: search, summary, sibling, …")
     scores: Scores
-    cited: bool | None = None
-    support: float | None = None
+    cited: bool | None = Field(None, description="the answer cites it (chat only)")
+    support: float | None = Field(None, description="how strongly the answer draws on it, 0..1 (chat only)")
 
 
 class Citation(Reply):
-    source: int
+    source: int = Field(description="the cited source's `index`")
     chunk_id: str
     support: float
 
 
 class Degradation(Reply):
-    step: str
+    step: str = Field(description="the optional step that did not do its part: embed, rewrite, rerank, graph")
     reason: str
 
 
-class ChatResponse(Reply):
-    outcome: Literal["answer", "no_permission", "no_sources"]
-    answer: str
+class Outcome(StrEnum):
+    """What a chat did: answered, or why not (each with its own message as `answer`)."""
+
+    ANSWER = "answer"
+    NO_PERMISSION = "no_permission"  # the user may read no document at all
+    NO_MATCH_IN_FILTER = "no_match_in_filter"  # none of the selected documents is readable
+    INGESTING = "ingesting"  # the readable documents are all still being processed
+    NO_SOURCES = "no_sources"  # nothing relevant enough: the relevance grade refused to answer
+
+
+class Evidence(Reply):
+    """A quote the answer rests on, cut from a source: `quote` is `text[start:end]` of that chunk."""
+
+    source: int = Field(description="the source's `index`")
+    document_id: str
+    title: str
+    section_path: list[str]
+    page: int | None = None
+    quote: str
+    start: int
+    end: int
+
+
+# How verification judged one answer sentence: answerer.proto's Verdict names, so a new verdict there is listed
+# here without an edit.
+VERDICTS: list[JsonValue] = [name.removeprefix("VERDICT_").lower() for name, _ in answerer_pb2.Verdict.items()]
+
+
+class Sentence(Reply):
+    """One sentence of the answer and its verification verdict."""
+
+    text: str
+    supported: bool
+    sources: list[int] = Field(description="the `index` of the sources it was checked against")
+    unsupported_tokens: list[str] = Field(description="numbers and names the evidence does not state")
+    reason: str
+    verdict: str = Field(json_schema_extra={"enum": VERDICTS}, description="supported, or why not")
+    short_answer: bool = Field(description="this sentence is the short answer")
+
+
+class Corrective(Reply):
+    """The corrective retrieval run for an ambiguous grade."""
+
+    query: str
+    alpha: float
+    levels: list[str]
+    candidates: int
+    added: int
+    first_grade: str
+    first_reasons: list[str]
+
+
+class Relevance(Reply):
+    """The relevance grade of the candidates (CRAG): only `correct` is answered with the gate on."""
+
+    grade: Literal["correct", "ambiguous", "incorrect"]
+    reasons: list[str]
+    kept: int
+    strong: int
+    weak: int
+    candidates: int
+    corrective: Corrective | None = None
+    gate: Literal["off"] | None = Field(None, description="'off' when the request turned the relevance gate off")
+
+
+class Stage(StrEnum):
+    GUARDRAIL = "guardrail"
+    UNDERSTAND = "understand"
+    EMBED = "embed"
+    RETRIEVE = "retrieve"
+    RERANK = "rerank"
+    GRADE = "grade"
+    GRAPH = "graph"
+    ANSWER = "answer"
+
+
+class StageRecord(Reply):
+    """What one step did: its time and its own figures (a search's `progress`)."""
+
+    stage: Stage
+    ms: float | None = Field(None, description="the step's time (done)")
+    degraded: bool | None = Field(None, description="an optional step that degraded (embed, rerank, graph)")
+    query: str | None = Field(None, description="understand: the question searched")
+    rewritten: bool | None = Field(None, description="understand: the follow-up was rewritten")
+    kind: str | None = Field(None, description="understand: the question's kind (router)")
+    multi_hop: bool | None = Field(None, description="understand: the router found several hops")
+    in_: str | None = Field(None, alias="in", description="embed: the service that embedded the question")
+    candidates: int | None = Field(None, description="retrieve: results before rerank and grade")
+    accessible_documents: int | None = None
+    searches: int | None = Field(None, description="retrieve: the question and its sub-queries")
+    strategy: str | None = None
+    grade: str | None = Field(None, description="grade: correct, ambiguous or incorrect")
+    relevant: int | None = Field(None, description="grade: the candidates kept")
+    facts: int | None = Field(None, description="graph: relations given to the answerer")
+    position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
+    estimated_wait_s: float | None = None
+    first_token_ms: float | None = Field(None, description="answer done: time to the first streamed token")
+
+
+class ProgressEvent(StageRecord):
+    """SSE `progress`: a step started, waits in the answerer's queue, or is done (with its own figures)."""
+
+    status: Literal["started", "queued", "done"]
+
+
+class TokenEvent(Reply):
+    """SSE `token`: a piece of the answer text (or the outcome's message when there is no answer)."""
+
+    text: str
+
+
+class FinalEvent(Reply):
+    """SSE `final`, and the JSON reply without `progress`. The fields from `model` to `sentences` come with an
+    answer (`outcome` "answer") only."""
+
+    outcome: Outcome
+    answer: str = Field(description="the answer, or the outcome's message")
     sources: list[Source]
     citations: list[Citation]
     grounding_score: float | None = None
     grounded: bool | None = None
     warnings: list[str]
     degraded: list[Degradation]
-    model: str | None = None
     accessible_documents: int
     trace_id: str
-    progress: list[dict[str, Any]] = Field(description="The stages as the progress events report them")
+    relevance: Relevance | None = Field(None, description="the relevance grade (null when retrieval found no scope)")
+    rewritten_question: str | None = Field(None, description="the follow-up as rewritten from the history")
+    notes: list[str] = Field(description="what the user should know, e.g. documents still being processed")
+    ingesting_documents: int = Field(description="readable documents still being processed (not searched)")
+    model: str | None = None
+    short_answer: str | None = Field(None, description="the answer in a few words, cut from the evidence")
+    verified: bool | None = Field(None, description="every sentence of the answer is supported by its evidence")
+    withheld: bool | None = Field(None, description="the draft failed verification and is not the answer")
+    draft: str | None = Field(None, description="the model's unverified draft, when it was withheld")
+    evidence: list[Evidence] | None = None
+    sentences: list[Sentence] | None = None
+
+
+class ChatResponse(FinalEvent):
+    progress: list[ProgressEvent] = Field(description="The stages as the progress events report them")
 
 
 class SearchResponse(Reply):
     results: list[Source]
     accessible_documents: int
     degraded: list[Degradation]
-    progress: list[dict[str, Any]]
+    progress: list[StageRecord]
 
 
 class AclOut(Reply):
@@ -364,7 +496,45 @@ def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-CHAT_EVENTS = sse_event_schema(["progress", "token", "final", "error"], {"type": "object"})
+# A chat's Server-Sent Events: each event name with the model of its data (components/schemas).
+CHAT_EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "progress": ProgressEvent,
+    "token": TokenEvent,
+    "final": FinalEvent,
+    "error": StepError,
+}
+CHAT_EVENTS = {
+    "oneOf": [
+        sse_event_schema([name], {"$ref": f"#/components/schemas/{model.__name__}"})
+        for name, model in CHAT_EVENT_MODELS.items()
+    ]
+}
+CHAT_EVENTS_DESCRIPTION = (
+    "JSON (ChatResponse), or text/event-stream when stream=true: `progress` (ProgressEvent) as each step "
+    "starts, queues or ends; `token` (TokenEvent) pieces of the answer; one `final` (FinalEvent, the JSON "
+    "reply without `progress`) or one `error` (StepError: a step failed after the response began) last."
+)
+
+
+def with_event_schemas(openapi: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """`openapi` (an app's spec builder) with the chat events' models added to components/schemas, where
+    CHAT_EVENTS refers to them (FastAPI adds only the models of request and response bodies)."""
+
+    def build() -> dict[str, Any]:
+        spec = openapi()
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        if not all(model.__name__ in schemas for model in CHAT_EVENT_MODELS.values()):
+            _, defs = models_json_schema(
+                [(model, "serialization") for model in CHAT_EVENT_MODELS.values()],
+                ref_template="#/components/schemas/{model}",
+            )
+            for name, definition in defs.get("$defs", {}).items():
+                schemas.setdefault(name, definition)
+        return spec
+
+    return build
+
+
 DOCUMENT_EVENTS = sse_event_schema(
     ["status"],
     {

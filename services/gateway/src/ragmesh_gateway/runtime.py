@@ -18,7 +18,7 @@ from ragmesh_common.ingestion import create_celery
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
-from ragmesh_gateway.orchestrator import Orchestrator
+from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.traces import Retention, TraceStore
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
         mesh,
         settings.deadlines,
         min_relevance=settings.min_relevance,
+        candidates=settings.candidates,
         graph_enabled=settings.graph_enabled,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,

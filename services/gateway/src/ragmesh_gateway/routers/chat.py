@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from types import MappingProxyType
@@ -14,17 +15,18 @@ from opentelemetry import trace
 from sse_starlette.sse import EventSourceResponse
 
 from ragmesh_common import attributes as attr
-from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, RuntimeDep, User
+from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, User
 from ragmesh_gateway.mesh import StepFailed
 from ragmesh_gateway.models import (
     CHAT_EVENTS,
+    CHAT_EVENTS_DESCRIPTION,
     ChatRequest,
     ChatResponse,
     SearchRequest,
     SearchResponse,
     error_responses,
 )
-from ragmesh_gateway.orchestrator import ChatOptions, source_payload
+from ragmesh_gateway.pipeline.events import source_payload
 from ragmesh_gateway.shutdown import SHUTDOWN_GRACE_SECONDS, until_shutdown
 from ragmesh_gateway.validation import StrictJSONRoute
 
@@ -49,37 +51,18 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
     responses={
         200: {
             "model": ChatResponse,
-            "description": "JSON answer, or text/event-stream when stream=true (events: progress, token, final, error)",
+            "description": CHAT_EVENTS_DESCRIPTION,
             "content": {"text/event-stream": {"schema": CHAT_EVENTS}},
         },
         **error_responses(400, 401, 413, 422, 429, 503),
     },
 )
-async def chat(
-    body: ChatRequest, user: User, rt: RuntimeDep, orchestrator: OrchestratorDep, limiter: RateLimiterDep
-) -> Any:
+async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
     await limiter.check(user)
-    options = ChatOptions(
-        question=body.question,
-        history=[(t.role, t.content) for t in body.history],
-        top_k=body.top_k,
-        candidates=max(rt.settings.candidates, body.top_k),
-        alpha=body.alpha,
-        levels=list(body.levels),
-        document_ids=[str(d) for d in body.document_ids],
-        rerank=body.rerank,
-        graph=body.graph,
-        max_tokens=body.max_tokens,
-        strategy=body.strategy,
-        context=body.context.model_dump() if body.context else None,
-        relevance_gate=body.relevance_gate,
-        fusion=body.fusion,
-        routing=body.routing,
-    )
     span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
     try:
         with trace.use_span(span, end_on_exit=False):
-            prepared = await orchestrator.prepare(user, options)
+            state = await orchestrator.prepare(user, body)
     except StepFailed as exc:
         span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
         span.end()
@@ -91,50 +74,58 @@ async def chat(
     async def events() -> AsyncGenerator[dict[str, Any], None]:
         try:
             with trace.use_span(span, end_on_exit=False):
-                async for item in orchestrator.run(prepared):
-                    yield item
+                async with contextlib.aclosing(orchestrator.run(state)) as steps:
+                    async for item in steps:
+                        yield item
         finally:
             span.end()
 
     if body.stream:
-        shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
-        # Read up to the answerer's admission before the status line goes out: a busy answerer
-        # (queue full, wait over budget) is then a real 503 with Retry-After, not an error event in a 200.
-        stream = until_shutdown(events(), shutdown)
-        head: list[dict[str, Any]] = []
+        return await stream_response(events())
+    return await json_response(events())
+
+
+async def stream_response(events: AsyncGenerator[dict[str, Any], None]) -> Any:
+    """The chat's events as Server-Sent Events. It reads up to the answerer's admission before the status line
+    goes out: a busy answerer (queue full, wait over budget) is then a real 503 with Retry-After, not an error
+    event in a 200."""
+    shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
+    stream = until_shutdown(events, shutdown)
+    head: list[dict[str, Any]] = []
+    try:
+        async for item in stream:
+            head.append(item)
+            if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
+                "answer",
+                "started",
+            ):
+                break
+    except BaseException:
+        await stream.aclose()  # the handler failed or was cancelled before the response began
+        raise
+    if head and head[-1]["event"] == "error":
+        await stream.aclose()
+        return error_response(head[-1]["data"])
+
+    async def sse() -> AsyncIterator[dict[str, str]]:
         try:
+            for item in head:
+                yield {"event": item["event"], "data": json.dumps(item["data"])}
             async for item in stream:
-                head.append(item)
-                if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
-                    "answer",
-                    "started",
-                ):
-                    break
-        except BaseException:
-            await stream.aclose()  # the handler failed or was cancelled before the response began
-            raise
-        if head and head[-1]["event"] == "error":
-            await stream.aclose()
-            return error_response(head[-1]["data"])
+                yield {"event": item["event"], "data": json.dumps(item["data"])}
+        finally:
+            await stream.aclose()  # a client that left cancels the answer at once (its slot frees)
 
-        async def sse() -> AsyncIterator[dict[str, str]]:
-            try:
-                for item in head:
-                    yield {"event": item["event"], "data": json.dumps(item["data"])}
-                async for item in stream:
-                    yield {"event": item["event"], "data": json.dumps(item["data"])}
-            finally:
-                await stream.aclose()  # a client that left cancels the answer at once (its slot frees)
+    return EventSourceResponse(
+        sse(), headers=SSE_HEADERS, ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_SECONDS
+    )
 
-        return EventSourceResponse(
-            sse(), headers=SSE_HEADERS, ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_SECONDS
-        )
-    tokens: list[str] = []
+
+async def json_response(events: AsyncGenerator[dict[str, Any], None]) -> JSONResponse:
+    """The chat's final event as one JSON reply, with the progress events as `progress`."""
     progress: list[dict[str, Any]] = []
-    async for item in events():
-        if item["event"] == "token":
-            tokens.append(item["data"]["text"])
-        elif item["event"] == "progress":
+    async for item in events:
+        if item["event"] == "progress":
             progress.append(item["data"])
         elif item["event"] == "error":
             return error_response(item["data"])
@@ -152,27 +143,10 @@ async def chat(
 )
 async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
     await limiter.check(user)
-    options = ChatOptions(
-        question=body.query,
-        top_k=body.top_k,
-        candidates=body.candidates or max(body.top_k, 10),
-        alpha=body.alpha,
-        levels=list(body.levels),
-        document_ids=[str(d) for d in body.document_ids],
-        rerank=body.rerank,
-        graph=False,
-        relevance_gate=body.relevance_gate,
-        routing=body.routing,
-        strategy=body.strategy,
-        fusion=body.fusion,
-        context=body.context.model_dump() if body.context else None,
-        feedback_docs=body.feedback_docs,
-        feedback_weight=body.feedback_weight,
-    )
     # the HTTP server span is the search's span (a child span of the same extent would cost ~60 µs)
     trace.get_current_span().set_attribute(attr.RAG_USER, user.user_id)
     try:
-        prepared, items = await orchestrator.search(user, options)
+        state, items = await orchestrator.search(user, body)
     except StepFailed as exc:
         raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
     # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
@@ -180,8 +154,8 @@ async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep,
     return JSONResponse(
         {
             "results": [source_payload(i, item, snippet=False) for i, item in enumerate(items)],
-            "accessible_documents": prepared.accessible,
-            "degraded": prepared.degraded,
-            "progress": prepared.stages,
+            "accessible_documents": state.accessible,
+            "degraded": state.degraded,
+            "progress": state.stages,
         }
     )

@@ -1,0 +1,80 @@
+"""The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
+
+    chat:   guardrail → understand → retrieve → rerank → grade ┃ graph → answer → verify
+    search:             understand → retrieve → rerank → grade
+
+(┃: the response starts; before it a failure is an HTTP status, after it an `error` event.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.config import Deadlines
+from ragmesh_gateway.grading import Thresholds
+from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.models import ChatRequest, SearchRequest
+from ragmesh_gateway.pipeline.answer import Answer, Verify
+from ragmesh_gateway.pipeline.events import Event
+from ragmesh_gateway.pipeline.grade import Grade
+from ragmesh_gateway.pipeline.graph import Graph
+from ragmesh_gateway.pipeline.guard import Guard
+from ragmesh_gateway.pipeline.rerank import Rerank
+from ragmesh_gateway.pipeline.retrieve import Retrieve
+from ragmesh_gateway.pipeline.state import RequestState
+from ragmesh_gateway.pipeline.step import Pipeline
+from ragmesh_gateway.pipeline.understand import Understand
+
+
+class Orchestrator:
+    """The steps built once per app (clients, deadlines, thresholds), and the pipelines that list them."""
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        deadlines: Deadlines,
+        *,
+        min_relevance: float,
+        candidates: int = 30,
+        graph_enabled: bool = True,
+        default_context: dict[str, Any] | None = None,
+        relevance: Thresholds | None = None,
+        corrective_alpha: float = 0.3,
+        corrective_candidates: int = 60,
+    ) -> None:
+        self.candidates = candidates
+        understand = Understand(mesh, deadlines.rewrite)
+        retrieve = Retrieve(mesh, deadlines.retrieve, default_context)
+        rerank = Rerank(mesh, deadlines.rerank)
+        grade = Grade(
+            mesh,
+            deadlines.retrieve,
+            # GATEWAY_MIN_RELEVANCE stays the cosine below which a chunk is no evidence at all
+            relevance or Thresholds(vector_weak=min_relevance),
+            corrective_alpha=corrective_alpha,
+            corrective_candidates=corrective_candidates,
+            default_context=default_context,
+        )
+        self.chat = Pipeline(
+            before=[Guard(mesh, deadlines.guardrail), understand, retrieve, rerank, grade],
+            during=[Graph(mesh, deadlines.graph, enabled=graph_enabled), Answer(mesh, deadlines.answer), Verify()],
+        )
+        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade])
+
+    async def prepare(self, user: UserContext, request: ChatRequest) -> RequestState:
+        """The chat's steps before the response. Raises StepFailed (4xx/503) before any byte is streamed."""
+        return await self.chat.prepare(RequestState.for_chat(user, request, self.candidates))
+
+    def run(self, state: RequestState) -> AsyncGenerator[Event, None]:
+        """Streams progress, tokens and the final event (with sources) of a prepared chat."""
+        return self.chat.stream(state)
+
+    async def search(
+        self, user: UserContext, request: SearchRequest
+    ) -> tuple[RequestState, list[common_pb2.ScoredChunk]]:
+        """Retrieval only (the search API and the benchmarks): understand, retrieve, rerank, grade; no answer."""
+        state = await self.search_pipeline.prepare(RequestState.for_search(user, request))
+        return state, state.results[: request.top_k]

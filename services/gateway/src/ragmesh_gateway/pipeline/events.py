@@ -1,0 +1,173 @@
+"""What the pipeline tells the client: the events of a chat (progress, token, final, error), the sources and
+evidence as the API shows them, and the messages of the outcomes that are not an answer. Their models, for
+the OpenAPI spec, are in `ragmesh_gateway.models` (ProgressEvent, TokenEvent, FinalEvent, StepError)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh.common.v1 import common_pb2
+from ragmesh_gateway.models import Outcome
+
+if TYPE_CHECKING:
+    from ragmesh_gateway.pipeline.state import RequestState
+
+Event = dict[str, Any]
+
+NO_PERMISSION = (
+    "You do not have access to any documents yet, so I cannot answer from company knowledge. "
+    "Upload a document or ask an administrator for access."
+)
+NO_SOURCES = (
+    "I could not find anything relevant to your question in the documents you can access, "
+    "so I will not guess. Try rephrasing or naming the document."
+)
+NO_MATCH_IN_FILTER = (
+    "None of the documents you selected is one you can read, so there is nothing to search. "
+    "Check the selection, or ask without choosing documents to search all of yours."
+)
+INGESTING = (
+    "Your documents are still being processed (parsing, embedding, indexing) and cannot be searched yet. "
+    "Ask again once they are ready; the documents list shows their status."
+)
+MESSAGES = {
+    Outcome.NO_PERMISSION: NO_PERMISSION,
+    Outcome.NO_SOURCES: NO_SOURCES,
+    Outcome.NO_MATCH_IN_FILTER: NO_MATCH_IN_FILTER,
+    Outcome.INGESTING: INGESTING,
+}
+SNIPPET_CHARS = 320
+
+
+def event(name: str, **data: Any) -> Event:
+    return {"event": name, "data": data}
+
+
+def chunk_origin(item: common_pb2.ScoredChunk) -> str:
+    """The API's name of why the chunk is there ("search", "summary", "sibling", ...)."""
+    origin = item.origin or common_pb2.CHUNK_ORIGIN_SEARCH
+    return common_pb2.ChunkOrigin.Name(origin).removeprefix("CHUNK_ORIGIN_").lower()
+
+
+def chunk_kind(chunk: common_pb2.Chunk) -> str:
+    """The API's name of the chunk's kind ("paragraph", "table", ...; "" when unset)."""
+    return common_pb2.ChunkKind.Name(chunk.kind).removeprefix("CHUNK_KIND_").lower() if chunk.kind else ""
+
+
+def source_payload(index: int, item: common_pb2.ScoredChunk, snippet: bool = True) -> dict[str, Any]:
+    chunk = item.chunk
+    text = chunk.text.strip()
+    if snippet and len(text) > SNIPPET_CHARS:
+        text = text[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
+    return {
+        "index": index + 1,
+        "document_id": chunk.document_id,
+        "chunk_id": chunk.chunk_id,
+        "title": chunk.title,
+        "section_path": list(chunk.section_path),
+        "page": chunk.page or None,
+        "kind": chunk_kind(chunk),
+        "snippet": text,
+        "origin": chunk_origin(item),
+        "scores": {
+            "score": round(item.score, 6),
+            "hybrid": round(item.hybrid_score, 6),
+            "lexical": round(item.lexical_score, 6),
+            "vector": round(item.vector_score, 6),
+            "rerank": round(item.rerank_score, 6) if item.reranked else None,
+        },
+    }
+
+
+def evidence_payload(quote: answerer_pb2.EvidenceQuote, items: list[common_pb2.ScoredChunk]) -> dict[str, Any]:
+    """An answer's evidence quote with the document, section and page of the source it is cut from."""
+    chunk = items[quote.source_index].chunk if 0 <= quote.source_index < len(items) else common_pb2.Chunk()
+    return {
+        "source": quote.source_index + 1,
+        "document_id": chunk.document_id,
+        "title": chunk.title,
+        "section_path": list(chunk.section_path),
+        "page": chunk.page or None,
+        "quote": quote.text,
+        "start": quote.start,
+        "end": quote.end,
+    }
+
+
+def sentence_payload(verdict: answerer_pb2.SentenceVerdict) -> dict[str, Any]:
+    """One answer sentence's verification verdict."""
+    return {
+        "text": verdict.text,
+        "supported": verdict.supported,
+        "sources": [j + 1 for j in verdict.source_indexes],
+        "unsupported_tokens": list(verdict.unsupported_tokens),
+        "reason": verdict.reason,
+        "verdict": answerer_pb2.Verdict.Name(verdict.verdict).removeprefix("VERDICT_").lower(),
+        "short_answer": verdict.short_answer,
+    }
+
+
+def retrieval_fields(state: RequestState) -> dict[str, Any]:
+    """The final event's fields about retrieval: the relevance grade, the rewritten question, notes."""
+    return {
+        "relevance": state.relevance,
+        "rewritten_question": state.rewritten_question,
+        "notes": state.notes,
+        "ingesting_documents": state.ingesting,
+    }
+
+
+def decline_events(state: RequestState) -> Iterator[Event]:
+    """A chat with nothing to answer from: the outcome's message as the answer, no sources."""
+    message = MESSAGES[state.outcome]
+    yield event("token", text=message)
+    yield event(
+        "final",
+        outcome=state.outcome.value,
+        answer=message,
+        sources=[],
+        citations=[],
+        grounding_score=None,
+        grounded=None,
+        warnings=[],
+        degraded=state.degraded,
+        accessible_documents=state.accessible,
+        trace_id=state.trace_id,
+        **retrieval_fields(state),
+    )
+
+
+def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: list[common_pb2.ScoredChunk]) -> Event:
+    """The final event of an answered chat: the answer, its sources (cited or not), citations, and the
+    answerer's verification (short answer, verified/withheld, evidence quotes, per-sentence verdicts)."""
+    sources = [source_payload(i, item) for i, item in enumerate(items)]
+    support = {c.source_index: c.support for c in final.citations}
+    for i, source in enumerate(sources):
+        source["cited"] = i in support
+        source["support"] = round(support.get(i, 0.0), 4)
+    return event(
+        "final",
+        outcome=Outcome.ANSWER.value,
+        answer=final.answer,
+        sources=sources,
+        citations=[
+            {"source": c.source_index + 1, "chunk_id": c.chunk_id, "support": round(c.support, 4)}
+            for c in final.citations
+        ],
+        grounding_score=round(final.grounding_score, 4),
+        grounded=final.grounded,
+        warnings=list(final.warnings),
+        degraded=state.degraded,
+        model=final.model,
+        accessible_documents=state.accessible,
+        trace_id=state.trace_id,
+        short_answer=final.short_answer,
+        verified=final.verified,
+        withheld=final.withheld,
+        draft=final.draft if final.HasField("draft") else None,
+        evidence=[evidence_payload(q, items) for q in final.evidence],
+        sentences=[sentence_payload(v) for v in final.sentences],
+        **retrieval_fields(state),
+    )

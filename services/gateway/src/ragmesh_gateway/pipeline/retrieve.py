@@ -1,0 +1,126 @@
+"""retrieve: one search at the retriever, which embeds the question and its sub-queries itself (`embed_query`)
+while it looks up permissions and runs the lexical legs, and merges the sub-queries' results after the
+question's own ranking. Required; a down embedder degrades to lexical search (the `embed` stage says so).
+The document counts decide the outcomes that are not an answer (no permission, empty filter, ingesting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragmesh.common.v1 import common_pb2
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_gateway.mesh import Mesh, StepFailed
+from ragmesh_gateway.models import Outcome, SearchRequest
+from ragmesh_gateway.pipeline.state import RequestState
+from ragmesh_gateway.pipeline.step import Step
+
+LEVELS = {
+    "document": common_pb2.CHUNK_LEVEL_DOCUMENT,
+    "section": common_pb2.CHUNK_LEVEL_SECTION,
+    "paragraph": common_pb2.CHUNK_LEVEL_PARAGRAPH,
+}
+
+
+def fusion_type(name: str) -> retriever_pb2.FusionType.ValueType:
+    """The proto FusionType of an HTTP API fusion name ("relative_score", "ranked", "distribution_based")."""
+    try:
+        return retriever_pb2.FusionType.Value("FUSION_TYPE_" + name.upper())
+    except ValueError:
+        raise StepFailed(
+            "retrieve", f"unknown fusion {name!r}; use relative_score, ranked or distribution_based", 400
+        ) from None
+
+
+def search_request(
+    state: RequestState,
+    text: str,
+    levels: list[str],
+    *,
+    alpha: float | None,
+    candidates: int,
+    default_context: dict[str, Any],
+) -> retriever_pb2.SearchRequest:
+    """The retriever's request for `text` with the state's filter, strategy, fusion and context options."""
+    request = state.request
+    proto = retriever_pb2.SearchRequest(
+        query=text,
+        embed_query=True,
+        top_k=candidates,
+        levels=[LEVELS[name] for name in levels],
+        document_ids=state.document_ids,
+        strategy=retriever_pb2.STRATEGY_SUMMARY_FIRST
+        if state.strategy == "summary_first"
+        else retriever_pb2.STRATEGY_DIRECT,
+        fusion=fusion_type(request.fusion),
+    )
+    if alpha is not None:
+        proto.alpha = alpha
+    if isinstance(request, SearchRequest) and request.feedback_docs:
+        proto.feedback_docs, proto.feedback_weight = request.feedback_docs, request.feedback_weight
+    context = request.context.model_dump() if request.context is not None else default_context
+    if context:
+        proto.context.CopyFrom(retriever_pb2.ContextOptions(**context))
+    return proto
+
+
+def scope_outcome(found: retriever_pb2.SearchResponse, filtered: bool) -> Outcome:
+    """What the document counts say before any relevance: no access at all, a filter that matched nothing
+    readable, everything still ingesting, or "answer" (the grade decides from here)."""
+    if found.accessible_documents:
+        return Outcome.ANSWER
+    if found.readable_documents == 0:
+        return Outcome.NO_PERMISSION
+    if filtered and found.filter_matched_documents == 0:
+        return Outcome.NO_MATCH_IN_FILTER
+    if found.ingesting_documents:
+        return Outcome.INGESTING
+    return Outcome.NO_SOURCES  # readable documents, none ready and none ingesting (failed)
+
+
+class Retrieve(Step):
+    """No span of its own: the gRPC client span is the search's span (a child of the same extent costs ~60 µs)."""
+
+    name = "retrieve"
+
+    def __init__(self, mesh: Mesh, timeout: float, default_context: dict[str, Any] | None = None) -> None:
+        self.mesh = mesh
+        self.timeout = timeout
+        self.default_context = default_context or {}
+
+    async def run(self, state: RequestState) -> dict[str, Any]:
+        sub_queries = list(state.route.sub_queries) if state.route is not None else []
+        request = search_request(
+            state,
+            state.query,
+            state.levels,
+            alpha=state.request.alpha,
+            candidates=state.candidates,
+            default_context=self.default_context,
+        )
+        request.sub_queries.extend(sub_queries)
+        found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
+        if found.vector_unavailable:
+            state.degrade("embed", found.vector_unavailable)
+        state.stages.append(
+            {
+                "stage": "embed",
+                "ms": round(found.embed_ms, 1),
+                "in": "retriever",
+                "degraded": bool(found.vector_unavailable),
+            }
+        )
+        state.results = list(found.results)
+        state.accessible = found.accessible_documents
+        state.ingesting = found.ingesting_documents
+        state.vector_used = not found.vector_unavailable and state.request.alpha != 0
+        state.outcome = scope_outcome(found, bool(state.request.document_ids))
+        if state.answering and found.ingesting_documents:
+            state.notes.append(
+                f"{found.ingesting_documents} of your documents are still being processed and were not searched yet."
+            )
+        return {
+            "candidates": len(state.results),
+            "accessible_documents": found.accessible_documents,
+            "searches": 1 + len(sub_queries),
+            "strategy": state.strategy,
+        }

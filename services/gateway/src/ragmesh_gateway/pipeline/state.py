@@ -1,0 +1,91 @@
+"""The one state a request carries through the pipeline's steps: the HTTP request model as validated, the
+user, and what each step has found so far (query, route, results, grade, facts, the answer's final message)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common import attributes as attr
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.models import ChatRequest, Outcome, SearchRequest, Turn
+from ragmesh_gateway.query import Route
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RequestState:
+    """Read and written by the steps in their order. `request` is the HTTP body as FastAPI validated it (a chat
+    or a search); nothing of it is copied, except the text searched (`question`), named differently by the two."""
+
+    user: UserContext
+    request: ChatRequest | SearchRequest
+    candidates: int  # retrieved before rerank and grade
+    stages: list[dict[str, Any]] = field(default_factory=list)  # one record per step run, as progress reports it
+    degraded: list[dict[str, str]] = field(default_factory=list)
+    outcome: Outcome = Outcome.ANSWER  # "answer" until a step decides there is nothing to answer from
+    query: str = ""  # the self-contained question actually searched (the follow-up rewritten)
+    route: Route | None = None
+    levels: list[str] = field(default_factory=list)
+    strategy: str = "direct"
+    results: list[common_pb2.ScoredChunk] = field(default_factory=list)
+    accessible: int = 0
+    ingesting: int = 0
+    vector_used: bool = True  # the search had a vector leg (the grade may trust cosine scores)
+    relevance: dict[str, Any] | None = None  # the grade, its reasons and the corrective retrieval, if any
+    rewritten_question: str | None = None  # the follow-up as rewritten, when it was
+    notes: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)  # graph relations, as given to the answerer
+    final: answerer_pb2.AnswerFinal | None = None
+    trace_id: str = ""
+
+    @classmethod
+    def for_chat(cls, user: UserContext, request: ChatRequest, candidates: int) -> RequestState:
+        """A chat retrieves `candidates` (the gateway's setting), never fewer than it answers from."""
+        return cls(user=user, request=request, candidates=max(candidates, request.top_k), query=request.question)
+
+    @classmethod
+    def for_search(cls, user: UserContext, request: SearchRequest) -> RequestState:
+        return cls(
+            user=user,
+            request=request,
+            candidates=request.candidates or max(request.top_k, 10),
+            query=request.query,
+        )
+
+    @property
+    def question(self) -> str:
+        """The text as the user sent it."""
+        return self.request.question if isinstance(self.request, ChatRequest) else self.request.query
+
+    @property
+    def history(self) -> list[Turn]:
+        return self.request.history if isinstance(self.request, ChatRequest) else []
+
+    @property
+    def answering(self) -> bool:
+        return self.outcome == Outcome.ANSWER
+
+    @property
+    def document_ids(self) -> list[str]:
+        return [str(d) for d in self.request.document_ids]
+
+    def answer_history(self) -> list[answerer_pb2.ChatTurn]:
+        return [answerer_pb2.ChatTurn(role=t.role, content=t.content) for t in self.history]
+
+    def degrade(self, step: str, reason: str) -> None:
+        """An optional step did not do its part: logged, on the current span, and in the final event."""
+        logger.warning("degraded: %s skipped (%s)", step, reason)
+        span = trace.get_current_span()
+        span.set_attribute(attr.RAG_DEGRADED, True)
+        span.add_event("degraded", {attr.RAG_STAGE: step, attr.RAG_DEGRADED_REASON: reason})
+        self.degraded.append({"step": step, "reason": reason})
+
+    def degraded_in(self, step: str) -> bool:
+        return any(d["step"] == step for d in self.degraded)
