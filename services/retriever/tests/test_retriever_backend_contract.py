@@ -30,7 +30,7 @@ def axis(i: int) -> list[float]:
 
 @pytest.fixture(params=["pgvector", "weaviate"])
 async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catalog]]:
-    db = Database(postgres.app_dsn, pool_size=2)
+    db = Database(postgres.app_dsn, rls_key=postgres.rls_key, pool_size=2)
     await db.open()
     if request.param == "weaviate":
         url = os.environ.get("WEAVIATE_URL")

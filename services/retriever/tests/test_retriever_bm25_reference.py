@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import uuid
 from collections import Counter
@@ -118,7 +119,9 @@ def fresh_database(postgres) -> str:
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     password = conninfo_to_dict(postgres.app_dsn)["password"]
-    apply_schema(make_conninfo(postgres.owner_dsn, dbname=name), postgres.app_role, str(password), 384)
+    apply_schema(
+        make_conninfo(postgres.owner_dsn, dbname=name), postgres.app_role, str(password), 384, rls_key=postgres.rls_key
+    )
     return make_conninfo(postgres.app_dsn, dbname=name)
 
 
@@ -126,7 +129,7 @@ def fresh_database(postgres) -> str:
 async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple[Database, list[str], dict[str, str]]]:
     """The short abstracts indexed as paragraph chunks; chunk id → corpus id."""
     texts = short_abstracts(shared_data)
-    db = Database(fresh_database, pool_size=2, statement_timeout_ms=60000)
+    db = Database(fresh_database, rls_key=os.environ["RETRIEVER_RLS_KEY"], pool_size=2, statement_timeout_ms=60000)
     await db.open()
     catalog, backend = Catalog(db), PgVectorBackend(db)
     await backend.start()

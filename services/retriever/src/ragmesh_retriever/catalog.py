@@ -1,6 +1,7 @@
-"""The document catalogue in PostgreSQL. Every query runs in a transaction as the request's user:
-`rag.user_id`, `rag.department` and `rag.roles` are set with set_config(..., true) and the
-row-level-security policies of `documents` and `chunks` decide what the user sees and may change.
+"""The document catalogue in PostgreSQL. Every query runs in a transaction as the request's user: the
+transaction's first statement hands the database an identity assertion signed with RETRIEVER_RLS_KEY
+(`ragmesh_common.rls`), `rag_set_identity` verifies it, and the row-level-security policies, which read only
+that verified identity, decide what the user sees and may change.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ragmesh_common.rls import SET_IDENTITY, assertion, check_key
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +294,8 @@ class DocumentCounts:
 class Database:
     """An async connection pool whose transactions run as a given user under RLS."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 8, statement_timeout_ms: int = 10000) -> None:
+    def __init__(self, dsn: str, *, rls_key: str, pool_size: int = 8, statement_timeout_ms: int = 10000) -> None:
+        self._rls_key = check_key(rls_key, "RETRIEVER_RLS_KEY")
         # Custom plans always: every search binds the caller's accessible document ids as an array, and a
         # cached generic plan (psycopg prepares a statement after 5 runs) cannot hash an array parameter, so
         # the filter would scan the whole array per row (measured: vector leg 9 → 65 ms at 10k chunks).
@@ -344,30 +347,28 @@ class Database:
     async def transaction(
         self, user: UserContext, settings: dict[str, str] | None = None
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A transaction as `user` (RLS reads the rag.* settings), with more transaction-local `settings`
-        set in the same round trip.
+        """A transaction as `user` (the identity RLS reads, verified by the database), with more
+        transaction-local `settings` set in the same round trip.
 
-        The settings statement runs on a plain `psycopg.AsyncCursor`, which the OpenTelemetry psycopg
+        The setup statement runs on a plain `psycopg.AsyncCursor`, which the OpenTelemetry psycopg
         instrumentation (it wraps the connection's cursor factory) does not trace: like BEGIN and COMMIT it is
         part of opening the transaction, and a traced statement costs ~0.15 ms plus a stored span. Every
         statement run on `conn` is traced."""
         extra = settings or {}
         async with self._pool.connection() as conn, conn.transaction():
+            identity_sql, identity_params = self.identity_statement(conn, user)
             async with psycopg.AsyncCursor(conn) as setup:
                 await setup.execute(
-                    "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                    "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)"
-                    + ", set_config(%s, %s, true)"
-                    * len(extra),
-                    (
-                        user.user_id,
-                        user.department,
-                        ",".join(user.roles),
-                        str(self._timeout),
-                        *(x for item in extra.items() for x in item),
-                    ),
+                    identity_sql
+                    + ", set_config('statement_timeout', %s, true)"
+                    + ", set_config(%s, %s, true)" * len(extra),
+                    (*identity_params, str(self._timeout), *(x for item in extra.items() for x in item)),
                 )
             yield conn
+
+    def identity_statement(self, conn: psycopg.AsyncConnection[Any], user: UserContext) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT that gives this transaction its identity: an assertion for `user` on this connection."""
+        return SET_IDENTITY, assertion(self._rls_key, user.user_id, user.department, user.roles, conn.info.backend_pid)
 
 
 class Catalog:

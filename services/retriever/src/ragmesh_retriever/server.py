@@ -605,7 +605,10 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
 
 def build_service(settings: Settings) -> GrpcService:
     db = Database(
-        settings.database_url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms
+        settings.database_url,
+        rls_key=settings.rls_key,
+        pool_size=settings.pool_size,
+        statement_timeout_ms=settings.statement_timeout_ms,
     )
     backend = make_backend(settings, db)
     embedder = (
