@@ -63,7 +63,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]
         rls_key=rls_key,
         traces_password=traces_password,
         retention_password=retention_password,
-        traces_floor_hours=1.0,
+        traces_floor_hours=0.1,
         traces_floor_rows=10,
     )
     where = f"{server.host}:{server.port}/{server.database}"
