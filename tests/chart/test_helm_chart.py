@@ -196,6 +196,8 @@ def test_otel_and_store_wiring() -> None:
     assert retriever["RETRIEVER_BACKEND"] == "weaviate"
     assert retriever["WEAVIATE_URL"] == "http://weaviate.weaviate:8080"
     assert retriever["RETRIEVER_DATABASE_URL"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "app-dsn"}}
+    # the key of the identity assertions row-level security verifies
+    assert retriever["RETRIEVER_RLS_KEY"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "rls-key"}}
     answerer = _env(_container(deployments["answerer"]))
     assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "llama3.1:8b"
     graph = _env(_container(deployments["graph"]))
@@ -264,6 +266,12 @@ def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:
     # secrets reach migrate through the environment, never the command line (visible in ps)
     assert not any("DSN" in arg or "PASSWORD" in arg for arg in container["args"])
     assert "RAGMESH_APP_PASSWORD" in _env(container)
+    for name, key in (
+        ("RAGMESH_RLS_KEY", "rls-key"),
+        ("RAGMESH_TRACES_PASSWORD", "traces-password"),
+        ("RAGMESH_RETENTION_PASSWORD", "retention-password"),
+    ):
+        assert _env(container)[name] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": key}}
     assert _env(container)["RAGMESH_OWNER_DSN"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "owner-dsn"}}
 
 
@@ -306,3 +314,16 @@ def test_gateway_auth_must_be_configured() -> None:
     # the gateway refuses to start without it; the chart says so at install time instead
     with pytest.raises(helm.HelmError, match=r"auth\.jwtIssuer and auth\.jwksUrl"):
         render_chart.render({})
+
+
+def test_spans_are_written_by_the_insert_only_role_and_pruned_by_the_retention_role() -> None:
+    docs = _docs({"observability": {"tracesToPostgres": True}})
+    deployments = _by_kind(docs, "Deployment")
+    secret = "ragmesh-postgres"
+    for name, dep in deployments.items():
+        env = _env(_container(dep))
+        assert env["RAG_TRACES_DSN"] == {"secretKeyRef": {"name": secret, "key": "traces-dsn"}}, name
+    gateway = _env(_container(deployments["gateway"]))
+    assert gateway["GATEWAY_TRACES_DSN"] == {"secretKeyRef": {"name": secret, "key": "app-dsn"}}
+    assert gateway["GATEWAY_TRACES_RLS_KEY"] == {"secretKeyRef": {"name": secret, "key": "rls-key"}}
+    assert gateway["GATEWAY_TRACES_RETENTION_DSN"] == {"secretKeyRef": {"name": secret, "key": "retention-dsn"}}

@@ -186,6 +186,20 @@ class Stack:
             f"{self.ports['postgres']}/{self.postgres.database}"
         )
 
+    def role_dsn(self, role: str, secret: str) -> str:
+        """The DSN of one of the migration's roles (the traces writer, the retention role)."""
+        return (
+            f"postgresql://{role}:{self.secret(secret)}@{self.host}:{self.ports['postgres']}/{self.postgres.database}"
+        )
+
+    @property
+    def traces_dsn(self) -> str:
+        return self.role_dsn("ragmesh_traces", "postgres_traces_password")
+
+    @property
+    def retention_dsn(self) -> str:
+        return self.role_dsn("ragmesh_retention", "postgres_retention_password")
+
     @property
     def gateway_url(self) -> str:
         return f"http://{self.host}:{self.ports['gateway']}"
@@ -225,7 +239,7 @@ class Stack:
                 "TRANSFORMERS_OFFLINE": "1",
                 "TOKENIZERS_PARALLELISM": "false",
                 "PYTHONUNBUFFERED": "1",
-                "RAG_TRACES_DSN": self.app_dsn,
+                "RAG_TRACES_DSN": self.traces_dsn,
                 "OTEL_BSP_SCHEDULE_DELAY": "500",
                 "PARSER_HOST": self.host,
                 "PARSER_PORT": str(self.ports["parser"]),
@@ -234,6 +248,7 @@ class Stack:
                 "RETRIEVER_HOST": self.host,
                 "RETRIEVER_PORT": str(self.ports["retriever"]),
                 "RETRIEVER_DATABASE_URL": self.app_dsn,
+                "RETRIEVER_RLS_KEY": self.secret("rls_key"),
                 "RERANKER_HOST": self.host,
                 "RERANKER_PORT": str(self.ports["reranker"]),
                 "GRAPH_HOST": self.host,
@@ -249,6 +264,8 @@ class Stack:
                 "GATEWAY_PORT": str(self.ports["gateway"]),
                 "REDIS_URL": f"redis://{self.host}:{self.ports['redis']}/0",
                 "GATEWAY_TRACES_DSN": self.app_dsn,
+                "GATEWAY_TRACES_RLS_KEY": self.secret("rls_key"),
+                "GATEWAY_TRACES_RETENTION_DSN": self.retention_dsn,
                 "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
                 "GATEWAY_JWT_SECRET": self.jwt_secret,
                 "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
@@ -337,6 +354,9 @@ class Stack:
             APP_ROLE,
             self.secret("postgres_app_password"),
             int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
+            rls_key=self.secret("rls_key"),
+            traces_password=self.secret("postgres_traces_password"),
+            retention_password=self.secret("postgres_retention_password"),
         )
         self.redis.start()
         self.arcadedb = EmbeddedArcadeDB(
