@@ -659,9 +659,10 @@ class InProcess:
 
     @classmethod
     async def open(cls, dsn: str, model: Any, rls_key: str) -> InProcess:
-        from ragmesh_retriever.catalog import Catalog, Database
+        from ragmesh_retriever.catalog import Catalog
         from ragmesh_retriever.config import Settings
         from ragmesh_retriever.server import make_backend
+        from ragmesh_retriever.session import Database
 
         settings = Settings.defaults(dsn, rls_key=rls_key)
         db = Database(dsn, rls_key=rls_key, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
@@ -832,7 +833,7 @@ $$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''
 
 def unverified_database(dsn: str, rls_key: str) -> Any:
     """A retriever Database that opens each transaction as the retriever did before #30: three set_config."""
-    from ragmesh_retriever.catalog import Database
+    from ragmesh_retriever.session import Database
 
     class Unverified(Database):
         def identity_statement(self, conn: Any, user: Any) -> tuple[str, tuple[Any, ...]]:
@@ -863,10 +864,11 @@ async def run_rls_overhead(args: argparse.Namespace) -> int:
     from ragmesh_embedder.config import Settings as EmbedderSettings
     from ragmesh_embedder.model import EmbeddingModel
     from ragmesh_retriever.backends.base import SearchQuery
-    from ragmesh_retriever.catalog import Catalog, Database
+    from ragmesh_retriever.catalog import Catalog
     from ragmesh_retriever.config import Settings
     from ragmesh_retriever.migrate import apply_schema
     from ragmesh_retriever.server import make_backend
+    from ragmesh_retriever.session import Database
 
     data_dir = Path(args.data_dir).resolve()
     wall = time.perf_counter()

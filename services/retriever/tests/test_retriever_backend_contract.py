@@ -15,8 +15,9 @@ import pytest
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
-from ragmesh_retriever.catalog import Catalog, Database
+from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.ranking import Fusion
+from ragmesh_retriever.session import Database
 
 ALICE = UserContext("contract-alice", "eng", ())
 DIM = 384

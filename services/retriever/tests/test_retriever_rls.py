@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from ragmesh_common.rls import SET_IDENTITY, assertion
-from ragmesh_retriever.catalog import Database
+from ragmesh_retriever.session import Database
 
 
 def _as(conn: psycopg.Connection, user: str, department: str, roles: str = "") -> None:

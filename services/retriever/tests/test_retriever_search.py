@@ -22,10 +22,10 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.server import insecure_channel
 from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
-from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.config import ALPHA, Settings
 from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.server import build_service
+from ragmesh_retriever.session import Database
 from ragmesh_retriever.validation import check_strings, check_text
 
 ALICE = UserContext("alice", "eng", ("employee",))
