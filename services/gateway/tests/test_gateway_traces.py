@@ -4,13 +4,18 @@ check. Spans are written by the insert-only traces role."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ragmesh_common.config import ConfigError
 from ragmesh_common.context import UserContext
 from ragmesh_common.telemetry import PostgresSpanExporter
+from ragmesh_gateway.config import Settings
 from ragmesh_gateway.traces import TraceStore
 
 
@@ -43,3 +48,26 @@ async def test_only_an_admins_roles_read_the_stored_traces(postgres) -> None:
             assert await store.spans(user, trace_id) == []
     finally:
         await store.close()
+
+
+def test_trace_reads_need_the_rls_key(tmp_path: Path) -> None:
+    """Without the key the gateway could only read spans by claiming a role the database no longer believes."""
+    base = dict(
+        parser_addr="x:1",
+        embedder_addr="x:1",
+        retriever_addr="x:1",
+        reranker_addr="x:1",
+        graph_addr="x:1",
+        answerer_addr="x:1",
+        redis_url="redis://127.0.0.1:1/0",
+        upload_dir=tmp_path,
+        jwt_secret="s" * 32,
+        traces_dsn="postgresql://ragmesh_app@127.0.0.1:1/ragmesh",
+    )
+    with pytest.raises(ConfigError, match="GATEWAY_TRACES_RLS_KEY"):
+        Settings(**base)
+    with pytest.raises(ConfigError, match=r"traces_rls_key|GATEWAY_TRACES_RLS_KEY"):
+        Settings(**base, traces_rls_key="too short")
+    assert Settings(**base, traces_rls_key="k" * 32).traces_rls_key == "k" * 32
+    with pytest.raises(ValueError, match="GATEWAY_TRACES_RLS_KEY"):
+        TraceStore("postgresql://ragmesh_app@127.0.0.1:1/ragmesh", "")
