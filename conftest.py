@@ -26,6 +26,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Services started in this process verify internal identity tokens with a key pair made for this run, and
     # UserContext.metadata() signs with it (the e2e mesh brings its own keys, through the Stack).
     use_local_keys("test")
+    # The key of the identity assertions PostgreSQL's row-level security verifies (ragmesh_common.rls): the
+    # `postgres` fixture's migration stores it, retrievers built in tests sign with it.
+    os.environ.setdefault("RETRIEVER_RLS_KEY", secrets.token_hex(32))
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class PostgresInfo:
     app_role: str
     host: str
     port: int
+    rls_key: str  # signs the identity assertions RLS trusts
+    traces_dsn: str  # the insert-only traces role (RAG_TRACES_DSN)
+    retention_dsn: str  # the trace retention role (GATEWAY_TRACES_RETENTION_DSN)
 
 
 @pytest.fixture(scope="session")
@@ -46,15 +52,31 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]
 
     server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres"), free_port())
     server.start()
-    password = secrets.token_urlsafe(12)
-    apply_schema(server.owner_dsn(), "ragmesh_app", password, 384)
+    password, traces_password, retention_password = (secrets.token_urlsafe(12) for _ in range(3))
+    rls_key = os.environ["RETRIEVER_RLS_KEY"]
+    # a low retention floor, so tests can prune a few rows (the default keeps a day and 10,000 spans)
+    apply_schema(
+        server.owner_dsn(),
+        "ragmesh_app",
+        password,
+        384,
+        rls_key=rls_key,
+        traces_password=traces_password,
+        retention_password=retention_password,
+        traces_floor_hours=0.1,
+        traces_floor_rows=10,
+    )
+    where = f"{server.host}:{server.port}/{server.database}"
     try:
         yield PostgresInfo(
             owner_dsn=server.owner_dsn(),
-            app_dsn=f"postgresql://ragmesh_app:{password}@{server.host}:{server.port}/{server.database}",
+            app_dsn=f"postgresql://ragmesh_app:{password}@{where}",
             app_role="ragmesh_app",
             host=server.host,
             port=server.port,
+            rls_key=rls_key,
+            traces_dsn=f"postgresql://ragmesh_traces:{traces_password}@{where}",
+            retention_dsn=f"postgresql://ragmesh_retention:{retention_password}@{where}",
         )
     finally:
         server.stop()

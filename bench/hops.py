@@ -100,7 +100,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             bench.Gateway(stack.gateway_url, token),
             bench.Gateway(stack.gateway_url, token, "httpx"),
         )
-        inproc = await bench.InProcess.open(stack.app_dsn, model)
+        inproc = await bench.InProcess.open(stack.app_dsn, model, stack.secret("rls_key"))
         try:
             async with (
                 insecure_channel(stack.addr("retriever")) as rch,

@@ -658,13 +658,14 @@ class InProcess:
     candidates: int
 
     @classmethod
-    async def open(cls, dsn: str, model: Any) -> InProcess:
-        from ragmesh_retriever.catalog import Catalog, Database
+    async def open(cls, dsn: str, model: Any, rls_key: str) -> InProcess:
+        from ragmesh_retriever.catalog import Catalog
         from ragmesh_retriever.config import Settings
         from ragmesh_retriever.server import make_backend
+        from ragmesh_retriever.session import Database
 
-        settings = Settings.defaults(dsn)
-        db = Database(dsn, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
+        settings = Settings.defaults(dsn, rls_key=rls_key)
+        db = Database(dsn, rls_key=rls_key, pool_size=2, statement_timeout_ms=settings.statement_timeout_ms)
         await db.open()
         backend = make_backend(settings, db)  # the retriever's own backend with the same settings
         await backend.start()
@@ -754,7 +755,7 @@ async def run_scale(
     )
     reset_index(stack)
     document_ids = scale_documents(stack)
-    inproc = await InProcess.open(stack.app_dsn, embed_model)
+    inproc = await InProcess.open(stack.app_dsn, embed_model, stack.secret("rls_key"))
     gateways = {
         name: Gateway(stack.gateway_url, stack.token(u.user_id, u.department, list(u.roles)))
         for name, u in users.items()
@@ -813,6 +814,171 @@ async def run_scale(
         for gateway in gateways.values():
             await gateway.close()
         await inproc.close()
+
+
+# ---------------------------------------------------------------- cost of the verified RLS identity
+
+# The identity functions before #30 (row-level security read session variables the caller set itself): the
+# baseline database of `--rls-overhead` gets them back, so both databases run the same search statements and
+# differ only in how the policies learn who is asking.
+UNVERIFIED_IDENTITY = """
+CREATE OR REPLACE FUNCTION rag_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(current_setting('rag.user_id', true), '') $$;
+CREATE OR REPLACE FUNCTION rag_department() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(current_setting('rag.department', true), '') $$;
+CREATE OR REPLACE FUNCTION rag_roles() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''), ','), '{}'::text[]) $$;
+"""
+
+
+def unverified_database(dsn: str, rls_key: str) -> Any:
+    """A retriever Database that opens each transaction as the retriever did before #30: three set_config."""
+    from ragmesh_retriever.session import Database
+
+    class Unverified(Database):
+        def identity_statement(self, conn: Any, user: Any) -> tuple[str, tuple[Any, ...]]:
+            return (
+                "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
+                "set_config('rag.roles', %s, true)",
+                (user.user_id, user.department, ",".join(user.roles)),
+            )
+
+    return Unverified(dsn, rls_key=rls_key, pool_size=2)
+
+
+async def run_rls_overhead(args: argparse.Namespace) -> int:
+    """The search statements of the retriever (readable ids, lexical leg, vector leg; the query vector given)
+    on 10k chunks, in two databases of one embedded PostgreSQL with the same data: `verified` is the schema as
+    shipped (the transaction's identity from rag_set_identity, checked by HMAC at every policy), `unverified`
+    the same schema with the identity functions of before #30 and the three set_config of the old retriever.
+    Every query runs on both, alternating which goes first (`timed`)."""
+    import secrets
+    from types import SimpleNamespace
+
+    import numpy as np
+    import psycopg
+
+    from ragmesh_common.context import UserContext
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+    from ragmesh_dev.ports import free_port
+    from ragmesh_embedder.config import Settings as EmbedderSettings
+    from ragmesh_embedder.model import EmbeddingModel
+    from ragmesh_retriever.backends.base import SearchQuery
+    from ragmesh_retriever.catalog import Catalog
+    from ragmesh_retriever.config import Settings
+    from ragmesh_retriever.migrate import apply_schema
+    from ragmesh_retriever.server import make_backend
+    from ragmesh_retriever.session import Database
+
+    data_dir = Path(args.data_dir).resolve()
+    wall = time.perf_counter()
+    load_before = os.getloadavg()
+    key = secrets.token_hex(32)
+    model = EmbeddingModel(EmbedderSettings.defaults())
+    log("embedding 1000 SciFact passages and the claims")
+    texts, vectors = embed_scifact(data_dir, model)
+    qrels = read_qrels(data_dir / "beir_scifact" / "qrels" / "test.tsv")
+    claims = [q["text"] for q in read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels]
+    claims = claims[: args.latency_queries + 5]
+    claim_vectors = [v.tolist() for v in model.encode(claims, is_query=True)]
+    users = {
+        "all": UserContext("bench-all", "scale-all", ("scale-reader",)),
+        "1pct": UserContext("bench-1pct", "scale-1pct", ()),
+    }
+    work = Path(tempfile.mkdtemp(prefix="ragmesh-rls-", dir=args.work_dir))
+    server = EmbeddedPostgres(work / "postgres", free_port())
+    server.start()
+    results: dict[str, Any] = {}
+    opened: list[Any] = []
+    try:
+        paths: dict[str, tuple[Any, Any, Any]] = {}
+        for name in ("verified", "unverified"):
+            with psycopg.connect(server.owner_dsn(), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            owner = server.owner_dsn(name)
+            apply_schema(owner, "ragmesh_app", "bench-rls", 384, rls_key=key)
+            if name == "unverified":
+                with psycopg.connect(owner, autocommit=True) as conn:
+                    conn.execute(UNVERIFIED_IDENTITY)
+            shim = SimpleNamespace(postgres=SimpleNamespace(owner_dsn=lambda name=name: server.owner_dsn(name)))
+            document_ids = scale_documents(shim)
+            scale_insert(shim, texts, vectors, document_ids, (0, 10), np.random.default_rng(SCALE_SEED))
+            dsn = f"postgresql://ragmesh_app:bench-rls@{server.host}:{server.port}/{name}"
+            db = Database(dsn, rls_key=key, pool_size=2) if name == "verified" else unverified_database(dsn, key)
+            await db.open()
+            opened.append(db)
+            settings = Settings.defaults(dsn, rls_key=key)
+            alpha = settings.alpha  # the service default (hybrid)
+            backend = make_backend(settings, db)
+            await backend.start()
+            paths[name] = (db, Catalog(db), backend)
+
+        def call(name: str, user: Any, text: str, vector: list[float]) -> Callable[[], Awaitable[Any]]:
+            db, catalog, backend = paths[name]
+
+            async def search() -> int:
+                query = SearchQuery(text=text, vector=vector, top_k=10, alpha=alpha, candidates=100)
+                async with db.transaction(user) as conn:
+                    accessible = await catalog.accessible_ids(conn, None)
+                lexical = await backend.lexical(user, query, accessible)
+                return len(await backend.search(user, query, accessible, lexical=lexical))
+
+            return search
+
+        for who, user in users.items():
+            hits = await call("verified", user, claims[0], claim_vectors[0])()
+            baseline_hits = await call("unverified", user, claims[0], claim_vectors[0])()
+            if not hits or hits != baseline_hits:
+                raise RuntimeError(f"{who}: {hits} results verified, {baseline_hits} unverified: not the same search")
+            verified, unverified = await timed(
+                [
+                    (call("verified", user, t, v), call("unverified", user, t, v))
+                    for t, v in zip(claims, claim_vectors, strict=True)
+                ],
+                progress=f"10k {who}",
+            )
+            for path, values in (("verified", verified), ("unverified", unverified)):
+                results[f"{path} 10k {who}"] = {
+                    "p50_ms": round(percentile(values, 0.5), 2),
+                    "p95_ms": round(percentile(values, 0.95), 2),
+                    "mean_ms": round(statistics.mean(values), 2),
+                    "queries": len(values),
+                }
+            results[f"verified/unverified 10k {who}"] = {
+                "p50_ratio": round(percentile(verified, 0.5) / percentile(unverified, 0.5), 3),
+                "p95_ratio": round(percentile(verified, 0.95) / percentile(unverified, 0.95), 3),
+                "mean_ratio": round(statistics.mean(verified) / statistics.mean(unverified), 3),
+            }
+    finally:
+        for db in opened:
+            await db.close()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["meta"] = {
+        "what": run_rls_overhead.__doc__.split("\n\n")[0] if run_rls_overhead.__doc__ else "",
+        "queries": args.latency_queries,
+        "wall_seconds": round(time.perf_counter() - wall, 1),
+        "cpu_cores": os.cpu_count(),
+        "load_average_1_5_15min": {
+            "start": [round(x, 2) for x in load_before],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
+    rows = [
+        (k, v["p50_ms"], v["p95_ms"], v["mean_ms"], v["queries"])
+        if "p50_ms" in v
+        else (k, f"×{v['p50_ratio']}", f"×{v['p95_ratio']}", f"×{v['mean_ratio']}", "")
+        for k, v in results.items()
+        if k != "meta"
+    ]
+    write_report(
+        args.output,
+        results,
+        "Search statements with and without the verified RLS identity (ms)",
+        ("path", "p50", "p95", "mean", "queries"),
+        rows,
+    )
+    return 0
 
 
 # ---------------------------------------------------------------- report
@@ -994,6 +1160,12 @@ def main() -> None:
     parser.add_argument("--output", default=str(root / "bench" / "results" / "retrieval.json"))
     parser.add_argument("--work-dir", default=None, help="parent of the temporary mesh data folder")
     parser.add_argument("--keep", action="store_true", help="keep the mesh data folder (for debugging)")
+    parser.add_argument(
+        "--rls-overhead",
+        action="store_true",
+        help="only the cost of the verified RLS identity: the search statements on 10k chunks with and without "
+        "it (no mesh; writes bench/results/rls-overhead.json unless --output is given)",
+    )
     args = parser.parse_args()
     if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0 or args.passage_tokens < 0:
         parser.error(
@@ -1005,6 +1177,10 @@ def main() -> None:
     from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
+    if args.rls_overhead:
+        if args.output == parser.get_default("output"):
+            args.output = str(root / "bench" / "results" / "rls-overhead.json")
+        sys.exit(asyncio.run(run_rls_overhead(args)))
     sys.exit(asyncio.run(main_async(args)))
 
 

@@ -19,6 +19,7 @@ import argparse
 import os
 import platform
 import resource
+import secrets
 import statistics
 import sys
 import tempfile
@@ -133,8 +134,16 @@ def main() -> None:
         server = EmbeddedPostgres(Path(work), free_port())
         server.start()
         try:
-            apply_schema(server.owner_dsn(), "ragmesh_app", "bench-spans", 384)
-            dsn = f"postgresql://ragmesh_app:bench-spans@{server.host}:{server.port}/{server.database}"
+            apply_schema(
+                server.owner_dsn(),
+                "ragmesh_app",
+                "bench-spans",
+                384,
+                rls_key=secrets.token_hex(32),
+                traces_password="bench-spans",
+            )
+            # the exporters' insert-only role, as RAG_TRACES_DSN names it
+            dsn = f"postgresql://ragmesh_traces:bench-spans@{server.host}:{server.port}/{server.database}"
             methods = {
                 "copy": write_rows,
                 "insert per span": lambda conn, rows: conn.cursor().executemany(_INSERT, rows),
@@ -156,7 +165,8 @@ def main() -> None:
                     times[name].append(time.perf_counter() - started)
                     cpu[name] += time.process_time() - before_cpu
                     server_cpu[name] += server_cpu_seconds(conn) - before_server
-                stored = conn.execute("SELECT count(*) FROM rag_traces").fetchone()[0]
+            with psycopg.connect(server.owner_dsn()) as owner:  # the traces role may not read back
+                stored = owner.execute("SELECT count(*) FROM rag_traces").fetchone()[0]
         finally:
             server.stop()
     spans_per_method = args.batches * args.batch_size

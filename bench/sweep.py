@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import shutil
 import statistics
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import retrieval as bench  # the benchmark's datasets, metrics and chunk texts
 
+RLS_KEY = secrets.token_hex(32)  # the throwaway database's identity-assertion key
 DEFAULT_VARIANTS = {f"heading_weight={w:g}": {"bm25_heading_weight": w} for w in (1.0, 1.5, 2.0, 3.0)}
 DEFAULT_CONFIGS: dict[str, dict[str, Any]] = {
     "bm25": {"alpha": 0.0},
@@ -183,7 +185,7 @@ async def main_async(args: argparse.Namespace) -> int:
     configs = named_json(args.config, DEFAULT_CONFIGS, "config")
     for name, overrides in variants.items():
         try:
-            Settings.defaults("postgresql://check", **overrides)
+            Settings.defaults("postgresql://check", rls_key=RLS_KEY, **overrides)
         except TypeError as exc:
             raise SystemExit(f"--variant {name}: {exc}") from exc
     data_dir = Path(args.data_dir).resolve()
@@ -209,11 +211,13 @@ async def main_async(args: argparse.Namespace) -> int:
             database = f"sweep_{name}"
             with psycopg.connect(server.owner_dsn(), autocommit=True) as conn:
                 conn.execute(f'CREATE DATABASE "{database}"')
-            apply_schema(server.owner_dsn().rsplit("/", 1)[0] + f"/{database}", "ragmesh_app", "sweep-pw", 384)
+            apply_schema(
+                server.owner_dsn().rsplit("/", 1)[0] + f"/{database}", "ragmesh_app", "sweep-pw", 384, rls_key=RLS_KEY
+            )
             dsn = f"postgresql://ragmesh_app:sweep-pw@{server.host}:{server.port}/{database}"
             corpus_of_document: dict[str, str] = {}
             for v, (variant, overrides) in enumerate(variants.items()):
-                service = build_service(Settings.defaults(dsn, **overrides))
+                service = build_service(Settings.defaults(dsn, rls_key=RLS_KEY, **overrides))
                 port = await service.start()
                 try:
                     async with insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -207,6 +207,8 @@ def test_otel_and_store_wiring() -> None:
     assert retriever["RETRIEVER_BACKEND"] == "weaviate"
     assert retriever["WEAVIATE_URL"] == "http://weaviate.weaviate:8080"
     assert retriever["RETRIEVER_DATABASE_URL"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "app-dsn"}}
+    # the key of the identity assertions row-level security verifies
+    assert retriever["RETRIEVER_RLS_KEY"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "rls-key"}}
     answerer = _env(_container(deployments["answerer"]))
     assert answerer["OLLAMA_HOST"] == "http://ollama:11434" and answerer["ANSWERER_MODEL"] == "llama3.1:8b"
     graph = _env(_container(deployments["graph"]))
@@ -276,6 +278,12 @@ def test_migration_job_is_a_pre_install_hook_with_owner_secret() -> None:
     # secrets reach migrate through the environment, never the command line (visible in ps)
     assert not any("DSN" in arg or "PASSWORD" in arg for arg in container["args"])
     assert "RAGMESH_APP_PASSWORD" in _env(container)
+    for name, key in (
+        ("RAGMESH_RLS_KEY", "rls-key"),
+        ("RAGMESH_TRACES_PASSWORD", "traces-password"),
+        ("RAGMESH_RETENTION_PASSWORD", "retention-password"),
+    ):
+        assert _env(container)[name] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": key}}
     assert _env(container)["RAGMESH_OWNER_DSN"] == {"secretKeyRef": {"name": "ragmesh-postgres", "key": "owner-dsn"}}
 
 
@@ -353,6 +361,8 @@ def test_redis_tls_verifies_against_the_ca_from_a_secret() -> None:
 def test_the_worker_verifies_ingestion_tokens_with_the_public_key() -> None:
     env = _env(_container(_by_kind(_scenario_docs("default"), "Deployment")["worker"]))
     assert env["RAGMESH_INTERNAL_PUBLIC_KEY"]["secretKeyRef"]["key"] == "public-key"
+
+
 # ---------- least privilege: what each pod holds and what it may reach ----------
 
 COMPONENTS = ("gateway", "worker", *GRPC_PORTS)
@@ -360,12 +370,13 @@ PUBLIC_KEY = "ragmesh-internal-identity/public-key"
 SIGNING_KEY = "ragmesh-internal-identity/signing-key"
 APP_DSN = "ragmesh-postgres/app-dsn"
 TRACES_DSN = "ragmesh-postgres/traces-dsn"
+RLS_KEY = "ragmesh-postgres/rls-key"
 
 
 def expected_secrets(values: dict[str, Any]) -> dict[str, set[str]]:
     """Each component's secrets (Secret/key) for these values: the table the chart must match, written out."""
     expected = {name: {PUBLIC_KEY} for name in GRPC_PORTS} | {"gateway": {SIGNING_KEY}, "worker": {SIGNING_KEY}}
-    expected["retriever"] |= {APP_DSN}
+    expected["retriever"] |= {APP_DSN, RLS_KEY}
     expected["graph"] |= {"ragmesh-neo4j/username", "ragmesh-neo4j/password"}
     # the worker verifies the gateway's ingestion tokens; only the gateway and the worker talk to Redis
     expected["worker"] |= {PUBLIC_KEY}
@@ -385,7 +396,8 @@ def expected_secrets(values: dict[str, Any]) -> dict[str, set[str]]:
     if values.get("observability", {}).get("tracesToPostgres"):
         for name in expected:
             expected[name] |= {TRACES_DSN}
-        expected["gateway"] |= {APP_DSN}  # the admin trace viewer reads spans back
+        # the admin trace viewer reads spans back as a verified admin identity; retention prunes as its own role
+        expected["gateway"] |= {APP_DSN, RLS_KEY, "ragmesh-postgres/retention-dsn"}
     mtls = values.get("mtls", {})
     if mtls.get("enabled"):
         for name in expected:
@@ -522,3 +534,16 @@ def test_mtls_certificates_per_component_and_probes_on_the_health_port() -> None
     assert _by_kind(_scenario_docs("default"), "Certificate") == {}
     with pytest.raises(helm.HelmError, match=r"mtls\.secret\.name"):
         render_chart.render({**DEV_AUTH, "mtls": {"enabled": True}})
+
+
+def test_spans_are_written_by_the_insert_only_role_and_pruned_by_the_retention_role() -> None:
+    docs = _docs({"observability": {"tracesToPostgres": True}})
+    deployments = _by_kind(docs, "Deployment")
+    secret = "ragmesh-postgres"
+    for name, dep in deployments.items():
+        env = _env(_container(dep))
+        assert env["RAG_TRACES_DSN"] == {"secretKeyRef": {"name": secret, "key": "traces-dsn"}}, name
+    gateway = _env(_container(deployments["gateway"]))
+    assert gateway["GATEWAY_TRACES_DSN"] == {"secretKeyRef": {"name": secret, "key": "app-dsn"}}
+    assert gateway["GATEWAY_TRACES_RLS_KEY"] == {"secretKeyRef": {"name": secret, "key": "rls-key"}}
+    assert gateway["GATEWAY_TRACES_RETENTION_DSN"] == {"secretKeyRef": {"name": secret, "key": "retention-dsn"}}

@@ -3,7 +3,7 @@
 Each document holds a unique marker word. Every user searches for every marker, lists and gets every
 document, and a few chat; what each user sees must be exactly what the ACL model says (no leak, nothing
 missing), and the counts must equal what PostgreSQL returns to the application role with that user's RLS
-settings (rag.user_id, rag.department, rag.roles, set as the retriever sets them).
+identity (an assertion signed with the stack's RLS key, verified by rag_set_identity, as the retriever sets it).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 
+from ragmesh_common.rls import SET_IDENTITY, assertion
 from ragmesh_dev.devstack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -94,13 +95,12 @@ def markdown(doc: Doc, index: int) -> bytes:
     ).encode()
 
 
-def rls_documents(dsn: str, person: Person) -> dict[str, str]:
-    """Document id -> status, as the application role sees them with this user's RLS settings."""
+def rls_documents(dsn: str, rls_key: str, person: Person) -> dict[str, str]:
+    """Document id -> status, as the application role sees them with this user's verified RLS identity."""
     with psycopg.connect(dsn, connect_timeout=10) as conn, conn.transaction():
         conn.execute(
-            "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-            "set_config('rag.roles', %s, true)",
-            (person.name, person.department, ",".join(person.roles)),
+            SET_IDENTITY,
+            assertion(rls_key, person.name, person.department, person.roles, conn.info.backend_pid),
         )
         return {row[0]: row[1] for row in conn.execute("SELECT id::text, status FROM documents").fetchall()}
 
@@ -136,7 +136,7 @@ def test_nobody_sees_a_document_the_acl_does_not_give_them(mesh: Stack) -> None:
             assert status == "ready", doc
 
         try:
-            leaks, missing, checks = check_everyone(call, mesh.app_dsn, people, docs, rng)
+            leaks, missing, checks = check_everyone(call, mesh.app_dsn, mesh.secret("rls_key"), people, docs, rng)
         finally:
             for doc in docs:
                 if doc.document_id:
@@ -152,7 +152,7 @@ def test_nobody_sees_a_document_the_acl_does_not_give_them(mesh: Stack) -> None:
 
 
 def check_everyone(
-    call: Any, dsn: str, people: list[Person], docs: list[Doc], rng: random.Random
+    call: Any, dsn: str, rls_key: str, people: list[Person], docs: list[Doc], rng: random.Random
 ) -> tuple[list[str], list[str], int]:
     """Every user: list, get and search every document, and a seeded few chats. Returns the leaks (seen
     though not readable), the misses (readable but not seen) and the number of checks."""
@@ -162,7 +162,7 @@ def check_everyone(
     checks = 0
     for person in people:
         expected = {d.document_id for d in docs if d.readable_by(person)}
-        in_db = rls_documents(dsn, person)
+        in_db = rls_documents(dsn, rls_key, person)
         # the ACL model and RLS agree on our documents
         assert {i for i in in_db if i in ours} == expected, (person, expected, in_db)
 
@@ -213,7 +213,7 @@ def check_everyone(
         assert reply.status_code == 200, reply.text
         body = reply.json()
         checks += 1
-        ready = sum(1 for status in rls_documents(dsn, person).values() if status == "ready")
+        ready = sum(1 for status in rls_documents(dsn, rls_key, person).values() if status == "ready")
         assert body["accessible_documents"] == ready
         assert body["outcome"] == ("no_permission" if ready == 0 else body["outcome"])
         for source in body["sources"]:

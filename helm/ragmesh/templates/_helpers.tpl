@@ -190,6 +190,8 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- if and (eq .name "gateway") $v.observability.tracesToPostgres }}
 {{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_TRACES_DSN" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_TRACES_RLS_KEY" "name" $v.stores.postgres.rlsKeySecret.name "key" $v.stores.postgres.rlsKeySecret.key) }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_TRACES_RETENTION_DSN" "name" $v.stores.postgres.retentionDsnSecret.name "key" $v.stores.postgres.retentionDsnSecret.key) }}
 {{- end }}
 {{- if $v.auth.jwtSecret.name }}
 {{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_JWT_SECRET" "name" $v.auth.jwtSecret.name "key" $v.auth.jwtSecret.key) }}
@@ -197,6 +199,7 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- if eq .name "retriever" }}
 {{ include "ragmesh.secretEnv" (dict "env" "RETRIEVER_DATABASE_URL" "name" $v.stores.postgres.dsnSecret.name "key" $v.stores.postgres.dsnSecret.key) }}
+{{ include "ragmesh.secretEnv" (dict "env" "RETRIEVER_RLS_KEY" "name" $v.stores.postgres.rlsKeySecret.name "key" $v.stores.postgres.rlsKeySecret.key) }}
 - name: RETRIEVER_BACKEND
   value: {{ $v.retriever.backend | quote }}
 {{- if eq $v.retriever.backend "weaviate" }}

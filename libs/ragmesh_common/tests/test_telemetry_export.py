@@ -12,7 +12,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ragmesh_common.rls import SET_IDENTITY, assertion
 from ragmesh_common.telemetry import PostgresSpanExporter
+
+
+def _as(conn: psycopg.Connection, key: str, roles: tuple[str, ...]) -> None:
+    """This transaction's identity, verified by the database (the retriever and the gateway set it so)."""
+    conn.execute(SET_IDENTITY, assertion(key, "u", "", roles, conn.info.backend_pid))
 
 
 @pytest.fixture
@@ -35,9 +41,9 @@ def recorded() -> InMemorySpanExporter:
     return memory
 
 
-def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
-    with psycopg.connect(dsn) as conn:  # spans are read by admins only (row-level security)
-        conn.execute("SELECT set_config('rag.roles', 'admin', true)")
+def _stored(postgres, trace_id: str) -> dict[str, tuple[object, ...]]:
+    with psycopg.connect(postgres.app_dsn) as conn:  # spans are read by admins only (row-level security)
+        _as(conn, postgres.rls_key, ("admin",))
         rows = conn.execute(
             "SELECT name, span_id, parent_span_id, service, kind, duration_ms, status_code, "
             "status_message, attributes, events FROM rag_traces WHERE trace_id = %s",
@@ -50,13 +56,13 @@ def _stored(dsn: str, trace_id: str) -> dict[str, tuple[object, ...]]:
 
 def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:
     spans = recorded.get_finished_spans()
-    exporter = PostgresSpanExporter(postgres.app_dsn)
+    exporter = PostgresSpanExporter(postgres.traces_dsn)
     try:
         assert exporter.export(spans) == SpanExportResult.SUCCESS
     finally:
         exporter.shutdown()
     server, _leg = sorted(spans, key=lambda s: s.name)  # "POST ..." sorts before "lexical leg"
-    stored = _stored(postgres.app_dsn, format(server.context.trace_id, "032x"))
+    stored = _stored(postgres, format(server.context.trace_id, "032x"))
     assert set(stored) == {"POST /api/v1/search", "lexical leg"}
     span_id, parent, service, kind, duration, status, message, attributes, events = stored["POST /api/v1/search"]
     assert (span_id, parent, kind, status) == (format(server.context.span_id, "016x"), None, "server", "unset")
@@ -71,7 +77,7 @@ def test_a_batch_is_stored_with_every_field(postgres, recorded) -> None:
 
 def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorded) -> None:
     server, leg = sorted(recorded.get_finished_spans(), key=lambda s: s.name)
-    exporter = PostgresSpanExporter(postgres.app_dsn)
+    exporter = PostgresSpanExporter(postgres.traces_dsn)
     try:
         assert exporter.export([leg]) == SpanExportResult.SUCCESS
         # the repeated span (primary key) is skipped, the new one stored
@@ -79,7 +85,7 @@ def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorde
         assert exporter.export([server]) == SpanExportResult.SUCCESS  # the connection is still usable
     finally:
         exporter.shutdown()
-    assert set(_stored(postgres.app_dsn, format(server.context.trace_id, "032x"))) == {
+    assert set(_stored(postgres, format(server.context.trace_id, "032x"))) == {
         "POST /api/v1/search",
         "lexical leg",
     }
@@ -95,7 +101,7 @@ def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> N
 
 def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, recorded) -> None:
     spans = recorded.get_finished_spans()
-    exporter = PostgresSpanExporter(postgres.app_dsn)
+    exporter = PostgresSpanExporter(postgres.traces_dsn)
     try:
         assert exporter.export(spans) == SpanExportResult.SUCCESS
     finally:
@@ -104,12 +110,18 @@ def test_writers_store_spans_that_only_an_admins_transaction_reads(postgres, rec
     query = "SELECT count(*) FROM rag_traces WHERE trace_id = %s"
     with psycopg.connect(postgres.app_dsn) as conn:
         assert conn.execute(query, (trace_id,)).fetchone() == (0,)  # no user context: nothing
-    for roles, expected in (("employee", 0), ("employee,auditor", 0), ("employee,admin", 2)):
+    for roles, expected in ((("employee",), 0), (("employee", "auditor"), 0), (("employee", "admin"), 2)):
         with psycopg.connect(postgres.app_dsn) as conn:
-            conn.execute("SELECT set_config('rag.user_id', 'u', true), set_config('rag.roles', %s, true)", (roles,))
+            _as(conn, postgres.rls_key, roles)
             assert conn.execute(query, (trace_id,)).fetchone() == (expected,)
+    with psycopg.connect(postgres.app_dsn) as conn:  # a role claimed by hand reads nothing
+        conn.execute("SELECT set_config('rag.user_id', 'u', true), set_config('rag.roles', 'admin', true)")
+        assert conn.execute(query, (trace_id,)).fetchone() == (0,)
+    # the writers' role reads nothing back
+    with psycopg.connect(postgres.traces_dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(query, (trace_id,))
     with psycopg.connect(postgres.app_dsn) as conn:  # not even an admin changes or removes spans
-        conn.execute("SELECT set_config('rag.roles', 'admin', true)")
+        _as(conn, postgres.rls_key, ("admin",))
         for statement in (
             "DELETE FROM rag_traces WHERE trace_id = %s",
             "UPDATE rag_traces SET name = 'x' WHERE trace_id = %s",

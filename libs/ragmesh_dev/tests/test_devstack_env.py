@@ -107,11 +107,8 @@ def test_the_traces_role_writes_spans_and_reads_or_erases_nothing(postgres: Any)
     import psycopg
 
     from ragmesh_common.telemetry import write_rows
-    from ragmesh_dev.devstack import ensure_traces_role
 
-    ensure_traces_role(postgres.owner_dsn, "ragmesh_traces", "traces-pw")
-    ensure_traces_role(postgres.owner_dsn, "ragmesh_traces", "traces-pw")  # idempotent (every start runs it)
-    dsn = f"postgresql://ragmesh_traces:traces-pw@{postgres.host}:{postgres.port}/ragmesh"
+    dsn = postgres.traces_dsn  # the role the migration (apply_schema) creates
     row = ("a" * 32, "b" * 16, None, "probe", "parser", "internal", None, None, None, "ok", "", "{}", "[]")
     with psycopg.connect(dsn, autocommit=True) as conn:
         write_rows(conn, [(*row[:6], datetime.now(UTC), *row[7:])])

@@ -133,7 +133,8 @@ def test_retention_deletes_by_age_then_by_size(postgres: Any) -> None:
                         FROM generate_series(1, 40) i""")
 
     async def enforce(retention: Retention) -> int:
-        store = TraceStore(postgres.app_dsn)  # as the application role, as the gateway runs it
+        # reads as the application role, prunes as the retention role, as the gateway runs them
+        store = TraceStore(postgres.app_dsn, postgres.rls_key, retention_dsn=postgres.retention_dsn)
         await store.open()
         try:
             return await store.enforce(retention)

@@ -15,8 +15,9 @@ import pytest
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
-from ragmesh_retriever.catalog import Catalog, Database
+from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.ranking import Fusion
+from ragmesh_retriever.session import Database
 
 ALICE = UserContext("contract-alice", "eng", ())
 DIM = 384
@@ -30,7 +31,7 @@ def axis(i: int) -> list[float]:
 
 @pytest.fixture(params=["pgvector", "weaviate"])
 async def backend(request, postgres) -> AsyncIterator[tuple[SearchBackend, Catalog]]:
-    db = Database(postgres.app_dsn, pool_size=2)
+    db = Database(postgres.app_dsn, rls_key=postgres.rls_key, pool_size=2)
     await db.open()
     if request.param == "weaviate":
         url = os.environ.get("WEAVIATE_URL")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import uuid
 from collections import Counter
@@ -25,9 +26,10 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
 from ragmesh_retriever.backends.base import SearchQuery
 from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
-from ragmesh_retriever.catalog import Catalog, Database
+from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.config import BM25_B, BM25_K1
 from ragmesh_retriever.migrate import apply_schema
+from ragmesh_retriever.session import Database
 
 READER = UserContext("bm25-reader", "research", ())
 CHUNKS_PER_DOCUMENT = 200  # 26 documents: the document-first plan by default
@@ -118,7 +120,9 @@ def fresh_database(postgres) -> str:
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     password = conninfo_to_dict(postgres.app_dsn)["password"]
-    apply_schema(make_conninfo(postgres.owner_dsn, dbname=name), postgres.app_role, str(password), 384)
+    apply_schema(
+        make_conninfo(postgres.owner_dsn, dbname=name), postgres.app_role, str(password), 384, rls_key=postgres.rls_key
+    )
     return make_conninfo(postgres.app_dsn, dbname=name)
 
 
@@ -126,7 +130,7 @@ def fresh_database(postgres) -> str:
 async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple[Database, list[str], dict[str, str]]]:
     """The short abstracts indexed as paragraph chunks; chunk id → corpus id."""
     texts = short_abstracts(shared_data)
-    db = Database(fresh_database, pool_size=2, statement_timeout_ms=60000)
+    db = Database(fresh_database, rls_key=os.environ["RETRIEVER_RLS_KEY"], pool_size=2, statement_timeout_ms=60000)
     await db.open()
     catalog, backend = Catalog(db), PgVectorBackend(db)
     await backend.start()

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 import psycopg
 import pytest
 
-from ragmesh_retriever.catalog import Database
+from ragmesh_common.rls import SET_IDENTITY, assertion
+from ragmesh_retriever.session import Database
 
 
 def _as(conn: psycopg.Connection, user: str, department: str, roles: str = "") -> None:
+    """This transaction's identity, as the retriever sets it: an assertion signed with the RLS key."""
+    key = os.environ["RETRIEVER_RLS_KEY"]
     conn.execute(
-        "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-        "set_config('rag.roles', %s, true)",
-        (user, department, roles),
+        SET_IDENTITY, assertion(key, user, department, [r for r in roles.split(",") if r], conn.info.backend_pid)
     )
 
 
@@ -79,7 +82,7 @@ def test_superuser_bypasses_rls_and_the_services_refuse_it(postgres) -> None:
 
 
 async def test_service_database_refuses_a_superuser_dsn(postgres) -> None:
-    db = Database(postgres.owner_dsn)
+    db = Database(postgres.owner_dsn, rls_key=postgres.rls_key)
     with pytest.raises(RuntimeError, match="SUPERUSER"):
         await db.open()
     await db.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
 import statistics
 import uuid
@@ -21,10 +22,10 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.server import insecure_channel
 from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
-from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.config import ALPHA, Settings
 from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.server import build_service
+from ragmesh_retriever.session import Database
 from ragmesh_retriever.validation import check_strings, check_text
 
 ALICE = UserContext("alice", "eng", ("employee",))
@@ -44,7 +45,8 @@ def unit(index: int, other: int | None = None) -> list[float]:
 
 @asynccontextmanager
 async def retriever_on(app_dsn: str, **overrides: object) -> AsyncIterator[retriever_pb2_grpc.RetrieverServiceStub]:
-    service = build_service(Settings.defaults(app_dsn, **{"pool_size": 4, **overrides}))
+    settings = {"pool_size": 4, "rls_key": os.environ["RETRIEVER_RLS_KEY"], **overrides}
+    service = build_service(Settings.defaults(app_dsn, **settings))
     port = await service.start()
     try:
         async with insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -65,7 +67,7 @@ def app_dsn(postgres) -> str:
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     owner = owner_dsn_of(postgres, name)
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM)
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)
     return f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
 
 
@@ -648,13 +650,13 @@ def test_accessible_ids_travel_as_one_uuid_array_literal() -> None:
 
 
 async def test_transaction_settings_are_set_with_the_user_context(app_dsn) -> None:
-    db = Database(app_dsn, pool_size=1, statement_timeout_ms=1234)
+    db = Database(app_dsn, rls_key=os.environ["RETRIEVER_RLS_KEY"], pool_size=1, statement_timeout_ms=1234)
     await db.open()
     try:
         async with db.transaction(ALICE, {"hnsw.ef_search": "77", "hnsw.iterative_scan": "relaxed_order"}) as conn:
             row = await (
                 await conn.execute(
-                    "SELECT current_setting('rag.user_id'), current_setting('statement_timeout'), "
+                    "SELECT rag_user(), current_setting('statement_timeout'), "
                     "current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
                 )
             ).fetchone()
@@ -681,8 +683,8 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
         conn.execute(
             "CREATE INDEX postings_document_idx ON postings (document_id, term, level) INCLUDE (chunk_id, tf, doc_len)"
         )
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM)
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM)  # and again: every start applies it
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)
+    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)  # and again: every start applies it
     with psycopg.connect(owner) as conn:
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
         assert {"postings_term_impact_idx", "postings_document_term_idx"} <= names

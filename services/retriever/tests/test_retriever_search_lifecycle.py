@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 
 import grpc
 import psycopg
@@ -19,6 +20,7 @@ import pytest
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
+from ragmesh_common.rls import SET_IDENTITY, assertion
 
 from .test_retriever_search import ALICE, BOB, add_document, app_dsn, owner_dsn_of, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
@@ -425,10 +427,8 @@ async def test_audit_rows_are_append_only_and_private_in_postgres(stub: Stub, ap
     with psycopg.connect(app_dsn) as conn:
 
         def as_user(user: UserContext) -> None:
-            conn.execute(
-                "SELECT set_config('rag.user_id', %s, true), set_config('rag.roles', %s, true)",
-                (user.user_id, ",".join(user.roles)),
-            )
+            key = os.environ["RETRIEVER_RLS_KEY"]
+            conn.execute(SET_IDENTITY, assertion(key, user.user_id, user.department, user.roles, conn.info.backend_pid))
 
         as_user(ALICE)
         assert conn.execute("SELECT count(*) FROM document_audit").fetchone() == (0,)

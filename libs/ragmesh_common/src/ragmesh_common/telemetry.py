@@ -3,7 +3,8 @@
 Only standard `OTEL_*` variables plus `RAG_TRACES_DSN` configure it:
 - `OTEL_SERVICE_NAME` overrides the service name;
 - `OTEL_EXPORTER_OTLP_ENDPOINT` adds an OTLP exporter (production: the collector);
-- `RAG_TRACES_DSN` adds the PostgreSQL exporter (table `rag_traces`);
+- `RAG_TRACES_DSN` adds the PostgreSQL exporter (table `rag_traces`), as the insert-only `ragmesh_traces`
+  role: it may insert spans and nothing else (sql/traces.sql);
 - `OTEL_SDK_DISABLED=true` turns tracing off.
 """
 

@@ -85,7 +85,7 @@ PORT_VARS = {
 }
 APP_ROLE = "ragmesh_app"
 # The role span writers connect as (RAG_TRACES_DSN): INSERT on rag_traces and nothing else (no SELECT, so it
-# cannot read back a trace; no other table). The stack creates it after the schema (`ensure_traces_role`).
+# cannot read back a trace; no other table). The retriever's migration creates it (`apply_schema`).
 TRACES_ROLE = "ragmesh_traces"
 TRACES_PASSWORD_SECRET = "postgres_traces_password"
 
@@ -93,18 +93,29 @@ TRACES_PASSWORD_SECRET = "postgres_traces_password"
 # values come from `Stack.secret_values`, everything else a process gets is in `Stack.common_env` (no secret).
 #   RAG_TRACES_DSN                writes spans to rag_traces (every process that traces)
 #   RETRIEVER_DATABASE_URL        the app role: the catalogue, chunks, search (the retriever only)
-#   GATEWAY_TRACES_DSN            the app role: the admin trace viewer reads spans, retention prunes them
+#   GATEWAY_TRACES_DSN            the app role: the admin trace viewer reads spans (as a verified admin identity)
+#   GATEWAY_TRACES_RLS_KEY        signs that identity assertion (the same key as RETRIEVER_RLS_KEY)
+#   GATEWAY_TRACES_RETENTION_DSN  the retention role: prunes spans down to the floor the migration set
+#   RETRIEVER_RLS_KEY             signs the RLS identity assertions the database verifies (rag_set_identity)
 #   GATEWAY_JWT_SECRET            verifies (and could mint) user JWTs: the HTTP edge only
 #   NEO4J_PASSWORD                the graph store
 #   RAGMESH_INTERNAL_SIGNING_KEY  mints internal identities: the gateway, and the worker for the uploader
 PROCESS_SECRETS: dict[str, frozenset[str]] = {
     "gateway": frozenset(
-        {"RAG_TRACES_DSN", "GATEWAY_TRACES_DSN", "GATEWAY_JWT_SECRET", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL"}
+        {
+            "RAG_TRACES_DSN",
+            "GATEWAY_TRACES_DSN",
+            "GATEWAY_TRACES_RLS_KEY",
+            "GATEWAY_TRACES_RETENTION_DSN",
+            "GATEWAY_JWT_SECRET",
+            "RAGMESH_INTERNAL_SIGNING_KEY",
+            "REDIS_URL",
+        }
     ),
     "ingest-worker": frozenset({"RAG_TRACES_DSN", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL"}),
     "parser": frozenset({"RAG_TRACES_DSN"}),
     "embedder": frozenset({"RAG_TRACES_DSN"}),
-    "retriever": frozenset({"RAG_TRACES_DSN", "RETRIEVER_DATABASE_URL"}),
+    "retriever": frozenset({"RAG_TRACES_DSN", "RETRIEVER_DATABASE_URL", "RETRIEVER_RLS_KEY"}),
     "reranker": frozenset({"RAG_TRACES_DSN"}),
     "graph": frozenset({"RAG_TRACES_DSN", "NEO4J_PASSWORD"}),
     "answerer": frozenset({"RAG_TRACES_DSN"}),
@@ -125,22 +136,6 @@ def mtls_from_env() -> bool:
     if raw in ("1", "true", "yes", "on"):
         return True
     raise SystemExit(f"{MTLS_VAR} must be 1 or 0, not {raw!r}")
-
-
-def ensure_traces_role(owner_dsn: str, role: str, password: str) -> None:
-    """Creates (or updates) the insert-only span writer role: LOGIN, INSERT on rag_traces, nothing else."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(owner_dsn, autocommit=True, connect_timeout=10) as conn, conn.transaction():
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
-        conn.execute(
-            sql.SQL("{} ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT PASSWORD {}").format(
-                sql.SQL("ALTER" if exists else "CREATE"), sql.Identifier(role), sql.Literal(password)
-            )
-        )
-        conn.execute(sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {}").format(sql.Identifier(role)))
-        conn.execute(sql.SQL("GRANT INSERT ON rag_traces TO {}").format(sql.Identifier(role)))
 
 
 def ports_from_env() -> dict[str, int]:
@@ -247,6 +242,21 @@ class Stack:
             f"{self.ports['postgres']}/{self.postgres.database}"
         )
 
+    def role_dsn(self, role: str, secret: str) -> str:
+        """The DSN of one of the migration's roles (the traces writer, the retention role)."""
+        return (
+            f"postgresql://{role}:{self.secret(secret)}@{self.host}:{self.ports['postgres']}/{self.postgres.database}"
+        )
+
+    @property
+    def traces_dsn(self) -> str:
+        """What every process writes its spans with (RAG_TRACES_DSN): the insert-only TRACES_ROLE."""
+        return self.role_dsn(TRACES_ROLE, TRACES_PASSWORD_SECRET)
+
+    @property
+    def retention_dsn(self) -> str:
+        return self.role_dsn("ragmesh_retention", "postgres_retention_password")
+
     @property
     def redis_url(self) -> str:
         """The embedded Redis's URL with its password (made once, kept in secrets.json, mode 0600)."""
@@ -282,14 +292,6 @@ class Stack:
 
         return TokenSigner(load_signing_key(self.internal_keys()[0]), actor=actor)
 
-    @property
-    def traces_dsn(self) -> str:
-        """What every process writes its spans with (RAG_TRACES_DSN): the TRACES_ROLE (see there)."""
-        return (
-            f"postgresql://{TRACES_ROLE}:{self.secret(TRACES_PASSWORD_SECRET)}@{self.host}:"
-            f"{self.ports['postgres']}/{self.postgres.database}"
-        )
-
     def tls_files(self, name: str) -> dict[str, str]:
         """RAGMESH_TLS_* of one process: its own certificate and key (0600) from the stack's CA in <data>/tls,
         both made once and kept."""
@@ -311,6 +313,9 @@ class Stack:
             "RAG_TRACES_DSN": self.traces_dsn,
             "RETRIEVER_DATABASE_URL": self.app_dsn,
             "GATEWAY_TRACES_DSN": self.app_dsn,
+            "GATEWAY_TRACES_RLS_KEY": self.secret("rls_key"),
+            "GATEWAY_TRACES_RETENTION_DSN": self.retention_dsn,
+            "RETRIEVER_RLS_KEY": self.secret("rls_key"),
             "GATEWAY_JWT_SECRET": self.jwt_secret,
             "NEO4J_PASSWORD": self.secret("arcadedb_password"),
             "RAGMESH_INTERNAL_SIGNING_KEY": signing_key,
@@ -449,8 +454,10 @@ class Stack:
             APP_ROLE,
             self.secret("postgres_app_password"),
             int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
+            rls_key=self.secret("rls_key"),
+            traces_password=self.secret("postgres_traces_password"),
+            retention_password=self.secret("postgres_retention_password"),
         )
-        ensure_traces_role(self.postgres.owner_dsn(), TRACES_ROLE, self.secret(TRACES_PASSWORD_SECRET))
         self.redis.start()
         self.arcadedb = EmbeddedArcadeDB(
             self.data_dir / "arcadedb",

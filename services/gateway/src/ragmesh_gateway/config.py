@@ -55,7 +55,11 @@ class Settings(ServiceSettings):
     redis_tls_ca_file: str = _env("REDIS_TLS_CA_FILE", "")
     enqueue_timeout_seconds: float = Field(DEFAULT_ENQUEUE_TIMEOUT_SECONDS, gt=0)
     ingest_token_ttl_seconds: int = _env(TOKEN_TTL_ENV, DEFAULT_TOKEN_TTL_SECONDS, ge=1, le=MAX_INGEST_TTL_SECONDS)
-    traces_dsn: str | None = Field(None, repr=False)
+    traces_dsn: str | None = Field(None, repr=False)  # the application role: reads spans as an admin
+    # signs the identity assertion of those reads (ragmesh_common.rls): the retriever's RETRIEVER_RLS_KEY
+    traces_rls_key: str | None = Field(None, repr=False, min_length=32)
+    # the retention role (ragmesh_retention): prunes rag_traces down to the floor the migration set
+    traces_retention_dsn: str | None = Field(None, repr=False)
     upload_dir: Path
     jwt_secret: str | None = Field(None, repr=False)
     jwt_issuer: str | None = None
@@ -87,6 +91,8 @@ class Settings(ServiceSettings):
             raise ConfigError(
                 "set GATEWAY_JWT_ISSUER and GATEWAY_JWKS_URL (production) or GATEWAY_JWT_SECRET (local development)"
             )
+        if self.traces_dsn and not self.traces_rls_key:
+            raise ConfigError("GATEWAY_TRACES_DSN needs GATEWAY_TRACES_RLS_KEY (the retriever's RETRIEVER_RLS_KEY)")
         return self
 
     @property

@@ -77,12 +77,16 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
     redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
     documents = DocumentLifecycle(settings, mesh, redis, celery)
-    traces = TraceStore(settings.traces_dsn) if settings.traces_dsn else None
+    traces = (
+        TraceStore(settings.traces_dsn, settings.traces_rls_key or "", retention_dsn=settings.traces_retention_dsn)
+        if settings.traces_dsn
+        else None
+    )
     retention = Retention.from_env()
     background: list[asyncio.Task[None]] = []
     if traces:
         await traces.open()
-        if retention.enabled:
+        if retention.enabled and settings.traces_retention_dsn:
             background.append(asyncio.create_task(traces.keep_bounded(retention)))
     settings.upload_dir.mkdir(parents=True, exist_ok=True)
     try:

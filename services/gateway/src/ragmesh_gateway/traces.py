@@ -1,13 +1,17 @@
 """Reads the spans every service wrote to PostgreSQL `rag_traces` (admin API and dashboard), and keeps the
 table bounded.
 
-Row-level security lets a transaction read spans only when its `rag.roles` holds `admin`: each read runs in a
-transaction that carries the requesting user's roles, so the database checks the role the API checked.
+Row-level security lets a transaction read spans only when its verified identity holds the role `admin`: each
+read runs in a transaction whose first statement hands PostgreSQL an identity assertion for the requesting user,
+signed with GATEWAY_TRACES_RLS_KEY (`ragmesh_common.rls`), so the database checks the role the API checked.
+The application role cannot claim a role by setting a variable.
 
 Retention: spans older than RAG_TRACES_RETENTION_HOURS, and the oldest beyond RAG_TRACES_MAX_ROWS, are deleted
-every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempotent, so replicas may overlap).
-The application role may not delete spans itself: it calls `rag_traces_prune` (schema.sql), which runs as the
-schema owner and deletes only what the retention settings allow, one short batch per call.
+every RAG_TRACES_RETENTION_INTERVAL_SECONDS by each gateway (deleting is idempotent, so replicas may overlap),
+through a connection of its own as the retention role (GATEWAY_TRACES_RETENTION_DSN; without it this gateway
+does not prune). Neither the application role nor the traces role may delete spans; the retention role calls
+`rag_traces_prune` (traces.sql), which runs as the schema owner and never goes below the floor the migration
+set (spans younger than a day and the newest 10,000 stay, by default), one short batch per call.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import builtins
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +28,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+
+from ragmesh_common.context import UserContext
+from ragmesh_common.rls import SET_IDENTITY, assertion, check_key
 
 _LIST = """
 SELECT trace_id,
@@ -86,10 +93,12 @@ class Retention:
 
 
 class TraceStore:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, rls_key: str, *, retention_dsn: str | None = None) -> None:
+        self._rls_key = check_key(rls_key, "GATEWAY_TRACES_RLS_KEY")
         self._pool = AsyncConnectionPool(
             dsn, min_size=0, max_size=4, open=False, timeout=10, kwargs={"connect_timeout": 10, "autocommit": True}
         )
+        self._retention_dsn = retention_dsn
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
@@ -98,16 +107,19 @@ class TraceStore:
         await self._pool.close()
 
     @asynccontextmanager
-    async def _as(self, roles: Sequence[str]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _as(self, user: UserContext) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT set_config('rag.roles', %s, true)", (",".join(roles),))
+            await conn.execute(
+                SET_IDENTITY,
+                assertion(self._rls_key, user.user_id, user.department, user.roles, conn.info.backend_pid),
+            )
             yield conn
 
     async def list(
-        self, roles: Sequence[str], limit: int = 50, hours: int = 24, name: str | None = None
+        self, user: UserContext, limit: int = 50, hours: int = 24, name: str | None = None
     ) -> list[dict[str, Any]]:
-        """Recent traces, as a user with `roles` (nothing unless they hold `admin`)."""
-        async with self._as(roles) as conn:
+        """Recent traces, as `user` (nothing unless their roles hold `admin`)."""
+        async with self._as(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_LIST, {"limit": limit, "hours": hours, "name": name})
             rows = await cur.fetchall()
@@ -116,9 +128,9 @@ class TraceStore:
             row["duration_ms"] = round(float(row["duration_ms"] or 0), 2)
         return rows
 
-    async def spans(self, roles: Sequence[str], trace_id: str) -> builtins.list[dict[str, Any]]:
-        """The spans of one trace, as a user with `roles` (nothing unless they hold `admin`)."""
-        async with self._as(roles) as conn:
+    async def spans(self, user: UserContext, trace_id: str) -> builtins.list[dict[str, Any]]:
+        """The spans of one trace, as `user` (nothing unless their roles hold `admin`)."""
+        async with self._as(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_SPANS, (trace_id,))
             rows = await cur.fetchall()
@@ -128,9 +140,14 @@ class TraceStore:
         return rows
 
     async def enforce(self, retention: Retention) -> int:
-        """Deletes the spans `retention` does not keep (through `rag_traces_prune`); returns how many."""
+        """Deletes the spans `retention` does not keep (through `rag_traces_prune`, as the retention role);
+        returns how many. The database never deletes below its floor, whatever `retention` says."""
+        if not self._retention_dsn:
+            raise RuntimeError("trace retention needs GATEWAY_TRACES_RETENTION_DSN (the retention role)")
         deleted = 0
-        async with self._pool.connection() as conn:
+        async with await psycopg.AsyncConnection.connect(
+            self._retention_dsn, connect_timeout=10, autocommit=True
+        ) as conn:
             while True:
                 cur = await conn.execute(
                     _PRUNE, {"seconds": retention.hours * 3600, "rows": retention.max_rows, "batch": RETENTION_BATCH}

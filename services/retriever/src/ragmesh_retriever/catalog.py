@@ -1,282 +1,59 @@
-"""The document catalogue in PostgreSQL. Every query runs in a transaction as the request's user:
-`rag.user_id`, `rag.department` and `rag.roles` are set with set_config(..., true) and the
-row-level-security policies of `documents` and `chunks` decide what the user sees and may change.
-"""
+"""The document catalogue in PostgreSQL: create, read, list, change and delete documents, their audit and
+chunks, and the readable scope of a search. Every query runs in a transaction of `session.Database` as the
+request's user, and row-level security decides what the user sees and may change. The documents' values and
+version state machine are in `documents`, paging and the audit trail in `audit`."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import builtins
 import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.context import UserContext
-from ragmesh_common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied
+from ragmesh_retriever.audit import (
+    audit_message,
+    cursor_time,
+    cursor_uuid,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    write_audit,
+)
+from ragmesh_retriever.documents import (
+    COLUMNS,
+    IN_PROGRESS,
+    MAX_TITLE_LENGTH,
+    STATUS_NAMES,
+    acl_json,
+    check_sha256,
+    clean_acl,
+    clean_warnings,
+    document_message,
+    lock_version,
+    parse_document_id,
+    raise_missing_or_denied,
+)
+from ragmesh_retriever.session import Database
 
 logger = logging.getLogger(__name__)
 
-STATUS_NAMES = {
-    common_pb2.DOCUMENT_STATUS_QUEUED: "queued",
-    common_pb2.DOCUMENT_STATUS_PARSING: "parsing",
-    common_pb2.DOCUMENT_STATUS_EMBEDDING: "embedding",
-    common_pb2.DOCUMENT_STATUS_INDEXING: "indexing",
-    common_pb2.DOCUMENT_STATUS_READY: "ready",
-    common_pb2.DOCUMENT_STATUS_FAILED: "failed",
-}
-STATUS_VALUES = {name: value for value, name in STATUS_NAMES.items()}
-
-_COLUMNS = (
-    "id, title, filename, mime_type, owner_user, owner_department, acl_public, acl_departments, "
-    "acl_roles, acl_users, status, error, chunk_count, page_count, size_bytes, summary, created_at, updated_at, "
-    "content_sha256, version, warnings, pending_version, pending_status, pending_error"
-)
-
-
-def parse_document_id(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except (ValueError, AttributeError, TypeError):
-        raise InvalidArgument(f"document_id must be a UUID, got {value!r}") from None
-
-
-def document_message(row: dict[str, Any]) -> common_pb2.Document:
-    return common_pb2.Document(
-        document_id=str(row["id"]),
-        title=row["title"],
-        filename=row["filename"],
-        mime_type=row["mime_type"],
-        owner_user=row["owner_user"],
-        owner_department=row["owner_department"],
-        acl=common_pb2.Acl(
-            public=row["acl_public"], departments=row["acl_departments"], roles=row["acl_roles"], users=row["acl_users"]
-        ),
-        status=STATUS_VALUES.get(row["status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
-        error=row["error"],
-        chunk_count=row["chunk_count"],
-        page_count=row["page_count"],
-        size_bytes=row["size_bytes"],
-        summary=row["summary"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        content_sha256=row["content_sha256"],
-        version=row["version"],
-        warnings=row["warnings"],
-        pending_version=row["pending_version"],
-        pending_error=row["pending_error"],
-        pending_status=STATUS_VALUES.get(row["pending_status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
-    )
-
-
-IN_PROGRESS = ("queued", "parsing", "embedding", "indexing")
-MAX_ACL_ENTRIES = 1000
-MAX_NAME_LENGTH = 200
-MAX_TITLE_LENGTH = 1000
-MAX_WARNINGS = 100
-MAX_PAGE = 1000
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_EXTENSION = re.compile(r"[a-z0-9]{1,16}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def check_sha256(value: str, *, required: bool) -> str:
-    """The lower-case hex SHA-256 in `value` (empty when not given and not required)."""
-    value = value.strip().lower()
-    if not value and not required:
-        return ""
-    if not _SHA256.fullmatch(value):
-        raise InvalidArgument(f"content_sha256 must be the 64 hexadecimal characters of a SHA-256, got {value!r}")
-    return value
-
-
-def clean_acl(acl: common_pb2.Acl) -> dict[str, Any]:
-    """The ACL as stored (names deduplicated in order), or INVALID_ARGUMENT naming the bad entry."""
-    cleaned: dict[str, Any] = {"public": acl.public}
-    for field in ("departments", "roles", "users"):
-        names = list(getattr(acl, field))
-        if len(names) > MAX_ACL_ENTRIES:
-            raise InvalidArgument(f"acl.{field} has {len(names)} entries; at most {MAX_ACL_ENTRIES}")
-        for i, name in enumerate(names):
-            if not name.strip() or name != name.strip() or len(name) > MAX_NAME_LENGTH or _CONTROL.search(name):
-                raise InvalidArgument(
-                    f"acl.{field}[{i}] must be a name of 1..{MAX_NAME_LENGTH} characters without "
-                    f"surrounding spaces or control characters, got {name!r}"
-                )
-        cleaned[field] = list(dict.fromkeys(names))
-    return cleaned
-
-
-def acl_json(public: bool, departments: list[str], roles: list[str], users: list[str]) -> dict[str, Any]:
-    return {"public": public, "departments": list(departments), "roles": list(roles), "users": list(users)}
-
-
-def clean_warnings(warnings: Any) -> list[str]:
-    if len(warnings) > MAX_WARNINGS:
-        raise InvalidArgument(f"at most {MAX_WARNINGS} warnings, got {len(warnings)}")
-    return [w.strip()[:2000] for w in warnings if w.strip()]
-
-
-def page_size(limit: int) -> int:
-    if limit < 0:
-        raise InvalidArgument("limit must not be negative")
-    return min(limit or 100, MAX_PAGE)
-
-
-def encode_cursor(*parts: Any) -> str:
-    """An opaque page cursor: the sort key of the last row returned."""
-    return base64.urlsafe_b64encode(json.dumps(parts, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def decode_cursor(value: str, arity: int) -> list[Any]:
-    try:
-        parts = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-        if not isinstance(parts, list) or len(parts) != arity:
-            raise ValueError("wrong shape")
-        return parts
-    except (ValueError, TypeError):
-        raise InvalidArgument("cursor is not valid: pass a next_cursor unchanged, with the same filters") from None
-
-
-def parse_time(name: str, value: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an RFC 3339 time (2025-01-31T12:00:00Z), got {value!r}") from None
-    if parsed.tzinfo is None:
-        raise InvalidArgument(f"{name} needs a time zone (Z or +hh:mm), got {value!r}")
-    return parsed
-
-
-def cursor_time(value: Any) -> datetime:
-    if not isinstance(value, str):
-        raise InvalidArgument("cursor is not valid: pass a next_cursor unchanged, with the same filters")
-    try:
-        return parse_time("cursor", value)
-    except InvalidArgument:
-        raise InvalidArgument("cursor is not valid: pass a next_cursor unchanged, with the same filters") from None
-
-
-def cursor_uuid(value: Any) -> uuid.UUID:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise InvalidArgument("cursor is not valid: pass a next_cursor unchanged, with the same filters") from None
-
+_EXTENSION = re.compile(r"[a-z0-9]{1,16}")  # a filename extension filter of List
 
 # aliases for annotations inside Catalog, where `list` is a method's name
 ProblemList = list[retriever_pb2.ProblemDocument]
 AuditEntries = list[retriever_pb2.DocumentAuditEntry]
 ChunkRows = list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class IndexTarget:
-    """Which version an ingestion call is for: `pending` swaps the new chunks in and makes that version the
-    visible one; otherwise the visible version's chunks are replaced."""
-
-    document_id: uuid.UUID
-    pending: bool
-    version: int
-
-
-async def lock_version(conn: psycopg.AsyncConnection[Any], doc_id: uuid.UUID, version: int) -> IndexTarget:
-    """Locks the document row (the owner only) and decides which version a status update or an index call
-    for `version` (0 = the pending one if any, else the visible one) is for; a superseded version is
-    FAILED_PRECONDITION, so a late call of an old ingestion never overwrites a newer one."""
-    if version < 0:
-        raise InvalidArgument(f"version must not be negative, got {version}")
-    row = await (
-        await conn.execute("SELECT version, pending_version FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
-    ).fetchone()
-    if row is None:
-        await Catalog._raise_missing_or_denied(conn, doc_id)
-    assert row is not None
-    current, pending = row
-    if pending and version in (0, pending):
-        return IndexTarget(doc_id, True, pending)
-    if not pending and version in (0, current):
-        return IndexTarget(doc_id, False, current)
-    raise FailedPrecondition(
-        f"version {version} of document {doc_id} is not being ingested: the visible version is "
-        f"{current}" + (f" and version {pending} is pending" if pending else "")
-    )
-
-
-async def finish_index(conn: psycopg.AsyncConnection[Any], target: IndexTarget, paragraph_chunks: int) -> None:
-    """After the chunks of `target` were written (same transaction): the chunk count and, for a pending
-    version, the swap: it becomes the visible version with the metadata sent for it."""
-    if not target.pending:
-        await conn.execute(
-            "UPDATE documents SET chunk_count = %s, updated_at = now() WHERE id = %s",
-            (paragraph_chunks, target.document_id),
-        )
-        return
-    await conn.execute(
-        "UPDATE documents SET chunk_count = %s, version = pending_version, filename = pending_filename, "
-        "mime_type = pending_mime_type, size_bytes = pending_size_bytes, content_sha256 = pending_sha256, "
-        "title = coalesce(nullif(pending_meta->>'title', ''), title), "
-        "summary = coalesce(nullif(pending_meta->>'summary', ''), summary), "
-        "page_count = coalesce((pending_meta->>'page_count')::integer, page_count), "
-        "warnings = coalesce(ARRAY(SELECT jsonb_array_elements_text(pending_meta->'warnings')), '{}'), "
-        "error = '', pending_version = 0, pending_status = '', pending_error = '', pending_filename = '', "
-        "pending_mime_type = '', pending_size_bytes = 0, pending_sha256 = '', pending_meta = '{}', "
-        "updated_at = now() WHERE id = %s",
-        (paragraph_chunks, target.document_id),
-    )
-    logger.info("document %s: version %d is now the visible one", target.document_id, target.version)
-
-
-async def write_audit(
-    conn: psycopg.AsyncConnection[Any],
-    user: UserContext,
-    doc_id: uuid.UUID,
-    action: str,
-    before: dict[str, Any],
-    after: dict[str, Any],
-) -> None:
-    # only the owner changes a document, so the owner is the actor (the policy checks it)
-    await conn.execute(
-        "INSERT INTO document_audit (document_id, owner_user, actor, action, before, after) "
-        "VALUES (%s, %s, %s, %s, %s, %s)",
-        (doc_id, user.user_id, user.user_id, action, json.dumps(before), json.dumps(after)),
-    )
-
-
-def audit_message(row: dict[str, Any]) -> retriever_pb2.DocumentAuditEntry:
-    return retriever_pb2.DocumentAuditEntry(
-        audit_id=str(row["id"]),
-        document_id=str(row["document_id"]),
-        actor=row["actor"],
-        time=row["at"],
-        action=row["action"],
-        before_json=row["before"],
-        after_json=row["after"],
-    )
-
-
-async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
-    """psycopg_pool's check_connection (an empty query), on a plain cursor: `conn.execute` goes through the
-    OpenTelemetry psycopg instrumentation and would store a span per connection checkout."""
-    await conn.set_autocommit(True)
-    try:
-        async with psycopg.AsyncCursor(conn) as cur:
-            await cur.execute("")
-    finally:
-        if not conn.closed:
-            await conn.set_autocommit(False)
 
 
 @dataclass(frozen=True)
@@ -287,87 +64,6 @@ class DocumentCounts:
     readable: int
     ingesting: int
     filter_matched: int
-
-
-class Database:
-    """An async connection pool whose transactions run as a given user under RLS."""
-
-    def __init__(self, dsn: str, *, pool_size: int = 8, statement_timeout_ms: int = 10000) -> None:
-        # Custom plans always: every search binds the caller's accessible document ids as an array, and a
-        # cached generic plan (psycopg prepares a statement after 5 runs) cannot hash an array parameter, so
-        # the filter would scan the whole array per row (measured: vector leg 9 → 65 ms at 10k chunks).
-        # Recovery after a PostgreSQL restart: `check` drops a connection the restart broke when it is taken
-        # from the pool (one empty round trip), instead of failing the request that took it; the short
-        # reconnect_timeout caps the pool's doubling reconnect backoff (1, 2, 4, 8 s ... left alone it made
-        # recovery take ~18 s): a given-up attempt is started afresh, at once, by the next request or health
-        # probe. `timeout` bounds how long a request waits for a connection while the database is down.
-        self._pool = AsyncConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=pool_size,
-            open=False,
-            timeout=5,
-            check=check_connection,
-            reconnect_timeout=2,
-            kwargs={
-                "connect_timeout": 3,
-                "application_name": "ragmesh-retriever",
-                "options": "-c plan_cache_mode=force_custom_plan",
-            },
-        )
-        self._timeout = statement_timeout_ms
-
-    async def open(self) -> None:
-        await self._pool.open(wait=True, timeout=30)
-        async with self._pool.connection() as conn:
-            row = await (
-                await conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
-            ).fetchone()
-            if row is None or row[0] or row[1]:
-                # RLS would silently not apply: refuse to serve rather than leak documents
-                raise RuntimeError("RETRIEVER_DATABASE_URL must name a role without SUPERUSER and BYPASSRLS")
-
-    async def close(self) -> None:
-        await self._pool.close()
-
-    async def ping(self, timeout: float = 2.0) -> str | None:
-        """None when the database answers within `timeout`, else why not (for the health status)."""
-        try:
-            async with asyncio.timeout(timeout):
-                async with self._pool.connection(timeout=timeout) as conn, psycopg.AsyncCursor(conn) as cur:
-                    await cur.execute("SELECT 1")  # a plain cursor: the health probe is not traced
-        except (psycopg.Error, PoolTimeout, TimeoutError, OSError) as exc:
-            return f"{type(exc).__name__}: {exc}".strip()[:300]
-        return None
-
-    @asynccontextmanager
-    async def transaction(
-        self, user: UserContext, settings: dict[str, str] | None = None
-    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A transaction as `user` (RLS reads the rag.* settings), with more transaction-local `settings`
-        set in the same round trip.
-
-        The settings statement runs on a plain `psycopg.AsyncCursor`, which the OpenTelemetry psycopg
-        instrumentation (it wraps the connection's cursor factory) does not trace: like BEGIN and COMMIT it is
-        part of opening the transaction, and a traced statement costs ~0.15 ms plus a stored span. Every
-        statement run on `conn` is traced."""
-        extra = settings or {}
-        async with self._pool.connection() as conn, conn.transaction():
-            async with psycopg.AsyncCursor(conn) as setup:
-                await setup.execute(
-                    "SELECT set_config('rag.user_id', %s, true), set_config('rag.department', %s, true), "
-                    "set_config('rag.roles', %s, true), set_config('statement_timeout', %s, true)"
-                    + ", set_config(%s, %s, true)"
-                    * len(extra),
-                    (
-                        user.user_id,
-                        user.department,
-                        ",".join(user.roles),
-                        str(self._timeout),
-                        *(x for item in extra.items() for x in item),
-                    ),
-                )
-            yield conn
 
 
 class Catalog:
@@ -415,7 +111,7 @@ class Catalog:
             )
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
-                f"SELECT {_COLUMNS} FROM documents WHERE owner_user = %(owner)s AND ("
+                f"SELECT {COLUMNS} FROM documents WHERE owner_user = %(owner)s AND ("
                 "(content_sha256 = %(sha)s AND status <> 'failed') "
                 "OR (pending_version > 0 AND pending_sha256 = %(sha)s AND pending_status <> 'failed')) "
                 "ORDER BY created_at, id LIMIT 1",
@@ -447,7 +143,7 @@ class Catalog:
         await cur.execute(
             f"INSERT INTO documents (title, filename, mime_type, owner_user, owner_department, acl_public, "
             f"acl_departments, acl_roles, acl_users, size_bytes, content_sha256) "
-            f"VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING {_COLUMNS}",
+            f"VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING {COLUMNS}",
             (
                 title.strip() or filename,
                 filename,
@@ -484,7 +180,7 @@ class Catalog:
         doc_id = parse_document_id(document_id)
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(f"SELECT {_COLUMNS} FROM documents WHERE id = %s", (doc_id,))
+            await cur.execute(f"SELECT {COLUMNS} FROM documents WHERE id = %s", (doc_id,))
             row = await cur.fetchone()
         if row is None:
             raise NotFound(f"document {document_id} not found")
@@ -545,7 +241,7 @@ class Catalog:
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
-                f"SELECT {_COLUMNS} FROM documents WHERE {' AND '.join(page_where) or 'true'} "
+                f"SELECT {COLUMNS} FROM documents WHERE {' AND '.join(page_where) or 'true'} "
                 "ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
                 (*page_params, limit + 1, offset),
             )
@@ -580,7 +276,7 @@ class Catalog:
                     meta["warnings"] = warnings
                 await cur.execute(
                     f"UPDATE documents SET pending_status = %s, pending_error = %s, "
-                    f"pending_meta = pending_meta || %s::jsonb, updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
+                    f"pending_meta = pending_meta || %s::jsonb, updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
                     (status, request.error, json.dumps(meta), doc_id),
                 )
                 row = await cur.fetchone()
@@ -608,7 +304,7 @@ class Catalog:
                     sets.append("warnings = %s")
                     params.append(warnings)
                 await cur.execute(
-                    f"UPDATE documents SET {', '.join(sets)} WHERE id = %s RETURNING {_COLUMNS}", (*params, doc_id)
+                    f"UPDATE documents SET {', '.join(sets)} WHERE id = %s RETURNING {COLUMNS}", (*params, doc_id)
                 )
                 row = await cur.fetchone()
         assert row is not None
@@ -622,7 +318,7 @@ class Catalog:
             )
             row = await cur.fetchone()
             if row is None:
-                await self._raise_missing_or_denied(conn, doc_id)
+                await raise_missing_or_denied(conn, doc_id)
             assert row is not None
             await write_audit(
                 conn, user, doc_id, "delete", {"title": row[0], "filename": row[1], "version": row[2]}, {}
@@ -643,10 +339,10 @@ class Catalog:
             raise InvalidArgument("size_bytes must not be negative")
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(f"SELECT {_COLUMNS} FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
+            await cur.execute(f"SELECT {COLUMNS} FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
             row = await cur.fetchone()
             if row is None:
-                await self._raise_missing_or_denied(conn, doc_id)
+                await raise_missing_or_denied(conn, doc_id)
             assert row is not None
             if (
                 not request.reingest
@@ -672,7 +368,7 @@ class Catalog:
                 await cur.execute(
                     f"UPDATE documents SET pending_version = %s, pending_status = 'queued', pending_error = '', "
                     f"pending_filename = %s, pending_mime_type = %s, pending_size_bytes = %s, pending_sha256 = %s, "
-                    f"pending_meta = '{{}}', updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
+                    f"pending_meta = '{{}}', updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
                     (version, filename, mime, size, sha, doc_id),
                 )
             else:
@@ -681,7 +377,7 @@ class Catalog:
                     f"content_sha256 = %s, status = 'queued', error = '', warnings = '{{}}', pending_version = 0, "
                     f"pending_status = '', pending_error = '', pending_filename = '', pending_mime_type = '', "
                     f"pending_size_bytes = 0, pending_sha256 = '', pending_meta = '{{}}', updated_at = now() "
-                    f"WHERE id = %s RETURNING {_COLUMNS}",
+                    f"WHERE id = %s RETURNING {COLUMNS}",
                     (version, filename, mime, size, sha, doc_id),
                 )
             updated = await cur.fetchone()
@@ -721,10 +417,10 @@ class Catalog:
         acl = clean_acl(request.acl) if has_acl else None
         async with self.db.transaction(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(f"SELECT {_COLUMNS} FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
+            await cur.execute(f"SELECT {COLUMNS} FROM documents WHERE id = %s FOR UPDATE", (doc_id,))
             row = await cur.fetchone()
             if row is None:
-                await self._raise_missing_or_denied(conn, doc_id)
+                await raise_missing_or_denied(conn, doc_id)
             assert row is not None
             before: dict[str, Any] = {}
             after: dict[str, Any] = {}
@@ -741,7 +437,7 @@ class Catalog:
             )
             await cur.execute(
                 f"UPDATE documents SET title = %s, acl_public = %s, acl_departments = %s, acl_roles = %s, "
-                f"acl_users = %s, updated_at = now() WHERE id = %s RETURNING {_COLUMNS}",
+                f"acl_users = %s, updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
                 (
                     after.get("title", row["title"]),
                     new_acl["public"],
@@ -832,7 +528,7 @@ class Catalog:
             async with self.db.transaction(user) as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(
-                    f"SELECT {_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS idle "
+                    f"SELECT {COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS idle "
                     "FROM rag_problem_documents(%s, %s)",
                     (stuck_after_seconds, limit),
                 )
@@ -865,13 +561,6 @@ class Catalog:
                 )
             )
         return out
-
-    @staticmethod
-    async def _raise_missing_or_denied(conn: psycopg.AsyncConnection[Any], doc_id: uuid.UUID) -> None:
-        visible = await (await conn.execute("SELECT 1 FROM documents WHERE id = %s", (doc_id,))).fetchone()
-        if visible:
-            raise PermissionDenied(f"only the owner may change document {doc_id}")
-        raise NotFound(f"document {doc_id} not found")
 
     async def search_scope(
         self, conn: psycopg.AsyncConnection[Any], restrict: builtins.list[uuid.UUID] | None

@@ -23,6 +23,9 @@ class Settings(ServiceSettings):
     host: str = "127.0.0.1"
     port: int = 50053
     database_url: str = Field(repr=False)  # the application role (no superuser, no BYPASSRLS)
+    # signs the identity assertion every transaction hands PostgreSQL (ragmesh_common.rls); the migration's
+    # RAGMESH_RLS_KEY, the same secret
+    rls_key: str = Field(repr=False, min_length=32)
     backend: Literal["pgvector", "weaviate"] = "pgvector"
     alpha: float = Field(ALPHA, ge=0, le=1)
     bm25_k1: float = BM25_K1

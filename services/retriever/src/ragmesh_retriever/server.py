@@ -20,10 +20,12 @@ from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_erro
 from ragmesh_common.server import GrpcService
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
-from ragmesh_retriever.catalog import Catalog, Database, finish_index, lock_version, parse_document_id
+from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.config import Settings
+from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
 from ragmesh_retriever.embedding import QueryEmbedder
 from ragmesh_retriever.ranking import Fusion, merge_sub_queries, merge_summary_first
+from ragmesh_retriever.session import Database
 from ragmesh_retriever.validation import check_strings
 
 logger = logging.getLogger(__name__)
@@ -605,7 +607,10 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
 
 def build_service(settings: Settings) -> GrpcService:
     db = Database(
-        settings.database_url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms
+        settings.database_url,
+        rls_key=settings.rls_key,
+        pool_size=settings.pool_size,
+        statement_timeout_ms=settings.statement_timeout_ms,
     )
     backend = make_backend(settings, db)
     embedder = (

@@ -53,7 +53,7 @@ async def list_traces(
 ) -> Any:
     require_admin(user)
     try:
-        return {"traces": await trace_store(rt).list(user.roles, limit=limit, hours=hours, name=name)}
+        return {"traces": await trace_store(rt).list(user, limit=limit, hours=hours, name=name)}
     except (psycopg.Error, OSError) as exc:
         raise trace_storage_error(exc) from exc
 
@@ -72,7 +72,7 @@ async def get_trace(
 ) -> Any:
     require_admin(user)
     try:
-        spans = await trace_store(rt).spans(user.roles, trace_id)
+        spans = await trace_store(rt).spans(user, trace_id)
     except (psycopg.Error, OSError) as exc:
         raise trace_storage_error(exc) from exc
     if not spans:

@@ -25,8 +25,9 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
-from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id
+from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
 from ragmesh_retriever.ranking import Fusion, fuse, rocchio
+from ragmesh_retriever.session import Database
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -2,13 +2,107 @@
 -- `python -m ragmesh_common.migrate`; idempotent. Placeholders: {app_role}, {dim}.
 CREATE EXTENSION IF NOT EXISTS vector;
 
--- The request's user, set per transaction by the services (set_config(..., true)).
+-- Identity the database verifies (README "Security"). Row-level security reads only `rag_identity()`: the
+-- user, department and roles that `rag_set_identity` recorded in this transaction after checking a signed
+-- assertion. The assertion is an RFC 2104 HMAC-SHA256 (on core sha256(); pgcrypto is not needed) over the
+-- identity, an expiry and the backend's pid, with a key the retriever holds (RETRIEVER_RLS_KEY) and this
+-- database keeps in `rag_identity_key`, which only the schema owner reads. The verified identity is kept in
+-- the transaction-local setting `rag.identity` together with a second HMAC (the same key) over it and the
+-- transaction's start time; a session may set that setting itself, but without the key it cannot make a tag
+-- that `rag_identity()` accepts, and a tag copied from another transaction fails on the start time. So the
+-- application role's only way to an identity is a valid, unexpired assertion for its own connection.
+-- `rag.user_id`, `rag.department` and `rag.roles` mean nothing any more.
+CREATE TABLE IF NOT EXISTS rag_identity_key (
+    id        boolean PRIMARY KEY DEFAULT true CHECK (id),
+    inner_pad bytea NOT NULL,  -- the key zero-padded to SHA-256's 64-byte block, XOR 0x36 (RFC 2104 ipad)
+    outer_pad bytea NOT NULL   -- the same, XOR 0x5c (opad)
+);
+REVOKE ALL ON rag_identity_key FROM PUBLIC;
+
+-- RFC 2104: a key longer than the block is hashed first, then zero-padded to 64 bytes and XORed with `pad`.
+CREATE OR REPLACE FUNCTION rag_hmac_pad(key bytea, pad integer) RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT
+PARALLEL SAFE SET search_path FROM CURRENT AS $$
+DECLARE
+    k bytea := CASE WHEN length(key) > 64 THEN sha256(key) ELSE key END;
+    padded bytea;
+BEGIN
+    k := k || decode(repeat('00', 64 - length(k)), 'hex');
+    padded := k;
+    FOR i IN 0..63 LOOP
+        padded := set_byte(padded, i, get_byte(k, i) # pad);
+    END LOOP;
+    RETURN padded;
+END $$;
+CREATE OR REPLACE FUNCTION rag_hmac_sha256(key bytea, message bytea) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT
+PARALLEL SAFE AS $$ SELECT sha256(rag_hmac_pad(key, 92) || sha256(rag_hmac_pad(key, 54) || message)) $$;
+
+-- The HMAC of `message` with the stored key, in hex: the owner's alone (for anyone else it would be an oracle).
+CREATE OR REPLACE FUNCTION rag_identity_mac(message text) RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT encode(sha256(k.outer_pad || sha256(k.inner_pad || convert_to(message, 'UTF8'))), 'hex')
+   FROM rag_identity_key k $$;
+REVOKE ALL ON FUNCTION rag_identity_mac(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION rag_set_identity(user_id text, department text, roles text[], expires_at bigint, mac text)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    payload text;
+BEGIN
+    IF user_id IS NULL OR user_id = '' OR department IS NULL OR roles IS NULL OR expires_at IS NULL OR mac IS NULL
+       OR array_position(roles, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'identity assertion refused: user, department, roles, expiry and mac are required'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- the fields are joined with control characters below, so none may contain one
+    IF concat(user_id, department, array_to_string(roles, '')) ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'identity assertion refused: control character in a name' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    payload := concat_ws(E'\x1f', user_id, department, array_to_string(roles, E'\x1e'));
+    IF NOT EXISTS (SELECT 1 FROM rag_identity_key) THEN
+        RAISE EXCEPTION 'identity assertion refused: no key (run the migration with the RLS key)'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF mac IS DISTINCT FROM rag_identity_mac(concat_ws(E'\x1f', 'ragmesh-rls-assertion', payload, expires_at::text,
+                                                        pg_backend_pid()::text)) THEN
+        RAISE EXCEPTION 'identity assertion refused: bad signature' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF expires_at < extract(epoch FROM clock_timestamp()) THEN
+        RAISE EXCEPTION 'identity assertion refused: expired' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF expires_at > extract(epoch FROM clock_timestamp()) + 600 THEN
+        RAISE EXCEPTION 'identity assertion refused: it may be valid for at most 600 s'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM set_config('rag.identity', concat_ws(E'\x1f', payload, rag_identity_mac(
+        concat_ws(E'\x1f', 'ragmesh-rls-session', extract(epoch FROM transaction_timestamp())::text, payload))), true);
+END $$;
+REVOKE ALL ON FUNCTION rag_set_identity(text, text, text[], bigint, text) FROM PUBLIC;
+
+-- The verified identity of this transaction: user, department and roles (joined by \x1e), all '' when none was set;
+-- a `rag.identity` that rag_set_identity did not write in this transaction is an error.
+CREATE OR REPLACE FUNCTION rag_identity() RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path FROM CURRENT AS $$
+DECLARE
+    value text := current_setting('rag.identity', true);
+    parts text[];
+BEGIN
+    IF value IS NULL OR value = '' THEN
+        RETURN ARRAY['', '', ''];
+    END IF;
+    parts := string_to_array(value, E'\x1f');
+    IF array_length(parts, 1) IS DISTINCT FROM 4 OR parts[4] IS DISTINCT FROM rag_identity_mac(concat_ws(E'\x1f',
+            'ragmesh-rls-session', extract(epoch FROM transaction_timestamp())::text, parts[1], parts[2], parts[3])) THEN
+        RAISE EXCEPTION 'rag.identity was not set by rag_set_identity in this transaction'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN parts[1:3];
+END $$;
+
 CREATE OR REPLACE FUNCTION rag_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.user_id', true), '') $$;
+$$ SELECT (rag_identity())[1] $$;
 CREATE OR REPLACE FUNCTION rag_department() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.department', true), '') $$;
+$$ SELECT (rag_identity())[2] $$;
 CREATE OR REPLACE FUNCTION rag_roles() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''), ','), '{{}}'::text[]) $$;
+$$ SELECT coalesce(string_to_array(nullif((rag_identity())[3], ''), E'\x1e'), '{{}}'::text[]) $$;
 
 CREATE TABLE IF NOT EXISTS documents (
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -195,11 +289,11 @@ CREATE POLICY documents_read ON documents FOR SELECT USING (
     )
 );
 DROP POLICY IF EXISTS documents_insert ON documents;
-CREATE POLICY documents_insert ON documents FOR INSERT WITH CHECK (owner_user = rag_user() AND rag_user() <> '');
+CREATE POLICY documents_insert ON documents FOR INSERT WITH CHECK (owner_user = (SELECT rag_user()) AND (SELECT rag_user()) <> '');
 DROP POLICY IF EXISTS documents_update ON documents;
-CREATE POLICY documents_update ON documents FOR UPDATE USING (owner_user = rag_user()) WITH CHECK (owner_user = rag_user());
+CREATE POLICY documents_update ON documents FOR UPDATE USING (owner_user = (SELECT rag_user())) WITH CHECK (owner_user = (SELECT rag_user()));
 DROP POLICY IF EXISTS documents_delete ON documents;
-CREATE POLICY documents_delete ON documents FOR DELETE USING (owner_user = rag_user());
+CREATE POLICY documents_delete ON documents FOR DELETE USING (owner_user = (SELECT rag_user()));
 
 DROP POLICY IF EXISTS chunks_read ON chunks;
 CREATE POLICY chunks_read ON chunks FOR SELECT USING (
@@ -207,11 +301,11 @@ CREATE POLICY chunks_read ON chunks FOR SELECT USING (
 );
 DROP POLICY IF EXISTS chunks_write ON chunks;
 CREATE POLICY chunks_write ON chunks FOR INSERT WITH CHECK (
-    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = rag_user())
+    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = (SELECT rag_user()))
 );
 DROP POLICY IF EXISTS chunks_delete ON chunks;
 CREATE POLICY chunks_delete ON chunks FOR DELETE USING (
-    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = rag_user())
+    EXISTS (SELECT 1 FROM documents d WHERE d.id = chunks.document_id AND d.owner_user = (SELECT rag_user()))
 );
 
 -- Postings and per-document statistics: readable with their document, written (by the triggers) only
@@ -230,22 +324,22 @@ DROP POLICY IF EXISTS postings_owner ON postings;
 DROP POLICY IF EXISTS lex_doc_stats_owner ON lex_doc_stats;
 DROP POLICY IF EXISTS postings_insert ON postings;
 CREATE POLICY postings_insert ON postings FOR INSERT WITH CHECK (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 DROP POLICY IF EXISTS postings_update ON postings;
 CREATE POLICY postings_update ON postings FOR UPDATE USING (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 DROP POLICY IF EXISTS postings_delete ON postings;
 CREATE POLICY postings_delete ON postings FOR DELETE USING (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 DROP POLICY IF EXISTS lex_doc_stats_insert ON lex_doc_stats;
 CREATE POLICY lex_doc_stats_insert ON lex_doc_stats FOR INSERT WITH CHECK (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 DROP POLICY IF EXISTS lex_doc_stats_update ON lex_doc_stats;
 CREATE POLICY lex_doc_stats_update ON lex_doc_stats FOR UPDATE USING (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 DROP POLICY IF EXISTS lex_doc_stats_delete ON lex_doc_stats;
 CREATE POLICY lex_doc_stats_delete ON lex_doc_stats FOR DELETE USING (
-    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = rag_user()));
+    document_id IN (SELECT d.id FROM documents d WHERE d.owner_user = (SELECT rag_user())));
 
 -- The application role: no superuser, no BYPASSRLS; every table it may touch is under forced row-level
 -- security, and it has no grant on the rest.
@@ -275,8 +369,8 @@ CREATE POLICY document_audit_read ON document_audit FOR SELECT USING (
     (SELECT rag_user()) <> '' AND (owner_user = (SELECT rag_user()) OR (SELECT rag_roles()) @> ARRAY['admin']));
 DROP POLICY IF EXISTS document_audit_insert ON document_audit;
 CREATE POLICY document_audit_insert ON document_audit FOR INSERT WITH CHECK (
-    actor = rag_user() AND rag_user() <> ''
-    AND owner_user = rag_user());  -- only the owner changes a document
+    actor = (SELECT rag_user()) AND (SELECT rag_user()) <> ''
+    AND owner_user = (SELECT rag_user()));  -- only the owner changes a document
 
 -- The admin view of failed and stuck documents of every owner. The function runs as the schema owner (an
 -- admin may not read every document, and must not search them: no policy on `documents` widens for admins),
@@ -300,4 +394,25 @@ END $$;
 REVOKE ALL ON FUNCTION rag_problem_documents(double precision, integer) FROM PUBLIC;
 REVOKE ALL ON document_audit FROM {app_role};
 GRANT SELECT, INSERT ON document_audit TO {app_role};
+-- Append-only for everyone but the schema owner: no role has an UPDATE, DELETE or TRUNCATE grant, and a
+-- superuser (or a role given a grant later) is stopped by these triggers too; only the owner may change rows.
+CREATE OR REPLACE FUNCTION document_audit_append_only() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID)
+       IS DISTINCT FROM (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) THEN
+        RAISE EXCEPTION 'document_audit is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS document_audit_append_only ON document_audit;
+CREATE TRIGGER document_audit_append_only BEFORE UPDATE OR DELETE ON document_audit
+    FOR EACH STATEMENT EXECUTE FUNCTION document_audit_append_only();
+DROP TRIGGER IF EXISTS document_audit_no_truncate ON document_audit;
+CREATE TRIGGER document_audit_no_truncate BEFORE TRUNCATE ON document_audit
+    FOR EACH STATEMENT EXECUTE FUNCTION document_audit_append_only();
+
+-- The only way to an identity (above); the key and the MAC function stay the owner's.
+REVOKE ALL ON rag_identity_key FROM {app_role};
+GRANT EXECUTE ON FUNCTION rag_set_identity(text, text, text[], bigint, text) TO {app_role};
 GRANT EXECUTE ON FUNCTION rag_problem_documents(double precision, integer) TO {app_role};
