@@ -453,7 +453,7 @@ async def run_dataset(
     notes: list[str],
     passage_tokens: int = 0,
 ) -> Indexed:
-    from ragmesh_common.context import UserContext
+    from ragmesh_common.identity import UserContext
     from ragmesh_embedder.bench import measure_throughput
 
     folder = data_dir / dataset.folder
@@ -467,7 +467,7 @@ async def run_dataset(
             f"squad: every {squad_stride}th query of the dev file in file order "
             f"({len(queries)} of {total}); --squad-stride 1 runs all of them"
         )
-    user = UserContext(f"bench-{dataset.name}", "bench", [])
+    user = UserContext(f"bench-{dataset.name}", "bench", ()).signed_by(stack.internal_signer("bench"))
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
     split = passage_splitter(passage_tokens)
@@ -722,7 +722,7 @@ async def run_scale(
 ) -> None:
     import numpy as np
 
-    from ragmesh_common.context import UserContext
+    from ragmesh_common.identity import UserContext
 
     texts, vectors = sources if sources is not None else embed_scifact(data_dir, embed_model)
     rng = np.random.default_rng(SCALE_SEED)
@@ -731,8 +731,8 @@ async def run_scale(
     questions = questions[:latency_queries]
     warm = questions[:5]
     users = {
-        "all": UserContext("bench-all", "scale-all", ["scale-reader"]),
-        "1pct": UserContext("bench-1pct", "scale-1pct", []),
+        "all": UserContext("bench-all", "scale-all", ("scale-reader",)).signed_by(stack.internal_signer("bench")),
+        "1pct": UserContext("bench-1pct", "scale-1pct", ()).signed_by(stack.internal_signer("bench")),
     }
     notes.append(
         f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
@@ -864,7 +864,6 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from ragmesh_common.context import install_signer
     from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
     from ragmesh_dev.ports import free_port
     from ragmesh_embedder.config import Settings as EmbedderSettings
@@ -895,7 +894,6 @@ async def main_async(args: argparse.Namespace) -> int:
     if os.environ.get("RERANKER_MODEL"):
         extra["RERANKER_MODEL"] = os.environ["RERANKER_MODEL"]
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
-    install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     results: dict[str, Any] = {}
     notes: list[str] = [
         "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "

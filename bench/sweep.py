@@ -169,16 +169,14 @@ async def main_async(args: argparse.Namespace) -> int:
     import psycopg
 
     from ragmesh.retriever.v1 import retriever_pb2_grpc
-    from ragmesh_common.context import UserContext
     from ragmesh_common.server import insecure_channel
-    from ragmesh_common.tokens import use_local_keys
+    from ragmesh_common.testing import user as local_user
     from ragmesh_dev.engines.postgres import EmbeddedPostgres
     from ragmesh_dev.ports import free_port
     from ragmesh_retriever.config import Settings
     from ragmesh_retriever.migrate import apply_schema
     from ragmesh_retriever.server import build_service
 
-    use_local_keys("bench")  # the in-process retrievers trust it; user.metadata() signs with it
     variants = named_json(args.variant, DEFAULT_VARIANTS, "variant")
     configs = named_json(args.config, DEFAULT_CONFIGS, "config")
     for name, overrides in variants.items():
@@ -194,7 +192,7 @@ async def main_async(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="ragmesh-sweep-"))
     server = EmbeddedPostgres(work / "postgres", free_port())
     server.start()
-    user = UserContext("bench-sweep", "bench", ())
+    user = local_user("bench-sweep", "bench")  # a local key pair: the in-process retrievers trust it
     results: dict[str, Any] = {}
     try:
         for name in names:

@@ -15,7 +15,7 @@ from ragmesh_answerer.llm import Generation
 from ragmesh_answerer.server import build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 
 IBM = common_pb2.ScoredChunk(
     score=0.9,

@@ -12,7 +12,7 @@ import pytest
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common.context import UserContext
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 from ragmesh_embedder.bench import measure_throughput, synthetic_passages
 from ragmesh_embedder.config import Settings
 from ragmesh_embedder.model import EmbeddingModel, long_text_windows

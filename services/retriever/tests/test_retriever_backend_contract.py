@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog, Database
 from ragmesh_retriever.ranking import Fusion
 
-ALICE = UserContext("contract-alice", "eng", ())
+ALICE = local_user("contract-alice", "eng", ())
 DIM = 384
 
 

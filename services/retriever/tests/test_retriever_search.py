@@ -20,6 +20,7 @@ from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.server import insecure_channel
+from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.pgvector_backend import uuid_array_literal
 from ragmesh_retriever.catalog import Database
 from ragmesh_retriever.config import ALPHA, Settings
@@ -27,9 +28,9 @@ from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.server import build_service
 from ragmesh_retriever.validation import check_strings, check_text
 
-ALICE = UserContext("alice", "eng", ("employee",))
-BOB = UserContext("bob", "hr", ("employee",))
-NOBODY = UserContext("nobody", "sales", ())
+ALICE = local_user("alice", "eng", ("employee",))
+BOB = local_user("bob", "hr", ("employee",))
+NOBODY = local_user("nobody", "sales", ())
 DIM = 384
 
 

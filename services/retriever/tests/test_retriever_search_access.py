@@ -14,18 +14,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from ragmesh_common.context import IDENTITY_KEY, UserContext, installed_signer
+from ragmesh_common.identity import IDENTITY_KEY
+from ragmesh_common.testing import local_signer
+from ragmesh_common.testing import user as local_user
 from ragmesh_common.tokens import TokenSigner
 
 from .test_retriever_search import ALICE, BOB, add_document, app_dsn, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
-CAROL = UserContext("carol", "finance", ("employee",))
+CAROL = local_user("carol", "finance", ("employee",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub
 
 
 def _signer() -> TokenSigner:
-    signer = installed_signer()
-    assert isinstance(signer, TokenSigner)
+    signer = local_signer()
     return signer
 
 

@@ -19,11 +19,12 @@ import pytest
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
+from ragmesh_common.testing import user as local_user
 
 from .test_retriever_search import ALICE, BOB, add_document, app_dsn, owner_dsn_of, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
-CAROL = UserContext("carol", "finance", ("employee",))
-ADMIN = UserContext("root", "ops", ("admin",))
+CAROL = local_user("carol", "finance", ("employee",))
+ADMIN = local_user("root", "ops", ("admin",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub
 READY = common_pb2.DOCUMENT_STATUS_READY
 PARAGRAPH = common_pb2.CHUNK_LEVEL_PARAGRAPH
@@ -513,7 +514,7 @@ async def test_list_chunks_pages_for_readers_only(stub: Stub) -> None:
             (
                 await stub.ListChunks(
                     retriever_pb2.ListChunksRequest(document_id=doc_id),
-                    metadata=UserContext("erin", "eng", ()).metadata(),
+                    metadata=local_user("erin", "eng").metadata(),
                 )
             ).chunks
         )

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from ragmesh_common.context import UserContext
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
-from ragmesh_common.tokens import install_from_env
+from ragmesh_common.tokens import TokenSigner
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Settings
 from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
@@ -30,7 +30,7 @@ from ragmesh_ingestion.tasks import TASK_NAME, create_celery, task_user
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
-install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
+signer = TokenSigner.from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402 - after setup_telemetry: it instruments the provider set there
 
@@ -123,7 +123,7 @@ def ingest_document(
 ) -> None:
     final_attempt = self.request.retries >= MAX_RETRIES
     try:
-        user = task_user(user_json)
+        user = task_user(user_json).signed_by(signer)
         _loop.run(
             lambda clients, redis: _ingest(
                 clients, redis, document_id, user, path, filename, mime_type, final_attempt, version

@@ -24,8 +24,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ragmesh_common.identity import UserContext
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.ranking import Fusion
 
 

@@ -21,8 +21,8 @@ from opentelemetry import trace
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.catalog import Database, finish_index, lock_version, parse_document_id

@@ -21,8 +21,8 @@ from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.ranking import Fusion
 
