@@ -135,3 +135,19 @@ def test_lexical_only_chat_answers(client, tokens, documents) -> None:
     body = chat(client, tokens["erin"], question="When was IBM founded?", alpha=0)
     assert body["outcome"] == "answer" and body["sources"], body["relevance"]
     assert all(s["scores"]["vector"] == 0 for s in body["sources"])
+
+
+def test_a_question_at_the_api_limit_is_answered_and_one_over_it_is_a_422(client, tokens, documents) -> None:
+    """One limit from the API to the answerer (ragmesh_common.limits): a question the schema accepts is not refused
+    further down (it once passed the API's 4000 and met the answerer's 2000)."""
+    from ragmesh_common import limits
+
+    base = "When was IBM founded? "
+    question = (base * (limits.QUESTION.value // len(base) + 1))[: limits.QUESTION.value]
+    body = chat(client, tokens["erin"], question=question)
+    assert body["outcome"] == "answer" and body["sources"], body
+    assert not [d for d in body["degraded"] if d["step"] in ("guardrail", "answer")], body["degraded"]
+    reply = client.post("/api/v1/chat", headers=auth(tokens["erin"]), json={"question": question + "?"})
+    assert reply.status_code == 422
+    (error,) = reply.json()["detail"]
+    assert error["loc"] == ["body", "question"] and "4000" in error["msg"], error

@@ -22,7 +22,10 @@ from typing import Protocol
 
 IDENTITY_KEY = "x-rag-identity"
 
-_IDENT = re.compile(r"^[A-Za-z0-9_.@:\-]{1,128}$")
+IDENTIFIER_MAX_CHARS = 128
+# A user, department or role name: the token claims and the ACL entries that must match them.
+IDENTIFIER_PATTERN = rf"^[A-Za-z0-9_.@:\-]{{1,{IDENTIFIER_MAX_CHARS}}}$"
+_IDENT = re.compile(IDENTIFIER_PATTERN)
 
 
 class Signer(Protocol):
@@ -69,7 +72,9 @@ class UserContext:
 
 def validate_identifier(value: str, what: str) -> str:
     if not _IDENT.match(value):
-        raise ValueError(f"{what} must be 1-128 characters of letters, digits, _ . @ : -; got {value!r}")
+        raise ValueError(
+            f"{what} must be 1-{IDENTIFIER_MAX_CHARS} characters of letters, digits, _ . @ : -; got {value!r}"
+        )
     return value
 
 
