@@ -103,9 +103,9 @@ def serve_stub_retriever(port: int) -> None:
 async def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import aiohttp
 
+    from ragmesh_cli.devtoken import mint
     from ragmesh_common.tokens import SIGNING_KEY_ENV, generate_keypair
     from ragmesh_dev.ports import free_port
-    from ragmesh_gateway.tokens import mint
 
     secret = "bench-gateway-secret-of-sufficient-length"
     signing_key = generate_keypair()[0]  # the gateway signs each hop's internal token (the stub does not check)

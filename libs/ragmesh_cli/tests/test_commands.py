@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import jwt
-import pytest
 from typer.testing import CliRunner
 
 from ragmesh_cli.main import app
@@ -407,7 +406,6 @@ def test_a_bad_token_is_one_clear_line() -> None:
 
 
 def test_token_mints_the_gateways_dev_jwt(tmp_path: Path) -> None:
-    pytest.importorskip("ragmesh_gateway.tokens")
     (tmp_path / "jwt-dev-secret").write_text("s" * 40 + "\n")
     result = CliRunner().invoke(
         app,

@@ -11,8 +11,8 @@ import jwt
 import pytest
 from fastapi import HTTPException, Request
 
+from ragmesh_cli.devtoken import mint
 from ragmesh_gateway.auth import Authenticator
-from ragmesh_gateway.tokens import mint
 
 SECRET = "test-secret-which-is-long-enough-for-hs256"
 

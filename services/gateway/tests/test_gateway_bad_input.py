@@ -17,10 +17,10 @@ from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_cli.devtoken import mint
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.models import ChatResponse, DocumentList, ErrorResponse, SearchResponse
-from ragmesh_gateway.tokens import mint
 from ragmesh_gateway.validation import strict_json, text_problem
 
 SECRET = "test-secret-which-is-long-enough-for-hs256"

@@ -22,10 +22,10 @@ from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_cli.devtoken import mint
 from ragmesh_common.server import insecure_channel
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
-from ragmesh_gateway.tokens import mint
 
 SECRET = "test-busy-secret-of-sufficient-length"
 

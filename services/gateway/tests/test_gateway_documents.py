@@ -18,9 +18,9 @@ from grpc import aio
 from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_cli.devtoken import mint
 from ragmesh_common.formats import accepted_extensions
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.tokens import mint
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bad-input tests' settings (tests run in importlib mode)
 from test_gateway_bad_input import SECRET, settings

@@ -20,13 +20,13 @@ from starlette.datastructures import Headers
 from ragmesh.common.v1 import common_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_cli.devtoken import mint
 from ragmesh_common.context import UserContext
 from ragmesh_gateway import runtime as runtime_module
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.runtime import Runtime
-from ragmesh_gateway.tokens import mint
 from ragmesh_ingestion.tasks import TASK_NAME, task_user
 
 SECRET = "test-secret-which-is-long-enough-for-hs256"

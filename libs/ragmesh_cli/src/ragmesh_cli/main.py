@@ -382,14 +382,8 @@ def token(
     if not user.strip():
         st.err.print("[red]error:[/] --user must not be empty")
         raise typer.Exit(2)
-    try:
-        from ragmesh_gateway.tokens import dev_secret, mint
-    except ImportError:
-        st.err.print(
-            "[red]error:[/] `ragmesh token` needs the gateway package (ragmesh-gateway), which the "
-            "project installs; elsewhere get a token from your identity provider"
-        )
-        raise typer.Exit(1) from None
+    from ragmesh_cli.devtoken import dev_secret, mint
+
     try:
         secret = os.environ.get("GATEWAY_JWT_SECRET") or dev_secret(data_dir)
     except SystemExit as exc:  # dev_secret says where the key should be

@@ -1,7 +1,7 @@
 """Bearer-JWT authentication. Claims: `sub` (user), `department`, `roles` (list).
 
 Production verifies RS256/ES256 tokens against the configured issuer's JWKS (PyJWT's PyJWKClient,
-keys cached); local development signs HS256 tokens with a dev key (`python -m ragmesh_gateway.tokens`).
+keys cached); local development signs HS256 tokens with a dev key (`ragmesh token`, `python -m ragmesh_cli.devtoken`).
 
 A client sends the same token with every request until it expires, so a verified token's user is kept
 (at most `cache_size` tokens, each until its `exp` and for at most `cache_seconds`): PyJWT's decode was ~7%

@@ -1,6 +1,8 @@
-"""Mints a local development JWT for a user (HS256 with GATEWAY_JWT_SECRET, or the dev stack's key).
+"""Mints a local development JWT for a user (HS256 with GATEWAY_JWT_SECRET, or the dev stack's key): the
+claims the gateway's authenticator reads (`sub`, `department`, `roles`, `exp`). A tool, so it lives with the CLI
+(`ragmesh token`), not in the gateway.
 
-python -m ragmesh_gateway.tokens --user alice --department eng --roles employee
+python -m ragmesh_cli.devtoken --user alice --department eng --roles employee
 make token user=alice department=eng roles=employee,admin
 """
 
