@@ -5,7 +5,7 @@
     python -m bench.retrieval --datasets scifact,squad --squad-stride 10 --latency-queries 100
 
 Starts the real mesh (embedded PostgreSQL + pgvector, the offline all-MiniLM-L6-v2 embedder) in a
-temporary data folder, indexes each corpus THROUGH THE MESH with gRPC (CreateDocument → Embed →
+temporary data folder, indexes each corpus THROUGH THE MESH with gRPC (CreateOrGetDocument → Embed →
 IndexChunks → UpdateDocumentStatus), queries it through the gateway's HTTP search API and prints a
 Markdown table; the same numbers go to bench/results/retrieval.json as dataset → configuration →
 metric → value. Nothing is cached in the repository; the data folder is deleted at the end.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -204,10 +205,16 @@ class Indexed:
         return self.chunks / self.seconds if self.seconds > 0 else float("inf")
 
 
+def content_sha256(doc: dict[str, Any]) -> str:
+    """The hash a corpus document is catalogued under: of its id and text, so that two corpus entries with the
+    same passage stay two documents (the owner's duplicate check would otherwise merge them)."""
+    return hashlib.sha256(f"{doc['_id']}\n{doc['text']}".encode()).hexdigest()
+
+
 async def index_corpus(
     stack: Any, corpus: list[dict[str, Any]], user: Any, label: str, split: Callable[[str], list[str]] | None = None
 ) -> Indexed:
-    """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks (`split` of the passage,
+    """Per corpus document: CreateOrGetDocument (the upload path's), a summary chunk and its paragraph chunks (`split` of the passage,
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
     IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
     behind the model."""
@@ -232,14 +239,15 @@ async def index_corpus(
         async def one_batch(docs: list[dict[str, Any]]) -> None:
             nonlocal indexed_chunks
             async with gate:
-                created = await asyncio.gather(
+                replies = await asyncio.gather(
                     *[
-                        retriever.CreateDocument(
-                            retriever_pb2.CreateDocumentRequest(
+                        retriever.CreateOrGetDocument(
+                            retriever_pb2.CreateOrGetDocumentRequest(
                                 title=d.get("title") or d["_id"],
                                 filename=f"{d['_id']}.txt",
                                 mime_type="text/plain",
                                 size_bytes=len(d["text"].encode()),
+                                content_sha256=content_sha256(d),
                             ),
                             metadata=user.metadata(),
                             timeout=60,
@@ -247,6 +255,7 @@ async def index_corpus(
                         for d in docs
                     ]
                 )
+                created = [r.document for r in replies]
                 pieces = [split(d["text"]) for d in docs]
                 texts = [t for d, parts in zip(docs, pieces, strict=True) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
@@ -454,7 +463,11 @@ async def run_dataset(
     passage_tokens: int = 0,
 ) -> Indexed:
     from ragmesh_common.identity import UserContext
-    from ragmesh_embedder.bench import measure_throughput
+
+    try:  # bench/embedder.py, beside this script (python bench/retrieval.py, or -m bench.retrieval)
+        from embedder import measure_throughput
+    except ImportError:
+        from bench.embedder import measure_throughput
 
     folder = data_dir / dataset.folder
     corpus = read_jsonl(folder / "corpus.jsonl")
@@ -475,7 +488,7 @@ async def run_dataset(
     sample = [t for d in corpus[:256] for t in embed_texts(d, split(d["text"]))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (
-        f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
+        f"raw model throughput: bench/embedder.py measure_throughput on the first {len(sample)} "
         f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
         f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
         f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone"

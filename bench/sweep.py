@@ -90,11 +90,10 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
 
     async def one(i: int, d: dict[str, Any]) -> None:
         async with gate:
-            doc = await stub.CreateDocument(
-                retriever_pb2.CreateDocumentRequest(title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"),
-                metadata=user.metadata(),
-                timeout=60,
+            request = retriever_pb2.CreateOrGetDocumentRequest(
+                title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", content_sha256=bench.content_sha256(d)
             )
+            doc = (await stub.CreateOrGetDocument(request, metadata=user.metadata(), timeout=60)).document
             did = doc.document_id
             top = common_pb2.Chunk(
                 chunk_id=f"{did}:0",

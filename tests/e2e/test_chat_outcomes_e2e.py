@@ -5,6 +5,7 @@ with no error span while the reranker is unconfigured (the mesh starts without R
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -89,8 +90,10 @@ def test_a_filter_naming_only_unreadable_documents(client, tokens, documents) ->
 def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> None:
     async def create_queued() -> None:  # catalogued but never enqueued: it stays "queued"
         async with insecure_channel(mesh.addr("retriever")) as channel:
-            await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
-                retriever_pb2.CreateDocumentRequest(title="pending", filename="pending.md"),
+            await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateOrGetDocument(
+                retriever_pb2.CreateOrGetDocumentRequest(
+                    title="pending", filename="pending.md", content_sha256=hashlib.sha256(b"pending").hexdigest()
+                ),
                 metadata=(
                     (IDENTITY_KEY, mesh.internal_signer("e2e-test").token(UserContext("vera", "audit", ("employee",)))),
                 ),

@@ -98,7 +98,6 @@ class CountingMesh:
             self.calls,
             ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()], total=1),
             GetDocument=document(),
-            CreateDocument=document(),
             UpdateDocumentStatus=document(),
             CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(document=document()),
         )

@@ -118,7 +118,8 @@ async def test_levels_and_reindex_and_delete(backend) -> None:
     ]
     await impl.index(ALICE, doc, replacement)  # replaces, never appends
     assert await impl.search(ALICE, summary, [doc]) == []
-    chunks = await impl.get_chunks(ALICE, [f"{doc}:9", f"{doc}:0"], [doc])
+    every_level = [common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH]
+    chunks = await impl.document_chunks(ALICE, [doc], every_level)
     assert [c.chunk_id for c in chunks] == [f"{doc}:9"]
     await impl.delete(ALICE, doc)
-    assert await impl.get_chunks(ALICE, [f"{doc}:9"], [doc]) == []
+    assert await impl.document_chunks(ALICE, [doc], every_level) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import socket
 import statistics
@@ -76,6 +77,18 @@ async def stub(app_dsn, request) -> AsyncIterator[retriever_pb2_grpc.RetrieverSe
         yield stub
 
 
+async def create_document(
+    stub: retriever_pb2_grpc.RetrieverServiceStub,
+    request: retriever_pb2.CreateOrGetDocumentRequest,
+    metadata: tuple[tuple[str, str], ...],
+) -> common_pb2.Document:
+    """A document made the way uploads make one (CreateOrGetDocument), for bytes of its own unless the request
+    names a content hash."""
+    if not request.content_sha256:
+        request.content_sha256 = hashlib.sha256(uuid.uuid4().bytes).hexdigest()
+    return (await stub.CreateOrGetDocument(request, metadata=metadata)).document
+
+
 async def add_document(
     stub: retriever_pb2_grpc.RetrieverServiceStub,
     user: UserContext,
@@ -84,8 +97,8 @@ async def add_document(
     level: int = common_pb2.CHUNK_LEVEL_PARAGRAPH,
     ready: bool = True,
 ) -> str:
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(title=title, filename=f"{title}.md"), metadata=user.metadata()
+    doc = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title=title, filename=f"{title}.md"), metadata=user.metadata()
     )
     chunks = [
         common_pb2.Chunk(
@@ -143,8 +156,10 @@ async def test_bm25_weights_title_and_section_path_occurrences(app_dsn, weight, 
     async with retriever_on(
         app_dsn, bm25_heading_weight=weight, bm25_document_first_max_docs=document_first_max_docs
     ) as stub:
-        doc = await stub.CreateDocument(
-            retriever_pb2.CreateDocumentRequest(title="guide", filename="guide.md"), metadata=ALICE.metadata()
+        doc = await create_document(
+            stub,
+            retriever_pb2.CreateOrGetDocumentRequest(title="guide", filename="guide.md"),
+            metadata=ALICE.metadata(),
         )
         fields = [
             ("Pricing", ["Overview"], "cost table"),
@@ -271,15 +286,16 @@ async def test_documents_not_ready_are_not_searched_and_acl_can_widen(stub) -> N
     pending = await add_document(stub, ALICE, "pending", [("zebra migration patterns", unit(7))], ready=False)
     reply = await stub.Search(retriever_pb2.SearchRequest(query="zebra migration"), metadata=ALICE.metadata())
     assert pending not in {r.chunk.document_id for r in reply.results}
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(
+    doc = await create_document(
+        stub,
+        retriever_pb2.CreateOrGetDocumentRequest(
             title="open", filename="open.md", acl=common_pb2.Acl(departments=["eng", "hr"])
         ),
         metadata=ALICE.metadata(),
     )
     assert list(doc.acl.departments) == ["eng", "hr"] and doc.owner_user == "alice"
-    default = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(title="d", filename="d.md"), metadata=BOB.metadata()
+    default = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title="d", filename="d.md"), metadata=BOB.metadata()
     )
     assert list(default.acl.departments) == ["hr"]
     seen = await stub.GetDocument(
@@ -405,8 +421,8 @@ async def test_calls_without_user_are_unauthenticated(stub) -> None:
 
 
 async def test_wrong_dimension_is_invalid_argument(stub) -> None:
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(title="d", filename="d.md"), metadata=ALICE.metadata()
+    doc = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title="d", filename="d.md"), metadata=ALICE.metadata()
     )
     bad = common_pb2.Chunk(chunk_id=f"{doc.document_id}:0", text="x", embedding=[0.1, 0.2])
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -423,8 +439,8 @@ async def _structured(
     rows: list[tuple[int, str, str, list[str], str]],
 ) -> str:
     """rows: (level, local id, parent local id, section path, text) -> document id."""
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(title=title, filename=f"{title}.md"), metadata=user.metadata()
+    doc = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title=title, filename=f"{title}.md"), metadata=user.metadata()
     )
     did = doc.document_id
     chunks = [
@@ -694,8 +710,8 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
             retriever_pb2.SearchRequest(query="pricing", top_k=5, alpha=0.0), metadata=ALICE.metadata()
         )
         assert [r.chunk.text for r in reply.results] == ["pricing rules apply daily"]
-        doc = await stub.CreateDocument(
-            retriever_pb2.CreateDocumentRequest(title="new", filename="new.md"), metadata=ALICE.metadata()
+        doc = await create_document(
+            stub, retriever_pb2.CreateOrGetDocumentRequest(title="new", filename="new.md"), metadata=ALICE.metadata()
         )
         chunk = common_pb2.Chunk(
             chunk_id=f"{doc.document_id}:0",
@@ -767,9 +783,12 @@ async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> 
     calls = [
         stub.Search(retriever_pb2.SearchRequest(query=f"plain {bad}"), metadata=ALICE.metadata()),
         stub.Search(retriever_pb2.SearchRequest(query="plain", language=bad), metadata=ALICE.metadata()),
-        stub.CreateDocument(retriever_pb2.CreateDocumentRequest(title=bad, filename="x.md"), metadata=ALICE.metadata()),
-        stub.CreateDocument(
-            retriever_pb2.CreateDocumentRequest(
+        create_document(
+            stub, retriever_pb2.CreateOrGetDocumentRequest(title=bad, filename="x.md"), metadata=ALICE.metadata()
+        ),
+        create_document(
+            stub,
+            retriever_pb2.CreateOrGetDocumentRequest(
                 title="t", filename="x.md", acl=common_pb2.Acl(departments=["eng", bad])
             ),
             metadata=ALICE.metadata(),

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
@@ -55,8 +55,12 @@ def check_message(message: Message, prefix: str = "") -> None:
             problem = too_long(limit, name, len(value))
             if problem:
                 raise RequestProblem(problem)
-        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-            _check_map(field, value, name)
+        if (
+            field.type == FieldDescriptor.TYPE_MESSAGE
+            and field.message_type is not None
+            and field.message_type.GetOptions().map_entry
+        ):
+            _check_map(field.message_type, value, name)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
             items = enumerate(value) if field.is_repeated else [(None, value)]
             for i, item in items:
@@ -70,8 +74,8 @@ def check_message(message: Message, prefix: str = "") -> None:
                 check_text(name, value, limit)
 
 
-def _check_map(field: FieldDescriptor, value: Any, name: str) -> None:
-    key_field, value_field = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+def _check_map(entry: Descriptor, value: Any, name: str) -> None:
+    key_field, value_field = entry.fields_by_name["key"], entry.fields_by_name["value"]
     for key, item in value.items():
         if key_field.type == FieldDescriptor.TYPE_STRING:
             check_text(f"{name} key", key)
@@ -114,7 +118,7 @@ def _unary(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
     return call
 
 
-def _streaming(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+def _streaming(behaviour: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         if isinstance(request, _Refused):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)

@@ -52,23 +52,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self.embedder = embedder
 
     @grpc_errors
-    async def CreateDocument(
-        self,
-        request: retriever_pb2.CreateDocumentRequest,
-        context: aio.ServicerContext[retriever_pb2.CreateDocumentRequest, common_pb2.Document],
-    ) -> common_pb2.Document:
-        user = await require_user(context)
-        return await self.catalog.create(
-            user,
-            request.title,
-            request.filename,
-            request.mime_type,
-            request.acl,
-            request.size_bytes,
-            request.content_sha256,
-        )
-
-    @grpc_errors
     async def GetDocument(
         self,
         request: retriever_pb2.GetDocumentRequest,

@@ -68,11 +68,6 @@ class SearchBackend(Protocol):
         """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first. `lexical`: this
         query's lexical leg from `lexical`, when the caller ran it already."""
 
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        """Chunks by id, only from accessible documents."""
-
     async def document_chunks(
         self, user: UserContext, document_ids: list[str], levels: list[int]
     ) -> list[common_pb2.Chunk]:

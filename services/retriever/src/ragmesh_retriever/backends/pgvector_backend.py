@@ -403,15 +403,3 @@ class PgVectorBackend:
                 (document_ids, levels),
             )
             return [chunk_message(r) for r in await cur.fetchall()]
-
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        if not chunk_ids or not accessible_ids:
-            return []
-        async with self.db.transaction(user) as conn:
-            cur = await conn.execute(
-                _DETAILS, {"vec": None, "ids": chunk_ids, "docs": uuid_array_literal(accessible_ids)}
-            )
-            rows = {r[0]: r for r in await cur.fetchall()}
-        return [chunk_message(rows[c]) for c in chunk_ids if c in rows]

@@ -193,20 +193,6 @@ class WeaviateBackend:
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
         return hits
 
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        if not chunk_ids or not accessible_ids:
-            return []
-        reply = await self._collection().query.fetch_objects(
-            filters=Filter.by_property("chunk_id").contains_any(chunk_ids)
-            & Filter.by_property("document_id").contains_any(accessible_ids),
-            limit=len(chunk_ids),
-            return_properties=_PROPS,
-        )
-        found = {o.properties["chunk_id"]: self._chunk(o.properties) for o in reply.objects}
-        return [found[c] for c in chunk_ids if c in found]
-
     async def document_chunks(
         self, user: UserContext, document_ids: list[str], levels: list[int]
     ) -> list[common_pb2.Chunk]:
