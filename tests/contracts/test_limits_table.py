@@ -10,6 +10,7 @@ from google.protobuf import descriptor_pool
 
 import ragmesh.answerer.v1.answerer_pb2
 import ragmesh.graph.v1.graph_pb2
+import ragmesh.reranker.v1.reranker_pb2
 import ragmesh.retriever.v1.retriever_pb2  # noqa: F401 - registers the descriptors the table names
 from ragmesh_common import limits
 

@@ -89,6 +89,7 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.common.v1.Acl.roles": ACL_ENTRIES,
     "ragmesh.common.v1.Acl.users": ACL_ENTRIES,
     "ragmesh.graph.v1.GetContextRequest.query": QUESTION,
+    "ragmesh.reranker.v1.RerankRequest.query": QUESTION,
     "ragmesh.graph.v1.GetContextRequest.document_ids": ACCESS_CHECK_IDS,
     "ragmesh.graph.v1.DeleteDocumentRequest.document_id": ID,
     "ragmesh.graph.v1.IngestChunksRequest.document_id": ID,

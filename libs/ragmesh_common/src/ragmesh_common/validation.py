@@ -27,7 +27,7 @@ from ragmesh_common.limits import FIELDS, ITEM_FIELDS, Limit, too_long
 
 logger = logging.getLogger(__name__)
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestProblem(ValueError):
@@ -36,10 +36,13 @@ class RequestProblem(ValueError):
 
 def check_text(name: str, value: str, limit: Limit | None = None) -> None:
     """RequestProblem naming the field when `value` holds a NUL character or a lone surrogate, or is too long."""
-    found = _UNSTORABLE.search(value)
+    # `in` and isascii() are C scans, several times faster than a regex over ordinary text (this runs on every
+    # string of every request); a str decoded by protobuf never holds a surrogate, one built in process may
+    if "\x00" in value:
+        raise RequestProblem(f"{name} contains a NUL character at position {value.index(chr(0))}")
+    found = None if value.isascii() else _SURROGATE.search(value)
     if found is not None:
-        what = "a NUL character" if found.group() == "\x00" else "a lone surrogate"
-        raise RequestProblem(f"{name} contains {what} at position {found.start()}")
+        raise RequestProblem(f"{name} contains a lone surrogate at position {found.start()}")
     if limit is not None:
         problem = too_long(limit, name, len(value))
         if problem:
