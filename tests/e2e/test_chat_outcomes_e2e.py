@@ -147,7 +147,8 @@ def test_a_question_at_the_api_limit_is_answered_and_one_over_it_is_a_422(client
 
     base = "When was IBM founded? "
     question = (base * (limits.QUESTION.value // len(base) + 1))[: limits.QUESTION.value]
-    body = chat(client, tokens["erin"], question=question)
+    # a short answer: the local CPU model reads the long prompt, and the test is about who accepts the question
+    body = chat(client, tokens["erin"], question=question, max_tokens=16)
     assert body["outcome"] == "answer" and body["sources"], body
     assert not [d for d in body["degraded"] if d["step"] in ("guardrail", "answer")], body["degraded"]
     reply = client.post("/api/v1/chat", headers=auth(tokens["erin"]), json={"question": question + "?"})
