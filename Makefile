@@ -13,7 +13,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
 	@echo "make test        install (first time) and run the whole test suite (after make lint)"
-	@echo "make lint        ruff check, ruff format --check and mypy (strict on libs and services)"
+	@echo "make lint        ruff check, ruff format --check, mypy (strict on libs and services), lint-imports (layers)"
 	@echo "make fmt         ruff check --fix and ruff format (rewrites files)"
 	@echo "make token user=alice department=eng roles=employee   mint a local dev JWT"
 	@echo "make proto       regenerate gRPC stubs from proto/"
@@ -40,11 +40,12 @@ test: $(STAMP)
 	$(MAKE) lint
 	$(BIN)/python -m pytest
 
-# configuration: [tool.ruff] and [tool.mypy] in pyproject.toml
+# configuration: [tool.ruff], [tool.mypy] and [tool.importlinter] in pyproject.toml
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix .

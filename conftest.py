@@ -19,13 +19,13 @@ SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 def pytest_configure(config: pytest.Config) -> None:
     """`kill` of a test run (SIGTERM) interrupts it like Ctrl-C: fixtures are torn down, so the embedded engines
     and the e2e mesh, which run in sessions of their own, stop with it. And a test key pair for internal identity."""
-    from ragmesh_common.tokens import use_local_keys
+    from ragmesh_common.testing import local_signer
     from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()
     # Services started in this process verify internal identity tokens with a key pair made for this run, and
-    # UserContext.metadata() signs with it (the e2e mesh brings its own keys, through the Stack).
-    use_local_keys("test")
+    # a gateway app made here signs with it (the e2e mesh brings its own keys, through the Stack).
+    local_signer()
     # The key of the identity assertions PostgreSQL's row-level security verifies (ragmesh_common.rls): the
     # `postgres` fixture's migration stores it, retrievers built in tests sign with it.
     os.environ.setdefault("RETRIEVER_RLS_KEY", secrets.token_hex(32))

@@ -50,7 +50,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-    from ragmesh_common.context import UserContext, install_signer
+    from ragmesh_common.identity import UserContext
     from ragmesh_common.server import insecure_channel
     from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
     from ragmesh_dev.ports import free_port
@@ -71,7 +71,6 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         ports={n: free_port() for n in DEFAULT_PORTS},
         extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},
     )
-    install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     try:
         bench.log(f"starting the mesh in {work}")
         stack.start(timeout=420)
@@ -93,7 +92,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             q["text"] for q in bench.read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels
         ][: args.queries]
         vector_of = {q: model.encode([q], is_query=True)[0].tolist() for q in questions}
-        user = UserContext("bench-all", "scale-all", ["scale-reader"])
+        # the direct gRPC calls carry tokens the mesh trusts
+        user = UserContext("bench-all", "scale-all", ("scale-reader",)).signed_by(stack.internal_signer("bench"))
         top_k = bench.LATENCY_REQUEST["top_k"]
         token = stack.token(user.user_id, user.department, list(user.roles))
         gateway, gateway_httpx = (

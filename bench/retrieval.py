@@ -5,7 +5,7 @@
     python -m bench.retrieval --datasets scifact,squad --squad-stride 10 --latency-queries 100
 
 Starts the real mesh (embedded PostgreSQL + pgvector, the offline all-MiniLM-L6-v2 embedder) in a
-temporary data folder, indexes each corpus THROUGH THE MESH with gRPC (CreateDocument → Embed →
+temporary data folder, indexes each corpus THROUGH THE MESH with gRPC (CreateOrGetDocument → Embed →
 IndexChunks → UpdateDocumentStatus), queries it through the gateway's HTTP search API and prints a
 Markdown table; the same numbers go to bench/results/retrieval.json as dataset → configuration →
 metric → value. Nothing is cached in the repository; the data folder is deleted at the end.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -204,10 +205,16 @@ class Indexed:
         return self.chunks / self.seconds if self.seconds > 0 else float("inf")
 
 
+def content_sha256(doc: dict[str, Any]) -> str:
+    """The hash a corpus document is catalogued under: of its id and text, so that two corpus entries with the
+    same passage stay two documents (the owner's duplicate check would otherwise merge them)."""
+    return hashlib.sha256(f"{doc['_id']}\n{doc['text']}".encode()).hexdigest()
+
+
 async def index_corpus(
     stack: Any, corpus: list[dict[str, Any]], user: Any, label: str, split: Callable[[str], list[str]] | None = None
 ) -> Indexed:
-    """Per corpus document: CreateDocument, a summary chunk and its paragraph chunks (`split` of the passage,
+    """Per corpus document: CreateOrGetDocument (the upload path's), a summary chunk and its paragraph chunks (`split` of the passage,
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
     IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
     behind the model."""
@@ -232,14 +239,15 @@ async def index_corpus(
         async def one_batch(docs: list[dict[str, Any]]) -> None:
             nonlocal indexed_chunks
             async with gate:
-                created = await asyncio.gather(
+                replies = await asyncio.gather(
                     *[
-                        retriever.CreateDocument(
-                            retriever_pb2.CreateDocumentRequest(
+                        retriever.CreateOrGetDocument(
+                            retriever_pb2.CreateOrGetDocumentRequest(
                                 title=d.get("title") or d["_id"],
                                 filename=f"{d['_id']}.txt",
                                 mime_type="text/plain",
                                 size_bytes=len(d["text"].encode()),
+                                content_sha256=content_sha256(d),
                             ),
                             metadata=user.metadata(),
                             timeout=60,
@@ -247,6 +255,7 @@ async def index_corpus(
                         for d in docs
                     ]
                 )
+                created = [r.document for r in replies]
                 pieces = [split(d["text"]) for d in docs]
                 texts = [t for d, parts in zip(docs, pieces, strict=True) for t in embed_texts(d, parts)]
                 vectors: list[list[float]] = []
@@ -453,8 +462,12 @@ async def run_dataset(
     notes: list[str],
     passage_tokens: int = 0,
 ) -> Indexed:
-    from ragmesh_common.context import UserContext
-    from ragmesh_embedder.bench import measure_throughput
+    from ragmesh_common.identity import UserContext
+
+    try:  # bench/embedder.py, beside this script (python bench/retrieval.py, or -m bench.retrieval)
+        from embedder import measure_throughput
+    except ImportError:
+        from bench.embedder import measure_throughput
 
     folder = data_dir / dataset.folder
     corpus = read_jsonl(folder / "corpus.jsonl")
@@ -467,7 +480,7 @@ async def run_dataset(
             f"squad: every {squad_stride}th query of the dev file in file order "
             f"({len(queries)} of {total}); --squad-stride 1 runs all of them"
         )
-    user = UserContext(f"bench-{dataset.name}", "bench", [])
+    user = UserContext(f"bench-{dataset.name}", "bench", ()).signed_by(stack.internal_signer("bench"))
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
     split = passage_splitter(passage_tokens)
@@ -475,7 +488,7 @@ async def run_dataset(
     sample = [t for d in corpus[:256] for t in embed_texts(d, split(d["text"]))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (
-        f"raw model throughput: ragmesh_embedder.bench.measure_throughput on the first {len(sample)} "
+        f"raw model throughput: bench/embedder.py measure_throughput on the first {len(sample)} "
         f"texts of each corpus (each document's summary, then its paragraph chunks, as indexed), in model calls of "
         f"{EMBED_BATCH} texts exactly as the indexer's Embed calls group them, same model settings and "
         f"torch threads, mesh idle; mesh / raw = chunks/s through the mesh ÷ texts/s of the model alone"
@@ -723,7 +736,7 @@ async def run_scale(
 ) -> None:
     import numpy as np
 
-    from ragmesh_common.context import UserContext
+    from ragmesh_common.identity import UserContext
 
     texts, vectors = sources if sources is not None else embed_scifact(data_dir, embed_model)
     rng = np.random.default_rng(SCALE_SEED)
@@ -732,8 +745,8 @@ async def run_scale(
     questions = questions[:latency_queries]
     warm = questions[:5]
     users = {
-        "all": UserContext("bench-all", "scale-all", ["scale-reader"]),
-        "1pct": UserContext("bench-1pct", "scale-1pct", []),
+        "all": UserContext("bench-all", "scale-all", ("scale-reader",)).signed_by(stack.internal_signer("bench")),
+        "1pct": UserContext("bench-1pct", "scale-1pct", ()).signed_by(stack.internal_signer("bench")),
     }
     notes.append(
         f"latency: {len(questions)} SciFact test claims per point (first {len(questions)} in file order, plus 5 "
@@ -1030,7 +1043,6 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from ragmesh_common.context import install_signer
     from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
     from ragmesh_dev.ports import free_port
     from ragmesh_embedder.config import Settings as EmbedderSettings
@@ -1061,7 +1073,6 @@ async def main_async(args: argparse.Namespace) -> int:
     if os.environ.get("RERANKER_MODEL"):
         extra["RERANKER_MODEL"] = os.environ["RERANKER_MODEL"]
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
-    install_signer(stack.internal_signer("bench"))  # the direct gRPC calls carry tokens the mesh trusts
     results: dict[str, Any] = {}
     notes: list[str] = [
         "embedded backend (PostgreSQL + pgvector), embedder all-MiniLM-L6-v2 (offline wheel), service defaults "

@@ -92,11 +92,10 @@ async def index(stub: Any, user: Any, corpus: list[dict[str, Any]], summary: Any
 
     async def one(i: int, d: dict[str, Any]) -> None:
         async with gate:
-            doc = await stub.CreateDocument(
-                retriever_pb2.CreateDocumentRequest(title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt"),
-                metadata=user.metadata(),
-                timeout=60,
+            request = retriever_pb2.CreateOrGetDocumentRequest(
+                title=d.get("title") or d["_id"], filename=f"{d['_id']}.txt", content_sha256=bench.content_sha256(d)
             )
+            doc = (await stub.CreateOrGetDocument(request, metadata=user.metadata(), timeout=60)).document
             did = doc.document_id
             top = common_pb2.Chunk(
                 chunk_id=f"{did}:0",
@@ -171,16 +170,14 @@ async def main_async(args: argparse.Namespace) -> int:
     import psycopg
 
     from ragmesh.retriever.v1 import retriever_pb2_grpc
-    from ragmesh_common.context import UserContext
     from ragmesh_common.server import insecure_channel
-    from ragmesh_common.tokens import use_local_keys
+    from ragmesh_common.testing import user as local_user
     from ragmesh_dev.engines.postgres import EmbeddedPostgres
     from ragmesh_dev.ports import free_port
     from ragmesh_retriever.config import Settings
     from ragmesh_retriever.migrate import apply_schema
     from ragmesh_retriever.server import build_service
 
-    use_local_keys("bench")  # the in-process retrievers trust it; user.metadata() signs with it
     variants = named_json(args.variant, DEFAULT_VARIANTS, "variant")
     configs = named_json(args.config, DEFAULT_CONFIGS, "config")
     for name, overrides in variants.items():
@@ -196,7 +193,7 @@ async def main_async(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="ragmesh-sweep-"))
     server = EmbeddedPostgres(work / "postgres", free_port())
     server.start()
-    user = UserContext("bench-sweep", "bench", ())
+    user = local_user("bench-sweep", "bench")  # a local key pair: the in-process retrievers trust it
     results: dict[str, Any] = {}
     try:
         for name in names:

@@ -4,10 +4,16 @@ Breaking changes are checked against the last release: the newest `v*` tag when 
 always against the committed image of the newest release under proto/releases/ (so a clone without tags,
 such as a shallow CI checkout, still checks something real). When the tag is present, its image must equal
 the committed one.
+
+A deliberate breaking change is recorded, not silenced: a new release image and, beside it,
+`<release>.breaking` listing buf's findings against the release before (see proto/README.md). Between two
+consecutive release images buf must report exactly what that file lists; against an older tag, only what the
+newer releases' files list.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -58,6 +64,21 @@ def git_input(tag: str) -> str:
     return f"{(ROOT / common).resolve()}#tag={tag},subdir=proto"
 
 
+def _findings(done: subprocess.CompletedProcess[str]) -> set[str]:
+    """buf breaking's findings without their location (`path:line:col:`), which differs between a folder and an
+    image."""
+    return {re.sub(r"^[^:]*:\d+:\d+:", "", line).strip() for line in done.stdout.splitlines() if line.strip()}
+
+
+def recorded_breaks(image: Path) -> set[str]:
+    """The deliberate breaking changes of the release `image` against the release before it."""
+    record = image.with_suffix(".breaking")
+    if not record.is_file():
+        return set()
+    lines = record.read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
 def _clean(done: subprocess.CompletedProcess[str], what: str) -> None:
     output = (done.stdout + done.stderr).strip()
     assert done.returncode == 0 and not output, f"{what} failed (rc {done.returncode}):\n{output}"
@@ -80,7 +101,25 @@ def test_no_breaking_change_against_the_last_release_tag() -> None:
     tag = last_release_tag()
     if tag is None:
         pytest.skip("no v* tag in this checkout (shallow clone?): checked against the committed image instead")
-    _clean(_buf("breaking", "proto", "--against", git_input(tag)), f"buf breaking proto --against {tag}")
+    allowed: set[str] = set()
+    for image in release_images():
+        if _version(image.stem) > _version(tag):
+            allowed |= recorded_breaks(image)
+    done = _buf("breaking", "proto", "--against", git_input(tag))
+    assert not done.stderr.strip(), done.stderr
+    unrecorded = _findings(done) - allowed
+    assert not unrecorded, f"breaking changes against {tag} that no newer release records: {sorted(unrecorded)}"
+
+
+def test_each_release_breaks_its_predecessor_exactly_as_recorded() -> None:
+    images = release_images()
+    for older, newer in itertools.pairwise(images):
+        done = _buf("breaking", str(newer.relative_to(ROOT)), "--against", str(older.relative_to(ROOT)))
+        assert not done.stderr.strip(), done.stderr
+        assert _findings(done) == recorded_breaks(newer), (
+            f"{newer.name} against {older.name}: buf reports {sorted(_findings(done))}, "
+            f"{newer.with_suffix('.breaking').name} records {sorted(recorded_breaks(newer))}"
+        )
 
 
 def test_committed_image_of_the_last_release_is_what_its_tag_builds(tmp_path: Path) -> None:

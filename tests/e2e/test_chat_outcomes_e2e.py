@@ -6,6 +6,7 @@ replies and stream events against the OpenAPI contract."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -95,8 +96,10 @@ def test_a_filter_naming_only_unreadable_documents(client, tokens, documents) ->
 def test_documents_still_ingesting(mesh: Stack, client, tokens, documents) -> None:
     async def create_queued() -> None:  # catalogued but never enqueued: it stays "queued"
         async with insecure_channel(mesh.addr("retriever")) as channel:
-            await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateDocument(
-                retriever_pb2.CreateDocumentRequest(title="pending", filename="pending.md"),
+            await retriever_pb2_grpc.RetrieverServiceStub(channel).CreateOrGetDocument(
+                retriever_pb2.CreateOrGetDocumentRequest(
+                    title="pending", filename="pending.md", content_sha256=hashlib.sha256(b"pending").hexdigest()
+                ),
                 metadata=(
                     (IDENTITY_KEY, mesh.internal_signer("e2e-test").token(UserContext("vera", "audit", ("employee",)))),
                 ),
@@ -168,3 +171,20 @@ def test_replies_and_stream_events_match_the_openapi_contract(client, tokens, do
                 events.append((name, json.loads(line.split(":", 1)[1].strip())))
     assert events[-1][0] == "final" and events[-1][1]["outcome"] == "answer"
     assert stream_problems(spec, events) == []
+
+
+def test_a_question_at_the_api_limit_is_answered_and_one_over_it_is_a_422(client, tokens, documents) -> None:
+    """One limit from the API to the answerer (ragmesh_common.limits): a question the schema accepts is not refused
+    further down (it once passed the API's 4000 and met the answerer's 2000)."""
+    from ragmesh_common import limits
+
+    base = "When was IBM founded? "
+    question = (base * (limits.QUESTION.value // len(base) + 1))[: limits.QUESTION.value]
+    # a short answer: the local CPU model reads the long prompt, and the test is about who accepts the question
+    body = chat(client, tokens["erin"], question=question, max_tokens=16)
+    assert body["outcome"] == "answer" and body["sources"], body
+    assert not [d for d in body["degraded"] if d["step"] in ("guardrail", "answer")], body["degraded"]
+    reply = client.post("/api/v1/chat", headers=auth(tokens["erin"]), json={"question": question + "?"})
+    assert reply.status_code == 422
+    (error,) = reply.json()["detail"]
+    assert error["loc"] == ["body", "question"] and "4000" in error["msg"], error

@@ -11,28 +11,30 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_common.config import ConfigError
-from ragmesh_common.context import IDENTITY_KEY, UserContext, current_user, install_signer, installed_signer
+from ragmesh_common.identity import IDENTITY_KEY, NoIdentity, UserContext, current_user
 from ragmesh_common.server import GrpcService, insecure_channel
+from ragmesh_common.testing import channel_as, local_signer
+from ragmesh_common.testing import user as local_user
 from ragmesh_common.tokens import (
     PUBLIC_KEY_ENV,
     SIGNING_KEY_ENV,
     InvalidToken,
     TokenSigner,
     TokenVerifier,
-    channel_as,
     generate_keypair,
     key_id,
     load_public_keys,
     load_signing_key,
 )
 
-ALICE = UserContext("alice", "eng", ("employee",))
+ALICE = local_user("alice", "eng", ("employee",))
 SERVICE = "ragmesh.test.v1.Echo"
 
 
@@ -76,9 +78,7 @@ async def address() -> AsyncIterator[str]:
 
 @pytest.fixture
 def signer() -> TokenSigner:
-    current = installed_signer()
-    assert isinstance(current, TokenSigner)
-    return current
+    return local_signer()
 
 
 async def _call(address: str, metadata: Any, method: str = "Who") -> bytes:
@@ -225,12 +225,19 @@ def test_missing_or_bad_keys_fail_fast_naming_the_variable(monkeypatch: pytest.M
 
 
 def test_metadata_without_a_signer_or_token_is_an_error() -> None:
-    signer = installed_signer()
-    install_signer(None)
-    try:
-        with pytest.raises(RuntimeError, match="RAGMESH_INTERNAL_SIGNING_KEY"):
-            ALICE.metadata()
-        forwarded = UserContext("alice", token="abc")
-        assert forwarded.metadata() == ((IDENTITY_KEY, "abc"),)  # a service forwards what it received
-    finally:
-        install_signer(signer)
+    with pytest.raises(NoIdentity, match="RAGMESH_INTERNAL_SIGNING_KEY"):
+        UserContext("alice", "eng", ("employee",)).metadata()
+    forwarded = UserContext("alice", token="abc", signer=local_signer())
+    assert forwarded.metadata() == ((IDENTITY_KEY, "abc"),)  # a service forwards what it received
+
+
+def test_the_user_a_signer_is_handed_to_signs_with_it_and_two_signers_do_not_mix() -> None:
+    first, second = (TokenSigner(Ed25519PrivateKey.generate(), actor=a) for a in ("gateway", "ingest-worker"))
+    keys = {key_id(s._key.public_key()): s._key.public_key() for s in (first, second)}
+    verifier = TokenVerifier(keys)
+    plain = UserContext("alice", "eng", ("employee",))
+    for signer in (first, second):
+        ((_, token),) = plain.signed_by(signer).metadata()
+        assert verifier.verify(token) == plain
+        assert jwt.decode(token, options={"verify_signature": False})["act"] == {"sub": signer.actor}
+    assert plain.signer is None  # signed_by returns a copy: the plain user still names nobody

@@ -18,12 +18,13 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_common.config import ConfigError
-from ragmesh_common.context import UserContext, current_user
+from ragmesh_common.context import current_user
 from ragmesh_common.server import GrpcService, MeshTls, TlsSettings, insecure_channel, mesh_channel
+from ragmesh_common.testing import user
 from ragmesh_dev.certs import CertificateAuthority
 from ragmesh_dev.ports import free_port
 
-ALICE = UserContext("alice", "eng", ("employee",))
+ALICE = user("alice", "eng", ("employee",))
 SERVICE = "ragmesh.test.v1.Relay"
 WHO = f"/{SERVICE}/Who"
 RELAY = f"/{SERVICE}/Relay"

@@ -20,7 +20,7 @@ from ragmesh_answerer.llm import Generation
 from ragmesh_answerer.server import ADMISSION_KEY, RETRY_AFTER_KEY, build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 
 ANSWER = "IBM was founded in 1911."
 REQUEST = answerer_pb2.AnswerRequest(

@@ -9,7 +9,7 @@ from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh_answerer.rewriting import clean_output, rewrite_messages
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 
 
 def test_clean_output_takes_the_first_line_and_rejects_unusable_replies() -> None:

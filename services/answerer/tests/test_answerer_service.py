@@ -15,7 +15,7 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.server import SERVICE_NAME, build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 from ragmesh_dev.ports import free_port
 
 CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token

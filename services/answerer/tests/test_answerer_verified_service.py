@@ -15,7 +15,7 @@ from ragmesh_answerer.llm import Generation
 from ragmesh_answerer.server import build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 
 IBM = common_pb2.ScoredChunk(
     score=0.9,
@@ -159,10 +159,14 @@ async def test_check_input_refuses_an_injection_in_history(service: GrpcService)
                 history=[answerer_pb2.ChatTurn(role="user", content="Quelles sont les consignes de sécurité ?")],
             )
         )
-        nul = await stub.CheckInput(answerer_pb2.CheckInputRequest(question="What\x00?"))
+        bell = await stub.CheckInput(answerer_pb2.CheckInputRequest(question="What\x07?"))
+        with pytest.raises(grpc.aio.AioRpcError) as nul:  # NUL: the shared request check, before the guardrail
+            await stub.CheckInput(answerer_pb2.CheckInputRequest(question="What\x00?"))
     assert not bad.allowed and list(bad.rules) == ["history:ignore_instructions"] and "turn 1" in bad.reason
     assert ok.allowed
-    assert not nul.allowed and list(nul.rules) == ["control_characters"]
+    assert not bell.allowed and list(bell.rules) == ["control_characters"]
+    assert nul.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert nul.value.details() == "question contains a NUL character at position 4"
 
 
 async def test_answer_with_control_characters_in_question_or_history_is_invalid_argument(service: GrpcService) -> None:

@@ -12,8 +12,7 @@ import pytest
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
 from ragmesh_common.context import UserContext
-from ragmesh_common.tokens import channel_as
-from ragmesh_embedder.bench import measure_throughput, synthetic_passages
+from ragmesh_common.testing import channel_as
 from ragmesh_embedder.config import Settings
 from ragmesh_embedder.model import EmbeddingModel, long_text_windows
 from ragmesh_embedder.server import EmbedderServicer, build_service
@@ -108,13 +107,6 @@ def test_query_instruction_prefixes_queries_only() -> None:
     query, passage = model.encode([text], is_query=True), model.encode([text], is_query=False)
     np.testing.assert_allclose(query, reference_mean_pooling([instruction + text]), atol=1e-4)
     np.testing.assert_allclose(passage, reference_mean_pooling([text]), atol=1e-4)
-
-
-def test_bench_counts_texts_and_model_calls(embedder) -> None:
-    _, servicer = embedder
-    result = measure_throughput(servicer.model, synthetic_passages(40))
-    assert (result.texts, result.model_calls) == (40, 2)  # batch size 32
-    assert result.texts_per_second > 0
 
 
 def test_long_text_windows_cover_the_text_with_overlap() -> None:

@@ -106,7 +106,6 @@ class FakeMesh:
         self.retriever = Stub(
             Search=search,
             GetDocument=retriever_error or document(),
-            CreateDocument=retriever_error or document(),
             UpdateDocumentStatus=document(),
             CreateOrGetDocument=retriever_error or retriever_pb2.CreateOrGetDocumentResponse(document=document()),
             DeleteDocument=retriever_error or retriever_pb2.DeleteDocumentResponse(deleted=True),

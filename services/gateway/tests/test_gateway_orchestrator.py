@@ -14,14 +14,14 @@ from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.reranker.v1 import reranker_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.testing import user as local_user
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.mesh import StepFailed
 from ragmesh_gateway.models import ChatRequest, SearchRequest, Turn
 from ragmesh_gateway.pipeline import NO_PERMISSION, NO_SOURCES, Orchestrator
 from ragmesh_gateway.pipeline.grade import append_new
 
-USER = UserContext("alice", "eng", ("employee",))
+USER = local_user("alice", "eng", ("employee",))
 
 
 def rpc_error(code: grpc.StatusCode, details: str = "boom") -> aio.AioRpcError:

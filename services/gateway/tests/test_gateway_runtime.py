@@ -24,6 +24,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_cli.tokens import mint
 from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import TASK_NAME
+from ragmesh_common.testing import local_signer
 from ragmesh_common.tokens import PUBLIC_KEY_ENV, load_public_keys, verify_ingest_token
 from ragmesh_gateway import runtime as runtime_module
 from ragmesh_gateway.app import create_app
@@ -100,7 +101,6 @@ class CountingMesh:
             self.calls,
             ListDocuments=retriever_pb2.ListDocumentsResponse(documents=[document()], total=1),
             GetDocument=document(),
-            CreateDocument=document(),
             UpdateDocumentStatus=document(),
             CreateOrGetDocument=retriever_pb2.CreateOrGetDocumentResponse(document=document()),
         )
@@ -181,7 +181,7 @@ class FakeCelery:
 
 def lifecycle(tmp_path: Path, celery: FakeCelery) -> tuple[DocumentLifecycle, CountingMesh]:
     mesh = CountingMesh()
-    return DocumentLifecycle(settings(tmp_path), mesh, None, celery), mesh
+    return DocumentLifecycle(settings(tmp_path), mesh, None, celery, local_signer()), mesh
 
 
 def notes() -> UploadFile:

@@ -21,7 +21,8 @@ from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.server import GrpcService
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
+from ragmesh_common.testing import user as local_user
 from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
 from ragmesh_dev.ports import free_port
 from ragmesh_graph.config import Settings
@@ -39,8 +40,8 @@ def arcadedb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedArcad
         server.stop()
 
 
-ALICE = UserContext("alice", "eng", ("employee",))
-CAROL = UserContext("carol", "finance", ("employee",))
+ALICE = local_user("alice", "eng", ("employee",))
+CAROL = local_user("carol", "finance", ("employee",))
 
 
 @dataclass

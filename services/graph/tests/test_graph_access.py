@@ -12,8 +12,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
-from ragmesh_common.context import IDENTITY_KEY, UserContext, installed_signer
+from ragmesh_common.identity import IDENTITY_KEY, UserContext
 from ragmesh_common.server import insecure_channel
+from ragmesh_common.testing import local_signer
 from ragmesh_common.tokens import TokenSigner
 from ragmesh_graph.access import DocumentAccess
 from ragmesh_graph.store import GraphStore
@@ -30,8 +31,7 @@ def _context(query: str, *document_ids: str) -> graph_pb2.GetContextRequest:
 
 
 def _refused_metadata() -> dict[str, tuple[tuple[str, str], ...]]:
-    signer = installed_signer()
-    assert isinstance(signer, TokenSigner)
+    signer = local_signer()
     now = int(time.time())
     return {
         "no identity": (),
@@ -154,8 +154,7 @@ async def test_catalogue_down_fails_closed(graph_stub: Stub, doc_id: str, docume
 
 async def test_access_answers_are_cached_per_token(graph_settings, documents: Catalogue) -> None:
     access = DocumentAccess(graph_settings.retriever_addr, cache_seconds=60)
-    signer = installed_signer()
-    assert isinstance(signer, TokenSigner)
+    signer = local_signer()
     alice = UserContext("alice", "eng", ("employee",), token=signer.token(ALICE))
     other_token = UserContext("alice", "eng", ("employee",), token=signer.mint(ALICE))
     a, b = documents.add("cache-a"), documents.add("cache-b", owner="bob")

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragmesh_common import attributes as attr
-from ragmesh_common.context import UserContext, install_signer, installed_signer
+from ragmesh_common.identity import UserContext
 from ragmesh_common.ingestion import IngestTask
 from ragmesh_common.tokens import (
     TokenSigner,
@@ -181,7 +181,6 @@ def worker(store: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]
         "OTEL_SDK_DISABLED": "true",
     }.items():
         monkeypatch.setenv(name, value)
-    previous = installed_signer()
     sys.modules.pop("ragmesh_ingestion.worker", None)
     module = importlib.import_module("ragmesh_ingestion.worker")
     monkeypatch.delenv("OTEL_SDK_DISABLED")  # the module installed no exporter; the test's provider records
@@ -197,7 +196,6 @@ def worker(store: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]
         yield module
     finally:
         sys.modules.pop("ragmesh_ingestion.worker", None)
-        install_signer(previous)
 
 
 def test_the_worker_runs_no_forged_task_and_traces_each_refusal(

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 from ragmesh_parser import server as parser_server
 from ragmesh_parser.config import Settings
 from ragmesh_parser.server import build_service

@@ -139,7 +139,7 @@ class _SlowParser:
 async def test_slow_conversion_times_out(chunker: Chunker) -> None:
     from ragmesh.parser.v1 import parser_pb2_grpc
     from ragmesh_common.context import UserContext
-    from ragmesh_common.tokens import channel_as
+    from ragmesh_common.testing import channel_as
     from ragmesh_parser.config import Settings
     from ragmesh_parser.server import build_service
 

@@ -14,7 +14,7 @@ from ragmesh.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from ragmesh_common.config import ConfigError
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import wait_serving
-from ragmesh_common.tokens import channel_as
+from ragmesh_common.testing import channel_as
 from ragmesh_reranker.config import Settings
 from ragmesh_reranker.server import NOT_CONFIGURED, build_service
 

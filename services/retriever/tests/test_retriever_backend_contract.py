@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.ranking import Fusion
 from ragmesh_retriever.session import Database
 
-ALICE = UserContext("contract-alice", "eng", ())
+ALICE = local_user("contract-alice", "eng", ())
 DIM = 384
 
 
@@ -119,7 +119,8 @@ async def test_levels_and_reindex_and_delete(backend) -> None:
     ]
     await impl.index(ALICE, doc, replacement)  # replaces, never appends
     assert await impl.search(ALICE, summary, [doc]) == []
-    chunks = await impl.get_chunks(ALICE, [f"{doc}:9", f"{doc}:0"], [doc])
+    every_level = [common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH]
+    chunks = await impl.document_chunks(ALICE, [doc], every_level)
     assert [c.chunk_id for c in chunks] == [f"{doc}:9"]
     await impl.delete(ALICE, doc)
-    assert await impl.get_chunks(ALICE, [f"{doc}:9"], [doc]) == []
+    assert await impl.document_chunks(ALICE, [doc], every_level) == []

@@ -23,7 +23,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.base import SearchQuery
 from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 from ragmesh_retriever.catalog import Catalog
@@ -31,7 +31,7 @@ from ragmesh_retriever.config import BM25_B, BM25_K1
 from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.session import Database
 
-READER = UserContext("bm25-reader", "research", ())
+READER = local_user("bm25-reader", "research", ())
 CHUNKS_PER_DOCUMENT = 200  # 26 documents: the document-first plan by default
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 

@@ -14,18 +14,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from ragmesh_common.context import IDENTITY_KEY, UserContext, installed_signer
+from ragmesh_common.identity import IDENTITY_KEY
+from ragmesh_common.testing import local_signer
+from ragmesh_common.testing import user as local_user
 from ragmesh_common.tokens import TokenSigner
 
-from .test_retriever_search import ALICE, BOB, add_document, app_dsn, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
+from .test_retriever_search import ALICE, BOB, add_document, app_dsn, create_document, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
-CAROL = UserContext("carol", "finance", ("employee",))
+CAROL = local_user("carol", "finance", ("employee",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub
 
 
 def _signer() -> TokenSigner:
-    signer = installed_signer()
-    assert isinstance(signer, TokenSigner)
+    signer = local_signer()
     return signer
 
 
@@ -67,8 +68,9 @@ async def test_check_document_access_readable_and_owned(stub: Stub) -> None:
     mine = await add_document(stub, ALICE, "mine", [("alpha", unit(0))])
     draft = await add_document(stub, ALICE, "draft", [("beta", unit(1))], ready=False)
     bobs = await add_document(stub, BOB, "bob's", [("gamma", unit(2))])  # hr only
-    shared = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(
+    shared = await create_document(
+        stub,
+        retriever_pb2.CreateOrGetDocumentRequest(
             title="shared", filename="shared.md", acl=common_pb2.Acl(departments=["eng"])
         ),
         metadata=BOB.metadata(),

@@ -21,11 +21,12 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common.context import UserContext
 from ragmesh_common.rls import SET_IDENTITY, assertion
+from ragmesh_common.testing import user as local_user
 
-from .test_retriever_search import ALICE, BOB, add_document, app_dsn, owner_dsn_of, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
+from .test_retriever_search import ALICE, BOB, add_document, app_dsn, create_document, owner_dsn_of, stub, unit  # noqa: F401 - app_dsn and stub are fixtures
 
-CAROL = UserContext("carol", "finance", ("employee",))
-ADMIN = UserContext("root", "ops", ("admin",))
+CAROL = local_user("carol", "finance", ("employee",))
+ADMIN = local_user("root", "ops", ("admin",))
 Stub = retriever_pb2_grpc.RetrieverServiceStub
 READY = common_pb2.DOCUMENT_STATUS_READY
 PARAGRAPH = common_pb2.CHUNK_LEVEL_PARAGRAPH
@@ -65,8 +66,9 @@ async def ready_document(
     content: bytes | None = None,
     tag: str = "v1",
 ) -> str:
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(
+    doc = await create_document(
+        stub,
+        retriever_pb2.CreateOrGetDocumentRequest(
             title=title, filename=f"{title}.md", acl=acl, content_sha256=sha(content) if content else ""
         ),
         metadata=user.metadata(),
@@ -115,7 +117,7 @@ async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
     )
     fresh = await stub.CreateOrGetDocument(request, metadata=ALICE.metadata())
     assert not fresh.existing and fresh.document.document_id != first.document.document_id
-    # the hash is required and checked; CreateDocument never deduplicates
+    # the hash is required and checked
     for bad in ("", "abc", "g" * 64):
         error = await rpc_error(
             stub.CreateOrGetDocument(
@@ -124,15 +126,6 @@ async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
             )
         )
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "content_sha256" in (error.details() or "")
-    plain = [
-        await stub.CreateDocument(
-            retriever_pb2.CreateDocumentRequest(filename="report.pdf", content_sha256=sha(content)),
-            metadata=ALICE.metadata(),
-        )
-        for _ in range(2)
-    ]
-    assert plain[0].content_sha256 == sha(content)
-    assert plain[0].document_id != plain[1].document_id
 
 
 async def test_new_version_swaps_chunks_without_a_gap(stub: Stub) -> None:
@@ -290,7 +283,9 @@ async def test_failed_new_version_keeps_the_old_one_and_reingest_replaces_in_pla
     assert await search_texts(stub, ALICE, "spindle torque") == ["torque settings for the spindle, re-read"]
 
     # a document that never became ready has nothing to keep: a new version starts it over
-    draft = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(filename="d.txt"), metadata=ALICE.metadata())
+    draft = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="d.txt"), metadata=ALICE.metadata()
+    )
     await stub.UpdateDocumentStatus(
         retriever_pb2.UpdateDocumentStatusRequest(
             document_id=draft.document_id, status=common_pb2.DOCUMENT_STATUS_FAILED, error="boom"
@@ -412,7 +407,9 @@ async def test_audit_records_who_changed_what(stub: Stub) -> None:
     await stub.DeleteDocument(retriever_pb2.DeleteDocumentRequest(document_id=doc_id), metadata=BOB.metadata())
     after = (await stub.ListDocumentAudit(request, metadata=BOB.metadata())).entries
     assert [e.action for e in after] == ["create", "update", "delete"]
-    other = await stub.CreateDocument(retriever_pb2.CreateDocumentRequest(filename="c.md"), metadata=CAROL.metadata())
+    other = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="c.md"), metadata=CAROL.metadata()
+    )
     assert (
         await rpc_error(
             stub.ListDocumentAudit(
@@ -450,8 +447,8 @@ async def test_audit_rows_are_append_only_and_private_in_postgres(stub: Stub, ap
 
 
 async def test_list_chunks_pages_for_readers_only(stub: Stub) -> None:
-    doc = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(title="guide", filename="guide.md"), metadata=ALICE.metadata()
+    doc = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title="guide", filename="guide.md"), metadata=ALICE.metadata()
     )
     doc_id = doc.document_id
     chunks = [
@@ -513,7 +510,7 @@ async def test_list_chunks_pages_for_readers_only(stub: Stub) -> None:
             (
                 await stub.ListChunks(
                     retriever_pb2.ListChunksRequest(document_id=doc_id),
-                    metadata=UserContext("erin", "eng", ()).metadata(),
+                    metadata=local_user("erin", "eng").metadata(),
                 )
             ).chunks
         )
@@ -541,12 +538,13 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
         ("d.txt", "text/plain"),
         ("e.html", "text/html"),
     ]:
-        doc = await stub.CreateDocument(
-            retriever_pb2.CreateDocumentRequest(filename=filename, mime_type=mime), metadata=ALICE.metadata()
+        doc = await create_document(
+            stub, retriever_pb2.CreateOrGetDocumentRequest(filename=filename, mime_type=mime), metadata=ALICE.metadata()
         )
         made.append(doc.document_id)
-    bobs = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(filename="f.pdf", acl=common_pb2.Acl(departments=["eng"])),
+    bobs = await create_document(
+        stub,
+        retriever_pb2.CreateOrGetDocumentRequest(filename="f.pdf", acl=common_pb2.Acl(departments=["eng"])),
         metadata=BOB.metadata(),
     )
     await stub.UpdateDocumentStatus(
@@ -598,8 +596,8 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
 
 
 async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgres) -> None:
-    failed = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(filename="broken.pptx"), metadata=BOB.metadata()
+    failed = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="broken.pptx"), metadata=BOB.metadata()
     )
     await stub.UpdateDocumentStatus(
         retriever_pb2.UpdateDocumentStatusRequest(
@@ -607,8 +605,8 @@ async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgr
         ),
         metadata=BOB.metadata(),
     )
-    stuck = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(filename="slow.pdf"), metadata=CAROL.metadata()
+    stuck = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="slow.pdf"), metadata=CAROL.metadata()
     )
     await stub.UpdateDocumentStatus(
         retriever_pb2.UpdateDocumentStatusRequest(
@@ -616,8 +614,8 @@ async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgr
         ),
         metadata=CAROL.metadata(),
     )
-    fresh = await stub.CreateDocument(
-        retriever_pb2.CreateDocumentRequest(filename="new.pdf"), metadata=CAROL.metadata()
+    fresh = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="new.pdf"), metadata=CAROL.metadata()
     )
     healthy = await ready_document(stub, CAROL, "fine", ["fine text"])
     # an ingestion that last moved an hour ago (the owner backdates it: no waiting in the test)

@@ -1,4 +1,4 @@
-"""Request context (user, roles, department): a signed internal token in gRPC metadata, read into a contextvar.
+"""The gRPC side of request context: a server interceptor verifies the internal token into `current_user`.
 
 The gateway authenticates the user and puts a short-lived token signed for that user (see
 `ragmesh_common.tokens`) into the metadata of every outgoing call; the ingestion worker does the same for
@@ -6,86 +6,41 @@ the uploader. One server interceptor per service verifies it and sets `current_u
 valid token is refused with UNAUTHENTICATED (health and reflection stay open). Plain `x-rag-user`-style
 metadata means nothing: the user comes only from a verified token. A service that calls another one on
 the user's behalf (retriever → embedder, graph → retriever) forwards the token it received.
+
+The user context itself lives in `ragmesh_common.identity` (no gRPC); its names are importable from here too.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import grpc
 from grpc import aio
 
-if TYPE_CHECKING:
-    from ragmesh_common.tokens import TokenVerifier
+from ragmesh_common.identity import IDENTITY_KEY, Signer, UserContext, current_user, validate_identifier
+from ragmesh_common.tokens import InvalidToken, TokenVerifier
+
+__all__ = [
+    "IDENTITY_KEY",
+    "OPEN_METHOD_PREFIXES",
+    "Signer",
+    "UserContext",
+    "UserContextInterceptor",
+    "current_user",
+    "require_user",
+    "validate_identifier",
+]
 
 logger = logging.getLogger(__name__)
 
-IDENTITY_KEY = "x-rag-identity"
 # Open without a token: probes (kubelet, the gateway's /readyz, launchers) and grpcurl's discovery.
 OPEN_METHOD_PREFIXES = (
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1alpha.ServerReflection/",
     "/grpc.reflection.v1.ServerReflection/",
 )
-
-_IDENT = re.compile(r"^[A-Za-z0-9_.@:\-]{1,128}$")
-
-
-class Signer(Protocol):
-    def token(self, user: UserContext) -> str: ...
-
-
-_signer: Signer | None = None
-
-
-def install_signer(signer: Signer | None) -> None:
-    """Sets the process's token signer (the gateway and the worker, once at start-up; tests and benches)."""
-    global _signer
-    _signer = signer
-
-
-def installed_signer() -> Signer | None:
-    return _signer
-
-
-@dataclass(frozen=True)
-class UserContext:
-    user_id: str
-    department: str = ""
-    roles: tuple[str, ...] = field(default_factory=tuple)
-    # The verified token this user arrived with (services); forwarded as is to the next hop.
-    token: str = field(default="", repr=False, compare=False)
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
-
-    def metadata(self) -> tuple[tuple[str, str], ...]:
-        """Call metadata naming this user to the next service: the token the request arrived with, or one from
-        the process's signer (cached per user, so this is a dictionary lookup on the hot path)."""
-        token = self.token
-        if not token:
-            if _signer is None:
-                raise RuntimeError(
-                    "no internal identity signer in this process: the gateway and the worker "
-                    "install one from RAGMESH_INTERNAL_SIGNING_KEY (ragmesh_common.tokens)"
-                )
-            token = _signer.token(self)
-        return ((IDENTITY_KEY, token),)
-
-
-def validate_identifier(value: str, what: str) -> str:
-    if not _IDENT.match(value):
-        raise ValueError(f"{what} must be 1-128 characters of letters, digits, _ . @ : -; got {value!r}")
-    return value
-
-
-current_user: contextvars.ContextVar[UserContext | None] = contextvars.ContextVar("current_user", default=None)
 
 
 async def require_user(context: aio.ServicerContext[Any, Any]) -> UserContext:
@@ -130,11 +85,7 @@ class UserContextInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]  
     """
 
     def __init__(self, verifier: TokenVerifier | None = None) -> None:
-        if verifier is None:
-            from ragmesh_common.tokens import TokenVerifier
-
-            verifier = TokenVerifier.from_env()
-        self.verifier = verifier
+        self.verifier = verifier if verifier is not None else TokenVerifier.from_env()
 
     async def intercept_service(
         self,
@@ -145,8 +96,6 @@ class UserContextInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]  
         if method.startswith(OPEN_METHOD_PREFIXES):
             current_user.set(None)
             return await continuation(handler_call_details)
-        from ragmesh_common.tokens import InvalidToken
-
         token = _token_of(handler_call_details.invocation_metadata)
         try:
             if not token:

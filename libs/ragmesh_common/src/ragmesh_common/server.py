@@ -28,6 +28,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
 from ragmesh_common.context import UserContextInterceptor
+from ragmesh_common.validation import ValidationInterceptor
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ Hook = Callable[[], Awaitable[None]]
 
 
 class GrpcService:
-    """One gRPC server: servicers, health, reflection, user-context interceptor."""
+    """One gRPC server: servicers, health, reflection, the user-context and request-validation interceptors."""
 
     def __init__(
         self,
@@ -138,7 +139,8 @@ class GrpcService:
 
     async def start(self) -> int:
         """Binds and starts serving; reports SERVING once warmup finished. Returns the port."""
-        server = aio.server(interceptors=[UserContextInterceptor()], options=CHANNEL_OPTIONS)
+        # identity first (an unauthenticated call learns nothing about its request), then the one request check
+        server = aio.server(interceptors=[UserContextInterceptor(), ValidationInterceptor()], options=CHANNEL_OPTIONS)
         self._services = list(self._add(server))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

@@ -3,7 +3,9 @@
 The gateway (and the ingestion worker, acting for the uploader) signs a short-lived JWT per user —
 `sub`, `department`, `roles`, `iat`, `exp` (2 minutes by default), `aud` "ragmesh-internal", `iss`
 "ragmesh-gateway", `act` {"sub": "gateway" | "ingest-worker"} (RFC 8693's actor: who signed on the user's
-behalf) — and every service verifies it (`ragmesh_common.context.UserContextInterceptor`).
+behalf) — and every service verifies it (`ragmesh_common.context.UserContextInterceptor`). This module is the
+crypto only (no gRPC): the signer is built once by the process that signs and handed to whoever names users
+to other services (`UserContext.signed_by`); `ragmesh_common.testing` makes a local key pair for tests.
 
 Ed25519 (JWS `EdDSA`), not HS256: services hold only the PUBLIC key (RAGMESH_INTERNAL_PUBLIC_KEY), and only
 the gateway and the worker hold the private one (RAGMESH_INTERNAL_SIGNING_KEY). With a shared HMAC secret
@@ -28,15 +30,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from grpc import aio
 
 from ragmesh_common.config import ConfigError, env_int
-from ragmesh_common.context import IDENTITY_KEY, UserContext, install_signer, validate_identifier
+from ragmesh_common.identity import UserContext, validate_identifier
 
 AUDIENCE = "ragmesh-internal"
 ISSUER = "ragmesh-gateway"
@@ -257,72 +258,6 @@ class TokenVerifier:
             raise InvalidToken(str(exc)) from None
         user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles), token=token)
         return user, min(float(claims["exp"]), now + MAX_TTL_SECONDS)
-
-
-def install_from_env(actor: str) -> TokenSigner:
-    """Reads the signing key (failing fast) and makes it the process's signer: `UserContext.metadata()` uses it."""
-    signer = TokenSigner.from_env(actor)
-    install_signer(signer)
-    return signer
-
-
-def use_local_keys(actor: str = "local") -> TokenSigner:
-    """A fresh key pair for a single-process run (tests, benches that start services in process): installs its
-    signer and sets RAGMESH_INTERNAL_PUBLIC_KEY, so that servers started afterwards in this process trust it."""
-    private_pem, public_pem = generate_keypair()
-    os.environ[PUBLIC_KEY_ENV] = public_pem
-    signer = TokenSigner(load_signing_key(private_pem), actor=actor)
-    install_signer(signer)
-    return signer
-
-
-class _AddIdentity:
-    """Adds `user`'s token to every call that does not carry one already."""
-
-    def __init__(self, user: UserContext) -> None:
-        self.user = user
-
-    def _details(self, details: aio.ClientCallDetails) -> aio.ClientCallDetails:
-        metadata = aio.Metadata(*(details.metadata or ()))
-        if IDENTITY_KEY not in metadata:
-            for key, value in self.user.metadata():
-                metadata.add(key, value)
-        return aio.ClientCallDetails(
-            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
-        )
-
-
-# grpc.aio files an interceptor under the first call kind it subclasses, so one class per kind.
-class _UnaryUnary(_AddIdentity, aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
-    async def intercept_unary_unary(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
-        return await continuation(self._details(details), request)
-
-
-class _UnaryStream(_AddIdentity, aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
-    async def intercept_unary_stream(self, continuation: Any, details: aio.ClientCallDetails, request: Any) -> Any:
-        return await continuation(self._details(details), request)
-
-
-class _StreamUnary(_AddIdentity, aio.StreamUnaryClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
-    async def intercept_stream_unary(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
-        return await continuation(self._details(details), requests)
-
-
-class _StreamStream(_AddIdentity, aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
-    async def intercept_stream_stream(self, continuation: Any, details: aio.ClientCallDetails, requests: Any) -> Any:
-        return await continuation(self._details(details), requests)
-
-
-def channel_as(address: str, user: UserContext) -> aio.Channel:
-    """A client channel (the mesh's message limits) whose calls all carry `user`'s token unless they name one:
-    for tests and tools that call a service directly as one user."""
-    from ragmesh_common.server import CHANNEL_OPTIONS
-
-    interceptors = [kind(user) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]
-    # grpc-stubs types the parameter as a must-cast placeholder (ClientInterceptor)
-    return aio.insecure_channel(
-        address, options=CHANNEL_OPTIONS, interceptors=cast("list[aio.ClientInterceptor]", interceptors)
-    )
 
 
 # ---------- ingestion grants: the signed ingestion task ----------

@@ -124,7 +124,17 @@ PROCESS_SECRETS: dict[str, frozenset[str]] = {
 SECRET_VARS: frozenset[str] = frozenset[str]().union(*PROCESS_SECRETS.values())
 # Secrets of the schema owner and of tools, and a process's own certificate: never passed on from the shell.
 TLS_VARS = ("RAGMESH_TLS_CERT", "RAGMESH_TLS_KEY", "RAGMESH_TLS_CA")
-NEVER_INHERITED = frozenset({"RAGMESH_OWNER_DSN", "RAGMESH_APP_PASSWORD", "PGPASSWORD", *TLS_VARS})
+NEVER_INHERITED = frozenset(
+    {
+        "RAGMESH_OWNER_DSN",
+        "RAGMESH_APP_PASSWORD",
+        "RAGMESH_RLS_KEY",
+        "RAGMESH_TRACES_PASSWORD",
+        "RAGMESH_RETENTION_PASSWORD",
+        "PGPASSWORD",
+        *TLS_VARS,
+    }
+)
 MTLS_VAR = "RAGMESH_DEV_MTLS"
 
 
@@ -443,21 +453,41 @@ class Stack:
             time.sleep(0.3)
         raise TimeoutError(f"{process.name} did not answer on :{port}{path} after {timeout:.0f}s; see {process.log}")
 
+    def migrate(self, timeout: float = 120.0) -> None:
+        """Applies the schema as the database owner, as a deployment's migration job does: the retriever's
+        `python -m ragmesh_retriever.migrate` in a process of its own (the dev stack imports no service code);
+        the owner DSN and the app role's password go through the environment, not the process list."""
+        dim = self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))
+        env = {
+            **os.environ,
+            "RAGMESH_OWNER_DSN": self.postgres.owner_dsn(),
+            "RAGMESH_APP_ROLE": APP_ROLE,
+            "RAGMESH_APP_PASSWORD": self.secret("postgres_app_password"),
+            "RAGMESH_RLS_KEY": self.secret("rls_key"),
+            "RAGMESH_TRACES_PASSWORD": self.secret(TRACES_PASSWORD_SECRET),
+            "RAGMESH_RETENTION_PASSWORD": self.secret("postgres_retention_password"),
+            "RETRIEVER_EMBEDDING_DIM": str(dim),
+        }
+        try:
+            result = subprocess.run(
+                [sys.executable, "-m", "ragmesh_retriever.migrate"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the schema migration did not finish within {timeout:.0f}s") from None
+        if result.returncode != 0:
+            raise RuntimeError(f"the schema migration failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+
     def start_engines(self) -> None:
         from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
-        from ragmesh_retriever.migrate import apply_schema
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.postgres.start()
-        apply_schema(
-            self.postgres.owner_dsn(),
-            APP_ROLE,
-            self.secret("postgres_app_password"),
-            int(self.extra_env.get("RETRIEVER_EMBEDDING_DIM", os.environ.get("RETRIEVER_EMBEDDING_DIM", "384"))),
-            rls_key=self.secret("rls_key"),
-            traces_password=self.secret("postgres_traces_password"),
-            retention_password=self.secret("postgres_retention_password"),
-        )
+        self.migrate()
         self.redis.start()
         self.arcadedb = EmbeddedArcadeDB(
             self.data_dir / "arcadedb",

@@ -18,6 +18,7 @@ from ragmesh_answerer.llm import Generation, OllamaChat
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.verify import SentenceVerdict, verify
 from ragmesh_common import attributes as attr
+from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class Answerer:
         self.llm = llm
 
     def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
-        return check_input(question, self.settings.max_question_chars, history)
+        return check_input(question, limits.QUESTION.value, history)
 
     def _validate(self, request: AnswerInput) -> tuple[int, float]:
         for i, (role, _) in enumerate(request.history):
@@ -85,7 +86,7 @@ class Answerer:
                 raise InvalidArgument(f"history[{i}].role must be user or assistant, got {role!r}")
         # The guardrail (injection rules) ran once, in CheckInput, before the caller's pipeline read the question
         # (the gateway's guard step); here only what makes the request malformed.
-        malformed = check_form(request.question, self.settings.max_question_chars, request.history)
+        malformed = check_form(request.question, limits.QUESTION.value, request.history)
         if malformed is not None:
             raise InvalidArgument(f"question refused: {malformed.reason}")
         if not request.sources:

@@ -20,7 +20,6 @@ class Settings(ServiceSettings):
     max_tokens: int = Field(64, gt=0)  # default num_predict when the request says 0
     temperature: float = Field(0.2, ge=0.0, le=2.0)  # default when the request has no temperature
     timeout_seconds: float = Field(120.0, gt=0)  # whole generation, and each HTTP read
-    max_question_chars: int = Field(2000, gt=0)
     max_context_chars: int = Field(2000, ge=200)  # budget for the evidence quotes in the prompt
     max_quotes: int = Field(5, ge=1, le=20)  # evidence quotes selected for the prompt
     # share of a sentence's content words its evidence must contain

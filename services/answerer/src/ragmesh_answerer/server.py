@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, NoReturn
 
 import grpc
-from google.protobuf.message import DecodeError
 from grpc import aio
 from opentelemetry import trace
 
@@ -171,98 +170,11 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             raise InvalidArgument("question must not be empty")
         result = await rewrite_followup(
             self._answerer.llm,
-            request.question[: self._answerer.settings.max_question_chars],
+            request.question,  # at most limits.QUESTION characters (the shared request check)
             [(turn.role, turn.content) for turn in request.history],
         )
         logger.info("rewrite by %s: %s", result.model, "rewritten" if result.rewritten else "kept the question")
         return answerer_pb2.RewriteResponse(question=result.question)
-
-
-class Undecodable:
-    """A request whose bytes are not a valid message (e.g. a string field that is not UTF-8, such as an
-    encoded lone surrogate): answered INVALID_ARGUMENT instead of grpc's UNKNOWN/INTERNAL."""
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-
-def _lenient(handler: grpc.RpcMethodHandler[Any, Any] | None) -> grpc.RpcMethodHandler[Any, Any] | None:
-    if handler is None or handler.request_deserializer is None:
-        return handler
-    parse = handler.request_deserializer
-
-    def deserialize(data: bytes) -> Any:
-        try:
-            return parse(data)
-        except DecodeError as exc:
-            return Undecodable(str(exc))
-
-    def refuse(request: Any) -> str | None:
-        if isinstance(request, Undecodable):
-            logger.info("undecodable request refused: %s", request.error)
-            return "the request could not be decoded (a text field is not valid UTF-8?); send valid UTF-8 text"
-        return None
-
-    def unary(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
-            reason = refuse(request)
-            if reason:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
-            return await behaviour(request, context)
-
-        return call
-
-    def streaming(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            reason = refuse(request)
-            if reason:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
-            async for item in behaviour(request, context):
-                yield item
-
-        return call
-
-    changes: dict[str, Any] = {"request_deserializer": deserialize}
-    if handler.unary_unary is not None:
-        changes["unary_unary"] = unary(handler.unary_unary)
-    if handler.unary_stream is not None:
-        changes["unary_stream"] = streaming(handler.unary_stream)
-    # RpcMethodHandler is a namedtuple at runtime; grpc-stubs declare it as a plain class (no _replace)
-    lenient: grpc.RpcMethodHandler[Any, Any] = handler._replace(**changes)  # type: ignore[attr-defined]  # a namedtuple at runtime (above)
-    return lenient
-
-
-# generic in grpc-stubs only: subscripting the runtime class raises TypeError
-if TYPE_CHECKING:
-    _GenericRpcHandler = grpc.GenericRpcHandler[Any, Any]
-else:
-    _GenericRpcHandler = grpc.GenericRpcHandler
-
-
-class _LenientGeneric(_GenericRpcHandler):
-    def __init__(self, inner: grpc.GenericRpcHandler[Any, Any]) -> None:
-        self._inner = inner
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
-        return _lenient(self._inner.service(handler_call_details))
-
-
-class _LenientRegistrar:
-    """Registers the generated handlers on `server` with lenient request decoding (see `Undecodable`);
-    every RPC of the service is covered, whatever the generated code adds."""
-
-    def __init__(self, server: aio.Server) -> None:
-        self._server = server
-
-    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler[Any, Any]]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in handlers))
-
-    def add_registered_method_handlers(
-        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
-    ) -> None:
-        lenient = {k: _lenient(h) for k, h in handlers.items()}
-        # grpcio has this method since 1.63 (the generated code calls it); grpc-stubs do not declare it yet
-        self._server.add_registered_method_handlers(service, lenient)  # type: ignore[attr-defined]  # missing from grpc-stubs (above)
 
 
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
@@ -271,8 +183,8 @@ def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcServ
     answerer = Answerer(settings, chat)
 
     def add(server: aio.Server) -> Sequence[str]:
-        # the registrar is not a grpc Server, but it has the two methods the generated function calls
-        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer), _LenientRegistrar(server))  # type: ignore[arg-type]  # duck-typed registrar (above)
+        # undecodable requests and the limits are checked by the shared ValidationInterceptor (GrpcService)
+        answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer), server)
         return [SERVICE_NAME]
 
     return GrpcService(

@@ -7,7 +7,6 @@ import uvicorn
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.server import run_event_loop
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
-from ragmesh_common.tokens import install_from_env
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.config import Settings
 
@@ -15,12 +14,13 @@ from ragmesh_gateway.config import Settings
 async def main() -> None:
     setup_logging("gateway")
     settings = Settings.from_env()
-    install_from_env("gateway")  # signs the internal identity token of every hop (RAGMESH_INTERNAL_SIGNING_KEY)
     setup_telemetry("gateway", instrument_psycopg=False, instrument_redis=True)
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
 
     CeleryInstrumentor().instrument()
-    app = create_app(settings)  # HTTP server spans: FastAPI's own OpenTelemetry support (see create_app)
+    app = create_app(
+        settings
+    )  # reads RAGMESH_INTERNAL_SIGNING_KEY (failing fast without it); HTTP server spans: FastAPI's own OpenTelemetry support (see create_app)
     server = uvicorn.Server(
         uvicorn.Config(
             app,

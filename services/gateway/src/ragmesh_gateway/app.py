@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
+from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
@@ -20,12 +21,15 @@ from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
 
 
-def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
-    """The app for `settings`; `mesh` replaces the configured services (tests)."""
+def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSigner | None = None) -> FastAPI:
+    """The app for `settings`; `mesh` replaces the configured services (tests). `signer` signs the internal
+    identity token of every hop for the authenticated user (default: RAGMESH_INTERNAL_SIGNING_KEY, required)."""
+    if signer is None:
+        signer = TokenSigner.from_env("gateway")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_runtime(settings, mesh) as runtime:
+        async with open_runtime(settings, mesh, signer) as runtime:
             app.state.runtime = runtime
             yield
 
@@ -49,6 +53,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None) -> FastAPI:
         jwks_url=settings.jwks_url,
         cache_size=settings.token_cache_size,
         cache_seconds=settings.token_cache_seconds,
+        signer=signer,
     )
     app.router.route_class = StrictJSONRoute  # JSON bodies without NaN/Infinity or lone surrogates (validation.py)
     app.state.max_json_bytes = settings.max_json_bytes

@@ -1,7 +1,7 @@
 """Bearer-JWT authentication. Claims: `sub` (user), `department`, `roles` (list).
 
 Production verifies RS256/ES256 tokens against the configured issuer's JWKS (PyJWT's PyJWKClient,
-keys cached); local development signs HS256 tokens with a dev key (`ragmesh token`, ragmesh_cli.tokens).
+keys cached); local development signs HS256 tokens with a dev key (`ragmesh token`, `python -m ragmesh_cli.tokens`).
 
 A client sends the same token with every request until it expires, so a verified token's user is kept
 (at most `cache_size` tokens, each until its `exp` and for at most `cache_seconds`): PyJWT's decode was ~7%
@@ -20,7 +20,7 @@ import anyio
 import jwt
 from fastapi import HTTPException, Request
 
-from ragmesh_common.context import UserContext, validate_identifier
+from ragmesh_common.identity import Signer, UserContext, validate_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,10 @@ class Authenticator:
         jwks_url: str | None,
         cache_size: int = 4096,
         cache_seconds: float = 300.0,
+        signer: Signer | None = None,
     ) -> None:
+        """`signer` signs the internal token of each hop for the users this authenticator returns."""
+        self._signer = signer
         self._secret = secret
         self._issuer = issuer
         self._audience = audience
@@ -102,7 +105,9 @@ class Authenticator:
                 validate_identifier(value, "role/department")
         except ValueError as exc:
             raise HTTPException(401, f"invalid token: {exc}") from exc
-        user = UserContext(user_id=str(claims["sub"]), department=str(department), roles=tuple(roles))
+        user = UserContext(
+            user_id=str(claims["sub"]), department=str(department), roles=tuple(roles), signer=self._signer
+        )
         return user, float(claims["exp"])
 
     @staticmethod

@@ -35,7 +35,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.context import UserContext, installed_signer
+from ragmesh_common.identity import UserContext
 from ragmesh_common.ingestion import TERMINAL, IngestTask, channel_name, event, send_ingest, status_name
 from ragmesh_common.tokens import TokenSigner, mint_ingest_token
 from ragmesh_gateway.config import Settings
@@ -116,7 +116,7 @@ class DocumentLifecycle:
         self.mesh = mesh
         self.redis = redis
         self.celery = celery
-        self.signer = signer  # signs the tasks' ingestion tokens; None: the process's (install_from_env)
+        self.signer = signer  # signs the tasks' ingestion tokens (the app's signer)
         self._formats: frozenset[str] | None = None  # the parser's, asked once it answers
 
     async def accepted_formats(self, user: UserContext) -> frozenset[str]:
@@ -320,9 +320,11 @@ class DocumentLifecycle:
 
     def _ingest_token(self, user: UserContext, document_id: str, version: int, path: Path) -> str:
         """The task's grant: `user` may ingest `path` (its place in the upload store) as `version` of the document."""
-        signer = self.signer or installed_signer()
-        if not isinstance(signer, TokenSigner):
-            raise RuntimeError("the gateway signs ingestion tasks with RAGMESH_INTERNAL_SIGNING_KEY (install_from_env)")
+        signer = self.signer
+        if signer is None:
+            raise RuntimeError(
+                "the gateway signs ingestion tasks with RAGMESH_INTERNAL_SIGNING_KEY (create_app's signer)"
+            )
         return mint_ingest_token(
             signer,
             user,

@@ -16,14 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.json_schema import models_json_schema
 
 from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh_common import limits
 from ragmesh_gateway.validation import Identifier, Text
 
-MAX_DOCUMENT_IDS = 1000  # document_ids in one chat or search request
-MAX_ACL_ENTRIES = 256  # entries in each ACL list (departments, roles, users)
-MAX_TITLE_CHARS = 500
-MAX_ACL_JSON_CHARS = 65536  # the upload's acl form field
-MAX_FILENAME_CHARS = 1024  # the upload's file name as sent (it is shortened to 200 when stored)
-MAX_HISTORY_TURNS = 20
+# the one table of limits (ragmesh_common.limits): the services downstream accept what this schema accepts
+MAX_DOCUMENT_IDS = limits.DOCUMENT_IDS.value
+MAX_ACL_ENTRIES = limits.ACL_ENTRIES.value
+MAX_TITLE_CHARS = limits.TITLE.value
+MAX_ACL_JSON_CHARS = limits.ACL_JSON.value
+MAX_FILENAME_CHARS = limits.FILENAME.value
+MAX_HISTORY_TURNS = limits.HISTORY_TURNS.value
 INT32_MAX = 2**31 - 1  # the catalogue's offsets are int32 on the wire
 
 Level = Literal["document", "section", "paragraph"]
@@ -32,7 +34,7 @@ Level = Literal["document", "section", "paragraph"]
 # ---------- requests ----------
 class Turn(BaseModel):
     role: Literal["user", "assistant"]
-    content: Text = Field(max_length=8000)
+    content: Text = Field(max_length=limits.TURN.value)
 
 
 class ContextIn(BaseModel):
@@ -51,10 +53,10 @@ class ContextIn(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    question: Text = Field(min_length=1, max_length=4000, description="The user's question")
+    question: Text = Field(min_length=1, max_length=limits.QUESTION.value, description="The user's question")
     stream: bool = Field(False, description="Server-Sent Events when true, one JSON otherwise")
     history: list[Turn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS)
-    top_k: int = Field(5, ge=1, le=20, description="Sources given to the answerer")
+    top_k: int = Field(5, ge=1, le=limits.CHAT_TOP_K.value, description="Sources given to the answerer")
     alpha: float | None = Field(None, ge=0, le=1, description="Hybrid weight: 1 = vector only, 0 = BM25 only")
     levels: list[Level] = Field(
         default_factory=list, max_length=3, description="Chunk levels to search (manual override); default paragraph"
@@ -73,15 +75,15 @@ class ChatRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    query: Text = Field(min_length=1, max_length=4000)
+    query: Text = Field(min_length=1, max_length=limits.QUESTION.value)
     routing: bool = Field(False, description="Let the query router pick levels, strategy and sub-queries")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
     feedback_docs: int = Field(0, ge=0, le=50, description="Vector pseudo-relevance feedback from the top N (0 = off)")
     feedback_weight: float = Field(1.0, gt=0, le=10)
     context: ContextIn | None = None
-    top_k: int = Field(10, ge=1, le=100)
-    candidates: int | None = Field(None, ge=1, le=1000, description="Retrieved before rerank/gating")
+    top_k: int = Field(10, ge=1, le=limits.SEARCH_TOP_K.value)
+    candidates: int | None = Field(None, ge=1, le=limits.CANDIDATES.value, description="Retrieved before rerank/gating")
     alpha: float | None = Field(None, ge=0, le=1)
     levels: list[Level] = Field(default_factory=list, max_length=3)
     document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS)

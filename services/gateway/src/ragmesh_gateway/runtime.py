@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import create_celery
+from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
@@ -60,9 +61,11 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    settings: Settings, mesh: Mesh | None = None, signer: TokenSigner | None = None
+) -> AsyncIterator[Runtime]:
     """Builds the runtime (the mesh once: `mesh`, for tests, or the configured one), keeps the trace table
-    bounded while it is open, and closes everything after."""
+    bounded while it is open, and closes everything after. `signer` signs the ingestion tasks' grants."""
     mesh = mesh or Mesh.from_settings(settings)
     orchestrator = Orchestrator(
         mesh,
@@ -76,7 +79,7 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
     )
     redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
-    documents = DocumentLifecycle(settings, mesh, redis, celery)
+    documents = DocumentLifecycle(settings, mesh, redis, celery, signer)
     traces = (
         TraceStore(settings.traces_dsn, settings.traces_rls_key or "", retention_dsn=settings.traces_retention_dsn)
         if settings.traces_dsn

@@ -28,12 +28,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.formats import check_content
+from ragmesh_common.identity import IDENTIFIER_PATTERN  # the one identifier rule (tokens, ACL entries)
 
 # C0 controls except \t \n \r, DEL, C1 controls, and surrogates (a str holding one is not valid Unicode text)
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-IDENTIFIER_PATTERN = r"^[A-Za-z0-9_.@:\-]{1,128}$"  # as ragmesh_common.context.validate_identifier
 
 
 def describe_char(char: str) -> str:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from grpc import aio
 
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import Unavailable
+from ragmesh_common.identity import UserContext
 from ragmesh_common.server import mesh_channel
 
 logger = logging.getLogger(__name__)

@@ -27,19 +27,15 @@ from ragmesh_graph.store import EntityInfo, GraphStore
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
-MAX_ID_CHARS = 512
-MAX_QUERY_CHARS = 10_000
 DEFAULT_DEPTH = 2
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
-MAX_DOCUMENT_IDS = 100_000
+# lengths and counts (query, document_ids, ids): the shared request check (ragmesh_common.limits)
 
 
 def _document_id(value: str) -> str:
     if not value.strip():
         raise InvalidArgument("document_id is required")
-    if len(value) > MAX_ID_CHARS:
-        raise InvalidArgument(f"document_id is longer than {MAX_ID_CHARS} characters")
     return value
 
 
@@ -83,8 +79,6 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         for index, chunk in enumerate(request.chunks):
             if not chunk.chunk_id.strip():
                 raise InvalidArgument(f"chunks[{index}]: chunk_id is required")
-            if len(chunk.chunk_id) > MAX_ID_CHARS:
-                raise InvalidArgument(f"chunks[{index}]: chunk_id is longer than {MAX_ID_CHARS} characters")
             if chunk.document_id and chunk.document_id != document_id:
                 raise InvalidArgument(
                     f"chunks[{index}] ({chunk.chunk_id}): document_id {chunk.document_id!r} "
@@ -122,14 +116,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.GetContextResponse:
         if not request.query.strip():
             raise InvalidArgument("query is empty")
-        if len(request.query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
         if request.max_depth not in (0, 1, 2):
             raise InvalidArgument(f"max_depth must be 1 or 2 (0 = {DEFAULT_DEPTH}), got {request.max_depth}")
         if request.limit < 0:
             raise InvalidArgument(f"limit must be >= 0 (0 = {DEFAULT_LIMIT}), got {request.limit}")
-        if len(request.document_ids) > MAX_DOCUMENT_IDS:
-            raise InvalidArgument(f"at most {MAX_DOCUMENT_IDS} document ids per call")
         user = await require_user(context)
         depth = request.max_depth or DEFAULT_DEPTH
         limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)

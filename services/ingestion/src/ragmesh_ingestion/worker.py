@@ -29,7 +29,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.ingestion import TASK_NAME, IngestTask, create_celery
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
-from ragmesh_common.tokens import install_from_env, mint_ingest_token, public_keys_from_env
+from ragmesh_common.tokens import TokenSigner, mint_ingest_token, public_keys_from_env
 from ragmesh_ingestion.admission import Admitted, TaskRefused, admit, read_in_store
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Settings
@@ -37,13 +37,13 @@ from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
 
 setup_logging("ingest-worker")
 settings = Settings.from_env()
-signer = install_from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
-public_keys = public_keys_from_env("the worker verifies the ingestion token of each task with it")
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402 - after setup_telemetry: it instruments the provider set there
 
 CeleryInstrumentor().instrument()
 app = create_celery(settings.broker_url)
+signer = TokenSigner.from_env("ingest-worker")  # signs each hop's token for the uploader it ingests for
+public_keys = public_keys_from_env("the worker verifies the ingestion token of each task with it")
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 MAX_RETRIES = 3
@@ -114,7 +114,7 @@ async def _ingest(clients: Clients, redis: Redis, *, task: IngestTask, admitted:
     )
     await ingestor.run(
         task.document_id,
-        admitted.grant.user,  # the user the token names, never one the task says
+        admitted.grant.user.signed_by(signer),  # the user the token names, never one the task says
         Path(admitted.relative),  # read below the upload store only
         task.filename,
         task.mime_type,

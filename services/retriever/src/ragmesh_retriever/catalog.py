@@ -19,8 +19,8 @@ from psycopg.rows import dict_row
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.audit import (
     audit_message,
     cursor_time,

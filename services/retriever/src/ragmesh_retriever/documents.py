@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from ragmesh.common.v1 import common_pb2
+from ragmesh_common import limits
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 logger = logging.getLogger(__name__)
@@ -70,12 +71,9 @@ def document_message(row: dict[str, Any]) -> common_pb2.Document:
 
 
 IN_PROGRESS = ("queued", "parsing", "embedding", "indexing")
-MAX_ACL_ENTRIES = 1000
-MAX_NAME_LENGTH = 200
-MAX_TITLE_LENGTH = 1000
+MAX_TITLE_LENGTH = limits.TITLE.value
 MAX_WARNINGS = 100
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_sha256(value: str, *, required: bool) -> str:
@@ -89,19 +87,14 @@ def check_sha256(value: str, *, required: bool) -> str:
 
 
 def clean_acl(acl: common_pb2.Acl) -> dict[str, Any]:
-    """The ACL as stored (names deduplicated in order), or INVALID_ARGUMENT naming the bad entry."""
+    """The ACL as stored (names deduplicated in order), or INVALID_ARGUMENT naming the bad entry (the ACL rules:
+    `ragmesh_common.limits.check_acl_names`)."""
     cleaned: dict[str, Any] = {"public": acl.public}
     for field in ("departments", "roles", "users"):
-        names = list(getattr(acl, field))
-        if len(names) > MAX_ACL_ENTRIES:
-            raise InvalidArgument(f"acl.{field} has {len(names)} entries; at most {MAX_ACL_ENTRIES}")
-        for i, name in enumerate(names):
-            if not name.strip() or name != name.strip() or len(name) > MAX_NAME_LENGTH or _CONTROL.search(name):
-                raise InvalidArgument(
-                    f"acl.{field}[{i}] must be a name of 1..{MAX_NAME_LENGTH} characters without "
-                    f"surrounding spaces or control characters, got {name!r}"
-                )
-        cleaned[field] = list(dict.fromkeys(names))
+        try:
+            cleaned[field] = limits.check_acl_names(f"acl.{field}", list(getattr(acl, field)))
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
     return cleaned
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from grpc import aio
 
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
-from ragmesh_common.context import UserContext
+from ragmesh_common.identity import UserContext
 from ragmesh_common.server import mesh_channel
 
 

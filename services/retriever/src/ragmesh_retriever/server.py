@@ -15,6 +15,7 @@ from opentelemetry import trace
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common import attributes as attr
+from ragmesh_common import limits
 from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
@@ -26,15 +27,11 @@ from ragmesh_retriever.documents import finish_index, lock_version, parse_docume
 from ragmesh_retriever.embedding import QueryEmbedder
 from ragmesh_retriever.ranking import Fusion, merge_sub_queries, merge_summary_first
 from ragmesh_retriever.session import Database
-from ragmesh_retriever.validation import check_strings
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
-MAX_TOP_K = 1000
-MAX_ACCESS_CHECK_IDS = 100_000
-MAX_SUB_QUERIES = 16
-MAX_QUERY_CHARS = 10000
+MAX_TOP_K = limits.CANDIDATES.value
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
 
 
@@ -57,30 +54,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self.embedder = embedder
 
     @grpc_errors
-    async def CreateDocument(
-        self,
-        request: retriever_pb2.CreateDocumentRequest,
-        context: aio.ServicerContext[retriever_pb2.CreateDocumentRequest, common_pb2.Document],
-    ) -> common_pb2.Document:
-        check_strings(request)
-        user = await require_user(context)
-        return await self.catalog.create(
-            user,
-            request.title,
-            request.filename,
-            request.mime_type,
-            request.acl,
-            request.size_bytes,
-            request.content_sha256,
-        )
-
-    @grpc_errors
     async def GetDocument(
         self,
         request: retriever_pb2.GetDocumentRequest,
         context: aio.ServicerContext[retriever_pb2.GetDocumentRequest, common_pb2.Document],
     ) -> common_pb2.Document:
-        check_strings(request)
         return await self.catalog.get(await require_user(context), request.document_id)
 
     @grpc_errors
@@ -89,7 +67,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.ListDocumentsRequest,
         context: aio.ServicerContext[retriever_pb2.ListDocumentsRequest, retriever_pb2.ListDocumentsResponse],
     ) -> retriever_pb2.ListDocumentsResponse:
-        check_strings(request)
         docs, total, next_cursor = await self.catalog.list(
             await require_user(context),
             request.limit,
@@ -109,7 +86,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.UpdateDocumentStatusRequest,
         context: aio.ServicerContext[retriever_pb2.UpdateDocumentStatusRequest, common_pb2.Document],
     ) -> common_pb2.Document:
-        check_strings(request)
         return await self.catalog.update_status(await require_user(context), request)
 
     @grpc_errors
@@ -118,7 +94,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.DeleteDocumentRequest,
         context: aio.ServicerContext[retriever_pb2.DeleteDocumentRequest, retriever_pb2.DeleteDocumentResponse],
     ) -> retriever_pb2.DeleteDocumentResponse:
-        check_strings(request)
         user = await require_user(context)
         await self.catalog.get(user, request.document_id)  # NOT_FOUND before touching the index
         if not self.backend.shares_catalogue:
@@ -132,7 +107,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.IndexChunksRequest,
         context: aio.ServicerContext[retriever_pb2.IndexChunksRequest, retriever_pb2.IndexChunksResponse],
     ) -> retriever_pb2.IndexChunksResponse:
-        check_strings(request)
         user = await require_user(context)
         parse_document_id(request.document_id)
         with tracer.start_as_current_span("index") as span:
@@ -159,13 +133,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             raise InvalidArgument(f"alpha must be within [0, 1], got {request.alpha}")
         if not request.query.strip() and not request.query_vector:
             raise InvalidArgument("query text or query_vector is required")
-        if len(request.query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters")
-        if len(request.sub_queries) > MAX_SUB_QUERIES:
-            raise InvalidArgument(f"at most {MAX_SUB_QUERIES} sub_queries, got {len(request.sub_queries)}")
+        # lengths and counts (query, sub_queries, document_ids): the shared request check (ragmesh_common.limits)
         for i, sub in enumerate(request.sub_queries):
-            if not sub.strip() or len(sub) > MAX_QUERY_CHARS:
-                raise InvalidArgument(f"sub_queries[{i}] must be 1..{MAX_QUERY_CHARS} characters, not blank")
+            if not sub.strip():
+                raise InvalidArgument(f"sub_queries[{i}] is blank")
         if request.sub_queries and request.query_vector:
             raise InvalidArgument("sub_queries need embed_query, not a query_vector (it would fit the query only)")
         fusion = Fusion.from_proto(request.fusion)
@@ -199,7 +170,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.SearchRequest,
         context: aio.ServicerContext[retriever_pb2.SearchRequest, retriever_pb2.SearchResponse],
     ) -> retriever_pb2.SearchResponse:
-        check_strings(request)
         user = await require_user(context)
         query = self._query(request)
         restrict = [parse_document_id(d) for d in request.document_ids]
@@ -401,8 +371,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         ],
     ) -> retriever_pb2.CheckDocumentAccessResponse:
         user = await require_user(context)
-        if len(request.document_ids) > MAX_ACCESS_CHECK_IDS:
-            raise InvalidArgument(f"at most {MAX_ACCESS_CHECK_IDS} document ids per call")
         ids: set[uuid.UUID] = set()
         for value in request.document_ids:
             try:
@@ -430,7 +398,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             retriever_pb2.CreateOrGetDocumentRequest, retriever_pb2.CreateOrGetDocumentResponse
         ],
     ) -> retriever_pb2.CreateOrGetDocumentResponse:
-        check_strings(request)
         user = await require_user(context)
         doc, existing = await self.catalog.create_or_get(
             user,
@@ -450,7 +417,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.BeginNewVersionRequest,
         context: aio.ServicerContext[retriever_pb2.BeginNewVersionRequest, retriever_pb2.BeginNewVersionResponse],
     ) -> retriever_pb2.BeginNewVersionResponse:
-        check_strings(request)
         doc, version, unchanged = await self.catalog.begin_new_version(await require_user(context), request)
         trace.get_current_span().set_attribute(attr.RAG_DOCUMENT_VERSION, version)
         return retriever_pb2.BeginNewVersionResponse(document=doc, version=version, unchanged=unchanged)
@@ -461,7 +427,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.UpdateDocumentRequest,
         context: aio.ServicerContext[retriever_pb2.UpdateDocumentRequest, retriever_pb2.UpdateDocumentResponse],
     ) -> retriever_pb2.UpdateDocumentResponse:
-        check_strings(request)
         return retriever_pb2.UpdateDocumentResponse(
             document=await self.catalog.update(await require_user(context), request)
         )
@@ -472,7 +437,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.ListDocumentAuditRequest,
         context: aio.ServicerContext[retriever_pb2.ListDocumentAuditRequest, retriever_pb2.ListDocumentAuditResponse],
     ) -> retriever_pb2.ListDocumentAuditResponse:
-        check_strings(request)
         entries, next_cursor = await self.catalog.audit(
             await require_user(context), request.document_id, request.limit, request.cursor
         )
@@ -484,7 +448,6 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         request: retriever_pb2.ListChunksRequest,
         context: aio.ServicerContext[retriever_pb2.ListChunksRequest, retriever_pb2.ListChunksResponse],
     ) -> retriever_pb2.ListChunksResponse:
-        check_strings(request)
         user = await require_user(context)
         if request.level and request.level not in VALID_LEVELS:
             raise InvalidArgument("level must be CHUNK_LEVEL_DOCUMENT, _SECTION, _PARAGRAPH or unspecified (any)")

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
 from sse_starlette.sse import EventSourceResponse
 
+from ragmesh_common import limits
 from ragmesh_common.formats import accepted_extensions
 from ragmesh_gateway.auth import require_admin
 from ragmesh_gateway.deps import Documents, User
@@ -39,7 +40,7 @@ from ragmesh_gateway.validation import StrictJSONRoute, Text
 router = APIRouter(route_class=StrictJSONRoute)
 
 StatusName = Literal["queued", "parsing", "embedding", "indexing", "ready", "failed"]
-Cursor = Annotated[Text, Query(max_length=2000, description="next_cursor of the previous page")]
+Cursor = Annotated[Text, Query(max_length=limits.CURSOR.value, description="next_cursor of the previous page")]
 
 
 @router.post(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.ranking import Fusion
 
 
@@ -67,11 +67,6 @@ class SearchBackend(Protocol):
     ) -> list[Hit]:
         """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first. `lexical`: this
         query's lexical leg from `lexical`, when the caller ran it already."""
-
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        """Chunks by id, only from accessible documents."""
 
     async def document_chunks(
         self, user: UserContext, document_ids: list[str], levels: list[int]

@@ -21,8 +21,8 @@ from opentelemetry import trace
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
@@ -404,15 +404,3 @@ class PgVectorBackend:
                 (document_ids, levels),
             )
             return [chunk_message(r) for r in await cur.fetchall()]
-
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        if not chunk_ids or not accessible_ids:
-            return []
-        async with self.db.transaction(user) as conn:
-            cur = await conn.execute(
-                _DETAILS, {"vec": None, "ids": chunk_ids, "docs": uuid_array_literal(accessible_ids)}
-            )
-            rows = {r[0]: r for r in await cur.fetchall()}
-        return [chunk_message(rows[c]) for c in chunk_ids if c in rows]

@@ -21,8 +21,8 @@ from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 
 from ragmesh.common.v1 import common_pb2
-from ragmesh_common.context import UserContext
 from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.identity import UserContext
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.ranking import Fusion
 
@@ -192,20 +192,6 @@ class WeaviateBackend:
             sim = _cosine(query.vector, cast("list[float]", stored)) if query.vector and stored else None
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
         return hits
-
-    async def get_chunks(
-        self, user: UserContext, chunk_ids: list[str], accessible_ids: list[str]
-    ) -> list[common_pb2.Chunk]:
-        if not chunk_ids or not accessible_ids:
-            return []
-        reply = await self._collection().query.fetch_objects(
-            filters=Filter.by_property("chunk_id").contains_any(chunk_ids)
-            & Filter.by_property("document_id").contains_any(accessible_ids),
-            limit=len(chunk_ids),
-            return_properties=_PROPS,
-        )
-        found = {o.properties["chunk_id"]: self._chunk(o.properties) for o in reply.objects}
-        return [found[c] for c in chunk_ids if c in found]
 
     async def document_chunks(
         self, user: UserContext, document_ids: list[str], levels: list[int]

@@ -71,46 +71,8 @@ STRATEGY_SUMMARY_FIRST: Strategy.ValueType  # 2
 Global___Strategy: _TypeAlias = Strategy  # noqa: Y015
 
 @_typing.final
-class CreateDocumentRequest(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    TITLE_FIELD_NUMBER: _builtins.int
-    FILENAME_FIELD_NUMBER: _builtins.int
-    MIME_TYPE_FIELD_NUMBER: _builtins.int
-    ACL_FIELD_NUMBER: _builtins.int
-    SIZE_BYTES_FIELD_NUMBER: _builtins.int
-    CONTENT_SHA256_FIELD_NUMBER: _builtins.int
-    title: _builtins.str
-    filename: _builtins.str
-    mime_type: _builtins.str
-    size_bytes: _builtins.int
-    content_sha256: _builtins.str
-    """hex SHA-256 of the bytes (64 characters), stored when given"""
-    @_builtins.property
-    def acl(self) -> _common_pb2.Acl:
-        """empty: the uploader's department"""
-
-    def __init__(
-        self,
-        *,
-        title: _builtins.str = ...,
-        filename: _builtins.str = ...,
-        mime_type: _builtins.str = ...,
-        acl: _common_pb2.Acl | None = ...,
-        size_bytes: _builtins.int = ...,
-        content_sha256: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "content_sha256", b"content_sha256", "filename", b"filename", "mime_type", b"mime_type", "size_bytes", b"size_bytes", "title", b"title"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___CreateDocumentRequest: _TypeAlias = CreateDocumentRequest  # noqa: Y015
-
-@_typing.final
 class CreateOrGetDocumentRequest(_message.Message):
-    """As CreateDocumentRequest; content_sha256 is required."""
+    """A new document for these bytes, or the owner's document that already has them (content_sha256 is required)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

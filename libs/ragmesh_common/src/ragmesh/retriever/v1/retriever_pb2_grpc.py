@@ -35,11 +35,6 @@ class RetrieverServiceStub(object):
         Args:
             channel: A grpc.Channel.
         """
-        self.CreateDocument = channel.unary_unary(
-                '/ragmesh.retriever.v1.RetrieverService/CreateDocument',
-                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_common_dot_v1_dot_common__pb2.Document.FromString,
-                _registered_method=True)
         self.GetDocument = channel.unary_unary(
                 '/ragmesh.retriever.v1.RetrieverService/GetDocument',
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentRequest.SerializeToString,
@@ -109,12 +104,6 @@ class RetrieverServiceStub(object):
 
 class RetrieverServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
-
-    def CreateDocument(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
     def GetDocument(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -208,11 +197,6 @@ class RetrieverServiceServicer(object):
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'CreateDocument': grpc.unary_unary_rpc_method_handler(
-                    servicer.CreateDocument,
-                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.FromString,
-                    response_serializer=ragmesh_dot_common_dot_v1_dot_common__pb2.Document.SerializeToString,
-            ),
             'GetDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDocument,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentRequest.FromString,
@@ -288,33 +272,6 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class RetrieverService(object):
     """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def CreateDocument(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/ragmesh.retriever.v1.RetrieverService/CreateDocument',
-            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateDocumentRequest.SerializeToString,
-            ragmesh_dot_common_dot_v1_dot_common__pb2.Document.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def GetDocument(request,

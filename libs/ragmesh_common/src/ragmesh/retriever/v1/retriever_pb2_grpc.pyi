@@ -35,7 +35,6 @@ class RetrieverServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RetrieverServiceAsyncStub: ...
-    CreateDocument: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.CreateDocumentRequest, _common_pb2.Document]
     GetDocument: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentRequest, _common_pb2.Document]
     ListDocuments: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListDocumentsRequest, _retriever_pb2.ListDocumentsResponse]
     UpdateDocumentStatus: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.UpdateDocumentStatusRequest, _common_pb2.Document]
@@ -66,7 +65,6 @@ class RetrieverServiceStub:
 @_typing.type_check_only
 class RetrieverServiceAsyncStub(RetrieverServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
-    CreateDocument: _aio.UnaryUnaryMultiCallable[_retriever_pb2.CreateDocumentRequest, _common_pb2.Document]  # type: ignore[assignment]
     GetDocument: _aio.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentRequest, _common_pb2.Document]  # type: ignore[assignment]
     ListDocuments: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListDocumentsRequest, _retriever_pb2.ListDocumentsResponse]  # type: ignore[assignment]
     UpdateDocumentStatus: _aio.UnaryUnaryMultiCallable[_retriever_pb2.UpdateDocumentStatusRequest, _common_pb2.Document]  # type: ignore[assignment]
@@ -95,13 +93,6 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """Failed and stuck documents of every owner: admins only."""
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
-    @_abc_1.abstractmethod
-    def CreateDocument(
-        self,
-        request: _retriever_pb2.CreateDocumentRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_common_pb2.Document, _abc.Awaitable[_common_pb2.Document]]: ...
-
     @_abc_1.abstractmethod
     def GetDocument(
         self,

@@ -1,6 +1,9 @@
 """Raw in-process throughput of the embedding model (no gRPC, no micro-batcher), for benchmarks.
 
-python -m ragmesh_embedder.bench [N]     # N synthetic passages (default 256), settings from EMBEDDER_*
+python bench/embedder.py [N]     # N synthetic passages (default 256), settings from EMBEDDER_*
+
+A benchmark, so it lives here and not in the embedder's package (bench/retrieval.py reports it beside the
+mesh's indexing rate).
 """
 
 from __future__ import annotations
