@@ -20,9 +20,10 @@ import pytest
 from ragmesh_dev.devstack import DEFAULT_PORTS, PORT_VARS, Stack
 from ragmesh_dev.ports import free_port, port_open
 
+from .conftest import DOCS, auth
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 ALICE_MD = DOCS / "md" / "sources" / "wiki.md"
 BOB_DOCX = DOCS / "docx" / "sources" / "textbox.docx"
 SLOW_PDF = DOCS / "pdf" / "sources" / "normal_4pages.pdf"  # parsing takes long enough to kill the worker in it
@@ -30,10 +31,6 @@ START_SECONDS = 420.0
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(scope="module")
