@@ -4,6 +4,7 @@ that names the step and the cause, never an internal address. Time is a fake clo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from ragmesh_ingestion.config import Deadlines, Settings
 from ragmesh_ingestion.pipeline import RETRY_MAX_SECONDS, Ingestor, TransientIngestError
 from ragmesh_ingestion.tasks import RETRYING
 
-from .test_ingestion_pipeline import DOC, USER, FakeClients, FakeRedis, catalogue_statuses, rpc_error
+from .test_ingestion_pipeline import DOC, USER, FakeClients, FakeRedis, ReadyChannel, catalogue_statuses, rpc_error
 
 PEER = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:50053: Failed to connect to remote host"
 
@@ -121,3 +122,15 @@ async def test_an_unreadable_upload_fails_without_naming_its_path(tmp_path: Path
     await Ingestor(clients, redis, Deadlines()).run(DOC, USER, missing, "a.md", "text/markdown")
     error = redis.published[-1][1]["error"]
     assert error == "ingest failed: the stored upload could not be read" and "secret-layout" not in error
+
+
+async def test_a_service_never_reachable_fails_after_the_budget(tmp_path: Path) -> None:
+    class NeverReady:
+        async def channel_ready(self) -> None:
+            await asyncio.Event().wait()  # the channel never connects
+
+    clients = FakeClients()
+    clients.channel = lambda name: NeverReady() if name == "parser" else ReadyChannel()  # type: ignore[method-assign]
+    redis = await run(tmp_path, clients, FakeTime(), budget=0.2)  # channel_ready is bounded by the budget
+    assert redis.published[-1][1]["error"] == "parse failed: the service is unreachable (UNAVAILABLE)"
+    assert "Parse" not in [name for name, _ in clients.calls]  # never called: its channel never connected

@@ -192,6 +192,7 @@ class Ingestor:
                         aio.Metadata(),
                         aio.Metadata(),
                         details=f"{service} not reachable within the retry budget ({self.deadlines.retry_budget:g} s)",
+                        debug_error_string="",
                     ) from None
                 return await call()
             except aio.AioRpcError as exc:
