@@ -20,7 +20,7 @@ import pytest
 from ragmesh_dev.devstack import DEFAULT_PORTS, PORT_VARS, Stack
 from ragmesh_dev.ports import free_port, port_open
 
-from .conftest import DOCS, auth
+from .conftest import DOCS, auth, wait_document
 
 pytestmark = pytest.mark.e2e
 
@@ -76,16 +76,6 @@ def stop_stack(process: subprocess.Popen[bytes], ports: dict[str, int]) -> None:
     assert process.wait(180) == 0
     left = [name for name, port in ports.items() if port_open("127.0.0.1", port)]
     assert not left, f"still listening after the stop: {left}"
-
-
-def wait_ready(client: httpx.Client, token: str, document_id: str, timeout: float = 600) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        doc = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()
-        if doc["status"] in ("ready", "failed"):
-            return doc
-        time.sleep(0.5)
-    raise AssertionError(f"document {document_id} not ready after {timeout}s")
 
 
 def upload(client: httpx.Client, token: str, path: Path, acl: str = "") -> str:
@@ -152,7 +142,7 @@ def test_everything_survives_a_stop_and_restart(data_dir: Path, ports: dict[str,
             alice = upload(client, tokens["alice"], ALICE_MD)
             bob = upload(client, tokens["bob"], BOB_DOCX, acl='{"departments": ["hr"], "users": ["alice"]}')
             for token, document_id in ((tokens["alice"], alice), (tokens["bob"], bob)):
-                assert wait_ready(client, token, document_id)["status"] == "ready"
+                assert wait_document(client, token, document_id)["status"] == "ready"
             assert (
                 client.post(
                     "/api/v1/chat",
@@ -202,7 +192,7 @@ def test_worker_killed_mid_document(stack: Stack, tokens: dict[str, str]) -> Non
         status = client.get(f"/api/v1/documents/{document_id}", headers=auth(tokens["alice"])).json()["status"]
         assert status in ("parsing", "embedding", "indexing"), status  # mid-document
         worker.kill()
-        doc = wait_ready(client, tokens["alice"], document_id)
+        doc = wait_document(client, tokens["alice"], document_id)
     assert doc["status"] == "ready", doc
     assert any(r["name"] == "ingest-worker" for r in stack.restarts)
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:
