@@ -13,6 +13,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
 	@echo "make test        install (first time) and run the whole test suite (after make lint)"
+	@echo "make test-unit   the tests that start no mesh (-m 'not e2e'; minutes): unit, service, contract, chart"
+	@echo "make test-e2e    the end-to-end tests (-m e2e): the whole mesh as processes, through the HTTP API"
+	@echo "                 one file or test: make test-e2e ARGS='tests/e2e/test_permission_fuzz_e2e.py'"
+	@echo "                 or make test-unit ARGS='services/graph -k access'"
 	@echo "make lint        ruff check, ruff format --check, mypy (strict on libs and services), lint-imports (layers)"
 	@echo "make fmt         ruff check --fix and ruff format (rewrites files)"
 	@echo "make token user=alice department=eng roles=employee   mint a local dev JWT"
@@ -39,6 +43,15 @@ test: $(STAMP)
 	$(BIN)/python tools/dev_paths.py
 	$(MAKE) lint
 	$(BIN)/python -m pytest
+
+# the suite in two pieces (no lint); ARGS narrows: paths, -k EXPR, -x ...
+test-unit: $(STAMP)
+	$(BIN)/python tools/dev_paths.py
+	$(BIN)/python -m pytest -m "not e2e" $(ARGS)
+
+test-e2e: $(STAMP)
+	$(BIN)/python tools/dev_paths.py
+	$(BIN)/python -m pytest -m e2e $(or $(ARGS),tests/e2e)
 
 # configuration: [tool.ruff], [tool.mypy] and [tool.importlinter] in pyproject.toml
 lint: $(STAMP)

@@ -87,3 +87,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared evaluation data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port nothing listens on, held by this process for the test (no other process can take it)."""
+    from ragmesh_dev.ports import refused_port as hold
+
+    with hold() as port:
+        yield port

@@ -22,9 +22,10 @@ from ragmesh_common.context import IDENTITY_KEY, UserContext
 from ragmesh_common.server import insecure_channel
 from ragmesh_dev.devstack import Stack
 
+from .conftest import DOCS, auth, upload_ready
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 IBM_MD = DOCS / "md" / "sources" / "wiki.md"
 HR_DOCX = DOCS / "docx" / "sources" / "textbox.docx"
 
@@ -33,16 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "services" / "gatew
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-@pytest.fixture(scope="module")
-def client(mesh: Stack) -> httpx.Client:
-    with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +45,6 @@ def tokens(mesh: Stack) -> dict[str, str]:
         "vera": mesh.token("vera", "audit", ["employee"]),
         "admin": mesh.token("root-admin", "it", ["admin"]),
     }
-
-
-def upload_ready(client: httpx.Client, token: str, path: Path) -> str:
-    with path.open("rb") as fh:
-        reply = client.post("/api/v1/documents", headers=auth(token), files={"file": (path.name, fh)})
-    assert reply.status_code == 202, reply.text
-    document_id = reply.json()["document_id"]
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        doc = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()
-        if doc["status"] in ("ready", "failed"):
-            assert doc["status"] == "ready", doc
-            return document_id
-        time.sleep(1)
-    raise AssertionError(f"{document_id} not ready")
 
 
 @pytest.fixture(scope="module")

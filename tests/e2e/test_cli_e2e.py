@@ -11,16 +11,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from ragmesh_dev.devstack import Stack
 
+from .conftest import DOCS
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 FILES = [
     DOCS / "md" / "sources" / "wiki.md",
     DOCS / "md" / "sources" / "duck.md",

@@ -23,6 +23,8 @@ import pytest
 
 from ragmesh_dev.devstack import Stack
 
+from .conftest import auth, settled, upload, wait_document
+
 pytestmark = pytest.mark.e2e
 
 DEPARTMENT = "docs-e2e"
@@ -30,16 +32,6 @@ V1 = b"# Zorblax reactor\n\nThe zorblax reactor runs on quantum fluxcap alphacor
 V2 = b"# Zorblax reactor\n\nThe zorblax reactor runs on quantum fluxcap betacore fuel and glows blue.\n"
 NOTES = b"Quarterly glimmerwort inventory: the glimmerwort stock is counted every Friday by the warehouse team.\n"
 CLI_DOC = b"# Snorkelberry\n\nSnorkelberry pies are baked with frostmint and served warm at the docs festival.\n"
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-@pytest.fixture(scope="module")
-def client(mesh: Stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
@@ -61,27 +53,6 @@ def owned(client: httpx.Client, tokens: dict[str, str]) -> Iterator[list[str]]:
         client.delete(f"/api/v1/documents/{document_id}", headers=auth(tokens["olga"]))
 
 
-def post(
-    client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None
-) -> httpx.Response:
-    data = {"acl": json.dumps(acl)} if acl is not None else {}
-    return client.post("/api/v1/documents", headers=auth(token), files={"file": (name, content)}, data=data)
-
-
-def wait_for(client: httpx.Client, token: str, document_id: str, done: Any, timeout: float = 900) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        doc = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()
-        if done(doc):
-            return doc
-        time.sleep(1)
-    raise AssertionError(f"document {document_id} did not get there in {timeout}s: {doc}")
-
-
-def settled(doc: dict[str, Any]) -> bool:
-    return doc["status"] in ("ready", "failed") and not doc["pending_version"]
-
-
 def search(client: httpx.Client, token: str, query: str, document_id: str) -> list[dict[str, Any]]:
     reply = client.post(
         "/api/v1/search",
@@ -94,17 +65,17 @@ def search(client: httpx.Client, token: str, query: str, document_id: str) -> li
 
 @pytest.fixture(scope="module")
 def reactor(client: httpx.Client, tokens: dict[str, str], owned: list[str]) -> str:
-    reply = post(client, tokens["olga"], "reactor.md", V1, {"departments": [DEPARTMENT]})
+    reply = upload(client, tokens["olga"], "reactor.md", V1, {"departments": [DEPARTMENT]})
     assert reply.status_code == 202, reply.text
     document_id = reply.json()["document_id"]
     owned.append(document_id)
-    doc = wait_for(client, tokens["olga"], document_id, settled)
+    doc = wait_document(client, tokens["olga"], document_id, settled)
     assert doc["status"] == "ready" and doc["version"] == 1, doc
     return document_id
 
 
 def test_identical_bytes_are_the_same_document(client: httpx.Client, tokens: dict[str, str], reactor: str) -> None:
-    again = post(client, tokens["olga"], "copy-of-reactor.md", V1)
+    again = upload(client, tokens["olga"], "copy-of-reactor.md", V1)
     assert again.status_code == 200, again.text
     assert again.json()["duplicate"] is True and again.json()["document_id"] == reactor
     listed = client.get("/api/v1/documents?owner=olga", headers=auth(tokens["olga"])).json()
@@ -142,7 +113,7 @@ def test_a_new_version_replaces_the_old_without_a_gap(
         with client.stream("GET", f"/api/v1/documents/{reactor}/events", headers=auth(tokens["olga"])) as events:
             statuses = [json.loads(line[5:])["status"] for line in events.iter_lines() if line.startswith("data:")]
         assert statuses[-1] == "ready", statuses
-        doc = wait_for(client, tokens["olga"], reactor, lambda d: settled(d) and d["version"] == 2)
+        doc = wait_document(client, tokens["olga"], reactor, lambda d: settled(d) and d["version"] == 2)
         assert doc["status"] == "ready" and not doc["pending_error"]
         for _ in range(3):  # a few searches after the swap
             time.sleep(0.5)
@@ -167,7 +138,7 @@ def test_reingest_keeps_the_document_searchable(client: httpx.Client, tokens: di
     reply = client.post(f"/api/v1/documents/{reactor}/reingest", headers=auth(tokens["olga"]))
     assert reply.status_code == 202, reply.text
     assert any("betacore" in r["snippet"] for r in search(client, tokens["rita"], "zorblax", reactor))
-    doc = wait_for(client, tokens["olga"], reactor, settled)
+    doc = wait_document(client, tokens["olga"], reactor, settled)
     assert (doc["status"], doc["version"]) == ("ready", 2)
     assert any("betacore" in r["snippet"] for r in search(client, tokens["rita"], "zorblax", reactor))
 
@@ -218,11 +189,11 @@ def test_list_filters_and_cursor_paging(
     client: httpx.Client, tokens: dict[str, str], reactor: str, owned: list[str]
 ) -> None:
     since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
-    reply = post(client, tokens["olga"], "glimmerwort.txt", NOTES)
+    reply = upload(client, tokens["olga"], "glimmerwort.txt", NOTES)
     assert reply.status_code == 202, reply.text
     notes = reply.json()["document_id"]
     owned.append(notes)
-    wait_for(client, tokens["olga"], notes, settled)
+    wait_document(client, tokens["olga"], notes, settled)
     headers = auth(tokens["olga"])
     ids: list[str] = []
     cursor = ""
@@ -258,18 +229,18 @@ def test_list_filters_and_cursor_paging(
 def test_zero_text_fails_and_shows_in_the_admin_view(
     client: httpx.Client, tokens: dict[str, str], owned: list[str]
 ) -> None:
-    reply = post(client, tokens["olga"], "links.html", b'<html><body><img src="a.png"><a href="x"></a></body></html>')
+    reply = upload(client, tokens["olga"], "links.html", b'<html><body><img src="a.png"><a href="x"></a></body></html>')
     assert reply.status_code == 202, reply.text
     document_id = reply.json()["document_id"]
     owned.append(document_id)
-    doc = wait_for(client, tokens["olga"], document_id, settled)
+    doc = wait_document(client, tokens["olga"], document_id, settled)
     # the parser refuses it ("no text content found"), or the worker finds no paragraph text: failed either way
     assert doc["status"] == "failed" and ("no extractable text" in doc["error"] or "no text" in doc["error"]), doc
     assert client.get("/api/v1/admin/documents/problems", headers=auth(tokens["olga"])).status_code == 403
     problems = client.get("/api/v1/admin/documents/problems", headers=auth(tokens["admin"])).json()["documents"]
     mine = [p for p in problems if p["document"]["document_id"] == document_id]
     assert mine and mine[0]["problem"] == "failed" and mine[0]["reason"] == doc["error"]
-    mismatched = post(client, tokens["olga"], "notes.txt", b"\x89PNG\r\n\x1a\n" + bytes(32))
+    mismatched = upload(client, tokens["olga"], "notes.txt", b"\x89PNG\r\n\x1a\n" + bytes(32))
     assert mismatched.status_code == 415
 
 

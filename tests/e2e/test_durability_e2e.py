@@ -22,9 +22,10 @@ import pytest
 from ragmesh_dev.devstack import DEFAULT_PORTS, PORT_VARS, Stack
 from ragmesh_dev.ports import free_port, port_open
 
+from .conftest import DOCS, auth, wait_document
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 ALICE_MD = DOCS / "md" / "sources" / "wiki.md"
 BOB_DOCX = DOCS / "docx" / "sources" / "textbox.docx"
 SLOW_PDF = DOCS / "pdf" / "sources" / "normal_4pages.pdf"  # parsing takes long enough to kill the worker in it
@@ -32,10 +33,6 @@ START_SECONDS = 420.0
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +204,7 @@ def test_everything_survives_a_stop_and_restart(data_dir: Path, ports: dict[str,
             alice = upload(client, tokens["alice"], ALICE_MD)
             bob = upload(client, tokens["bob"], BOB_DOCX, acl='{"departments": ["hr"], "users": ["alice"]}')
             for token, document_id in ((tokens["alice"], alice), (tokens["bob"], bob)):
-                assert wait_ready(client, token, document_id)["status"] == "ready"
+                assert wait_document(client, token, document_id)["status"] == "ready"
             assert (
                 client.post(
                     "/api/v1/chat",
@@ -308,7 +305,7 @@ def test_worker_killed_mid_document(stack: Stack, tokens: dict[str, str]) -> Non
         status = client.get(f"/api/v1/documents/{document_id}", headers=auth(tokens["alice"])).json()["status"]
         assert status in ("parsing", "embedding", "indexing"), status  # mid-document
         worker.kill()
-        doc = wait_ready(client, tokens["alice"], document_id)
+        doc = wait_document(client, tokens["alice"], document_id)
     assert doc["status"] == "ready", doc
     assert any(r["name"] == "ingest-worker" for r in stack.restarts)
     with psycopg.connect(stack.postgres.owner_dsn()) as conn:

@@ -3,7 +3,8 @@
 For every part the test asserts what the user gets while it is gone (a degraded answer that says why, or a 503
 that names the real cause, never a hang past the chat's deadline), that the supervisor brings it back, and that
 the mesh serves normally within RECOVERY_SECONDS of the part's return, without the gateway being restarted.
-Last, a graceful stop: SIGTERM to the gateway ends an open chat stream with a final `error` event.
+Then a restart during ingestion: the embedder is killed while a document ingests, and the document still ends
+`ready`. Last, a graceful stop: SIGTERM to the gateway ends an open chat stream with a final `error` event.
 
 `make test` runs a representative subset (an optional service, a required one, PostgreSQL, Redis);
 `make bench-faults` (RAGMESH_FAULTS=all) runs every part and writes bench/results/faults.json.
@@ -27,9 +28,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
 from ragmesh_dev.ports import free_port, port_open
 
+from .conftest import DOCS, auth, upload, upload_ready, wait_document
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 ALICE_MD = DOCS / "md" / "sources" / "wiki.md"
 QUESTION = "When was International Business Machines Corporation founded?"
 RECOVERY_SECONDS = 10.0  # the mesh serves normally this soon after a part is back
@@ -94,17 +96,7 @@ def client(stack: Stack) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def token(stack: Stack, client: httpx.Client) -> str:
     token = stack.token("alice", "eng", ["employee"])
-    with ALICE_MD.open("rb") as fh:
-        reply = client.post("/api/v1/documents", headers=auth(token), files={"file": (ALICE_MD.name, fh)})
-    assert reply.status_code == 202, reply.text
-    document_id = reply.json()["document_id"]
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        status = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()["status"]
-        if status in ("ready", "failed"):
-            break
-        time.sleep(1)
-    assert status == "ready"
+    upload_ready(client, token, ALICE_MD)
     return token
 
 
@@ -114,10 +106,6 @@ def baseline(client: httpx.Client, token: str) -> set[str]:
     status, body = chat(client, token)
     assert status == 200, body
     return {d["step"] for d in body["degraded"]}
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def chat(client: httpx.Client, token: str) -> tuple[int, dict[str, Any]]:
@@ -217,6 +205,32 @@ def pid_of_safe(stack: Stack, part: str) -> int | None:
         return pid_of(stack, part)
     except (OSError, ValueError, IndexError, AssertionError):
         return None
+
+
+def test_a_document_ingesting_while_the_embedder_restarts_ends_ready(
+    stack: Stack, client: httpx.Client, token: str
+) -> None:
+    """The embedder is killed right after an upload (before the worker reaches the embed step) and takes its
+    restart backoff plus its model's load to come back, far longer than the task's own retries (1 + 2 + 4 s): the
+    worker waits for it (wait_for_ready, INGEST_RETRY_BUDGET_SECONDS) and the document ends `ready`."""
+    word = f"restartdrill{os.getpid()}x{int(time.time())}"
+    content = f"# Restart drill\n\nThe code word {word} belongs to the memo that ingests while the embedder restarts.\n"
+    reply = upload(client, token, f"{word}.md", content.encode())
+    assert reply.status_code == 202, reply.text
+    document_id = reply.json()["document_id"]
+    old_pid = pid_of(stack, "embedder")
+    os.kill(old_pid, signal.SIGKILL)
+    first = client.get(f"/api/v1/documents/{document_id}", headers=auth(token)).json()
+    assert first["status"] not in ("ready", "failed"), first  # the kill came while it was ingesting
+    # within the embedder's return (restart backoff, model load) and the ingestion itself
+    body = wait_document(client, token, document_id, timeout=RETURN_SECONDS + 300)
+    assert body["status"] == "ready" and not body["error"], body
+    assert pid_of_safe(stack, "embedder") not in (None, old_pid)  # it did restart meanwhile
+    found = client.post(
+        "/api/v1/search", headers=auth(token), json={"query": word, "relevance_gate": False, "rerank": False}
+    ).json()
+    assert any(r["document_id"] == document_id for r in found["results"]), found
+    client.delete(f"/api/v1/documents/{document_id}", headers=auth(token))
 
 
 def test_sigterm_ends_open_chat_streams_with_an_error_event(stack: Stack, client: httpx.Client, token: str) -> None:

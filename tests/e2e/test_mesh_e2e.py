@@ -14,9 +14,10 @@ import pytest
 
 from ragmesh_dev.devstack import Stack
 
+from .conftest import DOCS, auth
+
 pytestmark = pytest.mark.e2e
 
-DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 ALICE_MD = DOCS / "md" / "sources" / "wiki.md"  # IBM
 ALICE_HTML = DOCS / "html" / "sources" / "example_03.html"
 BOB_DOCX = DOCS / "docx" / "sources" / "textbox.docx"  # kindergarten infectious disease procedure
@@ -25,10 +26,6 @@ ALICE_QUESTION = "International Business Machines Corporation is nicknamed Big B
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(scope="module")

@@ -91,10 +91,8 @@ def test_a_batch_that_repeats_stored_spans_stores_its_new_ones(postgres, recorde
     }
 
 
-def test_an_unreachable_database_fails_the_export_without_raising(recorded) -> None:
-    from ragmesh_dev.ports import free_port
-
-    exporter = PostgresSpanExporter(f"postgresql://nobody@127.0.0.1:{free_port()}/none", connect_timeout=2)
+def test_an_unreachable_database_fails_the_export_without_raising(recorded, refused_port: int) -> None:
+    exporter = PostgresSpanExporter(f"postgresql://nobody@127.0.0.1:{refused_port}/none", connect_timeout=2)
     assert exporter.export(recorded.get_finished_spans()) == SpanExportResult.FAILURE
     exporter.shutdown()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from ragmesh_dev.devstack import DEFAULT_PORTS
-from ragmesh_dev.ports import LOWEST_PICKED_PORT, ephemeral_range, free_port
+from ragmesh_dev.ports import LOWEST_PICKED_PORT, ephemeral_range, free_port, port_open, refused_port
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
@@ -24,3 +26,10 @@ def test_make_run_ports_are_below_the_ephemeral_range() -> None:
     low, high = ephemeral_range()
     inside = {name: port for name, port in DEFAULT_PORTS.items() if low <= port <= high}
     assert not inside, f"inside {low}-{high}: {inside}"
+
+
+def test_a_held_refused_port_refuses_connections_and_cannot_be_taken() -> None:
+    with refused_port() as port:
+        assert not port_open("127.0.0.1", port)
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))

@@ -16,7 +16,6 @@ from ragmesh_answerer.server import SERVICE_NAME, build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
 from ragmesh_common.testing import channel_as
-from ragmesh_dev.ports import free_port
 
 CALLER = UserContext("tester", "eng", ("employee",))  # every call carries its signed token
 
@@ -173,8 +172,8 @@ async def test_bad_answer_requests_are_invalid_argument(
     assert fragment in (err.value.details() or "")
 
 
-async def test_ollama_down_not_serving_and_unavailable() -> None:
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens here
+async def test_ollama_down_not_serving_and_unavailable(refused_port: int) -> None:
+    dead = f"http://127.0.0.1:{refused_port}"  # nothing listens here
     service = build_service(Settings.defaults(dead, port=0, timeout_seconds=5.0))
     starting = asyncio.create_task(service.start())  # warm-up keeps retrying: start() does not return
     try:

@@ -135,16 +135,16 @@ def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_a_verified_token_is_not_decoded_again_until_it_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     decodes = _count_decodes(monkeypatch)
-    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
-    expires = int(time.time()) + 2
+    now = [time.time()]
+    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None, clock=lambda: now[0])
+    expires = int(now[0]) + 2
     token = jwt.encode(
         {"sub": "alice", "department": "eng", "roles": ["employee"], "exp": expires}, SECRET, algorithm="HS256"
     )
     assert auth.verify(token).user_id == "alice"
     assert auth.verify(token).roles == ("employee",)
     assert len(decodes) == 1
-    while time.time() <= expires:  # past its exp the token is verified again, and fails as expired
-        time.sleep(0.2)
+    now[0] = expires  # past its exp the token is verified again, and fails as expired
     with pytest.raises(HTTPException) as err:
         auth.verify(token)
     assert err.value.status_code == 401 and "expired" in str(err.value.detail) and len(decodes) == 2
@@ -152,15 +152,26 @@ def test_a_verified_token_is_not_decoded_again_until_it_expires(monkeypatch: pyt
 
 def test_the_token_cache_is_bounded_in_size_and_time(monkeypatch: pytest.MonkeyPatch) -> None:
     decodes = _count_decodes(monkeypatch)
-    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None, cache_size=2, cache_seconds=60)
+    now = [time.time()]
+    auth = Authenticator(
+        secret=SECRET, issuer=None, audience=None, jwks_url=None, cache_size=2, cache_seconds=60, clock=lambda: now[0]
+    )
     alice, bob, carol = (mint(SECRET, name) for name in ("alice", "bob", "carol"))
     for token in (alice, bob, carol, carol, bob, alice):  # carol's entry pushed alice's out
         auth.verify(token)
     assert decodes == [alice, bob, carol, alice]
-    now = time.time()
-    monkeypatch.setattr(time, "time", lambda: now + 61)  # within the tokens' exp, past cache_seconds
+    now[0] += 61  # within the tokens' exp, past cache_seconds
     auth.verify(alice)
     assert decodes[-1] == alice and len(decodes) == 5
+
+
+@pytest.mark.parametrize("exp", ["tomorrow", None, True, [1]])
+def test_a_token_whose_exp_is_not_a_number_is_401(exp: object) -> None:
+    auth = Authenticator(secret=SECRET, issuer=None, audience=None, jwks_url=None)
+    token = jwt.encode({"sub": "alice", "exp": exp}, SECRET, algorithm="HS256")
+    with pytest.raises(HTTPException) as err:
+        auth.verify(token)
+    assert err.value.status_code == 401
 
 
 def test_a_cached_token_proves_nothing_about_another_string() -> None:

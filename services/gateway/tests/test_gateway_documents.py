@@ -374,3 +374,12 @@ def test_events_follow_a_pending_version(client: TestClient, mesh: FakeMesh) -> 
     with client.stream("GET", f"/api/v1/documents/{DOC_ID}/events") as reply:
         text = "".join(reply.iter_text())
     assert '"failed"' in text and "parse failed: bad" in text
+
+
+def test_a_stored_error_is_shown_without_internal_addresses(client: TestClient, mesh: FakeMesh) -> None:
+    mesh.retriever.replies["GetDocument"] = document(
+        status=common_pb2.DOCUMENT_STATUS_FAILED,
+        error="embed failed: failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:50053: refused",
+    )
+    body = client.get(f"/api/v1/documents/{DOC_ID}").json()
+    assert body["error"] == "embed failed: failed to connect to all addresses; last error: UNKNOWN: <address> refused"

@@ -101,8 +101,7 @@ def graph_settings(arcadedb: EmbeddedArcadeDB, catalogue: tuple[Catalogue, int])
         query_timeout_seconds=20.0,
         max_entities_per_chunk=25,
         retriever_addr=f"127.0.0.1:{catalogue[1]}",
-        access_cache_seconds=0.0,
-    )  # every call asks: tests change the catalogue between calls
+    )
 
 
 @pytest.fixture(scope="session")

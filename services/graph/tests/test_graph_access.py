@@ -152,20 +152,46 @@ async def test_catalogue_down_fails_closed(graph_stub: Stub, doc_id: str, docume
         documents.down = False
 
 
-async def test_access_answers_are_cached_per_token(graph_settings, documents: Catalogue) -> None:
-    access = DocumentAccess(graph_settings.retriever_addr, cache_seconds=60)
+async def test_an_access_change_holds_for_the_very_next_graph_read(
+    graph_stub: Stub, graph_as: GraphAs, doc_id: str, documents: Catalogue
+) -> None:
+    """The service as deployed (default settings): a share, a revocation, a new version being ingested and a
+    deletion each show in the next GetContext of the same user with the same token, not seconds later."""
+    await graph_stub.IngestChunks(ingest_request(doc_id, TEXT), timeout=30)
+
+    async def names(carol: Stub) -> set[str]:
+        reply = await carol.GetContext(_context("NASA WidgetPro", doc_id), timeout=30)
+        return {e.name for e in reply.matched} | {r.target for r in reply.relations} | set(reply.chunk_ids)
+
+    async with graph_as(CAROL) as carol:
+        documents.add(doc_id, owner="alice", readers={"carol"})
+        assert {"NASA", "WidgetPro"} <= await names(carol)
+        documents.add(doc_id, owner="alice", readers=set())  # revoked
+        assert await names(carol) == set()
+        documents.add(doc_id, owner="alice", readers={"carol"})  # shared again
+        assert {"NASA", "WidgetPro"} <= await names(carol)
+        documents.add(doc_id, owner="alice", readers={"carol"}, ready=False)  # a new version is being ingested
+        assert await names(carol) == set()
+        documents.add(doc_id, owner="alice", readers={"carol"})
+        assert {"NASA", "WidgetPro"} <= await names(carol)
+        del documents.documents[doc_id]  # deleted from the catalogue
+        assert await names(carol) == set()
+
+
+async def test_each_check_asks_the_catalogue_once_about_all_its_documents(graph_settings, documents: Catalogue) -> None:
+    access = DocumentAccess(graph_settings.retriever_addr)
     signer = local_signer()
     alice = UserContext("alice", "eng", ("employee",), token=signer.token(ALICE))
-    other_token = UserContext("alice", "eng", ("employee",), token=signer.mint(ALICE))
-    a, b = documents.add("cache-a"), documents.add("cache-b", owner="bob")
+    a, b = documents.add("check-a"), documents.add("check-b", owner="bob")
     try:
         before = documents.calls
-        first = await access.check(alice, [a, b])
+        first = await access.check(alice, [a, b, a])
         assert first.readable == {a} and first.owned == {a}
-        assert (await access.check(alice, [a])).readable == {a}
-        assert documents.calls == before + 1  # answered from the cache
-        await access.check(alice, [a, "cache-c"])  # only the unknown id is asked
-        await access.check(other_token, [a])  # another token asks again
-        assert documents.calls == before + 3
+        assert documents.calls == before + 1
+        documents.add(a, owner="bob")  # alice gave it away: the next check says so
+        second = await access.check(alice, [a, b])
+        assert second.readable == second.owned == frozenset()
+        assert documents.calls == before + 2
+        assert (await access.check(alice, [])).readable == frozenset() and documents.calls == before + 2
     finally:
         await access.close()

@@ -59,6 +59,10 @@ class _Pipeline:
         self.redis.events.extend(self.queued)
 
 
+async def _ready() -> None:
+    pass
+
+
 def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any], list[str]]:
     statuses: list[Any] = []
     calls: list[str] = []
@@ -81,6 +85,7 @@ def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any],
         parser=SimpleNamespace(Parse=parse),
         embedder=SimpleNamespace(Embed=embed),
         retriever=SimpleNamespace(IndexChunks=index, UpdateDocumentStatus=update),
+        channel=lambda name: SimpleNamespace(channel_ready=_ready),
     )
     return mesh, statuses, calls
 

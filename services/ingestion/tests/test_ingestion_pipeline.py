@@ -44,7 +44,8 @@ class Stub:
         self.calls, self.replies = calls, replies
 
     def __getattr__(self, name: str) -> Any:
-        async def call(request: Any, **_: Any) -> Any:
+        async def call(request: Any, **options: Any) -> Any:
+            assert options.get("wait_for_ready") is True, f"{name} without wait_for_ready"
             self.calls.append((name, request))
             reply = self.replies[name]
             reply = reply(request) if callable(reply) else reply
@@ -55,7 +56,15 @@ class Stub:
         return call
 
 
+class ReadyChannel:
+    async def channel_ready(self) -> None:
+        pass
+
+
 class FakeClients:
+    def channel(self, name: str) -> ReadyChannel:
+        return ReadyChannel()
+
     def __init__(self, parse: Any = None) -> None:
         self.calls: list[tuple[str, Any]] = []
         chunks = [
@@ -143,11 +152,11 @@ async def test_events_and_catalogue_use_one_status_vocabulary(tmp_path: Path) ->
 
 
 async def test_transient_failure_is_retried_and_announced(tmp_path: Path) -> None:
-    clients = FakeClients(parse=rpc_error(grpc.StatusCode.UNAVAILABLE, "parser restarting"))
+    clients = FakeClients(parse=rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "parser busy"))
     path = tmp_path / "a.md"
     path.write_text("# T")
     redis = FakeRedis()
-    with pytest.raises(TransientIngestError, match="parse: UNAVAILABLE"):
+    with pytest.raises(TransientIngestError, match="parse: DEADLINE_EXCEEDED"):
         await Ingestor(clients, redis, Deadlines()).run(DOC, USER, path, "a.md", "text/markdown", final_attempt=False)
     assert catalogue_statuses(clients) == ["parsing"]  # no failed status: the task runs again
     assert [e["status"] for _, e in redis.published] == ["parsing", RETRYING]

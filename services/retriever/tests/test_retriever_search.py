@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import math
 import os
-import socket
 import statistics
 import uuid
 from collections.abc import AsyncIterator
@@ -637,10 +636,8 @@ async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> No
     assert [r.chunk.text for r in plain.results] == ["kubernetes cluster upgrade"]  # neither vector nor embed_query
 
 
-async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn) -> None:
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
+async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn, refused_port: int) -> None:
+    dead = refused_port
     async with retriever_on(app_dsn) as stub:
         await add_document(stub, ALICE, "ops", [("kubernetes cluster upgrade", unit(0)), ("gardening", unit(1))])
     for overrides, reason in (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import grpc
@@ -92,3 +94,41 @@ def grpc_errors(func: F) -> F:
             await _abort(context, exc)
 
     return wrapper  # type: ignore[return-value]  # same signature as func; the union type cannot say which branch
+
+
+# What a user is told when a call failed on the service's side: the cause, never gRPC's details, which name peers
+# ("ipv4:127.0.0.1:50053: Failed to connect to remote host") and a service's internals.
+SERVICE_FAILURES = MappingProxyType(
+    {
+        grpc.StatusCode.UNAVAILABLE: "the service is unreachable",
+        grpc.StatusCode.DEADLINE_EXCEEDED: "no reply within the deadline",
+        grpc.StatusCode.RESOURCE_EXHAUSTED: "the service is overloaded",
+        grpc.StatusCode.CANCELLED: "the call was cancelled",
+        grpc.StatusCode.UNIMPLEMENTED: "the service does not implement this call",
+        grpc.StatusCode.INTERNAL: "the service failed internally",
+        grpc.StatusCode.UNKNOWN: "the service failed internally",
+        grpc.StatusCode.DATA_LOSS: "the service failed internally",
+    }
+)
+# A peer as gRPC and sockets write it: "ipv4:10.0.0.7:50053", "ipv6:[::1]:50053", "unix:/run/x.sock",
+# "dns:///embedder:50053", a bare IPv4 or [IPv6] address with or without a port, and a host with a port when the
+# host has a dot or a hyphen or is localhost ("embedder.ns.svc:50053", "ragmesh-embedder:50053"; not "12:30").
+_ADDRESS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns|vsock):\S+"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[A-Za-z][\w-]*(?:\.[\w-]+)+|[A-Za-z]\w*(?:-\w+)+):\d{2,5}\b"
+)
+
+
+def redact_addresses(text: str) -> str:
+    """`text` with network addresses and ports replaced by "<address>" (user-visible messages)."""
+    return _ADDRESS.sub("<address>", text)
+
+
+def public_message(code: grpc.StatusCode, details: str | None) -> str:
+    """What a user may be shown of a failed call: the cause for a failure on the service's side, else the
+    service's own message (a refusal the user can act on) without addresses. Log the full details beside it."""
+    if code in SERVICE_FAILURES:
+        return f"{SERVICE_FAILURES[code]} ({code.name})"
+    return redact_addresses(details or code.name)

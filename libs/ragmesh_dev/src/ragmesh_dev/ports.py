@@ -1,9 +1,16 @@
-"""Port helpers for the local stack and the tests: is a port open, wait for one, pick a free one."""
+"""Port helpers for the local stack and the tests: is a port open, wait for one, pick a free one, hold a refused one.
+
+In-process test servers bind port 0 and read the port the kernel gave (`GrpcService.start()` returns it). Picking
+a port (`free_port`) is for what must be told its port before it starts: the engines (PostgreSQL, ArcadeDB) and
+the e2e mesh's service processes, which bind the port in their environment.
+"""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -64,3 +71,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         if port not in _picked:
             _picked.add(port)
             return port
+
+
+@contextmanager
+def refused_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port this process holds bound but not listening: a connection to it is refused for as long as the block
+    runs, and no other process can take it meanwhile (tests of an unreachable service)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        yield int(s.getsockname()[1])

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import anyio
 import jwt
@@ -36,6 +37,7 @@ class Authenticator:
         cache_size: int = 4096,
         cache_seconds: float = 300.0,
         signer: Signer | None = None,
+        clock: Callable[[], float] = time.time,  # epoch seconds, as `exp` is
     ) -> None:
         """`signer` signs the internal token of each hop for the users this authenticator returns."""
         self._signer = signer
@@ -45,13 +47,14 @@ class Authenticator:
         self._jwks = jwt.PyJWKClient(jwks_url, cache_keys=True, timeout=5) if jwks_url else None
         self._cache_size = cache_size
         self._cache_seconds = cache_seconds
+        self._clock = clock
         self._verified: OrderedDict[str, tuple[UserContext, float]] = OrderedDict()  # token -> (user, valid until)
         self._lock = threading.Lock()  # verify also runs in worker threads (JWKS)
 
     def _cached(self, token: str) -> UserContext | None:
         with self._lock:
             entry = self._verified.get(token)
-        if entry is not None and time.time() < entry[1]:
+        if entry is not None and self._clock() < entry[1]:
             return entry[0]
         return None
 
@@ -62,14 +65,15 @@ class Authenticator:
         user, expires = self._verify(token)
         if self._cache_size > 0:
             with self._lock:
-                self._verified[token] = (user, min(expires, time.time() + self._cache_seconds))
+                self._verified[token] = (user, min(expires, self._clock() + self._cache_seconds))
                 while len(self._verified) > self._cache_size:
                     self._verified.popitem(last=False)  # the oldest entry
         return user
 
     def _verify(self, token: str) -> tuple[UserContext, float]:
         """The token's user and its expiry (epoch seconds), or a 401."""
-        options: jwt.types.Options = {"require": ["sub", "exp"]}
+        # `exp` is checked below against self._clock (PyJWT would read the wall clock itself)
+        options: jwt.types.Options = {"require": ["sub", "exp"], "verify_exp": False}
         try:
             if self._jwks is not None:
                 key = self._jwks.get_signing_key_from_jwt(token).key
@@ -93,6 +97,11 @@ class Authenticator:
                 )
         except jwt.PyJWTError as exc:
             raise HTTPException(401, f"invalid token: {exc}", headers={"WWW-Authenticate": "Bearer"}) from exc
+        expires = claims["exp"]
+        if isinstance(expires, bool) or not isinstance(expires, int | float):
+            raise HTTPException(401, "invalid token: exp must be a number", headers={"WWW-Authenticate": "Bearer"})
+        if expires <= self._clock():
+            raise HTTPException(401, "invalid token: Signature has expired", headers={"WWW-Authenticate": "Bearer"})
         roles = claims.get("roles", [])
         if isinstance(roles, str):
             roles = [r for r in roles.split(",") if r]
@@ -108,7 +117,7 @@ class Authenticator:
         user = UserContext(
             user_id=str(claims["sub"]), department=str(department), roles=tuple(roles), signer=self._signer
         )
-        return user, float(claims["exp"])
+        return user, float(expires)
 
     @staticmethod
     def _token(request: Request) -> str:

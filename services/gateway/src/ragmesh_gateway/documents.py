@@ -35,6 +35,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common.errors import redact_addresses
 from ragmesh_common.identity import UserContext
 from ragmesh_common.ingestion import TERMINAL, IngestTask, channel_name, event, send_ingest, status_name
 from ragmesh_common.tokens import TokenSigner, mint_ingest_token
@@ -59,6 +60,9 @@ def document_json(doc: common_pb2.Document) -> dict[str, Any]:
         stamp = getattr(doc, name)
         data[name] = stamp.ToDatetime(tzinfo=UTC).isoformat() if doc.HasField(name) else ""
     data["pending_status"] = status_name(doc.pending_status) if doc.pending_version else ""
+    for name in ("error", "pending_error"):  # the worker writes none; rows written before it stopped may have
+        if name in data:
+            data[name] = redact_addresses(data[name])
     return data
 
 
@@ -66,8 +70,8 @@ def effective_status(doc: common_pb2.Document) -> tuple[str, str]:
     """The status and error an events stream follows: the pending version's while one is ingesting (the visible
     version stays `ready` meanwhile), else the document's."""
     if doc.pending_version:
-        return status_name(doc.pending_status), doc.pending_error
-    return status_name(doc.status), doc.error
+        return status_name(doc.pending_status), redact_addresses(doc.pending_error)
+    return status_name(doc.status), redact_addresses(doc.error)
 
 
 def enum_name(value: int, enum: Any, prefix: str) -> str:

@@ -15,6 +15,7 @@ from ragmesh.graph.v1 import graph_pb2_grpc
 from ragmesh.parser.v1 import parser_pb2_grpc
 from ragmesh.reranker.v1 import reranker_pb2_grpc
 from ragmesh.retriever.v1 import retriever_pb2_grpc
+from ragmesh_common.errors import redact_addresses
 from ragmesh_common.server import mesh_channel
 from ragmesh_gateway.config import Settings
 
@@ -66,11 +67,11 @@ class StepFailed(Exception):
     def from_rpc(cls, step: str, exc: aio.AioRpcError, *, retry_after: int | None = None) -> StepFailed:
         code = exc.code()
         status = CLIENT_ERRORS.get(code, 503)
-        detail = exc.details() or code.name
+        detail = redact_addresses(exc.details() or code.name)  # a refusal's own message, without peers
         if status == 503:
             # gRPC's details name addresses and ports ("ipv4:127.0.0.1:50053: Connection refused") and a
             # service's internals: they go to the log, and the client gets the step and the cause
-            logger.warning("%s step failed: %s: %s", step, code.name, detail)
+            logger.warning("%s step failed: %s: %s", step, code.name, exc.details())
             detail = f"the {step} step is unavailable ({code.name}: {UNAVAILABLE_CAUSES.get(code, 'failed')})"
         return cls(step, detail, status, retry_after=retry_after)
 

@@ -24,7 +24,6 @@ class Settings(ServiceSettings):
     # The catalogue (retriever) that decides which documents a caller may read or owns.
     retriever_addr: str = Field(validation_alias="RETRIEVER_ADDR")
     access_timeout_seconds: float = Field(5.0, gt=0)
-    access_cache_seconds: float = Field(5.0, ge=0)
 
     @field_validator("neo4j_uri")
     @classmethod

@@ -203,9 +203,7 @@ def build_service(
         settings.neo4j_database,
         settings.query_timeout_seconds,
     )
-    access = access or DocumentAccess(
-        settings.retriever_addr, timeout=settings.access_timeout_seconds, cache_seconds=settings.access_cache_seconds
-    )
+    access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
     servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk), access)
 
     async def on_stop() -> None:

@@ -25,6 +25,10 @@ class Clients:
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channels["retriever"])
         self.graph = graph_pb2_grpc.GraphServiceStub(self._channels["graph"])
 
+    def channel(self, name: str) -> aio.Channel:
+        """The channel to "parser", "embedder", "retriever" or "graph" (to wait until it is ready)."""
+        return self._channels[name]
+
     @classmethod
     def from_settings(cls, settings: Settings) -> Clients:
         return cls(

@@ -24,6 +24,10 @@ class Deadlines:
     embed: float = 10.0  # per batch: six times this (a batch is up to 64 chunks, not one query)
     parse: float = 300.0
     index: float = 120.0
+    # How long a hop whose service is down or restarting is waited for and retried (pipeline.Ingestor._step):
+    # longer than any service's start (the chart's startup probes allow 60 x 10 s; the dev stack 300 s), so that
+    # a rolling deploy or a restarted service fails no upload.
+    retry_budget: float = 900.0
 
 
 class Settings(ServiceSettings):
@@ -42,6 +46,7 @@ class Settings(ServiceSettings):
         DEFAULT_TOKEN_TTL_SECONDS, ge=1, le=MAX_INGEST_TTL_SECONDS, validation_alias=TOKEN_TTL_ENV
     )
     graph_enabled: bool = Field(True, validation_alias="GATEWAY_GRAPH_ENABLED")
+    retry_budget_seconds: float = Field(Deadlines.retry_budget, gt=0, validation_alias="INGEST_RETRY_BUDGET_SECONDS")
 
     @property
     def broker_url(self) -> str:
@@ -50,4 +55,4 @@ class Settings(ServiceSettings):
 
     @property
     def deadlines(self) -> Deadlines:
-        return Deadlines()
+        return Deadlines(retry_budget=self.retry_budget_seconds)

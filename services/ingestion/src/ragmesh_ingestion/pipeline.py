@@ -11,6 +11,15 @@ harmless: indexing replaces the document's chunks in one transaction and the gra
 
 Every status change goes to the catalogue and to the channel together (`advance`), under the same name
 (ragmesh_common.ingestion.status_name of the proto enum); `retrying` is the one event that is not a catalogue status.
+
+A hop whose service is down, restarting or warming up (UNAVAILABLE) is waited for (the channel's
+`channel_ready`, then the call with `wait_for_ready`) and retried with backoff for up to the retry budget
+(INGEST_RETRY_BUDGET_SECONDS, longer than any service's start), so a rolling deploy fails no upload; other
+transient failures (a deadline, an overloaded service) go back to the queue (worker.py, a few times).
+
+What the uploader sees of a failure (the document's `error`, the events' `message`) is the step and the cause,
+never gRPC's details, which name internal addresses (ragmesh_common.errors.public_message); the full details
+go to the log and the trace.
 """
 
 from __future__ import annotations
@@ -19,10 +28,10 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
@@ -36,6 +45,7 @@ from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
+from ragmesh_common.errors import public_message
 from ragmesh_common.ingestion import RETRYING, channel_name, event, status_name
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Deadlines
@@ -46,6 +56,9 @@ tracer = trace.get_tracer(__name__)
 EMBED_BATCH = 64
 EMBED_IN_FLIGHT = 2
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+RETRY_FIRST_SECONDS = 0.5  # an unavailable hop is tried again after this, doubling up to RETRY_MAX_SECONDS
+RETRY_MAX_SECONDS = 10.0
+T = TypeVar("T")
 # The catalogue version the running ingestion is for (0 = the current one), passed with every status and index
 # call: a version superseded by a newer upload is refused there, so a late run never overwrites a newer one.
 VERSION: ContextVar[int] = ContextVar("ragmesh_ingest_version", default=0)
@@ -66,12 +79,16 @@ class Ingestor:
         *,
         graph_enabled: bool = True,
         reader: Callable[[Path], bytes] = Path.read_bytes,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.mesh = mesh
         self.redis = redis
         self.deadlines = deadlines
         self.graph_enabled = graph_enabled
         self.reader = reader  # the worker's reads only below the upload store (admission.read_in_store)
+        self._clock = clock
+        self._sleep = sleep
 
     async def publish(self, document_id: str, status: str, **extra: Any) -> None:
         payload = json.dumps(event(document_id, status, time=time.time(), **extra))
@@ -87,12 +104,18 @@ class Ingestor:
     async def _status(
         self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType, **fields: Any
     ) -> None:
-        await self.mesh.retriever.UpdateDocumentStatus(
-            retriever_pb2.UpdateDocumentStatusRequest(
-                document_id=document_id, status=status, version=VERSION.get(), **fields
+        await self._step(
+            "ingest",  # a refused status (a superseded version) is the run's, not a hop's
+            document_id,
+            "retriever",
+            lambda: self.mesh.retriever.UpdateDocumentStatus(
+                retriever_pb2.UpdateDocumentStatusRequest(
+                    document_id=document_id, status=status, version=VERSION.get(), **fields
+                ),
+                metadata=user.metadata(),
+                timeout=self.deadlines.index,
+                wait_for_ready=True,
             ),
-            metadata=user.metadata(),
-            timeout=self.deadlines.index,
         )
 
     async def advance(
@@ -130,29 +153,69 @@ class Ingestor:
                     )
                     return
                 if exc.code() in TRANSIENT and not final_attempt:
-                    await self.publish(document_id, RETRYING, step=step, message=exc.details())
+                    logger.warning("document %s: %s %s: %s", document_id, step, exc.code().name, exc.details())
+                    await self.publish(
+                        document_id, RETRYING, step=step, message=public_message(exc.code(), exc.details())
+                    )
                     raise TransientIngestError(f"{step}: {exc.code().name}") from exc
-                message = f"{step} failed: {exc.details() or exc.code().name}"
-                await self._fail(document_id, user, message)
-            except (OSError, ValueError) as exc:
+                message = f"{step} failed: {public_message(exc.code(), exc.details())}"
+                await self._fail(document_id, user, message, f"{step} failed: {exc.code().name}: {exc.details()}")
+            except OSError as exc:  # its message names paths in the upload store
+                await self._fail(document_id, user, "ingest failed: the stored upload could not be read", str(exc))
+            except ValueError as exc:
                 await self._fail(document_id, user, f"ingest failed: {exc}")
             finally:
                 VERSION.reset(token)
 
-    async def _fail(self, document_id: str, user: UserContext, message: str) -> None:
-        logger.warning("document %s failed: %s", document_id, message)
-        trace.get_current_span().set_status(trace.Status(trace.StatusCode.ERROR, message))
+    async def _fail(self, document_id: str, user: UserContext, message: str, detail: str = "") -> None:
+        """Fails the document with `message` (what the uploader sees); `detail` (internal) goes to the log and
+        the trace only."""
+        logger.warning("document %s failed: %s%s", document_id, message, f" ({detail})" if detail else "")
+        trace.get_current_span().set_status(trace.Status(trace.StatusCode.ERROR, detail or message))
         try:
             await self._status(user, document_id, common_pb2.DOCUMENT_STATUS_FAILED, error=message[:2000])
         finally:
             await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_FAILED), error=message)
 
-    async def _step(self, step: str, call: Any) -> Any:
-        try:
-            return await call
-        except aio.AioRpcError as exc:
-            exc._ragmesh_step = step  # type: ignore[attr-defined]  # the failed hop travels with the error to run()
-            raise
+    async def _step(self, step: str, document_id: str, service: str, call: Callable[[], Awaitable[T]]) -> T:
+        """One hop: waits until `service`'s channel is ready, calls, and while the service is unavailable (down,
+        restarting, warming up) waits and calls again with backoff, for up to the retry budget. The failed hop's
+        name travels with a final error to run()."""
+        started = self._clock()
+        delay = RETRY_FIRST_SECONDS
+        while True:
+            left = self.deadlines.retry_budget - (self._clock() - started)
+            try:
+                try:
+                    await asyncio.wait_for(self.mesh.channel(service).channel_ready(), timeout=max(left, 0.001))
+                except TimeoutError:
+                    raise aio.AioRpcError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        aio.Metadata(),
+                        aio.Metadata(),
+                        details=f"{service} not reachable within the retry budget ({self.deadlines.retry_budget:g} s)",
+                        debug_error_string="",
+                    ) from None
+                return await call()
+            except aio.AioRpcError as exc:
+                left = self.deadlines.retry_budget - (self._clock() - started)
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or left <= delay:
+                    exc._ragmesh_step = step  # type: ignore[attr-defined]
+                    raise
+                logger.warning(
+                    "document %s: %s unavailable (%s); again in %.1f s, %.0f s of the retry budget left",
+                    document_id,
+                    step,
+                    exc.details(),
+                    delay,
+                    left,
+                )
+                trace.get_current_span().add_event(
+                    "retry", {attr.RAG_STAGE: step, attr.RAG_DEGRADED_REASON: exc.details() or exc.code().name}
+                )
+                await self.publish(document_id, RETRYING, step=step, message=public_message(exc.code(), None))
+                await self._sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
 
     async def _run(self, document_id: str, user: UserContext, path: Path, filename: str, mime_type: str) -> None:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
@@ -160,12 +223,15 @@ class Ingestor:
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
         parsed = await self._step(
             "parse",
-            self.mesh.parser.Parse(
+            document_id,
+            "parser",
+            lambda: self.mesh.parser.Parse(
                 parser_pb2.ParseRequest(
                     filename=filename, content=content, mime_type=mime_type, document_id=document_id
                 ),
                 metadata=user.metadata(),
                 timeout=self.deadlines.parse,
+                wait_for_ready=True,
             ),
         )
         chunks = list(parsed.chunks)
@@ -192,10 +258,13 @@ class Ingestor:
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
             await self._step(
                 "index",
-                self.mesh.retriever.IndexChunks(
+                document_id,
+                "retriever",
+                lambda: self.mesh.retriever.IndexChunks(
                     retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=chunks, version=VERSION.get()),
                     metadata=user.metadata(),
                     timeout=self.deadlines.index,
+                    wait_for_ready=True,
                 ),
             )
             if graph is not None:
@@ -228,10 +297,13 @@ class Ingestor:
             async with gate:
                 reply = await self._step(
                     "embed",
-                    self.mesh.embedder.Embed(
+                    document_id,
+                    "embedder",
+                    lambda: self.mesh.embedder.Embed(
                         embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]),
                         metadata=user.metadata(),
                         timeout=self.deadlines.embed * 6,
+                        wait_for_ready=True,
                     ),
                 )
             if len(reply.vectors) != len(part):  # never index chunks without their vectors
@@ -271,6 +343,7 @@ class Ingestor:
                 ),
                 metadata=user.metadata(),
                 timeout=self.deadlines.index,
+                wait_for_ready=True,  # a graph restarting is waited for within the deadline; not retried after
             )
             return f"{reply.entities} entities, {reply.relations} relations"
         except aio.AioRpcError as exc:
