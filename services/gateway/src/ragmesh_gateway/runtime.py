@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import create_celery
 from ragmesh_gateway.config import Settings
+from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline import Orchestrator
@@ -57,6 +58,7 @@ class Runtime:
     rate_limiter: RateLimiter
     documents: DocumentLifecycle
     traces: TraceStore | None  # None without GATEWAY_TRACES_DSN
+    conversations: ConversationClient
 
 
 @asynccontextmanager
@@ -98,6 +100,7 @@ async def open_runtime(settings: Settings, mesh: Mesh | None = None) -> AsyncIte
             rate_limiter=RateLimiter(redis, settings.rate_limit_per_minute),
             documents=documents,
             traces=traces,
+            conversations=ConversationClient(mesh, settings.deadlines.retrieve),
         )
     finally:
         for task in background:
