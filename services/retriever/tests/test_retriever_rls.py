@@ -111,7 +111,17 @@ def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(po
     # the tables that hold document-derived data are all here
     assert {"documents", "chunks", "postings", "lex_doc_stats", "lex_stats", "rag_traces"} <= set(tables)
     readable = {name for name, (_, _, _, granted, _) in tables.items() if granted}
-    assert readable == {"documents", "chunks", "postings", "lex_doc_stats", "rag_traces", "document_audit"}
+    assert readable == {
+        "documents",
+        "chunks",
+        "postings",
+        "lex_doc_stats",
+        "rag_traces",
+        "document_audit",
+        "conversations",
+        "conversation_messages",
+        "message_feedback",
+    }
     command_of = {"SELECT": "r", "INSERT": "a", "UPDATE": "w", "DELETE": "d"}
     for name in readable:
         kind, rls, forced, granted, commands = tables[name]

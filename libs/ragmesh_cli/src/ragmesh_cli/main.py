@@ -1,4 +1,5 @@
-"""The `ragmesh` command: ingest, ask, search, docs, traces and token, over the gateway's HTTP API.
+"""The `ragmesh` command: ingest, ask, chat, search, docs, conversations, traces and token, over the gateway's
+HTTP API.
 
 Configuration comes from flags or the environment: --url / RAGMESH_URL (default http://127.0.0.1:8080) and
 --token / RAGMESH_TOKEN. An error from the API is one line on stderr (`error: HTTP 404: …`) and exit code 1.
@@ -34,7 +35,11 @@ app = typer.Typer(
 )
 docs_app = typer.Typer(no_args_is_help=True, help="List, show and delete documents you may read.")
 traces_app = typer.Typer(invoke_without_command=True, help="Recent request traces (admin); `traces show ID` for one.")
+conversations_app = typer.Typer(
+    no_args_is_help=True, help="Your conversations kept on the server: list, show, rm, export (rated turns)."
+)
 app.add_typer(docs_app, name="docs")
+app.add_typer(conversations_app, name="conversations")
 app.add_typer(traces_app, name="traces")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table (for scripts)")]
@@ -170,13 +175,20 @@ def ask(
     """Ask a question: the answer streams as it is written, then its sources and verification."""
     st = state(ctx)
     body = {"question": question, "stream": True, "top_k": top_k, "document_ids": document or [], "graph": graph}
+    with Api(st.settings) as api:
+        stream_answer(st, api, body, as_json)
+
+
+def stream_answer(st: State, api: Api, body: dict[str, Any], as_json: bool) -> dict[str, Any]:
+    """Streams a chat's answer to stdout (or prints its final JSON), then its sources and checks; the final
+    event's data. An API error is one line on stderr and exit code 1."""
     final: dict[str, Any] | None = None
     streamed = False
     status = st.err.status("retrieving…") if st.err.is_terminal and not as_json else None
     if status:
         status.start()
     try:
-        with failing_clearly(st), Api(st.settings) as api:
+        with failing_clearly(st):
             for name, data in api.stream("POST", "/api/v1/chat", body):
                 if name == "token" and not as_json:
                     if status:
@@ -203,12 +215,57 @@ def ask(
         raise typer.Exit(1)
     if as_json:
         print_json(st, final)
-        return
+        return final
     if not streamed:
         st.out.print(final.get("answer", ""), markup=False, highlight=False)
     else:
         st.out.print()
     render.answer_footer(st.out, final)
+    return final
+
+
+@app.command()
+def chat(
+    ctx: typer.Context,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Go on with this conversation (default: a new one)")
+    ] = None,
+    title: Annotated[str, typer.Option(help="A new conversation's title (default: the first question)")] = "",
+    top_k: Annotated[int, typer.Option(min=1, max=20, help="Sources given to the answerer")] = 5,
+) -> None:
+    """Chat interactively in a conversation the server keeps: each line is a question (follow-ups are understood
+    from the stored turns); `/up [comment]` or `/down [comment]` rates the last answer; an empty line or EOF ends."""
+    st = state(ctx)
+    with Api(st.settings) as api:
+        with failing_clearly(st):
+            if conversation:
+                conversation_id = api.get(f"/api/v1/conversations/{conversation}")["conversation_id"]
+            else:
+                conversation_id = api.post("/api/v1/conversations", {"title": title})["conversation_id"]
+        st.err.print(f"[dim]conversation {conversation_id} (ragmesh conversations show {conversation_id})[/]")
+        last_message: str | None = None
+        while True:
+            if st.err.is_terminal:
+                st.err.print("[bold]> [/]", end="")
+            line = sys.stdin.readline()
+            question = line.strip()
+            if not question:
+                return
+            command, _, comment = question.partition(" ")
+            if command in ("/up", "/down"):
+                if last_message is None:
+                    st.err.print("[yellow]note:[/] no stored answer to rate yet")
+                    continue
+                with failing_clearly(st):
+                    api.post(
+                        f"/api/v1/conversations/{conversation_id}/messages/{last_message}/feedback",
+                        {"rating": command[1:], "comment": comment.strip()},
+                    )
+                st.err.print(f"[dim]rated {command[1:]}[/]")
+                continue
+            body = {"question": question, "stream": True, "top_k": top_k, "conversation_id": conversation_id}
+            final = stream_answer(st, api, body, as_json=False)
+            last_message = final.get("message_id") or last_message
 
 
 def render_step_error(data: dict[str, Any]) -> str:
@@ -328,6 +385,101 @@ def docs_rm(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argumen
                 st.err.print(f"[yellow]warning[/] {escape(document_id)}: {escape(str(warning))}")
     if failed:
         raise typer.Exit(1)
+
+
+# ---------- conversations ----------
+@conversations_app.command("list")
+def conversations_list(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    cursor: Annotated[str | None, typer.Option(help="Next page, from the previous listing")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Your conversations, most recently active first."""
+    st = state(ctx)
+    with failing_clearly(st), Api(st.settings) as api:
+        body = api.get("/api/v1/conversations", {"limit": limit, "cursor": cursor})
+    if as_json:
+        print_json(st, body)
+    else:
+        render.conversations_table(st.out, body)
+
+
+@conversations_app.command("show")
+def conversations_show(
+    ctx: typer.Context, conversation_id: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonFlag = False
+) -> None:
+    """One conversation's turns (an answer whose document you can no longer read shows as withdrawn)."""
+    st = state(ctx)
+    with failing_clearly(st), Api(st.settings) as api:
+        body = api.get(f"/api/v1/conversations/{conversation_id}")
+    if as_json:
+        print_json(st, body)
+    else:
+        render.conversation_details(st.out, body)
+
+
+@conversations_app.command("rm")
+def conversations_rm(
+    ctx: typer.Context, conversation_ids: Annotated[list[str], typer.Argument(metavar="ID...")]
+) -> None:
+    """Delete conversations of yours with their turns and feedback (exit code 1 if any failed)."""
+    st = state(ctx)
+    failed = 0
+    with Api(st.settings) as api:
+        for conversation_id in conversation_ids:
+            try:
+                api.delete(f"/api/v1/conversations/{conversation_id}")
+            except ApiError as exc:
+                st.err.print(f"[red]error:[/] {escape(conversation_id)}: {escape(str(exc))}")
+                failed += 1
+                continue
+            st.out.print(f"deleted {conversation_id}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@conversations_app.command("export")
+def conversations_export(
+    ctx: typer.Context,
+    rating: Annotated[str, typer.Option(help="up, down or any")] = "down",
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 1000,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="JSON Lines file (default: stdout)")] = None,
+) -> None:
+    """Your rated turns as an evaluation set, one JSON object a line: question, answer, sources (document id,
+    title, chunk id, snippet), rating, comment, trace id. Turns whose documents you can no longer read are
+    withdrawn by the server and left out (counted on stderr)."""
+    st = state(ctx)
+    if rating not in ("up", "down", "any"):
+        st.err.print("[red]error:[/] --rating must be up, down or any")
+        raise typer.Exit(2)
+    params: dict[str, Any] = {"limit": limit} | ({} if rating == "any" else {"rating": rating})
+    with failing_clearly(st), Api(st.settings) as api:
+        messages = api.get("/api/v1/conversations/rated", params)["messages"]
+    cases = [export_case(m) for m in messages if not m.get("withdrawn")]
+    lines = "".join(json.dumps(case, ensure_ascii=False) + "\n" for case in cases)
+    if output is None:
+        sys.stdout.write(lines)
+    else:
+        output.write_text(lines, encoding="utf-8")
+    withdrawn = len(messages) - len(cases)
+    st.err.print(f"{len(cases)} cases" + (f"; {withdrawn} withdrawn turns left out" if withdrawn else ""))
+
+
+def export_case(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "question": message["question"],
+        "answer": message["answer"],
+        "sources": [
+            {k: source.get(k) for k in ("document_id", "title", "chunk_id", "section_path", "page", "snippet")}
+            for source in message.get("sources") or []
+        ],
+        "rating": message["rating"],
+        "comment": message["comment"],
+        "trace_id": message["trace_id"],
+        "message_id": message["message_id"],
+        "conversation_id": message["conversation_id"],
+    }
 
 
 # ---------- traces ----------

@@ -209,3 +209,26 @@ def trace_spans(console: Console, body: dict[str, Any]) -> None:
 
     walk(None, 0)
     console.print(table)
+
+
+def conversations_table(console: Console, body: dict[str, Any]) -> None:
+    table = Table("id", "title", "turns", "updated")
+    for c in body.get("conversations") or []:
+        table.add_row(c["conversation_id"], escape(short(c["title"], 60)), str(c["message_count"]), c["updated_at"])
+    console.print(table)
+    if body.get("next_cursor"):
+        console.print(f"more: --cursor {body['next_cursor']}")
+
+
+def conversation_details(console: Console, body: dict[str, Any]) -> None:
+    console.print(f"[bold]{escape(body['title'] or '(untitled)')}[/]  {body['conversation_id']}")
+    for i, m in enumerate(body.get("messages") or [], 1):
+        console.print(f"\n[bold]{i}. {escape(m['question'])}[/]  [dim]{m['time']} · trace {m['trace_id']}[/]")
+        if m.get("withdrawn"):
+            console.print(f"[yellow]{escape(m.get('note') or 'withdrawn')}[/]")
+            continue
+        console.print(escape(m["answer"]))
+        for source in m.get("sources") or []:
+            console.print(f"  [dim][{source['index']}] {escape(location(source))}[/]")
+        if m.get("feedback"):
+            console.print(f"  [dim]rated {m['feedback']['rating']} {escape(m['feedback']['comment'])}[/]")

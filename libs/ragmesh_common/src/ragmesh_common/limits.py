@@ -47,6 +47,10 @@ CHAT_TOP_K = Limit("chat top_k", 20, "items", "sources given to the answerer for
 SEARCH_TOP_K = Limit("search top_k", 100, "items", "results of one search request")
 CANDIDATES = Limit("candidates", 1000, "items", "chunks retrieved before rerank and grading (the retriever's top_k)")
 SUB_QUERIES = Limit("sub-queries", 16, "items", "sub-queries of one retrieval (query routing)")
+CONVERSATION_TITLE = Limit(
+    "conversation title", 200, "characters", "a conversation's title (given or from its first question)"
+)
+FEEDBACK_COMMENT = Limit("feedback comment", 2000, "characters", "the comment with a rating of an answer")
 CURSOR = Limit("cursor", 2000, "characters", "a paging cursor")
 ID = Limit("id", 512, "characters", "a document or chunk id sent to a service")
 
@@ -65,6 +69,8 @@ ALL: tuple[Limit, ...] = (
     SEARCH_TOP_K,
     CANDIDATES,
     SUB_QUERIES,
+    CONVERSATION_TITLE,
+    FEEDBACK_COMMENT,
     CURSOR,
     ID,
 )
@@ -85,6 +91,9 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.retriever.v1.CheckDocumentAccessRequest.document_ids": ACCESS_CHECK_IDS,
     "ragmesh.retriever.v1.CreateOrGetDocumentRequest.title": TITLE,
     "ragmesh.retriever.v1.UpdateDocumentRequest.title": TITLE,
+    "ragmesh.retriever.v1.CreateConversationRequest.title": CONVERSATION_TITLE,
+    "ragmesh.retriever.v1.UpdateConversationRequest.title": CONVERSATION_TITLE,
+    "ragmesh.retriever.v1.SetMessageFeedbackRequest.comment": FEEDBACK_COMMENT,
     "ragmesh.common.v1.Acl.departments": ACL_ENTRIES,
     "ragmesh.common.v1.Acl.roles": ACL_ENTRIES,
     "ragmesh.common.v1.Acl.users": ACL_ENTRIES,

@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ragmesh_common.context import UserContext
 from ragmesh_gateway.auth import Authenticator
+from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.runtime import RateLimiter, Runtime
@@ -44,8 +45,13 @@ async def documents(rt: Annotated[Runtime, Depends(runtime)]) -> DocumentLifecyc
     return rt.documents
 
 
+async def conversations(rt: Annotated[Runtime, Depends(runtime)]) -> ConversationClient:
+    return rt.conversations
+
+
 User = Annotated[UserContext, Depends(current_user)]
 RuntimeDep = Annotated[Runtime, Depends(runtime)]
 OrchestratorDep = Annotated[Orchestrator, Depends(orchestrator)]
 RateLimiterDep = Annotated[RateLimiter, Depends(rate_limiter)]
 Documents = Annotated[DocumentLifecycle, Depends(documents)]
+ConversationsDep = Annotated[ConversationClient, Depends(conversations)]

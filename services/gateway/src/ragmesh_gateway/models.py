@@ -26,6 +26,9 @@ MAX_TITLE_CHARS = limits.TITLE.value
 MAX_ACL_JSON_CHARS = limits.ACL_JSON.value
 MAX_FILENAME_CHARS = limits.FILENAME.value
 MAX_HISTORY_TURNS = limits.HISTORY_TURNS.value
+MAX_CONVERSATION_TITLE_CHARS = limits.CONVERSATION_TITLE.value
+MAX_FEEDBACK_COMMENT_CHARS = limits.FEEDBACK_COMMENT.value
+MAX_CONVERSATION_PAGE = 1000
 INT32_MAX = 2**31 - 1  # the catalogue's offsets are int32 on the wire
 
 Level = Literal["document", "section", "paragraph"]
@@ -72,6 +75,17 @@ class ChatRequest(BaseModel):
     relevance_gate: bool = Field(True, description="Answer only from chunks the relevance grade keeps")
     fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
     routing: bool = Field(True, description="Let the query router pick levels, strategy and sub-queries")
+    conversation_id: uuid.UUID | None = Field(
+        None,
+        description="A conversation of yours (POST /api/v1/conversations): the turn is appended to it and its stored "
+        "history resolves follow-ups; `history` must then be empty",
+    )
+
+    @model_validator(mode="after")
+    def _one_history(self) -> ChatRequest:
+        if self.conversation_id is not None and self.history:
+            raise ValueError("give conversation_id (the server keeps the history) or history, not both")
+        return self
 
 
 class SearchRequest(BaseModel):
@@ -118,6 +132,27 @@ class DocumentPatch(BaseModel):
         if self.title is None and self.acl is None:
             raise ValueError("nothing to change: give title and/or acl")
         return self
+
+
+class ConversationIn(BaseModel):
+    """POST /api/v1/conversations: an empty or absent title is taken from the first question."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Text = Field("", max_length=MAX_CONVERSATION_TITLE_CHARS)
+
+
+class ConversationPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: Text = Field(min_length=1, max_length=MAX_CONVERSATION_TITLE_CHARS)
+
+
+class FeedbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["up", "down"]
+    comment: Text = Field("", max_length=MAX_FEEDBACK_COMMENT_CHARS)
 
 
 # ---------- responses ----------
@@ -253,6 +288,7 @@ class Stage(StrEnum):
     GRADE = "grade"
     GRAPH = "graph"
     ANSWER = "answer"
+    CONVERSATION = "conversation"
 
 
 class StageRecord(Reply):
@@ -276,6 +312,7 @@ class StageRecord(Reply):
     position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
     estimated_wait_s: float | None = None
     first_token_ms: float | None = Field(None, description="answer done: time to the first streamed token")
+    history_turns: int | None = Field(None, description="conversation: stored turns used as the history")
 
 
 class ProgressEvent(StageRecord):
@@ -315,6 +352,10 @@ class FinalEvent(Reply):
     draft: str | None = Field(None, description="the model's unverified draft, when it was withheld")
     evidence: list[Evidence] | None = None
     sentences: list[Sentence] | None = None
+    conversation_id: str | None = Field(None, description="the conversation the turn was appended to")
+    message_id: str | None = Field(
+        None, description="the stored turn (for feedback); null without a conversation or when storing it failed"
+    )
 
 
 class ChatResponse(FinalEvent):
@@ -326,6 +367,96 @@ class SearchResponse(Reply):
     accessible_documents: int
     degraded: list[Degradation]
     progress: list[StageRecord]
+
+
+class ConversationOut(Reply):
+    conversation_id: str
+    title: str
+    created_at: str
+    updated_at: str
+    message_count: int
+
+
+class ConversationDeleted(Reply):
+    conversation_id: str
+    deleted: bool
+
+
+class ConversationList(Reply):
+    conversations: list[ConversationOut] = Field(description="most recently active first")
+    next_cursor: str = Field(description="pass as `cursor` for the next page; empty on the last")
+
+
+class Verification(Reply):
+    verified: bool | None = None
+    withheld: bool | None = None
+    grounded: bool | None = None
+    grounding_score: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+    sentences: list[Sentence] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+
+
+class FeedbackOut(Reply):
+    rating: Literal["up", "down"]
+    comment: str
+
+
+class MessageOut(Reply):
+    """One turn. `withdrawn`: a document its answer drew on was deleted or is no longer readable by you, so the
+    answer, rewritten question, sources, evidence and verification are hidden; the question stays."""
+
+    message_id: str
+    question: str
+    rewritten_question: str | None = None
+    answer: str
+    short_answer: str | None = None
+    evidence: list[Evidence]
+    sources: list[Source]
+    verification: Verification | None = None
+    outcome: Outcome
+    trace_id: str
+    time: str
+    withdrawn: bool
+    note: str | None = Field(None, description="why the answer is hidden, when withdrawn")
+    feedback: FeedbackOut | None = None
+
+
+class ConversationDetail(ConversationOut):
+    messages: list[MessageOut] = Field(description="oldest first")
+
+
+class FeedbackEntry(Reply):
+    """Admin view: no question or answer (those stay the user's)."""
+
+    message_id: str
+    user_id: str
+    rating: str
+    comment: str
+    trace_id: str
+    time: str
+
+
+class FeedbackList(Reply):
+    feedback: list[FeedbackEntry]
+
+
+class RatedMessage(Reply):
+    """One of your rated messages as an evaluation case."""
+
+    message_id: str
+    conversation_id: str
+    question: str
+    answer: str
+    sources: list[Source]
+    rating: str
+    comment: str
+    trace_id: str
+    withdrawn: bool
+
+
+class RatedMessageList(Reply):
+    messages: list[RatedMessage]
 
 
 class AclOut(Reply):

@@ -17,6 +17,7 @@ from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import create_celery
 from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.config import Settings
+from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline import Orchestrator
@@ -58,6 +59,7 @@ class Runtime:
     rate_limiter: RateLimiter
     documents: DocumentLifecycle
     traces: TraceStore | None  # None without GATEWAY_TRACES_DSN
+    conversations: ConversationClient
 
 
 @asynccontextmanager
@@ -101,6 +103,7 @@ async def open_runtime(
             rate_limiter=RateLimiter(redis, settings.rate_limit_per_minute),
             documents=documents,
             traces=traces,
+            conversations=ConversationClient(mesh, settings.deadlines.retrieve),
         )
     finally:
         for task in background:

@@ -17,12 +17,13 @@ from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
 from ragmesh_common.context import UserContext, require_user
-from ragmesh_common.errors import FailedPrecondition, InvalidArgument, grpc_errors
+from ragmesh_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.config import Settings
+from ragmesh_retriever.conversations import Conversations
 from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
 from ragmesh_retriever.embedding import QueryEmbedder
 from ragmesh_retriever.ranking import Fusion, merge_sub_queries, merge_summary_first
@@ -47,6 +48,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         stuck_after_seconds: float = 900.0,
     ) -> None:
         self.catalog = catalog
+        self.conversations = Conversations(catalog.db)
         self.stuck_after_seconds = stuck_after_seconds
         self.backend = backend
         self.alpha = alpha
@@ -487,6 +489,85 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             user, request.stuck_after_seconds or self.stuck_after_seconds, request.limit
         )
         return retriever_pb2.ListProblemDocumentsResponse(documents=problems)
+
+    @grpc_errors
+    async def CreateConversation(
+        self,
+        request: retriever_pb2.CreateConversationRequest,
+        context: aio.ServicerContext[retriever_pb2.CreateConversationRequest, retriever_pb2.Conversation],
+    ) -> retriever_pb2.Conversation:
+        return await self.conversations.create(await require_user(context), request.title)
+
+    @grpc_errors
+    async def ListConversations(
+        self,
+        request: retriever_pb2.ListConversationsRequest,
+        context: aio.ServicerContext[retriever_pb2.ListConversationsRequest, retriever_pb2.ListConversationsResponse],
+    ) -> retriever_pb2.ListConversationsResponse:
+        items, next_cursor = await self.conversations.page(await require_user(context), request.limit, request.cursor)
+        return retriever_pb2.ListConversationsResponse(conversations=items, next_cursor=next_cursor)
+
+    @grpc_errors
+    async def GetConversation(
+        self,
+        request: retriever_pb2.GetConversationRequest,
+        context: aio.ServicerContext[retriever_pb2.GetConversationRequest, retriever_pb2.GetConversationResponse],
+    ) -> retriever_pb2.GetConversationResponse:
+        return await self.conversations.get(await require_user(context), request.conversation_id)
+
+    @grpc_errors
+    async def UpdateConversation(
+        self,
+        request: retriever_pb2.UpdateConversationRequest,
+        context: aio.ServicerContext[retriever_pb2.UpdateConversationRequest, retriever_pb2.Conversation],
+    ) -> retriever_pb2.Conversation:
+        return await self.conversations.rename(await require_user(context), request.conversation_id, request.title)
+
+    @grpc_errors
+    async def DeleteConversation(
+        self,
+        request: retriever_pb2.DeleteConversationRequest,
+        context: aio.ServicerContext[retriever_pb2.DeleteConversationRequest, retriever_pb2.DeleteConversationResponse],
+    ) -> retriever_pb2.DeleteConversationResponse:
+        await self.conversations.delete(await require_user(context), request.conversation_id)
+        return retriever_pb2.DeleteConversationResponse(deleted=True)
+
+    @grpc_errors
+    async def AppendMessage(
+        self,
+        request: retriever_pb2.AppendMessageRequest,
+        context: aio.ServicerContext[retriever_pb2.AppendMessageRequest, retriever_pb2.AppendMessageResponse],
+    ) -> retriever_pb2.AppendMessageResponse:
+        return await self.conversations.append(await require_user(context), request)
+
+    @grpc_errors
+    async def SetMessageFeedback(
+        self,
+        request: retriever_pb2.SetMessageFeedbackRequest,
+        context: aio.ServicerContext[retriever_pb2.SetMessageFeedbackRequest, retriever_pb2.MessageFeedback],
+    ) -> retriever_pb2.MessageFeedback:
+        return await self.conversations.feedback(await require_user(context), request)
+
+    @grpc_errors
+    async def ListFeedback(
+        self,
+        request: retriever_pb2.ListFeedbackRequest,
+        context: aio.ServicerContext[retriever_pb2.ListFeedbackRequest, retriever_pb2.ListFeedbackResponse],
+    ) -> retriever_pb2.ListFeedbackResponse:
+        user = await require_user(context)
+        if "admin" not in user.roles:
+            raise PermissionDenied("only an admin may list feedback")
+        items = await self.conversations.all_feedback(user, request.rating, request.limit)
+        return retriever_pb2.ListFeedbackResponse(feedback=items)
+
+    @grpc_errors
+    async def ListRatedMessages(
+        self,
+        request: retriever_pb2.ListRatedMessagesRequest,
+        context: aio.ServicerContext[retriever_pb2.ListRatedMessagesRequest, retriever_pb2.ListRatedMessagesResponse],
+    ) -> retriever_pb2.ListRatedMessagesResponse:
+        items = await self.conversations.rated(await require_user(context), request.rating, request.limit)
+        return retriever_pb2.ListRatedMessagesResponse(messages=items)
 
 
 SUMMARY_DOCUMENTS = 5

@@ -1,9 +1,10 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
-    chat:   guardrail → understand → retrieve → rerank → grade ┃ graph → answer → verify
-    search:             understand → retrieve → rerank → grade
+    chat:   guardrail → conversation → understand → retrieve → rerank → grade ┃ graph → answer → verify ⇒ record turn
+    search:                             understand → retrieve → rerank → grade
 
-(┃: the response starts; before it a failure is an HTTP status, after it an `error` event.)
+(┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
+only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ragmesh_gateway.grading import Thresholds
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, SearchRequest
 from ragmesh_gateway.pipeline.answer import Answer, Verify
+from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
 from ragmesh_gateway.pipeline.graph import Graph
@@ -59,8 +61,16 @@ class Orchestrator:
             default_context=default_context,
         )
         self.chat = Pipeline(
-            before=[Guard(mesh, deadlines.guardrail), understand, retrieve, rerank, grade],
+            before=[
+                Guard(mesh, deadlines.guardrail),
+                Conversation(mesh, deadlines.retrieve),
+                understand,
+                retrieve,
+                rerank,
+                grade,
+            ],
             during=[Graph(mesh, deadlines.graph, enabled=graph_enabled), Answer(mesh, deadlines.answer), Verify()],
+            finish=[RecordTurn(mesh, deadlines.retrieve)],
         )
         self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade])
 

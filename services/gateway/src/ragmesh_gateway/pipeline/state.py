@@ -44,6 +44,11 @@ class RequestState:
     facts: list[str] = field(default_factory=list)  # graph relations, as given to the answerer
     final: answerer_pb2.AnswerFinal | None = None
     trace_id: str = ""
+    # a chat in a stored conversation: its turns as the history (withdrawn answers left out), the documents
+    # those answers drew on (a turn that uses them as history depends on them too), the stored turn's id
+    stored_history: list[Turn] | None = None
+    history_documents: list[str] = field(default_factory=list)
+    message_id: str | None = None
 
     @classmethod
     def for_chat(cls, user: UserContext, request: ChatRequest, candidates: int) -> RequestState:
@@ -66,7 +71,14 @@ class RequestState:
 
     @property
     def history(self) -> list[Turn]:
+        if self.stored_history is not None:
+            return self.stored_history
         return self.request.history if isinstance(self.request, ChatRequest) else []
+
+    @property
+    def conversation_id(self) -> str | None:
+        conversation = self.request.conversation_id if isinstance(self.request, ChatRequest) else None
+        return str(conversation) if conversation is not None else None
 
     @property
     def answering(self) -> bool:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from grpc import aio
 from opentelemetry import trace
@@ -107,12 +107,26 @@ class Step:
             yield event("progress", status="done", **record)
 
 
-class Pipeline:
-    """`before` runs in `prepare` (a failure is an HTTP error); `during` streams after the response started."""
+class FinalHook(Protocol):
+    """Runs on the final event's data (answered or declined) before it is sent, and may add fields to it."""
 
-    def __init__(self, before: Sequence[Step], during: Sequence[Step] = ()) -> None:
+    async def on_final(self, state: RequestState, data: dict[str, Any]) -> None: ...
+
+
+class Pipeline:
+    """`before` runs in `prepare` (a failure is an HTTP error); `during` streams after the response started;
+    `finish` hooks see the final event before it goes out (conversation.RecordTurn stores the turn)."""
+
+    def __init__(self, before: Sequence[Step], during: Sequence[Step] = (), finish: Sequence[FinalHook] = ()) -> None:
         self.before = tuple(before)
         self.during = tuple(during)
+        self.finish = tuple(finish)
+
+    async def _finished(self, state: RequestState, item: Event) -> Event:
+        if item["event"] == "final":
+            for hook in self.finish:
+                await hook.on_final(state, item["data"])
+        return item
 
     async def prepare(self, state: RequestState) -> RequestState:
         """Raises StepFailed (4xx/503) before any byte is streamed."""
@@ -129,14 +143,14 @@ class Pipeline:
         if not state.answering:
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, state.outcome.value)
             for item in decline_events(state):
-                yield item
+                yield await self._finished(state, item)
             return
         try:
             for step in self.during:
                 # closed at once when the client leaves, so that a step's call is cancelled (its slot frees)
                 async with contextlib.aclosing(step.stream(state)) as events:
                     async for item in events:
-                        yield item
+                        yield await self._finished(state, item)
         except StepFailed as failed:
             # a busy answerer is load, not a fault: a warning, so that a burst does not flood the error log
             (logger.warning if failed.retry_after else logger.error)("%s step failed: %s", failed.step, failed)

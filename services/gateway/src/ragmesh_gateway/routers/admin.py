@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import psycopg
 from fastapi import APIRouter, HTTPException, Query
@@ -12,8 +12,8 @@ from fastapi import Path as FastAPIPath
 from fastapi.responses import HTMLResponse
 
 from ragmesh_gateway.auth import require_admin
-from ragmesh_gateway.deps import RuntimeDep, User
-from ragmesh_gateway.models import TraceDetail, TraceList, error_responses
+from ragmesh_gateway.deps import ConversationsDep, RuntimeDep, User
+from ragmesh_gateway.models import MAX_CONVERSATION_PAGE, FeedbackList, TraceDetail, TraceList, error_responses
 from ragmesh_gateway.runtime import Runtime
 from ragmesh_gateway.traces import TraceStore
 from ragmesh_gateway.validation import StrictJSONRoute, Text
@@ -78,6 +78,23 @@ async def get_trace(
     if not spans:
         raise HTTPException(404, f"trace {trace_id} not found")
     return {"trace_id": trace_id, "spans": spans}
+
+
+@router.get(
+    "/api/v1/feedback",
+    tags=["admin"],
+    summary="Every user's feedback with its trace id, newest first (admin only; no question or answer text)",
+    response_model=FeedbackList,
+    responses=error_responses(401, 403, 422, 503),
+)
+async def list_feedback(
+    user: User,
+    conversations: ConversationsDep,
+    rating: Literal["up", "down"] | None = None,
+    limit: int = Query(100, ge=1, le=MAX_CONVERSATION_PAGE),
+) -> Any:
+    require_admin(user)
+    return await conversations.all_feedback(user, rating or "", limit)
 
 
 @router.get("/admin", include_in_schema=False, response_class=HTMLResponse)

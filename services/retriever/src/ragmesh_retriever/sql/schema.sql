@@ -416,3 +416,85 @@ CREATE TRIGGER document_audit_no_truncate BEFORE TRUNCATE ON document_audit
 REVOKE ALL ON rag_identity_key FROM {app_role};
 GRANT EXECUTE ON FUNCTION rag_set_identity(text, text, text[], bigint, text) TO {app_role};
 GRANT EXECUTE ON FUNCTION rag_problem_documents(double precision, integer) TO {app_role};
+
+-- Conversations kept on the server (README "Conversations"): only the owner reads or changes one, an admin
+-- included (an admin sees traces and feedback ratings, not other users' conversations). A message keeps the
+-- ids of every document whose text went into its answer (`source_document_ids`: its sources, and those of the
+-- earlier answers used as its history); reading it joins them against the documents the reader may read now,
+-- under RLS, and an answer with one missing is withdrawn (conversations.py).
+CREATE TABLE IF NOT EXISTS conversations (
+    id          uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner_user  text        NOT NULL,
+    title       text        NOT NULL DEFAULT '',
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS conversations_owner_idx ON conversations (owner_user, updated_at DESC, id DESC);
+CREATE TABLE IF NOT EXISTS conversation_messages (
+    id                  uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    conversation_id     uuid        NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    owner_user          text        NOT NULL,
+    position            bigint      GENERATED ALWAYS AS IDENTITY,
+    question            text        NOT NULL,
+    rewritten_question  text        NOT NULL DEFAULT '',
+    answer              text        NOT NULL DEFAULT '',
+    short_answer        text        NOT NULL DEFAULT '',
+    outcome             text        NOT NULL,
+    trace_id            text        NOT NULL DEFAULT '',
+    details             jsonb       NOT NULL DEFAULT '{{}}',  -- sources, evidence, verification (the gateway's)
+    source_document_ids uuid[]      NOT NULL DEFAULT '{{}}',
+    created_at          timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS conversation_messages_conversation_idx ON conversation_messages (conversation_id, position);
+CREATE TABLE IF NOT EXISTS message_feedback (
+    message_id      uuid        PRIMARY KEY REFERENCES conversation_messages (id) ON DELETE CASCADE,
+    owner_user      text        NOT NULL,
+    rating          text        NOT NULL CHECK (rating IN ('up', 'down')),
+    comment         text        NOT NULL DEFAULT '',
+    trace_id        text        NOT NULL DEFAULT '',
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS message_feedback_updated_idx ON message_feedback (updated_at DESC, message_id);
+ALTER TABLE conversations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE conversations FORCE ROW LEVEL SECURITY;
+ALTER TABLE conversation_messages ENABLE ROW LEVEL SECURITY;
+ALTER TABLE conversation_messages FORCE ROW LEVEL SECURITY;
+ALTER TABLE message_feedback ENABLE ROW LEVEL SECURITY;
+ALTER TABLE message_feedback FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS conversations_owner ON conversations;
+CREATE POLICY conversations_owner ON conversations FOR ALL
+    USING ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user()))
+    WITH CHECK ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user()));
+DROP POLICY IF EXISTS conversation_messages_owner ON conversation_messages;
+CREATE POLICY conversation_messages_owner ON conversation_messages FOR ALL
+    USING ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user()))
+    WITH CHECK ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user())
+                AND conversation_id IN (SELECT c.id FROM conversations c));
+DROP POLICY IF EXISTS message_feedback_owner ON message_feedback;
+CREATE POLICY message_feedback_owner ON message_feedback FOR ALL
+    USING ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user()))
+    WITH CHECK ((SELECT rag_user()) <> '' AND owner_user = (SELECT rag_user())
+                AND message_id IN (SELECT m.id FROM conversation_messages m));
+REVOKE ALL ON conversations, conversation_messages, message_feedback FROM {app_role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON conversations, message_feedback TO {app_role};
+GRANT SELECT, INSERT, DELETE ON conversation_messages TO {app_role};
+
+-- The admin's view of feedback: rating, comment, trace id, user and time of every user's rated messages,
+-- never the question or the answer (those stay the owner's). Runs as the schema owner and refuses a caller
+-- without the admin role.
+DROP POLICY IF EXISTS message_feedback_definer_read ON message_feedback;
+CREATE POLICY message_feedback_definer_read ON message_feedback FOR SELECT TO CURRENT_USER USING (true);
+CREATE OR REPLACE FUNCTION rag_feedback(only_rating text, max_rows integer)
+RETURNS TABLE (message_id uuid, owner_user text, rating text, comment text, trace_id text, updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    IF NOT ('admin' = ANY (rag_roles())) THEN
+        RAISE EXCEPTION 'only an admin may list feedback' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY SELECT f.message_id, f.owner_user, f.rating, f.comment, f.trace_id, f.updated_at
+        FROM message_feedback f WHERE only_rating = '' OR f.rating = only_rating
+        ORDER BY f.updated_at DESC, f.message_id LIMIT max_rows;
+END $$;
+REVOKE ALL ON FUNCTION rag_feedback(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rag_feedback(text, integer) TO {app_role};

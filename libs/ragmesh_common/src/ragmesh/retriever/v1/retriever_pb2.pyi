@@ -1002,3 +1002,502 @@ class ListProblemDocumentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListProblemDocumentsResponse: _TypeAlias = ListProblemDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class Conversation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    title: _builtins.str
+    message_count: _builtins.int
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "created_at", b"created_at", "message_count", b"message_count", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Conversation: _TypeAlias = Conversation  # noqa: Y015
+
+@_typing.final
+class ConversationMessage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    QUESTION_FIELD_NUMBER: _builtins.int
+    REWRITTEN_QUESTION_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    SHORT_ANSWER_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    DETAILS_JSON_FIELD_NUMBER: _builtins.int
+    SOURCE_DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    WITHDRAWN_FIELD_NUMBER: _builtins.int
+    FEEDBACK_RATING_FIELD_NUMBER: _builtins.int
+    FEEDBACK_COMMENT_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    conversation_id: _builtins.str
+    question: _builtins.str
+    rewritten_question: _builtins.str
+    """empty when not rewritten, or withdrawn"""
+    answer: _builtins.str
+    """empty when withdrawn"""
+    short_answer: _builtins.str
+    outcome: _builtins.str
+    """the chat's outcome (answer, no_sources, ...)"""
+    trace_id: _builtins.str
+    details_json: _builtins.str
+    """sources, evidence, verification as the gateway stored them; "{}" when withdrawn"""
+    withdrawn: _builtins.bool
+    """a document it drew on is deleted or no longer readable by the caller"""
+    feedback_rating: _builtins.str
+    """up, down or empty"""
+    feedback_comment: _builtins.str
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def source_document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """every document whose text went into the answer; empty when withdrawn"""
+
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        question: _builtins.str = ...,
+        rewritten_question: _builtins.str = ...,
+        answer: _builtins.str = ...,
+        short_answer: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        details_json: _builtins.str = ...,
+        source_document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        withdrawn: _builtins.bool = ...,
+        feedback_rating: _builtins.str = ...,
+        feedback_comment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "conversation_id", b"conversation_id", "created_at", b"created_at", "details_json", b"details_json", "feedback_comment", b"feedback_comment", "feedback_rating", b"feedback_rating", "message_id", b"message_id", "outcome", b"outcome", "question", b"question", "rewritten_question", b"rewritten_question", "short_answer", b"short_answer", "source_document_ids", b"source_document_ids", "trace_id", b"trace_id", "withdrawn", b"withdrawn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationMessage: _TypeAlias = ConversationMessage  # noqa: Y015
+
+@_typing.final
+class CreateConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLE_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    """empty: the first question's beginning"""
+    def __init__(
+        self,
+        *,
+        title: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateConversationRequest: _TypeAlias = CreateConversationRequest  # noqa: Y015
+
+@_typing.final
+class ListConversationsRequest(_message.Message):
+    """Most recently active first (updated_at, then id, descending)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """0 = 100, at most 1000"""
+    cursor: _builtins.str
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConversationsRequest: _TypeAlias = ListConversationsRequest  # noqa: Y015
+
+@_typing.final
+class ListConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """empty on the last page"""
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Conversation]: ...
+    def __init__(
+        self,
+        *,
+        conversations: _abc.Iterable[Global___Conversation] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "next_cursor", b"next_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConversationsResponse: _TypeAlias = ListConversationsResponse  # noqa: Y015
+
+@_typing.final
+class GetConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetConversationRequest: _TypeAlias = GetConversationRequest  # noqa: Y015
+
+@_typing.final
+class GetConversationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> Global___Conversation: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationMessage]:
+        """oldest first"""
+
+    def __init__(
+        self,
+        *,
+        conversation: Global___Conversation | None = ...,
+        messages: _abc.Iterable[Global___ConversationMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetConversationResponse: _TypeAlias = GetConversationResponse  # noqa: Y015
+
+@_typing.final
+class UpdateConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    title: _builtins.str
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateConversationRequest: _TypeAlias = UpdateConversationRequest  # noqa: Y015
+
+@_typing.final
+class DeleteConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteConversationRequest: _TypeAlias = DeleteConversationRequest  # noqa: Y015
+
+@_typing.final
+class DeleteConversationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteConversationResponse: _TypeAlias = DeleteConversationResponse  # noqa: Y015
+
+@_typing.final
+class AppendMessageRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    QUESTION_FIELD_NUMBER: _builtins.int
+    REWRITTEN_QUESTION_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    SHORT_ANSWER_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    DETAILS_JSON_FIELD_NUMBER: _builtins.int
+    SOURCE_DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    question: _builtins.str
+    rewritten_question: _builtins.str
+    answer: _builtins.str
+    short_answer: _builtins.str
+    outcome: _builtins.str
+    trace_id: _builtins.str
+    details_json: _builtins.str
+    """a JSON object"""
+    @_builtins.property
+    def source_document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        question: _builtins.str = ...,
+        rewritten_question: _builtins.str = ...,
+        answer: _builtins.str = ...,
+        short_answer: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+        details_json: _builtins.str = ...,
+        source_document_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "conversation_id", b"conversation_id", "details_json", b"details_json", "outcome", b"outcome", "question", b"question", "rewritten_question", b"rewritten_question", "short_answer", b"short_answer", "source_document_ids", b"source_document_ids", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendMessageRequest: _TypeAlias = AppendMessageRequest  # noqa: Y015
+
+@_typing.final
+class AppendMessageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    @_builtins.property
+    def conversation(self) -> Global___Conversation: ...
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        conversation: Global___Conversation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "message_id", b"message_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendMessageResponse: _TypeAlias = AppendMessageResponse  # noqa: Y015
+
+@_typing.final
+class SetMessageFeedbackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    RATING_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    message_id: _builtins.str
+    rating: _builtins.str
+    """up or down"""
+    comment: _builtins.str
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        rating: _builtins.str = ...,
+        comment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comment", b"comment", "conversation_id", b"conversation_id", "message_id", b"message_id", "rating", b"rating"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetMessageFeedbackRequest: _TypeAlias = SetMessageFeedbackRequest  # noqa: Y015
+
+@_typing.final
+class MessageFeedback(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    RATING_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    user_id: _builtins.str
+    rating: _builtins.str
+    comment: _builtins.str
+    trace_id: _builtins.str
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        rating: _builtins.str = ...,
+        comment: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comment", b"comment", "message_id", b"message_id", "rating", b"rating", "time", b"time", "trace_id", b"trace_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageFeedback: _TypeAlias = MessageFeedback  # noqa: Y015
+
+@_typing.final
+class ListFeedbackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RATING_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    rating: _builtins.str
+    """up, down or empty (both)"""
+    limit: _builtins.int
+    """0 = 100, at most 1000"""
+    def __init__(
+        self,
+        *,
+        rating: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "rating", b"rating"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFeedbackRequest: _TypeAlias = ListFeedbackRequest  # noqa: Y015
+
+@_typing.final
+class ListFeedbackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FEEDBACK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def feedback(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageFeedback]:
+        """newest first"""
+
+    def __init__(
+        self,
+        *,
+        feedback: _abc.Iterable[Global___MessageFeedback] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListFeedbackResponse: _TypeAlias = ListFeedbackResponse  # noqa: Y015
+
+@_typing.final
+class ListRatedMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RATING_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    rating: _builtins.str
+    """up, down or empty (both)"""
+    limit: _builtins.int
+    """0 = 100, at most 1000"""
+    def __init__(
+        self,
+        *,
+        rating: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "rating", b"rating"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRatedMessagesRequest: _TypeAlias = ListRatedMessagesRequest  # noqa: Y015
+
+@_typing.final
+class ListRatedMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationMessage]:
+        """newest rating first"""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___ConversationMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRatedMessagesResponse: _TypeAlias = ListRatedMessagesResponse  # noqa: Y015

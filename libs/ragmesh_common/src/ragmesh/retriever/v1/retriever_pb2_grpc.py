@@ -100,6 +100,51 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.FromString,
                 _registered_method=True)
+        self.CreateConversation = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/CreateConversation',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateConversationRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.FromString,
+                _registered_method=True)
+        self.ListConversations = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListConversations',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsResponse.FromString,
+                _registered_method=True)
+        self.GetConversation = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/GetConversation',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationResponse.FromString,
+                _registered_method=True)
+        self.UpdateConversation = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/UpdateConversation',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateConversationRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.FromString,
+                _registered_method=True)
+        self.DeleteConversation = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/DeleteConversation',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationResponse.FromString,
+                _registered_method=True)
+        self.AppendMessage = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/AppendMessage',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageResponse.FromString,
+                _registered_method=True)
+        self.SetMessageFeedback = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/SetMessageFeedback',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SetMessageFeedbackRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.MessageFeedback.FromString,
+                _registered_method=True)
+        self.ListFeedback = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListFeedback',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackResponse.FromString,
+                _registered_method=True)
+        self.ListRatedMessages = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/ListRatedMessages',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -194,6 +239,67 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateConversation(self, request, context):
+        """Conversations (README "Conversations"): the caller's own only, under RLS; a conversation of another user
+        is NOT_FOUND, as an unknown one. A message whose answer drew on a document the caller cannot read now
+        comes back withdrawn (its answer and details empty).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConversations(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConversation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendMessage(self, request, context):
+        """Appends a chat turn; an untitled conversation takes its title from the question.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetMessageFeedback(self, request, context):
+        """The caller's rating of one of their messages (replaces an earlier one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFeedback(self, request, context):
+        """Every user's feedback without the conversations' text: admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRatedMessages(self, request, context):
+        """The caller's own rated messages with their question, answer and sources (an evaluation set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -261,6 +367,51 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.ListProblemDocuments,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.SerializeToString,
+            ),
+            'CreateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateConversation,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateConversationRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.SerializeToString,
+            ),
+            'ListConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversations,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsResponse.SerializeToString,
+            ),
+            'GetConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversation,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationResponse.SerializeToString,
+            ),
+            'UpdateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConversation,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateConversationRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.SerializeToString,
+            ),
+            'DeleteConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversation,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationResponse.SerializeToString,
+            ),
+            'AppendMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendMessage,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageResponse.SerializeToString,
+            ),
+            'SetMessageFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetMessageFeedback,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SetMessageFeedbackRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.MessageFeedback.SerializeToString,
+            ),
+            'ListFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFeedback,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackResponse.SerializeToString,
+            ),
+            'ListRatedMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRatedMessages,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -614,6 +765,249 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/ListProblemDocuments',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListProblemDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/CreateConversation',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.CreateConversationRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListConversations',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/GetConversation',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/UpdateConversation',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.UpdateConversationRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.Conversation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/DeleteConversation',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.DeleteConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/AppendMessage',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.AppendMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetMessageFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/SetMessageFeedback',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.SetMessageFeedbackRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.MessageFeedback.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListFeedback',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRatedMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/ListRatedMessages',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,23 @@ class RetrieverServiceStub:
     """A document's chunks, paged, for its readers."""
     ListProblemDocuments: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListProblemDocumentsRequest, _retriever_pb2.ListProblemDocumentsResponse]
     """Failed and stuck documents of every owner: admins only."""
+    CreateConversation: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.CreateConversationRequest, _retriever_pb2.Conversation]
+    """Conversations (README "Conversations"): the caller's own only, under RLS; a conversation of another user
+    is NOT_FOUND, as an unknown one. A message whose answer drew on a document the caller cannot read now
+    comes back withdrawn (its answer and details empty).
+    """
+    ListConversations: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListConversationsRequest, _retriever_pb2.ListConversationsResponse]
+    GetConversation: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.GetConversationRequest, _retriever_pb2.GetConversationResponse]
+    UpdateConversation: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.UpdateConversationRequest, _retriever_pb2.Conversation]
+    DeleteConversation: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.DeleteConversationRequest, _retriever_pb2.DeleteConversationResponse]
+    AppendMessage: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.AppendMessageRequest, _retriever_pb2.AppendMessageResponse]
+    """Appends a chat turn; an untitled conversation takes its title from the question."""
+    SetMessageFeedback: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.SetMessageFeedbackRequest, _retriever_pb2.MessageFeedback]
+    """The caller's rating of one of their messages (replaces an earlier one)."""
+    ListFeedback: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListFeedbackRequest, _retriever_pb2.ListFeedbackResponse]
+    """Every user's feedback without the conversations' text: admins only."""
+    ListRatedMessages: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListRatedMessagesRequest, _retriever_pb2.ListRatedMessagesResponse]
+    """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
 
 @_typing.type_check_only
 class RetrieverServiceAsyncStub(RetrieverServiceStub):
@@ -91,6 +108,23 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """A document's chunks, paged, for its readers."""
     ListProblemDocuments: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListProblemDocumentsRequest, _retriever_pb2.ListProblemDocumentsResponse]  # type: ignore[assignment]
     """Failed and stuck documents of every owner: admins only."""
+    CreateConversation: _aio.UnaryUnaryMultiCallable[_retriever_pb2.CreateConversationRequest, _retriever_pb2.Conversation]  # type: ignore[assignment]
+    """Conversations (README "Conversations"): the caller's own only, under RLS; a conversation of another user
+    is NOT_FOUND, as an unknown one. A message whose answer drew on a document the caller cannot read now
+    comes back withdrawn (its answer and details empty).
+    """
+    ListConversations: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListConversationsRequest, _retriever_pb2.ListConversationsResponse]  # type: ignore[assignment]
+    GetConversation: _aio.UnaryUnaryMultiCallable[_retriever_pb2.GetConversationRequest, _retriever_pb2.GetConversationResponse]  # type: ignore[assignment]
+    UpdateConversation: _aio.UnaryUnaryMultiCallable[_retriever_pb2.UpdateConversationRequest, _retriever_pb2.Conversation]  # type: ignore[assignment]
+    DeleteConversation: _aio.UnaryUnaryMultiCallable[_retriever_pb2.DeleteConversationRequest, _retriever_pb2.DeleteConversationResponse]  # type: ignore[assignment]
+    AppendMessage: _aio.UnaryUnaryMultiCallable[_retriever_pb2.AppendMessageRequest, _retriever_pb2.AppendMessageResponse]  # type: ignore[assignment]
+    """Appends a chat turn; an untitled conversation takes its title from the question."""
+    SetMessageFeedback: _aio.UnaryUnaryMultiCallable[_retriever_pb2.SetMessageFeedbackRequest, _retriever_pb2.MessageFeedback]  # type: ignore[assignment]
+    """The caller's rating of one of their messages (replaces an earlier one)."""
+    ListFeedback: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListFeedbackRequest, _retriever_pb2.ListFeedbackResponse]  # type: ignore[assignment]
+    """Every user's feedback without the conversations' text: admins only."""
+    ListRatedMessages: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListRatedMessagesRequest, _retriever_pb2.ListRatedMessagesResponse]  # type: ignore[assignment]
+    """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -196,5 +230,76 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retriever_pb2.ListProblemDocumentsResponse, _abc.Awaitable[_retriever_pb2.ListProblemDocumentsResponse]]:
         """Failed and stuck documents of every owner: admins only."""
+
+    @_abc_1.abstractmethod
+    def CreateConversation(
+        self,
+        request: _retriever_pb2.CreateConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.Conversation, _abc.Awaitable[_retriever_pb2.Conversation]]:
+        """Conversations (README "Conversations"): the caller's own only, under RLS; a conversation of another user
+        is NOT_FOUND, as an unknown one. A message whose answer drew on a document the caller cannot read now
+        comes back withdrawn (its answer and details empty).
+        """
+
+    @_abc_1.abstractmethod
+    def ListConversations(
+        self,
+        request: _retriever_pb2.ListConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.ListConversationsResponse, _abc.Awaitable[_retriever_pb2.ListConversationsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetConversation(
+        self,
+        request: _retriever_pb2.GetConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.GetConversationResponse, _abc.Awaitable[_retriever_pb2.GetConversationResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateConversation(
+        self,
+        request: _retriever_pb2.UpdateConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.Conversation, _abc.Awaitable[_retriever_pb2.Conversation]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteConversation(
+        self,
+        request: _retriever_pb2.DeleteConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.DeleteConversationResponse, _abc.Awaitable[_retriever_pb2.DeleteConversationResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AppendMessage(
+        self,
+        request: _retriever_pb2.AppendMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.AppendMessageResponse, _abc.Awaitable[_retriever_pb2.AppendMessageResponse]]:
+        """Appends a chat turn; an untitled conversation takes its title from the question."""
+
+    @_abc_1.abstractmethod
+    def SetMessageFeedback(
+        self,
+        request: _retriever_pb2.SetMessageFeedbackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.MessageFeedback, _abc.Awaitable[_retriever_pb2.MessageFeedback]]:
+        """The caller's rating of one of their messages (replaces an earlier one)."""
+
+    @_abc_1.abstractmethod
+    def ListFeedback(
+        self,
+        request: _retriever_pb2.ListFeedbackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.ListFeedbackResponse, _abc.Awaitable[_retriever_pb2.ListFeedbackResponse]]:
+        """Every user's feedback without the conversations' text: admins only."""
+
+    @_abc_1.abstractmethod
+    def ListRatedMessages(
+        self,
+        request: _retriever_pb2.ListRatedMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.ListRatedMessagesResponse, _abc.Awaitable[_retriever_pb2.ListRatedMessagesResponse]]:
+        """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,127 @@
+"""conversation: a chat in a stored conversation (README "Conversations"), in two parts.
+
+`Conversation` (a step, before the response): reads the caller's conversation from the retriever, which
+answers only the owner (RLS) and withdraws an answer whose documents the caller can no longer read; the
+remaining turns become the history the follow-up is rewritten from and the answerer sees. A withdrawn answer
+is left out with its question. An unknown or foreign conversation is 404 (the retriever says NOT_FOUND).
+
+`RecordTurn` (a hook on the final event, answered or declined): appends the turn, with the ids of every
+document whose text went into it (the sources given to the model, and those of the history turns used), and
+puts `conversation_id` and `message_id` in the final event. The answer is already streamed when it runs, so
+a failure to store degrades (logged, traced, in `degraded`) and `message_id` is null.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from grpc import aio
+from opentelemetry import trace
+
+from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.models import MAX_HISTORY_TURNS, ChatRequest, Outcome, Turn
+from ragmesh_gateway.pipeline.state import RequestState
+from ragmesh_gateway.pipeline.step import Step
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+HISTORY_TURN_CHARS = 8000  # as models.Turn's content
+# what of the final event is stored with the turn, besides its answer (the `draft` of a withheld answer is not)
+DETAIL_KEYS = (
+    "sources",
+    "evidence",
+    "citations",
+    "sentences",
+    "verified",
+    "withheld",
+    "grounded",
+    "grounding_score",
+    "warnings",
+)
+
+
+def history_turns(messages: list[retriever_pb2.ConversationMessage]) -> tuple[list[Turn], list[str]]:
+    """The stored turns as chat history, newest MAX_HISTORY_TURNS messages (question and answer each), and the
+    documents their answers drew on. Withdrawn turns are left out whole; a turn without an answer (a declined
+    question) gives its question only."""
+    turns: list[Turn] = []
+    documents: list[str] = []
+    kept = [m for m in messages if not m.withdrawn][-MAX_HISTORY_TURNS // 2 :]
+    for message in kept:
+        # stored by this gateway: valid as it was when it was asked; only cut to the history's bound
+        turns.append(Turn.model_construct(role="user", content=message.question[:HISTORY_TURN_CHARS]))
+        if message.outcome == Outcome.ANSWER.value and message.answer:
+            turns.append(Turn.model_construct(role="assistant", content=message.answer[:HISTORY_TURN_CHARS]))
+            documents.extend(message.source_document_ids)
+    return turns, list(dict.fromkeys(documents))
+
+
+class Conversation(Step):
+    name = "conversation"
+    span = None  # the retriever call's client span
+
+    def __init__(self, mesh: Mesh, timeout: float) -> None:
+        self.mesh = mesh
+        self.timeout = timeout
+
+    def applies(self, state: RequestState) -> bool:
+        return state.conversation_id is not None
+
+    async def run(self, state: RequestState) -> dict[str, Any]:
+        reply = await self.mesh.retriever.GetConversation(
+            retriever_pb2.GetConversationRequest(conversation_id=state.conversation_id or ""),
+            metadata=state.user.metadata(),
+            timeout=self.timeout,
+        )
+        state.stored_history, state.history_documents = history_turns(list(reply.messages))
+        return {"history_turns": len(state.stored_history)}
+
+
+class RecordTurn:
+    """Appends the chat's turn to its conversation when the final event is ready."""
+
+    stage = "conversation"  # the step named in a degradation
+
+    def __init__(self, mesh: Mesh, timeout: float) -> None:
+        self.mesh = mesh
+        self.timeout = timeout
+
+    async def on_final(self, state: RequestState, data: dict[str, Any]) -> None:
+        conversation_id = state.conversation_id
+        if conversation_id is None:
+            return
+        request = state.request
+        assert isinstance(request, ChatRequest)
+        given = state.results[: request.top_k] if data.get("outcome") == Outcome.ANSWER.value else []
+        documents = list(dict.fromkeys([*(item.chunk.document_id for item in given), *state.history_documents]))
+        details = {key: data[key] for key in DETAIL_KEYS if data.get(key) is not None}
+        data["conversation_id"] = conversation_id
+        data["message_id"] = None
+        with tracer.start_as_current_span("record turn") as span:
+            try:
+                reply = await self.mesh.retriever.AppendMessage(
+                    retriever_pb2.AppendMessageRequest(
+                        conversation_id=conversation_id,
+                        question=state.question,
+                        rewritten_question=state.rewritten_question or "",
+                        answer=data.get("answer") or "",
+                        short_answer=data.get("short_answer") or "",
+                        outcome=str(data.get("outcome")),
+                        trace_id=state.trace_id,
+                        details_json=json.dumps(details),
+                        source_document_ids=documents,
+                    ),
+                    metadata=state.user.metadata(),
+                    timeout=self.timeout,
+                )
+            except aio.AioRpcError as exc:
+                # the answer is out already: it stays, unstored, and the client is told
+                state.degrade(RecordTurn.stage, f"conversation {exc.code().name}; the turn was not stored")
+                span.set_status(trace.Status(trace.StatusCode.ERROR, exc.code().name))
+                data["degraded"] = state.degraded
+                return
+        state.message_id = data["message_id"] = reply.message_id
