@@ -818,16 +818,14 @@ async def run_scale(
 
 # ---------------------------------------------------------------- cost of the verified RLS identity
 
-# The identity functions before #30 (row-level security read session variables the caller set itself): the
-# baseline database of `--rls-overhead` gets them back, so both databases run the same search statements and
-# differ only in how the policies learn who is asking.
-UNVERIFIED_IDENTITY = """
-CREATE OR REPLACE FUNCTION rag_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.user_id', true), '') $$;
-CREATE OR REPLACE FUNCTION rag_department() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.department', true), '') $$;
-CREATE OR REPLACE FUNCTION rag_roles() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''), ','), '{}'::text[]) $$;
+# The identity before #30: row-level security read session variables the caller set itself. The baseline
+# database of `--rls-overhead` gets that back in place of the verified identity (`rag_identity()` reads the three
+# variables, unchecked), so both databases run the same policies and search statements and differ only in how
+# the policies learn who is asking.
+UNVERIFIED_IDENTITY = r"""
+CREATE OR REPLACE FUNCTION rag_identity() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER AS
+$$ SELECT ARRAY[coalesce(current_setting('rag.user_id', true), ''), coalesce(current_setting('rag.department', true), ''),
+                replace(coalesce(current_setting('rag.roles', true), ''), ',', E'\x1e')] $$;
 """
 
 
