@@ -33,6 +33,7 @@ BEGIN
     END LOOP;
     RETURN padded;
 END $$;
+-- HMAC-SHA256 with any key: what rag_identity_mac computes with the stored pads (checked against RFC 4231).
 CREATE OR REPLACE FUNCTION rag_hmac_sha256(key bytea, message bytea) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT
 PARALLEL SAFE AS $$ SELECT sha256(rag_hmac_pad(key, 92) || sha256(rag_hmac_pad(key, 54) || message)) $$;
 
