@@ -831,16 +831,14 @@ async def run_scale(
 
 # ---------------------------------------------------------------- cost of the verified RLS identity
 
-# The identity functions before #30 (row-level security read session variables the caller set itself): the
-# baseline database of `--rls-overhead` gets them back, so both databases run the same search statements and
-# differ only in how the policies learn who is asking.
-UNVERIFIED_IDENTITY = """
-CREATE OR REPLACE FUNCTION rag_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.user_id', true), '') $$;
-CREATE OR REPLACE FUNCTION rag_department() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(current_setting('rag.department', true), '') $$;
-CREATE OR REPLACE FUNCTION rag_roles() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT coalesce(string_to_array(nullif(current_setting('rag.roles', true), ''), ','), '{}'::text[]) $$;
+# The identity before #30: row-level security read session variables the caller set itself. The baseline
+# database of `--rls-overhead` gets that back in place of the verified identity (`rag_identity()` reads the three
+# variables, unchecked), so both databases run the same policies and search statements and differ only in how
+# the policies learn who is asking.
+UNVERIFIED_IDENTITY = r"""
+CREATE OR REPLACE FUNCTION rag_identity() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER AS
+$$ SELECT ARRAY[coalesce(current_setting('rag.user_id', true), ''), coalesce(current_setting('rag.department', true), ''),
+                replace(coalesce(current_setting('rag.roles', true), ''), ',', E'\x1e')] $$;
 """
 
 
@@ -857,6 +855,58 @@ def unverified_database(dsn: str, rls_key: str) -> Any:
             )
 
     return Unverified(dsn, rls_key=rls_key, pool_size=2)
+
+
+SERVER_LOOP = """
+CREATE OR REPLACE FUNCTION pg_temp.bench_loop(statement text, n integer) RETURNS double precision
+LANGUAGE plpgsql AS $$
+DECLARE started timestamptz := clock_timestamp(); ignored text;
+BEGIN
+    FOR i IN 1..n LOOP EXECUTE statement INTO ignored; END LOOP;
+    RETURN extract(epoch FROM clock_timestamp() - started) * 1e6 / n;
+END $$
+"""
+
+
+def server_side_costs(server: Any, key: str, n: int = 5000) -> dict[str, float]:
+    """What the verified identity adds inside PostgreSQL, timed there in a loop (so neither the network nor the
+    client's scheduling counts): a transaction's setup statement and one policy's identity lookup, each against
+    an empty statement and against the unverified baseline. Median of 5 rounds, microseconds per call."""
+    import psycopg
+
+    from ragmesh_common.rls import assertion
+
+    def median_loop(conn: Any, statement: str) -> float:
+        return round(
+            statistics.median(
+                conn.execute("SELECT pg_temp.bench_loop(%s, %s)", (statement, n)).fetchone()[0] for _ in range(5)
+            ),
+            2,
+        )
+
+    out: dict[str, float] = {}
+    for name in ("verified", "unverified"):
+        dsn = f"postgresql://ragmesh_app:bench-rls@{server.host}:{server.port}/{name}"
+        with psycopg.connect(dsn) as conn:
+            conn.execute(SERVER_LOOP)
+            out[f"{name}: empty statement (SELECT 1)"] = median_loop(conn, "SELECT 1")
+            if name == "verified":
+                user, department, roles, expires, mac = assertion(
+                    key, "bench-all", "scale-all", ("scale-reader",), conn.info.backend_pid, ttl=600
+                )
+                setup = f"SELECT rag_set_identity('{user}', '{department}', '{{{roles[0]}}}', {expires}, '{mac}')"
+                conn.execute(setup)
+            else:
+                setup = (
+                    "SELECT set_config('rag.user_id', 'bench-all', true), set_config('rag.department', 'scale-all', "
+                    "true), set_config('rag.roles', 'scale-reader', true)"
+                )
+                conn.execute(setup)
+            out[f"{name}: transaction setup"] = median_loop(conn, setup)
+            out[f"{name}: identity lookup of a policy (rag_identity_grants)"] = median_loop(
+                conn, "SELECT rag_identity_grants()"
+            )
+    return out
 
 
 async def run_rls_overhead(args: argparse.Namespace) -> int:
@@ -962,6 +1012,7 @@ async def run_rls_overhead(args: argparse.Namespace) -> int:
                 "p95_ratio": round(percentile(verified, 0.95) / percentile(unverified, 0.95), 3),
                 "mean_ratio": round(statistics.mean(verified) / statistics.mean(unverified), 3),
             }
+        results["server-side µs per call"] = server_side_costs(server, key)
     finally:
         for db in opened:
             await db.close()
@@ -982,7 +1033,10 @@ async def run_rls_overhead(args: argparse.Namespace) -> int:
         if "p50_ms" in v
         else (k, f"×{v['p50_ratio']}", f"×{v['p95_ratio']}", f"×{v['mean_ratio']}", "")
         for k, v in results.items()
-        if k != "meta"
+        if k not in ("meta", "server-side µs per call")
+    ]
+    rows += [
+        (f"{k} (µs per call, in PostgreSQL)", v, "", "", "") for k, v in results["server-side µs per call"].items()
     ]
     write_report(
         args.output,

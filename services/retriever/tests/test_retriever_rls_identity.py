@@ -218,3 +218,22 @@ def test_document_audit_is_append_only_for_everyone_but_the_schema_owner(postgre
         assert conn.execute("SELECT action FROM document_audit WHERE document_id = %s", (doc_id,)).fetchall() == [
             ("create",)
         ]
+
+
+@pytest.mark.parametrize(
+    "key, message, expected",
+    [  # RFC 4231 test cases 1, 2 and 6 (the last with a key longer than SHA-256's 64-byte block)
+        (b"\x0b" * 20, b"Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+        (b"Jefe", b"what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+        (
+            b"\xaa" * 131,
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+        ),
+    ],
+)
+def test_the_sql_hmac_is_rfc_2104_hmac_sha256(postgres, key: bytes, message: bytes, expected: str) -> None:
+    with psycopg.connect(postgres.owner_dsn) as conn:
+        row = conn.execute("SELECT encode(rag_hmac_sha256(%s, %s), 'hex')", (key, message)).fetchone()
+    assert row == (expected,)
+    assert hmac.new(key, message, hashlib.sha256).hexdigest() == expected  # what the services compute

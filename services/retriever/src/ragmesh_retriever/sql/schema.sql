@@ -33,6 +33,7 @@ BEGIN
     END LOOP;
     RETURN padded;
 END $$;
+-- HMAC-SHA256 with any key: what rag_identity_mac computes with the stored pads (checked against RFC 4231).
 CREATE OR REPLACE FUNCTION rag_hmac_sha256(key bytea, message bytea) RETURNS bytea LANGUAGE sql IMMUTABLE STRICT
 PARALLEL SAFE AS $$ SELECT sha256(rag_hmac_pad(key, 92) || sha256(rag_hmac_pad(key, 54) || message)) $$;
 
@@ -46,6 +47,7 @@ CREATE OR REPLACE FUNCTION rag_set_identity(user_id text, department text, roles
 RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     payload text;
+    expected text;
 BEGIN
     IF user_id IS NULL OR user_id = '' OR department IS NULL OR roles IS NULL OR expires_at IS NULL OR mac IS NULL
        OR array_position(roles, NULL) IS NOT NULL THEN
@@ -57,12 +59,13 @@ BEGIN
         RAISE EXCEPTION 'identity assertion refused: control character in a name' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     payload := concat_ws(E'\x1f', user_id, department, array_to_string(roles, E'\x1e'));
-    IF NOT EXISTS (SELECT 1 FROM rag_identity_key) THEN
+    expected := rag_identity_mac(concat_ws(E'\x1f', 'ragmesh-rls-assertion', payload, expires_at::text,
+                                           pg_backend_pid()::text));
+    IF expected IS NULL THEN
         RAISE EXCEPTION 'identity assertion refused: no key (run the migration with the RLS key)'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF mac IS DISTINCT FROM rag_identity_mac(concat_ws(E'\x1f', 'ragmesh-rls-assertion', payload, expires_at::text,
-                                                        pg_backend_pid()::text)) THEN
+    IF mac IS DISTINCT FROM expected THEN
         RAISE EXCEPTION 'identity assertion refused: bad signature' USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF expires_at < extract(epoch FROM clock_timestamp()) THEN
@@ -141,6 +144,19 @@ ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_mime_type text NOT NULL D
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_size_bytes bigint NOT NULL DEFAULT 0;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_sha256 text NOT NULL DEFAULT '';
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_meta jsonb NOT NULL DEFAULT '{{}}';
+-- Who may read a document, as one array of grants: 'u:<user>' (the owner and each ACL user), 'public',
+-- 'd:<department>' and 'r:<role>'. The read policy compares it with the verified identity's grants in one
+-- array overlap, so a statement verifies the identity once per scan of `documents`, not once per ACL clause.
+CREATE OR REPLACE FUNCTION rag_acl_grants(owner_user text, acl_public boolean, acl_users text[],
+                                          acl_departments text[], acl_roles text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT ARRAY['u:' || owner_user]
+    || CASE WHEN acl_public THEN ARRAY['public'] ELSE '{{}}'::text[] END
+    || ARRAY(SELECT 'u:' || x FROM unnest(acl_users) x)
+    || ARRAY(SELECT 'd:' || x FROM unnest(acl_departments) x WHERE x <> '')
+    || ARRAY(SELECT 'r:' || x FROM unnest(acl_roles) x) $$;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS acl_grants text[]
+    GENERATED ALWAYS AS (rag_acl_grants(owner_user, acl_public, acl_users, acl_departments, acl_roles)) STORED;
 CREATE INDEX IF NOT EXISTS documents_owner_sha_idx ON documents (owner_user, content_sha256) WHERE content_sha256 <> '';
 CREATE INDEX IF NOT EXISTS documents_updated_idx ON documents (updated_at DESC, id DESC);
 
@@ -277,17 +293,15 @@ ALTER TABLE chunks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
 
 DROP POLICY IF EXISTS documents_read ON documents;
--- the settings are read once per statement (each `(SELECT ...)` is an init plan), not once per row: the
--- postings and statistics policies hash every readable document id, once per statement
-CREATE POLICY documents_read ON documents FOR SELECT USING (
-    (SELECT rag_user()) <> '' AND (
-        acl_public
-        OR owner_user = (SELECT rag_user())
-        OR (SELECT rag_user()) = ANY (acl_users)
-        OR ((SELECT rag_department()) <> '' AND (SELECT rag_department()) = ANY (acl_departments))
-        OR acl_roles && (SELECT rag_roles())
-    )
-);
+-- The verified identity's grants (see rag_acl_grants): none without an identity; else 'public', its user, its
+-- department (if any) and its roles. Read once per statement (the `(SELECT ...)` is an init plan), not once
+-- per row: the postings and statistics policies hash every readable document id, once per statement.
+CREATE OR REPLACE FUNCTION rag_identity_grants() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN i[1] = '' THEN '{{}}'::text[] ELSE
+    ARRAY['public', 'u:' || i[1]] || CASE WHEN i[2] <> '' THEN ARRAY['d:' || i[2]] ELSE '{{}}'::text[] END
+    || ARRAY(SELECT 'r:' || x FROM unnest(string_to_array(nullif(i[3], ''), E'\x1e')) x) END
+FROM (SELECT rag_identity() AS i) s $$;
+CREATE POLICY documents_read ON documents FOR SELECT USING (acl_grants && (SELECT rag_identity_grants()));
 DROP POLICY IF EXISTS documents_insert ON documents;
 CREATE POLICY documents_insert ON documents FOR INSERT WITH CHECK (owner_user = (SELECT rag_user()) AND (SELECT rag_user()) <> '');
 DROP POLICY IF EXISTS documents_update ON documents;
