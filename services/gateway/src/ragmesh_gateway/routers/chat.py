@@ -54,7 +54,8 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
             "description": CHAT_EVENTS_DESCRIPTION,
             "content": {"text/event-stream": {"schema": CHAT_EVENTS}},
         },
-        **error_responses(400, 401, 413, 422, 429, 503),
+        # 404: a conversation_id that is unknown or another user's (never 403: it does not confirm it exists)
+        **error_responses(400, 401, 404, 413, 422, 429, 503),
     },
 )
 async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
