@@ -16,7 +16,7 @@ from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, health
+from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai
 from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
 
@@ -60,6 +60,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_middleware(HeaderLimitMiddleware, max_bytes=settings.max_header_bytes)
     app.include_router(chat.router)
+    app.include_router(openai.router)  # /v1: the OpenAI-compatible chat
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)
     app.include_router(conversations.router)
     app.include_router(admin.router)
