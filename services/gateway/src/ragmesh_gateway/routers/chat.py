@@ -16,8 +16,9 @@ from sse_starlette.sse import EventSourceResponse
 
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
-from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, User
+from ragmesh_gateway.deps import MetricsDep, OrchestratorDep, RateLimiterDep, User
 from ragmesh_gateway.mesh import StepFailed
+from ragmesh_gateway.metrics import GatewayMetrics
 from ragmesh_gateway.models import (
     CHAT_EVENTS,
     CHAT_EVENTS_DESCRIPTION,
@@ -59,10 +60,12 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
         **error_responses(400, 401, 413, 422, 429, 503),
     },
 )
-async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
+async def chat(
+    body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep, metrics: MetricsDep
+) -> Any:
     await limiter.check(user)
     try:
-        events = await start_chat(orchestrator, user, body)
+        events = await start_chat(orchestrator, user, body, metrics)
     except StepFailed as exc:
         raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
     if body.stream:
@@ -71,11 +74,11 @@ async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, lim
 
 
 async def start_chat(
-    orchestrator: Orchestrator, user: UserContext, body: ChatRequest
+    orchestrator: Orchestrator, user: UserContext, body: ChatRequest, metrics: GatewayMetrics
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Runs the chat's steps before the response under its `chat` span (raises StepFailed: 4xx/503) and returns
-    its events (progress, tokens, one final or error); the span ends with them. Shared by the OpenAI-compatible
-    API (routers/openai.py)."""
+    its events (progress, tokens, one final or error); the span ends with them, and `metrics` sees each step's
+    time and the failure, if any. Shared by the OpenAI-compatible API (routers/openai.py)."""
     span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
     try:
         with trace.use_span(span, end_on_exit=False):
@@ -83,6 +86,7 @@ async def start_chat(
     except StepFailed as exc:
         span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
         span.end()
+        metrics.failed("chat", exc.payload())
         raise
     except BaseException:
         span.end()
@@ -93,6 +97,7 @@ async def start_chat(
             with trace.use_span(span, end_on_exit=False):
                 async with contextlib.aclosing(orchestrator.run(state)) as steps:
                     async for item in steps:
+                        metrics.event(item)
                         yield item
         finally:
             span.end()
@@ -164,14 +169,18 @@ async def json_response(events: AsyncGenerator[dict[str, Any], None]) -> JSONRes
     response_model=SearchResponse,
     responses=error_responses(400, 401, 413, 422, 429, 503),
 )
-async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
+async def search(
+    body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep, metrics: MetricsDep
+) -> Any:
     await limiter.check(user)
     # the HTTP server span is the search's span (a child span of the same extent would cost ~60 µs)
     trace.get_current_span().set_attribute(attr.RAG_USER, user.user_id)
     try:
         state, items = await orchestrator.search(user, body)
     except StepFailed as exc:
+        metrics.failed("search", exc.payload())
         raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+    metrics.stages("search", state.stages)
     # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
     # jsonable_encoder walk of a returned dict cost ~0.9 ms per 10-result reply (~2% of a search).
     return JSONResponse(

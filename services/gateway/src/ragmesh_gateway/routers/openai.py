@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
 from ragmesh_common import limits
-from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, User
+from ragmesh_gateway.deps import MetricsDep, OrchestratorDep, RateLimiterDep, User
 from ragmesh_gateway.mesh import StepFailed
 from ragmesh_gateway.models import ERROR_DESCRIPTIONS, MAX_HISTORY_TURNS, ChatRequest, FinalEvent, Reply, Turn
 from ragmesh_gateway.routers.chat import SSE_HEADERS, start_chat, until_admitted
@@ -328,13 +328,13 @@ async def final_of(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
     },
 )
 async def chat_completions(
-    body: CompletionRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep
+    body: CompletionRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep, metrics: MetricsDep
 ) -> Any:
     profile = profile_of(body.model)
     request = chat_request(body, profile)
     await limiter.check(user)
     try:
-        events = await start_chat(orchestrator, user, request)
+        events = await start_chat(orchestrator, user, request, metrics)
     except StepFailed as exc:
         raise OpenAIError.from_step(exc.payload()) from exc
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
