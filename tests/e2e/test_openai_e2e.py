@@ -91,3 +91,27 @@ def test_a_user_who_cannot_read_the_document_gets_nothing_of_it(mesh: Stack, tok
         assert ibm not in str(extra) and extra["sources"] == []
         assert "1911" not in content and "Computing-Tabulating" not in content
         assert content == extra["answer"]
+
+
+def test_metrics_after_the_chats(mesh: Stack, client: httpx.Client, tokens: dict[str, str], ibm: str) -> None:
+    """Prometheus' scrape of the gateway after the chats above: the route, the steps, no user or document."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sdk(mesh, tokens["olga"]).chat.completions.create(model="ragmesh", messages=QUESTION)
+    reply = client.get("/metrics")
+    assert reply.status_code == 200
+    samples = [s for family in text_string_to_metric_families(reply.text) for s in family.samples]
+    routes = {
+        s.labels["route"]
+        for s in samples
+        if s.name == "ragmesh_http_requests_total" and s.labels["status"] == "200" and s.value > 0
+    }
+    assert "/v1/chat/completions" in routes, routes
+    steps = {
+        s.labels["step"]
+        for s in samples
+        if s.name == "ragmesh_pipeline_step_duration_seconds_count" and s.labels["pipeline"] == "chat" and s.value > 0
+    }
+    assert {"guardrail", "retrieve", "grade", "answer"} <= steps, steps
+    for secret in ("olga", "openai-research", ibm, "IBM"):
+        assert secret not in reply.text, secret
