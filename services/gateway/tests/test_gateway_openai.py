@@ -4,6 +4,7 @@ are not answers, a withheld draft never shown, and errors in OpenAI's shape with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import grpc
 import openai
 import pytest
+from fastapi import HTTPException
 from fastapi.testclient import TestClient
 from grpc import aio
 
@@ -256,3 +258,20 @@ def test_replies_and_errors_match_the_spec(verified: Any) -> None:
     mesh.retriever.replies["Search"] = retriever_pb2.SearchResponse()
     reply = client.post("/v1/chat/completions", json={"model": "ragmesh", "messages": QUESTION})
     assert problems(spec, response_schema(spec, "/v1/chat/completions", "post"), reply.json()) == []
+
+
+class Limited:
+    """A rate limiter whose user is over the limit."""
+
+    async def check(self, user: Any) -> None:
+        raise HTTPException(429, "rate limit: at most 1 requests per minute", headers={"Retry-After": "60"})
+
+
+def test_the_rate_limit_is_a_429_with_retry_after(verified: Any) -> None:
+    ai, client, mesh = verified
+    client.app.state.runtime = dataclasses.replace(client.app.state.runtime, rate_limiter=Limited())
+    with pytest.raises(openai.RateLimitError) as refused:
+        ai.chat.completions.create(model="ragmesh", messages=QUESTION)
+    assert refused.value.code == "rate_limit_exceeded"
+    assert refused.value.response.headers["retry-after"] == "60"
+    assert mesh.answerer.requests == []

@@ -122,7 +122,8 @@ class OpenAIRoute(StrictJSONRoute):
                 detail = exc.detail
                 if isinstance(detail, dict):
                     return OpenAIError.from_step({**detail, "status": exc.status_code}).response()
-                return OpenAIError(exc.status_code, str(detail), headers=exc.headers).response()
+                headers = dict(exc.headers) if exc.headers else None
+                return OpenAIError(exc.status_code, str(detail), headers=headers).response()
 
         return openai_handler
 
