@@ -79,3 +79,13 @@ def test_busy_answerer_refusals_and_step_failures_are_counted(tmp_path: Path) ->
         assert value(samples, "ragmesh_answerer_refusals_total") == 2
         assert value(samples, "ragmesh_pipeline_step_failures_total", pipeline="chat", step="answer", status="503") == 2
         assert value(samples, "ragmesh_http_requests_total", method="POST", route="/api/v1/chat", status="503") == 2
+
+
+def test_two_apps_count_apart(tmp_path: Path) -> None:
+    for one in make_client(tmp_path / "one", FakeMesh()):
+        for other in make_client(tmp_path / "other", FakeMesh()):
+            assert one.post("/api/v1/search", json={"query": "IBM"}).status_code == 200
+            requests = ("ragmesh_http_requests_total", "POST", "/api/v1/search", "200")
+            name, method, route, status = requests
+            assert value(scrape(one)[1], name, method=method, route=route, status=status) == 1
+            assert value(scrape(other)[1], name, method=method, route=route, status=status) == 0
