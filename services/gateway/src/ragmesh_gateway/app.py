@@ -15,8 +15,9 @@ from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, health
+from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai
 from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
 
@@ -44,7 +45,10 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
         version="0.1.0",
         lifespan=lifespan,
         description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.",
-        telemetry={"operation_spans": False, "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz")},
+        telemetry={
+            "operation_spans": False,
+            "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz", "/metrics"),
+        },
     )
     app.state.authenticator = Authenticator(
         secret=settings.jwt_secret,
@@ -59,7 +63,11 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.state.max_json_bytes = settings.max_json_bytes
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_middleware(HeaderLimitMiddleware, max_bytes=settings.max_header_bytes)
+    app.state.metrics = metrics = GatewayMetrics()  # GET /metrics, Prometheus' text format (metrics.py)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_route("/metrics", metrics.scrape, include_in_schema=False)
     app.include_router(chat.router)
+    app.include_router(openai.router)  # /v1: the OpenAI-compatible chat
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)
     app.include_router(conversations.router)
     app.include_router(admin.router)

@@ -15,6 +15,7 @@ from ragmesh_common.context import UserContext
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
+from ragmesh_gateway.metrics import GatewayMetrics
 from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.runtime import RateLimiter, Runtime
 
@@ -27,6 +28,10 @@ async def current_user(
     """The authenticated caller (bearer JWT verified by the app's Authenticator)."""
     authenticator: Authenticator = request.app.state.authenticator
     return await authenticator.authenticate(request)
+
+
+async def metrics(request: Request) -> GatewayMetrics:
+    return request.app.state.metrics  # type: ignore[no-any-return]  # set by create_app
 
 
 async def runtime(request: Request) -> Runtime:
@@ -55,3 +60,4 @@ OrchestratorDep = Annotated[Orchestrator, Depends(orchestrator)]
 RateLimiterDep = Annotated[RateLimiter, Depends(rate_limiter)]
 Documents = Annotated[DocumentLifecycle, Depends(documents)]
 ConversationsDep = Annotated[ConversationClient, Depends(conversations)]
+MetricsDep = Annotated[GatewayMetrics, Depends(metrics)]

@@ -15,8 +15,10 @@ from opentelemetry import trace
 from sse_starlette.sse import EventSourceResponse
 
 from ragmesh_common import attributes as attr
-from ragmesh_gateway.deps import OrchestratorDep, RateLimiterDep, User
+from ragmesh_common.context import UserContext
+from ragmesh_gateway.deps import MetricsDep, OrchestratorDep, RateLimiterDep, User
 from ragmesh_gateway.mesh import StepFailed
+from ragmesh_gateway.metrics import GatewayMetrics
 from ragmesh_gateway.models import (
     CHAT_EVENTS,
     CHAT_EVENTS_DESCRIPTION,
@@ -26,6 +28,7 @@ from ragmesh_gateway.models import (
     SearchResponse,
     error_responses,
 )
+from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.pipeline.events import source_payload
 from ragmesh_gateway.shutdown import SHUTDOWN_GRACE_SECONDS, until_shutdown
 from ragmesh_gateway.validation import StrictJSONRoute
@@ -58,8 +61,25 @@ def error_response(data: dict[str, Any]) -> JSONResponse:
         **error_responses(400, 401, 404, 413, 422, 429, 503),
     },
 )
-async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
+async def chat(
+    body: ChatRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep, metrics: MetricsDep
+) -> Any:
     await limiter.check(user)
+    try:
+        events = await start_chat(orchestrator, user, body, metrics)
+    except StepFailed as exc:
+        raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+    if body.stream:
+        return await stream_response(events)
+    return await json_response(events)
+
+
+async def start_chat(
+    orchestrator: Orchestrator, user: UserContext, body: ChatRequest, metrics: GatewayMetrics
+) -> AsyncGenerator[dict[str, Any], None]:
+    """Runs the chat's steps before the response under its `chat` span (raises StepFailed: 4xx/503) and returns
+    its events (progress, tokens, one final or error); the span ends with them, and `metrics` sees each step's
+    time and the failure, if any. Shared by the OpenAI-compatible API (routers/openai.py)."""
     span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
     try:
         with trace.use_span(span, end_on_exit=False):
@@ -67,7 +87,8 @@ async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, lim
     except StepFailed as exc:
         span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
         span.end()
-        raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+        metrics.failed("chat", exc.payload())
+        raise
     except BaseException:
         span.end()
         raise
@@ -77,21 +98,18 @@ async def chat(body: ChatRequest, user: User, orchestrator: OrchestratorDep, lim
             with trace.use_span(span, end_on_exit=False):
                 async with contextlib.aclosing(orchestrator.run(state)) as steps:
                     async for item in steps:
+                        metrics.event(item)
                         yield item
         finally:
             span.end()
 
-    if body.stream:
-        return await stream_response(events())
-    return await json_response(events())
+    return events()
 
 
-async def stream_response(events: AsyncGenerator[dict[str, Any], None]) -> Any:
-    """The chat's events as Server-Sent Events. It reads up to the answerer's admission before the status line
-    goes out: a busy answerer (queue full, wait over budget) is then a real 503 with Retry-After, not an error
-    event in a 200."""
-    shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
-    stream = until_shutdown(events, shutdown)
+async def until_admitted(stream: AsyncGenerator[dict[str, Any], None]) -> list[dict[str, Any]]:
+    """The events up to the answerer's admission (its `answer` `started` progress) or the first other event
+    (a token, the final, an error), read before a streamed response's status line goes out. `stream` is closed
+    when reading fails or is cancelled."""
     head: list[dict[str, Any]] = []
     try:
         async for item in stream:
@@ -104,6 +122,16 @@ async def stream_response(events: AsyncGenerator[dict[str, Any], None]) -> Any:
     except BaseException:
         await stream.aclose()  # the handler failed or was cancelled before the response began
         raise
+    return head
+
+
+async def stream_response(events: AsyncGenerator[dict[str, Any], None]) -> Any:
+    """The chat's events as Server-Sent Events. It reads up to the answerer's admission before the status line
+    goes out: a busy answerer (queue full, wait over budget) is then a real 503 with Retry-After, not an error
+    event in a 200."""
+    shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
+    stream = until_shutdown(events, shutdown)
+    head = await until_admitted(stream)
     if head and head[-1]["event"] == "error":
         await stream.aclose()
         return error_response(head[-1]["data"])
@@ -142,14 +170,18 @@ async def json_response(events: AsyncGenerator[dict[str, Any], None]) -> JSONRes
     response_model=SearchResponse,
     responses=error_responses(400, 401, 413, 422, 429, 503),
 )
-async def search(body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep) -> Any:
+async def search(
+    body: SearchRequest, user: User, orchestrator: OrchestratorDep, limiter: RateLimiterDep, metrics: MetricsDep
+) -> Any:
     await limiter.check(user)
     # the HTTP server span is the search's span (a child span of the same extent would cost ~60 µs)
     trace.get_current_span().set_attribute(attr.RAG_USER, user.user_id)
     try:
         state, items = await orchestrator.search(user, body)
     except StepFailed as exc:
+        metrics.failed("search", exc.payload())
         raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+    metrics.stages("search", state.stages)
     # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
     # jsonable_encoder walk of a returned dict cost ~0.9 ms per 10-result reply (~2% of a search).
     return JSONResponse(
