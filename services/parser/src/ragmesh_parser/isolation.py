@@ -1,8 +1,8 @@
 """Parsing in worker processes that can be killed: Docling reads untrusted files, so no file may hold the
 service's event loop, its memory or a CPU for longer than the limits say.
 
-`ParsePool` keeps PARSER_CONCURRENCY worker processes (spawned, not forked: the parent runs gRPC threads), each
-owning its own converters and chunker, built and warmed once. A parse (conversion and chunking) runs in one
+`ParsePool` keeps PARSER_CONCURRENCY worker processes (`python -m ragmesh_parser.worker`, started fresh rather
+than forked: the parent runs gRPC threads), each owning its own converters and chunker, built and warmed once. A parse (conversion and chunking) runs in one
 worker under three limits:
 
 - CPU time: `RLIMIT_CPU`, set before each job to the worker's CPU time so far plus PARSER_MAX_CPU_SECONDS; the
@@ -22,20 +22,23 @@ import asyncio
 import contextlib
 import logging
 import math
-import multiprocessing
 import os
 import resource
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_parser.chunker import ChunkRecord
-from ragmesh_parser.document import ParsedDocument
+
+if TYPE_CHECKING:
+    from ragmesh_parser.chunker import ChunkRecord
+    from ragmesh_parser.document import ParsedDocument
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +97,15 @@ def _address_space() -> int:
         return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _worker_main(conn: Connection, factory: WorkerFactory, limits: Limits) -> None:
-    """A worker process: build and warm, report ready, then one job at a time until the pipe closes."""
+def serve(fd: int) -> None:
+    """A worker process on socket `fd`: receive the factory and limits, build and warm, report ready, then one
+    job at a time until the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which ends its workers
     from ragmesh_common.logs import setup_logging
 
     setup_logging("parser-worker")
+    conn = Connection(fd)
+    factory, limits = conn.recv()
     converter, splitter = factory()
     converter.warmup()
     splitter.count("warm up")
@@ -141,33 +147,39 @@ def _worker_main(conn: Connection, factory: WorkerFactory, limits: Limits) -> No
 class _Worker:
     """The parent's handle on one worker process."""
 
-    def __init__(self, process: BaseProcess, conn: Connection) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
         self.process = process
         self.conn = conn
 
     def run(self, job: Job, timeout: float) -> tuple[str, Any]:
         """Sends `job` and waits for the reply; ("timeout", …) after `timeout`, ("died", exit code) when the
         worker ended without one (killed by a limit or a crash). Blocking: called in a thread."""
-        self.conn.send(job)
         try:
+            self.conn.send(job)
             if not self.conn.poll(timeout):
                 self.kill()
                 return ("timeout", None)
             reply: tuple[str, Any] = self.conn.recv()
             return reply
         except (EOFError, OSError):
-            self.process.join(5)
-            return ("died", self.process.exitcode)
+            return ("died", self._reap())
+
+    def _reap(self) -> int | None:
+        try:
+            return self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
-        if self.process.is_alive():
+        """Ends the worker and reaps it (blocking)."""
+        if self.process.poll() is None:
             self.process.kill()
-        self.process.join(5)
+        self._reap()
         self.conn.close()
 
     @property
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None
 
 
 class ParsePool:
@@ -177,28 +189,35 @@ class ParsePool:
         self._factory = factory
         self._size = size
         self.limits = limits
-        self._context = multiprocessing.get_context("spawn")
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._workers: set[_Worker] = set()
         self._replacing: set[asyncio.Task[None]] = set()
+        self._processes: set[subprocess.Popen[bytes]] = set()  # every worker started, ready or starting
         self._closed = False
 
     def _spawn(self) -> _Worker:
-        """A new worker, once it reports ready (blocking: called in a thread)."""
-        parent, child = self._context.Pipe()
-        process = self._context.Process(
-            target=_worker_main, args=(child, self._factory, self.limits), name="parser-worker", daemon=True
-        )
-        process.start()
-        child.close()
-        worker = _Worker(process, parent)
+        """A new worker, once it reports ready (blocking: called in a thread). It gets this process's import path,
+        so that a factory defined anywhere importable here unpickles there."""
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        with ours, theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "ragmesh_parser.worker", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+            self._processes.add(process)
+            conn = Connection(ours.detach())
+        worker = _Worker(process, conn)
         try:
-            if not parent.poll(START_TIMEOUT_SECONDS):
+            conn.send((self._factory, self.limits))
+            if not conn.poll(START_TIMEOUT_SECONDS):
                 raise RuntimeError(f"a parser worker did not start within {START_TIMEOUT_SECONDS:.0f}s")
-            parent.recv()
+            conn.recv()
         except (EOFError, OSError) as exc:
             worker.kill()
-            raise RuntimeError(f"a parser worker exited while starting (exit code {process.exitcode})") from exc
+            raise RuntimeError(f"a parser worker exited while starting (exit code {process.returncode})") from exc
         except BaseException:
             worker.kill()
             raise
@@ -214,11 +233,14 @@ class ParsePool:
 
     async def _replace(self, old: _Worker) -> None:
         await asyncio.to_thread(old.kill)  # reaps it
+        self._processes.discard(old.process)
         delay = 1.0
         while not self._closed:
             try:
                 worker = await asyncio.to_thread(self._spawn)
             except Exception:
+                if self._closed:
+                    return
                 logger.exception("could not start a parser worker; trying again in %.0fs", delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RESTART_BACKOFF_MAX)
@@ -232,7 +254,7 @@ class ParsePool:
 
     def _retire(self, worker: _Worker) -> None:
         """Kills `worker` now (a signal, not a wait) and starts its replacement in the background."""
-        if worker.process.is_alive():
+        if worker.alive:
             worker.process.kill()
         self._workers.discard(worker)
         task = asyncio.get_running_loop().create_task(self._replace(worker))
@@ -278,12 +300,22 @@ class ParsePool:
         raise ParseLimit(f"{name}: the parser's worker process died on this file (exit code {value})")
 
     async def stop(self) -> None:
+        """Asks idle workers to exit, then kills what is left, starting ones included."""
         self._closed = True
-        for task in list(self._replacing):
-            task.cancel()
-        for worker in list(self._workers):
+        while not self._idle.empty():
             with contextlib.suppress(OSError):
-                worker.conn.send(None)
-            await asyncio.to_thread(worker.process.join, 2)
-            worker.kill()
+                self._idle.get_nowait().conn.send(None)
+        for process in list(self._processes):
+            await asyncio.to_thread(_wait, process, 2.0)
+            if process.poll() is None:
+                process.kill()
+                await asyncio.to_thread(_wait, process, 5.0)
+        if self._replacing:  # their workers are dead now, so they end at once
+            await asyncio.gather(*self._replacing, return_exceptions=True)
         self._workers.clear()
+        self._processes.clear()
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(seconds)
