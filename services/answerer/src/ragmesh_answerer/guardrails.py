@@ -197,6 +197,8 @@ _TABLE: list[Rule] = [
         r"(?i)\b(?:your|the)\s+(?:new|real|actual|true|only)\s+(?:instructions?|task|job|role|goal|objective"
         r"|purpose|directive|orders?|mission)\s*(?:is|are|:|now)"
         r"|\bnew\s+(?:instructions?|rules|directives?|system\s+prompt|task)\s*:"
+        r"|\b(?:ignore|disregard|forget|skip)\s+(?:the|this|my|that|any|their)\s+(?:user'?s?\s+)?(?:question|query)\b"
+        r"|\b(?:reply|respond|say|output|print|write)\s+(?:with\s+)?[\"']?\w+[\"']?\s+only\b"
         r"|\binstead,?\s+(?:just\s+|only\s+)?(?:say|reply|respond|answer|output|print|write|type)\b"
         r"|\b(?:do\s+not|don't|dont|never)\s+(?:answer|respond\s+to|reply\s+to|address)\s+(?:the|my|this|that|any)"
         r"\s+(?:question|user|query)\b"
