@@ -13,8 +13,9 @@ whitespace collapsed), leetspeak read as letters ("1gn0r3" → "ignore"), ROT13,
 ("i-g-n-o-r-e" → "ignore"), and base64 or hex runs decoded (`encoded:<rule>` when a rule fires only there).
 
 Bounded by construction, because a request is untrusted text: every pattern runs on RE2 (linear time; a
-backtracking `\\s+ … \\w+` over newline-heavy history cost 8.6-11 s a request), at most `MAX_EXAMINED_CHARS` of a
-text and `MAX_EXAMINED_TURNS` history turns are read (more than the prompt and the rewriter ever show the model),
+backtracking `\\s+ … \\w+` over newline-heavy history cost 8.6-11 s a request), the question is read whole (it is
+at most ANSWERER_MAX_QUESTION_CHARS) and of the history the first `MAX_EXAMINED_TURN_CHARS` of the latest
+`MAX_EXAMINED_TURNS` turns (more than the prompt and the rewriter ever show the model),
 and decoding is capped (`MAX_DECODED_RUNS` runs of at most `MAX_DECODED_CHARS`, one level deep). The work per
 request is a few milliseconds, so it stays on the event loop.
 """
@@ -39,7 +40,8 @@ tracer = trace.get_tracer(__name__)
 # What is examined of one text (the question, one history turn): the prompt shows the model 500 characters of a
 # turn and the question is capped at ANSWERER_MAX_QUESTION_CHARS (2000 by default).
 MAX_EXAMINED_CHARS = 4000
-MAX_EXAMINED_TURNS = 20  # the latest turns; the prompt shows 4, the rewriter 4
+MAX_EXAMINED_TURN_CHARS = 2000  # of a history turn: the prompt and the rewriter show the model 500
+MAX_EXAMINED_TURNS = 20  # the latest turns; the prompt shows 4, the rewriter 6
 MAX_DECODED_RUNS = 8  # base64/hex runs decoded per text
 MAX_DECODED_CHARS = 2000  # of each run
 
@@ -252,7 +254,7 @@ _CONFUSABLES = str.maketrans("аеорсухіјѕԁһкмтвнӏɡαεοριτ
 _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s",
                          "!": "i", "|": "i", "€": "e", "8": "b", "9": "g", "+": "t"})  # fmt: skip
 _LEET_L = str.maketrans({"1": "l", "|": "l", "!": "l"})
-_NOT_LETTERS = re2.compile(r"[^a-z]+")
+_NOT_LETTERS = bytes(b for b in range(256) if not 97 <= b <= 122)  # deleted by bytes.translate: C speed
 _BASE64_RUN = re2.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _HEX_RUN = re2.compile(r"(?:[0-9A-Fa-f]{2}){12,}")
 
@@ -285,6 +287,9 @@ def bad_character(text: str) -> str | None:
 
 def fold(text: str) -> str:
     """Lower case, no accents or zero-width characters, Latin look-alikes as Latin, single spaces."""
+    text = " ".join(text.split())  # first: a whitespace-heavy text shrinks before the per-character work
+    if text.isascii():
+        return " ".join(text.casefold().split())
     text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Mn", "Cf"))
     text = text.translate(_CONFUSABLES).replace("’", "'").replace("‘", "'").replace("ß", "ss")
@@ -328,9 +333,9 @@ def views(text: str) -> list[str]:
     return readings
 
 
-def injection_rules(text: str) -> list[str]:
-    """The rules that fire on `text` (at most MAX_EXAMINED_CHARS of it), in any of its views."""
-    text = text[:MAX_EXAMINED_CHARS]
+def injection_rules(text: str, limit: int = MAX_EXAMINED_CHARS) -> list[str]:
+    """The rules that fire on `text` (at most `limit` characters of it), in any of its views."""
+    text = text[:limit]
     fired = _fired(text)
     if not fired:
         fired = [ENCODED_PREFIX + name for run in _decoded_runs(text) for name in _fired(run)]
@@ -349,7 +354,7 @@ def _fired(text: str) -> list[str]:
         if hit:
             fired.append(rule.name)
     if "ignore_instructions" not in fired and any(
-        _SQUEEZED.search(_NOT_LETTERS.sub("", reading)) for reading in readings
+        _SQUEEZED.search(reading.encode("ascii", "ignore").translate(None, _NOT_LETTERS)) for reading in readings
     ):
         fired.insert(0, "ignore_instructions")
     return fired
@@ -379,7 +384,7 @@ def _check(question: str, max_chars: int, history: Sequence[tuple[str, str]]) ->
         return GuardrailResult(
             False, f"the question is {len(question)} characters long; the limit is {max_chars}", ["too_long"]
         )
-    fired = injection_rules(question)
+    fired = injection_rules(question, max(max_chars, MAX_EXAMINED_CHARS))  # all of it: at most max_chars
     if fired:
         return GuardrailResult(
             False,
@@ -389,7 +394,7 @@ def _check(question: str, max_chars: int, history: Sequence[tuple[str, str]]) ->
         )
     first = max(0, len(history) - MAX_EXAMINED_TURNS)
     for i, (role, content) in enumerate(history[first:], start=first):
-        fired = injection_rules(content) if role == "user" else []
+        fired = injection_rules(content, MAX_EXAMINED_TURN_CHARS) if role == "user" else []
         if fired:
             return GuardrailResult(
                 False,

@@ -30,6 +30,11 @@ SECTION_SEPARATOR = " › "
 INSTRUCTION_REMOVED = "[instruction removed]"
 # a sentence: up to and including its end punctuation or line break (RE2: linear over document text)
 _SENTENCE = re2.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
+# a turn written in chat-template markup, up to its end tag (or the end of the line or text)
+_MARKUP_TURN = re2.compile(
+    r"(?is)<\|\s*im_start\s*\|>.*?(?:<\|\s*im_end\s*\|>|\z)|\[INST\].*?(?:\[/INST\]|\z)"
+    r"|<<SYS>>.*?(?:<</SYS>>|\z)|<\|\s*(?:system|user|assistant|start_header_id)\s*\|>[^\n]*"
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def _shorten(text: str, limit: int) -> str:
 def defang(text: str) -> str:
     """`text` with chat-template markup cut out and each sentence that reads as an instruction to the model
     replaced by INSTRUCTION_REMOVED (quotes and history are data, not instructions)."""
-    text = RULES["role_tags"].compiled.sub(" ", text)
+    text = RULES["role_tags"].compiled.sub(" ", _MARKUP_TURN.sub(f" {INSTRUCTION_REMOVED} ", text))
     if not injection_rules(text) and len(text) <= 4000:
         return text
     out = []
