@@ -126,7 +126,7 @@ def _inline_texts(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
 def join_inline(parts: list[str]) -> str:
     """Joins the runs of an inline group (text, `code`, links) into one sentence-like string."""
     text = " ".join(p for p in parts if p)
-    return _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text))
+    return str(_NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text)))
 
 
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.errors import InvalidArgument, Unavailable
 
 if TYPE_CHECKING:
     from ragmesh_parser.chunker import ChunkRecord
@@ -274,6 +274,8 @@ class ParsePool:
             else:
                 self._retire(worker)
         name = job.filename
+        if self._closed and kind in ("died", "timeout"):  # stopped under it: not the file's fault, try again later
+            raise Unavailable(f"{name}: the parser is shutting down")
         if kind == "ok":
             assert isinstance(value, Parsed)
             return value
