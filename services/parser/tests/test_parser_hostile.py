@@ -28,8 +28,12 @@ CALLER = UserContext("tester", "eng", ("employee",))
 NORMAL = parser_pb2.ParseRequest(filename="normal.md", content=b"# Normal\n\nAn ordinary paragraph of text.")
 
 
+# workers of parser services started before the one under test (the suite's shared parser): not counted
+OTHERS: set[int] = set()
+
+
 def worker_pids() -> set[int]:
-    """This process's running parser worker processes (an exited one not yet reaped does not count)."""
+    """The running worker processes of the parser under test (an exited one not yet reaped does not count)."""
     pids = set()
     for process in psutil.Process().children(recursive=True):
         try:
@@ -37,7 +41,12 @@ def worker_pids() -> set[int]:
                 pids.add(process.pid)
         except psutil.Error:  # it exited meanwhile
             continue
-    return pids
+    return pids - OTHERS
+
+
+def exclude_running_workers() -> None:
+    OTHERS.clear()
+    OTHERS.update(worker_pids())
 
 
 @pytest.fixture
@@ -52,6 +61,7 @@ async def limited() -> AsyncIterator[parser_pb2_grpc.ParserServiceStub]:
         concurrency=2,
         max_chunk_tokens=200,
     )
+    exclude_running_workers()
     service = build_service(settings, worker=hostile_worker)
     port = await service.start()
     try:
@@ -99,6 +109,7 @@ async def test_a_hanging_parse_is_killed_at_the_timeout() -> None:
     settings = Settings(
         host="127.0.0.1", port=0, max_bytes=1024, timeout_seconds=1.0, concurrency=1, max_chunk_tokens=200
     )
+    exclude_running_workers()
     service = build_service(settings, worker=hostile_worker)
     port = await service.start()
     try:
@@ -138,6 +149,7 @@ async def docling_parser() -> AsyncIterator[parser_pb2_grpc.ParserServiceStub]:
         concurrency=2,
         max_chunk_tokens=200,
     )
+    exclude_running_workers()
     service = build_service(settings)
     port = await service.start()
     try:
