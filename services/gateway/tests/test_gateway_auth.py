@@ -35,6 +35,19 @@ def test_valid_token_gives_user_department_roles() -> None:
             "roles",
         ),
         ("not-a-jwt", "invalid token"),
+        # signed tokens whose claims have the wrong JSON type (a list department was a 500)
+        (
+            jwt.encode(
+                {"sub": "alice", "department": ["eng", "hr"], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"
+            ),
+            "department must be a string",
+        ),
+        (
+            jwt.encode({"sub": "alice", "department": {"a": 1}, "exp": int(time.time()) + 3600}, SECRET, "HS256"),
+            "department must be a string",
+        ),
+        (jwt.encode({"sub": 42, "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "must be a string"),
+        (jwt.encode({"sub": ["alice"], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "must be a string"),
     ],
 )
 def test_bad_tokens_are_rejected(token: str, message: str) -> None:

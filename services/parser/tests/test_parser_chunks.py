@@ -132,11 +132,19 @@ class _SlowParser:
     def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument:
         import time
 
-        time.sleep(1.5)
+        time.sleep(30)
         return ParsedDocument("t", fmt, 0, [Block("paragraph", "x")], "plain_text")
 
 
-async def test_slow_conversion_times_out(chunker: Chunker) -> None:
+def slow_worker() -> tuple[_SlowParser, Chunker]:
+    """A parser worker whose every parse outlasts the timeout (built in the worker process)."""
+
+    return _SlowParser(), Chunker(load_tokenizer(), 200)
+
+
+async def test_slow_conversion_times_out_for_good() -> None:
+    """A parse past PARSER_TIMEOUT_SECONDS is killed and refused as INVALID_ARGUMENT (permanent: the ingestion
+    worker retries only UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED)."""
     from ragmesh.parser.v1 import parser_pb2_grpc
     from ragmesh_common.context import UserContext
     from ragmesh_common.testing import channel_as
@@ -147,20 +155,20 @@ async def test_slow_conversion_times_out(chunker: Chunker) -> None:
         host="127.0.0.1",
         port=0,
         max_bytes=1024,
-        timeout_seconds=0.2,
+        timeout_seconds=0.5,
         concurrency=1,
         max_chunk_tokens=200,
         artifacts_path=None,
     )
-    service = build_service(settings, parser=_SlowParser(), chunker=chunker)
+    service = build_service(settings, worker=slow_worker)
     port = await service.start()
     try:
         async with channel_as(f"127.0.0.1:{port}", UserContext("tester")) as channel:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await parser_pb2_grpc.ParserServiceStub(channel).Parse(
-                    parser_pb2.ParseRequest(filename="slow.txt", content=b"hello"), timeout=10
+                    parser_pb2.ParseRequest(filename="slow.txt", content=b"hello"), timeout=120
                 )
-        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "slow.txt" in info.value.details() and "PARSER_TIMEOUT_SECONDS" in info.value.details()
     finally:
         await service.stop()

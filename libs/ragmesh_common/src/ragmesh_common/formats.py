@@ -1,14 +1,23 @@
 """Accepted file formats: extension and MIME type to a ragmesh format name, and a check that the content is
-what the extension says (`check_content`), run at upload and again by Parse."""
+what the extension says (`check_content`), run at upload and again by Parse.
+
+The check reads untrusted bytes, so its cost is bounded by the file's size, never by its shape: a ZIP
+container's entries are judged by their declared sizes before any is read (`check_archive`: entry count,
+declared total, compression ratio), only `_rels/.rels` is inflated and at most `MAX_RELS_BYTES` of it, and its
+tags are read with RE2 (linear time; the backtracking `re` took 35 s over one 40,000-character attribute).
+It is CPU work over a whole upload: async callers run it in a worker thread.
+"""
 
 from __future__ import annotations
 
 import io
 import posixpath
-import re
+import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePath
+
+import re2
 
 from ragmesh_common.errors import InvalidArgument
 
@@ -108,8 +117,18 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"MZ", "an executable"),
 )
 _UNICODE_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
-_RELATIONSHIP = re.compile(rb"<Relationship\b[^>]*>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(rb'(\w+)\s*=\s*["\']([^"\']*)["\']')
+# RE2 (linear time) over untrusted bytes: a Relationship tag, and one attribute of it
+_RELATIONSHIP = re2.compile(rb"(?i)<Relationship\b[^>]*>")
+_ATTRIBUTE = re2.compile(rb'(\w+)\s*=\s*["\']([^"\']*)["\']')
+# Limits on a ZIP container (DOCX, PPTX, XLSX), checked on the declared sizes of its central directory before
+# anything is inflated. Office files hold tens to a few thousand parts; their XML deflates 5-30x and a
+# repetitive sheet to ~150x, while a deflate bomb reaches ~1,000x. The parser reads the container whole, so
+# the declared total bounds what one upload can make it inflate.
+MAX_ARCHIVE_ENTRIES = 10_000
+MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024  # declared uncompressed total
+MAX_COMPRESSION_RATIO = 300  # per entry, for entries over RATIO_FLOOR_BYTES uncompressed
+RATIO_FLOOR_BYTES = 1024 * 1024
+MAX_RELS_BYTES = 1024 * 1024  # _rels/.rels: a few hundred bytes in any real file
 
 
 def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
@@ -140,7 +159,7 @@ def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
         folder, what = spec.ooxml_folder, spec.description
         if not head.startswith(_ZIP_MAGIC):
             raise InvalidArgument(f"{name}: not {what} (a .{fmt} file is a ZIP container; this one is not)")
-        main = _ooxml_main_part(head)
+        main = _ooxml_main_part(head, name)
         if main is not None and main.split("/", 1)[0] != folder:
             raise InvalidArgument(f"{name}: not {what} (its main part is {main or 'missing'}, not in {folder}/)")
     return fmt
@@ -150,14 +169,83 @@ def _suffix(filename: str) -> str:
     return PurePath(filename).suffix.lower().lstrip(".") or "(none)"
 
 
-def _ooxml_main_part(content: bytes) -> str | None:
+def check_archive(name: str, archive: zipfile.ZipFile) -> None:
+    """`InvalidArgument` when a ZIP container declares more than a document would: too many entries, too large a
+    total, or an entry inflating far beyond what real files do (a deflate bomb). Reads only the central
+    directory, which `ZipFile` has already parsed."""
+    entries = archive.infolist()
+    if len(entries) > MAX_ARCHIVE_ENTRIES:
+        raise InvalidArgument(f"{name}: the container holds {len(entries)} entries; at most {MAX_ARCHIVE_ENTRIES}")
+    total = 0
+    for entry in entries:
+        total += entry.file_size
+        if entry.file_size > RATIO_FLOOR_BYTES and entry.file_size > MAX_COMPRESSION_RATIO * max(
+            entry.compress_size, 1
+        ):
+            raise InvalidArgument(
+                f"{name}: entry {entry.filename[:100]!r} inflates {entry.compress_size} bytes to {entry.file_size} "
+                f"(more than {MAX_COMPRESSION_RATIO}x: a compression bomb, not a document)"
+            )
+    if total > MAX_ARCHIVE_BYTES:
+        raise InvalidArgument(
+            f"{name}: the container inflates to {total} bytes; at most {MAX_ARCHIVE_BYTES} are accepted"
+        )
+
+
+def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, limit: int) -> bytes:
+    """At most `limit` bytes of an entry whose declared size is at most `limit`; a declared size that lies is
+    caught by reading one byte past it."""
+    if entry.file_size > limit:
+        raise InvalidArgument(f"entry {entry.filename!r} is {entry.file_size} bytes; at most {limit} are read")
+    with archive.open(entry) as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise InvalidArgument(f"entry {entry.filename!r} inflates past its declared size")
+    return data
+
+
+_EOCD = b"PK\x05\x06"  # end of central directory record
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_EOCD_SEARCH = 22 + 65535  # the record and the longest comment
+
+
+def _declared_entries(content: bytes) -> int | None:
+    """The entry count a ZIP's end record declares (ZIP64 included), read before `zipfile` parses one entry per
+    declared record (a 50 MB container of empty entries holds a million); None when there is no end record."""
+    at = content.rfind(_EOCD, max(0, len(content) - _EOCD_SEARCH))
+    if at < 0 or len(content) < at + 22:
+        return None
+    (count,) = struct.unpack_from("<H", content, at + 10)
+    locator = at - 20
+    if count == 0xFFFF and locator >= 0 and content[locator : locator + 4] == _ZIP64_LOCATOR:
+        (record,) = struct.unpack_from("<Q", content, locator + 8)
+        if record + 40 <= len(content) and content[record : record + 4] == b"PK\x06\x06":
+            (count,) = struct.unpack_from("<Q", content, record + 32)
+    return int(count)
+
+
+def _ooxml_main_part(content: bytes, name: str = "<unnamed>") -> str | None:
     """The path of the officeDocument part of a complete OOXML container ("" when the container has none);
-    None when `content` is not a complete ZIP (a head only)."""
+    None when `content` is not a complete ZIP (a head only). `InvalidArgument` when the container is a bomb."""
+    declared = _declared_entries(content)
+    if declared is not None and declared > MAX_ARCHIVE_ENTRIES:
+        raise InvalidArgument(f"{name}: the container declares {declared} entries; at most {MAX_ARCHIVE_ENTRIES}")
     try:
         with zipfile.ZipFile(io.BytesIO(content)) as archive:
+            check_archive(name, archive)
             names = set(archive.namelist())
-            rels = archive.read("_rels/.rels") if "_rels/.rels" in names else b""
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+            try:
+                rels_entry = archive.getinfo("_rels/.rels")
+            except KeyError:
+                rels = b""
+            else:
+                try:
+                    rels = _read_entry(archive, rels_entry, MAX_RELS_BYTES)
+                except InvalidArgument as exc:
+                    raise InvalidArgument(f"{name}: {exc}") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+        if isinstance(exc, InvalidArgument):
+            raise
         return None
     for tag in _RELATIONSHIP.findall(rels):
         attrs = {k.decode().lower(): v.decode("utf-8", "replace") for k, v in _ATTRIBUTE.findall(tag)}

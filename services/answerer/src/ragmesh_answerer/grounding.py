@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import re2
+
 from ragmesh_common.text.stopwords import ENGLISH
 
 _WORD = re.compile(r"[^\W_]+")
@@ -94,4 +96,4 @@ def drop_out_of_range(answer: str, n_sources: int, warnings: list[str]) -> str:
     cleaned = _MARKER.sub(fix, answer)
     for n in sorted(dropped):
         warnings.append(f"the answer cites [{n}] but only {n_sources} quotes were given; citation dropped")
-    return re.sub(r"[ \t]+([.,;:!?])", r"\1", cleaned).strip() if dropped else cleaned
+    return str(re2.sub(r"[ \t]+([.,;:!?])", r"\1", cleaned)).strip() if dropped else cleaned  # RE2: linear

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ragmesh_answerer.guardrails import injection_rules
 from ragmesh_answerer.llm import Generation, OllamaChat
+from ragmesh_answerer.prompting import defang
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,9 @@ class RewriteResult:
 
 def rewrite_messages(question: str, history: list[tuple[str, str]]) -> list[dict[str, str]]:
     lines = [
-        f"{role}: {content[:TURN_CHARS]}" for role, content in history[-HISTORY_TURNS:] if role in {"user", "assistant"}
+        f"{role}: {defang(content[:TURN_CHARS])}"  # turns are data: an injected instruction is replaced
+        for role, content in history[-HISTORY_TURNS:]
+        if role in {"user", "assistant"}
     ]
     prompt = f"Conversation:\n{chr(10).join(lines)}\n\nLast question: {question}\nRewritten question:"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]

@@ -108,8 +108,11 @@ class Authenticator:
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise HTTPException(401, "invalid token: roles must be a list of strings")
         department = claims.get("department", "")
+        for claim, value in (("sub", claims["sub"]), ("department", department)):
+            if not isinstance(value, str):  # a signed token may still carry any JSON type
+                raise HTTPException(401, f"invalid token: {claim} must be a string, got a {type(value).__name__}")
         try:
-            validate_identifier(str(claims["sub"]), "sub")
+            validate_identifier(claims["sub"], "sub")
             for value in [*roles, *([department] if department else [])]:
                 validate_identifier(value, "role/department")
         except ValueError as exc:

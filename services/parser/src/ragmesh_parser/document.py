@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import re2
 from docling_core.types.doc import (
     CodeItem,
     CoordOrigin,
@@ -105,8 +106,9 @@ def _bbox(item: TextItem | TableItem, doc: DoclingDocument, fmt: str) -> tuple[i
     return page, None
 
 
-_NO_SPACE_BEFORE = re.compile(r"\s+([,.;:!?)\]}])")
-_NO_SPACE_AFTER = re.compile(r"([(\[{])\s+")
+# RE2 (linear): a backtracking `\s+(x)` is quadratic over a long whitespace run without x (document text)
+_NO_SPACE_BEFORE = re2.compile(r"\s+([,.;:!?)\]}])")
+_NO_SPACE_AFTER = re2.compile(r"([(\[{])\s+")
 
 
 def _inline_texts(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
@@ -124,7 +126,7 @@ def _inline_texts(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
 def join_inline(parts: list[str]) -> str:
     """Joins the runs of an inline group (text, `code`, links) into one sentence-like string."""
     text = " ".join(p for p in parts if p)
-    return _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text))
+    return str(_NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text)))
 
 
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:

@@ -1,8 +1,12 @@
-"""ParserService: Parse (file -> structure + hierarchical chunks) and ListFormats."""
+"""ParserService: Parse (file -> structure + hierarchical chunks) and ListFormats.
+
+Conversion and chunking run in killable worker processes under time, CPU and memory limits (isolation.py);
+this process only checks the request, hands it to a worker and builds the response."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from grpc import aio
@@ -16,8 +20,8 @@ from ragmesh_common.formats import accepted_extensions, check_content, detect_fo
 from ragmesh_common.server import GrpcService
 from ragmesh_parser.chunker import LEVEL_DOCUMENT, LEVEL_SECTION, Chunker, ChunkRecord, load_tokenizer
 from ragmesh_parser.config import Settings
-from ragmesh_parser.converter import DocumentParser
 from ragmesh_parser.document import Block, ParsedDocument
+from ragmesh_parser.isolation import Converter, Job, Limits, ParsePool, Splitter, WorkerFactory
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -70,18 +74,12 @@ def _chunk_pb(chunk: ChunkRecord) -> common_pb2.Chunk:
 
 
 class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
-    def __init__(
-        self, parser: DocumentParser, chunker: Chunker, *, max_bytes: int, timeout_seconds: float, concurrency: int
-    ) -> None:
-        self.parser = parser
-        self.chunker = chunker
+    def __init__(self, pool: ParsePool, *, max_bytes: int) -> None:
+        self.pool = pool
         self.max_bytes = max_bytes
-        self.timeout_seconds = timeout_seconds
-        self._slots = asyncio.Semaphore(concurrency)
 
     async def warmup(self) -> None:
-        await asyncio.to_thread(self.parser.warmup)
-        await asyncio.to_thread(self.chunker.count, "warm up")
+        await self.pool.start()
 
     @grpc_errors
     async def Parse(
@@ -100,26 +98,23 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
             raise InvalidArgument(
                 f"{name}: the file is {size} bytes, above the limit of {self.max_bytes} bytes (PARSER_MAX_BYTES)"
             )
-        check_content(request.filename, request.content, request.mime_type)
+        # off the event loop: CPU work over the whole file (a ZIP's directory and relationships)
+        await asyncio.to_thread(check_content, request.filename, request.content, request.mime_type)
         with tracer.start_as_current_span("parse") as span:
             span.set_attribute(attr.RAG_DOCUMENT_FORMAT, fmt)
             if request.document_id:
                 span.set_attribute(attr.RAG_DOCUMENT_ID, request.document_id)
-            async with self._slots:
-                try:
-                    parsed = await asyncio.wait_for(
-                        asyncio.to_thread(self.parser.parse, name, request.content, fmt), self.timeout_seconds
-                    )
-                except TimeoutError:
-                    raise TimeoutError(
-                        f"{name}: parsing took longer than {self.timeout_seconds:.0f}s (PARSER_TIMEOUT_SECONDS)"
-                    ) from None
+            result = await self.pool.parse(
+                Job(name, request.content, fmt, request.document_id, request.max_chunk_tokens)
+            )
+            parsed, chunks = result.document, result.chunks
             span.set_attribute(attr.RAG_PARSE_PIPELINE, parsed.pipeline)
             span.set_attribute(attr.RAG_PARSE_PAGES, parsed.page_count)
             span.set_attribute(attr.RAG_PARSE_BLOCKS, len(parsed.blocks))
-        with tracer.start_as_current_span("chunk") as span:
-            chunks = await asyncio.to_thread(self.chunker.chunk, parsed, request.document_id, request.max_chunk_tokens)
-            span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
+            # chunking ran in the worker too: its span has the worker's start and end
+            chunk_span = tracer.start_span("chunk", start_time=result.chunk_started_ns)
+            chunk_span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
+            chunk_span.end(end_time=result.chunk_ended_ns)
         logger.info(
             "parsed %s (%s, %s): %d pages, %d blocks, %d chunks",
             name,
@@ -151,20 +146,29 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         return parser_pb2.ListFormatsResponse(extensions=accepted_extensions())
 
 
-def build_service(
-    settings: Settings, parser: DocumentParser | None = None, chunker: Chunker | None = None
-) -> GrpcService:
-    """The parser gRPC service; converters and tokenizer are built here and warmed before SERVING."""
-    servicer = ParserServicer(
-        parser or DocumentParser(settings.artifacts_path, settings.timeout_seconds),
-        chunker or Chunker(load_tokenizer(), settings.max_chunk_tokens),
-        max_bytes=settings.max_bytes,
-        timeout_seconds=settings.timeout_seconds,
-        concurrency=settings.concurrency,
+def build_worker(settings: Settings) -> tuple[Converter, Splitter]:
+    """A worker process's converter and chunker (runs in the worker)."""
+    from ragmesh_parser.converter import DocumentParser  # Docling: only the workers import it
+
+    return (
+        DocumentParser(settings.artifacts_path, settings.timeout_seconds),
+        Chunker(load_tokenizer(), settings.max_chunk_tokens),
     )
+
+
+def build_service(settings: Settings, worker: WorkerFactory | None = None) -> GrpcService:
+    """The parser gRPC service; its worker processes are started and warmed before SERVING. `worker` builds a
+    worker's converter and chunker in the worker process (default: Docling and the MiniLM tokenizer)."""
+    limits = Limits(
+        timeout_seconds=settings.timeout_seconds,
+        cpu_seconds=settings.max_cpu_seconds,
+        memory_bytes=settings.max_memory_mb * 1024 * 1024,
+    )
+    pool = ParsePool(worker or functools.partial(build_worker, settings), settings.concurrency, limits)
+    servicer = ParserServicer(pool, max_bytes=settings.max_bytes)
 
     def add(server: aio.Server) -> list[str]:
         parser_pb2_grpc.add_ParserServiceServicer_to_server(servicer, server)
         return [parser_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name]
 
-    return GrpcService("parser", add, host=settings.host, port=settings.port, warmup=servicer.warmup)
+    return GrpcService("parser", add, host=settings.host, port=settings.port, warmup=servicer.warmup, on_stop=pool.stop)

@@ -40,7 +40,7 @@ _QUOTED = re.compile(r'"([^"\n]{1,120})"|“([^”\n]{1,120})”|‘([^’\n]{1,
 # Tokens: initialisms (U.S., D.P.), single-letter initials (E.), words with inner -'’&. or digits, or any symbol.
 _TOKEN = re.compile(r"(?:[A-Z]\.){2,}|[A-Z]\.(?=\s)|\w+(?:[-'’.&]\w+)*(?:['’]s?\b)?|\S")
 _NUMBER_UNIT = re.compile(
-    r"(?<![\w.])(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|bn|k|m)\b)?"
+    r"(?<![\w.,])(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|bn|k|m)\b)?"
     r"|\d[\d,]*(?:\.\d+)?%|\d[\d,]*(?:\.\d+)?\s?(?:percent|kg|g|mg|km|m|cm|mm|mi|ft|lb|lbs|gb|mb|tb|kb|ghz|"
     r"mhz|ms|s|sec|seconds|minutes|hours|days|weeks|months|years|kw|mw|w|v|usd|eur|gbp|million|billion)\b)",
     re.IGNORECASE,

@@ -108,7 +108,7 @@ _WH = re.compile(
 _FILLER = re.compile(r"[?.!]+\s*$")
 # "And when did it move there?": a conjunction before a full question (not an ellipsis like "And Microsoft?").
 _LEADING_CONJ = re.compile(
-    r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b\s*,?\s+(?=(?:what|when|where|who|whom|whose|"
+    r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b(?:\s*,\s+|\s+)(?=(?:what|when|where|who|whom|whose|"
     r"which|why|how|is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|tell|"
     r"give|list|name|describe|explain|show)\b)",
     re.IGNORECASE,

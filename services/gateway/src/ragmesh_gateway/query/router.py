@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import re2
+
 from ragmesh_common.text.entities import MAX_CHARS, extract_entities, is_name
 from ragmesh_common.text.stopwords import ENGLISH
 
@@ -139,8 +141,9 @@ _ROLE = _rx(
     r"(?:(?:the|a|an|one of the|his|her|their)\s+(?-i:[a-z0-9])|(?-i:[A-Z\"“])[^,?]*,)"
 )
 _POSSESSIVE_CHAIN = re.compile(r"\b\w+['’]s\s+(?:\w+\s+){0,2}?\w+['’]s\s+\w")
-_WHICH_OF_THAT = _rx(r"\b(which|what)\b.+\bof the\b.+\b(?-i:that|who|which|where)\b")
-_IN_SITU_WH = _rx(r"\s(?-i:what|which|who|whom|when|where|how many|how much)\b[^,]*\?\s*$")
+# RE2 (linear time): on the backtracking engine these two were quadratic in the question's length
+_WHICH_OF_THAT = re2.compile(r"(?i)\b(which|what)\b.+\bof the\b.+\b(?-i:that|who|which|where)\b")
+_IN_SITU_WH = re2.compile(r"(?i)\s(?-i:what|which|who|whom|when|where|how many|how much)\b[^,]*\?\s*$")
 _LEADING_WH = _rx(
     r"^\s*(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|"
     r"should|would|will|has|have|had|name|list|tell|give|describe|explain|in|on|at|for|from|to|by|"
