@@ -116,9 +116,7 @@ def gold_label(spans: list[tuple[int, int, str]], text: str, gold: str) -> str:
     return "NP"
 
 
-def pick(
-    spans: list[tuple[int, int, str]], text: str, label: str, golds: list[str], rng: random.Random
-) -> str | None:
+def pick(spans: list[tuple[int, int, str]], text: str, label: str, golds: list[str], rng: random.Random) -> str | None:
     options = sorted({text[s:e] for s, e, lab in spans if lab == label and not clashes(text[s:e], golds)})
     return rng.choice(options) if options else None
 
@@ -157,11 +155,22 @@ def squad_cases(data: Path, count: int, nlp: Any) -> list[Case]:
         if swapped and not clashes(swapped, golds):
             candidates["swapped_number"] = swapped
         others = [a for a in answers_by_passage[near["_id"]] if not clashes(a, golds)]
-        other = rng.choice(sorted(set(others))) if others else pick(label_spans(nlp, near["text"]), near["text"], label, golds, rng)
+        other = (
+            rng.choice(sorted(set(others)))
+            if others
+            else pick(label_spans(nlp, near["text"]), near["text"], label, golds, rng)
+        )
         if other:
             candidates["neighbour"] = other
         cases.append(
-            Case("squad", q["_id"], q["text"], golds, [(gold_p["text"], gold_p["title"]), (near["text"], near["title"])], candidates)
+            Case(
+                "squad",
+                q["_id"],
+                q["text"],
+                golds,
+                [(gold_p["text"], gold_p["title"]), (near["text"], near["title"])],
+                candidates,
+            )
         )
     return cases
 
@@ -183,7 +192,11 @@ def hotpot_cases(data: Path, nlp: Any) -> list[Case]:
             continue
         around = sorted(position[g] for g in gold_ids)
         near = next(
-            (passages[j] for j in range(around[0] - 3, around[-1] + 4) if 0 <= j < len(passages) and passages[j]["_id"] not in gold_ids),
+            (
+                passages[j]
+                for j in range(around[0] - 3, around[-1] + 4)
+                if 0 <= j < len(passages) and passages[j]["_id"] not in gold_ids
+            ),
             None,
         )
         if near is None:
@@ -275,7 +288,9 @@ def main() -> None:
         with open(args.details, "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
-    print("| set | half | questions | verifier | accepts right | rejects wrong | same type | swapped number | neighbour |")
+    print(
+        "| set | half | questions | verifier | accepts right | rejects wrong | same type | swapped number | neighbour |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for key, value in report.items():
         if not isinstance(value, dict):

@@ -23,6 +23,7 @@ The constants were tuned on the tuning half of `bench/verifier.py` only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections import OrderedDict, deque
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 TIE_WEIGHT = 0.5
 MIN_COVERAGE = 0.2
 MARGIN = 0.3
+REQUIRE_RELATION = True
 MAX_SPAN_WORDS = 12
 CACHE_SENTENCES = 4096
 
@@ -103,8 +105,9 @@ class Check:
     best: Span | None = None
 
 
+@functools.cache
 def load_model(name: str) -> Any:
-    """Loads the spaCy pipeline `name` (an installed package; no download). Slow: once per process."""
+    """Loads the spaCy pipeline `name` (an installed package; no download). Slow, so once per process."""
     import spacy  # a heavy import, only in the processes that verify
 
     nlp = spacy.load(name)
@@ -159,7 +162,7 @@ class Reader:
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = coverage(question, sentence.context)
-            if cov <= 0:
+            if cov <= 0 or (REQUIRE_RELATION and _relation_missing(question, sentence.context)):
                 continue
             anchors = [t.i for t in doc if _token_key(t) in keys]
             seen: set[tuple[int, int]] = set()
@@ -189,7 +192,7 @@ class Reader:
     def check(self, question: Question, answer: str, sentences: Sequence[Sentence]) -> Check:
         """Is `answer` what the evidence says to `question` (see the module docstring)?"""
         answer = _clean(answer)
-        if not answer or not words(answer) and not numbers(answer):
+        if not answer or (not words(answer) and not numbers(answer)):
             return Check(False, "the answer is empty")
         if _restates(answer, question.key_stems()):
             return Check(False, "it only restates the question: it adds nothing that answers it")
@@ -203,7 +206,7 @@ class Reader:
         scored: list[Span] = []
         for sentence, start, end in occurrences:
             cov = coverage(question, sentence.context)
-            if cov <= 0:
+            if cov <= 0 or (REQUIRE_RELATION and _relation_missing(question, sentence.context)):
                 continue
             doc = self._parse([sentence.text])[0]
             piece = doc.char_span(start, end, alignment_mode="expand")
@@ -240,6 +243,14 @@ def coverage(question: Question, context: str) -> float:
     entities, acronyms, focus = question.coverage(context)
     total = 2 * len(question.entities) + 2 * len(question.acronyms) + len(question.focus)
     return (2 * len(entities) + 2 * len(acronyms) + len(focus)) / total if total else 0.0
+
+
+def _relation_missing(question: Question, context: str) -> bool:
+    """The question names what it asks about ("CEO", "founded") besides its names, and `context` says none of it."""
+    if not question.acronyms and not question.focus:
+        return False
+    _, acronyms, focus = question.coverage(context)
+    return not acronyms and not focus
 
 
 def _token_key(token: Any) -> str:
@@ -349,4 +360,3 @@ def _occurrences(answer: str, sentences: Sequence[Sentence]) -> list[tuple[Sente
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
-
