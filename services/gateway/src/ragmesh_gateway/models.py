@@ -66,6 +66,11 @@ class ChatRequest(BaseModel):
     relevance_gate: bool = Field(True, description="Answer only from chunks the relevance grade keeps")
     fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
     routing: bool = Field(True, description="Let the query router pick levels, strategy and sub-queries")
+    stream_draft: bool = Field(
+        False,
+        description="Also stream the model's unverified draft as `token` events; by default a stream carries "
+        "only verified `sentence` events",
+    )
 
 
 class SearchRequest(BaseModel):

@@ -99,6 +99,7 @@ class ChatOptions:
     context: dict[str, Any] | None = None  # ContextOptions fields; None = the gateway default
     feedback_docs: int = 0
     feedback_weight: float = 1.0
+    stream_draft: bool = False  # relay the answerer's raw draft tokens too (verified sentences always)
 
 
 @dataclass
@@ -573,9 +574,11 @@ class Orchestrator:
             graph_facts=facts,
             max_tokens=options.max_tokens,
             history=[answerer_pb2.ChatTurn(role=role, content=content) for role, content in options.history],
+            stream_draft=options.stream_draft,
         )
         final: answerer_pb2.AnswerFinal | None = None
         first_token_ms: float | None = None
+        first_sentence_ms: float | None = None
         with tracer.start_as_current_span("answer") as span:
             call = self.mesh.answerer.Answer(request, metadata=prepared.user.metadata(), timeout=self.deadlines.answer)
             try:
@@ -599,6 +602,10 @@ class Orchestrator:
                             position=reply.queued.position,
                             estimated_wait_s=round(reply.queued.estimated_wait_seconds, 1),
                         )
+                    elif reply.HasField("sentence"):  # verified: relayed as it comes (#26.6)
+                        if first_sentence_ms is None:
+                            first_sentence_ms = _ms(started)
+                        yield sentence_event(reply.sentence)
                     elif reply.token:
                         if first_token_ms is None:
                             first_token_ms = _ms(started)
@@ -624,7 +631,14 @@ class Orchestrator:
                 span.set_attribute(attr.RAG_CITATIONS, len(final.citations))
             span.set_attribute(attr.RAG_SOURCES, len(items))
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, "answer")
-        yield event("progress", stage="answer", status="done", ms=_ms(started), first_token_ms=first_token_ms)
+        yield event(
+            "progress",
+            stage="answer",
+            status="done",
+            ms=_ms(started),
+            first_token_ms=first_token_ms,
+            first_sentence_ms=first_sentence_ms,
+        )
         if final is None:
             yield event(
                 "error",
@@ -659,6 +673,8 @@ class Orchestrator:
             verified=final.verified,
             withheld=final.withheld,
             draft=final.draft if final.HasField("draft") else None,
+            overruled=final.overruled,
+            answer_span=answer_span_payload(final),
             evidence=[evidence_payload(q, items) for q in final.evidence],
             sentences=[
                 {
@@ -674,6 +690,34 @@ class Orchestrator:
             ],
             **_retrieval_fields(prepared),
         )
+
+
+def sentence_event(sentence: answerer_pb2.VerifiedSentence) -> dict[str, Any]:
+    """A verified answer sentence for the client: shown as it comes (sources numbered from 1)."""
+    return event(
+        "sentence",
+        index=sentence.index,
+        text=sentence.text,
+        sources=[j + 1 for j in sentence.source_indexes],
+        extractive=sentence.extractive,
+    )
+
+
+def answer_span_payload(final: answerer_pb2.AnswerFinal) -> dict[str, Any] | None:
+    """The extractive short answer with its quote and offsets in the source's text (None when nothing verified)."""
+    if not final.HasField("answer_span"):
+        return None
+    span = final.answer_span
+    return {
+        "source": span.source_index + 1,
+        "chunk_id": span.chunk_id,
+        "text": span.text,
+        "start": span.start,
+        "end": span.end,
+        "quote": span.quote,
+        "quote_start": span.quote_start,
+        "quote_end": span.quote_end,
+    }
 
 
 def metadata_value(metadata: Any, key: str) -> str | None:

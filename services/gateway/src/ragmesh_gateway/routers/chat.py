@@ -75,6 +75,7 @@ async def chat(
         relevance_gate=body.relevance_gate,
         fusion=body.fusion,
         routing=body.routing,
+        stream_draft=body.stream_draft,
     )
     span = tracer.start_span("chat", attributes={attr.RAG_USER: user.user_id, attr.RAG_DEPARTMENT: user.department})
     try:
