@@ -220,11 +220,30 @@ def hotpot_cases(data: Path, nlp: Any) -> list[Case]:
     return cases
 
 
-def run(cases: list[Case], reader: Reader) -> list[dict[str, Any]]:
+def f1(prediction: str, gold: str) -> float:
+    pred, ref = norm(prediction).split(), norm(gold).split()
+    same = sum((collections.Counter(pred) & collections.Counter(ref)).values())
+    return 0.0 if not same else 2 * same / (len(pred) + len(ref))
+
+
+def run(cases: list[Case], reader: Reader) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rows = []
+    extracted = []
     for case in cases:
         question = Question.parse(case.question)
         sentences = reader.sentences(case.passages)
+        span = reader.extract(question, sentences)
+        prediction = span.text if span else ""
+        extracted.append(
+            {
+                "dataset": case.dataset,
+                "half": case.half,
+                "answered": span is not None,
+                "em": float(any(norm(prediction) == norm(g) for g in case.golds)) if span else 0.0,
+                "f1": max(f1(prediction, g) for g in case.golds) if span else 0.0,
+                "sentence_has_gold": bool(span) and any(g.lower() in span.sentence.text.lower() for g in case.golds),
+            }
+        )
         sources = [Source(f"p{i}", title, (), text) for i, (text, title) in enumerate(case.passages)]
         quotes = [q.as_quote() for q in select_evidence(case.question, sources, 5, 2000)]
         for kind, candidate in case.candidates.items():
@@ -244,7 +263,20 @@ def run(cases: list[Case], reader: Reader) -> list[dict[str, Any]]:
                     "best": check.best.text if check.best else None,
                 }
             )
-    return rows
+    return rows, extracted
+
+
+def summarise_extraction(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The extractive short answer alone (gold passage + neighbour as sources): EM/F1 over all, answered rate,
+    and wrong over answered (F1 < 0.5 and the answer's sentence does not contain the gold)."""
+    answered = [r for r in rows if r["answered"]]
+    wrong = [r for r in answered if r["f1"] < 0.5 and not r["sentence_has_gold"]]
+    return {
+        "exact_match": round(sum(r["em"] for r in rows) / len(rows), 4) if rows else None,
+        "f1": round(sum(r["f1"] for r in rows) / len(rows), 4) if rows else None,
+        "answered_rate": round(len(answered) / len(rows), 4) if rows else None,
+        "wrong_over_answered": round(len(wrong) / len(answered), 4) if answered else None,
+    }
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -277,12 +309,18 @@ def main() -> None:
     started = time.perf_counter()
     data = Path(args.data)
     cases = squad_cases(data, args.squad, nlp) + hotpot_cases(data, nlp)
-    rows = run(cases, Reader(nlp))
+    rows, extracted = run(cases, Reader(nlp))
     report: dict[str, Any] = {"command": " ".join(sys.argv), "seconds": round(time.perf_counter() - started, 1)}
     for dataset in ("squad", "hotpotqa"):
         for half in ("tuning", "reporting"):
             some = [r for r in rows if r["dataset"] == dataset and r["half"] == half]
-            report[f"{dataset}/{half}"] = {"questions": len({r["id"] for r in some}), **summarise(some)}
+            report[f"{dataset}/{half}"] = {
+                "questions": len({r["id"] for r in some}),
+                **summarise(some),
+                "extraction": summarise_extraction(
+                    [e for e in extracted if e["dataset"] == dataset and e["half"] == half]
+                ),
+            }
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.details:
         with open(args.details, "w", encoding="utf-8") as fh:
@@ -301,6 +339,15 @@ def main() -> None:
             print(
                 f"| {dataset} | {half} | {value['questions']} | {verifier} | {v['accepts_right']} | {v['rejects_wrong']} "
                 f"| {v['rejects_same_type']} | {v['rejects_swapped_number']} | {v['rejects_neighbour']} |"
+            )
+    print("\n| set | half | extractive EM | F1 | answered | wrong over answered |\n|---|---|---|---|---|---|")
+    for key, value in report.items():
+        if isinstance(value, dict):
+            e = value["extraction"]
+            dataset, half = key.split("/")
+            print(
+                f"| {dataset} | {half} | {e['exact_match']} | {e['f1']} | {e['answered_rate']} "
+                f"| {e['wrong_over_answered']} |"
             )
 
 
