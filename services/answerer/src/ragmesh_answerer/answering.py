@@ -17,7 +17,6 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -180,14 +179,18 @@ class Answerer:
                 result=generation,
                 stop=list(STOP_SEQUENCES),
             )
-            async with aclosing(stream) as pieces:
-                async for piece in pieces:
+            try:
+                async for piece in stream:
                     if request.stream_draft:
                         yield piece
                     for sentence in gate.feed(piece):
                         yield sentence
                     if gate.closed and not request.stream_draft:
                         break  # overruled: the rest of the draft will not be shown
+            finally:
+                close = getattr(stream, "aclose", None)  # an async generator: stop the model's stream now
+                if close is not None:
+                    await close()
         except BaseException as exc:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
