@@ -390,7 +390,9 @@ def _occurrences(answer: str, sentences: Sequence[Sentence]) -> list[tuple[Sente
         variants.append(bare)
     found: list[tuple[Sentence, int, int]] = []
     for variant in variants:
-        pattern = re.compile(r"(?<![\w])" + r"\s+".join(map(re.escape, variant.split())) + r"(?![\w])", re.IGNORECASE)
+        # word-bounded, and a number is not part of a longer one ("288" is not in "288,000" nor "1.5" in "21.5")
+        body = r"\s+".join(map(re.escape, variant.split()))
+        pattern = re.compile(r"(?<![\w])(?<!\d[,.])" + body + r"(?![\w])(?![,.]\d)", re.IGNORECASE)
         for sentence in sentences:
             for m in pattern.finditer(sentence.text):
                 found.append((sentence, m.start(), m.end()))
