@@ -16,6 +16,8 @@ def test_sentences_split_at_punctuation_and_line_breaks_not_abbreviations() -> N
     assert split_sentences("One thing. Two things!\nThree") == ["One thing.", "Two things!", "Three"]
     text = "Dr. Smith met J. Doe, e.g. in Paris. Then he left."
     assert [text[s:e] for s, e in sentence_spans(text)] == ["Dr. Smith met J. Doe, e.g. in Paris.", "Then he left."]
+    cited = "It debuted in 1981.[12] The company later found success."
+    assert [cited[s:e] for s, e in sentence_spans(cited)] == ["It debuted in 1981.", "The company later found success."]
 
 
 def test_one_stemmer_meets_inflections_and_possessives() -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragmesh_common.text.names import names
-from ragmesh_common.text.numbers import has_date, numbers
+from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import content_stems, normalise, stem, words
@@ -168,6 +168,7 @@ class Reader:
         """Every candidate span of the sentences, best first."""
         docs = self._parse([s.text for s in sentences])
         keys = question.key_stems()
+        asked = numbers(question.text)
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = coverage(question, sentence.context)
@@ -180,7 +181,7 @@ class Reader:
                     continue
                 seen.add((start, end))
                 piece = doc[start:end]
-                if _restates(piece.text, keys) or len(piece) > MAX_SPAN_WORDS:
+                if _restates(piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
                     continue
                 typed = _of_type(question.answer_type, label, piece.text)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
@@ -221,7 +222,7 @@ class Reader:
         answer = _clean(answer)
         if not answer or (not words(answer) and not numbers(answer)):
             return Check(False, "the answer is empty")
-        if _restates(answer, question.key_stems()):
+        if _restates(answer, question.key_stems(), numbers(question.text)):
             return Check(False, "it only restates the question: it adds nothing that answers it")
         candidates = self.candidates(question, sentences)
         best = next((c for c in candidates if c.typed), None)
@@ -320,11 +321,13 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     return False
 
 
-def _restates(text: str, keys: set[str]) -> bool:
-    """All content words of `text` are key terms of the question (and it states no number)."""
+def _restates(text: str, keys: set[str], asked: Sequence[NumberToken] = ()) -> bool:
+    """All content words of `text` are key terms of the question, and all its numbers are the question's own."""
     own = {w.lower() for w in re.findall(r"[^\W\d_]+", normalise(text)) if w.isupper()}
-    found = content_stems(text) | own
-    return not numbers(text) and (not found or found <= keys)
+    found = {w for w in content_stems(text) | own if not numbers(w)}  # "five": a number, compared as one
+    stated = numbers(text)
+    new_numbers = [n for n in stated if not number_supported(n, asked)]
+    return not new_numbers and (not found or found <= keys) and (bool(stated) or bool(found) or not text.strip())
 
 
 def _tie(doc: Any, span: range, anchors: Sequence[int]) -> float:

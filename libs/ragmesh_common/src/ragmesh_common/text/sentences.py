@@ -1,7 +1,7 @@
 """Sentence splitting with offsets: every sentence is an exact slice of the text it came from.
 
-A text is split at line breaks and at `.`, `!` or `?` (optionally followed by a closing quote or bracket)
-before whitespace, but not after a common abbreviation ("e.g.", "Dr.", "z.B.") or a single letter
+A text is split at line breaks and at `.`, `!` or `?` (optionally followed by citation markers such as `[12]`
+and a closing quote or bracket) before whitespace, but not after a common abbreviation ("e.g.", "Dr.", "z.B.") or a single letter
 ("J. Smith"); spans exclude the outer whitespace.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 _LINE = re.compile(r"[^\n]+")
-_END = re.compile(r"(?<=[.!?])[\"'”’)\]]?\s+")
+# A closing quote or bracket, or citation markers ("founded in 1911.[12] The…"), may follow the end mark.
+_END = re.compile(r"(?<=[.!?])(?:\[\d{1,4}\])*[\"'”’)\]]?\s+")
 _LAST_WORD = re.compile(r"([\w.]+)[.!?][\"'”’)\]]?$")
 ABBREVIATIONS = frozenset(
     [
