@@ -621,6 +621,7 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
             "wrong_shown_with_warning": sum(1 for r in rows if r["wrong_with_warning"]),
             "overruled": sum(1 for r in rows if r.get("overruled")),
             "outcomes": dict(sorted(outcomes.items())),
+            **({} if offtopic else {"failure_stages": failure_stages(rows)}),
             "degraded_steps": dict(sorted(collections.Counter(s for r in rows for s in set(r["degraded"])).items())),
             "ttft_p50_s": rounded(bench.percentile(ttft, 0.5)),
             "ttft_p95_s": rounded(bench.percentile(ttft, 0.95)),
@@ -631,6 +632,27 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
         }
     )
     return out
+
+
+def failure_stages(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Where each question that did not get a right answer failed: `retrieval` (no gold passage among the sources),
+    `grade` (no_sources although it was), `extraction` (nothing verified: withheld), `wrong_answer` (an answer
+    shown that is wrong), `error` (any other outcome)."""
+    stages: collections.Counter[str] = collections.Counter()
+    for r in rows:
+        if r["answered"] and not r.get("wrong_shown"):
+            continue
+        if r["outcome"] not in ("answer", "withheld", "no_sources"):
+            stages["error"] += 1
+        elif not r.get("gold_in_sources") and r["outcome"] != "no_sources":
+            stages["retrieval"] += 1
+        elif r["outcome"] == "no_sources":
+            stages["grade"] += 1
+        elif r["outcome"] == "withheld":
+            stages["extraction"] += 1
+        else:
+            stages["wrong_answer"] += 1
+    return dict(sorted(stages.items()))
 
 
 def rounded(value: float) -> float | None:
