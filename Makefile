@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check bench-ingest
+.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -104,6 +104,9 @@ bench-faults: $(STAMP)
 
 bench-answer: $(STAMP)
 	$(BIN)/python bench/answer.py $(ARGS)
+
+bench-verifier: $(STAMP)
+	$(BIN)/python bench/verifier.py $(ARGS)
 
 bench-load: $(STAMP)
 	$(BIN)/python bench/load.py $(ARGS)

@@ -20,6 +20,17 @@ Corpora, in one index (as one deployment holds every department's documents), ke
   passage; titles are unique in the set). Each set is readable by its own department; the off-topic user
   has a role that reads both.
 
+Near-topic questions (SQuAD 2.0-style, `--neartopic`): for some uploaded articles one paragraph is held out of
+the upload and one of its questions is asked, one whose gold answer occurs nowhere in the uploaded article: it
+shares the article's words, and its answer is not in the index. Any answer presented as verified is wrong.
+
+Every set is split into a tuning half and a reporting half by question id (sha256 of the id, even first byte
+= tuning); both are reported (`<set>/tuning`, `<set>/reporting`) beside the whole set. Tune only on the first.
+
+Streaming: the chat asks for `stream_draft` (unless `--no-stream-draft`), so both the time to the first raw
+draft token (TTFT, what a client saw before #26.6) and to the first verified `sentence` event (TTFS, what a
+client shows now) are measured in the same run.
+
 Metrics (see bench/README.md for the definitions): exact match and token F1 with the official SQuAD
 normalisation (on `short_answer` when the response has one, else `answer`), gold containment, citation
 precision, answered rate and outcome counts, the no-sources rate on off-topic questions, the false-grounded
@@ -35,6 +46,7 @@ import argparse
 import asyncio
 import collections
 import difflib
+import hashlib
 import json
 import os
 import random
@@ -133,7 +145,16 @@ class Corpus:
     passage_tokens: dict[str, list[str]] = field(default_factory=dict)  # corpus id → normalised tokens
 
 
-def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Question], Corpus]:
+def half(qid: str) -> str:
+    """The fixed split of every set: sha256 of the question id, even first byte = tuning, odd = reporting."""
+    return "tuning" if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0 else "reporting"
+
+
+def squad_questions(
+    data_dir: Path, count: int, seed: int, neartopic: int = 0
+) -> tuple[list[Question], Corpus, list[Question]]:
+    """The sampled SQuAD questions, the corpus to upload, and `neartopic` near-topic questions (each from a
+    paragraph held out of its uploaded article, with a gold answer that occurs nowhere in that article)."""
     folder = data_dir / "squad_v1.1_dev"
     passages = {p["_id"]: p for p in bench.read_jsonl(folder / "corpus.jsonl")}
     qrels = bench.read_qrels(folder / "qrels" / "test.tsv")
@@ -156,12 +177,47 @@ def squad_questions(data_dir: Path, count: int, seed: int) -> tuple[list[Questio
         if passage["title"] in titles:
             by_title[passage["title"]].append(passage)
             corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
+    near = near_topic(by_title, questions, pool, qrels, neartopic, seed)
+    held_out = {p for q in near for p in q.gold_passages}
     for title in sorted(by_title):
-        body = "\n\n".join(p["text"].strip() for p in by_title[title])
+        body = "\n\n".join(p["text"].strip() for p in by_title[title] if p["_id"] not in held_out)
         corpus.uploads.append(
             Upload(f"squad:{title}", f"{safe_name(title)}.md", title, f"# {title}\n\n{body}\n", SQUAD_DEPARTMENT)
         )
-    return questions, corpus
+    return questions, corpus, near
+
+
+def near_topic(
+    by_title: dict[str, list[dict[str, Any]]],
+    questions: list[Question],
+    pool: list[dict[str, Any]],
+    qrels: dict[str, Any],
+    count: int,
+    seed: int,
+) -> list[Question]:
+    """Up to `count` questions, one per article, from a paragraph that no sampled question needs; the paragraph
+    is then left out of the upload (see the module docstring)."""
+    needed = {p for q in questions for p in q.gold_passages}
+    by_passage: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for q in pool:
+        for p in qrels[q["_id"]]:
+            by_passage[p].append(q)
+    rng = random.Random(seed + 1)
+    near: list[Question] = []
+    for title in sorted(by_title):
+        if len(near) >= count:
+            break
+        free = [p for p in by_title[title] if p["_id"] not in needed and by_passage.get(p["_id"])]
+        if not free:
+            continue
+        held = rng.choice(free)
+        kept = normalize_answer(" ".join(p["text"] for p in by_title[title] if p is not held))
+        for q in sorted(by_passage[held["_id"]], key=lambda q: q["_id"]):
+            golds = list(q.get("answers") or q.get("metadata", {}).get("answers", []))
+            if golds and not any(f" {normalize_answer(g)} " in f" {kept} " for g in golds):
+                near.append(Question("neartopic", q["_id"], q["text"], golds, [held["_id"]]))
+                break
+    return near
 
 
 def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus]:
@@ -288,18 +344,25 @@ class Api:
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return "unreachable", f"{type(exc).__name__}: {exc}"
 
-    async def chat(self, token: str, question: str) -> dict[str, Any]:
+    async def chat(self, token: str, question: str, stream_draft: bool = True) -> dict[str, Any]:
         """One streamed chat. Returns {outcome, final, ttft_s, total_s, error}; never raises for the mesh's
         answers: a non-200 reply is outcome `http_<status>`, an error event `error:<step>`, a broken stream
         `exception:<type>`, a stream without a final event `no_final`."""
         import aiohttp
 
         started = time.perf_counter()
-        result: dict[str, Any] = {"outcome": "no_final", "final": None, "ttft_s": None, "total_s": None, "error": ""}
+        result: dict[str, Any] = {
+            "outcome": "no_final",
+            "final": None,
+            "ttft_s": None,
+            "ttfs_s": None,
+            "total_s": None,
+            "error": "",
+        }
         try:
             async with self.session.post(
                 "/api/v1/chat",
-                json={"question": question, "stream": True},
+                json={"question": question, "stream": True, "stream_draft": stream_draft},
                 headers=auth(token),
                 timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S),
             ) as reply:
@@ -309,6 +372,8 @@ class Api:
                 async for name, data in sse_events(reply.content):
                     if name == "token" and result["ttft_s"] is None:
                         result["ttft_s"] = time.perf_counter() - started
+                    elif name == "sentence" and result["ttfs_s"] is None:
+                        result["ttfs_s"] = time.perf_counter() - started
                     elif name == "error":
                         payload = parse_json(data)
                         result.update(outcome=f"error:{payload.get('step', 'unknown')}", error=str(payload)[:500])
@@ -465,20 +530,29 @@ def score(question: Question, result: dict[str, Any], texts: dict[str, str], cor
         "verified": final.get("verified"),
         "warnings": final.get("warnings") or [],
         "degraded": [d.get("step") for d in final.get("degraded") or [] if isinstance(d, dict)],
+        "half": half(question.qid),
         "ttft_s": result["ttft_s"],
+        "ttfs_s": result.get("ttfs_s"),
+        "overruled": final.get("overruled"),
         "total_s": result["total_s"],
         "error": result["error"],
         "answered": is_answer,
         "sources": len(sources),
         "cited": sum(1 for s in sources if s.get("cited")),
     }
-    if question.dataset == "offtopic":
+    if question.dataset in ("offtopic", "neartopic"):
+        # the answer is not in the index: every answer shown is wrong, trusted or flagged
         row["false_grounded"] = is_answer and trusted(final)
+        row["wrong_shown"] = is_answer
+        row["wrong_with_warning"] = is_answer and not trusted(final)
         return row
     row["em"] = max((exact_match(prediction, g) for g in question.golds), default=0.0) if is_answer else 0.0
     row["f1"] = max((token_f1(prediction, g) for g in question.golds), default=0.0) if is_answer else 0.0
     row["contains"] = is_answer and contains_gold(answer_text or prediction, question.golds)
-    row["false_grounded"] = is_answer and row["f1"] < F1_WRONG and not row["contains"] and trusted(final)
+    wrong = is_answer and row["f1"] < F1_WRONG and not row["contains"]
+    row["false_grounded"] = wrong and trusted(final)
+    row["wrong_shown"] = wrong
+    row["wrong_with_warning"] = wrong and not trusted(final)
     gold_tokens = [corpus.passage_tokens.get(p, []) for p in question.gold_passages]
 
     def gold_of(source: dict[str, Any]) -> set[int]:
@@ -506,9 +580,10 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
     outcomes = collections.Counter(r["outcome"] for r in rows)
     answered_rows = [r for r in rows if r["answered"]]
     ttft = [r["ttft_s"] for r in answered_rows if r["ttft_s"] is not None]
+    ttfs = [r["ttfs_s"] for r in answered_rows if r.get("ttfs_s") is not None]
     total = [r["total_s"] for r in rows if r["total_s"] is not None]
     out: dict[str, Any] = {"questions": n}
-    if offtopic:
+    if offtopic:  # off-topic and near-topic: no answer exists in the index
         out["no_sources_rate"] = mean([float(r["outcome"] == "no_sources") for r in rows])
         # no answer at all reached the user: no_sources, or an answer the verifier withheld
         out["declined_rate"] = mean([float(not r["answered"]) for r in rows])
@@ -537,17 +612,47 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
     out.update(
         {
             "answered_rate": mean([float(r["answered"]) for r in rows]),
+            "answered": len(answered_rows),
+            # the headline: of the answers a user received, the share presented as verified and wrong
+            "false_grounded_over_answered": mean([float(r["false_grounded"]) for r in answered_rows]),
             "false_grounded_rate": mean([float(r["false_grounded"]) for r in rows]),
             "false_grounded": sum(1 for r in rows if r["false_grounded"]),
+            "wrong_shown_without_warning": sum(1 for r in rows if r["wrong_shown"] and not r["wrong_with_warning"]),
+            "wrong_shown_with_warning": sum(1 for r in rows if r["wrong_with_warning"]),
+            "overruled": sum(1 for r in rows if r.get("overruled")),
             "outcomes": dict(sorted(outcomes.items())),
+            **({} if offtopic else {"failure_stages": failure_stages(rows)}),
             "degraded_steps": dict(sorted(collections.Counter(s for r in rows for s in set(r["degraded"])).items())),
             "ttft_p50_s": rounded(bench.percentile(ttft, 0.5)),
             "ttft_p95_s": rounded(bench.percentile(ttft, 0.95)),
+            "ttfs_p50_s": rounded(bench.percentile(ttfs, 0.5)),
+            "ttfs_p95_s": rounded(bench.percentile(ttfs, 0.95)),
             "total_p50_s": rounded(bench.percentile(total, 0.5)),
             "total_p95_s": rounded(bench.percentile(total, 0.95)),
         }
     )
     return out
+
+
+def failure_stages(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Where each question that did not get a right answer failed: `retrieval` (no gold passage among the sources),
+    `grade` (no_sources although it was), `extraction` (nothing verified: withheld), `wrong_answer` (an answer
+    shown that is wrong), `error` (any other outcome)."""
+    stages: collections.Counter[str] = collections.Counter()
+    for r in rows:
+        if r["answered"] and not r.get("wrong_shown"):
+            continue
+        if r["outcome"] not in ("answer", "withheld", "no_sources"):
+            stages["error"] += 1
+        elif not r.get("gold_in_sources") and r["outcome"] != "no_sources":
+            stages["retrieval"] += 1
+        elif r["outcome"] == "no_sources":
+            stages["grade"] += 1
+        elif r["outcome"] == "withheld":
+            stages["extraction"] += 1
+        else:
+            stages["wrong_answer"] += 1
+    return dict(sorted(stages.items()))
 
 
 def rounded(value: float) -> float | None:
@@ -558,7 +663,7 @@ def rounded(value: float) -> float | None:
 
 
 async def ask_all(
-    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str
+    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str, stream_draft: bool = True
 ) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
@@ -568,7 +673,7 @@ async def ask_all(
 
     async def one(i: int, question: Question, token: str) -> None:
         async with gate:
-            results[i] = await api.chat(token, question.text)
+            results[i] = await api.chat(token, question.text, stream_draft)
         progress.update()
 
     await asyncio.gather(*[one(i, q, t) for i, (q, t) in enumerate(questions)])
@@ -586,7 +691,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     offtopic_n = args.offtopic if args.offtopic is not None else None
     if args.limit:
         offtopic_n = min(offtopic_n if offtopic_n is not None else args.limit, args.limit)
-    squad, squad_corpus = squad_questions(eval_dir, squad_n, args.seed) if squad_n else ([], Corpus())
+    near_n = min(args.neartopic, args.limit) if args.limit else args.neartopic
+    squad, squad_corpus, neartopic = (
+        squad_questions(eval_dir, squad_n, args.seed, near_n) if squad_n else ([], Corpus(), [])
+    )
     hotpot, hotpot_corpus = hotpot_questions(eval_dir, hotpot_n) if hotpot_n else ([], Corpus())
     offtopic_rows = offtopic_questions(Path(args.offtopic_file), offtopic_n) if offtopic_n != 0 else []
     # the off-topic check runs against both corpora in full, whatever this run ingests
@@ -626,9 +734,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             [(q, tokens["squad"]) for q in squad]
             + [(q, tokens["hotpotqa"]) for q in hotpot]
             + [(q, tokens["offtopic"]) for q, _ in offtopic_rows]
+            + [(q, tokens["squad"]) for q in neartopic]
         )
         ask_started = time.perf_counter()
-        results = await ask_all(api, asked, args.concurrency, "chat")
+        results = await ask_all(api, asked, args.concurrency, "chat", args.stream_draft)
         ask_seconds = time.perf_counter() - ask_started
         cited_ids = {
             str(s.get("chunk_id"))
@@ -643,18 +752,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.stop()
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-    corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus()}
+    corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus(), "neartopic": squad_corpus}
     rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results, strict=True)]
     report: dict[str, Any] = {}
-    for name in ("squad", "hotpotqa", "offtopic"):
+    for name in SETS:
         mine = [r for r in rows if r["dataset"] == name]
         if mine:
-            report[name] = summarise(mine, offtopic=name == "offtopic")
+            report[name] = summarise(mine, offtopic=name in ("offtopic", "neartopic"))
+            for part in ("tuning", "reporting"):
+                some = [r for r in mine if r["half"] == part]
+                if some:
+                    report[f"{name}/{part}"] = summarise(some, offtopic=name in ("offtopic", "neartopic"))
     report["meta"] = {
         "seed": args.seed,
         "squad": len(squad),
         "hotpotqa": len(hotpot),
         "offtopic": len(offtopic_rows),
+        "neartopic": len(neartopic),
+        "stream_draft": args.stream_draft,
+        "command": " ".join(sys.argv),
         "squad_articles": len(squad_corpus.uploads),
         "hotpotqa_passages": len(hotpot_corpus.uploads),
         "concurrency": args.concurrency,
@@ -684,7 +800,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+SETS = ("squad", "hotpotqa", "offtopic", "neartopic")
 METRIC_ROWS = (
+    ("false-grounded over answered", "false_grounded_over_answered"),
+    ("answered rate", "answered_rate"),
+    ("wrong shown without / with warning", None),
+    ("overruled by the evidence", "overruled"),
     ("exact match", "exact_match"),
     ("token F1", "f1"),
     ("gold contained", "contains_gold"),
@@ -694,11 +815,11 @@ METRIC_ROWS = (
     ("all gold passages in sources", "all_gold_in_sources"),
     ("gold passage cited", "gold_in_cited"),
     ("gold answer in a source", "answer_in_sources"),
-    ("answered rate", "answered_rate"),
     ("no-sources rate", "no_sources_rate"),
     ("declined rate", "declined_rate"),
-    ("false-grounded rate", "false_grounded_rate"),
+    ("false-grounded over all", "false_grounded_rate"),
     ("TTFT p50 / p95 s", None),
+    ("first verified sentence p50 / p95 s", None),
     ("total p50 / p95 s", None),
     ("outcomes", None),
 )
@@ -714,6 +835,8 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
         "EM / F1 of answered": ("exact_match_answered", "f1_answered"),
         "citation precision (macro / micro)": ("citation_precision", "citation_precision_micro"),
         "TTFT p50 / p95 s": ("ttft_p50_s", "ttft_p95_s"),
+        "first verified sentence p50 / p95 s": ("ttfs_p50_s", "ttfs_p95_s"),
+        "wrong shown without / with warning": ("wrong_shown_without_warning", "wrong_shown_with_warning"),
         "total p50 / p95 s": ("total_p50_s", "total_p95_s"),
     }
     if label == "outcomes":
@@ -725,11 +848,11 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    names = [n for n in ("squad", "hotpotqa", "offtopic") if n in report]
+    names = [f"{n}/{part}" for part in ("tuning", "reporting") for n in SETS if f"{n}/{part}" in report]
     meta = report["meta"]
     head = (
         f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
-        f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}; "
+        f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}, near-topic {meta['neartopic']}; "
         f"{meta['wall_seconds'] / 60:.1f} min"
     )
     lines = [head, "", "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
@@ -746,6 +869,13 @@ def main() -> None:
     parser.add_argument("--squad", type=int, default=200, help="SQuAD v1.1 dev questions (seeded sample)")
     parser.add_argument("--hotpot", type=int, default=100, help="HotpotQA questions, in file order")
     parser.add_argument("--offtopic", type=int, default=None, help="off-topic questions (default: all in the file)")
+    parser.add_argument("--neartopic", type=int, default=25, help="near-topic questions (held-out SQuAD paragraphs)")
+    parser.add_argument(
+        "--stream-draft",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask for the raw draft tokens too (measures TTFT beside the first verified sentence)",
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
     parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
     parser.add_argument("--seed", type=int, default=SEED)

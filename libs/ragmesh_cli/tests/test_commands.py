@@ -188,7 +188,7 @@ FINAL = {
 }
 
 
-def test_ask_streams_tokens_then_sources_and_verification() -> None:
+def test_ask_streams_verified_sentences_then_sources_and_verification() -> None:
     seen: list[dict[str, Any]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -197,8 +197,7 @@ def test_ask_streams_tokens_then_sources_and_verification() -> None:
         return sse(
             ("progress", {"stage": "retrieve", "status": "done"}),
             ("progress", {"stage": "answer", "status": "queued", "position": 2, "estimated_wait_s": 1.5}),
-            ("token", {"text": "IBM was founded"}),
-            ("token", {"text": " in 1911."}),
+            ("sentence", {"index": 0, "text": "IBM was founded in 1911.", "sources": [1], "extractive": False}),
             ("final", FINAL),
         )
 
@@ -213,6 +212,26 @@ def test_ask_streams_tokens_then_sources_and_verification() -> None:
     assert "grounded (0.91)" in out and "verified" in out
     assert "warning one sentence is unsupported" in out and "degraded graph: graph unavailable" in out
     assert "queued at position 2" in result.stderr
+
+
+def test_ask_never_shows_a_draft_that_verification_withheld() -> None:
+    withheld = {
+        **FINAL,
+        "answer": 'I could not verify an answer in your documents. What they say (unverified, check the sources):\n> "x" [1]',
+        "verified": False,
+        "grounded": False,
+        "withheld": True,
+        "draft": "PWNED",
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        # a draft token (sent only to clients that ask for stream_draft) must not reach the screen either
+        return sse(("token", {"text": "PWNED"}), ("final", withheld))
+
+    result = invoke(handler, "ask", "When was IBM founded?")
+    assert result.exit_code == 0, result.output
+    assert "PWNED" not in result.stdout
+    assert result.stdout.startswith("I could not verify an answer") and "answer withheld" in result.stdout
 
 
 def test_ask_error_event_and_refusal_are_one_line_and_exit_1() -> None:

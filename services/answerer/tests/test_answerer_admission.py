@@ -23,6 +23,7 @@ from ragmesh_common.server import GrpcService
 from ragmesh_common.testing import channel_as
 
 ANSWER = "IBM was founded in 1911."
+SHOWN = f"{ANSWER} [1]"  # verified, with the source it rests on
 REQUEST = answerer_pb2.AnswerRequest(
     question="When was IBM founded?",
     sources=[
@@ -116,7 +117,7 @@ async def test_one_generates_one_waits_the_next_is_refused_at_once(gated) -> Non
 
     chat.gate.set()
     first_events, second_events = await asyncio.gather(_drain(first), _drain(second))
-    assert first_events[-1].final.answer == ANSWER and second_events[-1].final.answer == ANSWER
+    assert first_events[-1].final.answer == SHOWN and second_events[-1].final.answer == SHOWN
     assert chat.generating == 2
 
 
@@ -139,8 +140,8 @@ async def test_a_caller_that_leaves_the_queue_frees_its_place(gated) -> None:
         raise AssertionError("the cancelled waiter's place never freed")
     assert first_event.queued.position == 1
     chat.gate.set()
-    assert (await _drain(taker))[-1].final.answer == ANSWER
-    assert (await _drain(holder))[-1].final.answer == ANSWER
+    assert (await _drain(taker))[-1].final.answer == SHOWN
+    assert (await _drain(holder))[-1].final.answer == SHOWN
     assert chat.generating == 2  # the one that left never generated
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ragmesh_answerer.evidence import select_evidence, sentence_spans
+from ragmesh_answerer.evidence import select_evidence
 from ragmesh_answerer.prompting import Source, build_prompt
+from ragmesh_common.text.sentences import sentence_spans
 
 IBM = Source(
     "ibm-1",

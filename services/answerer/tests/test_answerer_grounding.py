@@ -1,16 +1,8 @@
-"""The word-level helpers of the output checks: content words, sentences, markers, out-of-range markers."""
+"""Citation markers of the answer: parsed, and dropped when out of range."""
 
 from __future__ import annotations
 
-from ragmesh_answerer.grounding import content_words, drop_out_of_range, markers, split_sentences
-
-
-def test_content_words_drop_stop_words_and_keep_numbers() -> None:
-    assert content_words("The answer is: employees get 25 days!") == {"employees", "get", "25", "days"}
-
-
-def test_sentences_split_at_punctuation_and_line_breaks() -> None:
-    assert split_sentences("One thing. Two things!\nThree") == ["One thing.", "Two things!", "Three"]
+from ragmesh_answerer.grounding import drop_out_of_range, markers
 
 
 def test_markers_parse_single_grouped_and_repeated() -> None:

@@ -1,4 +1,5 @@
-"""The AnswererService over in-process gRPC with a scripted model: verified, warned and withheld answers,
+"""The AnswererService over in-process gRPC with a scripted model: verified sentences streamed, a wrong model
+overruled by the evidence, "what the documents say" when nothing verifies, raw tokens only on request,
 evidence offsets, history guardrails and undecodable requests."""
 
 from __future__ import annotations
@@ -82,18 +83,31 @@ async def service(chat: ScriptedChat) -> AsyncIterator[GrpcService]:
 
 
 async def _answer(
-    service: GrpcService, question: str, sources: list[common_pb2.ScoredChunk]
+    service: GrpcService, question: str, sources: list[common_pb2.ScoredChunk], *, stream_draft: bool = False
+) -> tuple[str, answerer_pb2.AnswerFinal]:
+    """(the streamed text: verified sentences, or raw tokens with `stream_draft`, the final message)."""
+    text, final = await _events(service, question, sources, stream_draft=stream_draft)
+    return text, final
+
+
+async def _events(
+    service: GrpcService, question: str, sources: list[common_pb2.ScoredChunk], *, stream_draft: bool = False
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
-        tokens, final = [], None
-        async for event in stub.Answer(answerer_pb2.AnswerRequest(question=question, sources=sources), timeout=30):
+        request = answerer_pb2.AnswerRequest(question=question, sources=sources, stream_draft=stream_draft)
+        tokens, sentences, final = [], [], None
+        async for event in stub.Answer(request, timeout=30):
             if event.HasField("final"):
                 final = event.final
+            elif event.HasField("sentence"):
+                sentences.append(event.sentence.text)
             else:
                 tokens.append(event.token)
     assert final is not None
-    return "".join(tokens), final
+    if not stream_draft:
+        assert tokens == [], "raw draft tokens were streamed without stream_draft"
+    return ("".join(tokens) if stream_draft else " ".join(sentences)), final
 
 
 async def test_correct_answer_is_verified_with_evidence_and_source_markers(
@@ -102,9 +116,16 @@ async def test_correct_answer_is_verified_with_evidence_and_source_markers(
     chat.reply = "IBM was founded in 1911. [1]"
     streamed, final = await _answer(service, "When was IBM founded?", [CAFETERIA, IBM])
     assert final.verified and final.grounded and not final.withheld and not final.HasField("draft")
-    assert final.short_answer == "IBM was founded in 1911."
+    assert final.short_answer == "1911" and not final.overruled
+    span = final.answer_span
+    assert span.source_index == 1 and span.chunk_id == "ibm-1" and IBM.chunk.text[span.start : span.end] == "1911"
+    assert (
+        IBM.chunk.text[span.quote_start : span.quote_end]
+        == span.quote
+        == "IBM was founded in 1911 in Endicott, New York."
+    )
     assert final.answer == "IBM was founded in 1911. [2]"  # quote [1] is source 2
-    assert streamed.strip() == chat.reply
+    assert streamed == final.answer  # the verified sentence was streamed, nothing else
     quote = final.evidence[0]
     assert quote.source_index == 1 and quote.chunk_id == "ibm-1"
     assert IBM.chunk.text[quote.start : quote.end] == quote.text and "1911" in quote.text
@@ -117,28 +138,53 @@ async def test_correct_answer_is_verified_with_evidence_and_source_markers(
     assert "lasagna" not in chat.messages[-1]["content"]
 
 
-async def test_wrong_year_is_withheld_with_the_draft_kept(service: GrpcService, chat: ScriptedChat) -> None:
+async def test_wrong_year_is_overruled_by_the_evidence_and_never_streamed(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
     chat.reply = "IBM was founded in 1924."
-    _, final = await _answer(service, "When was IBM founded?", [IBM])
-    assert final.withheld and not final.verified and not final.grounded
-    assert "could not verify" in final.answer and final.short_answer == final.answer
+    streamed, final = await _answer(service, "When was IBM founded?", [IBM])
+    assert "1924" not in streamed
+    assert final.verified and final.overruled and final.short_answer == "1911"
+    assert final.answer == "IBM was founded in 1911 in Endicott, New York. [1]" == streamed
     assert final.draft == "IBM was founded in 1924."
-    assert list(final.citations) == []
-    [sentence] = final.sentences
+    [sentence] = final.sentences  # the draft's verdict, for the record
     assert not sentence.supported and list(sentence.unsupported_tokens) == ["1924"]
     assert sentence.verdict == answerer_pb2.VERDICT_MISSING_TOKEN and "1924" in sentence.reason
-    assert any("withheld" in w for w in final.warnings)
 
 
-async def test_partly_supported_answer_is_shown_with_warnings(service: GrpcService, chat: ScriptedChat) -> None:
+async def test_raw_draft_tokens_only_on_request(service: GrpcService, chat: ScriptedChat) -> None:
+    chat.reply = "IBM was founded in 1924."
+    streamed, final = await _answer(service, "When was IBM founded?", [IBM], stream_draft=True)
+    assert streamed.strip() == "IBM was founded in 1924."  # asked for: the raw draft
+    assert final.overruled and final.short_answer == "1911"
+
+
+async def test_unsupported_later_sentence_is_not_shown(service: GrpcService, chat: ScriptedChat) -> None:
     chat.reply = "IBM was founded in 1911. It was founded by John Carter."
-    _, final = await _answer(service, "When was IBM founded?", [IBM])
-    assert not final.withheld and not final.verified and not final.grounded
-    assert final.answer == chat.reply and final.short_answer == "IBM was founded in 1911."
+    streamed, final = await _answer(service, "When was IBM founded?", [IBM])
+    assert final.verified and not final.withheld and final.short_answer == "1911"
+    assert final.answer == "IBM was founded in 1911. [1]" == streamed  # John Carter never reached the user
     assert [s.supported for s in final.sentences] == [True, False]
     assert set(final.sentences[1].unsupported_tokens) == {"John", "Carter"}
-    assert any("John" in w and "not supported" in w for w in final.warnings)
-    assert final.grounding_score == pytest.approx(0.5)
+
+
+async def test_nothing_verifies_shows_what_the_documents_say(service: GrpcService, chat: ScriptedChat) -> None:
+    chat.reply = "The CEO is Tom Baker."
+    report = common_pb2.ScoredChunk(
+        score=0.8,
+        chunk=common_pb2.Chunk(
+            chunk_id="nw-1",
+            title="Northwind",
+            text="Northwind Analytics GmbH has 240 employees in Leipzig. Its cafeteria opens at 8.",
+        ),
+    )
+    streamed, final = await _answer(service, "When was the cafeteria at Northwind renovated?", [report])
+    assert streamed == ""  # nothing verified, nothing streamed
+    assert final.withheld and not final.verified and not final.grounded and not final.HasField("answer_span")
+    assert (
+        final.answer.startswith("I could not verify an answer") and "Northwind Analytics GmbH has 240" in final.answer
+    )
+    assert "unverified" in final.answer and list(final.citations) == []
 
 
 async def test_check_input_refuses_an_injection_in_history(service: GrpcService) -> None:

@@ -17,10 +17,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragmesh.parser.v1 import parser_pb2
+from ragmesh_cli.tokens import mint
 from ragmesh_common import formats
 from ragmesh_dev import hostile
 from ragmesh_gateway.app import create_app
-from ragmesh_cli.tokens import mint
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bad-input tests' fake mesh (tests run in importlib mode)
 from test_gateway_bad_input import SECRET, FakeMesh, Stub, settings

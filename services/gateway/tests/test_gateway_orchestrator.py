@@ -434,3 +434,57 @@ async def test_a_client_leaving_mid_answer_cancels_the_answer_call_at_once() -> 
     assert cancelled == []
     await events.aclose()  # what the HTTP layer does when the client goes away
     assert cancelled == [True]
+
+
+async def test_verified_sentences_are_relayed_with_their_time_and_the_answer_span() -> None:
+    """#26.6: the answerer's verified sentences go out as `sentence` events (sources numbered from 1), the time to
+    the first one is reported, and the final event carries the extractive short answer with its offsets."""
+    answer = [
+        answerer_pb2.AnswerEvent(
+            sentence=answerer_pb2.VerifiedSentence(index=0, text="IBM was founded in 1911. [2]", source_indexes=[1])
+        ),
+        answerer_pb2.AnswerEvent(
+            final=answerer_pb2.AnswerFinal(
+                answer="IBM was founded in 1911. [2]",
+                short_answer="1911",
+                verified=True,
+                grounded=True,
+                overruled=True,
+                model="m",
+                answer_span=answerer_pb2.AnswerSpan(
+                    source_index=1,
+                    chunk_id="c1",
+                    text="1911",
+                    start=19,
+                    end=23,
+                    quote="IBM was founded in 1911.",
+                    quote_start=0,
+                    quote_end=24,
+                ),
+            )
+        ),
+    ]
+    mesh = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=answer))
+    _, events = await run(mesh, "When was IBM founded?")
+    assert mesh.answerer.requests["Answer"].stream_draft is False  # no raw draft unless the client asks
+    sentences = [e["data"] for e in events if e["event"] == "sentence"]
+    assert sentences == [{"index": 0, "text": "IBM was founded in 1911. [2]", "sources": [2], "extractive": False}]
+    assert not [e for e in events if e["event"] == "token"]
+    done = next(
+        e["data"]
+        for e in events
+        if e["event"] == "progress" and e["data"].get("status") == "done" and e["data"].get("stage") == "answer"
+    )
+    assert done["first_sentence_ms"] is not None and done["first_token_ms"] is None
+    final = events[-1]["data"]
+    assert final["overruled"] is True
+    assert final["answer_span"] == {
+        "source": 2,
+        "chunk_id": "c1",
+        "text": "1911",
+        "start": 19,
+        "end": 23,
+        "quote": "IBM was founded in 1911.",
+        "quote_start": 0,
+        "quote_end": 24,
+    }

@@ -172,7 +172,11 @@ def ask(
     graph: Annotated[bool, typer.Option(help="Use knowledge-graph facts")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the final event's JSON only")] = False,
 ) -> None:
-    """Ask a question: the answer streams as it is written, then its sources and verification."""
+    """Ask a question: each answer sentence shows once it is verified, then the sources and verification.
+
+    Only verified sentences are printed as they stream (the gateway's `sentence` events); the model's
+    unverified draft is never put on screen, so nothing shown has to be taken back. When nothing verified,
+    the final answer ("what the documents say", marked unverified) is printed at the end."""
     st = state(ctx)
     body = {"question": question, "stream": True, "top_k": top_k, "document_ids": document or [], "graph": graph}
     with Api(st.settings) as api:
@@ -183,18 +187,21 @@ def stream_answer(st: State, api: Api, body: dict[str, Any], as_json: bool) -> d
     """Streams a chat's answer to stdout (or prints its final JSON), then its sources and checks; the final
     event's data. An API error is one line on stderr and exit code 1."""
     final: dict[str, Any] | None = None
-    streamed = False
+    shown: list[str] = []
     status = st.err.status("retrieving…") if st.err.is_terminal and not as_json else None
     if status:
         status.start()
     try:
         with failing_clearly(st):
             for name, data in api.stream("POST", "/api/v1/chat", body):
-                if name == "token" and not as_json:
+                if name == "sentence" and not as_json:
                     if status:
                         status.stop()
-                    st.out.print(data.get("text", ""), end="", markup=False, highlight=False, soft_wrap=True)
-                    streamed = True
+                    text = str(data.get("text", ""))
+                    st.out.print(
+                        ("" if not shown else " ") + text, end="", markup=False, highlight=False, soft_wrap=True
+                    )
+                    shown.append(text)
                 elif name == "progress":
                     if data.get("status") == "queued":
                         st.err.print(
@@ -211,13 +218,18 @@ def stream_answer(st: State, api: Api, body: dict[str, Any], as_json: bool) -> d
         if status:
             status.stop()
     if final is None:
+        if shown:
+            st.out.print()
         st.err.print("[red]error:[/] the answer stream ended without a final event")
         raise typer.Exit(1)
     if as_json:
         print_json(st, final)
         return final
-    if not streamed:
-        st.out.print(final.get("answer", ""), markup=False, highlight=False)
+    answer = str(final.get("answer", ""))
+    if not shown:
+        st.out.print(answer, markup=False, highlight=False)
+    elif " ".join(shown) != answer:  # cannot happen with this gateway; the final answer is authoritative
+        st.out.print("\n" + answer, markup=False, highlight=False)
     else:
         st.out.print()
     render.answer_footer(st.out, final)

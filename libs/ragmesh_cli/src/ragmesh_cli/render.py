@@ -141,6 +141,11 @@ def answer_footer(console: Console, final: dict[str, Any]) -> None:
         for s in sources:
             mark = " [green](cited)[/]" if s.get("cited") else ""
             console.print(f"  [{s.get('index')}] {escape(location(s))}{mark}")
+    span = final.get("answer_span")
+    if isinstance(span, dict) and span.get("text"):
+        console.print(f"\n[bold]Short answer[/] {escape(str(span['text']))} [dim][{span.get('source')}][/]")
+        if final.get("overruled"):
+            console.print("[dim]the model's wording did not match the sources; the answer is quoted from them[/]")
     checks = []
     if final.get("outcome") and final["outcome"] != "answer":
         checks.append(f"outcome: {final['outcome']}")

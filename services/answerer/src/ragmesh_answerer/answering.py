@@ -1,7 +1,19 @@
-"""The answer pipeline: guard the input, select evidence, prompt the model, stream its tokens, verify."""
+"""The answer pipeline: guard the input, find the answer in the evidence, prompt the model, stream what verifies.
+
+1. Evidence: the quotes for the prompt (`evidence.py`) and the extractive short answer (`relation.py`): the
+   span of the asked type that the sources' sentences tie closest to the question's terms. Its sentence is
+   quoted first in the prompt, so the model phrases around it.
+2. Nothing to extract (no sentence about the question states an answer of the asked type): the model is not
+   asked; the reply is "what the documents say", the best quotes marked unverified (`withheld`).
+3. The model's draft is read sentence by sentence as it streams. A sentence is sent (`Sentence`) once it
+   passes verification (`verify.py`); the first one must also state the extracted short answer. When it does
+   not, the model is overruled: generation stops and the evidence sentence that states the short answer is
+   sent instead. A sentence that fails is never sent; raw draft tokens only with `stream_draft`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -16,10 +28,14 @@ from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
 from ragmesh_answerer.llm import Generation, OllamaChat
 from ragmesh_answerer.prompting import Source, build_prompt
-from ragmesh_answerer.verify import SentenceVerdict, verify
+from ragmesh_answerer.relation import Reader, Span, load_model
+from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
-from ragmesh_common.errors import InvalidArgument
+from ragmesh_common.errors import InvalidArgument, Unavailable
+from ragmesh_common.text.numbers import number_supported, numbers
+from ragmesh_common.text.questions import Question
+from ragmesh_common.text.sentences import sentence_spans
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -28,10 +44,8 @@ MAX_TOKENS_LIMIT = 4096
 HISTORY_ROLES = frozenset({"user", "assistant"})
 # A short answer is one sentence: a blank line means the model has moved on to something else.
 STOP_SEQUENCES = ("\n\n",)
-WITHHELD_MESSAGE = (
-    "I could not verify an answer in your documents: the passages I found do not support what the "
-    "model wrote. Check the sources below, or rephrase the question."
-)
+WITHHELD_MESSAGE = "I could not verify an answer in your documents. What they say (unverified, check the sources):"
+QUOTES_SHOWN = 2  # quotes in "what the documents say"
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
@@ -57,7 +71,20 @@ class AnswerResult:
     sentences: list[SentenceVerdict] = field(default_factory=list)
     verified: bool = False
     withheld: bool = False
-    draft: str | None = None  # the unverified model answer, when withheld
+    draft: str | None = None  # the unverified model answer, when withheld or overruled
+    span: Span | None = None  # the extractive short answer
+    span_chunk_id: str = ""  # the chunk it is quoted from
+    overruled: bool = False  # the model's answer was replaced by the evidence sentence
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A verified answer sentence as streamed: its text (source markers), its sources, whether copied."""
+
+    index: int
+    text: str
+    sources: tuple[int, ...]
+    extractive: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,14 +95,21 @@ class AnswerInput:
     history: list[tuple[str, str]] = field(default_factory=list)
     max_tokens: int = 0  # 0 = the service default
     temperature: float | None = None  # None = the service default
+    stream_draft: bool = False  # also yield the raw draft's pieces (str)
 
 
 class Answerer:
     """Guarded, verified answers from `llm` over the sources the caller retrieved."""
 
-    def __init__(self, settings: Settings, llm: OllamaChat) -> None:
+    def __init__(self, settings: Settings, llm: OllamaChat, reader: Reader | None = None) -> None:
         self.settings = settings
         self.llm = llm
+        self.reader = reader
+
+    async def load_reader(self) -> None:
+        """Loads the spaCy pipeline once (in a thread: it takes seconds); the service is SERVING only after."""
+        if self.reader is None:
+            self.reader = Reader(await asyncio.to_thread(load_model, self.settings.spacy_model))
 
     def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
         return check_input(question, limits.QUESTION.value, history)
@@ -100,17 +134,32 @@ class Answerer:
             raise InvalidArgument(f"temperature must be within 0..2, got {temperature}")
         return request.max_tokens or self.settings.max_tokens, temperature
 
-    async def answer(self, request: AnswerInput) -> AsyncIterator[str | AnswerResult]:
-        """Yields the answer's pieces as the model writes them, then one `AnswerResult`."""
+    async def answer(self, request: AnswerInput) -> AsyncIterator[str | Sentence | AnswerResult]:
+        """Yields each verified `Sentence` as the model writes it (and the raw pieces with `stream_draft`),
+        then one `AnswerResult` (see the module docstring)."""
         max_tokens, temperature = self._validate(request)
+        if self.reader is None:
+            raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
+        question = Question.parse(request.question)
+        with tracer.start_as_current_span("extract"):
+            evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
+            found = self.reader.extract(question, evidence_sentences)
         quotes = select_evidence(
             request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
         )
+        if found is None:
+            logger.info("no sentence of %d sources answers the question as asked", len(request.sources))
+            if not request.stream_draft:
+                yield self._documents_say(quotes, request.sources, Generation(), [])
+                return
+        else:
+            quotes = _answer_quote_first(quotes, found, request.sources)
         # Graph facts are not document text (no offsets to quote, nothing to verify against), so the
         # evidence-first prompt leaves them out; the gateway still reports them.
         messages = build_prompt(
             request.question, [q.text for q in quotes], request.history, history_turns=self.settings.history_turns
         )
+        gate = _Gate(request.question, quotes, found, self.settings.min_sentence_support)
         generation = Generation()
         span = tracer.start_span(
             "generate",
@@ -125,15 +174,26 @@ class Answerer:
             },
         )
         try:
-            async for piece in self.llm.stream(
+            stream = self.llm.stream(
                 messages,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 seed=self.settings.seed,
                 result=generation,
                 stop=list(STOP_SEQUENCES),
-            ):
-                yield piece
+            )
+            try:
+                async for piece in stream:
+                    if request.stream_draft:
+                        yield piece
+                    for sentence in gate.feed(piece):
+                        yield sentence
+                    if gate.closed and not request.stream_draft:
+                        break  # overruled: the rest of the draft will not be shown
+            finally:
+                close = getattr(stream, "aclose", None)  # an async generator: stop the model's stream now
+                if close is not None:
+                    await close()
         except BaseException as exc:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
@@ -142,7 +202,41 @@ class Answerer:
             span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
             span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
             span.end()
-        yield self.check_output(generation, request.question, request.sources, quotes, max_tokens)
+        for sentence in gate.finish():
+            yield sentence
+        yield self.check_output(generation, request.question, request.sources, quotes, max_tokens, gate)
+
+    def _documents_say(
+        self,
+        quotes: Sequence[EvidenceQuote],
+        sources: Sequence[Source],
+        generation: Generation,
+        warnings: list[str],
+        verification: Verification | None = None,
+    ) -> AnswerResult:
+        """Nothing verified: the best quotes, marked unverified, instead of an empty message."""
+        shown = "\n".join(f'> "{q.text}" [{q.source_index + 1}]' for q in quotes[:QUOTES_SHOWN])
+        warnings.append(
+            "no answer could be verified: no passage ties an answer of the asked type to the question; "
+            "the best quotes are shown unverified"
+        )
+        draft = generation.text.strip()
+        return AnswerResult(
+            answer=f"{WITHHELD_MESSAGE}\n{shown}" if shown else WITHHELD_MESSAGE,
+            citations=[],
+            grounding_score=0.0,
+            grounded=False,
+            warnings=warnings,
+            model=self.llm.model,
+            prompt_tokens=generation.prompt_tokens,
+            completion_tokens=generation.completion_tokens,
+            short_answer=WITHHELD_MESSAGE,
+            evidence=list(quotes),
+            sentences=verification.sentences if verification else [],
+            verified=False,
+            withheld=True,
+            draft=draft or None,
+        )
 
     def check_output(
         self,
@@ -151,54 +245,167 @@ class Answerer:
         sources: Sequence[Source],
         quotes: Sequence[EvidenceQuote],
         max_tokens: int,
+        gate: _Gate,
     ) -> AnswerResult:
-        """Verifies a finished generation against the evidence it was prompted with (`verify.py`)."""
+        """The final result: what the gate let through, the draft's verdicts, citations and warnings."""
         with tracer.start_as_current_span("output_check") as span:
             warnings: list[str] = []
             draft = drop_out_of_range(generation.text.strip(), len(quotes), warnings)
             result = verify(question, draft, [q.as_quote() for q in quotes], self.settings.min_sentence_support)
-            withheld = result.nothing_supported
             if not draft:
                 warnings.append("the model returned an empty answer")
-            elif not result.checkable:
-                warnings.append("the answer makes no statement that can be checked against the sources")
-            if withheld:
-                warnings.append(
-                    "the answer was withheld: none of its statements could be verified against the quoted evidence"
-                )
-            warnings += result.warnings
-            if generation.done_reason == "length":
+            if generation.done_reason == "length" and not gate.overruled:
                 warnings.append(f"the answer was cut off at the token limit ({max_tokens} tokens)")
-            best: dict[int, float] = {}
-            for sentence in result.sentences:
-                if sentence.supported:
-                    for j in sentence.sources:
-                        best[j] = max(best.get(j, 0.0), sentence.support)
+            withheld = gate.span is None or not gate.sent
+            span.set_attribute(attr.RAG_ANSWER_VERIFIED, not withheld)
+            span.set_attribute(attr.RAG_ANSWER_WITHHELD, withheld)
+            if withheld:
+                return self._documents_say(quotes, sources, generation, warnings, result)
+            support: dict[int, float] = {}
+            for sentence in gate.sent:
+                for j in sentence.sources:
+                    support[j] = 1.0 if sentence.extractive else max(support.get(j, 0.0), gate.support(sentence))
             citations = sorted(
-                (Citation(j, sources[j].chunk_id, round(s, 4)) for j, s in best.items()),
+                (Citation(j, sources[j].chunk_id, round(s, 4)) for j, s in support.items()),
                 key=lambda c: (-c.support, c.source_index),
             )
-            span.set_attribute(attr.RAG_GROUNDING_SCORE, result.score)
+            span.set_attribute(attr.RAG_GROUNDING_SCORE, 1.0)
             span.set_attribute(attr.RAG_CITATIONS, len(citations))
-            span.set_attribute(attr.RAG_ANSWER_VERIFIED, result.verified)
-            span.set_attribute(attr.RAG_ANSWER_WITHHELD, withheld)
-            answer = WITHHELD_MESSAGE if withheld else _to_source_markers(draft, quotes)
             return AnswerResult(
-                answer=answer,
-                citations=[] if withheld else citations,
-                grounding_score=result.score,
-                grounded=result.verified,
+                answer=" ".join(s.text for s in gate.sent),
+                citations=citations,
+                grounding_score=1.0,
+                grounded=True,
                 warnings=warnings,
                 model=self.llm.model,
                 prompt_tokens=generation.prompt_tokens,
                 completion_tokens=generation.completion_tokens,
-                short_answer=WITHHELD_MESSAGE if withheld else _to_source_markers(result.short_answer, quotes),
+                short_answer=gate.span.text if gate.span else "",
                 evidence=list(quotes),
                 sentences=result.sentences,
-                verified=result.verified,
-                withheld=withheld,
-                draft=draft if withheld else None,
+                verified=True,
+                withheld=False,
+                draft=draft if gate.overruled and draft else None,
+                span=gate.span,
+                span_chunk_id=sources[gate.span.sentence.source_index].chunk_id if gate.span else "",
+                overruled=gate.overruled,
             )
+
+
+class _Gate:
+    """Reads the draft as it streams and lets through only the sentences that verify (see the module
+    docstring); the first must state the extracted short answer, or the evidence sentence replaces it."""
+
+    def __init__(self, question: str, quotes: Sequence[EvidenceQuote], span: Span | None, threshold: float) -> None:
+        self.question = question
+        self.quotes = list(quotes)
+        self.span = span
+        self.threshold = threshold
+        self.buffer = ""
+        self.accepted: list[str] = []  # model sentences that passed, as written (quote markers)
+        self.sent: list[Sentence] = []
+        self._support: dict[int, float] = {}
+        self.overruled = False
+        self.closed = False
+
+    def support(self, sentence: Sentence) -> float:
+        return self._support.get(sentence.index, 0.0)
+
+    def feed(self, piece: str) -> list[Sentence]:
+        if self.closed:
+            return []
+        self.buffer += piece
+        spans = sentence_spans(self.buffer)
+        if len(spans) < 2:
+            return []
+        out: list[Sentence] = []
+        for s, e in spans[:-1]:
+            out += self._judge(self.buffer[s:e])
+            if self.closed:
+                break
+        self.buffer = self.buffer[spans[-1][0] :]
+        return out
+
+    def finish(self) -> list[Sentence]:
+        out: list[Sentence] = []
+        if not self.closed and self.buffer.strip():
+            out += self._judge(self.buffer.strip())
+        self.buffer = ""
+        if not self.sent and self.span is not None and not self.closed:
+            out += self._overrule()  # the model said nothing checkable: the evidence speaks
+        self.closed = True
+        return out
+
+    def _judge(self, text: str) -> list[Sentence]:
+        warnings: list[str] = []
+        text = drop_out_of_range(text, len(self.quotes), warnings)
+        if not re.search(r"[^\W_]", _MARKER.sub("", text)):
+            return []  # a citation after a sentence already judged ("… in 1911. [1]")
+        result = verify(
+            self.question, " ".join([*self.accepted, text]), [q.as_quote() for q in self.quotes], self.threshold
+        )
+        if len(result.sentences) <= len(self.accepted) or not result.sentences[-1].checkable:
+            return []  # "Sure!": nothing to check, nothing shown
+        verdict = result.sentences[-1]
+        first = not self.accepted
+        if verdict.supported and (not first or self.span is None or _states(text, self.span)):
+            self.accepted.append(text)
+            sources = tuple(sorted({self.quotes[j].source_index for j in verdict.evidence}))
+            shown = _to_source_markers(text, self.quotes).strip()
+            if sources and not _MARKER.search(shown):  # every sentence shown says where it comes from
+                shown += f" [{', '.join(str(j + 1) for j in sources)}]"
+            sentence = Sentence(len(self.sent), shown, sources)
+            self._support[sentence.index] = verdict.support
+            self.sent.append(sentence)
+            return [sentence]
+        if first and self.span is not None:
+            return self._overrule()
+        return []  # a later sentence that fails is not shown
+
+    def _overrule(self) -> list[Sentence]:
+        assert self.span is not None
+        self.overruled, self.closed = True, True
+        where = self.span.sentence
+        sentence = Sentence(
+            len(self.sent), f"{where.text} [{where.source_index + 1}]", (where.source_index,), extractive=True
+        )
+        self.sent.append(sentence)
+        return [sentence]
+
+
+def _states(text: str, span: Span) -> bool:
+    """`text` states the span: its words in a row (case and punctuation aside), or at least all its numbers."""
+    said = _flat(text)
+    if f" {_flat(span.text)} " in f" {said} ":
+        return True
+    stated = numbers(span.text)
+    return bool(stated) and all(number_supported(n, numbers(text)) for n in stated)
+
+
+def _flat(text: str) -> str:
+    return " ".join(re.findall(r"[^\W_]+", text.lower()))
+
+
+def _answer_quote_first(quotes: list[EvidenceQuote], span: Span, sources: Sequence[Source]) -> list[EvidenceQuote]:
+    """The quotes with the sentence that states the short answer first (added when evidence selection left it
+    out), so that the model sees it and phrases around it."""
+    where = span.sentence
+    inside = [
+        q for q in quotes if q.source_index == where.source_index and q.start <= where.start and where.end <= q.end
+    ]
+    rest = [q for q in quotes if q not in inside]
+    first = inside or [
+        EvidenceQuote(
+            where.source_index,
+            sources[where.source_index].chunk_id,
+            where.text,
+            where.start,
+            where.end,
+            sources[where.source_index].heading_text,
+            span.score,
+        )
+    ]
+    return first + rest
 
 
 def _to_source_markers(text: str, quotes: Sequence[EvidenceQuote]) -> str:

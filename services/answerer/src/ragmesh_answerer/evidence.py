@@ -22,51 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragmesh_answerer.prompting import Source
-from ragmesh_answerer.verify import AnswerType, Question, Quote, normalise, numbers, stem, words
+from ragmesh_answerer.verify import Quote
+from ragmesh_common.text.numbers import numbers
+from ragmesh_common.text.questions import AnswerType, Question
+from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
+from ragmesh_common.text.words import normalise, stem, words
 
 MAX_QUOTE_CHARS = 400
 MIN_RELATIVE_SCORE = 0.5
 TYPE_BONUS = 0.5
 
-_LINE = re.compile(r"[^\n]+")
-# A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace.
-_END = re.compile(r"(?<=[.!?])[\"'”’)\]]?\s+")
-_ABBREVIATIONS = frozenset(
-    [
-        "e.g",
-        "i.e",
-        "etc",
-        "vs",
-        "dr",
-        "mr",
-        "mrs",
-        "ms",
-        "prof",
-        "inc",
-        "ltd",
-        "co",
-        "corp",
-        "st",
-        "no",
-        "fig",
-        "approx",
-        "ca",
-        "jr",
-        "sr",
-        "dept",
-        "z.b",
-        "bzw",
-        "ggf",
-        "usw",
-        "u.a",
-        "d.h",
-    ]
-)
-_PRONOUN_START = re.compile(
-    r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
-    r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b",
-    re.IGNORECASE,
-)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s|[-*•]\s*$)")
 
 
@@ -82,31 +47,6 @@ class EvidenceQuote:
 
     def as_quote(self) -> Quote:
         return Quote(self.source_index, self.text, self.heading)
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`: split at line breaks and at . ! ? before whitespace,
-    not after a common abbreviation or a single letter ("e.g.", "J. Smith"); spans exclude outer space."""
-    spans: list[tuple[int, int]] = []
-    for line in _LINE.finditer(text):
-        start = line.start()
-        for end_match in _END.finditer(line.group(0)):
-            cut = line.start() + end_match.start()
-            last_word = re.search(r"([\w.]+)[.!?][\"'”’)\]]?$", text[start:cut])
-            if last_word and (last_word.group(1).lower() in _ABBREVIATIONS or len(last_word.group(1)) == 1):
-                continue
-            spans.append((start, cut))
-            start = line.start() + end_match.end()
-        spans.append((start, line.end()))
-    result = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            result.append((s, e))
-    return result
 
 
 def _is_heading(sentence: str) -> bool:
@@ -161,7 +101,7 @@ def select_evidence(
             if _is_heading(sentence) or not words(sentence):
                 continue
             scored = sentence
-            if k > 0 and _PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
+            if k > 0 and PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
                 scored = source.text[spans[k - 1][0] : e]
             score = score_sentence(q, scored)
             if score > 0:
@@ -175,7 +115,7 @@ def select_evidence(
     # one); a sentence opening with a pronoun is quoted with its predecessor, and overlapping quotes merge.
     groups: list[tuple[int, int, int, float]] = []  # (source, first sentence, last sentence, score)
     for neg, i, k, s, e in chosen:
-        first = k - 1 if k > 0 and _PRONOUN_START.match(sources[i].text[s:e]) else k
+        first = k - 1 if k > 0 and PRONOUN_START.match(sources[i].text[s:e]) else k
         groups.append((i, first, k, -neg))
     groups.sort()
     merged: list[list[float]] = []

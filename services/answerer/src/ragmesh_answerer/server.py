@@ -12,7 +12,7 @@ from grpc import aio
 from opentelemetry import trace
 
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
-from ragmesh_answerer.answering import Answerer, AnswerInput, AnswerResult
+from ragmesh_answerer.answering import Answerer, AnswerInput, AnswerResult, Sentence
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.limiter import Exhausted, Limiter
 from ragmesh_answerer.llm import OllamaChat
@@ -71,6 +71,21 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
     )
     if result.draft is not None:
         final.draft = result.draft
+    if result.span is not None:
+        where = result.span.sentence
+        final.answer_span.CopyFrom(
+            answerer_pb2.AnswerSpan(
+                source_index=where.source_index,
+                chunk_id=result.span_chunk_id,
+                text=result.span.text,
+                start=result.span.source_start,
+                end=result.span.source_end,
+                quote=where.text,
+                quote_start=where.start,
+                quote_end=where.end,
+            )
+        )
+    final.overruled = result.overruled
     return final
 
 
@@ -118,6 +133,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             history=[(turn.role, turn.content) for turn in request.history],
             max_tokens=request.max_tokens,
             temperature=request.temperature if request.HasField("temperature") else None,
+            stream_draft=request.stream_draft,
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())
@@ -149,6 +165,12 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             async for item in self._answerer.answer(answer_input):
                 if isinstance(item, str):
                     yield answerer_pb2.AnswerEvent(token=item)
+                elif isinstance(item, Sentence):
+                    yield answerer_pb2.AnswerEvent(
+                        sentence=answerer_pb2.VerifiedSentence(
+                            index=item.index, text=item.text, source_indexes=item.sources, extractive=item.extractive
+                        )
+                    )
                 else:
                     logger.info(
                         "answered: grounding %.2f, %d citations, %d tokens",
@@ -178,15 +200,18 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
 
 
 def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
-    """The answerer server; SERVING once the model is listed by Ollama (retried until it is)."""
+    """The answerer server; SERVING once the spaCy pipeline is loaded and the model is listed by Ollama
+    (retried until it is)."""
     chat = llm or OllamaChat(settings.ollama_host, settings.model, settings.timeout_seconds)
     answerer = Answerer(settings, chat)
+
+    async def warmup() -> None:
+        await answerer.load_reader()
+        await chat.wait_ready()
 
     def add(server: aio.Server) -> Sequence[str]:
         # undecodable requests and the limits are checked by the shared ValidationInterceptor (GrpcService)
         answerer_pb2_grpc.add_AnswererServiceServicer_to_server(AnswererServicer(answerer), server)
         return [SERVICE_NAME]
 
-    return GrpcService(
-        "answerer", add, host=settings.host, port=settings.port, warmup=chat.wait_ready, on_stop=chat.close
-    )
+    return GrpcService("answerer", add, host=settings.host, port=settings.port, warmup=warmup, on_stop=chat.close)

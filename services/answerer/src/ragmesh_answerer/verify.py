@@ -28,202 +28,22 @@ and answers a neighbouring question, so nothing it writes is trusted:
 from __future__ import annotations
 
 import enum
-import math
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ragmesh_answerer.grounding import STOP_WORDS, markers
-from ragmesh_common.text.stopwords import stop_words
+from ragmesh_answerer.grounding import markers
+from ragmesh_common.text.names import capitalised, name_supported, names
+from ragmesh_common.text.numbers import MONTHS, NumberToken, number_supported, numbers
+from ragmesh_common.text.questions import AnswerType, Question
+from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
+from ragmesh_common.text.words import content_stems, words
+
+__all__ = ["AnswerType", "Question", "Quote", "Verdict", "names", "numbers", "type_problem", "verify"]
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2
-
-# Question words and verbs of asking, in the languages the guardrails know; not key terms.
-_QUESTION_WORDS = stop_words("de", "fr") | frozenset(
-    [
-        "who",
-        "whom",
-        "whose",
-        "what",
-        "when",
-        "where",
-        "which",
-        "why",
-        "how",
-        "many",
-        "much",
-        "long",
-        "old",
-        "far",
-        "big",
-        "name",
-        "names",
-        "tell",
-        "give",
-        "list",
-        "explain",
-        "describe",
-        "show",
-        "find",
-        "called",
-        "year",
-        "date",
-        "day",
-        "kind",
-        "type",
-        "viele",
-        "viel",
-        "jahr",
-        "lauten",
-        "lautet",
-        "gibt",
-        "combien",
-        "année",
-    ]
-)
-
-_WORD = re.compile(r"[^\W\d_]+")
-_TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
-_SCALES = {
-    "thousand": 1e3,
-    "k": 1e3,
-    "tausend": 1e3,
-    "million": 1e6,
-    "millions": 1e6,
-    "mn": 1e6,
-    "m": 1e6,
-    "mio": 1e6,
-    "million(s)": 1e6,
-    "millionen": 1e6,
-    "billion": 1e9,
-    "billions": 1e9,
-    "bn": 1e9,
-    "b": 1e9,
-    "mrd": 1e9,
-    "milliarde": 1e9,
-    "milliarden": 1e9,
-    "milliard": 1e9,
-    "milliards": 1e9,
-    "trillion": 1e12,
-}
-# A number with thousands separators or decimals, an ordinal/plural suffix, then a scale word or a percent.
-_NUMBER = re.compile(
-    r"(?<![\w.,])(?P<cur>[$€£¥])?\s?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3}){2,}|\d+(?:[.,]\d+)?)(?:st|nd|rd|th|s)?"
-    r"(?:\s?(?P<scale>thousand|tausend|millions?|millionen|mio|mn|billions?|milliarden?|milliards?|mrd|bn"
-    r"|trillion|[kmb])\b)?"
-    r"(?:\s?(?P<pct>%|percent\b|per\s+cent\b|prozent\b|pour\s?cent\b))?",
-    re.IGNORECASE,
-)
-_UNITS = {
-    w: i
-    for i, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-        ]
-    )
-}
-_TENS = {
-    w: 10 * (i + 2)
-    for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
-}
-_NUMBER_WORD = re.compile(
-    rf"\b(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{'|'.join(list(_UNITS)[1:10])}))?\b"
-    rf"|\b(?P<single>{'|'.join(_UNITS)})\b",
-    re.IGNORECASE,
-)
-_MONTHS = frozenset(
-    [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-        "januar",
-        "februar",
-        "märz",
-        "juni",
-        "juli",
-        "oktober",
-        "dezember",
-        "janvier",
-        "février",
-        "mars",
-        "avril",
-        "mai",
-        "juin",
-        "juillet",
-        "août",
-        "septembre",
-        "octobre",
-        "novembre",
-        "décembre",
-    ]
-)
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ions", "ion", "edly", "ers", "er", "ed", "ies", "es", "ly", "s")
-_POSSESSIVE = re.compile(r"['’]s?$")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
-
-_DATE_Q = re.compile(
-    r"^\s*(?:when|since\s+when|wann|seit\s+wann|quand|depuis\s+quand)\b"
-    r"|\b(?:what|which|in\s+what|in\s+which)\s+(?:year|date|month|day)\b"
-    r"|\bin\s+welchem\s+jahr\b|\ben\s+quelle\s+année\b|\bà\s+quelle\s+date\b",
-    re.IGNORECASE,
-)
-_NUMBER_Q = re.compile(
-    r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
-    r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
-    r"|\bcombien\b",
-    re.IGNORECASE,
-)
-_PERSON_Q = re.compile(r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b", re.IGNORECASE)
-
-
-class AnswerType(enum.Enum):
-    DATE = "date"
-    NUMBER = "number"
-    PERSON = "person"
-    OTHER = "other"
 
 
 class Verdict(enum.Enum):
@@ -236,214 +56,21 @@ class Verdict(enum.Enum):
     RESTATES_QUESTION = "restates_question"
 
 
-# ---------------------------------------------------------------------------------------------- tokens
-
-
-def normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper, applied to both sides of every comparison ("founded" ~ "founder")."""
-    word = word.lower()
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(normalise(text).lower())
-
-
-def stems(text: str) -> set[str]:
-    return {stem(w) for w in words(text)}
-
-
-@dataclass(frozen=True)
-class NumberToken:
-    text: str  # as written
-    value: float  # scaled: "$5 million" -> 5e6
-    raw: float  # unscaled: "$5 million" -> 5
-    percent: bool
-
-
-def _parse_number(num: str) -> float:
-    if re.fullmatch(r"\d{1,3}(?:\.\d{3}){2,}", num):
-        return float(num.replace(".", ""))  # 1.000.000 (German thousands)
-    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", num):
-        return float(num.replace(",", ""))
-    return float(num.replace(",", "."))  # 3,5 (decimal comma) or 3.5
-
-
-def numbers(text: str, *, number_words: bool = True, include_one: bool = True) -> list[NumberToken]:
-    """Numbers, years, amounts and percentages stated in `text`, normalised (see the module docstring)."""
-    text = normalise(text)
-    found: list[NumberToken] = []
-    for m in _NUMBER.finditer(text):
-        raw = _parse_number(m.group("num"))
-        scale = _SCALES.get((m.group("scale") or "").lower().rstrip("."), 1.0)
-        found.append(NumberToken(m.group(0).strip(), raw * scale, raw, bool(m.group("pct"))))
-    if number_words:
-        for m in _NUMBER_WORD.finditer(text):
-            if m.group("single"):
-                if m.group("single").lower() == "one" and not include_one:
-                    continue  # "one of the founders": too often not a quantity in an answer
-                value = float(_UNITS[m.group("single").lower()])
-            else:
-                value = float(
-                    _TENS[m.group("tens").lower()] + (_UNITS[m.group("unit").lower()] if m.group("unit") else 0)
-                )
-            found.append(NumberToken(m.group(0), value, value, False))
-    return found
-
-
-def _number_supported(claim: NumberToken, evidence: Sequence[NumberToken]) -> bool:
-    for e in evidence:
-        if claim.percent and not e.percent:
-            continue
-        if any(math.isclose(claim.value, v, rel_tol=1e-9, abs_tol=1e-9) for v in (e.value, e.raw)):
-            return True
-    return False
-
-
-def names(text: str) -> list[str]:
-    """Names a sentence states: capitalised words not at the sentence start; at the start only when all
-    caps / mixed case (IBM, McKinsey) or followed by another capitalised word (Jane Miller)."""
-    text = normalise(text)
-    tokens = list(_TOKEN.finditer(text))
-    found: list[str] = []
-    for i, m in enumerate(tokens):
-        token = _POSSESSIVE.sub("", m.group(0))
-        if len(token) < 2 or not token[0].isupper() or token.lower() in STOP_WORDS:
-            continue
-        before = text[: m.start()].rstrip(" \t\"'“”‘’([*")
-        at_start = not before or before[-1] in ".!?:;\n•-–—>" or i == 0
-        if at_start:
-            inner_caps = sum(c.isupper() for c in token) >= 2
-            following = tokens[i + 1].group(0) if i + 1 < len(tokens) else ""
-            next_is_name = (
-                bool(following)
-                and following[0].isupper()
-                and following.lower() not in STOP_WORDS
-                and text[m.end() : tokens[i + 1].start()].strip() == ""
-            )
-            if not (inner_caps or next_is_name):
-                continue
-        found.append(token)
-    return found
-
-
-def _capitalised(text: str) -> list[str]:
-    """Every capitalised non-stop word, the sentence start included (the answer-type check is lenient)."""
-    return [
-        t
-        for t in (_POSSESSIVE.sub("", m.group(0)) for m in _TOKEN.finditer(normalise(text)))
-        if len(t) >= 2
-        and t[0].isupper()
-        and t.lower() not in STOP_WORDS
-        and t.lower() not in _QUESTION_WORDS
-        and t.lower() not in ("answer", "quote", "quotes")
-    ]
-
-
-def _name_supported(name: str, evidence_words: set[str], evidence_text: str) -> bool:
-    if name.isupper() and 2 <= len(name) <= 6 and _acronym_in(name, evidence_text):
-        return True  # CEO: "chief executive officer"
-    parts = [p for p in words(name) if len(p) >= 2]
-    return all(p in evidence_words or stem(p) in {stem(w) for w in evidence_words if w[:1] == p[:1]} for p in parts)
-
-
-def _acronym_in(acronym: str, text: str) -> bool:
-    """True when consecutive words of `text` have `acronym`'s letters as initials (CEO: chief executive officer)."""
-    letters = acronym.lower()
-    initials = [w[0] for w in words(text)]
-    n = len(letters)
-    return any("".join(initials[i : i + n]) == letters for i in range(len(initials) - n + 1))
-
-
-def content_stems(text: str) -> set[str]:
-    """Stems of the content words of `text`, numbers excluded (they are checked as numbers)."""
-    stripped = _NUMBER.sub(" ", normalise(text))
-    return {stem(w) for w in words(stripped) if w not in STOP_WORDS and len(w) > 1}
-
-
 def clean_sentence(sentence: str) -> str:
     return _ANSWER_PREFIX.sub("", re.sub(r"\s*\[[\d,\s]+\]", "", sentence)).strip()
-
-
-# -------------------------------------------------------------------------------------------- question
-
-
-@dataclass(frozen=True)
-class Question:
-    text: str
-    answer_type: AnswerType
-    entities: tuple[str, ...]  # name tokens of the question (lowercase)
-    acronyms: tuple[str, ...]  # all-caps tokens, which also match the words they abbreviate
-    focus: tuple[str, ...]  # the other key terms (compared by stem)
-
-    @classmethod
-    def parse(cls, question: str) -> Question:
-        text = normalise(question).strip()
-        if _DATE_Q.search(text):
-            kind = AnswerType.DATE
-        elif _NUMBER_Q.search(text):
-            kind = AnswerType.NUMBER
-        elif _PERSON_Q.search(text):
-            kind = AnswerType.PERSON
-        else:
-            kind = AnswerType.OTHER
-        raw_names = [n for n in names(text) if n.lower() not in _QUESTION_WORDS]
-        acronyms = tuple(dict.fromkeys(n for n in raw_names if n.isupper() and 2 <= len(n) <= 6))
-        entity_words = [w for n in raw_names if n not in acronyms for w in words(n) if len(w) >= 2]
-        entities = tuple(dict.fromkeys(entity_words))
-        named = {w.lower() for w in (*entities, *acronyms)}
-        focus = tuple(
-            dict.fromkeys(
-                w
-                for w in words(_NUMBER.sub(" ", text))
-                if w not in STOP_WORDS and w not in _QUESTION_WORDS and w not in named and len(w) > 1
-            )
-        )
-        return cls(text, kind, entities, acronyms, focus)
-
-    def key_terms(self) -> int:
-        return len(self.entities) + len(self.acronyms) + len(self.focus)
-
-    def coverage(self, text: str) -> tuple[list[str], list[str], list[str]]:
-        """(entities, acronyms, focus terms) of the question found in `text`."""
-        text_words = set(words(text))
-        text_stems = {stem(w) for w in text_words}
-        entities = [e for e in self.entities if e in text_words or stem(e) in text_stems]
-        acronyms = [a for a in self.acronyms if a.lower() in text_words or _acronym_in(a, text)]
-        focus = [f for f in self.focus if stem(f) in text_stems]
-        return entities, acronyms, focus
-
-    def missing_key_terms(self, text: str) -> list[str]:
-        """Why `text` is not about the question ([] when it is): the key terms it lacks, if too many."""
-        entities, acronyms, focus = self.coverage(text)
-        missing: list[str] = []
-        if self.entities and len(entities) * 2 < len(self.entities):
-            missing += [e for e in self.entities if e not in entities]
-        others = len(self.acronyms) + len(self.focus)
-        if (others and (len(acronyms) + len(focus)) * 3 < others) or (others and not acronyms and not focus):
-            missing += [a for a in self.acronyms if a not in acronyms]
-            missing += [f for f in self.focus if f not in focus]
-        return missing
 
 
 def type_problem(answer_type: AnswerType, sentence: str, question: Question) -> str | None:
     """Why `sentence` is not an answer of the asked type, or None."""
     if answer_type is AnswerType.DATE:
-        if not numbers(sentence, number_words=False) and not any(w in _MONTHS for w in words(sentence)):
+        if not numbers(sentence, number_words=False) and not any(w in MONTHS for w in words(sentence)):
             return "the question asks when, but the answer states no date or year"
     elif answer_type is AnswerType.NUMBER:
         if not numbers(sentence):
             return "the question asks how many or how much, but the answer states no number"
     elif answer_type is AnswerType.PERSON:
         own = {*question.entities, *(a.lower() for a in question.acronyms)}
-        if not [n for n in _capitalised(sentence) if n.lower() not in own]:
+        if not [n for n in capitalised(sentence) if n.lower() not in own]:
             return "the question asks who, but the answer names no one"
     return None
 
@@ -498,8 +125,6 @@ class Verification:
 
 def split_sentences(text: str) -> list[str]:
     """The answer's sentences (the evidence side's splitter); a trailing `[1]` stays with its sentence."""
-    from ragmesh_answerer.evidence import sentence_spans
-
     sentences: list[str] = []
     for s, e in sentence_spans(text):
         piece = text[s:e]
@@ -510,25 +135,16 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-_PRONOUN_START = re.compile(
-    r"^\W*(?:it|its|he|his|she|her|they|their|them|this|these|that|those|the\s+company|"
-    r"er|sie|es|dies|diese[rs]?|il|elle|ils|elles|ce|cette)\b",
-    re.IGNORECASE,
-)
-
-
 def _units(quotes: Sequence[Quote]) -> list[Quote]:
     """Each quote's sentences as separate units (so a number in one sentence cannot back a claim that
     another sentence supports), with the heading; a sentence that opens with a pronoun gets its
     predecessor's names (what "it" is), not its numbers or words. `source_index` = the quote's index."""
-    from ragmesh_answerer.evidence import sentence_spans
-
     units: list[Quote] = []
     for j, quote in enumerate(quotes):
         sentences = [quote.text[s:e] for s, e in sentence_spans(quote.text)] or [quote.text]
         for k, sentence in enumerate(sentences):
             text = sentence
-            if k > 0 and _PRONOUN_START.match(sentence):
+            if k > 0 and PRONOUN_START.match(sentence):
                 text = " ".join(dict.fromkeys(names(sentences[k - 1]))) + " " + sentence
             units.append(Quote(j, text, quote.heading))
     return units
@@ -588,8 +204,8 @@ def _check_sentence(
         ev_numbers = [n for j in indexes for n in quote_numbers[j]]
         ev_words = {w for j in indexes for w in quote_words[j]}
         ev_text = "\n".join(quotes[j].context for j in indexes)
-        return [n.text for n in stated_numbers if not _number_supported(n, ev_numbers)] + [
-            name for name in stated_names if not _name_supported(name, ev_words, ev_text)
+        return [n.text for n in stated_numbers if not number_supported(n, ev_numbers)] + [
+            name for name in stated_names if not name_supported(name, ev_words, ev_text)
         ]
 
     if len(content) >= MIN_CONTENT_WORDS:
@@ -703,8 +319,8 @@ def _added(body: str, q: Question) -> tuple[set[str], list[NumberToken], list[st
     question_words = set(words(q.text))
     question_numbers = numbers(q.text)
     added_stems = content_stems(body) - content_stems(q.text)
-    added_numbers = [n for n in numbers(body, include_one=False) if not _number_supported(n, question_numbers)]
-    added_names = [n for n in dict.fromkeys(names(body)) if not _name_supported(n, question_words, q.text)]
+    added_numbers = [n for n in numbers(body, include_one=False) if not number_supported(n, question_numbers)]
+    added_names = [n for n in dict.fromkeys(names(body)) if not name_supported(n, question_words, q.text)]
     return added_stems, added_numbers, added_names
 
 
@@ -725,8 +341,8 @@ def _holds(
     ):
         return False
     context_words = set(words(context))
-    return all(_number_supported(n, numbers(context)) for n in added_numbers) and all(
-        _name_supported(n, context_words, context) for n in added_names
+    return all(number_supported(n, numbers(context)) for n in added_numbers) and all(
+        name_supported(n, context_words, context) for n in added_names
     )
 
 

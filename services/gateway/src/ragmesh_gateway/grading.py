@@ -31,53 +31,15 @@ from typing import Any
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.text.entities import extract_entities
 from ragmesh_common.text.stopwords import ENGLISH
+from ragmesh_common.text.words import QUESTION_WORDS, stem
 
 CORRECT, AMBIGUOUS, INCORRECT = "correct", "ambiguous", "incorrect"
 STRONG, WEAK, NONE = "strong", "weak", "none"
 ENTITY_WEIGHT = 2.0
 
-# Stop words and the words that frame a question without saying what it is about.
-STOP_WORDS = ENGLISH | frozenset(
-    [
-        "one",
-        "ones",
-        "tell",
-        "give",
-        "show",
-        "list",
-        "name",
-        "describe",
-        "explain",
-        "please",
-        "know",
-        "find",
-        "get",
-        "make",
-        "say",
-        "said",
-        "called",
-        "named",
-        "mean",
-        "means",
-        "meaning",
-        "like",
-        "kind",
-        "type",
-        "sort",
-        "thing",
-        "things",
-        "something",
-        "anything",
-        "way",
-        "ways",
-        "eg",
-        "ie",
-        "vs",
-        "versus",
-    ]
-)
+# Stop words and the words that frame a question without saying what it is about (one list: ragmesh_common.text).
+STOP_WORDS = ENGLISH | QUESTION_WORDS
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_SUFFIXES = ("ies", "ied", "ing", "ed", "es", "s", "ly")
 
 
 @dataclass(frozen=True)
@@ -137,17 +99,6 @@ class Grade:
             "weak": weak,
             "candidates": len(self.chunks),
         }
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper so "founded"/"founding"/"founds" meet; stems stay at least 3 characters long."""
-    word = word.lower().replace("’", "'")
-    if word.endswith("'s"):
-        word = word[:-2]
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
-    return word
 
 
 def terms(text: str) -> set[str]:

@@ -81,6 +81,12 @@ class ChatRequest(BaseModel):
         "history resolves follow-ups; `history` must then be empty",
     )
 
+    stream_draft: bool = Field(
+        False,
+        description="Also stream the model's unverified draft as `token` events; by default a stream carries "
+        "only verified `sentence` events",
+    )
+
     @model_validator(mode="after")
     def _one_history(self) -> ChatRequest:
         if self.conversation_id is not None and self.history:
@@ -311,7 +317,8 @@ class StageRecord(Reply):
     facts: int | None = Field(None, description="graph: relations given to the answerer")
     position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
     estimated_wait_s: float | None = None
-    first_token_ms: float | None = Field(None, description="answer done: time to the first streamed token")
+    first_token_ms: float | None = Field(None, description="answer done: time to the first streamed draft token")
+    first_sentence_ms: float | None = Field(None, description="answer done: time to the first verified sentence")
     history_turns: int | None = Field(None, description="conversation: stored turns used as the history")
 
 
@@ -325,6 +332,28 @@ class TokenEvent(Reply):
     """SSE `token`: a piece of the answer text (or the outcome's message when there is no answer)."""
 
     text: str
+
+
+class SentenceEvent(Reply):
+    """SSE `sentence`: one answer sentence, sent once it passed verification (a failing one is never sent)."""
+
+    index: int = Field(description="the sentence's place in the answer, from 0")
+    text: str
+    sources: list[int] = Field(description="the sources (numbered from 1) whose evidence supports it")
+    extractive: bool = Field(description="the sentence is the source's own (the model was overruled or not asked)")
+
+
+class AnswerSpan(Reply):
+    """The extractive short answer: the exact span of a source's text, with the sentence it was cut from."""
+
+    source: int = Field(description="the source, numbered from 1")
+    chunk_id: str
+    text: str
+    start: int = Field(description="offset of the span in the source's text")
+    end: int
+    quote: str = Field(description="the evidence sentence holding the span")
+    quote_start: int
+    quote_end: int
 
 
 class FinalEvent(Reply):
@@ -350,6 +379,10 @@ class FinalEvent(Reply):
     verified: bool | None = Field(None, description="every sentence of the answer is supported by its evidence")
     withheld: bool | None = Field(None, description="the draft failed verification and is not the answer")
     draft: str | None = Field(None, description="the model's unverified draft, when it was withheld")
+    overruled: bool | None = Field(None, description="the model disagreed with the evidence; the source's span stands")
+    answer_span: AnswerSpan | None = Field(
+        None, description="where the short answer was cut from (null: none verified)"
+    )
     evidence: list[Evidence] | None = None
     sentences: list[Sentence] | None = None
     conversation_id: str | None = Field(None, description="the conversation the turn was appended to")
@@ -633,6 +666,7 @@ def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
 CHAT_EVENT_MODELS: dict[str, type[BaseModel]] = {
     "progress": ProgressEvent,
     "token": TokenEvent,
+    "sentence": SentenceEvent,
     "final": FinalEvent,
     "error": StepError,
 }

@@ -23,7 +23,7 @@ from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import ChatRequest, Outcome
-from ragmesh_gateway.pipeline.events import Event, answer_event, event
+from ragmesh_gateway.pipeline.events import Event, answer_event, event, sentence_event
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms, step_span
 
@@ -60,6 +60,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         graph_facts=state.facts,
         max_tokens=request.max_tokens,
         history=state.answer_history(),
+        stream_draft=request.stream_draft,
     )
 
 
@@ -75,6 +76,7 @@ class Answer(Step):
         started = time.perf_counter()
         request = answer_request(state)
         first_token_ms: float | None = None
+        first_sentence_ms: float | None = None
         with step_span(self.span) as span:
             call = self.mesh.answerer.Answer(request, metadata=state.user.metadata(), timeout=self.timeout)
             try:
@@ -95,7 +97,10 @@ class Answer(Step):
                             position=reply.queued.position,
                             estimated_wait_s=round(reply.queued.estimated_wait_seconds, 1),
                         )
-                    elif reply.token:
+                    elif reply.HasField("sentence"):  # verified: relayed as it comes (#26.6)
+                        first_sentence_ms = first_sentence_ms if first_sentence_ms is not None else elapsed_ms(started)
+                        yield sentence_event(reply.sentence)
+                    elif reply.token:  # the raw draft: only when the request asked for it (stream_draft)
                         first_token_ms = first_token_ms if first_token_ms is not None else elapsed_ms(started)
                         yield event("token", text=reply.token)
             except aio.AioRpcError as exc:
@@ -103,7 +108,14 @@ class Answer(Step):
             finally:
                 call.cancel()  # no-op once it ended; frees the answerer's slot when the client left mid-stream
             self._trace(span, state, len(request.sources))
-        yield event("progress", stage=self.name, status="done", ms=elapsed_ms(started), first_token_ms=first_token_ms)
+        yield event(
+            "progress",
+            stage=self.name,
+            status="done",
+            ms=elapsed_ms(started),
+            first_token_ms=first_token_ms,
+            first_sentence_ms=first_sentence_ms,
+        )
 
     @staticmethod
     def _trace(span: trace.Span, state: RequestState, sources: int) -> None:

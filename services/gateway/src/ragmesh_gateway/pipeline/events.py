@@ -139,6 +139,34 @@ def decline_events(state: RequestState) -> Iterator[Event]:
     )
 
 
+def sentence_event(sentence: answerer_pb2.VerifiedSentence) -> Event:
+    """A verified answer sentence for the client: shown as it comes (sources numbered from 1)."""
+    return event(
+        "sentence",
+        index=sentence.index,
+        text=sentence.text,
+        sources=[j + 1 for j in sentence.source_indexes],
+        extractive=sentence.extractive,
+    )
+
+
+def answer_span_payload(final: answerer_pb2.AnswerFinal) -> dict[str, Any] | None:
+    """The extractive short answer with its quote and offsets in the source's text (None when nothing verified)."""
+    if not final.HasField("answer_span"):
+        return None
+    span = final.answer_span
+    return {
+        "source": span.source_index + 1,
+        "chunk_id": span.chunk_id,
+        "text": span.text,
+        "start": span.start,
+        "end": span.end,
+        "quote": span.quote,
+        "quote_start": span.quote_start,
+        "quote_end": span.quote_end,
+    }
+
+
 def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: list[common_pb2.ScoredChunk]) -> Event:
     """The final event of an answered chat: the answer, its sources (cited or not), citations, and the
     answerer's verification (short answer, verified/withheld, evidence quotes, per-sentence verdicts)."""
@@ -167,6 +195,8 @@ def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: li
         verified=final.verified,
         withheld=final.withheld,
         draft=final.draft if final.HasField("draft") else None,
+        overruled=final.overruled,
+        answer_span=answer_span_payload(final),
         evidence=[evidence_payload(q, items) for q in final.evidence],
         sentences=[sentence_payload(v) for v in final.sentences],
         **retrieval_fields(state),

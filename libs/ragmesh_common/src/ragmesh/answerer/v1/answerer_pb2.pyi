@@ -148,11 +148,16 @@ class AnswerRequest(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     TEMPERATURE_FIELD_NUMBER: _builtins.int
+    STREAM_DRAFT_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     max_tokens: _builtins.int
     """0 = service default"""
     temperature: _builtins.float
     """unset = service default"""
+    stream_draft: _builtins.bool
+    """Also stream the model's unverified draft as `token` events (debugging, demos); by default only
+    verified sentences are streamed (`sentence` events).
+    """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]: ...
     @_builtins.property
@@ -168,10 +173,11 @@ class AnswerRequest(_message.Message):
         history: _abc.Iterable[Global___ChatTurn] | None = ...,
         max_tokens: _builtins.int = ...,
         temperature: _builtins.float | None = ...,
+        stream_draft: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "sources", b"sources", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "sources", b"sources", "stream_draft", b"stream_draft", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
@@ -222,6 +228,8 @@ class AnswerFinal(_message.Message):
     VERIFIED_FIELD_NUMBER: _builtins.int
     WITHHELD_FIELD_NUMBER: _builtins.int
     DRAFT_FIELD_NUMBER: _builtins.int
+    ANSWER_SPAN_FIELD_NUMBER: _builtins.int
+    OVERRULED_FIELD_NUMBER: _builtins.int
     answer: _builtins.str
     grounding_score: _builtins.float
     """share of answer sentences supported by sources"""
@@ -234,7 +242,11 @@ class AnswerFinal(_message.Message):
     withheld: _builtins.bool
     """nothing was supported: `answer` is a refusal message, the model's text is `draft`"""
     draft: _builtins.str
-    """the unverified model answer; set only when withheld"""
+    """the unverified model answer; set when withheld or overruled by the evidence"""
+    overruled: _builtins.bool
+    """The model's answer disagreed with the evidence (or did not verify) and was replaced by the evidence
+    sentence that states the short answer.
+    """
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Citation]: ...
     @_builtins.property
@@ -246,6 +258,10 @@ class AnswerFinal(_message.Message):
     @_builtins.property
     def sentences(self) -> _containers.RepeatedCompositeFieldContainer[Global___SentenceVerdict]:
         """one per sentence of the draft answer"""
+
+    @_builtins.property
+    def answer_span(self) -> Global___AnswerSpan:
+        """The extractive short answer: an exact span of one source's text (unset when nothing verified)."""
 
     def __init__(
         self,
@@ -262,16 +278,98 @@ class AnswerFinal(_message.Message):
         verified: _builtins.bool = ...,
         withheld: _builtins.bool = ...,
         draft: _builtins.str | None = ...,
+        answer_span: Global___AnswerSpan | None = ...,
+        overruled: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "draft", b"draft"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer_span", b"answer_span", "draft", b"draft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer", b"answer", "citations", b"citations", "draft", b"draft", "evidence", b"evidence", "grounded", b"grounded", "grounding_score", b"grounding_score", "model", b"model", "sentences", b"sentences", "short_answer", b"short_answer", "verified", b"verified", "warnings", b"warnings", "withheld", b"withheld"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer", b"answer", "answer_span", b"answer_span", "citations", b"citations", "draft", b"draft", "evidence", b"evidence", "grounded", b"grounded", "grounding_score", b"grounding_score", "model", b"model", "overruled", b"overruled", "sentences", b"sentences", "short_answer", b"short_answer", "verified", b"verified", "warnings", b"warnings", "withheld", b"withheld"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__draft: _TypeAlias = _typing.Literal["draft"]  # noqa: Y015
     _WhichOneofArgType__draft: _TypeAlias = _typing.Literal["_draft", b"_draft"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__draft) -> _WhichOneofReturnType__draft | None: ...
 
 Global___AnswerFinal: _TypeAlias = AnswerFinal  # noqa: Y015
+
+@_typing.final
+class AnswerSpan(_message.Message):
+    """The short answer as the sources state it: text == sources[source_index].chunk.text[start:end], inside the
+    sentence quote == sources[source_index].chunk.text[quote_start:quote_end] (code-point offsets).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_INDEX_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    QUOTE_FIELD_NUMBER: _builtins.int
+    QUOTE_START_FIELD_NUMBER: _builtins.int
+    QUOTE_END_FIELD_NUMBER: _builtins.int
+    source_index: _builtins.int
+    chunk_id: _builtins.str
+    text: _builtins.str
+    start: _builtins.int
+    end: _builtins.int
+    quote: _builtins.str
+    quote_start: _builtins.int
+    quote_end: _builtins.int
+    def __init__(
+        self,
+        *,
+        source_index: _builtins.int = ...,
+        chunk_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        start: _builtins.int = ...,
+        end: _builtins.int = ...,
+        quote: _builtins.str = ...,
+        quote_start: _builtins.int = ...,
+        quote_end: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "end", b"end", "quote", b"quote", "quote_end", b"quote_end", "quote_start", b"quote_start", "source_index", b"source_index", "start", b"start", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnswerSpan: _TypeAlias = AnswerSpan  # noqa: Y015
+
+@_typing.final
+class VerifiedSentence(_message.Message):
+    """One sentence of the answer, sent as soon as it passed verification (a sentence that fails is not sent)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SOURCE_INDEXES_FIELD_NUMBER: _builtins.int
+    EXTRACTIVE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """0, 1, ... in answer order"""
+    text: _builtins.str
+    """with [n] markers numbering the request's sources from 1"""
+    extractive: _builtins.bool
+    """copied from the evidence (the model's sentence was overruled)"""
+    @_builtins.property
+    def source_indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """sources it rests on"""
+
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        text: _builtins.str = ...,
+        source_indexes: _abc.Iterable[_builtins.int] | None = ...,
+        extractive: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extractive", b"extractive", "index", b"index", "source_indexes", b"source_indexes", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifiedSentence: _TypeAlias = VerifiedSentence  # noqa: Y015
 
 @_typing.final
 class EvidenceQuote(_message.Message):
@@ -361,6 +459,7 @@ class AnswerEvent(_message.Message):
     TOKEN_FIELD_NUMBER: _builtins.int
     FINAL_FIELD_NUMBER: _builtins.int
     QUEUED_FIELD_NUMBER: _builtins.int
+    SENTENCE_FIELD_NUMBER: _builtins.int
     token: _builtins.str
     @_builtins.property
     def final(self) -> Global___AnswerFinal: ...
@@ -368,18 +467,23 @@ class AnswerEvent(_message.Message):
     def queued(self) -> Global___QueueStatus:
         """waiting for a generation slot; sent again when the position changes"""
 
+    @_builtins.property
+    def sentence(self) -> Global___VerifiedSentence:
+        """a verified sentence of the answer"""
+
     def __init__(
         self,
         *,
         token: _builtins.str = ...,
         final: Global___AnswerFinal | None = ...,
         queued: Global___QueueStatus | None = ...,
+        sentence: Global___VerifiedSentence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "final", b"final", "queued", b"queued", "token", b"token"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "final", b"final", "queued", b"queued", "sentence", b"sentence", "token", b"token"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "final", b"final", "queued", b"queued", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "final", b"final", "queued", b"queued", "sentence", b"sentence", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["token", "final", "queued"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["token", "final", "queued", "sentence"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

@@ -62,7 +62,8 @@ class AnswererServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Answer(self, request, context):
-        """Streams tokens, then one final message with citations and checks.
+        """Streams each answer sentence once it is verified (raw draft tokens only with stream_draft), then one
+        final message with citations and checks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

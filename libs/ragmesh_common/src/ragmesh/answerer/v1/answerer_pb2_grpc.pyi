@@ -34,7 +34,9 @@ class AnswererServiceStub:
     CheckInput: _grpc.UnaryUnaryMultiCallable[_answerer_pb2.CheckInputRequest, _answerer_pb2.CheckInputResponse]
     """Input guardrails only: length, prompt injection."""
     Answer: _grpc.UnaryStreamMultiCallable[_answerer_pb2.AnswerRequest, _answerer_pb2.AnswerEvent]
-    """Streams tokens, then one final message with citations and checks."""
+    """Streams each answer sentence once it is verified (raw draft tokens only with stream_draft), then one
+    final message with citations and checks.
+    """
     Rewrite: _grpc.UnaryUnaryMultiCallable[_answerer_pb2.RewriteRequest, _answerer_pb2.RewriteResponse]
     """Rewrites a follow-up into a self-contained question with the model (the gateway's fallback when its rules cannot)."""
 
@@ -44,7 +46,9 @@ class AnswererServiceAsyncStub(AnswererServiceStub):
     CheckInput: _aio.UnaryUnaryMultiCallable[_answerer_pb2.CheckInputRequest, _answerer_pb2.CheckInputResponse]  # type: ignore[assignment]
     """Input guardrails only: length, prompt injection."""
     Answer: _aio.UnaryStreamMultiCallable[_answerer_pb2.AnswerRequest, _answerer_pb2.AnswerEvent]  # type: ignore[assignment]
-    """Streams tokens, then one final message with citations and checks."""
+    """Streams each answer sentence once it is verified (raw draft tokens only with stream_draft), then one
+    final message with citations and checks.
+    """
     Rewrite: _aio.UnaryUnaryMultiCallable[_answerer_pb2.RewriteRequest, _answerer_pb2.RewriteResponse]  # type: ignore[assignment]
     """Rewrites a follow-up into a self-contained question with the model (the gateway's fallback when its rules cannot)."""
 
@@ -63,7 +67,9 @@ class AnswererServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _answerer_pb2.AnswerRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_answerer_pb2.AnswerEvent], _abc.AsyncIterator[_answerer_pb2.AnswerEvent]]:
-        """Streams tokens, then one final message with citations and checks."""
+        """Streams each answer sentence once it is verified (raw draft tokens only with stream_draft), then one
+        final message with citations and checks.
+        """
 
     @_abc_1.abstractmethod
     def Rewrite(

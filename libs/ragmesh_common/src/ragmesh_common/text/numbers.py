@@ -1,0 +1,192 @@
+"""Numbers and dates as a claim states them, normalised so that a sentence and its evidence compare equal.
+
+`numbers(text)` finds digits with thousands separators or decimals (`1,000` = `1000`, German `1.000.000`,
+decimal comma `3,5`), ordinal or plural suffixes (`3rd`, `1990s`), a scale word (`$5 million` = `5m` =
+`5,000,000`, also German/French scales), percentages (`15%` = `15 percent`) and number words up to
+ninety-nine; `number_supported` matches a claimed number to the evidence by value (scaled or as written).
+`MONTHS` holds English, German and French month names; `has_date` says whether a text states a year or month.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_SCALES = {
+    "thousand": 1e3,
+    "k": 1e3,
+    "tausend": 1e3,
+    "million": 1e6,
+    "millions": 1e6,
+    "mn": 1e6,
+    "m": 1e6,
+    "mio": 1e6,
+    "million(s)": 1e6,
+    "millionen": 1e6,
+    "billion": 1e9,
+    "billions": 1e9,
+    "bn": 1e9,
+    "b": 1e9,
+    "mrd": 1e9,
+    "milliarde": 1e9,
+    "milliarden": 1e9,
+    "milliard": 1e9,
+    "milliards": 1e9,
+    "trillion": 1e12,
+}
+# A number with thousands separators or decimals, an ordinal/plural suffix, then a scale word or a percent.
+NUMBER = re.compile(
+    r"(?<![\w.,])(?P<cur>[$€£¥])?\s?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3}){2,}|\d+(?:[.,]\d+)?)(?:st|nd|rd|th|s)?"
+    r"(?:\s?(?P<scale>thousand|tausend|millions?|millionen|mio|mn|billions?|milliarden?|milliards?|mrd|bn"
+    r"|trillion|[kmb])\b)?"
+    r"(?:\s?(?P<pct>%|percent\b|per\s+cent\b|prozent\b|pour\s?cent\b))?",
+    re.IGNORECASE,
+)
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
+}
+_NUMBER_WORD = re.compile(
+    rf"\b(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{'|'.join(list(_UNITS)[1:10])}))?\b"
+    rf"|\b(?P<single>{'|'.join(_UNITS)})\b",
+    re.IGNORECASE,
+)
+MONTHS = frozenset(
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "januar",
+        "februar",
+        "märz",
+        "juni",
+        "juli",
+        "oktober",
+        "dezember",
+        "janvier",
+        "février",
+        "mars",
+        "avril",
+        "mai",
+        "juin",
+        "juillet",
+        "août",
+        "septembre",
+        "octobre",
+        "novembre",
+        "décembre",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class NumberToken:
+    text: str  # as written
+    value: float  # scaled: "$5 million" -> 5e6
+    raw: float  # unscaled: "$5 million" -> 5
+    percent: bool
+
+
+def _parse_number(num: str) -> float:
+    if re.fullmatch(r"\d{1,3}(?:\.\d{3}){2,}", num):
+        return float(num.replace(".", ""))  # 1.000.000 (German thousands)
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", num):
+        return float(num.replace(",", ""))
+    return float(num.replace(",", "."))  # 3,5 (decimal comma) or 3.5
+
+
+def numbers(text: str, *, number_words: bool = True, include_one: bool = True) -> list[NumberToken]:
+    """Numbers, years, amounts and percentages stated in `text`, normalised (see the module docstring)."""
+    text = unicodedata.normalize("NFKC", text)
+    found: list[NumberToken] = []
+    for m in NUMBER.finditer(text):
+        raw = _parse_number(m.group("num"))
+        scale = _SCALES.get((m.group("scale") or "").lower().rstrip("."), 1.0)
+        found.append(NumberToken(m.group(0).strip(), raw * scale, raw, bool(m.group("pct"))))
+    if number_words:
+        for m in _NUMBER_WORD.finditer(text):
+            if m.group("single"):
+                if m.group("single").lower() == "one" and not include_one:
+                    continue  # "one of the founders": too often not a quantity in an answer
+                value = float(_UNITS[m.group("single").lower()])
+            else:
+                value = float(
+                    _TENS[m.group("tens").lower()] + (_UNITS[m.group("unit").lower()] if m.group("unit") else 0)
+                )
+            found.append(NumberToken(m.group(0), value, value, False))
+    return found
+
+
+def number_supported(claim: NumberToken, evidence: Sequence[NumberToken]) -> bool:
+    for e in evidence:
+        if claim.percent and not e.percent:
+            continue
+        if any(math.isclose(claim.value, v, rel_tol=1e-9, abs_tol=1e-9) for v in (e.value, e.raw)):
+            return True
+    return False
+
+
+_YEAR = re.compile(r"(?<!\d)(?:1[0-9]\d\d|20\d\d)(?!\d)")
+
+
+def has_date(text: str) -> bool:
+    """`text` states a year or names a month."""
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    return bool(_YEAR.search(lowered)) or any(w in MONTHS for w in re.findall(r"[^\W\d_]+", lowered))
+
+
+def strip_numbers(text: str) -> str:
+    """`text` with its numbers (and their scale words and percent signs) blanked out."""
+    return NUMBER.sub(" ", unicodedata.normalize("NFKC", text))

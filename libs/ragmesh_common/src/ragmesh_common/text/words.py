@@ -1,0 +1,191 @@
+"""Words: one tokeniser, one stemmer and the content-word filter every comparison of text uses.
+
+- `normalise`: NFKC (full-width digits, ligatures) before anything else;
+- `words`: lower-cased letter runs (`WORD`); `terms`: letter/digit runs with an inner apostrophe (`TERM`);
+- `stem`: a light suffix stripper applied to both sides of a comparison ("founded" ~ "founder" ~ "founding");
+  a possessive is dropped first and a stem keeps at least 3 characters;
+- `STOP_WORDS`: English stop words, the pieces of contractions ("don't" -> "don") and answer boilerplate
+  ("according", "answer"); `QUESTION_WORDS`: the words that frame a question without saying what it is about
+  (English, German and French question words and verbs of asking); `content_words`, `content_stems`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ragmesh_common.text.numbers import strip_numbers
+from ragmesh_common.text.stopwords import ENGLISH, stop_words
+
+WORD = re.compile(r"[^\W\d_]+")
+TERM = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_ALNUM = re.compile(r"[^\W_]+")
+# Longest first; "ies"/"ied" end in "y" again ("companies" -> "company").
+SUFFIXES = (
+    "ations",
+    "ation",
+    "ings",
+    "ing",
+    "ions",
+    "ion",
+    "edly",
+    "ers",
+    "ies",
+    "ied",
+    "er",
+    "ed",
+    "es",
+    "ly",
+    "s",
+)
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+STOP_WORDS: frozenset[str] = ENGLISH | frozenset(
+    [
+        "aren",
+        "couldn",
+        "didn",
+        "doesn",
+        "don",
+        "hadn",
+        "hasn",
+        "haven",
+        "isn",
+        "ll",
+        "mustn",
+        "re",
+        "shan",
+        "shouldn",
+        "ve",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "us",
+        "answer",
+        "answers",
+        "question",
+        "questions",
+        "source",
+        "sources",
+        "context",
+        "document",
+        "documents",
+        "according",
+        "based",
+        "provided",
+        "information",
+        "mentioned",
+        "stated",
+        "says",
+        "said",
+        "following",
+        "given",
+        "sure",
+        "okay",
+        "ok",
+        "please",
+    ]
+)
+QUESTION_WORDS: frozenset[str] = stop_words("de", "fr") | frozenset(
+    [
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "which",
+        "why",
+        "how",
+        "many",
+        "much",
+        "long",
+        "old",
+        "far",
+        "big",
+        "name",
+        "names",
+        "named",
+        "tell",
+        "give",
+        "list",
+        "explain",
+        "describe",
+        "show",
+        "find",
+        "called",
+        "year",
+        "date",
+        "day",
+        "kind",
+        "type",
+        "sort",
+        "know",
+        "get",
+        "make",
+        "say",
+        "mean",
+        "means",
+        "meaning",
+        "like",
+        "thing",
+        "things",
+        "something",
+        "anything",
+        "way",
+        "ways",
+        "one",
+        "ones",
+        "eg",
+        "ie",
+        "vs",
+        "versus",
+        "viele",
+        "viel",
+        "jahr",
+        "lauten",
+        "lautet",
+        "gibt",
+        "combien",
+        "année",
+    ]
+)
+
+
+def normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+def stem(word: str) -> str:
+    """The word's stem (see the module docstring)."""
+    word = _POSSESSIVE.sub("", word.lower()) or word.lower()
+    for suffix in SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+    return word
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased letter runs of `text` (digits split words)."""
+    return WORD.findall(normalise(text).lower())
+
+
+def terms(text: str) -> list[str]:
+    """Letter/digit runs of `text` with an inner apostrophe kept ("O'Neil"), case kept."""
+    return TERM.findall(normalise(text))
+
+
+def stems(text: str) -> set[str]:
+    return {stem(w) for w in words(text)}
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased letter/digit runs that are not stop words (one-letter ones only when digits)."""
+    found = _ALNUM.findall(normalise(text).lower())
+    return {w for w in found if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())}
+
+
+def content_stems(text: str) -> set[str]:
+    """Stems of the content words of `text`, numbers and their scale words left out (compared as numbers)."""
+    return {stem(w) for w in words(strip_numbers(text)) if w not in STOP_WORDS and len(w) > 1}

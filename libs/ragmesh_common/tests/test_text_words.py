@@ -1,0 +1,44 @@
+"""The shared text library: one tokeniser, stemmer, stop-word list, sentence splitter, numbers and question types."""
+
+from __future__ import annotations
+
+from ragmesh_common.text.numbers import has_date, number_supported, numbers
+from ragmesh_common.text.questions import AnswerType, Question, question_type
+from ragmesh_common.text.sentences import sentence_spans, split_sentences
+from ragmesh_common.text.words import content_words, stem
+
+
+def test_content_words_drop_stop_words_and_keep_numbers() -> None:
+    assert content_words("The answer is: employees get 25 days!") == {"employees", "get", "25", "days"}
+
+
+def test_sentences_split_at_punctuation_and_line_breaks_not_abbreviations() -> None:
+    assert split_sentences("One thing. Two things!\nThree") == ["One thing.", "Two things!", "Three"]
+    text = "Dr. Smith met J. Doe, e.g. in Paris. Then he left."
+    assert [text[s:e] for s, e in sentence_spans(text)] == ["Dr. Smith met J. Doe, e.g. in Paris.", "Then he left."]
+    cited = "It debuted in 1981.[12] The company later found success."
+    assert [cited[s:e] for s, e in sentence_spans(cited)] == ["It debuted in 1981.", "The company later found success."]
+
+
+def test_one_stemmer_meets_inflections_and_possessives() -> None:
+    assert stem("founded") == stem("founder") == stem("founding") == stem("founds") == "found"
+    assert stem("companies") == stem("company") == "company"
+    assert stem("IBM's") == "ibm"
+
+
+def test_numbers_compare_by_value() -> None:
+    (claim,) = numbers("$5 million")
+    assert number_supported(claim, numbers("5,000,000 dollars"))
+    assert not number_supported(numbers("15%")[0], numbers("15 employees"))
+    assert has_date("in March") and has_date("in 1911") and not has_date("in 12 offices")
+
+
+def test_question_types() -> None:
+    assert question_type("When was IBM founded?") is AnswerType.DATE
+    assert question_type("How many employees does Acme have?") is AnswerType.NUMBER
+    assert question_type("Who founded IBM?") is AnswerType.PERSON
+    assert question_type("Where is IBM headquartered?") is AnswerType.PLACE
+    assert question_type("In which city was it founded?") is AnswerType.PLACE
+    assert question_type("What is the capital?") is AnswerType.OTHER
+    q = Question.parse("When was IBM founded in New York?")
+    assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)

@@ -1,0 +1,412 @@
+"""Extractive answers and the relation check: an answer is supported when the evidence ties it to the question.
+
+Word overlap cannot tell "IBM was founded in 1911" from "IBM was renamed in 1924" when the question is "When
+was IBM founded?": both sentences name IBM and a year. This module reads the evidence with spaCy
+(`en_core_web_sm`: tagger, dependency parser, NER) and asks three things of a candidate answer span:
+
+1. **Type.** The span is of the kind the question asks (`ragmesh_common.text.questions`): when → a DATE entity
+   or a year; how many/much → a number (CARDINAL, QUANTITY, MONEY, PERCENT, or a spelled number); who → a
+   PERSON, ORG or NORP entity; where → GPE, LOC, FAC (or ORG). Other questions take any entity or noun phrase.
+2. **About the question.** Its sentence (with the source's heading, and the names of the previous sentence
+   when it opens with a pronoun) contains the question's key terms: `coverage` = the weighted share found
+   (a name or acronym counts 2, any other key term 1, by stem).
+3. **Tied to the question's terms.** In the sentence's dependency tree, the span is close to the words that
+   match the question: `tie` = 1 / (1 + the shortest path, in arcs, from a span token to a question-term token).
+   A span that only restates the question (all its content words are the question's) is no answer.
+
+A candidate's score is `coverage + TIE_WEIGHT * tie + NEAR_WEIGHT * near` (`near`: 1 / (1 + words between the
+span and the nearest question term); a named entity's tie gets `ENTITY_BONUS`. The extractive short answer (`Reader.extract`) is the
+best-scoring span over every sentence of the sources; a given answer is accepted (`Reader.check`) when it is
+stated in a sentence (numbers, dates and names matched exactly), is of the asked type, its sentence covers
+at least `MIN_COVERAGE` of the question, and it scores within `MARGIN` of the best span (or overlaps it).
+The extractive answer must also beat the best different answer of any other sentence by `SENTENCE_MARGIN`.
+The constants were tuned on the tuning half of `bench/verifier.py` only (the reporting half was not looked at).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragmesh_common.text.names import names
+from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
+from ragmesh_common.text.questions import AnswerType, Question
+from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
+from ragmesh_common.text.words import content_stems, normalise, stem, words
+
+logger = logging.getLogger(__name__)
+
+TIE_WEIGHT = 0.5
+NEAR_WEIGHT = 0.1
+OVERLAP_WEIGHT = 0.0  # tried 0.3 and 0.6 on the tuning half: no better
+ENTITY_BONUS = 0.05
+MIN_COVERAGE = 0.2
+MARGIN = 0.3
+# The extracted answer's sentence must cover this much of the question: near-topic questions (the article is
+# indexed, the paragraph that answers is not) found spans in sentences covering up to ~0.6 of them (bench-answer
+# tuning half); offline on SQuAD's tuning half 0.7 answers 53 % with 2 % wrong sentences (0.2: 75 %, 9 %).
+ANSWER_MIN_COVERAGE = 0.7
+# The extracted answer must beat, by this much, the best answer another sentence gives (else it is a guess).
+SENTENCE_MARGIN = 0.1
+REQUIRE_RELATION = True
+MAX_SPAN_WORDS = 12
+CACHE_SENTENCES = 4096
+
+TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
+    AnswerType.DATE: frozenset({"DATE", "TIME"}),
+    AnswerType.NUMBER: frozenset({"CARDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "ORDINAL"}),
+    AnswerType.PERSON: frozenset({"PERSON", "ORG", "NORP"}),
+    AnswerType.PLACE: frozenset({"GPE", "LOC", "FAC", "ORG"}),
+}
+_PRONOUNS = frozenset({"it", "he", "she", "they", "them", "this", "that", "these", "those", "which", "who", "what"})
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One evidence sentence: where it is (source, offsets in the source's text) and what it is about."""
+
+    source_index: int
+    start: int
+    end: int
+    text: str
+    context: str  # heading + antecedent names + text: what coverage is computed on
+
+
+@dataclass(frozen=True)
+class Span:
+    """A candidate answer: an exact slice of one sentence, with its score parts."""
+
+    sentence: Sentence
+    start: int  # offsets in the sentence's text
+    end: int
+    label: str  # the NER label, "NUM" for a bare number, "NP" for a noun phrase
+    typed: bool  # of the type the question asks
+    coverage: float
+    tie: float
+    near: float = 0.0  # 1 / (1 + words between the span and the nearest question term)
+    overlap: float = 0.0  # share of the span's content words that are the question's own
+
+    @property
+    def text(self) -> str:
+        return self.sentence.text[self.start : self.end]
+
+    @property
+    def score(self) -> float:
+        return self.coverage + TIE_WEIGHT * self.tie + NEAR_WEIGHT * self.near - OVERLAP_WEIGHT * self.overlap
+
+    @property
+    def source_start(self) -> int:
+        return self.sentence.start + self.start
+
+    @property
+    def source_end(self) -> int:
+        return self.sentence.start + self.end
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict on one answer: accepted or not, why not, and the span it was found as."""
+
+    accepted: bool
+    reason: str
+    span: Span | None = None
+    best: Span | None = None
+
+
+@functools.cache
+def load_model(name: str) -> Any:
+    """Loads the spaCy pipeline `name` (an installed package; no download). Slow, so once per process."""
+    import spacy  # a heavy import, only in the processes that verify
+
+    nlp = spacy.load(name)
+    logger.info("spaCy model %s %s loaded (%s)", name, nlp.meta.get("version", "?"), ",".join(nlp.pipe_names))
+    return nlp
+
+
+class Reader:
+    """Reads evidence sentences with a spaCy pipeline; parses are cached (the same sources come back)."""
+
+    def __init__(self, nlp: Any) -> None:
+        self._nlp = nlp
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+
+    def _parse(self, texts: Sequence[str]) -> list[Any]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for text, doc in zip(missing, self._nlp.pipe(missing), strict=True):
+            self._cache[text] = doc
+        docs = []
+        for text in texts:
+            self._cache.move_to_end(text)
+            docs.append(self._cache[text])
+        while len(self._cache) > CACHE_SENTENCES:
+            self._cache.popitem(last=False)
+        return docs
+
+    # ------------------------------------------------------------------ sentences and candidates
+
+    @staticmethod
+    def sentences(sources: Sequence[tuple[str, str]]) -> list[Sentence]:
+        """Every sentence of the sources (`(text, heading)` pairs), with its coverage context."""
+        found: list[Sentence] = []
+        for i, (text, heading) in enumerate(sources):
+            spans = sentence_spans(text)
+            for k, (s, e) in enumerate(spans):
+                sentence = text[s:e]
+                if not words(sentence):
+                    continue
+                context = sentence
+                if k > 0 and PRONOUN_START.match(sentence):
+                    prev = text[spans[k - 1][0] : spans[k - 1][1]]
+                    context = " ".join(dict.fromkeys(names(prev))) + " " + sentence
+                if heading:
+                    context = f"{heading}\n{context}"
+                found.append(Sentence(i, s, e, sentence, context))
+        return found
+
+    def candidates(self, question: Question, sentences: Sequence[Sentence]) -> list[Span]:
+        """Every candidate span of the sentences, best first."""
+        docs = self._parse([s.text for s in sentences])
+        keys = question.key_stems()
+        asked = numbers(question.text)
+        spans: list[Span] = []
+        for sentence, doc in zip(sentences, docs, strict=True):
+            cov = coverage(question, sentence.context)
+            if cov <= 0 or (REQUIRE_RELATION and _relation_missing(question, sentence.context)):
+                continue
+            anchors = [t.i for t in doc if _token_key(t) in keys]
+            seen: set[tuple[int, int]] = set()
+            for start, end, label in _doc_candidates(doc):
+                if (start, end) in seen:
+                    continue
+                seen.add((start, end))
+                piece = doc[start:end]
+                if _restates(piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
+                    continue
+                typed = _of_type(question.answer_type, label, piece.text)
+                tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
+                spans.append(
+                    Span(
+                        sentence,
+                        piece.start_char,
+                        piece.end_char,
+                        label,
+                        typed,
+                        round(cov, 4),
+                        round(tie, 4),
+                        _near(range(start, end), anchors),
+                        _overlap(piece.text, keys),
+                    )
+                )
+        spans.sort(key=lambda s: (-s.typed, -s.score, s.sentence.source_index, s.source_start))
+        return spans
+
+    def extract(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
+        """The best span of the asked type in a sentence about the question, or None: when no sentence covers
+        `ANSWER_MIN_COVERAGE` of the question, or another sentence offers a different answer within `SENTENCE_MARGIN`
+        (the same sentence in two overlapping chunks, or the same answer twice, is no rival)."""
+        typed = [c for c in self.candidates(question, sentences) if c.typed]
+        if not typed or typed[0].coverage < ANSWER_MIN_COVERAGE:
+            return None
+        best = typed[0]
+        rival = next(
+            (c for c in typed[1:] if c.sentence.text != best.sentence.text and _norm(c.text) != _norm(best.text)),
+            None,
+        )
+        if rival is not None and best.score - rival.score < SENTENCE_MARGIN:
+            return None
+        return best
+
+    def check(self, question: Question, answer: str, sentences: Sequence[Sentence]) -> Check:
+        """Is `answer` what the evidence says to `question` (see the module docstring)?"""
+        answer = _clean(answer)
+        if not answer or (not words(answer) and not numbers(answer)):
+            return Check(False, "the answer is empty")
+        if _restates(answer, question.key_stems(), numbers(question.text)):
+            return Check(False, "it only restates the question: it adds nothing that answers it")
+        candidates = self.candidates(question, sentences)
+        best = next((c for c in candidates if c.typed), None)
+        occurrences = _occurrences(answer, sentences)
+        if not occurrences:
+            return Check(False, "the evidence does not state it", best=best)
+        if best is None or best.coverage < MIN_COVERAGE:
+            return Check(False, "no evidence sentence is about the question", best=best)
+        scored: list[Span] = []
+        for sentence, start, end in occurrences:
+            cov = coverage(question, sentence.context)
+            if cov <= 0 or (REQUIRE_RELATION and _relation_missing(question, sentence.context)):
+                continue
+            doc = self._parse([sentence.text])[0]
+            piece = doc.char_span(start, end, alignment_mode="expand")
+            if piece is None:
+                continue
+            keys = question.key_stems()
+            anchors = [t.i for t in doc if _token_key(t) in keys]
+            label = _label_of(doc, piece.start, piece.end)
+            tie = _tie(doc, range(piece.start, piece.end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
+            typed = _of_type(question.answer_type, label, piece.text)
+            near, overlap = _near(range(piece.start, piece.end), anchors), _overlap(piece.text, keys)
+            scored.append(Span(sentence, start, end, label, typed, round(cov, 4), round(tie, 4), near, overlap))
+        if not scored:
+            return Check(False, "where the evidence states it, it is not about the question", best=best)
+        span = max(scored, key=lambda s: (s.typed, _overlaps(s, best), s.score))
+        if not span.typed:
+            return Check(False, f"it is not a {question.answer_type.value}, which the question asks for", span, best)
+        if span.coverage < MIN_COVERAGE:
+            return Check(False, "the sentence that states it is not about the question", span, best)
+        if _overlaps(span, best) or span.score >= best.score - MARGIN:
+            return Check(True, "", span, best)
+        return Check(
+            False,
+            f'the evidence ties another answer to the question: "{best.text}" ("{_clip(best.sentence.text)}")',
+            span,
+            best,
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def coverage(question: Question, context: str) -> float:
+    """The weighted share of the question's key terms that `context` contains (names and acronyms count 2)."""
+    entities, acronyms, focus = question.coverage(context)
+    total = 2 * len(question.entities) + 2 * len(question.acronyms) + len(question.focus)
+    return (2 * len(entities) + 2 * len(acronyms) + len(focus)) / total if total else 0.0
+
+
+def _relation_missing(question: Question, context: str) -> bool:
+    """The question names what it asks about ("CEO", "founded") besides its names, and `context` says none of it."""
+    if not question.acronyms and not question.focus:
+        return False
+    _, acronyms, focus = question.coverage(context)
+    return not acronyms and not focus
+
+
+def _token_key(token: Any) -> str:
+    text = normalise(token.text).lower()
+    return text if text.isupper() else stem(text)
+
+
+def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
+    found = [(e.start, e.end, e.label_) for e in doc.ents]
+    for t in doc:
+        if t.like_num and not t.ent_type_:
+            found.append((t.i, t.i + 1, "NUM"))
+    for chunk in doc.noun_chunks:
+        start = chunk.start + (1 if chunk[0].pos_ == "DET" and len(chunk) > 1 else 0)
+        if chunk.root.lower_ in _PRONOUNS or chunk.root.pos_ == "PRON":
+            continue
+        found.append((start, chunk.end, "NP"))
+    return found
+
+
+def _label_of(doc: Any, start: int, end: int) -> str:
+    for e in doc.ents:
+        if e.start < end and start < e.end:
+            return str(e.label_)
+    if any(t.like_num for t in doc[start:end]):
+        return "NUM"
+    return "NP"
+
+
+def _of_type(kind: AnswerType, label: str, text: str) -> bool:
+    if kind is AnswerType.OTHER:
+        return True
+    if label in TYPE_LABELS[kind]:
+        return True
+    if kind is AnswerType.DATE:
+        return has_date(text)
+    if kind is AnswerType.NUMBER:
+        return label == "NUM" or bool(numbers(text))
+    return False
+
+
+def _restates(text: str, keys: set[str], asked: Sequence[NumberToken] = ()) -> bool:
+    """All content words of `text` are key terms of the question, and all its numbers are the question's own."""
+    own = {w.lower() for w in re.findall(r"[^\W\d_]+", normalise(text)) if w.isupper()}
+    found = {w for w in content_stems(text) | own if not numbers(w)}  # "five": a number, compared as one
+    stated = numbers(text)
+    new_numbers = [n for n in stated if not number_supported(n, asked)]
+    return not new_numbers and (not found or found <= keys) and (bool(stated) or bool(found) or not text.strip())
+
+
+def _tie(doc: Any, span: range, anchors: Sequence[int]) -> float:
+    """1 / (1 + the dependency-path length from a span token to the nearest anchor outside the span)."""
+    targets = {a for a in anchors if a not in span}
+    if not targets:
+        return 0.0
+    distance = {i: 0 for i in span}
+    queue = deque(span)
+    while queue:
+        i = queue.popleft()
+        if i in targets:
+            return 1.0 / (1 + distance[i])
+        token = doc[i]
+        for j in (token.head.i, *(c.i for c in token.children)):
+            if j not in distance:
+                distance[j] = distance[i] + 1
+                queue.append(j)
+    return 0.0
+
+
+def _near(span: range, anchors: Sequence[int]) -> float:
+    outside = [a for a in anchors if a not in span]
+    if not outside:
+        return 0.0
+    gap = min(min(abs(a - span.start), abs(a - (span.stop - 1))) for a in outside)
+    return 1.0 / (1 + gap)
+
+
+def _overlap(text: str, keys: set[str]) -> float:
+    found = content_stems(text)
+    return len(found & keys) / len(found) if found else 0.0
+
+
+def _overlaps(span: Span, best: Span | None) -> bool:
+    return (
+        best is not None
+        and span.sentence == best.sentence
+        and span.start < best.end
+        and best.start < span.end
+        and (_norm(best.text) in _norm(span.text) or _norm(span.text) in _norm(best.text))
+    )
+
+
+def _norm(text: str) -> str:
+    return " ".join(w for w in re.findall(r"[^\W_]+", normalise(text).lower()) if w not in ("the", "a", "an"))
+
+
+_ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
+
+
+def _clean(answer: str) -> str:
+    answer = _ANSWER_PREFIX.sub("", re.sub(r"\s*\[[\d,\s]+\]", "", normalise(answer))).strip()
+    return answer.strip(" .,;:!\"'“”")
+
+
+def _occurrences(answer: str, sentences: Sequence[Sentence]) -> list[tuple[Sentence, int, int]]:
+    """Where the sentences state `answer`: a case-insensitive match on word boundaries (so numbers, dates and
+    names match exactly, "1911" not in "19110"); an answer with a leading article also matches without it."""
+    variants = [answer]
+    bare = re.sub(r"^(?:the|a|an)\s+", "", answer, flags=re.IGNORECASE)
+    if bare != answer and bare:
+        variants.append(bare)
+    found: list[tuple[Sentence, int, int]] = []
+    for variant in variants:
+        # word-bounded, and a number is not part of a longer one ("288" is not in "288,000" nor "1.5" in "21.5")
+        body = r"\s+".join(map(re.escape, variant.split()))
+        pattern = re.compile(r"(?<![\w])(?<!\d[,.])" + body + r"(?![\w])(?![,.]\d)", re.IGNORECASE)
+        for sentence in sentences:
+            for m in pattern.finditer(sentence.text):
+                found.append((sentence, m.start(), m.end()))
+        if found:
+            break
+    return found
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"

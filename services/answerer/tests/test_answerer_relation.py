@@ -1,0 +1,73 @@
+"""The relation check and the extractive short answer (spaCy): right answers accepted, same-passage wrong ones
+rejected, and nothing extracted when no sentence answers the question as asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragmesh_answerer.answering import Answerer, AnswerInput
+from ragmesh_answerer.config import Settings
+from ragmesh_answerer.llm import OllamaChat
+from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.relation import Reader, load_model
+from ragmesh_common.errors import Unavailable
+from ragmesh_common.text.questions import Question
+
+IBM = (
+    "IBM was founded in 1911 in Endicott, New York, by Charles Flint. It was renamed International Business "
+    "Machines in 1924. IBM has 288,000 employees.",
+    "IBM",
+)
+REPORT = ("This report on Northwind Analytics GmbH was written by Tom Baker. Northwind has 240 employees.", "Northwind")
+
+
+@pytest.fixture(scope="module")
+def reader() -> Reader:
+    return Reader(load_model(Settings.defaults("http://unused").spacy_model))
+
+
+def check(reader: Reader, question: str, answer: str, *sources: tuple[str, str]) -> bool:
+    return reader.check(Question.parse(question), answer, reader.sentences(list(sources))).accepted
+
+
+def test_the_relation_decides_between_two_dates_of_the_same_passage(reader: Reader) -> None:
+    assert check(reader, "When was IBM founded?", "1911", IBM)
+    assert not check(reader, "When was IBM founded?", "1924", IBM)  # stated, but it is when IBM was renamed
+    assert not check(reader, "When was IBM founded?", "1912", IBM)  # a swapped digit is not stated
+    assert not check(reader, "When was IBM founded?", "Charles Flint", IBM)  # not a date
+
+
+def test_who_needs_a_person_tied_to_the_question(reader: Reader) -> None:
+    assert check(reader, "Who founded IBM?", "Charles Flint", IBM)
+    assert not check(reader, "Who founded IBM?", "1911", IBM)
+    # the sentence names the company, not its CEO: the report's author is no answer
+    assert not check(reader, "Who is the CEO of Northwind Analytics GmbH?", "Tom Baker", REPORT)
+
+
+def test_numbers_match_exactly_and_answer_how_many(reader: Reader) -> None:
+    assert check(reader, "How many employees does IBM have?", "288,000", IBM)
+    assert not check(reader, "How many employees does IBM have?", "288", IBM)
+    assert not check(reader, "How many employees does IBM have?", "240", IBM, REPORT)  # another company's
+
+
+def test_extraction_gives_the_span_with_its_offsets(reader: Reader) -> None:
+    sentences = reader.sentences([IBM])
+    span = reader.extract(Question.parse("When was IBM founded?"), sentences)
+    assert span is not None and span.text == "1911"
+    assert IBM[0][span.source_start : span.source_end] == "1911"
+    assert span.sentence.text == IBM[0][span.sentence.start : span.sentence.end]
+    assert (
+        reader.extract(Question.parse("Who is the CEO of Northwind Analytics GmbH?"), reader.sentences([REPORT]))
+        is None
+    )
+
+
+async def test_an_answer_before_the_pipeline_is_loaded_is_unavailable() -> None:
+    settings = Settings.defaults("http://unused")
+    answerer = Answerer(settings, OllamaChat("http://unused", settings.model, 1.0))
+    request = AnswerInput("When was IBM founded?", [Source("c1", "IBM", (), IBM[0])])
+    with pytest.raises(Unavailable, match="loading"):
+        async for _ in answerer.answer(request):
+            pass
+    await answerer.load_reader()
+    assert answerer.reader is not None
