@@ -15,6 +15,8 @@ import pytest
 
 from ragmesh_dev.devstack import Stack
 
+from .conftest import auth
+
 pytestmark = pytest.mark.e2e
 
 DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
@@ -22,16 +24,6 @@ IBM_MD = DOCS / "md" / "sources" / "wiki.md"
 
 if not DOCS.is_dir():
     pytest.skip(f"shared documents not found at {DOCS}", allow_module_level=True)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-@pytest.fixture(scope="module")
-def client(mesh: Stack) -> httpx.Client:
-    with httpx.Client(base_url=mesh.gateway_url, timeout=httpx.Timeout(300.0, connect=10.0)) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

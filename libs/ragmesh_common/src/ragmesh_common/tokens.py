@@ -183,6 +183,18 @@ class TokenSigner:
         return jwt.encode(claims, self._key, algorithm=ALGORITHM, headers={"kid": self._kid})
 
 
+def signing_key_of(token: str, keys: dict[str, Ed25519PublicKey]) -> Ed25519PublicKey:
+    """The trusted key named by the token's `kid`, or InvalidToken (malformed, or a key not trusted here)."""
+    try:
+        kid = jwt.get_unverified_header(token).get("kid")
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(f"malformed token: {exc}") from None
+    key = keys.get(kid) if isinstance(kid, str) else None
+    if key is None:
+        raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
+    return key
+
+
 class TokenVerifier:
     """Verifies internal tokens against the trusted public keys; verified tokens are kept until they expire."""
 
@@ -223,13 +235,7 @@ class TokenVerifier:
         return user
 
     def _verify(self, token: str, now: float) -> tuple[UserContext, float]:
-        try:
-            kid = jwt.get_unverified_header(token).get("kid")
-        except jwt.PyJWTError as exc:
-            raise InvalidToken(f"malformed token: {exc}") from None
-        key = self._keys.get(kid) if isinstance(kid, str) else None
-        if key is None:
-            raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
+        key = signing_key_of(token, self._keys)
         try:
             # Expiry is checked below against this verifier's clock (the one its cache uses), not PyJWT's.
             claims = jwt.decode(
@@ -324,13 +330,7 @@ def verify_ingest_token(
     """The grant of an ingestion token signed by a trusted key, or InvalidToken (forged, expired, an identity
     token, a claim missing or of the wrong type)."""
     now = time.time() if now is None else now
-    try:
-        kid = jwt.get_unverified_header(token).get("kid")
-    except jwt.PyJWTError as exc:
-        raise InvalidToken(f"malformed token: {exc}") from None
-    key = public_keys.get(kid) if isinstance(kid, str) else None
-    if key is None:
-        raise InvalidToken(f"token signed with an unknown key (kid {kid!r})")
+    key = signing_key_of(token, public_keys)
     try:
         claims = jwt.decode(
             token,
