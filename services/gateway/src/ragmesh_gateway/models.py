@@ -70,6 +70,9 @@ class ChatRequest(BaseModel):
     relevance_gate: bool = Field(True, description="Answer only from chunks the relevance grade keeps")
     fusion: Literal["relative_score", "ranked", "distribution_based"] = "relative_score"
     routing: bool = Field(True, description="Let the query router pick levels, strategy and sub-queries")
+    cache: bool = Field(
+        True, description="Use the semantic cache: answer a close enough question from it, and store the answer"
+    )
 
 
 class SearchRequest(BaseModel):
@@ -245,6 +248,7 @@ class Relevance(Reply):
 class Stage(StrEnum):
     GUARDRAIL = "guardrail"
     UNDERSTAND = "understand"
+    CACHE = "cache"
     EMBED = "embed"
     RETRIEVE = "retrieve"
     RERANK = "rerank"
@@ -274,6 +278,8 @@ class StageRecord(Reply):
     position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
     estimated_wait_s: float | None = None
     first_token_ms: float | None = Field(None, description="answer done: time to the first streamed token")
+    hit: bool | None = Field(None, description="cache: answered from the semantic cache")
+    similarity: float | None = Field(None, description="cache: cosine of the question to the closest cached one")
 
 
 class ProgressEvent(StageRecord):
@@ -313,6 +319,8 @@ class FinalEvent(Reply):
     draft: str | None = Field(None, description="the model's unverified draft, when it was withheld")
     evidence: list[Evidence] | None = None
     sentences: list[Sentence] | None = None
+    cache_hit: bool = Field(False, description="answered from the semantic cache")
+    cached_trace_id: str | None = Field(None, description="a cache hit: the trace of the request that answered it")
 
 
 class ChatResponse(FinalEvent):
@@ -468,6 +476,20 @@ class Span(Reply):
 class TraceDetail(Reply):
     trace_id: str
     spans: list[Span]
+
+
+class CacheStats(Reply):
+    """The semantic cache's counters since Redis was last emptied (all gateways together)."""
+
+    enabled: bool
+    hits: int
+    misses: int
+    refused: int = Field(description="close cached answers not served: a source unreadable by the asker, or changed")
+    stores: int
+    invalidated: int = Field(description="entries dropped on a document's change or deletion")
+    errors: int = Field(description="lookups not made: Redis or the access check unavailable")
+    entries: int
+    hit_rate: float | None = Field(None, description="hits / (hits + misses); null before any lookup")
 
 
 class Health(Reply):

@@ -62,6 +62,11 @@ class RetrieverServiceStub:
     """A document's chunks, paged, for its readers."""
     ListProblemDocuments: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListProblemDocumentsRequest, _retriever_pb2.ListProblemDocumentsResponse]
     """Failed and stuck documents of every owner: admins only."""
+    GetDocumentStamps: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentStampsRequest, _retriever_pb2.GetDocumentStampsResponse]
+    """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+    changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+    checks at hit time that a cached answer's sources are all still readable and unchanged.
+    """
 
 @_typing.type_check_only
 class RetrieverServiceAsyncStub(RetrieverServiceStub):
@@ -93,6 +98,11 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """A document's chunks, paged, for its readers."""
     ListProblemDocuments: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListProblemDocumentsRequest, _retriever_pb2.ListProblemDocumentsResponse]  # type: ignore[assignment]
     """Failed and stuck documents of every owner: admins only."""
+    GetDocumentStamps: _aio.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentStampsRequest, _retriever_pb2.GetDocumentStampsResponse]  # type: ignore[assignment]
+    """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+    changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+    checks at hit time that a cached answer's sources are all still readable and unchanged.
+    """
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -205,5 +215,16 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retriever_pb2.ListProblemDocumentsResponse, _abc.Awaitable[_retriever_pb2.ListProblemDocumentsResponse]]:
         """Failed and stuck documents of every owner: admins only."""
+
+    @_abc_1.abstractmethod
+    def GetDocumentStamps(
+        self,
+        request: _retriever_pb2.GetDocumentStampsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.GetDocumentStampsResponse, _abc.Awaitable[_retriever_pb2.GetDocumentStampsResponse]]:
+        """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+        changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+        checks at hit time that a cached answer's sources are all still readable and unchanged.
+        """
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
