@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-grading bench-query proto-check bench-ingest
+.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-load bench-cache bench-grading bench-query proto-check bench-ingest
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -93,6 +93,9 @@ bench-answer: $(STAMP)
 
 bench-load: $(STAMP)
 	$(BIN)/python bench/load.py $(ARGS)
+
+bench-cache: $(STAMP)
+	$(BIN)/python bench/cache.py $(ARGS)
 
 bench-grading: $(STAMP)
 	$(BIN)/python bench/grading.py $(ARGS)
