@@ -47,7 +47,7 @@ def retriever_stamps(mesh: Any, timeout: float) -> Stamps:
     what comes back."""
 
     async def stamps(user: UserContext, document_ids: list[str]) -> tuple[dict[str, str], int]:
-        retriever: retriever_pb2_grpc.RetrieverServiceStub = mesh.retriever
+        retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub = mesh.retriever
         reply = await retriever.GetDocumentStamps(
             retriever_pb2.GetDocumentStampsRequest(document_ids=document_ids),
             metadata=user.metadata(),
@@ -99,7 +99,8 @@ class SemanticCache:
         max_entries: int,
         bucket_entries: int,
     ) -> None:
-        self.redis = redis
+        # redis-py's async return types are unions of sync and async results: the replies are read as Any
+        self.redis: Any = redis
         self.stamps = stamps
         self.threshold = threshold
         self.ttl = ttl_seconds
@@ -130,7 +131,7 @@ class SemanticCache:
 
     async def lookup(self, user: UserContext, bucket: str, vector: Iterable[float]) -> Lookup:
         """The best cached answer within the threshold that this user may be served, if any."""
-        raw = await self.redis.hgetall(self._vectors(bucket))  # type: ignore[misc]  # redis' async hash types
+        raw = await self.redis.hgetall(self._vectors(bucket))
         if not raw:
             return Lookup(None, 0, 0.0, 0)
         ids = [key.decode() for key in raw]
@@ -148,7 +149,7 @@ class SemanticCache:
             if similarity < self.threshold:
                 break
             entry_id = ids[int(index)]
-            fields = await self.redis.hgetall(self._entry(entry_id))  # type: ignore[misc]
+            fields = await self.redis.hgetall(self._entry(entry_id))
             if not fields:  # expired: its vector goes too
                 await self._drop(bucket, [entry_id])
                 continue
@@ -255,7 +256,7 @@ class SemanticCache:
     async def invalidate(self, document_id: str) -> int:
         """Drops every entry that used the document (its version, ACL, title or existence changed)."""
         key = self._document(document_id)
-        members = [m.decode() for m in await self.redis.smembers(key)]  # type: ignore[misc]
+        members = [m.decode() for m in await self.redis.smembers(key)]
         await self._drop_members(members)
         await self.redis.delete(key)
         if members:
@@ -264,7 +265,7 @@ class SemanticCache:
         return len(members)
 
     async def stats(self) -> dict[str, Any]:
-        raw = await self.redis.hgetall(STATS_KEY)  # type: ignore[misc]
+        raw = await self.redis.hgetall(STATS_KEY)
         counts = {name: int(raw.get(name.encode(), 0)) for name in STATS}
         lookups = counts["hits"] + counts["misses"]
         return {
