@@ -40,6 +40,7 @@ READY_TIMEOUT_S = 1800.0
 CHAT_TIMEOUT_S = 600.0
 DEPARTMENT = "bench-cache"
 OPTIONS = {"max_tokens": 32, "graph": False}
+THRESHOLDS = (0.8, 0.85, 0.9, 0.95)
 
 # Rule-made paraphrases: the first rule whose pattern matches rewrites the question; every paraphrase is also
 # lower-cased without its question mark. The rules change wording, not meaning (a contraction, a synonym, a
@@ -198,6 +199,12 @@ def measure(
     hit_ms = [r["paraphrase_ms"] for r in hits]
     ratio = round(statistics.median(hit_ms) / statistics.median(miss_ms), 4) if hit_ms and miss_ms else None
     sims = [r["similarity"] for r in rows if r["similarity"] is not None]
+    # what other thresholds would have served (the reader may read every source; the stored originals only)
+    stored_sims = [r["similarity"] or 0.0 for r in stored if not r["first_hit"]]
+    at = {
+        str(t): round(sum(s >= t for s in stored_sims) / len(stored_sims), 4) if stored_sims else None
+        for t in THRESHOLDS
+    }
     return {
         "questions": len(rows),
         "paraphrases": "rule-made (bench/cache.py RULES): one wording rule, lower case, no question mark",
@@ -207,6 +214,7 @@ def measure(
         "hit_rate_of_stored": round(sum(r["hit"] for r in stored) / len(stored), 4) if stored else None,
         "similarity_p50": round(statistics.median(sims), 4) if sims else None,
         "similarity_min": round(min(sims), 4) if sims else None,
+        "hit_rate_of_stored_at_threshold": at,
         "miss_ms_p50": p50(miss_ms),
         "hit_ms_p50": p50(hit_ms),
         "hit_over_miss_p50": ratio,
