@@ -218,7 +218,9 @@ def fuzz(run: Run, rng: random.Random, people: list[Person], docs: list[Doc]) ->
         roll = rng.random()
         if roll < 0.7 or not live:
             doc = rng.choice(docs)
-            run.ask(rng.choice(people), rng.choice(variants(doc.project)))
+            wording = variants(doc.project)
+            # the exact question half the time: cached answers are met often, by readers and non-readers
+            run.ask(rng.choice(people), wording[0] if rng.random() < 0.5 else rng.choice(wording))
         elif roll < 0.9:
             doc = rng.choice(live)
             doc.departments = rng.sample(["ca-eng", "ca-sales", "ca-hr"], rng.randint(0, 2))
