@@ -279,3 +279,20 @@ def test_a_withheld_answer_is_not_cached(tmp_path: Path, flushed: str) -> None:
             reply = alice.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()
             assert reply["withheld"] is True and reply["cache_hit"] is False
         assert mesh.answers == 2
+
+
+def test_the_question_is_embedded_once_and_never_for_a_lexical_only_search(tmp_path: Path, flushed: str) -> None:
+    mesh = CacheMesh(VERIFIED)
+    searched: list[retriever_pb2.SearchRequest] = []
+    reply = mesh.retriever.replies["Search"]
+
+    async def search(request: retriever_pb2.SearchRequest, **_: Any) -> Any:
+        searched.append(request)
+        return reply
+
+    mesh.retriever.Search = search  # type: ignore[method-assign]
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        alice.post("/api/v1/chat", json={"question": "When was IBM founded?"})
+        alice.post("/api/v1/chat", json={"question": "Who founded IBM?", "alpha": 0})
+    assert list(searched[0].query_vector) == pytest.approx(vec(hash("when was ibm founded") % 1000), abs=1e-6)
+    assert not searched[1].query_vector  # alpha 0: lexical only, as without the cache

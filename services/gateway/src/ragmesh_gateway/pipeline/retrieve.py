@@ -98,7 +98,8 @@ class Retrieve(Step):
             default_context=self.default_context,
         )
         request.sub_queries.extend(sub_queries)
-        if state.query_vector is not None:  # the cache step embedded the question: not embedded twice
+        if state.query_vector is not None and state.request.alpha != 0:
+            # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
             request.query_vector.extend(state.query_vector)
         found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
         if found.vector_unavailable:
