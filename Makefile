@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest
+.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache
 
 help:
 	@echo "make run         install (first time) and start the whole mesh on loopback"
@@ -110,6 +110,9 @@ bench-verifier: $(STAMP)
 
 bench-load: $(STAMP)
 	$(BIN)/python bench/load.py $(ARGS)
+
+bench-cache: $(STAMP)
+	$(BIN)/python bench/cache.py $(ARGS)
 
 bench-grading: $(STAMP)
 	$(BIN)/python bench/grading.py $(ARGS)

@@ -636,6 +636,38 @@ async def test_the_retriever_embeds_a_query_sent_without_a_vector(app_dsn) -> No
     assert [r.chunk.text for r in plain.results] == ["kubernetes cluster upgrade"]  # neither vector nor embed_query
 
 
+async def test_a_given_query_vector_is_used_and_only_the_sub_queries_are_embedded(app_dsn) -> None:
+    """The gateway's semantic cache embeds the question once and sends its vector; the sub-queries of a multi-hop
+    question are still embedded here."""
+    embedded: list[str] = []
+
+    class Counting(FixedEmbedder):
+        async def Embed(self, request, context):
+            embedded.extend(request.texts)
+            return await super().Embed(request, context)
+
+    server = grpc.aio.server()
+    embedder_pb2_grpc.add_EmbedderServiceServicer_to_server(Counting(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    texts = [("kubernetes cluster upgrade", unit(0)), ("gardening tips", unit(1))]
+    try:
+        async with retriever_on(app_dsn, embedder_addr=f"127.0.0.1:{port}") as stub:
+            await add_document(stub, ALICE, "ops", texts)
+            reply = await stub.Search(
+                retriever_pb2.SearchRequest(
+                    query="upgrade", query_vector=unit(0), embed_query=True, sub_queries=["tips"], top_k=5, alpha=0.7
+                ),
+                metadata=ALICE.metadata(),
+            )
+    finally:
+        await server.stop(None)
+    assert embedded == ["tips"]  # the question's vector was given: only the sub-query was embedded
+    assert reply.results[0].chunk.text == "kubernetes cluster upgrade"
+    assert reply.results[0].vector_score == pytest.approx(1.0, abs=1e-5)  # the given vector, axis 0
+    assert "gardening tips" in [r.chunk.text for r in reply.results]  # the sub-query's (axis 1) find
+
+
 async def test_without_a_reachable_embedder_the_search_is_lexical_and_says_why(app_dsn, refused_port: int) -> None:
     dead = refused_port
     async with retriever_on(app_dsn) as stub:

@@ -93,3 +93,35 @@ async def test_check_document_access_readable_and_owned(stub: Stub) -> None:
     assert set(bob.readable_ids) == {bobs, shared.document_id} and set(bob.owned_ids) == {bobs, shared.document_id}
     empty = await stub.CheckDocumentAccess(retriever_pb2.CheckDocumentAccessRequest(), metadata=ALICE.metadata())
     assert not empty.readable_ids and not empty.owned_ids
+
+
+async def test_document_stamps_are_readable_only_and_change_with_the_acl(stub: Stub) -> None:
+    """GetDocumentStamps (the semantic cache's hit-time check): the readable, ready documents only, and a stamp
+    that changes when the ACL does, though the version does not."""
+    mine = await add_document(stub, ALICE, "stamped", [("delta", unit(3))])
+    draft = await add_document(stub, ALICE, "stamped draft", [("epsilon", unit(4))], ready=False)
+    bobs = await add_document(stub, BOB, "bob's stamped", [("zeta", unit(5))])  # hr only
+    ids = [mine, draft, bobs, "not-a-uuid"]
+    reply = await stub.GetDocumentStamps(
+        retriever_pb2.GetDocumentStampsRequest(document_ids=ids), metadata=ALICE.metadata(), timeout=10
+    )
+    assert [d.document_id for d in reply.documents] == [mine]
+    before = reply.documents[0]
+    assert before.version == 1 and before.stamp and reply.accessible_documents >= 1
+    await stub.UpdateDocument(
+        retriever_pb2.UpdateDocumentRequest(document_id=mine, acl=common_pb2.Acl(departments=["eng", "hr"])),
+        metadata=ALICE.metadata(),
+    )
+    after = await stub.GetDocumentStamps(
+        retriever_pb2.GetDocumentStampsRequest(document_ids=[mine]), metadata=ALICE.metadata(), timeout=10
+    )
+    assert after.documents[0].version == before.version and after.documents[0].stamp != before.stamp
+    bob = await stub.GetDocumentStamps(
+        retriever_pb2.GetDocumentStampsRequest(document_ids=ids), metadata=BOB.metadata(), timeout=10
+    )
+    assert {d.document_id for d in bob.documents} == {mine, bobs}  # hr may read it now
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetDocumentStamps(
+            retriever_pb2.GetDocumentStampsRequest(document_ids=["x"] * 1001), metadata=ALICE.metadata(), timeout=10
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT

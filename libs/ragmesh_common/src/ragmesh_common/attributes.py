@@ -72,6 +72,12 @@ RAG_QUEUE_POSITION = "rag.answer.queue_position"  # place taken in the answerer'
 RAG_QUEUE_WAIT_MS = "rag.answer.queue_wait_ms"
 RAG_QUEUE_REFUSED = "rag.answer.queue_refused"  # RESOURCE_EXHAUSTED: queue full or wait over budget
 RAG_RETRY_AFTER = "rag.answer.retry_after_seconds"
+RAG_CACHE_HIT = "rag.cache.hit"  # the chat was answered from the semantic cache
+RAG_CACHE_TRACE_ID = "rag.cache.trace_id"  # the trace of the request whose answer was cached
+RAG_CACHE_SIMILARITY = "rag.cache.similarity"  # cosine of the question to the best cached one
+RAG_CACHE_CANDIDATES = "rag.cache.candidates"  # cached questions compared (the option bucket's size)
+RAG_CACHE_REFUSED = "rag.cache.refused"  # close entries not served: a source unreadable or changed
+RAG_CACHE_STORED = "rag.cache.stored"
 # GenAI semantic conventions
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_OPERATION = "gen_ai.operation.name"

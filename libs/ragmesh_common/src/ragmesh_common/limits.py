@@ -89,6 +89,7 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.retriever.v1.SearchRequest.sub_queries": SUB_QUERIES,
     "ragmesh.retriever.v1.SearchRequest.document_ids": ACCESS_CHECK_IDS,
     "ragmesh.retriever.v1.CheckDocumentAccessRequest.document_ids": ACCESS_CHECK_IDS,
+    "ragmesh.retriever.v1.GetDocumentStampsRequest.document_ids": DOCUMENT_IDS,
     "ragmesh.retriever.v1.CreateOrGetDocumentRequest.title": TITLE,
     "ragmesh.retriever.v1.UpdateDocumentRequest.title": TITLE,
     "ragmesh.retriever.v1.CreateConversationRequest.title": CONVERSATION_TITLE,

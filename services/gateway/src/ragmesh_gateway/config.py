@@ -84,6 +84,12 @@ class Settings(ServiceSettings):
     relevance_hybrid_confirm: float = Thresholds.hybrid_confirm
     corrective_alpha: float = 0.3
     corrective_candidates: int = 60
+    # the semantic cache of chat answers (README, "Semantic cache")
+    cache_enabled: bool = True
+    cache_similarity: float = Field(0.95, gt=0, le=1)  # cosine of a question to a cached one for a hit
+    cache_ttl_seconds: int = Field(86400, ge=1)
+    cache_max_entries: int = Field(10000, ge=1)
+    cache_bucket_entries: int = Field(512, ge=1)  # cached questions compared per option set (oldest go)
 
     @model_validator(mode="after")
     def _an_identity_provider(self) -> Settings:

@@ -39,6 +39,7 @@ from ragmesh_common.errors import redact_addresses
 from ragmesh_common.identity import UserContext
 from ragmesh_common.ingestion import TERMINAL, IngestTask, channel_name, event, send_ingest, status_name
 from ragmesh_common.tokens import TokenSigner, mint_ingest_token
+from ragmesh_gateway.cache import SemanticCache
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import MAX_FILENAME_CHARS, AclIn, DocumentPatch
@@ -122,6 +123,19 @@ class DocumentLifecycle:
         self.celery = celery
         self.signer = signer  # signs the tasks' ingestion tokens (the app's signer)
         self._formats: frozenset[str] | None = None  # the parser's, asked once it answers
+        self.cache: SemanticCache | None = None  # the chat's semantic cache, told of every document change
+
+    async def _invalidate(self, document_id: str) -> None:
+        """Drops the cached answers that used the document. A failure is logged only: a stale entry is refused
+        at hit time anyway, since the document's stamp changed."""
+        if self.cache is None:
+            return
+        try:
+            await self.cache.invalidate(document_id)
+        except Exception:
+            logger.warning(
+                "semantic cache: entries of %s not dropped (refused at hit time)", document_id, exc_info=True
+            )
 
     async def accepted_formats(self, user: UserContext) -> frozenset[str]:
         if self._formats is None:
@@ -218,6 +232,7 @@ class DocumentLifecycle:
             raise rpc_http_error(exc, "catalogue") from exc
         doc = reply.document
         events_url = f"/api/v1/documents/{doc.document_id}/events"
+        await self._invalidate(doc.document_id)
         if reply.unchanged:
             return {
                 **document_json(doc),
@@ -266,6 +281,7 @@ class DocumentLifecycle:
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         new = reply.document
+        await self._invalidate(new.document_id)
         await self._enqueue(user, new.document_id, path, doc.filename, doc.mime_type, reply.version)
         return {
             **document_json(new),
@@ -381,8 +397,8 @@ class DocumentLifecycle:
 
     async def update(self, user: UserContext, document_id: uuid.UUID, patch: DocumentPatch) -> dict[str, Any]:
         """Title and/or ACL (the owner only; audited by the catalogue). Every search, chat and graph read decides
-        access by the catalogue's ACL columns under RLS, and the gateway caches nothing per document or ACL
-        (only verified tokens, which carry no document rights), so the change applies to the next request."""
+        access by the catalogue's ACL columns under RLS, and the semantic cache checks each source's stamp at hit
+        time (its entries of the document are dropped here too), so the change applies to the next request."""
         request = retriever_pb2.UpdateDocumentRequest(document_id=str(document_id))
         if patch.title is not None:
             request.title = patch.title
@@ -395,6 +411,7 @@ class DocumentLifecycle:
             )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
+        await self._invalidate(reply.document.document_id)
         logger.info(
             "document %s updated by %s: %s",
             document_id,
@@ -536,6 +553,7 @@ class DocumentLifecycle:
             )
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
+        await self._invalidate(str(document_id))
         warnings = []
         try:
             await self.mesh.graph.DeleteDocument(

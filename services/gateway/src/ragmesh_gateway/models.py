@@ -87,6 +87,10 @@ class ChatRequest(BaseModel):
         "only verified `sentence` events",
     )
 
+    cache: bool = Field(
+        True, description="Use the semantic cache: answer a close enough question from it, and store the answer"
+    )
+
     @model_validator(mode="after")
     def _one_history(self) -> ChatRequest:
         if self.conversation_id is not None and self.history:
@@ -288,6 +292,7 @@ class Relevance(Reply):
 class Stage(StrEnum):
     GUARDRAIL = "guardrail"
     UNDERSTAND = "understand"
+    CACHE = "cache"
     EMBED = "embed"
     RETRIEVE = "retrieve"
     RERANK = "rerank"
@@ -320,6 +325,8 @@ class StageRecord(Reply):
     first_token_ms: float | None = Field(None, description="answer done: time to the first streamed draft token")
     first_sentence_ms: float | None = Field(None, description="answer done: time to the first verified sentence")
     history_turns: int | None = Field(None, description="conversation: stored turns used as the history")
+    hit: bool | None = Field(None, description="cache: answered from the semantic cache")
+    similarity: float | None = Field(None, description="cache: cosine of the question to the closest cached one")
 
 
 class ProgressEvent(StageRecord):
@@ -389,6 +396,8 @@ class FinalEvent(Reply):
     message_id: str | None = Field(
         None, description="the stored turn (for feedback); null without a conversation or when storing it failed"
     )
+    cache_hit: bool = Field(False, description="answered from the semantic cache")
+    cached_trace_id: str | None = Field(None, description="a cache hit: the trace of the request that answered it")
 
 
 class ChatResponse(FinalEvent):
@@ -634,6 +643,20 @@ class Span(Reply):
 class TraceDetail(Reply):
     trace_id: str
     spans: list[Span]
+
+
+class CacheStats(Reply):
+    """The semantic cache's counters since Redis was last emptied (all gateways together)."""
+
+    enabled: bool
+    hits: int
+    misses: int
+    refused: int = Field(description="close cached answers not served: a source unreadable by the asker, or changed")
+    stores: int
+    invalidated: int = Field(description="entries dropped on a document's change or deletion")
+    errors: int = Field(description="lookups not made: Redis or the access check unavailable")
+    entries: int
+    hit_rate: float | None = Field(None, description="hits / (hits + misses); null before any lookup")
 
 
 class Health(Reply):

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import create_celery
 from ragmesh_common.tokens import TokenSigner
+from ragmesh_gateway.cache import SemanticCache, retriever_stamps
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
@@ -60,6 +61,7 @@ class Runtime:
     documents: DocumentLifecycle
     traces: TraceStore | None  # None without GATEWAY_TRACES_DSN
     conversations: ConversationClient
+    cache: SemanticCache | None = None  # None with GATEWAY_CACHE_ENABLED=false
 
 
 @asynccontextmanager
@@ -69,6 +71,19 @@ async def open_runtime(
     """Builds the runtime (the mesh once: `mesh`, for tests, or the configured one), keeps the trace table
     bounded while it is open, and closes everything after. `signer` signs the ingestion tasks' grants."""
     mesh = mesh or Mesh.from_settings(settings)
+    redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    cache = (
+        SemanticCache(
+            redis,
+            retriever_stamps(mesh, settings.deadlines.retrieve),
+            threshold=settings.cache_similarity,
+            ttl_seconds=settings.cache_ttl_seconds,
+            max_entries=settings.cache_max_entries,
+            bucket_entries=settings.cache_bucket_entries,
+        )
+        if settings.cache_enabled
+        else None
+    )
     orchestrator = Orchestrator(
         mesh,
         settings.deadlines,
@@ -78,10 +93,11 @@ async def open_runtime(
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,
+        cache=cache,
     )
-    redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
     documents = DocumentLifecycle(settings, mesh, redis, celery, signer)
+    documents.cache = cache
     traces = (
         TraceStore(settings.traces_dsn, settings.traces_rls_key or "", retention_dsn=settings.traces_retention_dsn)
         if settings.traces_dsn
@@ -104,6 +120,7 @@ async def open_runtime(
             documents=documents,
             traces=traces,
             conversations=ConversationClient(mesh, settings.deadlines.retrieve),
+            cache=cache,
         )
     finally:
         for task in background:

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TOP_K = limits.CANDIDATES.value
+MAX_STAMP_IDS = limits.DOCUMENT_IDS.value  # documents of one cached answer checked at hit time
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
 
 
@@ -139,8 +140,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         for i, sub in enumerate(request.sub_queries):
             if not sub.strip():
                 raise InvalidArgument(f"sub_queries[{i}] is blank")
-        if request.sub_queries and request.query_vector:
-            raise InvalidArgument("sub_queries need embed_query, not a query_vector (it would fit the query only)")
+        if request.sub_queries and request.query_vector and not request.embed_query:
+            raise InvalidArgument("sub_queries need embed_query (a query_vector fits the query only)")
         fusion = Fusion.from_proto(request.fusion)
         if fusion not in self.backend.fusions:
             raise InvalidArgument(
@@ -182,8 +183,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         span.set_attribute(attr.RAG_SEARCH_FUSION, query.fusion.value)
         # the query first, then its sub-queries: each embeds while the permission lookup runs
         searches = [
-            self._start(user, replace(query, text=text), request.embed_query)
-            for text in [query.text, *request.sub_queries]
+            # a given query_vector is the query's own; the sub-queries are embedded here
+            self._start(user, replace(query, text=text, vector=query.vector if i == 0 else None), request.embed_query)
+            for i, text in enumerate([query.text, *request.sub_queries])
         ]
         try:
             async with self.catalog.db.transaction(user) as conn:
@@ -391,6 +393,38 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         return retriever_pb2.CheckDocumentAccessResponse(
             readable_ids=sorted(r[0] for r in rows if r[1]), owned_ids=sorted(r[0] for r in rows if r[2])
         )
+
+    @grpc_errors
+    async def GetDocumentStamps(
+        self,
+        request: retriever_pb2.GetDocumentStampsRequest,
+        context: aio.ServicerContext[retriever_pb2.GetDocumentStampsRequest, retriever_pb2.GetDocumentStampsResponse],
+    ) -> retriever_pb2.GetDocumentStampsResponse:
+        user = await require_user(context)
+        if len(request.document_ids) > MAX_STAMP_IDS:
+            raise InvalidArgument(f"at most {MAX_STAMP_IDS} document ids per call")
+        ids: set[uuid.UUID] = set()
+        for value in request.document_ids:
+            try:
+                ids.add(uuid.UUID(value))
+            except ValueError:
+                continue  # not a document id: not readable
+        async with self.catalog.db.transaction(user) as conn:  # RLS: only rows the user may read come back
+            cur = await conn.execute(
+                "SELECT id::text, version, updated_at, md5(concat_ws('|', version::text, updated_at::text, "
+                "owner_user, owner_department, acl_public::text, array_to_string(acl_departments, ','), "
+                "array_to_string(acl_roles, ','), array_to_string(acl_users, ','))) "
+                "FROM documents WHERE status = 'ready' AND id = ANY(%s) ORDER BY id",
+                (list(ids),),
+            )
+            rows = await cur.fetchall()
+            count = await conn.execute("SELECT count(*) FROM documents WHERE status = 'ready'")
+            total = await count.fetchone()
+        reply = retriever_pb2.GetDocumentStampsResponse(accessible_documents=int(total[0]) if total else 0)
+        for doc_id, version, updated_at, stamp in rows:
+            item = reply.documents.add(document_id=doc_id, version=version, stamp=stamp)
+            item.updated_at.FromDatetime(updated_at.astimezone(UTC))
+        return reply
 
     @grpc_errors
     async def CreateOrGetDocument(

@@ -1,7 +1,8 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
-    chat:   guardrail → conversation → understand → retrieve → rerank → grade ┃ graph → answer → verify ⇒ record turn
-    search:                             understand → retrieve → rerank → grade
+    chat:   guardrail → conversation → understand → cache → retrieve → rerank → grade ┃ graph → cache pin → answer
+            → cache store → verify   (a cache hit ends the steps at cache: its answer is the final event)
+    search:                                           understand → retrieve → rerank → grade
 
 (┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
 only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
@@ -14,11 +15,13 @@ from typing import Any
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.context import UserContext
+from ragmesh_gateway.cache import SemanticCache
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.grading import Thresholds
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, SearchRequest
 from ragmesh_gateway.pipeline.answer import Answer, Verify
+from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
@@ -46,6 +49,7 @@ class Orchestrator:
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
         corrective_candidates: int = 60,
+        cache: SemanticCache | None = None,
     ) -> None:
         self.candidates = candidates
         understand = Understand(mesh, deadlines.rewrite)
@@ -65,11 +69,18 @@ class Orchestrator:
                 Guard(mesh, deadlines.guardrail),
                 Conversation(mesh, deadlines.retrieve),
                 understand,
+                CacheLookup(mesh, cache, deadlines.embed),
                 retrieve,
                 rerank,
                 grade,
             ],
-            during=[Graph(mesh, deadlines.graph, enabled=graph_enabled), Answer(mesh, deadlines.answer), Verify()],
+            during=[
+                Graph(mesh, deadlines.graph, enabled=graph_enabled),
+                CachePin(cache),
+                Answer(mesh, deadlines.answer),
+                CacheStore(cache),
+                Verify(),
+            ],
             finish=[RecordTurn(mesh, deadlines.retrieve)],
         )
         self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade])

@@ -96,8 +96,12 @@ class RecordTurn:
             return
         request = state.request
         assert isinstance(request, ChatRequest)
-        given = state.results[: request.top_k] if data.get("outcome") == Outcome.ANSWER.value else []
-        documents = list(dict.fromkeys([*(item.chunk.document_id for item in given), *state.history_documents]))
+        answered = data.get("outcome") == Outcome.ANSWER.value
+        given = [item.chunk.document_id for item in state.results[: request.top_k]] if answered else []
+        if answered and state.cached is not None:
+            # an answer from the semantic cache: every source given to the model that wrote it (cited or not)
+            given = [str(source["document_id"]) for source in state.cached.payload.get("sources", [])]
+        documents = list(dict.fromkeys([*given, *state.history_documents]))
         details = {key: data[key] for key in DETAIL_KEYS if data.get(key) is not None}
         data["conversation_id"] = conversation_id
         data["message_id"] = None

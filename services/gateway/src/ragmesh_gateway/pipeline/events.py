@@ -116,6 +116,8 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
         "rewritten_question": state.rewritten_question,
         "notes": state.notes,
         "ingesting_documents": state.ingesting,
+        "cache_hit": False,
+        "cached_trace_id": None,
     }
 
 
@@ -165,6 +167,31 @@ def answer_span_payload(final: answerer_pb2.AnswerFinal) -> dict[str, Any] | Non
         "quote_start": span.quote_start,
         "quote_end": span.quote_end,
     }
+
+
+def cached_events(state: RequestState) -> Iterator[Event]:
+    """A chat answered from the semantic cache: the cached answer as one token, then its final event with what
+    is this request's own (trace, degradations, rewritten question, the asker's document count) and without
+    what was the first asker's (their relevance grade, notes and counts)."""
+    hit = state.cached
+    assert hit is not None
+    payload = hit.payload
+    yield event("token", text=payload["answer"])
+    yield event(
+        "final",
+        **{
+            **payload,
+            "degraded": state.degraded,
+            "accessible_documents": hit.accessible_documents,
+            "trace_id": state.trace_id,
+            "relevance": None,
+            "rewritten_question": state.rewritten_question,
+            "notes": [],
+            "ingesting_documents": 0,
+            "cache_hit": True,
+            "cached_trace_id": hit.trace_id,
+        },
+    )
 
 
 def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: list[common_pb2.ScoredChunk]) -> Event:

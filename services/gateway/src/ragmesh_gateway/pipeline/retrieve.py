@@ -98,14 +98,18 @@ class Retrieve(Step):
             default_context=self.default_context,
         )
         request.sub_queries.extend(sub_queries)
+        if state.query_vector is not None and state.request.alpha != 0:
+            # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
+            request.query_vector.extend(state.query_vector)
         found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
         if found.vector_unavailable:
             state.degrade("embed", found.vector_unavailable)
+        by_gateway = state.embed_ms is not None
         state.stages.append(
             {
                 "stage": "embed",
-                "ms": round(found.embed_ms, 1),
-                "in": "retriever",
+                "ms": state.embed_ms if state.embed_ms is not None else round(found.embed_ms, 1),
+                "in": "gateway" if by_gateway else "retriever",
                 "degraded": bool(found.vector_unavailable),
             }
         )

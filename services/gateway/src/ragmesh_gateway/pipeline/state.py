@@ -13,6 +13,7 @@ from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext
+from ragmesh_gateway.cache import Hit
 from ragmesh_gateway.models import ChatRequest, Outcome, SearchRequest, Turn
 from ragmesh_gateway.query import Route
 
@@ -49,6 +50,11 @@ class RequestState:
     stored_history: list[Turn] | None = None
     history_documents: list[str] = field(default_factory=list)
     message_id: str | None = None
+    query_vector: list[float] | None = None  # the question's embedding, when the cache step embedded it
+    embed_ms: float | None = None  # the time of that embedding
+    cache_bucket: str | None = None  # the semantic cache's bucket of this request's options (cache on)
+    cached: Hit | None = None  # the answer served from the semantic cache
+    cache_stamps: dict[str, str] | None = None  # the sources' stamps before the answer, for the store
 
     @classmethod
     def for_chat(cls, user: UserContext, request: ChatRequest, candidates: int) -> RequestState:
@@ -82,7 +88,8 @@ class RequestState:
 
     @property
     def answering(self) -> bool:
-        return self.outcome == Outcome.ANSWER
+        """Still something to find and answer: no outcome other than an answer, and no cached answer."""
+        return self.outcome == Outcome.ANSWER and self.cached is None
 
     @property
     def document_ids(self) -> list[str]:

@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import StepFailed
-from ragmesh_gateway.pipeline.events import Event, decline_events, event
+from ragmesh_gateway.pipeline.events import Event, cached_events, decline_events, event
 from ragmesh_gateway.pipeline.state import RequestState
 
 logger = logging.getLogger(__name__)
@@ -140,6 +140,14 @@ class Pipeline:
         for stage in state.stages:
             yield event("progress", status="done", **stage)
         state.trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
+        if state.cached is not None:
+            span = trace.get_current_span()
+            span.set_attribute(attr.RAG_OUTCOME, state.outcome.value)
+            span.set_attribute(attr.RAG_CACHE_HIT, True)
+            span.set_attribute(attr.RAG_CACHE_TRACE_ID, state.cached.trace_id)
+            for item in cached_events(state):
+                yield item
+            return
         if not state.answering:
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, state.outcome.value)
             for item in decline_events(state):

@@ -10,10 +10,18 @@ import psycopg
 from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as FastAPIPath
 from fastapi.responses import HTMLResponse
+from redis.exceptions import RedisError
 
 from ragmesh_gateway.auth import require_admin
 from ragmesh_gateway.deps import ConversationsDep, RuntimeDep, User
-from ragmesh_gateway.models import MAX_CONVERSATION_PAGE, FeedbackList, TraceDetail, TraceList, error_responses
+from ragmesh_gateway.models import (
+    MAX_CONVERSATION_PAGE,
+    CacheStats,
+    FeedbackList,
+    TraceDetail,
+    TraceList,
+    error_responses,
+)
 from ragmesh_gateway.runtime import Runtime
 from ragmesh_gateway.traces import TraceStore
 from ragmesh_gateway.validation import StrictJSONRoute, Text
@@ -100,3 +108,23 @@ async def list_feedback(
 @router.get("/admin", include_in_schema=False, response_class=HTMLResponse)
 async def dashboard() -> str:
     return files("ragmesh_gateway").joinpath("static/admin.html").read_text()
+
+
+@router.get(
+    "/api/v1/admin/cache",
+    tags=["admin"],
+    summary="The semantic cache's hit rate and counters (admin only)",
+    response_model=CacheStats,
+    responses=error_responses(401, 403, 422, 503),
+)
+async def cache_stats(user: User, rt: RuntimeDep) -> Any:
+    require_admin(user)
+    if rt.cache is None:
+        return CacheStats(
+            enabled=False, hits=0, misses=0, refused=0, stores=0, invalidated=0, errors=0, entries=0, hit_rate=None
+        )
+    try:
+        return CacheStats(enabled=True, **await rt.cache.stats())
+    except (RedisError, OSError) as exc:
+        logger.error("semantic cache statistics unavailable: %s", exc)
+        raise HTTPException(503, f"the cache's Redis is unavailable ({type(exc).__name__})") from exc

@@ -481,7 +481,8 @@ class SearchRequest(_message.Message):
     def context(self) -> Global___ContextOptions: ...
     @_builtins.property
     def sub_queries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Sub-queries of a multi-hop question, searched with the same options as `query`: the results are the
+        """With a query_vector, embed_query still embeds the sub-queries (the vector fits `query` only).
+        Sub-queries of a multi-hop question, searched with the same options as `query`: the results are the
         query's ranking untouched, then what only the sub-queries found, merged among themselves by
         reciprocal rank. The counts and the embedding fields of the response are those of `query`.
         """
@@ -1501,3 +1502,84 @@ class ListRatedMessagesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListRatedMessagesResponse: _TypeAlias = ListRatedMessagesResponse  # noqa: Y015
+
+@_typing.final
+class GetDocumentStampsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """at most 1000; an id that is not a document id is not readable"""
+
+    def __init__(
+        self,
+        *,
+        document_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentStampsRequest: _TypeAlias = GetDocumentStampsRequest  # noqa: Y015
+
+@_typing.final
+class DocumentStamp(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    STAMP_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    version: _builtins.int
+    """the visible version"""
+    stamp: _builtins.str
+    """hex digest of version, updated_at, owner and ACL columns"""
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """set anew by every change of the row (ACL and title included)"""
+
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        stamp: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "stamp", b"stamp", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentStamp: _TypeAlias = DocumentStamp  # noqa: Y015
+
+@_typing.final
+class GetDocumentStampsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    ACCESSIBLE_DOCUMENTS_FIELD_NUMBER: _builtins.int
+    accessible_documents: _builtins.int
+    """all ready documents the caller may read (the chat's count)"""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentStamp]:
+        """readable and ready only, in id order"""
+
+    def __init__(
+        self,
+        *,
+        documents: _abc.Iterable[Global___DocumentStamp] | None = ...,
+        accessible_documents: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accessible_documents", b"accessible_documents", "documents", b"documents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentStampsResponse: _TypeAlias = GetDocumentStampsResponse  # noqa: Y015

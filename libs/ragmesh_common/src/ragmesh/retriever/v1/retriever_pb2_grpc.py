@@ -145,6 +145,11 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.FromString,
                 _registered_method=True)
+        self.GetDocumentStamps = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/GetDocumentStamps',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -300,6 +305,15 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetDocumentStamps(self, request, context):
+        """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+        changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+        checks at hit time that a cached answer's sources are all still readable and unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -412,6 +426,11 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.ListRatedMessages,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.SerializeToString,
+            ),
+            'GetDocumentStamps': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocumentStamps,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1008,6 +1027,33 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/ListRatedMessages',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.ListRatedMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDocumentStamps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/GetDocumentStamps',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.FromString,
             options,
             channel_credentials,
             insecure,

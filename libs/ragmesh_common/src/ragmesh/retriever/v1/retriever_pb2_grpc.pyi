@@ -78,6 +78,11 @@ class RetrieverServiceStub:
     """Every user's feedback without the conversations' text: admins only."""
     ListRatedMessages: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.ListRatedMessagesRequest, _retriever_pb2.ListRatedMessagesResponse]
     """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
+    GetDocumentStamps: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentStampsRequest, _retriever_pb2.GetDocumentStampsResponse]
+    """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+    changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+    checks at hit time that a cached answer's sources are all still readable and unchanged.
+    """
 
 @_typing.type_check_only
 class RetrieverServiceAsyncStub(RetrieverServiceStub):
@@ -125,6 +130,11 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """Every user's feedback without the conversations' text: admins only."""
     ListRatedMessages: _aio.UnaryUnaryMultiCallable[_retriever_pb2.ListRatedMessagesRequest, _retriever_pb2.ListRatedMessagesResponse]  # type: ignore[assignment]
     """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
+    GetDocumentStamps: _aio.UnaryUnaryMultiCallable[_retriever_pb2.GetDocumentStampsRequest, _retriever_pb2.GetDocumentStampsResponse]  # type: ignore[assignment]
+    """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+    changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+    checks at hit time that a cached answer's sources are all still readable and unchanged.
+    """
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -301,5 +311,16 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retriever_pb2.ListRatedMessagesResponse, _abc.Awaitable[_retriever_pb2.ListRatedMessagesResponse]]:
         """The caller's own rated messages with their question, answer and sources (an evaluation set)."""
+
+    @_abc_1.abstractmethod
+    def GetDocumentStamps(
+        self,
+        request: _retriever_pb2.GetDocumentStampsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.GetDocumentStampsResponse, _abc.Awaitable[_retriever_pb2.GetDocumentStampsResponse]]:
+        """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
+        changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
+        checks at hit time that a cached answer's sources are all still readable and unchanged.
+        """
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
