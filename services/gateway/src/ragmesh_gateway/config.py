@@ -84,6 +84,10 @@ class Settings(ServiceSettings):
     relevance_hybrid_confirm: float = Thresholds.hybrid_confirm
     corrective_alpha: float = 0.3
     corrective_candidates: int = 60
+    # multi-step (agentic) answers: the bounds of one chat's steps
+    agent_max_steps: int = Field(4, ge=1, le=10)
+    agent_max_seconds: float = Field(60.0, gt=0)
+    agent_max_llm_tokens: int = Field(400, ge=0)
 
     @model_validator(mode="after")
     def _an_identity_provider(self) -> Settings:

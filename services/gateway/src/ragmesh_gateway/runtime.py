@@ -21,6 +21,7 @@ from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline import Orchestrator
+from ragmesh_gateway.pipeline.compose import AgentBounds
 from ragmesh_gateway.traces import Retention, TraceStore
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ async def open_runtime(
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,
+        agent=AgentBounds(settings.agent_max_steps, settings.agent_max_seconds, settings.agent_max_llm_tokens),
     )
     redis = Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)

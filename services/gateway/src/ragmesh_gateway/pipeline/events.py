@@ -116,6 +116,8 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
         "rewritten_question": state.rewritten_question,
         "notes": state.notes,
         "ingesting_documents": state.ingesting,
+        "mode": state.mode,
+        "steps": state.agent_steps if state.mode == "agentic" else None,
     }
 
 

@@ -49,6 +49,13 @@ class RequestState:
     stored_history: list[Turn] | None = None
     history_documents: list[str] = field(default_factory=list)
     message_id: str | None = None
+    # multi-step answers (pipeline/agentic.py): the mode the plan chose, its sub-questions, one record per
+    # step (as the `step` events show it), the LLM tokens the agent spent, a search cut by the time limit
+    mode: str = "direct"
+    sub_questions: list[str] = field(default_factory=list)
+    agent_steps: list[dict[str, Any]] = field(default_factory=list)
+    llm_tokens: int = 0
+    timed_out: bool = False
 
     @classmethod
     def for_chat(cls, user: UserContext, request: ChatRequest, candidates: int) -> RequestState:

@@ -95,7 +95,7 @@ async def stream_response(events: AsyncGenerator[dict[str, Any], None]) -> Any:
     try:
         async for item in stream:
             head.append(item)
-            if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
+            if item["event"] not in ("progress", "step") or (item["data"].get("stage"), item["data"].get("status")) == (
                 "answer",
                 "started",
             ):
