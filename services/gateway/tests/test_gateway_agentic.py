@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
@@ -158,7 +157,7 @@ async def test_no_step_finding_evidence_declines_instead_of_answering() -> None:
 async def test_the_model_plans_when_the_rules_find_no_split() -> None:
     corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
     mesh = answering_mesh(corpus, Rewrite=answerer_pb2.RewriteResponse(question="Who directed Dawn Harbor?"))
-    prepared, events = await chat(mesh, "Dawn Harbor: later career", mode="agentic")
+    prepared, _ = await chat(mesh, "Dawn Harbor: later career", mode="agentic")
     plan = next(s for s in prepared.stages if s["stage"] == "plan")
     assert plan["method"] == "llm" and plan["sub_questions"][0] == "Who directed Dawn Harbor?"
     assert mesh.answerer.requests["Rewrite"].history[0].content == "Dawn Harbor: later career"
