@@ -3,6 +3,7 @@
     make bench-answer                                         # SQuAD 200, HotpotQA 100, every off-topic question
     python bench/answer.py --limit 20                         # a quick run: 20 questions per set
     python bench/answer.py --data-dir /tmp/answer-stack       # keep the mesh's data; a second run reuses the uploads
+    python bench/answer.py --mode direct,agentic --limit 20   # every question in each chat mode, side by side
 
 Starts the whole mesh with its embedded defaults (`ragmesh_dev.devstack.Stack`: SmolLM2-135M behind the
 local Ollama server, all-MiniLM-L6-v2, no reranker model), uploads the corpora as a user would
@@ -288,7 +289,7 @@ class Api:
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return "unreachable", f"{type(exc).__name__}: {exc}"
 
-    async def chat(self, token: str, question: str) -> dict[str, Any]:
+    async def chat(self, token: str, question: str, mode: str = "auto") -> dict[str, Any]:
         """One streamed chat. Returns {outcome, final, ttft_s, total_s, error}; never raises for the mesh's
         answers: a non-200 reply is outcome `http_<status>`, an error event `error:<step>`, a broken stream
         `exception:<type>`, a stream without a final event `no_final`."""
@@ -299,7 +300,7 @@ class Api:
         try:
             async with self.session.post(
                 "/api/v1/chat",
-                json={"question": question, "stream": True},
+                json={"question": question, "stream": True, "mode": mode},
                 headers=auth(token),
                 timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S),
             ) as reply:
@@ -313,6 +314,9 @@ class Api:
                         payload = parse_json(data)
                         result.update(outcome=f"error:{payload.get('step', 'unknown')}", error=str(payload)[:500])
                         break
+                    elif name == "step":
+                        result.setdefault("steps", 0)
+                        result["steps"] += 1
                     elif name == "final":
                         final = parse_json(data)
                         result.update(final=final, outcome=str(final.get("outcome") or "unknown"))
@@ -558,7 +562,7 @@ def rounded(value: float) -> float | None:
 
 
 async def ask_all(
-    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str
+    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str, mode: str = "auto"
 ) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
@@ -568,7 +572,7 @@ async def ask_all(
 
     async def one(i: int, question: Question, token: str) -> None:
         async with gate:
-            results[i] = await api.chat(token, question.text)
+            results[i] = await api.chat(token, question.text, mode)
         progress.update()
 
     await asyncio.gather(*[one(i, q, t) for i, (q, t) in enumerate(questions)])
@@ -628,7 +632,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             + [(q, tokens["offtopic"]) for q, _ in offtopic_rows]
         )
         ask_started = time.perf_counter()
-        results = await ask_all(api, asked, args.concurrency, "chat")
+        results, modes = [], []
+        for mode in args.modes:  # every question once per mode, one mode after the other
+            results += await ask_all(api, asked, args.concurrency, f"chat ({mode})", mode)
+            modes += [mode] * len(asked)
+        asked = asked * len(args.modes)
         ask_seconds = time.perf_counter() - ask_started
         cited_ids = {
             str(s.get("chunk_id"))
@@ -645,11 +653,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus()}
     rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results, strict=True)]
+    for row, mode, result in zip(rows, modes, results, strict=True):
+        row["mode"], row["steps"] = mode, result.get("steps", 0)
     report: dict[str, Any] = {}
     for name in ("squad", "hotpotqa", "offtopic"):
-        mine = [r for r in rows if r["dataset"] == name]
-        if mine:
-            report[name] = summarise(mine, offtopic=name == "offtopic")
+        for mode in args.modes:
+            mine = [r for r in rows if r["dataset"] == name and r["mode"] == mode]
+            if mine:
+                summary = summarise(mine, offtopic=name == "offtopic")
+                summary["total_mean_s"] = round(statistics.fmean(r["total_s"] for r in mine if r["total_s"]), 3)
+                summary["steps_mean"] = round(statistics.fmean(r["steps"] for r in mine), 2)
+                report[name if len(args.modes) == 1 else f"{name}/{mode}"] = summary
     report["meta"] = {
         "seed": args.seed,
         "squad": len(squad),
@@ -658,6 +672,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "squad_articles": len(squad_corpus.uploads),
         "hotpotqa_passages": len(hotpot_corpus.uploads),
         "concurrency": args.concurrency,
+        "modes": args.modes,
         "ingestion": ingestion,
         "ask_seconds": round(ask_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -700,6 +715,8 @@ METRIC_ROWS = (
     ("false-grounded rate", "false_grounded_rate"),
     ("TTFT p50 / p95 s", None),
     ("total p50 / p95 s", None),
+    ("time per question (mean s)", "total_mean_s"),
+    ("agentic steps (mean)", "steps_mean"),
     ("outcomes", None),
 )
 
@@ -725,7 +742,7 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    names = [n for n in ("squad", "hotpotqa", "offtopic") if n in report]
+    names = [n for n in report if n != "meta"]
     meta = report["meta"]
     head = (
         f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
@@ -746,6 +763,11 @@ def main() -> None:
     parser.add_argument("--squad", type=int, default=200, help="SQuAD v1.1 dev questions (seeded sample)")
     parser.add_argument("--hotpot", type=int, default=100, help="HotpotQA questions, in file order")
     parser.add_argument("--offtopic", type=int, default=None, help="off-topic questions (default: all in the file)")
+    parser.add_argument(
+        "--mode",
+        default="auto",
+        help="chat mode(s): auto, direct, agentic, or a comma list (direct,agentic) run side by side",
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
     parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
     parser.add_argument("--seed", type=int, default=SEED)
@@ -762,6 +784,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.squad < 0 or args.hotpot < 0 or (args.offtopic or 0) < 0 or args.limit < 0 or args.concurrency < 1:
         parser.error("counts must be >= 0 and --concurrency >= 1")
+    args.modes = list(dict.fromkeys(m.strip() for m in args.mode.split(",") if m.strip()))
+    if not args.modes or any(m not in ("auto", "direct", "agentic") for m in args.modes):
+        parser.error("--mode: auto, direct, agentic or a comma list of them")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
