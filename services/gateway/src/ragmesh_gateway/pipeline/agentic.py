@@ -89,7 +89,10 @@ def plan_by_rules(question: str, plan: Route | None) -> Plan:
         described = _DESCRIPTION.search(q)
         if described is not None and described.start() > 0:
             outer = (q[: described.start()] + BRIDGE + q[described.end() :]).strip()
-            return Plan([described.group(0).strip(), outer], "rules", "a described entity: find it, then ask")
+            inner = described.group(0).strip()
+            # the names the rest of the question gives anchor the description ("X's novel was published by a…")
+            anchors = [e for e in extract_entities(outer) if is_name(e) and e.lower() not in inner.lower()]
+            return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
         if len(plan.sub_queries) >= 2:
             return Plan(list(plan.sub_queries), "rules", "one search per named entity")
         # a bridge without a clause to cut: the whole question, then the bridge entity with what is asked
