@@ -190,7 +190,9 @@ async def test_the_step_bound_cuts_and_the_answer_rests_on_the_steps_before() ->
 
 async def test_the_time_bound_cuts_the_next_step() -> None:
     corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
-    orchestrator = Orchestrator(answering_mesh(corpus), Deadlines(), min_relevance=0.25, agent=AgentBounds(max_seconds=5))
+    orchestrator = Orchestrator(
+        answering_mesh(corpus), Deadlines(), min_relevance=0.25, agent=AgentBounds(max_seconds=5)
+    )
     iterate = next(s for s in orchestrator.chat.before if isinstance(s, Iterate))
     now = [100.0]
 
