@@ -16,7 +16,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.models import ChatRequest
 from ragmesh_gateway.pipeline import Orchestrator
-from ragmesh_gateway.pipeline.agentic import BRIDGE, Iterate, bridge_entities, plan_by_rules
+from ragmesh_gateway.pipeline.agentic import BRIDGE, Iterate, bridge_entities, plan_by_rules, wants_agentic
 from ragmesh_gateway.pipeline.compose import AgentBounds
 from ragmesh_gateway.query import route
 
@@ -102,6 +102,19 @@ def test_rules_split_several_questions_comparisons_and_described_entities() -> N
     assert described.sub_questions == ["the director who made Dawn Harbor hold later", f"What office did {BRIDGE}?"]
     simple = "When was IBM founded?"
     assert plan_by_rules(simple, route(simple)).sub_questions == []
+
+
+def test_auto_is_agentic_for_several_questions_comparisons_and_bridges_only() -> None:
+    def auto(question: str) -> bool:
+        return wants_agentic(ChatRequest(question=question), route(question), plan_by_rules(question, route(question)))
+
+    assert auto("Who founded Acme Corp? When did Acme Corp move to Boston?")
+    assert auto("Which company was founded first, IBM or Microsoft?")
+    assert auto(BRIDGE_QUESTION)
+    assert not auto("When was IBM founded?")
+    assert not auto("What is the relationship between IBM and Armonk?")  # one search and the graph serve it
+    forced = ChatRequest(question="When was IBM founded?", mode="agentic")
+    assert wants_agentic(forced, route(forced.question), plan_by_rules(forced.question, route(forced.question)))
 
 
 def test_the_bridge_is_a_name_of_the_best_evidence_the_query_does_not_name() -> None:
