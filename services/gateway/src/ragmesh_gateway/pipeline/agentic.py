@@ -282,15 +282,13 @@ class Iterate(Step):
             span.set_attribute("rag.agent.sub_question", sub_question)
             found = await self._search(state, query, deadline)
             decision, searched = "found" if found.answering else "gave_up", [query]
-            if not found.answering and found.outcome not in SCOPE_OUTCOMES and found.outcome != Outcome.ANSWER:
+            if not found.answering and found.outcome not in SCOPE_OUTCOMES and not found.timed_out:
                 retry = reformulate(query)
                 if retry != query and self.clock() < deadline:
                     again = await self._search(state, retry, deadline)
                     searched.append(retry)
                     if again.answering:
                         found, decision = again, "retried"
-            if found.outcome == Outcome.ANSWER and not found.answering:
-                decision = "gave_up"
             cut = "the time limit" if found.timed_out else None
             span.set_attribute("rag.agent.decision", decision)
             span.set_attribute("rag.agent.sources", len(found.results) if found.answering else 0)
