@@ -3,6 +3,7 @@
     make bench-answer                                         # SQuAD 200, HotpotQA 100, every off-topic question
     python bench/answer.py --limit 20                         # a quick run: 20 questions per set
     python bench/answer.py --data-dir /tmp/answer-stack       # keep the mesh's data; a second run reuses the uploads
+    python bench/answer.py --mode direct,agentic --limit 20   # every question in each chat mode, side by side
 
 Starts the whole mesh with its embedded defaults (`ragmesh_dev.devstack.Stack`: SmolLM2-135M behind the
 local Ollama server, all-MiniLM-L6-v2, no reranker model), uploads the corpora as a user would
@@ -344,7 +345,7 @@ class Api:
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return "unreachable", f"{type(exc).__name__}: {exc}"
 
-    async def chat(self, token: str, question: str, stream_draft: bool = True) -> dict[str, Any]:
+    async def chat(self, token: str, question: str, stream_draft: bool = True, mode: str = "auto") -> dict[str, Any]:
         """One streamed chat. Returns {outcome, final, ttft_s, total_s, error}; never raises for the mesh's
         answers: a non-200 reply is outcome `http_<status>`, an error event `error:<step>`, a broken stream
         `exception:<type>`, a stream without a final event `no_final`."""
@@ -362,7 +363,7 @@ class Api:
         try:
             async with self.session.post(
                 "/api/v1/chat",
-                json={"question": question, "stream": True, "stream_draft": stream_draft},
+                json={"question": question, "stream": True, "stream_draft": stream_draft, "mode": mode},
                 headers=auth(token),
                 timeout=aiohttp.ClientTimeout(total=CHAT_TIMEOUT_S),
             ) as reply:
@@ -378,6 +379,9 @@ class Api:
                         payload = parse_json(data)
                         result.update(outcome=f"error:{payload.get('step', 'unknown')}", error=str(payload)[:500])
                         break
+                    elif name == "step":
+                        result.setdefault("steps", 0)
+                        result["steps"] += 1
                     elif name == "final":
                         final = parse_json(data)
                         result.update(final=final, outcome=str(final.get("outcome") or "unknown"))
@@ -663,7 +667,12 @@ def rounded(value: float) -> float | None:
 
 
 async def ask_all(
-    api: Api, questions: list[tuple[Question, str]], concurrency: int, label: str, stream_draft: bool = True
+    api: Api,
+    questions: list[tuple[Question, str]],
+    concurrency: int,
+    label: str,
+    stream_draft: bool = True,
+    mode: str = "auto",
 ) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
@@ -673,7 +682,7 @@ async def ask_all(
 
     async def one(i: int, question: Question, token: str) -> None:
         async with gate:
-            results[i] = await api.chat(token, question.text, stream_draft)
+            results[i] = await api.chat(token, question.text, stream_draft, mode)
         progress.update()
 
     await asyncio.gather(*[one(i, q, t) for i, (q, t) in enumerate(questions)])
@@ -737,7 +746,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             + [(q, tokens["squad"]) for q in neartopic]
         )
         ask_started = time.perf_counter()
-        results = await ask_all(api, asked, args.concurrency, "chat", args.stream_draft)
+        results, modes = [], []
+        for mode in args.modes:  # every question once per mode, one mode after the other
+            results += await ask_all(api, asked, args.concurrency, f"chat ({mode})", args.stream_draft, mode)
+            modes += [mode] * len(asked)
+        asked = asked * len(args.modes)
         ask_seconds = time.perf_counter() - ask_started
         cited_ids = {
             str(s.get("chunk_id"))
@@ -754,15 +767,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus(), "neartopic": squad_corpus}
     rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results, strict=True)]
+    for row, mode, result in zip(rows, modes, results, strict=True):
+        row["mode"], row["steps"] = mode, result.get("steps", 0)
     report: dict[str, Any] = {}
     for name in SETS:
-        mine = [r for r in rows if r["dataset"] == name]
-        if mine:
-            report[name] = summarise(mine, offtopic=name in ("offtopic", "neartopic"))
+        offtopic = name in ("offtopic", "neartopic")
+        for mode in args.modes:
+            mine = [r for r in rows if r["dataset"] == name and r["mode"] == mode]
+            if not mine:
+                continue
+            prefix = name if len(args.modes) == 1 else f"{name}/{mode}"
+            summary = summarise(mine, offtopic=offtopic)
+            times = [r["total_s"] for r in mine if r["total_s"]]
+            summary["total_mean_s"] = round(statistics.fmean(times), 3) if times else None
+            summary["steps_mean"] = round(statistics.fmean(r["steps"] for r in mine), 2)
+            report[prefix] = summary
             for part in ("tuning", "reporting"):
                 some = [r for r in mine if r["half"] == part]
                 if some:
-                    report[f"{name}/{part}"] = summarise(some, offtopic=name in ("offtopic", "neartopic"))
+                    report[f"{prefix}/{part}"] = summarise(some, offtopic=offtopic)
     report["meta"] = {
         "seed": args.seed,
         "squad": len(squad),
@@ -774,6 +797,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "squad_articles": len(squad_corpus.uploads),
         "hotpotqa_passages": len(hotpot_corpus.uploads),
         "concurrency": args.concurrency,
+        "modes": args.modes,
         "ingestion": ingestion,
         "ask_seconds": round(ask_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -821,6 +845,8 @@ METRIC_ROWS = (
     ("TTFT p50 / p95 s", None),
     ("first verified sentence p50 / p95 s", None),
     ("total p50 / p95 s", None),
+    ("time per question (mean s)", "total_mean_s"),
+    ("agentic steps (mean)", "steps_mean"),
     ("outcomes", None),
 )
 
@@ -848,7 +874,7 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    names = [f"{n}/{part}" for part in ("tuning", "reporting") for n in SETS if f"{n}/{part}" in report]
+    names = [n for n in report if n != "meta"]
     meta = report["meta"]
     head = (
         f"SQuAD {meta['squad']} questions over {meta['squad_articles']} articles, HotpotQA {meta['hotpotqa']} "
@@ -876,6 +902,11 @@ def main() -> None:
         default=True,
         help="ask for the raw draft tokens too (measures TTFT beside the first verified sentence)",
     )
+    parser.add_argument(
+        "--mode",
+        default="auto",
+        help="chat mode(s): auto, direct, agentic, or a comma list (direct,agentic) run side by side",
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
     parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
     parser.add_argument("--seed", type=int, default=SEED)
@@ -892,6 +923,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.squad < 0 or args.hotpot < 0 or (args.offtopic or 0) < 0 or args.limit < 0 or args.concurrency < 1:
         parser.error("counts must be >= 0 and --concurrency >= 1")
+    args.modes = list(dict.fromkeys(m.strip() for m in args.mode.split(",") if m.strip()))
+    if not args.modes or any(m not in ("auto", "direct", "agentic") for m in args.modes):
+        parser.error("--mode: auto, direct, agentic or a comma list of them")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

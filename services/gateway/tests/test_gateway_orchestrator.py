@@ -137,10 +137,10 @@ def turns(history: list[tuple[str, str]]) -> list[Turn]:
 
 
 async def run(
-    mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None
+    mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None, mode: str = "auto"
 ) -> tuple[Any, list[dict[str, Any]]]:
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
-    request = ChatRequest(question=question, top_k=5, history=turns(history or []))
+    request = ChatRequest(question=question, top_k=5, history=turns(history or []), mode=mode)  # type: ignore[arg-type]
     prepared = await orchestrator.prepare(USER, request)
     return prepared, [e async for e in orchestrator.run(prepared)]
 
@@ -303,7 +303,7 @@ async def test_follow_up_is_rewritten_before_search_and_answer() -> None:
 
 async def test_comparative_question_searches_each_entity_and_merges() -> None:
     mesh = FakeMesh()
-    prepared, _ = await run(mesh, "Which company was founded first, IBM or Microsoft?")
+    prepared, _ = await run(mesh, "Which company was founded first, IBM or Microsoft?", mode="direct")
     assert len(prepared.route.sub_queries) == 2
     search = mesh.retriever.requests["Search"]  # one search carries the sub-queries; the retriever merges
     assert search.embed_query and list(search.sub_queries) == list(prepared.route.sub_queries)
@@ -338,7 +338,7 @@ async def test_one_search_per_question_multi_hop_or_not(monkeypatch: pytest.Monk
         return retriever_pb2.SearchResponse(results=[hit("c1", 0.8)], accessible_documents=1, readable_documents=1)
 
     prepared, _ = await run(
-        FakeMesh(retriever=Stub(Search=search)), "Which company was founded first, IBM or Microsoft?"
+        FakeMesh(retriever=Stub(Search=search)), "Which company was founded first, IBM or Microsoft?", mode="direct"
     )
     assert len(calls) == 1 and len(calls[0].sub_queries) == 2
     assert next(s for s in prepared.stages if s["stage"] == "retrieve")["searches"] == 3

@@ -90,6 +90,10 @@ class Settings(ServiceSettings):
     cache_ttl_seconds: int = Field(86400, ge=1)
     cache_max_entries: int = Field(10000, ge=1)
     cache_bucket_entries: int = Field(512, ge=1)  # cached questions compared per option set (oldest go)
+    # multi-step (agentic) answers: the bounds of one chat's steps
+    agent_max_steps: int = Field(4, ge=1, le=10)
+    agent_max_seconds: float = Field(60.0, gt=0)
+    agent_max_llm_tokens: int = Field(400, ge=0)
 
     @model_validator(mode="after")
     def _an_identity_provider(self) -> Settings:

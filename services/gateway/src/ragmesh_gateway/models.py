@@ -80,6 +80,11 @@ class ChatRequest(BaseModel):
         description="A conversation of yours (POST /api/v1/conversations): the turn is appended to it and its stored "
         "history resolves follow-ups; `history` must then be empty",
     )
+    mode: Literal["auto", "direct", "agentic"] = Field(
+        "auto",
+        description="direct: one search; agentic: sub-questions searched in steps (bridge entities carried "
+        "forward); auto: agentic for multi-part, comparison and bridge questions",
+    )
 
     stream_draft: bool = Field(
         False,
@@ -300,6 +305,8 @@ class Stage(StrEnum):
     GRAPH = "graph"
     ANSWER = "answer"
     CONVERSATION = "conversation"
+    PLAN = "plan"
+    ITERATE = "iterate"
 
 
 class StageRecord(Reply):
@@ -327,12 +334,36 @@ class StageRecord(Reply):
     history_turns: int | None = Field(None, description="conversation: stored turns used as the history")
     hit: bool | None = Field(None, description="cache: answered from the semantic cache")
     similarity: float | None = Field(None, description="cache: cosine of the question to the closest cached one")
+    mode: str | None = Field(None, description="plan: direct or agentic")
+    method: str | None = Field(None, description="plan: how the sub-questions were found (rules, llm, none)")
+    sub_questions: list[str] | None = Field(None, description="plan: the sub-questions (#1: the bridge slot)")
+    steps: int | None = Field(None, description="iterate: the steps run (a cut one included)")
+    found: int | None = Field(None, description="iterate: the steps that found relevant evidence")
+    agent_step: str | None = Field(None, description="retrieve/rerank/grade within an agentic step: its query")
 
 
 class ProgressEvent(StageRecord):
     """SSE `progress`: a step started, waits in the answerer's queue, or is done (with its own figures)."""
 
     status: Literal["started", "queued", "done"]
+
+
+class AgentStep(Reply):
+    """One step of a multi-step answer (SSE `step`, and the final event's `steps`)."""
+
+    index: int
+    sub_question: str = Field(description="the planned sub-question (#1: the bridge slot)")
+    query: str = Field(description="what was searched last (the bridge filled in, or the reformulation)")
+    queries: list[str] | None = Field(None, description="every search of the step, the reformulation last")
+    sources: int = Field(description="relevant chunks the step found (0: none)")
+    documents: list[str] | None = Field(None, description="the documents of those chunks")
+    decision: Literal["found", "retried", "gave_up", "cut"] = Field(
+        description="found; found after one reformulation (retried); no relevant evidence (gave_up); cut by a bound"
+    )
+    grade: str | None = Field(None, description="the relevance grade of the step's search")
+    bridge: str | None = Field(None, description="the entity taken from the step's best evidence for the next")
+    cut: str | None = Field(None, description="the bound that cut the step")
+    ms: float | None = None
 
 
 class TokenEvent(Reply):
@@ -393,6 +424,8 @@ class FinalEvent(Reply):
     evidence: list[Evidence] | None = None
     sentences: list[Sentence] | None = None
     conversation_id: str | None = Field(None, description="the conversation the turn was appended to")
+    mode: Literal["direct", "agentic"] | None = Field(None, description="how the chat was answered")
+    steps: list[AgentStep] | None = Field(None, description="agentic: the steps, as their `step` events")
     message_id: str | None = Field(
         None, description="the stored turn (for feedback); null without a conversation or when storing it failed"
     )
@@ -688,6 +721,7 @@ def sse_event_schema(events: list[str], data: dict[str, Any]) -> dict[str, Any]:
 # A chat's Server-Sent Events: each event name with the model of its data (components/schemas).
 CHAT_EVENT_MODELS: dict[str, type[BaseModel]] = {
     "progress": ProgressEvent,
+    "step": AgentStep,
     "token": TokenEvent,
     "sentence": SentenceEvent,
     "final": FinalEvent,
@@ -701,7 +735,7 @@ CHAT_EVENTS = {
 }
 CHAT_EVENTS_DESCRIPTION = (
     "JSON (ChatResponse), or text/event-stream when stream=true: `progress` (ProgressEvent) as each step "
-    "starts, queues or ends; `token` (TokenEvent) pieces of the answer; one `final` (FinalEvent, the JSON "
+    "starts, queues or ends; `step` (AgentStep) each step of an agentic answer; `token` (TokenEvent) pieces of the answer; one `final` (FinalEvent, the JSON "
     "reply without `progress`) or one `error` (StepError: a step failed after the response began) last."
 )
 

@@ -22,6 +22,7 @@ from ragmesh_gateway.conversations import ConversationClient
 from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline import Orchestrator
+from ragmesh_gateway.pipeline.compose import AgentBounds
 from ragmesh_gateway.traces import Retention, TraceStore
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ async def open_runtime(
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,
         cache=cache,
+        agent=AgentBounds(settings.agent_max_steps, settings.agent_max_seconds, settings.agent_max_llm_tokens),
     )
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
     documents = DocumentLifecycle(settings, mesh, redis, celery, signer)

@@ -1,7 +1,8 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
-    chat:   guardrail → conversation → understand → cache → retrieve → rerank → grade ┃ graph → cache pin → answer
-            → cache store → verify   (a cache hit ends the steps at cache: its answer is the final event)
+    chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade ┃ graph → cache pin
+            → answer → cache store → verify ⇒ record turn   (a cache hit ends the steps at cache)
+                                                         └ agentic: iterate (retrieve → rerank → grade per sub-question)
     search:                                           understand → retrieve → rerank → grade
 
 (┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
@@ -11,6 +12,7 @@ only for a chat with a `conversation_id`; ⇒: a hook on the final event, answer
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Any
 
 from ragmesh.common.v1 import common_pb2
@@ -20,6 +22,7 @@ from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.grading import Thresholds
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, SearchRequest
+from ragmesh_gateway.pipeline.agentic import DirectOnly, Iterate, PlanStep
 from ragmesh_gateway.pipeline.answer import Answer, Verify
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
@@ -32,6 +35,15 @@ from ragmesh_gateway.pipeline.retrieve import Retrieve
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Pipeline
 from ragmesh_gateway.pipeline.understand import Understand
+
+
+@dataclass(frozen=True)
+class AgentBounds:
+    """The bounds of a multi-step answer (GATEWAY_AGENT_MAX_STEPS, _MAX_SECONDS, _MAX_LLM_TOKENS)."""
+
+    max_steps: int = 4
+    max_seconds: float = 60.0
+    max_llm_tokens: int = 400
 
 
 class Orchestrator:
@@ -50,7 +62,9 @@ class Orchestrator:
         corrective_alpha: float = 0.3,
         corrective_candidates: int = 60,
         cache: SemanticCache | None = None,
+        agent: AgentBounds | None = None,
     ) -> None:
+        agent = agent or AgentBounds()
         self.candidates = candidates
         understand = Understand(mesh, deadlines.rewrite)
         retrieve = Retrieve(mesh, deadlines.retrieve, default_context)
@@ -70,9 +84,11 @@ class Orchestrator:
                 Conversation(mesh, deadlines.retrieve),
                 understand,
                 CacheLookup(mesh, cache, deadlines.embed),
-                retrieve,
-                rerank,
-                grade,
+                PlanStep(mesh, deadlines.rewrite, agent.max_llm_tokens),
+                DirectOnly(retrieve),
+                DirectOnly(rerank),
+                DirectOnly(grade),
+                Iterate([retrieve, rerank, grade], max_steps=agent.max_steps, max_seconds=agent.max_seconds),
             ],
             during=[
                 Graph(mesh, deadlines.graph, enabled=graph_enabled),

@@ -118,6 +118,8 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
         "ingesting_documents": state.ingesting,
         "cache_hit": False,
         "cached_trace_id": None,
+        "mode": state.mode,
+        "steps": state.agent_steps if state.mode == "agentic" else None,
     }
 
 

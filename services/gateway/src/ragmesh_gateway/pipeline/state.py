@@ -55,6 +55,13 @@ class RequestState:
     cache_bucket: str | None = None  # the semantic cache's bucket of this request's options (cache on)
     cached: Hit | None = None  # the answer served from the semantic cache
     cache_stamps: dict[str, str] | None = None  # the sources' stamps before the answer, for the store
+    # multi-step answers (pipeline/agentic.py): the mode the plan chose, its sub-questions, one record per
+    # step (as the `step` events show it), the LLM tokens the agent spent, a search cut by the time limit
+    mode: str = "direct"
+    sub_questions: list[str] = field(default_factory=list)
+    agent_steps: list[dict[str, Any]] = field(default_factory=list)
+    llm_tokens: int = 0
+    timed_out: bool = False
 
     @classmethod
     def for_chat(cls, user: UserContext, request: ChatRequest, candidates: int) -> RequestState:

@@ -139,6 +139,8 @@ class Pipeline:
         with one `error` event naming the step."""
         for stage in state.stages:
             yield event("progress", status="done", **stage)
+        for record in state.agent_steps:  # a multi-step answer's steps (pipeline/agentic.py)
+            yield event("step", **record)
         state.trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
         if state.cached is not None:
             span = trace.get_current_span()

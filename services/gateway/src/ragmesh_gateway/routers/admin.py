@@ -93,7 +93,7 @@ async def get_trace(
     tags=["admin"],
     summary="Every user's feedback with its trace id, newest first (admin only; no question or answer text)",
     response_model=FeedbackList,
-    responses=error_responses(401, 403, 422, 503),
+    responses=error_responses(400, 401, 403, 422, 503),
 )
 async def list_feedback(
     user: User,

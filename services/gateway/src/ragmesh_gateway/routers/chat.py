@@ -114,7 +114,7 @@ async def until_admitted(stream: AsyncGenerator[dict[str, Any], None]) -> list[d
     try:
         async for item in stream:
             head.append(item)
-            if item["event"] != "progress" or (item["data"].get("stage"), item["data"].get("status")) == (
+            if item["event"] not in ("progress", "step") or (item["data"].get("stage"), item["data"].get("status")) == (
                 "answer",
                 "started",
             ):

@@ -36,7 +36,7 @@ Rating = Literal["up", "down"]
     status_code=201,
     summary="Start a conversation (no title: the first question's beginning)",
     response_model=ConversationOut,
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(400, 401, 422, 503),
 )
 async def create(user: User, conversations: ConversationsDep, body: ConversationIn | None = None) -> Any:
     return await conversations.create(user, body.title if body else "")
@@ -47,7 +47,7 @@ async def create(user: User, conversations: ConversationsDep, body: Conversation
     tags=["conversations"],
     summary="Your conversations, most recently active first",
     response_model=ConversationList,
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(400, 401, 422, 503),
 )
 async def list_conversations(
     user: User,
@@ -63,7 +63,7 @@ async def list_conversations(
     tags=["conversations"],
     summary="Your rated messages with question, answer and sources (an evaluation set)",
     response_model=RatedMessageList,
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(400, 401, 422, 503),
 )
 async def rated(
     user: User,
@@ -79,7 +79,7 @@ async def rated(
     tags=["conversations"],
     summary="A conversation of yours with its turns, oldest first",
     response_model=ConversationDetail,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(400, 401, 404, 422, 503),
 )
 async def get(conversation_id: uuid.UUID, user: User, conversations: ConversationsDep) -> Any:
     return await conversations.get(user, str(conversation_id))
@@ -90,7 +90,7 @@ async def get(conversation_id: uuid.UUID, user: User, conversations: Conversatio
     tags=["conversations"],
     summary="Rename a conversation of yours",
     response_model=ConversationOut,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(400, 401, 404, 422, 503),
 )
 async def rename(
     conversation_id: uuid.UUID, body: ConversationPatch, user: User, conversations: ConversationsDep
@@ -103,7 +103,7 @@ async def rename(
     tags=["conversations"],
     summary="Delete a conversation of yours, its turns and their feedback",
     response_model=ConversationDeleted,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(400, 401, 404, 422, 503),
 )
 async def delete(conversation_id: uuid.UUID, user: User, conversations: ConversationsDep) -> Any:
     await conversations.delete(user, str(conversation_id))
@@ -115,7 +115,7 @@ async def delete(conversation_id: uuid.UUID, user: User, conversations: Conversa
     tags=["conversations"],
     summary="Rate an answer of yours (up or down, with an optional comment)",
     response_model=FeedbackEntry,
-    responses=error_responses(401, 404, 422, 503),
+    responses=error_responses(400, 401, 404, 422, 503),
 )
 async def feedback(
     conversation_id: uuid.UUID, message_id: uuid.UUID, body: FeedbackIn, user: User, conversations: ConversationsDep

@@ -1,0 +1,393 @@
+"""plan and iterate: multi-step (agentic) answers, composed with the chat's own retrieve, rerank and grade.
+
+plan: decides the mode (`direct`, `agentic`; `auto` picks agentic for multi-part, comparison and bridge
+questions, from the router's general cues) and splits the question into sub-questions: rules first (several
+questions in one, one sub-query per compared entity, a described entity asked about: "… the woman who …"),
+the answerer's model (its Rewrite RPC, asked for the first thing to look up) only when the rules find no split.
+
+iterate (IRCoT / self-ask style): each sub-question is searched through the same retrieve → rerank → grade
+steps as a direct chat, as the same user (so under the same row-level security); a step's grade decides:
+`found`, `retried` (one reformulation: the entities and content words) or `gave_up`. The bridge entity taken
+from a step's best evidence fills the next sub-question's `#1`. The answer rests on every step's evidence
+(merged, each step's best first). Bounded by steps, total time and LLM tokens; a cut step is named in a note.
+Each step is a span (`agent step`) and a `step` event; the final event lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from grpc import aio
+from opentelemetry import trace
+
+from ragmesh.answerer.v1 import answerer_pb2
+from ragmesh.common.v1 import common_pb2
+from ragmesh_common.text.entities import extract_entities, is_name
+from ragmesh_gateway import grading
+from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.models import ChatRequest, Outcome
+from ragmesh_gateway.pipeline.state import RequestState
+from ragmesh_gateway.pipeline.step import Step, elapsed_ms
+from ragmesh_gateway.query import Route, route
+
+logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+BRIDGE = "#1"  # a sub-question's slot for the entity the step before it found
+SCOPE_OUTCOMES = (Outcome.NO_PERMISSION, Outcome.NO_MATCH_IN_FILTER, Outcome.INGESTING)
+
+# Several questions in one: "Who founded X? When was it sold?" or "… X, and what/when/who …".
+_QUESTIONS = re.compile(r"(?<=\?)\s+(?=\S)")
+_AND_WH = re.compile(r",?\s+and\s+(?=(?:what|who|whom|when|where|which|how|why)\b)", re.IGNORECASE)
+# A described entity: "the/a [words] noun who|that|which|whose|where <clause>" up to the question's end.
+_DESCRIPTION = re.compile(
+    r"\b(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?-i:[a-z][\w-]*)\s+(?-i:who|that|which|whose|where)\s+[^?]+",
+    re.IGNORECASE,
+)
+# The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
+LLM_ASK = "What must be looked up first to answer that? Ask only for that one thing."
+LLM_CONTEXT = "To answer this question I will first look up one thing it depends on."
+
+
+def estimate_tokens(*texts: str) -> int:
+    """Tokens of an LLM call, estimated (about 4/3 per word; the bound is a budget, not a bill)."""
+    return sum(len(t.split()) for t in texts) * 4 // 3 + 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sub-questions in order (`#1` marks a bridge slot), how they were found, and why."""
+
+    sub_questions: list[str]
+    method: str  # "rules" | "llm" | "none"
+    reason: str
+
+
+def _terms(question: str) -> str:
+    """The question's content words (what is asked), without its wh-words and stop words."""
+    words = [w for w in re.findall(r"[\w'-]+", question) if w.lower() not in grading.STOP_WORDS]
+    return " ".join(dict.fromkeys(words))
+
+
+def plan_by_rules(question: str, plan: Route | None) -> Plan:
+    """The rule planner; `sub_questions` empty when no rule splits the question."""
+    q = " ".join(question.split())
+    parts = [p.strip() for p in _QUESTIONS.split(q) if p.strip()]
+    if len(parts) < 2:
+        parts = [p.strip(" ,") for p in _AND_WH.split(q) if p.strip(" ,")]
+    if len(parts) >= 2 and all(len(p.split()) >= 3 for p in parts):
+        return Plan(parts, "rules", "several questions in one")
+    if plan is not None and len(plan.sub_queries) >= 2 and plan.kind == "comparative":
+        return Plan(list(plan.sub_queries), "rules", "one search per compared entity")
+    if plan is not None and plan.multi_hop:
+        described = _DESCRIPTION.search(q)
+        if described is not None and described.start() > 0:
+            outer = (q[: described.start()] + BRIDGE + q[described.end() :]).strip()
+            inner = described.group(0).strip()
+            # the names the rest of the question gives anchor the description ("X's novel was published by a…")
+            anchors = [e for e in extract_entities(outer) if is_name(e) and e.lower() not in inner.lower()]
+            return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
+        if len(plan.sub_queries) >= 2:
+            return Plan(list(plan.sub_queries), "rules", "one search per named entity")
+        # a bridge without a clause to cut: the whole question, then the bridge entity with what is asked
+        return Plan([q, f"{BRIDGE} {_terms(q)}".strip()], "rules", "bridge: the question, then its bridge entity")
+    return Plan([], "none", "no rule splits the question")
+
+
+def bridge_entities(results: list[common_pb2.ScoredChunk], asked: str, limit: int = 3) -> list[str]:
+    """Entities of the best evidence that the query does not name yet: the bridge to the next step (names
+    before other entities, first mention first; the evidence's title counts as one)."""
+    known = asked.lower()
+    found: list[str] = []
+    for item in results[:2]:
+        for entity in [*extract_entities(item.chunk.text), item.chunk.title]:
+            name = entity.strip()
+            if len(name) < 3 or name.lower() in known or any(name.lower() in f.lower() for f in found):
+                continue
+            found.append(name)
+    found.sort(key=lambda e: not is_name(e))  # stable: names first, each in the order it was met
+    return found[:limit]
+
+
+def merge_steps(per_step: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:
+    """Every step's evidence, round robin (each step's best first), without duplicates."""
+    merged: dict[str, common_pb2.ScoredChunk] = {}
+    for rank in range(max((len(r) for r in per_step), default=0)):
+        for results in per_step:
+            if rank < len(results):
+                merged.setdefault(results[rank].chunk.chunk_id, results[rank])
+    return list(merged.values())
+
+
+# Multi-hop cues that a single search with the graph's relations already serves (relational questions)
+SINGLE_SEARCH_CUES = frozenset(["multi_hop:relation between entities"])
+
+
+def wants_agentic(request: ChatRequest, plan: Route | None, rules: Plan) -> bool:
+    """`auto`: agentic for several questions in one, a comparison of named entities, or a bridge (any
+    multi-hop cue of the router but a relation between two named entities, which the graph step serves)."""
+    if request.mode != "auto":
+        return request.mode == "agentic"
+    if plan is None or not rules.sub_questions:
+        return False
+    if rules.reason == "several questions in one" or (plan.kind == "comparative" and len(plan.sub_queries) >= 2):
+        return True
+    return any(r.startswith("multi_hop:") and r not in SINGLE_SEARCH_CUES for r in plan.reasons)
+
+
+class PlanStep(Step):
+    """plan: the mode and the sub-questions. Optional: a failed LLM fallback degrades to one step (the
+    question itself), the request says so."""
+
+    name = "plan"
+    span = "agent plan"
+    required = False
+
+    def __init__(self, mesh: Mesh, timeout: float, max_llm_tokens: int) -> None:
+        self.mesh = mesh
+        self.timeout = timeout
+        self.max_llm_tokens = max_llm_tokens
+
+    def applies(self, state: RequestState) -> bool:
+        return state.answering and isinstance(state.request, ChatRequest)
+
+    async def run(self, state: RequestState) -> dict[str, Any]:
+        request = state.request
+        assert isinstance(request, ChatRequest)
+        plan = state.route if state.route is not None else route(state.query)
+        rules = plan_by_rules(state.query, plan)
+        if not wants_agentic(request, plan, rules):
+            state.mode = "direct"
+            return {"mode": "direct"}
+        state.mode = "agentic"
+        found = rules
+        if not rules.sub_questions:
+            found = await self.plan_by_llm(state)
+        state.sub_questions = found.sub_questions or [state.query]
+        span = trace.get_current_span()
+        span.set_attribute("rag.agent.plan_method", found.method)
+        span.set_attribute("rag.agent.sub_questions", len(state.sub_questions))
+        return {"mode": "agentic", "method": found.method, "sub_questions": list(state.sub_questions)}
+
+    async def plan_by_llm(self, state: RequestState) -> Plan:
+        """The answerer's model names the first thing to look up; the second step asks the question again
+        with the bridge entity found. Skipped (one step) when the LLM token budget would be exceeded."""
+        cost = estimate_tokens(state.query, LLM_CONTEXT, LLM_ASK) + 64  # the answerer's rewrite reply cap
+        if state.llm_tokens + cost > self.max_llm_tokens:
+            state.notes.append("The multi-step plan used no model: its token budget was spent.")
+            return Plan([], "none", "LLM token budget")
+        try:
+            reply = await self.mesh.answerer.Rewrite(
+                answerer_pb2.RewriteRequest(
+                    question=LLM_ASK,
+                    history=[
+                        answerer_pb2.ChatTurn(role="user", content=state.query),
+                        answerer_pb2.ChatTurn(role="assistant", content=LLM_CONTEXT),
+                    ],
+                ),
+                metadata=state.user.metadata(),
+                timeout=self.timeout,
+            )
+        except aio.AioRpcError as exc:
+            state.degrade(self.name, f"planner model {exc.code().name}; searched the question as one step")
+            return Plan([], "none", "LLM unavailable")
+        state.llm_tokens += estimate_tokens(state.query, LLM_CONTEXT, LLM_ASK, reply.question)
+        first = " ".join(reply.question.split())
+        if not first or first.lower() in (LLM_ASK.lower(), state.query.lower()):
+            return Plan([], "none", "the model found no first step")
+        return Plan([first, f"{state.query} {BRIDGE}"], "llm", "the model's first step, then the question")
+
+
+class Iterate(Step):
+    """iterate: the sub-questions, one search each through the chat's own retrieve → rerank → grade."""
+
+    name = "iterate"
+
+    def __init__(
+        self,
+        steps: list[Step],
+        *,
+        max_steps: int,
+        max_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.steps = steps  # retrieve, rerank, grade: the same objects a direct chat runs
+        self.max_steps = max_steps
+        self.max_seconds = max_seconds
+        self.clock = clock
+
+    def applies(self, state: RequestState) -> bool:
+        return state.answering and state.mode == "agentic"
+
+    async def run(self, state: RequestState) -> dict[str, Any]:
+        deadline = self.clock() + self.max_seconds
+        per_step: list[list[common_pb2.ScoredChunk]] = []
+        bridges: list[str] = []
+        scope: RequestState | None = None
+        best: dict[str, Any] | None = None
+        pending = list(state.sub_questions)
+        while pending:
+            sub_question = pending.pop(0)
+            index = len(state.agent_steps) + 1
+            cut = self._bound(index, deadline)
+            if cut:
+                self._cut(state, index, sub_question, cut)
+                break
+            query = fill(sub_question, bridges)
+            record, found = await self._one(state, index, sub_question, query, deadline)
+            state.agent_steps.append(record)
+            if found.outcome in SCOPE_OUTCOMES:  # no readable scope: the same for every step
+                scope = found
+                break
+            scope = scope or found
+            if record["decision"] in ("found", "retried"):
+                per_step.append(found.results)
+                best = best or found.relevance
+                bridges = bridge_entities(found.results, query) or bridges
+                record["bridge"] = bridges[0] if bridges else None
+            elif record.get("cut"):
+                self._cut(state, index, sub_question, record["cut"])
+                break
+        return self._finish(state, per_step, scope, best)
+
+    def _bound(self, index: int, deadline: float) -> str | None:
+        if index > self.max_steps:
+            return f"the step limit ({self.max_steps})"
+        if self.clock() >= deadline:
+            return f"the time limit ({self.max_seconds:g} s)"
+        return None
+
+    @staticmethod
+    def _cut(state: RequestState, index: int, sub_question: str, why: str) -> None:
+        state.notes.append(
+            f"Step {index} ({sub_question!r}) was cut by {why}: the answer rests on the steps before it."
+        )
+        state.agent_steps.append(
+            {"index": index, "sub_question": sub_question, "query": "", "sources": 0, "decision": "cut", "cut": why}
+        )
+        trace.get_current_span().add_event("agent step cut", {"rag.agent.step": index, "rag.agent.cut": why})
+
+    async def _one(
+        self, state: RequestState, index: int, sub_question: str, query: str, deadline: float
+    ) -> tuple[dict[str, Any], RequestState]:
+        started = time.perf_counter()
+        with tracer.start_as_current_span("agent step") as span:
+            span.set_attribute("rag.agent.step", index)
+            span.set_attribute("rag.agent.sub_question", sub_question)
+            found = await self._search(state, query, deadline)
+            decision, searched = "found" if found.answering else "gave_up", [query]
+            if not found.answering and found.outcome not in SCOPE_OUTCOMES and not found.timed_out:
+                retry = reformulate(query)
+                if retry != query and self.clock() < deadline:
+                    again = await self._search(state, retry, deadline)
+                    searched.append(retry)
+                    if again.answering:
+                        found, decision = again, "retried"
+            cut = "the time limit" if found.timed_out else None
+            span.set_attribute("rag.agent.decision", decision)
+            span.set_attribute("rag.agent.sources", len(found.results) if found.answering else 0)
+        record: dict[str, Any] = {
+            "index": index,
+            "sub_question": sub_question,
+            "query": searched[-1],
+            "queries": searched,
+            "sources": len(found.results) if found.answering else 0,
+            "documents": sorted({r.chunk.document_id for r in found.results}) if found.answering else [],
+            "decision": decision,
+            "grade": (found.relevance or {}).get("grade"),
+            "ms": elapsed_ms(started),
+        }
+        if cut:
+            record["cut"] = cut
+        return record, found
+
+    async def _search(self, state: RequestState, query: str, deadline: float) -> RequestState:
+        """One search of the chat's steps on a child state: the same user, request options and filters."""
+        plan = route(query) if state.request.routing else None
+        child = RequestState(
+            user=state.user,
+            request=state.request,
+            candidates=state.candidates,
+            query=query,
+            route=plan,
+            levels=list(state.levels),
+            strategy=state.strategy,
+        )
+        child.degraded = state.degraded  # one list: a degraded step in any search is reported once per step
+        try:
+            for step in self.steps:
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    raise TimeoutError
+                await asyncio.wait_for(step.execute(child), timeout=remaining)
+        except TimeoutError:
+            logger.warning("agent step cut by the time limit (%s)", query)
+            child.outcome = Outcome.NO_SOURCES
+            child.timed_out = True
+        state.stages.extend({**s, "agent_step": query} for s in child.stages)
+        state.accessible = max(state.accessible, child.accessible)
+        state.ingesting = max(state.ingesting, child.ingesting)
+        state.vector_used = state.vector_used and child.vector_used
+        return child
+
+    @staticmethod
+    def _finish(
+        state: RequestState,
+        per_step: list[list[common_pb2.ScoredChunk]],
+        scope: RequestState | None,
+        best: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        steps = state.agent_steps
+        if per_step:
+            state.results = merge_steps(per_step)
+            state.relevance = best
+            state.outcome = Outcome.ANSWER
+            missing = [s for s in steps if s["decision"] == "gave_up"]
+            if missing:
+                state.notes.append(
+                    "No relevant evidence for: "
+                    + "; ".join(repr(s["sub_question"]) for s in missing)
+                    + ". The answer rests on the other steps."
+                )
+        else:
+            state.results = []
+            state.relevance = scope.relevance if scope is not None else None
+            state.outcome = (
+                scope.outcome if scope is not None and scope.outcome in SCOPE_OUTCOMES else Outcome.NO_SOURCES
+            )
+        found = sum(1 for s in steps if s["decision"] in ("found", "retried"))
+        return {"steps": len(steps), "found": found, "relevant": len(state.results)}
+
+
+def fill(sub_question: str, bridges: list[str]) -> str:
+    """The sub-question with its bridge slot filled (the slot dropped when no step found a bridge)."""
+    if BRIDGE not in sub_question:
+        return sub_question
+    return " ".join(sub_question.replace(BRIDGE, bridges[0] if bridges else "").split())
+
+
+def reformulate(query: str) -> str:
+    """The retry: the query reduced to its entities and content words."""
+    return grading.keyword_query(grading.GradedQuery.of(query))
+
+
+class DirectOnly(Step):
+    """A direct chat's step, skipped when the plan chose agentic (iterate runs it per sub-question)."""
+
+    required = True
+
+    def __init__(self, step: Step) -> None:
+        self.step = step
+        self.name = step.name  # type: ignore[misc]
+
+    def applies(self, state: RequestState) -> bool:
+        return state.mode != "agentic" and self.step.applies(state)
+
+    async def execute(self, state: RequestState) -> dict[str, Any] | None:
+        return await self.step.execute(state) if self.applies(state) else None
