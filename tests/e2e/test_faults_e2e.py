@@ -238,11 +238,16 @@ def test_sigterm_ends_open_chat_streams_with_an_error_event(stack: Stack, client
     model = stack.process("ollama").popen
     events: list[tuple[str, Any]] = []
     # The model server is paused, so the answer is still being generated (admitted, no token yet) when the
-    # gateway is told to stop: a short answer could otherwise finish before the signal is handled.
+    # gateway is told to stop: a short answer could otherwise finish before the signal is handled. The question
+    # is one whose short answer the answerer extracts (1911), so that it asks the model to phrase the answer
+    # (with nothing to extract it answers "what the documents say" at once, without the model).
     model.send_signal(signal.SIGSTOP)
     try:
         with client.stream(
-            "POST", "/api/v1/chat", headers=auth(token), json={"question": QUESTION, "stream": True, "max_tokens": 512}
+            "POST",
+            "/api/v1/chat",
+            headers=auth(token),
+            json={"question": "When was IBM founded?", "stream": True, "max_tokens": 512, "cache": False},
         ) as reply:
             assert reply.status_code == 200
             name = "message"

@@ -69,7 +69,7 @@ def test_the_traces_dsn_a_service_holds_can_write_spans_and_read_nothing(mesh: S
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT rag_traces_prune(0.000001, 0, 1000)")
     # and spans do arrive through it: an upload makes the parser (and the rest of the ingestion) write some
-    headers = {"Authorization": f"Bearer {mesh.token('lp-user', 'eng', ['employee'])}"}
+    headers = {"Authorization": f"Bearer {mesh.token('lp-user', 'lp-ops', ['employee'])}"}
     with httpx.Client(base_url=mesh.gateway_url, timeout=300) as client:
         reply = client.post(
             "/api/v1/documents",

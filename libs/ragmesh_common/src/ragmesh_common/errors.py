@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import re
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import grpc
+import re2
 from grpc import aio
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,8 @@ SERVICE_FAILURES = MappingProxyType(
 # A peer as gRPC and sockets write it: "ipv4:10.0.0.7:50053", "ipv6:[::1]:50053", "unix:/run/x.sock",
 # "dns:///embedder:50053", a bare IPv4 or [IPv6] address with or without a port, and a host with a port when the
 # host has a dot or a hyphen or is localhost ("embedder.ns.svc:50053", "ragmesh-embedder:50053"; not "12:30").
-_ADDRESS = re.compile(
+# RE2 (linear time): it reads error details, which can echo user input.
+_ADDRESS = re2.compile(
     r"\b(?:ipv4|ipv6|unix|unix-abstract|dns|vsock):\S+"
     r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
     r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
@@ -123,7 +124,7 @@ _ADDRESS = re.compile(
 
 def redact_addresses(text: str) -> str:
     """`text` with network addresses and ports replaced by "<address>" (user-visible messages)."""
-    return _ADDRESS.sub("<address>", text)
+    return str(_ADDRESS.sub("<address>", text))
 
 
 def public_message(code: grpc.StatusCode, details: str | None) -> str:

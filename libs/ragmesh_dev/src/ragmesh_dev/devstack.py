@@ -482,13 +482,19 @@ class Stack:
         if result.returncode != 0:
             raise RuntimeError(f"the schema migration failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
 
+    def start_redis(self) -> None:
+        """Redis with `requirepass` from its first start (the password is in secrets.json before any process's
+        environment is built)."""
+        self.redis.password = self.secret("redis_password")
+        self.redis.start()
+
     def start_engines(self) -> None:
         from ragmesh_dev.engines.arcadedb import EmbeddedArcadeDB
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.postgres.start()
         self.migrate()
-        self.redis.start()
+        self.start_redis()
         self.arcadedb = EmbeddedArcadeDB(
             self.data_dir / "arcadedb",
             self.ports["arcadedb_bolt"],

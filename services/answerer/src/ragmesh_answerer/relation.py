@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import re2
+
 from ragmesh_common.text.names import names
 from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
@@ -384,7 +386,8 @@ _ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a
 
 
 def _clean(answer: str) -> str:
-    answer = _ANSWER_PREFIX.sub("", re.sub(r"\s*\[[\d,\s]+\]", "", normalise(answer))).strip()
+    # RE2 (linear): the model's text may hold long runs of white space before a marker
+    answer = _ANSWER_PREFIX.sub("", str(re2.sub(r"\s*\[[\d,\s]+\]", "", normalise(answer)))).strip()
     return answer.strip(" .,;:!\"'“”")
 
 

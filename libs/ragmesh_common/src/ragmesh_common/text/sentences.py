@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import re
 
+import re2
+
 _LINE = re.compile(r"[^\n]+")
 # A closing quote or bracket, or citation markers ("founded in 1911.[12] The…"), may follow the end mark.
 _END = re.compile(r"(?<=[.!?])(?:\[\d{1,4}\])*[\"'”’)\]]?\s+")
-_LAST_WORD = re.compile(r"([\w.]+)[.!?][\"'”’)\]]?$")
+# RE2 (linear time; \w as letters, digits and _ in any script): a long run of word characters made the
+# backtracking engine quadratic
+_LAST_WORD = re2.compile(r"([\pL\pN_.]+)[.!?][\"'”’)\]]?$")
 ABBREVIATIONS = frozenset(
     [
         "e.g",
