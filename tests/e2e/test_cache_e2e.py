@@ -63,20 +63,25 @@ class Doc:
         )
 
     def markdown(self) -> bytes:
+        # a dated fact the answerer extracts and verifies (only verified answers are cached), and the marker
+        # beside it (any trace of it in a reply to someone who may not read the document is a leak)
         return (
             f"# Project {self.project}\n\n"
-            f"The vault code of project {self.project} is {self.marker}. "
-            f"Project {self.project} keeps its vault code {self.marker} for the quarterly review.\n"
+            f"Project {self.project} was founded in {FOUNDED[self.project]}. "
+            f"The vault code of project {self.project} is {self.marker}.\n"
         ).encode()
 
 
+FOUNDED = {"Alder": 1987, "Birch": 1993, "Cedar": 2004}
+
+
 def variants(project: str) -> list[str]:
-    """The question and paraphrases of it (rule-made: case, punctuation, contraction, word order)."""
+    """The question and paraphrases of it (rule-made: case, punctuation, capitals, word order)."""
     return [
-        f"What is the vault code of project {project}?",
-        f"what is the vault code of project {project}",
-        f"What's the vault code of project {project}?",
-        f"What is project {project}'s vault code?",
+        f"When was project {project} founded?",
+        f"when was project {project} founded",
+        f"When was Project {project} founded?",
+        f"In which year was project {project} founded?",
     ]
 
 

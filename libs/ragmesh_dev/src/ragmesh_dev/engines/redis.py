@@ -51,6 +51,10 @@ class EmbeddedRedis:
             str(self.data_dir),
             "--appendonly",
             "yes",
+            # every write is on disk before Redis answers it: an ingestion task the gateway acknowledged (202)
+            # survives a kill -9 or a power cut (the default, everysec, may lose the last second)
+            "--appendfsync",
+            "always",
             "--save",
             "",
             "--protected-mode",
