@@ -32,6 +32,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import re2
+
 from ragmesh_answerer.grounding import markers
 from ragmesh_common.text.names import capitalised, name_supported, names
 from ragmesh_common.text.numbers import MONTHS, NumberToken, number_supported, numbers
@@ -57,7 +59,8 @@ class Verdict(enum.Enum):
 
 
 def clean_sentence(sentence: str) -> str:
-    return _ANSWER_PREFIX.sub("", re.sub(r"\s*\[[\d,\s]+\]", "", sentence)).strip()
+    # RE2 (linear): the model's text may hold long runs of white space before a marker
+    return _ANSWER_PREFIX.sub("", str(re2.sub(r"\s*\[[\d,\s]+\]", "", sentence))).strip()
 
 
 def type_problem(answer_type: AnswerType, sentence: str, question: Question) -> str | None:
