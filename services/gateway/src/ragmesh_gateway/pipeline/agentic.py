@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from grpc import aio
 from opentelemetry import trace
 
@@ -44,7 +45,21 @@ SCOPE_OUTCOMES = (Outcome.NO_PERMISSION, Outcome.NO_MATCH_IN_FILTER, Outcome.ING
 
 # Several questions in one: "Who founded X? When was it sold?" or "… X, and what/when/who …".
 _QUESTIONS = re.compile(r"(?<=\?)\s+(?=\S)")
-_AND_WH = re.compile(r",?\s+and\s+(?=(?:what|who|whom|when|where|which|how|why)\b)", re.IGNORECASE)
+# RE2 (linear time; the backtracking engine was quadratic on a long run of spaces): ", and what ..." splits a
+# question; the wh-word starts the next part (RE2 has no lookahead, so it is captured and kept)
+_AND_WH = re2.compile(r"(?i),?\s+and\s+((?:what|who|whom|when|where|which|how|why)\b)")
+
+
+def split_at_and_wh(question: str) -> list[str]:
+    """`question` cut before each ", and <wh-word>" (the conjunction dropped, the wh-word kept)."""
+    parts, start = [], 0
+    for match in _AND_WH.finditer(question):
+        parts.append(question[start : match.start()])
+        start = match.start(1)
+    parts.append(question[start:])
+    return parts
+
+
 # A described entity: "the/a [words] noun who|that|which|whose|where <clause>" up to the question's end.
 _DESCRIPTION = re.compile(
     r"\b(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?-i:[a-z][\w-]*)\s+(?-i:who|that|which|whose|where)\s+[^?]+",
@@ -80,7 +95,7 @@ def plan_by_rules(question: str, plan: Route | None) -> Plan:
     q = " ".join(question.split())
     parts = [p.strip() for p in _QUESTIONS.split(q) if p.strip()]
     if len(parts) < 2:
-        parts = [p.strip(" ,") for p in _AND_WH.split(q) if p.strip(" ,")]
+        parts = [p.strip(" ,") for p in split_at_and_wh(q) if p.strip(" ,")]
     if len(parts) >= 2 and all(len(p.split()) >= 3 for p in parts):
         return Plan(parts, "rules", "several questions in one")
     if plan is not None and len(plan.sub_queries) >= 2 and plan.kind == "comparative":
