@@ -1,5 +1,6 @@
-"""Citation markers of the answer: the `[n]` a sentence cites, and `[n]` beyond the quotes the model was shown
-removed with a warning (`drop_out_of_range`). Words, stop words and sentences: `ragmesh_common.text`.
+"""Citation markers of the answer: the `[n]` a sentence cites, `[n]` beyond the quotes the model was shown
+removed with a warning (`drop_out_of_range`), and a sentence without its markers and "The answer is:" prefix
+(`clean_sentence`). Words, stop words and sentences: `ragmesh_common.text`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,13 @@ import re
 import re2
 
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+_ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
+
+
+def clean_sentence(sentence: str) -> str:
+    """`sentence` without its `[n]` markers and a leading "The answer is:" / "A:" (what verification reads)."""
+    # RE2 (linear): the model's text may hold long runs of white space before a marker
+    return _ANSWER_PREFIX.sub("", str(re2.sub(r"\s*\[[\d,\s]+\]", "", sentence))).strip()
 
 
 def markers(sentence: str) -> list[int]:

@@ -33,8 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import re2
-
+from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_common.text.names import names
 from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
@@ -382,12 +381,8 @@ def _norm(text: str) -> str:
     return " ".join(w for w in re.findall(r"[^\W_]+", normalise(text).lower()) if w not in ("the", "a", "an"))
 
 
-_ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
-
-
 def _clean(answer: str) -> str:
-    # RE2 (linear): the model's text may hold long runs of white space before a marker
-    answer = _ANSWER_PREFIX.sub("", str(re2.sub(r"\s*\[[\d,\s]+\]", "", normalise(answer)))).strip()
+    answer = clean_sentence(normalise(answer))
     return answer.strip(" .,;:!\"'“”")
 
 

@@ -32,9 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import re2
-
-from ragmesh_answerer.grounding import markers
+from ragmesh_answerer.grounding import clean_sentence, markers
 from ragmesh_common.text.names import capitalised, name_supported, names
 from ragmesh_common.text.numbers import MONTHS, NumberToken, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
@@ -45,7 +43,6 @@ __all__ = ["AnswerType", "Question", "Quote", "Verdict", "names", "numbers", "ty
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2
-_ANSWER_PREFIX = re.compile(r"^\s*(?:(?:the\s+)?answer(?:\s+is)?\s*[:\-–]\s*|a\s*:\s*)", re.IGNORECASE)
 
 
 class Verdict(enum.Enum):
@@ -56,11 +53,6 @@ class Verdict(enum.Enum):
     OFF_QUESTION = "off_question"
     WRONG_ANSWER_TYPE = "wrong_answer_type"
     RESTATES_QUESTION = "restates_question"
-
-
-def clean_sentence(sentence: str) -> str:
-    # RE2 (linear): the model's text may hold long runs of white space before a marker
-    return _ANSWER_PREFIX.sub("", str(re2.sub(r"\s*\[[\d,\s]+\]", "", sentence))).strip()
 
 
 def type_problem(answer_type: AnswerType, sentence: str, question: Question) -> str | None:
