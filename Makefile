@@ -8,22 +8,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto check-proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache
+.PHONY: install run test test-unit test-e2e lint fmt proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache
 
-help:
-	@echo "make run         install (first time) and start the whole mesh on loopback"
-	@echo "make test        install (first time) and run the whole test suite (after make lint)"
-	@echo "make test-unit   the tests that start no mesh (-m 'not e2e'; minutes): unit, service, contract, chart"
-	@echo "make test-e2e    the end-to-end tests (-m e2e): the whole mesh as processes, through the HTTP API"
-	@echo "                 one file or test: make test-e2e ARGS='tests/e2e/test_permission_fuzz_e2e.py'"
-	@echo "                 or make test-unit ARGS='services/graph -k access'"
-	@echo "make lint        ruff check, ruff format --check, mypy (strict on libs and services), lint-imports (layers)"
-	@echo "make fmt         ruff check --fix and ruff format (rewrites files)"
-	@echo "make token user=alice department=eng roles=employee   mint a local dev JWT"
-	@echo "make proto       regenerate gRPC stubs from proto/"
-	@echo "make clean-data  remove the local data folder (.data)"
+help:  ## this list
+	@awk -F':.*## ' '/^[a-z][a-z0-9-]*:.*## /{printf "make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-install: $(STAMP)
+install: $(STAMP)  ## create .venv (first time) and point it at the sources
 	@# source paths and console scripts (.venv/bin/ragmesh) again: cheap, and right after a pull that added one
 	$(BIN)/python tools/dev_paths.py
 
@@ -36,89 +26,90 @@ $(STAMP): requirements.txt constraints.txt
 	$(BIN)/python tools/dev_paths.py
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP)  ## install (first time) and start the whole mesh on loopback
 	$(BIN)/python -m ragmesh_dev.devstack run
 
-test: $(STAMP)
+test: $(STAMP)  ## install (first time), make lint, then the whole test suite
 	$(BIN)/python tools/dev_paths.py
 	$(MAKE) lint
 	$(BIN)/python -m pytest
 
 # the suite in two pieces (no lint); ARGS narrows: paths, -k EXPR, -x ...
-test-unit: $(STAMP)
+test-unit: $(STAMP)  ## the tests that start no mesh (-m 'not e2e'); ARGS='services/graph -k access' narrows
 	$(BIN)/python tools/dev_paths.py
 	$(BIN)/python -m pytest -m "not e2e" $(ARGS)
 
-test-e2e: $(STAMP)
+test-e2e: $(STAMP)  ## the end-to-end tests (the whole mesh as processes); ARGS='tests/e2e/test_x.py' narrows
 	$(BIN)/python tools/dev_paths.py
 	$(BIN)/python -m pytest -m e2e $(or $(ARGS),tests/e2e)
 
 # configuration: [tool.ruff], [tool.mypy] and [tool.importlinter] in pyproject.toml
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff check, ruff format --check, mypy strict, lint-imports (layers)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-fmt: $(STAMP)
+fmt: $(STAMP)  ## ruff check --fix and ruff format (rewrites files)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-proto: $(STAMP)
+proto: $(STAMP)  ## regenerate gRPC stubs from proto/
 	$(BIN)/python tools/gen_proto.py
 
 # buf lint + buf breaking against the last release (tag, else the committed image); see proto/README.md
-proto-check: $(STAMP)
+proto-check: $(STAMP)  ## buf lint + buf breaking against the last release
 	$(BIN)/python -m pytest -q tests/contracts/test_proto_buf.py
 
-token: $(STAMP)
+token: $(STAMP)  ## mint a local dev JWT: make token user=alice department=eng roles=employee
 	@$(BIN)/python -m ragmesh_cli token --user "$(user)" --department "$(department)" --roles "$(roles)"
 
-clean-data:
-	rm -rf .data
+RAGMESH_DATA_DIR ?= .data
+clean-data:  ## remove the local data folder (RAGMESH_DATA_DIR, default .data)
+	rm -rf "$(RAGMESH_DATA_DIR)"
 
-clean: clean-data
+clean: clean-data  ## clean-data, then remove .venv
 	rm -rf $(VENV)
 
-bench-retrieval: $(STAMP)
+bench-retrieval: $(STAMP)  ## retrieval quality (BEIR SciFact, SQuAD, HotpotQA) and search cost at scale
 	$(BIN)/python bench/retrieval.py $(ARGS)
 
-bench-sweep: $(STAMP)
+bench-sweep: $(STAMP)  ## retriever settings that need a restart, side by side on one index
 	$(BIN)/python bench/sweep.py $(ARGS)
 
-bench-hops: $(STAMP)
+bench-hops: $(STAMP)  ## where query latency goes, hop by hop
 	$(BIN)/python bench/hops.py $(ARGS)
 
-bench-spans: $(STAMP)
+bench-spans: $(STAMP)  ## what storing spans in rag_traces costs
 	$(BIN)/python bench/spans.py $(ARGS)
 
-bench-gateway: $(STAMP)
+bench-gateway: $(STAMP)  ## the gateway's own hop per search
 	$(BIN)/python bench/gateway.py $(ARGS)
 
-bench-wakeup: $(STAMP)
+bench-wakeup: $(STAMP)  ## a loopback round trip after idle
 	$(BIN)/python bench/wakeup.py $(ARGS)
 
 
-bench-faults: $(STAMP)
+bench-faults: $(STAMP)  ## fault injection across the mesh (report in bench/results/faults.json)
 	RAGMESH_FAULTS=all RAGMESH_FAULTS_REPORT=bench/results/faults.json $(BIN)/python -m pytest tests/e2e/test_faults_e2e.py -x $(ARGS)
 
-bench-answer: $(STAMP)
+bench-answer: $(STAMP)  ## answers end to end: false-grounded, answered, EM/F1 (--mode direct,agentic)
 	$(BIN)/python bench/answer.py $(ARGS)
 
-bench-verifier: $(STAMP)
+bench-verifier: $(STAMP)  ## the verifier on right and wrong candidate answers, model-independent
 	$(BIN)/python bench/verifier.py $(ARGS)
 
-bench-load: $(STAMP)
+bench-load: $(STAMP)  ## many concurrent chats: completed, refused, kept
 	$(BIN)/python bench/load.py $(ARGS)
 
-bench-cache: $(STAMP)
+bench-cache: $(STAMP)  ## semantic cache: hit rate, hit/miss latency, leaks
 	$(BIN)/python bench/cache.py $(ARGS)
 
-bench-grading: $(STAMP)
+bench-grading: $(STAMP)  ## relevance grade on answerable vs off-topic questions
 	$(BIN)/python bench/grading.py $(ARGS)
 
-bench-query: $(STAMP)
+bench-query: $(STAMP)  ## the multi-hop detector on the shared question sets
 	$(BIN)/python bench/query_eval.py $(ARGS)
 
-bench-ingest: $(STAMP)
+bench-ingest: $(STAMP)  ## ingestion rate vs the raw embedder rate
 	$(BIN)/python bench/ingest.py $(ARGS)
