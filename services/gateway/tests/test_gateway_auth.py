@@ -26,7 +26,7 @@ def test_valid_token_gives_user_department_roles() -> None:
 @pytest.mark.parametrize(
     "token, message",
     [
-        (mint("another-secret-of-sufficient-length-x", "alice"), "Signature"),
+        (mint("another-secret-of-sufficient-length-x", "alice"), "signature does not verify"),
         (jwt.encode({"sub": "alice", "exp": int(time.time()) - 10}, SECRET, algorithm="HS256"), "expired"),
         (jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"), "exp"),
         (jwt.encode({"sub": "al ice", "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"), "sub"),
@@ -34,7 +34,7 @@ def test_valid_token_gives_user_department_roles() -> None:
             jwt.encode({"sub": "alice", "roles": [1], "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256"),
             "roles",
         ),
-        ("not-a-jwt", "invalid token"),
+        ("not-a-jwt", "not a well-formed JWT"),
         # signed tokens whose claims have the wrong JSON type (a list department was a 500)
         (
             jwt.encode(
@@ -120,7 +120,7 @@ async def test_jwks_tokens_are_verified_against_the_issuers_published_keys() -> 
         forged = jwt.encode(claims, other, algorithm="RS256", headers={"kid": "k1"})
         with pytest.raises(HTTPException) as err:
             await auth.authenticate(_request(forged))
-        assert err.value.status_code == 401 and "Signature" in str(err.value.detail)
+        assert err.value.status_code == 401 and "signature does not verify" in str(err.value.detail)
         assert fetch_threads and not any(fetch_threads)  # fetched from the endpoint, off the event loop's thread
     finally:
         server.shutdown()
@@ -198,3 +198,27 @@ def test_a_cached_token_proves_nothing_about_another_string() -> None:
     with pytest.raises(HTTPException) as err:
         auth.verify(f"{header}.{forged_claims}.{signature}")
     assert err.value.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "token, options",
+    [
+        ("not-a-jwt", {}),
+        ("a.b.c", {}),
+        (jwt.encode({"sub": "alice", "exp": int(time.time()) + 60, "aud": "other"}, SECRET, algorithm="HS256"), {}),
+        (jwt.encode({"sub": "alice", "exp": int(time.time()) + 60, "iss": "evil"}, SECRET, algorithm="HS256"), {}),
+        (jwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, SECRET, algorithm="HS512"), {}),
+        (jwt.encode({"sub": "alice", "exp": int(time.time()) + 60, "nbf": int(time.time()) + 3600}, SECRET), {}),
+    ],
+)
+def test_a_refused_token_is_told_in_our_words_not_the_jwt_librarys(token: str, options: dict[str, str]) -> None:
+    """A 401 says which kind of failure it was in a fixed sentence; PyJWT's own wording ("Not enough segments",
+    "Invalid audience", "The specified alg value is not allowed", ...) is an internal and stays in the log."""
+    auth = Authenticator(secret=SECRET, issuer="ragmesh", audience="ragmesh-api", jwks_url=None)
+    with pytest.raises(HTTPException) as err:
+        auth.verify(token)
+    detail = str(err.value.detail)
+    assert err.value.status_code == 401 and detail.startswith("invalid token: the token")
+    for internal in ("segments", "Invalid", "alg value", "Audience", "padding", "utf-8", "Expecting"):
+        assert internal not in detail, detail
+    assert err.value.headers == {"WWW-Authenticate": "Bearer"}

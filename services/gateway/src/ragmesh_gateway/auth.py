@@ -26,6 +26,34 @@ from ragmesh_common.identity import Signer, UserContext, validate_identifier
 logger = logging.getLogger(__name__)
 
 
+# What a caller is told about a refused token: a fixed sentence per failure class, never the JWT library's own
+# text (its wording, the algorithms it tried or a key-fetch URL are internals). The detail goes to the log.
+_REASONS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
+    (jwt.ExpiredSignatureError, "the token has expired"),
+    (jwt.ImmatureSignatureError, "the token is not valid yet"),
+    (jwt.InvalidAudienceError, "the token is not meant for this service (audience)"),
+    (jwt.InvalidIssuerError, "the token comes from an issuer this service does not trust"),
+    (jwt.InvalidIssuedAtError, "the token's iat claim is not a valid time"),
+    (jwt.MissingRequiredClaimError, "the token lacks a required claim (sub and exp are required)"),
+    (jwt.InvalidSignatureError, "the token's signature does not verify"),
+    (jwt.InvalidAlgorithmError, "the token is signed with an algorithm this service does not accept"),
+    (jwt.PyJWKClientError, "the token's signing key is not known to this service"),
+    (jwt.DecodeError, "the token is not a well-formed JWT"),
+)
+
+
+def public_reason(exc: jwt.PyJWTError) -> str:
+    """The sentence a caller sees for a token PyJWT refused."""
+    for kind, reason in _REASONS:
+        if isinstance(exc, kind):
+            return reason
+    return "the token was refused"
+
+
+def _unauthorized(reason: str) -> HTTPException:
+    return HTTPException(401, f"invalid token: {reason}", headers={"WWW-Authenticate": "Bearer"})
+
+
 class Authenticator:
     def __init__(
         self,
@@ -72,8 +100,9 @@ class Authenticator:
 
     def _verify(self, token: str) -> tuple[UserContext, float]:
         """The token's user and its expiry (epoch seconds), or a 401."""
-        # `exp` is checked below against self._clock (PyJWT would read the wall clock itself)
-        options: jwt.types.Options = {"require": ["sub", "exp"], "verify_exp": False}
+        # `exp` is checked below against self._clock (PyJWT would read the wall clock itself); `sub`'s type too, so
+        # the caller is told which claim was wrong in our words
+        options: jwt.types.Options = {"require": ["sub", "exp"], "verify_exp": False, "verify_sub": False}
         try:
             if self._jwks is not None:
                 key = self._jwks.get_signing_key_from_jwt(token).key
@@ -96,27 +125,28 @@ class Authenticator:
                     options=options,
                 )
         except jwt.PyJWTError as exc:
-            raise HTTPException(401, f"invalid token: {exc}", headers={"WWW-Authenticate": "Bearer"}) from exc
+            logger.info("bearer token refused: %s: %s", type(exc).__name__, exc)
+            raise _unauthorized(public_reason(exc)) from exc
         expires = claims["exp"]
         if isinstance(expires, bool) or not isinstance(expires, int | float):
-            raise HTTPException(401, "invalid token: exp must be a number", headers={"WWW-Authenticate": "Bearer"})
+            raise _unauthorized("exp must be a number")
         if expires <= self._clock():
-            raise HTTPException(401, "invalid token: Signature has expired", headers={"WWW-Authenticate": "Bearer"})
+            raise _unauthorized("the token has expired")
         roles = claims.get("roles", [])
         if isinstance(roles, str):
             roles = [r for r in roles.split(",") if r]
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-            raise HTTPException(401, "invalid token: roles must be a list of strings")
+            raise _unauthorized("roles must be a list of strings")
         department = claims.get("department", "")
         for claim, value in (("sub", claims["sub"]), ("department", department)):
             if not isinstance(value, str):  # a signed token may still carry any JSON type
-                raise HTTPException(401, f"invalid token: {claim} must be a string, got a {type(value).__name__}")
+                raise _unauthorized(f"{claim} must be a string, got a {type(value).__name__}")
         try:
             validate_identifier(claims["sub"], "sub")
             for value in [*roles, *([department] if department else [])]:
                 validate_identifier(value, "role/department")
         except ValueError as exc:
-            raise HTTPException(401, f"invalid token: {exc}") from exc
+            raise _unauthorized(str(exc)) from exc
         user = UserContext(
             user_id=str(claims["sub"]), department=str(department), roles=tuple(roles), signer=self._signer
         )
