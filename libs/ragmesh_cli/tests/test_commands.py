@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import jwt
+import pytest
 from typer.testing import CliRunner
 
 from ragmesh_cli.main import app
@@ -276,6 +277,43 @@ def test_search_table_and_json() -> None:
     assert "1 results (4 documents readable)" in result.stdout
     result = invoke(handler, "search", "ibm", "--top-k", "3", "--rerank", "--json")
     assert json.loads(result.stdout) == body
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["--json", "search", "ibm", "--top-k", "3", "--rerank"],
+        ["--url", "http://gw.example:8080", "--json", "search", "ibm", "--top-k", "3", "--rerank"],
+        ["search", "--json", "ibm", "--top-k", "3", "--rerank"],
+        ["search", "ibm", "--top-k", "3", "--json", "--rerank"],
+    ],
+)
+def test_json_is_accepted_anywhere_on_the_line(line: list[str]) -> None:
+    body = {"results": [], "accessible_documents": 0, "degraded": [], "progress": []}
+    result = invoke(lambda request: httpx.Response(200, json=body), *line)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == body
+
+
+def test_json_anywhere_reaches_nested_commands_and_is_refused_by_a_command_without_json_output() -> None:
+    listing = {"documents": [document()], "total": 1}
+    for line in (["--json", "docs", "list"], ["docs", "--json", "list"], ["docs", "list", "--json"]):
+        result = invoke(lambda request: httpx.Response(200, json=listing), *line)
+        assert result.exit_code == 0, (line, result.output)
+        assert json.loads(result.stdout) == listing
+    result = invoke(lambda request: httpx.Response(200, json={}), "--json", "token", "--user", "alice")
+    assert result.exit_code == 2 and "--json" in result.output
+    # after `--` it is an argument like any other: the query text "--json"
+    queries: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        queries.append(json.loads(request.content)["query"])
+        return httpx.Response(200, json=body_empty)
+
+    body_empty = {"results": [], "accessible_documents": 0, "degraded": [], "progress": []}
+    result = invoke(handler, "search", "--json", "--", "--json")
+    assert result.exit_code == 0, result.output
+    assert queries == ["--json"] and json.loads(result.stdout) == body_empty
 
 
 # ---------- docs ----------

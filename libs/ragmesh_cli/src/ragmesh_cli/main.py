@@ -26,8 +26,52 @@ from ragmesh_cli import render
 from ragmesh_cli.client import DEFAULT_URL, Api, ApiError, Settings
 from ragmesh_cli.ingest import Ingest, Outcome, accepted_extensions, collect, outcome_json, parse_acl
 
+
+def _options(command: Any) -> dict[str, Any]:
+    """A command's options by flag (`--url` → its parameter); typer vendors click, so this is duck-typed."""
+    return {opt: p for p in getattr(command, "params", ()) for opt in getattr(p, "opts", ()) if opt.startswith("-")}
+
+
+def _leaf(group: Any, args: list[str]) -> Any:
+    """The command `args` names, walking subcommands and skipping each level's options (and their values)."""
+    command = group
+    tokens = iter(args)
+    for token in tokens:
+        if token == "--":
+            break
+        if token.startswith("-"):
+            option = _options(command).get(token)
+            if option is not None and not getattr(option, "is_flag", False) and "=" not in token:
+                next(tokens, None)  # its value
+            continue
+        subcommands = getattr(command, "commands", None)
+        if not isinstance(subcommands, dict):
+            break  # a leaf's argument
+        if token not in subcommands:
+            return None
+        command = subcommands[token]
+    return command
+
+
+class JsonAnywhere(typer.core.TyperGroup):
+    """`--json` anywhere on the line (`ragmesh --json docs list`, `ragmesh docs --json list`) means the command's
+    own `--json`: scripts put it where they like. A command without JSON output still refuses it, by name."""
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        end = argv.index("--") if "--" in argv else len(argv)
+        head, tail = argv[:end], argv[end:]
+        if "--json" in head:
+            stripped = [a for a in head if a != "--json"]
+            leaf = _leaf(self, stripped)
+            if leaf is not None and "--json" in _options(leaf):
+                argv = [*stripped, "--json", *tail]
+        return super().main(argv, *rest, **kwargs)
+
+
 app = typer.Typer(
     name="ragmesh",
+    cls=JsonAnywhere,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
