@@ -247,7 +247,7 @@ async def test_required_hops_fail_with_the_step_named() -> None:
     with pytest.raises(StepFailed) as err:
         await run(mesh)
     assert (err.value.step, err.value.http_status) == ("retrieve", 503)
-    assert "retrieve step is unavailable" in err.value.message
+    assert "retrieve step (retriever service) is unavailable" in err.value.message
     blocked = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=False, reason="injection")))
     with pytest.raises(StepFailed) as err:
         await run(blocked)

@@ -17,7 +17,16 @@ def rpc_error(code: grpc.StatusCode, details: str) -> aio.AioRpcError:
 def test_an_unavailable_hop_names_the_step_and_the_cause_only() -> None:
     failed = StepFailed.from_rpc("retrieve", rpc_error(grpc.StatusCode.UNAVAILABLE, PEER))
     assert failed.http_status == 503
-    assert failed.message == "the retrieve step is unavailable (UNAVAILABLE: the service is unreachable)"
+    assert failed.message == (
+        "the retrieve step (retriever service) is unavailable (UNAVAILABLE: the service is unreachable)"
+    )
+    assert failed.payload()["service"] == "retriever"
+
+
+def test_a_step_over_several_services_names_the_step_only() -> None:
+    failed = StepFailed.from_rpc("iterate", rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, PEER))
+    assert failed.message == "the iterate step is unavailable (DEADLINE_EXCEEDED: no reply within the deadline)"
+    assert "service" not in failed.payload()
 
 
 def test_a_refusal_keeps_its_message_without_addresses() -> None:

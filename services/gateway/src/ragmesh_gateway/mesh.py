@@ -43,6 +43,25 @@ UNAVAILABLE_CAUSES = MappingProxyType(
     }
 )
 
+# The service behind each step the gateway names in errors, so an operator reads which deployment to look at.
+# A step that calls several services (plan, iterate) is not listed: its message names the step only.
+STEP_SERVICES = MappingProxyType(
+    {
+        "guardrail": "answerer",
+        "understand": "answerer",
+        "retrieve": "retriever",
+        "grade": "retriever",
+        "rerank": "reranker",
+        "graph": "graph",
+        "answer": "answerer",
+        "verify": "answerer",
+        "catalogue": "retriever",
+        "conversation": "retriever",
+        "cache": "retriever",
+        "parse": "parser",
+    }
+)
+
 logger = logging.getLogger(__name__)
 
 
@@ -56,9 +75,15 @@ class StepFailed(Exception):
         self.http_status = http_status
         self.retry_after = retry_after  # seconds, when the hop said it is busy rather than down
 
+    @property
+    def service(self) -> str | None:
+        return STEP_SERVICES.get(self.step)
+
     def payload(self) -> dict[str, str | int]:
         """The error as the API reports it (an `error` event's data, an HTTP error's detail)."""
         data: dict[str, str | int] = {"step": self.step, "message": self.message, "status": self.http_status}
+        if self.service:
+            data["service"] = self.service
         if self.retry_after:
             data["retry_after"] = self.retry_after
         return data
@@ -72,7 +97,9 @@ class StepFailed(Exception):
             # gRPC's details name addresses and ports ("ipv4:127.0.0.1:50053: Connection refused") and a
             # service's internals: they go to the log, and the client gets the step and the cause
             logger.warning("%s step failed: %s: %s", step, code.name, exc.details())
-            detail = f"the {step} step is unavailable ({code.name}: {UNAVAILABLE_CAUSES.get(code, 'failed')})"
+            service = STEP_SERVICES.get(step)
+            where = f"the {step} step ({service} service)" if service else f"the {step} step"
+            detail = f"{where} is unavailable ({code.name}: {UNAVAILABLE_CAUSES.get(code, 'failed')})"
         return cls(step, detail, status, retry_after=retry_after)
 
 

@@ -183,6 +183,7 @@ class FieldError(Reply):
 
 class StepError(Reply):
     step: str = Field(description="The hop that failed or refused: guardrail, retrieve, answer, catalogue, …")
+    service: str | None = Field(None, description="The service behind the step (retriever, answerer, …), when one")
     message: str
     status: int | None = None
     trace_id: str | None = None

@@ -68,7 +68,7 @@ async def chat(
     try:
         events = await start_chat(orchestrator, user, body, metrics)
     except StepFailed as exc:
-        raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+        raise HTTPException(exc.http_status, {k: v for k, v in exc.payload().items() if k != "status"}) from exc
     if body.stream:
         return await stream_response(events)
     return await json_response(events)
@@ -180,7 +180,7 @@ async def search(
         state, items = await orchestrator.search(user, body)
     except StepFailed as exc:
         metrics.failed("search", exc.payload())
-        raise HTTPException(exc.http_status, {"step": exc.step, "message": exc.message}) from exc
+        raise HTTPException(exc.http_status, {k: v for k, v in exc.payload().items() if k != "status"}) from exc
     metrics.stages("search", state.stages)
     # Built of str/int/float/bool/None/list/dict only, so it goes straight to json.dumps: FastAPI's
     # jsonable_encoder walk of a returned dict cost ~0.9 ms per 10-result reply (~2% of a search).
