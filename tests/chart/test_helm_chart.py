@@ -343,6 +343,29 @@ def test_the_llm_backend_is_chosen_by_values() -> None:
     assert 8000 in ports and 11434 not in ports
 
 
+def test_caller_keys_reach_every_grpc_service_as_the_registry_they_read() -> None:
+    from ragmesh_common.tokens import generate_keypair, load_caller_keys
+
+    public = generate_keypair()[1]
+    entry = {"caller": "reporting", "publicKey": public, "audiences": ["ragmesh-retriever", "ragmesh-embedder"]}
+    values = {
+        **render_chart.load_values(SCENARIOS["default"] / "values.yaml"),
+        "internalIdentity": {"callerKeys": [entry]},
+    }
+    deployments = _by_kind(_docs(values), "Deployment")
+    for name in GRPC_PORTS:
+        (registry,) = load_caller_keys(_env(_container(deployments[name]))["RAGMESH_INTERNAL_CALLER_KEYS"]).values()
+        assert registry.caller == "reporting" and registry.audiences == {"ragmesh-retriever", "ragmesh-embedder"}
+    assert "RAGMESH_INTERNAL_CALLER_KEYS" not in _env(_container(deployments["gateway"]))
+    assert all(
+        "RAGMESH_INTERNAL_CALLER_KEYS" not in _env(_container(d))
+        for d in _by_kind(_scenario_docs("default"), "Deployment").values()
+    )
+    # the gateway's audience (every service) is not one a caller key can be given
+    with pytest.raises(helm.HelmValuesError, match="audiences"):
+        _docs({"internalIdentity": {"callerKeys": [{**entry, "audiences": ["ragmesh-internal"]}]}})
+
+
 def test_weaviate_backend_requires_a_url() -> None:
     with pytest.raises(helm.HelmError, match=r"stores\.weaviate\.url is required"):
         render_chart.render({**DEV_AUTH, "retriever": {"backend": "weaviate"}})

@@ -127,6 +127,10 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- else if eq .c.protocol "grpc" }}
 {{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_PUBLIC_KEY" "name" $identity.name "key" $identity.publicKeyKey) }}
+{{- with $v.internalIdentity.callerKeys }}
+- name: RAGMESH_INTERNAL_CALLER_KEYS
+  value: {{ include "ragmesh.callerKeys" . | quote }}
+{{- end }}
 {{- end }}
 - name: HF_HUB_OFFLINE
   value: "1"
@@ -294,4 +298,13 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- if not (has .name $own) }}{{ $out = append $out . }}{{ end }}
 {{- end -}}
 {{- toYaml (concat $out .c.env) -}}
+{{- end -}}
+
+{{/* RAGMESH_INTERNAL_CALLER_KEYS: internalIdentity.callerKeys as the JSON list the services read. */}}
+{{- define "ragmesh.callerKeys" -}}
+{{- $entries := list -}}
+{{- range . -}}
+{{- $entries = append $entries (dict "caller" .caller "public_key" .publicKey "audiences" .audiences) -}}
+{{- end -}}
+{{- toJson $entries -}}
 {{- end -}}

@@ -39,6 +39,7 @@ def secrets_of(stack: Stack) -> dict[str, str]:
         "neo4j_password": stack.secret("arcadedb_password"),
         "redis_password": stack.secret("redis_password"),
         "signing_key": stack.internal_keys()[0].strip().splitlines()[1],  # a line of the private key's body
+        "caller_key": stack.caller_keys()[0].strip().splitlines()[1],  # the dev caller's: no process holds it
         "postgres_owner_password": "",  # filled in below: the owner's password must reach no process at all
     }
 

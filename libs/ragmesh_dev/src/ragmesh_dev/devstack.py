@@ -137,6 +137,11 @@ NEVER_INHERITED = frozenset(
     }
 )
 MTLS_VAR = "RAGMESH_DEV_MTLS"
+# A service-to-service caller of the dev stack with a key of its own (per-caller keys, ragmesh_common.tokens):
+# its private key is <data>/caller-<name>-key.pem (0600, held by no process: it is the developer's, for a client
+# in any language, see proto/README.md); every service trusts its public key for these services only.
+DEV_CALLER = "example-client"
+DEV_CALLER_SERVICES = ("retriever", "embedder")
 
 
 def mtls_from_env() -> bool:
@@ -297,6 +302,28 @@ class Stack:
                     handle.write(text)
         return private.read_text(), public.read_text()
 
+    def caller_keys(self, caller: str = DEV_CALLER) -> tuple[str, str]:
+        """A service-to-service caller's own key pair (private, public PEM), made once in the data folder."""
+        from ragmesh_common.tokens import generate_keypair
+
+        private, public = self.data_dir / f"caller-{caller}-key.pem", self.data_dir / f"caller-{caller}-public.pem"
+        if not (private.exists() and public.exists()):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path, text in zip((private, public), generate_keypair(), strict=True):
+                write_private(path, text)
+        return private.read_text(), public.read_text()
+
+    def caller_registry(self) -> str:
+        """RAGMESH_INTERNAL_CALLER_KEYS of the services: DEV_CALLER's public key, for DEV_CALLER_SERVICES."""
+        from ragmesh_common.tokens import service_audience
+
+        entry = {
+            "caller": DEV_CALLER,
+            "public_key": self.caller_keys()[1],
+            "audiences": [service_audience(s) for s in DEV_CALLER_SERVICES],
+        }
+        return json.dumps([entry])
+
     def internal_signer(self, actor: str = "test") -> TokenSigner:
         """A signer the stack's services trust (tests and benches that call a service directly)."""
         from ragmesh_common.tokens import TokenSigner, load_signing_key
@@ -368,6 +395,7 @@ class Stack:
             "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
             "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
+            "RAGMESH_INTERNAL_CALLER_KEYS": self.caller_registry(),
         }
 
     def env(self, process: str = "") -> dict[str, str]:
