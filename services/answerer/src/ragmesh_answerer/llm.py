@@ -278,11 +278,6 @@ class OpenAIChat(_Chat):
         budget = self.budget(deadline)
         until = time.monotonic() + budget
         chunks: openai.AsyncStream[ChatCompletionChunk] | None = None
-        extra: dict[str, Any] = {}
-        if seed is not None:
-            extra["seed"] = seed
-        if stop:
-            extra["stop"] = stop
         try:
             # max_retries covers the request up to the response's status line (connect errors, 429, 5xx);
             # wait_for keeps the retries and their backoff inside the budget too.
@@ -294,8 +289,9 @@ class OpenAIChat(_Chat):
                     stream_options={"include_usage": True},
                     max_tokens=max_tokens,  # llama.cpp, vLLM, TGI and NIM read this name
                     temperature=temperature,
+                    seed=openai.omit if seed is None else seed,
+                    stop=stop or openai.omit,
                     timeout=budget,
-                    **extra,
                 ),
                 budget,
             )
