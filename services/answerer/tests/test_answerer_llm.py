@@ -215,8 +215,16 @@ def test_settings_choose_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(chat_model(openai_settings), OpenAIChat)
     assert isinstance(chat_model(Settings.defaults("http://ollama:11434")), OllamaChat)
     monkeypatch.setenv("ANSWERER_LLM_BACKEND", "openai")
+    monkeypatch.setenv("ANSWERER_OPENAI_API_KEY", "sk-do-not-print")
     monkeypatch.delenv("ANSWERER_OPENAI_BASE_URL", raising=False)
-    with pytest.raises(ConfigError, match="ANSWERER_OPENAI_BASE_URL is required"):
+    with pytest.raises(
+        ConfigError, match="ANSWERER_OPENAI_BASE_URL: required when ANSWERER_LLM_BACKEND is openai"
+    ) as err:
+        Settings.from_env()
+    assert "sk-do-not-print" not in str(err.value)
+    monkeypatch.setenv("ANSWERER_LLM_BACKEND", "ollama")
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    with pytest.raises(ConfigError, match="OLLAMA_HOST: required"):
         Settings.from_env()
     monkeypatch.setenv("ANSWERER_LLM_BACKEND", "tgi")
     with pytest.raises(ConfigError, match="ANSWERER_LLM_BACKEND"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from ragmesh_common.config import ServiceSettings, settings_config
 
@@ -40,13 +40,14 @@ class Settings(ServiceSettings):
     # longest wait for a slot (less when the call's deadline is nearer)
     queue_timeout_seconds: float = Field(30.0, gt=0)
 
-    @model_validator(mode="after")
-    def _backend_endpoint(self) -> Self:
-        if self.llm_backend == "ollama" and not self.ollama_host:
-            raise ValueError("OLLAMA_HOST is required when ANSWERER_LLM_BACKEND is ollama")
-        if self.llm_backend == "openai" and not self.openai_base_url:
-            raise ValueError("ANSWERER_OPENAI_BASE_URL is required when ANSWERER_LLM_BACKEND is openai")
-        return self
+    # per field (not a model validator): the error then names the variable and shows no other setting's value
+    @field_validator("ollama_host", "openai_base_url")
+    @classmethod
+    def _endpoint_of_the_backend(cls, value: str | None, info: ValidationInfo) -> str | None:
+        wanted = "ollama" if info.field_name == "ollama_host" else "openai"
+        if info.data.get("llm_backend") == wanted and not value:
+            raise ValueError(f"required when ANSWERER_LLM_BACKEND is {wanted}")
+        return value
 
     @classmethod
     def defaults(cls, ollama_host: str, **overrides: Any) -> Settings:
