@@ -177,7 +177,7 @@ async def test_ollama_backend_streams_usage_and_sampling_options(fake_ollama: Fa
     assert sent["options"] == {"num_predict": 12, "temperature": 0.0, "seed": 3, "stop": ["\n\n"]}
 
 
-async def test_ollama_backend_retries_a_busy_server(fake_ollama: FakeOllama) -> None:
+async def test_ollama_backend_retries_a_busy_server(fake_ollama: FakeOllama, caplog: pytest.LogCaptureFixture) -> None:
     fake_ollama.fail_first = 2
     chat = OllamaChat(fake_ollama.url, "tiny:1b", timeout_seconds=30, max_retries=2)
     try:
@@ -190,6 +190,10 @@ async def test_ollama_backend_retries_a_busy_server(fake_ollama: FakeOllama) -> 
         await chat.close()
     assert "".join(pieces) == "Red, green and blue."
     assert len(fake_ollama.requests) == 3  # one try and max_retries retries, then the error
+    retries = [
+        r.getMessage() for r in caplog.records if r.name == "ragmesh_answerer.llm" and "Retrying" in r.getMessage()
+    ]
+    assert len(retries) == 4 and all("server busy" in m for m in retries)  # each retry logged with its cause
 
 
 async def test_ollama_backend_deadline_and_missing_model(fake_ollama: FakeOllama, refused_port: int) -> None:

@@ -5,7 +5,8 @@ client, chosen by ANSWERER_LLM_BACKEND.
 Both stream the answer piece by piece, bound a generation by the service timeout and the caller's deadline
 (whichever is nearer), retry a call that failed before its first piece (a refused connection, 429, 5xx: the
 `openai` client's own `max_retries`; `tenacity` for Ollama) and report the token usage the server counted.
-Every failure of the dependency becomes `Unavailable`.
+Every failure of the dependency becomes `Unavailable`. Retries are logged (tenacity's `before_sleep_log`; the
+`openai` client logs its own) and each HTTP attempt is a client span (the httpx instrumentation).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ollama
 import openai
 from tenacity import (
     AsyncRetrying,
+    before_sleep_log,
     retry_if_exception,
     stop_after_attempt,
     stop_before_delay,
@@ -187,13 +189,12 @@ class OllamaChat(_Chat):
                 retry=retry_if_exception(_ollama_retryable),
                 stop=stop_after_attempt(self.max_retries + 1) | stop_before_delay(budget),
                 wait=wait_exponential(multiplier=0.5, max=4.0),
+                before_sleep=before_sleep_log(logger, logging.WARNING),  # each retry's cause, in the log
                 reraise=True,
             ):
                 with attempt:
                     if parts is not None:
                         await parts.aclose()  # type: ignore[attr-defined]
-                    if attempt.retry_state.attempt_number > 1:
-                        logger.warning("retrying Ollama (attempt %d)", attempt.retry_state.attempt_number)
                     parts = await self._client.chat(model=self.model, messages=messages, stream=True, options=options)
                     first = await _next_within(parts, until)
             assert parts is not None and first is not None
