@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import retrieval as bench  # percentile, log and write_report
 
 DOCUMENTS = ("wiki.md", "duck.md", "mixed.md")
-WATCHED = ("gateway", "answerer", "ollama")  # sockets counted for these
+WATCHED = ("gateway", "answerer", "llm")  # sockets counted for these
 
 
 @dataclass

@@ -317,6 +317,55 @@ def test_schema_rejects_unknown_keys_and_bad_values(values: dict[str, Any], offe
         render_chart.render(values)
 
 
+def test_the_llm_backend_is_chosen_by_values() -> None:
+    gpu = _env(_container(_by_kind(_scenario_docs("gpu"), "Deployment")["answerer"]))
+    assert gpu["ANSWERER_LLM_BACKEND"] == "openai" and "OLLAMA_HOST" not in gpu
+    assert gpu["ANSWERER_OPENAI_BASE_URL"] == "http://vllm.llm:8000/v1"
+    assert gpu["ANSWERER_MODEL"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert gpu["ANSWERER_OPENAI_API_KEY"] == {"secretKeyRef": {"name": "ragmesh-llm", "key": "api-key"}}
+    default = _env(_container(_by_kind(_scenario_docs("default"), "Deployment")["answerer"]))
+    assert default["ANSWERER_LLM_BACKEND"] == "ollama" and "ANSWERER_OPENAI_API_KEY" not in default
+    with pytest.raises(helm.HelmError, match=r"stores\.openai\.baseUrl is required"):
+        _docs(
+            {**render_chart.load_values(SCENARIOS["default"] / "values.yaml"), "stores": {"llm": {"backend": "openai"}}}
+        )
+    with pytest.raises(helm.HelmValuesError, match="backend"):
+        _docs({"stores": {"llm": {"backend": "tgi"}}})
+    # under a default deny the answerer reaches the OpenAI-compatible server's port, not Ollama's
+    hardened = render_chart.load_values(SCENARIOS["hardened"] / "values.yaml")
+    stores = {
+        **hardened.get("stores", {}),
+        "llm": {"backend": "openai"},
+        "openai": {"baseUrl": "http://v:8000/v1", "model": "m"},
+    }
+    policy = _by_kind(_docs({**hardened, "stores": stores}), "NetworkPolicy")["answerer"]
+    ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert 8000 in ports and 11434 not in ports
+
+
+def test_caller_keys_reach_every_grpc_service_as_the_registry_they_read() -> None:
+    from ragmesh_common.tokens import generate_keypair, load_caller_keys
+
+    public = generate_keypair()[1]
+    entry = {"caller": "reporting", "publicKey": public, "audiences": ["ragmesh-retriever", "ragmesh-embedder"]}
+    values = {
+        **render_chart.load_values(SCENARIOS["default"] / "values.yaml"),
+        "internalIdentity": {"callerKeys": [entry]},
+    }
+    deployments = _by_kind(_docs(values), "Deployment")
+    for name in GRPC_PORTS:
+        (registry,) = load_caller_keys(_env(_container(deployments[name]))["RAGMESH_INTERNAL_CALLER_KEYS"]).values()
+        assert registry.caller == "reporting" and registry.audiences == {"ragmesh-retriever", "ragmesh-embedder"}
+    assert "RAGMESH_INTERNAL_CALLER_KEYS" not in _env(_container(deployments["gateway"]))
+    assert all(
+        "RAGMESH_INTERNAL_CALLER_KEYS" not in _env(_container(d))
+        for d in _by_kind(_scenario_docs("default"), "Deployment").values()
+    )
+    # the gateway's audience (every service) is not one a caller key can be given
+    with pytest.raises(helm.HelmValuesError, match="audiences"):
+        _docs({"internalIdentity": {"callerKeys": [{**entry, "audiences": ["ragmesh-internal"]}]}})
+
+
 def test_weaviate_backend_requires_a_url() -> None:
     with pytest.raises(helm.HelmError, match=r"stores\.weaviate\.url is required"):
         render_chart.render({**DEV_AUTH, "retriever": {"backend": "weaviate"}})
@@ -390,6 +439,9 @@ def expected_secrets(values: dict[str, Any]) -> dict[str, set[str]]:
     jwt = values.get("auth", {}).get("jwtSecret", {})
     if jwt.get("name"):
         expected["gateway"] |= {f"{jwt['name']}/{jwt.get('key', 'jwt-secret')}"}
+    llm_key = values.get("stores", {}).get("openai", {}).get("apiKeySecret", {})
+    if values.get("stores", {}).get("llm", {}).get("backend") == "openai" and llm_key.get("name"):
+        expected["answerer"] |= {f"{llm_key['name']}/{llm_key['key']}"}
     weaviate = values.get("stores", {}).get("weaviate", {}).get("apiKeySecret", {})
     if values.get("retriever", {}).get("backend") == "weaviate" and weaviate.get("name"):
         expected["retriever"] |= {f"{weaviate['name']}/{weaviate['key']}"}

@@ -235,7 +235,7 @@ def test_a_document_ingesting_while_the_embedder_restarts_ends_ready(
 
 def test_sigterm_ends_open_chat_streams_with_an_error_event(stack: Stack, client: httpx.Client, token: str) -> None:
     gateway = stack.process("gateway").popen
-    model = stack.process("ollama").popen
+    model = stack.process("llm").popen
     events: list[tuple[str, Any]] = []
     # The model server is paused, so the answer is still being generated (admitted, no token yet) when the
     # gateway is told to stop: a short answer could otherwise finish before the signal is handled. The question

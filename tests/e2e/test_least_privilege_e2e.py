@@ -29,7 +29,7 @@ EXPECTED = {
     "embedder": set(),
     "reranker": set(),
     "answerer": set(),
-    "ollama": set(),
+    "llm": set(),
 }
 
 
@@ -50,13 +50,13 @@ def test_each_running_process_holds_only_its_secrets(mesh: Stack) -> None:
         "neo4j_password": mesh.secret("arcadedb_password"),
         "signing_key": mesh.internal_keys()[0].strip().splitlines()[1],
     }
-    assert {p.name for p in mesh.processes} == set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "ollama"}
+    assert {p.name for p in mesh.processes} == set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "llm"}
     seen = {p.name: held(environ(p.popen.pid), secrets) for p in mesh.processes}
     assert seen == EXPECTED
     traces_password = mesh.secret("postgres_traces_password")
     for process in mesh.processes:
         env = environ(process.popen.pid)
-        if process.name != "ollama":
+        if process.name != "llm":
             assert traces_password in env["RAG_TRACES_DSN"], process.name
 
 

@@ -127,6 +127,10 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- else if eq .c.protocol "grpc" }}
 {{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_PUBLIC_KEY" "name" $identity.name "key" $identity.publicKeyKey) }}
+{{- with $v.internalIdentity.callerKeys }}
+- name: RAGMESH_INTERNAL_CALLER_KEYS
+  value: {{ include "ragmesh.callerKeys" . | quote }}
+{{- end }}
 {{- end }}
 - name: HF_HUB_OFFLINE
   value: "1"
@@ -223,10 +227,22 @@ win: ragmesh.env drops wired entries of the same name.
 {{ include "ragmesh.secretEnv" (dict "env" "NEO4J_PASSWORD" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.passwordKey) }}
 {{- end }}
 {{- if eq .name "answerer" }}
+- name: ANSWERER_LLM_BACKEND
+  value: {{ $v.stores.llm.backend | quote }}
+{{- if eq $v.stores.llm.backend "openai" }}
+- name: ANSWERER_OPENAI_BASE_URL
+  value: {{ required "stores.openai.baseUrl is required with stores.llm.backend openai (the answerer's ANSWERER_OPENAI_BASE_URL)" $v.stores.openai.baseUrl | quote }}
+- name: ANSWERER_MODEL
+  value: {{ required "stores.openai.model is required with stores.llm.backend openai" $v.stores.openai.model | quote }}
+{{- if $v.stores.openai.apiKeySecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "ANSWERER_OPENAI_API_KEY" "name" $v.stores.openai.apiKeySecret.name "key" $v.stores.openai.apiKeySecret.key) }}
+{{- end }}
+{{- else }}
 - name: OLLAMA_HOST
   value: {{ required "stores.ollama.host is required (the answerer's OLLAMA_HOST)" $v.stores.ollama.host | quote }}
 - name: ANSWERER_MODEL
   value: {{ $v.stores.ollama.model | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -244,7 +260,7 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- end -}}
 {{- if has .name (list "gateway" "worker") }}{{ $stores = append $stores "redis" }}{{ end -}}
 {{- if eq .name "graph" }}{{ $stores = append $stores "neo4j" }}{{ end -}}
-{{- if eq .name "answerer" }}{{ $stores = append $stores "ollama" }}{{ end -}}
+{{- if eq .name "answerer" }}{{ $stores = append $stores (ternary "openai" "ollama" (eq $v.stores.llm.backend "openai")) }}{{ end -}}
 {{- if and (eq .name "gateway") $v.auth.jwksUrl }}{{ $stores = append $stores "identityProvider" }}{{ end -}}
 {{- if $v.observability.tracesToPostgres }}{{ $stores = append $stores "postgres" }}{{ end -}}
 {{- if $v.global.otelCollectorEndpoint }}{{ $stores = append $stores "otelCollector" }}{{ end -}}
@@ -282,4 +298,13 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- if not (has .name $own) }}{{ $out = append $out . }}{{ end }}
 {{- end -}}
 {{- toYaml (concat $out .c.env) -}}
+{{- end -}}
+
+{{/* RAGMESH_INTERNAL_CALLER_KEYS: internalIdentity.callerKeys as the JSON list the services read. */}}
+{{- define "ragmesh.callerKeys" -}}
+{{- $entries := list -}}
+{{- range . -}}
+{{- $entries = append $entries (dict "caller" .caller "public_key" .publicKey "audiences" .audiences) -}}
+{{- end -}}
+{{- toJson $entries -}}
 {{- end -}}

@@ -27,7 +27,7 @@ EXPECTED = {
     "embedder": {"traces_dsn"},
     "reranker": {"traces_dsn"},
     "answerer": {"traces_dsn"},
-    "ollama": set(),
+    "llm": set(),
 }
 
 
@@ -39,6 +39,7 @@ def secrets_of(stack: Stack) -> dict[str, str]:
         "neo4j_password": stack.secret("arcadedb_password"),
         "redis_password": stack.secret("redis_password"),
         "signing_key": stack.internal_keys()[0].strip().splitlines()[1],  # a line of the private key's body
+        "caller_key": stack.caller_keys()[0].strip().splitlines()[1],  # the dev caller's: no process holds it
         "postgres_owner_password": "",  # filled in below: the owner's password must reach no process at all
     }
 
@@ -61,7 +62,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stack:
 
 def test_every_process_holds_exactly_the_secrets_it_uses(stack: Stack) -> None:
     secrets = {**secrets_of(stack), "postgres_owner_password": "owner-secret"}
-    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "ollama"} == set(PROCESS_SECRETS)
+    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "llm"} == set(PROCESS_SECRETS)
     report = {}
     for process in EXPECTED:
         env = stack.env(process)
@@ -140,7 +141,7 @@ def test_dev_mtls_gives_each_service_its_own_certificate(tmp_path: Path, monkeyp
         ca = x509.load_pem_x509_certificate(Path(env["RAGMESH_TLS_CA"]).read_bytes())
         cert.verify_directly_issued_by(ca)
     assert len(set(seen.values())) == len(seen)
-    assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("ollama"))
+    assert not any(k.startswith("RAGMESH_TLS_") for k in stack.env("llm"))
     assert not any(k.startswith("RAGMESH_TLS_") for k in Stack(tmp_path, ports=PORTS, mtls=False).env("parser"))
 
 

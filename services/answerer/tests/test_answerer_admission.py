@@ -39,6 +39,8 @@ class GatedChat:
     """Answers every prompt with ANSWER once `gate` is open."""
 
     model = "gated"
+    system = "openai"
+    endpoint = "in-process"
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
@@ -59,6 +61,7 @@ class GatedChat:
         seed: int | None,
         result: Generation,
         stop: list[str] | None = None,
+        deadline: float | None = None,
     ) -> AsyncIterator[str]:
         self.generating += 1
         await self.gate.wait()

@@ -35,9 +35,11 @@ CAFETERIA = common_pb2.ScoredChunk(
 
 
 class ScriptedChat:
-    """Stands in for OllamaChat: answers every prompt with `reply`, in word-sized pieces."""
+    """Stands in for the model client: answers every prompt with `reply`, in word-sized pieces."""
 
     model = "scripted"
+    system = "openai"
+    endpoint = "in-process"
 
     def __init__(self) -> None:
         self.reply = ""
@@ -58,6 +60,7 @@ class ScriptedChat:
         seed: int | None,
         result: Generation,
         stop: list[str] | None = None,
+        deadline: float | None = None,
     ) -> AsyncIterator[str]:
         self.messages = messages
         for piece in self.reply.split(" "):
@@ -125,6 +128,8 @@ async def test_correct_answer_is_verified_with_evidence_and_source_markers(
         == "IBM was founded in 1911 in Endicott, New York."
     )
     assert final.answer == "IBM was founded in 1911. [2]"  # quote [1] is source 2
+    # the model server's token counts come back with the answer
+    assert final.HasField("usage") and (final.usage.input_tokens, final.usage.output_tokens) == (10, 6)
     assert streamed == final.answer  # the verified sentence was streamed, nothing else
     quote = final.evidence[0]
     assert quote.source_index == 1 and quote.chunk_id == "ibm-1"

@@ -132,6 +132,26 @@ def test_a_streamed_completion_ends_with_the_ragmesh_chunk_and_done(verified: An
     assert all(json.loads(d)["object"] == "chat.completion.chunk" for d in data[:-1])
 
 
+def test_token_usage_is_openais_usage_streamed_and_not(tmp_path: Path) -> None:
+    counted = answerer_pb2.AnswerFinal()
+    counted.CopyFrom(VERIFIED)
+    counted.usage.CopyFrom(answerer_pb2.TokenUsage(input_tokens=42, output_tokens=7))
+    for client in make_client(tmp_path, answering(counted)):
+        ai = sdk(client)
+        completion = ai.chat.completions.create(model="ragmesh", messages=QUESTION)
+        assert completion.usage is not None
+        assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (42, 7)
+        assert completion.usage.total_tokens == 49
+        assert completion.model_extra["ragmesh"]["usage"] == {"input_tokens": 42, "output_tokens": 7}  # type: ignore[index]
+        last = list(ai.chat.completions.create(model="ragmesh", messages=QUESTION, stream=True))[-1]
+        assert last.usage is not None and last.usage.total_tokens == 49
+        native = client.post("/api/v1/chat", json={"question": "When was IBM founded?", "cache": False}).json()
+        assert native["usage"] == {"input_tokens": 42, "output_tokens": 7}
+    # a model server that did not count them: no usage, not a made-up zero
+    for client in make_client(tmp_path / "uncounted", answering(VERIFIED)):
+        assert sdk(client).chat.completions.create(model="ragmesh", messages=QUESTION).usage is None
+
+
 def test_a_withheld_draft_is_never_the_content(tmp_path: Path) -> None:
     for client in make_client(tmp_path, answering(WITHHELD)):
         ai = sdk(client)

@@ -84,8 +84,9 @@ class UserContextInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]  
     key fails at start-up, naming the variable.
     """
 
-    def __init__(self, verifier: TokenVerifier | None = None) -> None:
-        self.verifier = verifier if verifier is not None else TokenVerifier.from_env()
+    def __init__(self, verifier: TokenVerifier | None = None, service: str | None = None) -> None:
+        """`service` (the server's name) selects the caller keys that may call it (RAGMESH_INTERNAL_CALLER_KEYS)."""
+        self.verifier = verifier if verifier is not None else TokenVerifier.from_env(service)
 
     async def intercept_service(
         self,

@@ -140,7 +140,9 @@ class GrpcService:
     async def start(self) -> int:
         """Binds and starts serving; reports SERVING once warmup finished. Returns the port."""
         # identity first (an unauthenticated call learns nothing about its request), then the one request check
-        server = aio.server(interceptors=[UserContextInterceptor(), ValidationInterceptor()], options=CHANNEL_OPTIONS)
+        server = aio.server(
+            interceptors=[UserContextInterceptor(service=self.name), ValidationInterceptor()], options=CHANNEL_OPTIONS
+        )
         self._services = list(self._add(server))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

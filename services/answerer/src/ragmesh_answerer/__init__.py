@@ -1,2 +1,2 @@
-"""ragmesh answerer: input guardrails, grounded answers streamed from an LLM through the Ollama API,
-citations attributed by lexical support; plus `local_ollama`, an embedded llama.cpp stand-in for Ollama."""
+"""ragmesh answerer: input guardrails, grounded answers streamed from an LLM (Ollama's API or any
+OpenAI-compatible server), citations attributed by lexical support."""

@@ -1,13 +1,13 @@
 """Entry point: python -m ragmesh_answerer."""
 
 from ragmesh_answerer.config import Settings
-from ragmesh_answerer.llm import OllamaChat
+from ragmesh_answerer.llm import chat_model
 from ragmesh_answerer.server import build_service
 from ragmesh_common.server import GrpcService, run_service
 
 
 def build(settings: Settings) -> GrpcService:
-    return build_service(settings, OllamaChat(settings.ollama_host, settings.model, settings.timeout_seconds))
+    return build_service(settings, chat_model(settings))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
 from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
-from ragmesh_answerer.llm import Generation, OllamaChat
+from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
@@ -64,8 +64,8 @@ class AnswerResult:
     grounded: bool
     warnings: list[str] = field(default_factory=list)
     model: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int | None = None  # None: the model server did not count them
+    completion_tokens: int | None = None
     short_answer: str = ""
     evidence: list[EvidenceQuote] = field(default_factory=list)
     sentences: list[SentenceVerdict] = field(default_factory=list)
@@ -96,12 +96,13 @@ class AnswerInput:
     max_tokens: int = 0  # 0 = the service default
     temperature: float | None = None  # None = the service default
     stream_draft: bool = False  # also yield the raw draft's pieces (str)
+    deadline: float | None = None  # the caller's deadline (time.monotonic()); bounds the generation
 
 
 class Answerer:
     """Guarded, verified answers from `llm` over the sources the caller retrieved."""
 
-    def __init__(self, settings: Settings, llm: OllamaChat, reader: Reader | None = None) -> None:
+    def __init__(self, settings: Settings, llm: ChatModel, reader: Reader | None = None) -> None:
         self.settings = settings
         self.llm = llm
         self.reader = reader
@@ -150,7 +151,8 @@ class Answerer:
         if found is None:
             logger.info("no sentence of %d sources answers the question as asked", len(request.sources))
             if not request.stream_draft:
-                yield self._documents_say(quotes, request.sources, Generation(), [])
+                # the model was not asked: it used no tokens
+                yield self._documents_say(quotes, request.sources, Generation(prompt_tokens=0, completion_tokens=0), [])
                 return
         else:
             quotes = _answer_quote_first(quotes, found, request.sources)
@@ -164,7 +166,7 @@ class Answerer:
         span = tracer.start_span(
             "generate",
             attributes={
-                attr.GEN_AI_SYSTEM: "ollama",
+                attr.GEN_AI_SYSTEM: self.llm.system,
                 attr.GEN_AI_OPERATION: "chat",
                 attr.GEN_AI_REQUEST_MODEL: self.llm.model,
                 attr.GEN_AI_REQUEST_MAX_TOKENS: max_tokens,
@@ -181,6 +183,7 @@ class Answerer:
                 seed=self.settings.seed,
                 result=generation,
                 stop=list(STOP_SEQUENCES),
+                deadline=request.deadline,
             )
             try:
                 async for piece in stream:
@@ -199,8 +202,10 @@ class Answerer:
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
         finally:
-            span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
-            span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
+            if generation.prompt_tokens is not None:  # absent, not 0, when the server did not count them
+                span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
+            if generation.completion_tokens is not None:
+                span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
             span.end()
         for sentence in gate.finish():
             yield sentence

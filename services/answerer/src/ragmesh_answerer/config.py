@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from ragmesh_common.config import ServiceSettings, settings_config
 
@@ -14,8 +14,14 @@ class Settings(ServiceSettings):
 
     host: str = "127.0.0.1"
     port: int = 50056
-    # e.g. http://127.0.0.1:11435 (anything the ollama client accepts)
-    ollama_host: str = Field(validation_alias="OLLAMA_HOST")
+    # which API the model server speaks: Ollama's native one, or OpenAI's (vLLM, NIM, llama.cpp, TGI, OpenAI)
+    llm_backend: Literal["ollama", "openai"] = "ollama"
+    # ollama: e.g. http://ollama:11434 (anything the ollama client accepts)
+    ollama_host: str | None = Field(None, validation_alias="OLLAMA_HOST")
+    # openai: the API root, e.g. http://vllm:8000/v1
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr = SecretStr("")  # the bearer key, when the server wants one
+    llm_max_retries: int = Field(2, ge=0, le=10)  # retries of a call that failed before its first token
     model: str = "smollm2:135m"
     max_tokens: int = Field(64, gt=0)  # default num_predict when the request says 0
     temperature: float = Field(0.2, ge=0.0, le=2.0)  # default when the request has no temperature
@@ -34,7 +40,21 @@ class Settings(ServiceSettings):
     # longest wait for a slot (less when the call's deadline is nearer)
     queue_timeout_seconds: float = Field(30.0, gt=0)
 
+    # per field (not a model validator): the error then names the variable and shows no other setting's value
+    @field_validator("ollama_host", "openai_base_url")
+    @classmethod
+    def _endpoint_of_the_backend(cls, value: str | None, info: ValidationInfo) -> str | None:
+        wanted = "ollama" if info.field_name == "ollama_host" else "openai"
+        if info.data.get("llm_backend") == wanted and not value:
+            raise ValueError(f"required when ANSWERER_LLM_BACKEND is {wanted}")
+        return value
+
     @classmethod
     def defaults(cls, ollama_host: str, **overrides: Any) -> Settings:
         """The documented defaults (as from an empty environment) with overrides; for tools and tests."""
         return cls(ollama_host=ollama_host, **overrides)
+
+    @classmethod
+    def for_openai(cls, base_url: str, **overrides: Any) -> Settings:
+        """The defaults with an OpenAI-compatible server as the model backend; for tools and tests."""
+        return cls(llm_backend="openai", openai_base_url=base_url, **overrides)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ragmesh_answerer.guardrails import injection_rules
-from ragmesh_answerer.llm import Generation, OllamaChat
+from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import defang
 
 logger = logging.getLogger(__name__)
@@ -54,11 +54,18 @@ def clean_output(output: str, question: str) -> str | None:
     return text
 
 
-async def rewrite_followup(llm: OllamaChat, question: str, history: list[tuple[str, str]]) -> RewriteResult:
+async def rewrite_followup(
+    llm: ChatModel, question: str, history: list[tuple[str, str]], deadline: float | None = None
+) -> RewriteResult:
     """Raises `Unavailable` when the model cannot be reached (the caller keeps its own rule result)."""
     result = Generation()
     async for _ in llm.stream(
-        rewrite_messages(question, history), max_tokens=MAX_TOKENS, temperature=0.0, seed=0, result=result
+        rewrite_messages(question, history),
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        seed=0,
+        result=result,
+        deadline=deadline,
     ):
         pass
     text = clean_output(result.text, question)

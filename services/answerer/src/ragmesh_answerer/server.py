@@ -15,7 +15,7 @@ from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh_answerer.answering import Answerer, AnswerInput, AnswerResult, Sentence
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.limiter import Exhausted, Limiter
-from ragmesh_answerer.llm import OllamaChat
+from ragmesh_answerer.llm import ChatModel, chat_model
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.rewriting import rewrite_followup
 from ragmesh_answerer.verify import Verdict
@@ -86,6 +86,10 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
             )
         )
     final.overruled = result.overruled
+    if result.prompt_tokens is not None and result.completion_tokens is not None:
+        final.usage.CopyFrom(
+            answerer_pb2.TokenUsage(input_tokens=result.prompt_tokens, output_tokens=result.completion_tokens)
+        )
     return final
 
 
@@ -101,6 +105,12 @@ async def _refuse(context: aio.ServicerContext[Any, Any], exc: Exhausted) -> NoR
         trailing_metadata=((RETRY_AFTER_KEY, str(exc.retry_after_seconds)),),
     )
     raise AssertionError("context.abort raises")
+
+
+def _deadline(context: aio.ServicerContext[Any, Any]) -> float | None:
+    """The caller's gRPC deadline as a time.monotonic() value (None: the call has none)."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
 
 
 class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
@@ -134,6 +144,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             max_tokens=request.max_tokens,
             temperature=request.temperature if request.HasField("temperature") else None,
             stream_draft=request.stream_draft,
+            deadline=_deadline(context),
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())
@@ -194,15 +205,16 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             self._answerer.llm,
             request.question,  # at most limits.QUESTION characters (the shared request check)
             [(turn.role, turn.content) for turn in request.history],
+            deadline=_deadline(context),
         )
         logger.info("rewrite by %s: %s", result.model, "rewritten" if result.rewritten else "kept the question")
         return answerer_pb2.RewriteResponse(question=result.question)
 
 
-def build_service(settings: Settings, llm: OllamaChat | None = None) -> GrpcService:
-    """The answerer server; SERVING once the spaCy pipeline is loaded and the model is listed by Ollama
-    (retried until it is)."""
-    chat = llm or OllamaChat(settings.ollama_host, settings.model, settings.timeout_seconds)
+def build_service(settings: Settings, llm: ChatModel | None = None) -> GrpcService:
+    """The answerer server; SERVING once the spaCy pipeline is loaded and the model server lists the model
+    (retried until it does)."""
+    chat = llm or chat_model(settings)
     answerer = Answerer(settings, chat)
 
     async def warmup() -> None:

@@ -382,6 +382,11 @@ class SentenceEvent(Reply):
     extractive: bool = Field(description="the sentence is the source's own (the model was overruled or not asked)")
 
 
+class TokenUsage(Reply):
+    input_tokens: int = Field(description="prompt tokens, as the model server counted them")
+    output_tokens: int = Field(description="completion tokens")
+
+
 class AnswerSpan(Reply):
     """The extractive short answer: the exact span of a source's text, with the sentence it was cut from."""
 
@@ -424,6 +429,11 @@ class FinalEvent(Reply):
     )
     evidence: list[Evidence] | None = None
     sentences: list[Sentence] | None = None
+    usage: TokenUsage | None = Field(
+        None,
+        description="the model's tokens for this answer (0 when it was not asked, as on a cache hit); null for "
+        "an outcome that is not an answer, or when the model server did not count them",
+    )
     conversation_id: str | None = Field(None, description="the conversation the turn was appended to")
     mode: Literal["direct", "agentic"] | None = Field(None, description="how the chat was answered")
     steps: list[AgentStep] | None = Field(None, description="agentic: the steps, as their `step` events")

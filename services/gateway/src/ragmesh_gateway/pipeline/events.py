@@ -171,6 +171,12 @@ def answer_span_payload(final: answerer_pb2.AnswerFinal) -> dict[str, Any] | Non
     }
 
 
+def usage_payload(final: answerer_pb2.AnswerFinal) -> dict[str, int] | None:
+    if not final.HasField("usage"):
+        return None  # the model server did not count them
+    return {"input_tokens": final.usage.input_tokens, "output_tokens": final.usage.output_tokens}
+
+
 def cached_events(state: RequestState) -> Iterator[Event]:
     """A chat answered from the semantic cache: the cached answer as one token, then its final event with what
     is this request's own (trace, degradations, rewritten question, the asker's document count) and without
@@ -192,6 +198,7 @@ def cached_events(state: RequestState) -> Iterator[Event]:
             "ingesting_documents": 0,
             "cache_hit": True,
             "cached_trace_id": hit.trace_id,
+            "usage": {"input_tokens": 0, "output_tokens": 0},  # no model was asked for this one
         },
     )
 
@@ -228,5 +235,6 @@ def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: li
         answer_span=answer_span_payload(final),
         evidence=[evidence_payload(q, items) for q in final.evidence],
         sentences=[sentence_payload(v) for v in final.sentences],
+        usage=usage_payload(final),
         **retrieval_fields(state),
     )

@@ -12,7 +12,8 @@ The content is the answer as verified, with its citations as `[n]` (n = a source
 once the answerer's verification is done, never the unverified draft, so a withheld answer is never shown. An
 outcome that is not an answer (no_permission, no_sources, ingesting, ...) is the platform's message as the content.
 The native final event (FinalEvent in /openapi.json: outcome, sources, citations, verification, trace id) is the
-`ragmesh` field of the reply, and of the stream's last chunk. Errors are in OpenAI's shape,
+`ragmesh` field of the reply, and of the stream's last chunk; `usage` is the model's token counts for the answer
+(null when the model server did not count them). Errors are in OpenAI's shape,
 `{"error": {"message", "type", "param", "code"}}`, with the native API's statuses (422 is 400 here, as OpenAI's).
 """
 
@@ -156,13 +157,19 @@ class Choice(Reply):
     finish_reason: Literal["stop", "length"]
 
 
+class Usage(Reply):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
 class ChatCompletion(Reply):
     id: str
     object: Literal["chat.completion"]
     created: int
     model: str
     choices: list[Choice]
-    usage: None = Field(None, description="not reported (the answerer does not count tokens yet)")
+    usage: Usage | None = Field(None, description="the model's tokens; null when the model server did not count them")
     ragmesh: FinalEvent = Field(description="outcome, sources, citations, verification and trace id")
 
 
@@ -190,8 +197,8 @@ def openai_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 STREAM_DESCRIPTION = (
     "JSON (ChatCompletion), or text/event-stream when stream=true: `data:` lines each holding a "
-    "chat.completion.chunk (the first with the role, then the answer's content, the last with `finish_reason` "
-    "and `ragmesh`), then `data: [DONE]`; a failure after the response began is a `data:` line with `error`."
+    "chat.completion.chunk (the first with the role, then the answer's content, the last with `finish_reason`, "
+    "`usage` and `ragmesh`), then `data: [DONE]`; a failure after the response began is a `data:` line with `error`."
 )
 
 
@@ -300,6 +307,15 @@ def chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | N
     }
 
 
+def openai_usage(final: dict[str, Any]) -> dict[str, int] | None:
+    """OpenAI's `usage` of the native final event's (null when the model server did not count the tokens)."""
+    usage = final.get("usage")
+    if not usage:
+        return None
+    prompt, completion = int(usage["input_tokens"]), int(usage["output_tokens"])
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
 def finish_reason(final: dict[str, Any]) -> str:
     cut = any("cut off at the token limit" in w for w in final.get("warnings") or [])
     return "length" if cut else "stop"
@@ -355,7 +371,7 @@ async def chat_completions(
                         "finish_reason": finish_reason(final),
                     }
                 ],
-                "usage": None,
+                "usage": openai_usage(final),
                 "ragmesh": final,
             }
         )
@@ -365,7 +381,7 @@ async def chat_completions(
 async def stream(events: AsyncGenerator[dict[str, Any], None], completion_id: str, model: str) -> Response:
     """The chat as `chat.completion.chunk` events: the role once the answerer admitted the request (a busy one
     is a 503 with Retry-After before the status line), the verified answer, a last chunk with the finish reason
-    and the `ragmesh` field, then `[DONE]`. An error after the response began is an `error` data event."""
+    and the `usage` and `ragmesh` fields, then `[DONE]`. An error after the response began is an `error` data event."""
     shutdown = anyio.Event()  # set by sse-starlette when the server stops (SIGTERM)
     items = until_shutdown(events, shutdown)
     head = await until_admitted(items)
@@ -388,7 +404,8 @@ async def stream(events: AsyncGenerator[dict[str, Any], None], completion_id: st
                 yield {"data": json.dumps(exc.body())}
                 return
             yield {"data": json.dumps(chunk(completion_id, model, {"content": final["answer"]}))}
-            yield {"data": json.dumps({**chunk(completion_id, model, {}, finish_reason(final)), "ragmesh": final})}
+            last = chunk(completion_id, model, {}, finish_reason(final))
+            yield {"data": json.dumps({**last, "usage": openai_usage(final), "ragmesh": final})}
             yield {"data": "[DONE]"}
         finally:
             await items.aclose()  # a client that left cancels the answer at once (its slot frees)
