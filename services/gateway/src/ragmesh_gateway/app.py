@@ -17,8 +17,9 @@ from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai
+from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai, session
 from ragmesh_gateway.runtime import open_runtime
+from ragmesh_gateway.sessions import AdminSessions
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
 
 
@@ -59,6 +60,10 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
         cache_seconds=settings.token_cache_seconds,
         signer=signer,
     )
+    app.state.settings = settings
+    app.state.sessions = AdminSessions(  # the dashboard's sign-in (sessions.py)
+        settings.session_key, settings.session_seconds, secure=settings.session_cookie_secure, signer=signer
+    )
     app.router.route_class = StrictJSONRoute  # JSON bodies without NaN/Infinity or lone surrogates (validation.py)
     app.state.max_json_bytes = settings.max_json_bytes
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -71,6 +76,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)
     app.include_router(conversations.router)
     app.include_router(admin.router)
+    app.include_router(session.router)
     app.include_router(health.router)
     app.openapi = with_event_schemas(app.openapi)  # type: ignore[method-assign]  # the chat events' models
     return app
