@@ -22,6 +22,15 @@ from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.sessions import AdminSessions
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
 
+# probes, scrapes and the dashboard's own reads: traced, they would flood the trace list the dashboard shows
+UNTRACED_PATHS = ("/healthz", "/readyz", "/metrics", "/admin")
+UNTRACED_PREFIXES = ("/api/v1/traces", "/api/v1/admin/", "/admin/", "/docs", "/redoc", "/openapi.json")
+
+
+def untraced(scope: dict[str, object]) -> bool:
+    path = str(scope.get("path", ""))
+    return path in UNTRACED_PATHS or path.startswith(UNTRACED_PREFIXES)
+
 
 def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSigner | None = None) -> FastAPI:
     """The app for `settings`; `mesh` replaces the configured services (tests). `signer` signs the internal
@@ -48,7 +57,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
         description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.",
         telemetry={
             "operation_spans": False,
-            "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz", "/metrics"),
+            "exclude": untraced,
         },
     )
     app.state.authenticator = Authenticator(
