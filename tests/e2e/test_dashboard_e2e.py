@@ -58,9 +58,9 @@ def test_an_operator_signs_in_filters_opens_a_trace_and_reads_percentiles(
     user = "dash-viewer"
     asker = mesh.token(user, "dash-nobody", ["employee"])  # no document is readable: quick answers, no model
     admin = mesh.token("dash-admin", "ops", ["admin"])
-    for question in ("What is our travel policy?", "Who approves vacation?"):
-        assert client.post("/api/v1/chat", json={"question": question}, headers=auth(asker)).status_code == 200
     assert client.post("/api/v1/search", json={"query": "travel policy"}, headers=auth(asker)).status_code == 200
+    for question in ("What is our travel policy?", "Who approves vacation?"):  # the newest trace: a chat
+        assert client.post("/api/v1/chat", json={"question": question}, headers=auth(asker)).status_code == 200
     deadline = time.monotonic() + TRACES_SECONDS
     while time.monotonic() < deadline:
         listed = client.get("/api/v1/traces", params={"user": user}, headers=auth(admin)).json()["traces"]

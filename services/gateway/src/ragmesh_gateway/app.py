@@ -12,6 +12,7 @@ from pathlib import Path
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -20,6 +21,7 @@ from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.messages import RequestLanguageMiddleware
 from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
 from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai, session
@@ -35,6 +37,29 @@ UNTRACED_PREFIXES = ("/api/v1/traces", "/api/v1/admin/", "/admin/", "/docs", "/r
 def untraced(scope: dict[str, object]) -> bool:
     path = str(scope.get("path", ""))
     return path in UNTRACED_PATHS or path.startswith(UNTRACED_PREFIXES)
+
+
+def _listed(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def add_cors(app: FastAPI, settings: Settings) -> None:
+    """CORS for a frontend on another origin: GATEWAY_CORS_ORIGINS (none by default: no CORS header is sent and
+    a browser keeps other origins' pages from reading any reply), _METHODS, _HEADERS, _MAX_AGE. Credentials
+    (cookies) are never allowed cross-origin: such a frontend sends its user's bearer token. Added last, so it
+    is the outermost middleware and answers a preflight before authentication."""
+    origins = _listed(settings.cors_origins)
+    if not origins:
+        return
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=_listed(settings.cors_methods),
+        allow_headers=_listed(settings.cors_headers),
+        allow_credentials=False,
+        expose_headers=["Retry-After", "Content-Language"],
+        max_age=settings.cors_max_age,
+    )
 
 
 DOCS_ASSETS = "/docs-assets"
@@ -118,6 +143,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.state.metrics = metrics = GatewayMetrics()  # GET /metrics, Prometheus' text format (metrics.py)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_route("/metrics", metrics.scrape, include_in_schema=False)
+    app.add_middleware(RequestLanguageMiddleware)  # Accept-Language for the messages a user reads (messages.py)
+    add_cors(app, settings)
     app.include_router(chat.router)
     app.include_router(openai.router)  # /v1: the OpenAI-compatible chat
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)

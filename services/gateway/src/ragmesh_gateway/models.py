@@ -193,6 +193,7 @@ class ErrorResponse(Reply):
     """Every 4xx and 5xx: a message, a failed step, or the list of invalid fields (422)."""
 
     detail: str | StepError | list[FieldError]
+    message: str | None = Field(None, description="422: the invalid fields in the user's language (Accept-Language)")
 
 
 class Scores(Reply):
