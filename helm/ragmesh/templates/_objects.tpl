@@ -194,14 +194,22 @@ spec:
           args:
             {{- toYaml . | nindent 12 }}
           {{- end }}
-          {{- if $c.port }}
+          {{- $metrics := include "ragmesh.metricsPortOn" . }}
+          {{- if or $c.port $metrics }}
           ports:
+            {{- if $c.port }}
             - name: {{ $c.protocol }}
               containerPort: {{ $c.port }}
               protocol: TCP
             {{- if and .root.Values.mtls.enabled (eq $c.protocol "grpc") }}
             - name: health
               containerPort: {{ .root.Values.mtls.healthPort }}
+              protocol: TCP
+            {{- end }}
+            {{- end }}
+            {{- if $metrics }}
+            - name: metrics
+              containerPort: {{ .root.Values.metrics.port }}
               protocol: TCP
             {{- end }}
           {{- end }}
@@ -246,6 +254,13 @@ spec:
       targetPort: {{ $c.protocol }}
       protocol: TCP
       appProtocol: {{ ternary "grpc" "http" (eq $c.protocol "grpc") }}
+    {{- if include "ragmesh.metricsPortOn" . }}
+    - name: metrics
+      port: {{ .root.Values.metrics.port }}
+      targetPort: metrics
+      protocol: TCP
+      appProtocol: http
+    {{- end }}
 {{- end -}}
 
 {{- define "ragmesh.serviceAccount" -}}
@@ -346,6 +361,12 @@ spec:
   {{- $_ := set $rule "from" $from }}
   {{- end }}
   {{- $rules = append $rules $rule }}
+  {{- end }}
+  {{- if include "ragmesh.metricsPortOn" . }}
+  {{- /* the metrics port only, from metrics.scrapeFrom (empty: any source; the metrics hold no user data) */}}
+  {{- $scrape := dict "ports" (list (dict "port" (int $root.Values.metrics.port) "protocol" "TCP")) }}
+  {{- with $root.Values.metrics.scrapeFrom }}{{ $_ := set $scrape "from" . }}{{ end }}
+  {{- $rules = append $rules $scrape }}
   {{- end }}
   {{- $rules = concat $rules $c.networkPolicy.extraIngress }}
   ingress:
