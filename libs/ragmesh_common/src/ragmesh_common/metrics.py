@@ -141,8 +141,12 @@ def _timed_stream(behaviour: Callable[..., Any], service: str, method: str) -> C
         RPC_IN_FLIGHT.labels(service).inc()
         failed: BaseException | None = None
         try:
-            async for item in behaviour(request, context):
-                yield item
+            result = behaviour(request, context)
+            if hasattr(result, "__aiter__"):
+                async for item in result:
+                    yield item
+            else:  # a coroutine that writes with context.write(), or one that only aborts (a refused call)
+                await result
         except BaseException as exc:
             failed = exc
             raise

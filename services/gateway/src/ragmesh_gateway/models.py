@@ -687,6 +687,11 @@ class AdminLogin(BaseModel):
     token: str = Field(min_length=1, max_length=16384)
 
 
+class SignedOut(Reply):
+    user_id: str
+    signed_out: bool
+
+
 class AdminSession(Reply):
     user_id: str
     roles: list[str]

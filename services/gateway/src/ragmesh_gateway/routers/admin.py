@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from importlib.resources import files
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import psycopg
@@ -152,20 +153,22 @@ async def list_feedback(
 
 
 # the page's own script and style only (inline, no CDN), never framed by another site, no referrer leaves it
-DASHBOARD_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
-    "style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
+DASHBOARD_HEADERS = MappingProxyType(
+    {
+        "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+)
 
 
 @router.get("/admin", include_in_schema=False, response_class=HTMLResponse)
 async def dashboard() -> HTMLResponse:
     """The operator's dashboard (static/admin.html): sign-in, traces, latency, feedback, document problems."""
     page = files("ragmesh_gateway").joinpath("static/admin.html").read_text()
-    return HTMLResponse(page, headers=DASHBOARD_HEADERS)
+    return HTMLResponse(page, headers=dict(DASHBOARD_HEADERS))
 
 
 @router.get(

@@ -15,11 +15,11 @@ import anyio
 import httpx
 import jwt
 from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.responses import RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 
 from ragmesh_gateway.auth import Authenticator, require_admin
 from ragmesh_gateway.deps import User
-from ragmesh_gateway.models import AdminLogin, AdminSession, error_responses
+from ragmesh_gateway.models import AdminLogin, AdminSession, SignedOut, error_responses
 from ragmesh_gateway.sessions import COOKIE, AdminSessions, Session, same_origin
 from ragmesh_gateway.validation import StrictJSONRoute
 
@@ -78,7 +78,7 @@ async def sign_in(body: AdminLogin, request: Request, response: Response) -> Any
     tags=["admin"],
     summary="The dashboard session of this cookie, with its CSRF token (401 without one)",
     response_model=AdminSession,
-    responses=error_responses(401),
+    responses=error_responses(401, 422),
 )
 async def current_session(request: Request, response: Response) -> Any:
     cookie = request.cookies.get(COOKIE)
@@ -92,16 +92,16 @@ async def current_session(request: Request, response: Response) -> Any:
 @router.delete(
     "/api/v1/admin/session",
     tags=["admin"],
-    status_code=204,
     summary="Sign out of the dashboard (the cookie's session ends; X-CSRF-Token required)",
-    responses=error_responses(401, 403),
+    response_model=SignedOut,
+    responses=error_responses(401, 403, 422),
 )
 async def sign_out(request: Request, user: User) -> Response:
     sessions: AdminSessions = request.app.state.sessions
     cookie = request.cookies.get(COOKIE)
     if cookie:
         sessions.revoke(sessions.read(cookie))  # `user` passed the CSRF check for this cookie
-    response = Response(status_code=204)
+    response = JSONResponse({"user_id": user.user_id, "signed_out": True}, headers={"Cache-Control": "no-store"})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=sessions.secure(request))
     logger.info("dashboard session of %s ended", user.user_id)
     return response
