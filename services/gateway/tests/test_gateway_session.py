@@ -119,3 +119,140 @@ def test_a_forged_or_expired_cookie_is_refused(browser: TestClient, tmp_path: Pa
 def test_oidc_sign_in_is_not_offered_unconfigured(browser: TestClient) -> None:
     reply = browser.get("/admin/oidc/login", follow_redirects=False)
     assert reply.status_code == 404 and "GATEWAY_OIDC_CLIENT_ID" in reply.text
+
+
+# ---------- OIDC: the authorization code flow with PKCE against an identity provider ----------
+
+
+class FakeProvider:
+    """An OIDC identity provider on a local port: discovery, JWKS and a token endpoint that checks the PKCE
+    verifier against the challenge the authorization request carried, then issues an RS256 access token."""
+
+    def __init__(self, roles: list[str]) -> None:
+        import base64
+        import hashlib
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs
+
+        import jwt
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        public.update({"kid": "k1", "use": "sig", "alg": "RS256"})
+        self.challenges: dict[str, str] = {}  # code -> the PKCE challenge of its authorization request
+        self.exchanged: list[dict[str, list[str]]] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _json(self, status: int, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path == "/.well-known/openid-configuration":
+                    self._json(
+                        200,
+                        {
+                            "issuer": provider.issuer,
+                            "authorization_endpoint": f"{provider.issuer}/authorize",
+                            "token_endpoint": f"{provider.issuer}/token",
+                            "jwks_uri": f"{provider.issuer}/jwks",
+                        },
+                    )
+                elif self.path == "/jwks":
+                    self._json(200, {"keys": [public]})
+                else:
+                    self._json(404, {})
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                provider.exchanged.append(form)
+                code, verifier = form.get("code", [""])[0], form.get("code_verifier", [""])[0]
+                digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+                if provider.challenges.get(code) != digest:
+                    self._json(400, {"error": "invalid_grant"})
+                    return
+                now = int(time.time())
+                claims = {
+                    "iss": provider.issuer,
+                    "aud": "ragmesh",
+                    "sub": "root",
+                    "roles": roles,
+                    "iat": now,
+                    "exp": now + 300,
+                }
+                token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+                self._json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 300})
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def oidc_browser(tmp_path: Path, provider: FakeProvider) -> Iterator[TestClient]:
+    config = settings(tmp_path).model_copy(
+        update={
+            "jwt_secret": None,
+            "jwt_issuer": provider.issuer,
+            "jwks_url": f"{provider.issuer}/jwks",
+            "jwt_audience": "ragmesh",
+            "oidc_client_id": "ragmesh-dashboard",
+        }
+    )
+    with TestClient(create_app(config, mesh=FakeMesh()), raise_server_exceptions=False) as client:
+        yield client
+    provider.server.shutdown()
+
+
+def authorize(browser: TestClient, provider: FakeProvider) -> dict[str, str]:
+    """The dashboard's redirect to the provider, and the provider's consent: a code bound to the challenge."""
+    from urllib.parse import parse_qs, urlsplit
+
+    start = browser.get("/admin/oidc/login", follow_redirects=False)
+    assert start.status_code == 302
+    target = urlsplit(start.headers["location"])
+    assert f"{target.scheme}://{target.netloc}{target.path}" == f"{provider.issuer}/authorize"
+    query = {k: v[0] for k, v in parse_qs(target.query).items()}
+    assert query["client_id"] == "ragmesh-dashboard" and query["response_type"] == "code"
+    assert query["code_challenge_method"] == "S256" and query["redirect_uri"] == "http://testserver/admin/oidc/callback"
+    assert "HttpOnly" in start.headers["set-cookie"]
+    provider.challenges["the-code"] = query["code_challenge"]
+    return query
+
+
+def test_oidc_sign_in_gives_an_admin_a_session(tmp_path: Path) -> None:
+    provider = FakeProvider(["admin"])
+    for browser in oidc_browser(tmp_path, provider):
+        query = authorize(browser, provider)
+        back = browser.get(f"/admin/oidc/callback?code=the-code&state={query['state']}", follow_redirects=False)
+        assert back.status_code == 303 and back.headers["location"] == "/admin", back.text
+        assert provider.exchanged[-1]["client_id"] == ["ragmesh-dashboard"]
+        session = browser.get("/api/v1/admin/session")
+        assert session.status_code == 200 and session.json()["user_id"] == "root"
+        assert browser.get("/api/v1/admin/cache").status_code == 200
+
+
+def test_oidc_sign_in_refuses_a_forged_state_a_stolen_code_and_a_non_admin(tmp_path: Path) -> None:
+    provider = FakeProvider(["employee"])
+    for browser in oidc_browser(tmp_path, provider):
+        query = authorize(browser, provider)
+        forged = browser.get("/admin/oidc/callback?code=the-code&state=guessed", follow_redirects=False)
+        assert forged.status_code == 401 and "state" in forged.text
+        # a code whose challenge is not this sign-in's verifier: the provider refuses the exchange
+        provider.challenges["the-code"] = "not-this-verifier"
+        stolen = browser.get(f"/admin/oidc/callback?code=the-code&state={query['state']}", follow_redirects=False)
+        assert stolen.status_code == 401
+        query = authorize(browser, provider)
+        employee = browser.get(f"/admin/oidc/callback?code=the-code&state={query['state']}", follow_redirects=False)
+        assert employee.status_code == 403  # signed in at the provider, but not an admin
+        assert browser.get("/api/v1/admin/session").status_code == 401
