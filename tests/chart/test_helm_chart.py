@@ -730,6 +730,18 @@ def test_the_bundled_model_server_serves_the_answerer_only() -> None:
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
     assert _by_kind(docs, "Service")["model-server"]["spec"]["ports"][0]["port"] == 8080
     assert "model-server" not in _by_kind(_scenario_docs("default"), "Deployment")
+    # under egress rules, the answerer may reach it (and the other components may not)
+    policies = _by_kind(
+        _docs({"modelServer": {"enabled": True}, "network": {"egress": {"enabled": True}}}), "NetworkPolicy"
+    )
+    for name, policy in policies.items():
+        targets = [
+            peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component")
+            for rule in policy["spec"].get("egress", [])
+            for peer in rule.get("to", [])
+            if "podSelector" in peer
+        ]
+        assert ("model-server" in targets) == (name == "answerer"), name
 
 
 @pytest.mark.parametrize(

@@ -381,6 +381,10 @@ spec:
   {{- $peer := dict "podSelector" (dict "matchLabels" (include "ragmesh.selectorLabels" (dict "root" $root "name" .) | fromYaml)) }}
   {{- $out = append $out (dict "to" (list $peer) "ports" (list (dict "port" (int $callee.port) "protocol" "TCP"))) }}
   {{- end }}
+  {{- if and (eq .name "answerer") $root.Values.modelServer.enabled }}
+  {{- $server := dict "podSelector" (dict "matchLabels" (include "ragmesh.selectorLabels" (dict "root" $root "name" "model-server") | fromYaml)) }}
+  {{- $out = append $out (dict "to" (list $server) "ports" (list (dict "port" (int $root.Values.modelServer.port) "protocol" "TCP"))) }}
+  {{- end }}
   {{- range (include "ragmesh.storesOf" . | fromJsonArray) }}
   {{- $store := get $egress . }}
   {{- $rule := dict "ports" $store.ports }}
