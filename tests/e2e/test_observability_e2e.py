@@ -151,6 +151,7 @@ def test_every_process_reports_its_metrics_after_a_chat(mesh: Stack, chat: dict[
     assert total(gateway["ragmesh_http_requests_total"], route="/v1/chat/completions", status="200") >= 1
     assert total(gateway["ragmesh_pipeline_step_duration_seconds_count"], pipeline="chat", step="retrieve") >= 1
     assert total(gateway["ragmesh_pipeline_step_duration_seconds_count"], pipeline="chat", step="answer") >= 1
+    assert total(gateway["ragmesh_cache_lookups_total"], result="miss") >= 1  # the first time this was asked
     no_private_labels(gateway, "olga", "research", *document_ids)
 
     ports = mesh.metrics_ports

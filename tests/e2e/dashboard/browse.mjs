@@ -47,7 +47,11 @@ try {
   await page.click("#traces tr.row >> nth=0");
   await page.waitForSelector("#waterfall tr.span");
   seen.spans = await page.$$eval("#waterfall tr.span", (rows) => rows.map((r) => r.children[0].textContent.trim()));
-  await page.click("#waterfall tr.span >> nth=0");
+  // the pipeline's own span (it carries the rag.* attributes), else the root
+  const names = seen.spans;
+  const chosen = Math.max(0, names.indexOf("chat"));
+  await page.click(`#waterfall tr.span >> nth=${chosen}`);
+  seen.openedSpan = names[chosen];
   seen.attributes = await page.$$eval("#span-attributes dt", (dts) => dts.map((d) => d.textContent));
   seen.request = await page.$$eval("#request dt", (dts) => dts.map((d) => d.textContent));
   seen.requestUser = await page.evaluate(() => {
