@@ -46,7 +46,8 @@ async def test_a_grpc_service_counts_each_rpc_by_code_on_its_metrics_port() -> N
     try:
         assert service.metrics_server is not None
         url = f"http://127.0.0.1:{service.metrics_server.port}/metrics"
-        before = samples(httpx.get(url, timeout=10).text, "ragmesh_grpc_server_handled_total")
+        async with httpx.AsyncClient(timeout=10) as http:
+            before = samples((await http.get(url)).text, "ragmesh_grpc_server_handled_total")
         async with insecure_channel(f"127.0.0.1:{service.port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
@@ -54,14 +55,14 @@ async def test_a_grpc_service_counts_each_rpc_by_code_on_its_metrics_port() -> N
             with pytest.raises(grpc.RpcError) as refused:
                 await stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10)
             assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-        text = httpx.get(url, timeout=10).text
+        async with httpx.AsyncClient(timeout=10) as http:
+            text = (await http.get(url)).text
     finally:
         await service.stop()
     handled = samples(text, "ragmesh_grpc_server_handled_total")
     key = (("grpc_method", "Check"), ("grpc_service", "grpc.health.v1.Health"))
-    ok = key[:1] + (("grpc_code", "OK"),) + key[1:]
-    not_found = key[:1] + (("grpc_code", "NOT_FOUND"),) + key[1:]
-    ok, not_found = tuple(sorted(ok)), tuple(sorted(not_found))
+    ok = tuple(sorted((*key, ("grpc_code", "OK"))))
+    not_found = tuple(sorted((*key, ("grpc_code", "NOT_FOUND"))))
     assert handled[ok] - before.get(ok, 0) == 2
     assert handled[not_found] - before.get(not_found, 0) == 1
     timed = samples(text, "ragmesh_grpc_server_handling_seconds_count")
@@ -250,3 +251,17 @@ def test_an_unknown_log_format_fails_naming_the_variable(monkeypatch: pytest.Mon
     monkeypatch.setenv("RAGMESH_LOG_FORMAT", "xml")
     with pytest.raises(SystemExit, match="RAGMESH_LOG_FORMAT"):
         setup_logging("x")
+
+
+def test_prompt_and_answer_reach_a_span_only_with_content_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
+
+    messages = [{"role": "system", "content": "Answer from the quotes."}, {"role": "user", "content": "When?"}]
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    assert llm_content_attributes(messages) == {} and llm_output_attributes("In 1911.") == {}
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    captured = llm_content_attributes(messages)
+    assert json.loads(captured[attr.GEN_AI_INPUT_MESSAGES]) == messages
+    assert captured[attr.OI_INPUT_VALUE] == captured[attr.GEN_AI_INPUT_MESSAGES]
+    assert llm_output_attributes("In 1911.")[attr.OI_OUTPUT_VALUE] == "In 1911."
+    assert token_attributes(12, 3)[attr.OI_LLM_TOKENS_TOTAL] == 15

@@ -86,7 +86,6 @@ GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_PROVIDER = "gen_ai.provider.name"  # the current name of gen_ai.system (kept beside it for older backends)
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # likewise
@@ -96,7 +95,6 @@ OI_INPUT_VALUE = "input.value"  # the question or prompt: only with content capt
 OI_INPUT_MIME_TYPE = "input.mime_type"
 OI_OUTPUT_VALUE = "output.value"  # the answer: only with content capture on
 OI_LLM_MODEL = "llm.model_name"
-OI_LLM_PROVIDER = "llm.provider"
 OI_LLM_TOKENS_PROMPT = "llm.token_count.prompt"
 OI_LLM_TOKENS_COMPLETION = "llm.token_count.completion"
 OI_LLM_TOKENS_TOTAL = "llm.token_count.total"

@@ -208,6 +208,16 @@ def llm_content_attributes(messages: Sequence[dict[str, str]]) -> dict[str, str]
     }
 
 
+def llm_output_attributes(text: str) -> dict[str, str]:
+    """The model's answer, as GenAI and OpenInference attributes, when content capture is on; nothing otherwise."""
+    if not capture_content() or not text:
+        return {}
+    return {
+        attributes.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "content": text}]),
+        attributes.OI_OUTPUT_VALUE: text,
+    }
+
+
 def token_attributes(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """A generation's token counts in OpenInference's names (the gen_ai.usage.* ones are set beside them)."""
     return {

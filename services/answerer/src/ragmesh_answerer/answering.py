@@ -34,7 +34,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
 from ragmesh_common.metrics import count_generation
-from ragmesh_common.telemetry import llm_content_attributes, token_attributes
+from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
 from ragmesh_common.text.numbers import number_supported, numbers
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import sentence_spans
@@ -210,6 +210,7 @@ class Answerer:
             span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
             span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
             span.set_attributes(token_attributes(generation.prompt_tokens, generation.completion_tokens))
+            span.set_attributes(llm_output_attributes(generation.text))
             if generation.done_reason:
                 span.set_attribute(attr.GEN_AI_RESPONSE_FINISH_REASONS, [generation.done_reason])
             count_generation(self.llm.model, outcome, generation.prompt_tokens, generation.completion_tokens)
