@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
@@ -34,7 +35,7 @@ UNTRACED_PATHS = ("/healthz", "/readyz", "/metrics", "/admin")
 UNTRACED_PREFIXES = ("/api/v1/traces", "/api/v1/admin/", "/admin/", "/docs", "/redoc", "/openapi.json")
 
 
-def untraced(scope: dict[str, object]) -> bool:
+def untraced(scope: Scope) -> bool:
     path = str(scope.get("path", ""))
     return path in UNTRACED_PATHS or path.startswith(UNTRACED_PREFIXES)
 

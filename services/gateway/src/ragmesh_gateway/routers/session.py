@@ -184,7 +184,8 @@ async def oidc_callback(request: Request, code: str = "", state: str = "", error
         "client_id": client_id,
         "code_verifier": str(pending["verifier"]),
     }
-    auth = (client_id, client_secret) if client_secret else None
+    # a confidential client authenticates with its secret; a public one (no secret) with the PKCE verifier only
+    auth: httpx.Auth = httpx.BasicAuth(client_id, client_secret) if client_secret else httpx.Auth()
     try:
         async with httpx.AsyncClient(timeout=OIDC_TIMEOUT) as client:
             reply = await client.post(provider["token_endpoint"], data=form, auth=auth)
