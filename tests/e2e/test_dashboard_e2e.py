@@ -98,6 +98,8 @@ def test_an_operator_signs_in_filters_opens_a_trace_and_reads_percentiles(
     for row in rows.values():
         p50, p95, p99 = (float(v) for v in row[5:8])
         assert 0 <= p50 <= p95 <= p99
+    assert seen["feedback"] and not any(row["error"] for row in seen["feedback"]), seen["feedback"]
+    assert seen["problems"] and not any(row["error"] for row in seen["problems"]), seen["problems"]
     assert seen["signedOut"] is True
     for name in ("dashboard-traces.png", "dashboard-trace.png", "dashboard-latency.png"):
         assert (shots / name).stat().st_size > 10_000

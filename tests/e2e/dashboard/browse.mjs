@@ -68,6 +68,14 @@ try {
   seen.chartBars = await page.$$eval("#latency-chart svg rect", (rects) => rects.length);
   await page.screenshot({ path: `${shots}/dashboard-latency.png`, fullPage: true });
 
+  // feedback and document problems: their own tabs, loaded through the session (an error shows as a red row)
+  await page.click("#tabs button[data-tab=feedback]");
+  await page.waitForSelector("#feedback tr");
+  seen.feedback = await page.$$eval("#feedback tr", (rows) => rows.map((r) => ({ text: r.textContent.trim(), error: !!r.querySelector("td.err[colspan]") })));
+  await page.click("#tabs button[data-tab=documents]");
+  await page.waitForSelector("#problems tr");
+  seen.problems = await page.$$eval("#problems tr", (rows) => rows.map((r) => ({ text: r.textContent.trim(), error: !!r.querySelector("td.err[colspan]") })));
+
   seen.localStorage = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.length }));
 
   // sign out: back to the sign-in, and a reload stays signed out
