@@ -65,6 +65,22 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "de": "Ihre Frage wurde nicht angenommen: {reason}",
         "fr": "Votre question n'a pas été acceptée : {reason}",
     },
+    "guardrail_injection": {
+        "en": "the question looks like an attempt to override the assistant's instructions or extract secrets "
+        "({rules}); please rephrase it as a question about your documents",
+        "de": "die Frage sieht wie ein Versuch aus, die Anweisungen des Assistenten zu umgehen oder Geheimnisse "
+        "abzufragen ({rules}); bitte formulieren Sie sie als Frage zu Ihren Dokumenten",
+        "fr": "la question ressemble à une tentative de contourner les instructions de l'assistant ou d'extraire "
+        "des secrets ({rules}) ; reformulez-la comme une question sur vos documents",
+    },
+    "guardrail_history": {
+        "en": "the chat history looks like an attempt to override the assistant's instructions or extract secrets "
+        "({rules}); start a new chat",
+        "de": "der Chatverlauf sieht wie ein Versuch aus, die Anweisungen des Assistenten zu umgehen oder "
+        "Geheimnisse abzufragen ({rules}); beginnen Sie einen neuen Chat",
+        "fr": "l'historique de la conversation ressemble à une tentative de contourner les instructions de "
+        "l'assistant ou d'extraire des secrets ({rules}) ; commencez une nouvelle conversation",
+    },
     "invalid_request": {
         "en": "The request is not valid: {fields}",
         "de": "Die Anfrage ist ungültig: {fields}",
@@ -240,6 +256,21 @@ def message(key: str, lang: str, **values: str) -> str:
 def for_question(key: str, question: str = "", **values: str) -> str:
     """The message `key` in the language of `question` or, failing that, of the request's Accept-Language."""
     return message(key, language(question), **values)
+
+
+HISTORY_RULE = "history:"  # the answerer's prefix of a rule that fired on the chat history (guardrails.py)
+FORM_RULES = frozenset({"control_characters", "empty", "too_long"})  # refusals of form, not of content
+
+
+def guardrail_reason(reason: str, rules: list[str], question: str) -> str:
+    """The answerer's refusal in the question's language: an injection rule (on the question or on the history)
+    gets the catalogue's sentence naming the rules; a refusal of form keeps the answerer's own reason."""
+    names = [rule.removeprefix(HISTORY_RULE) for rule in rules]
+    if not rules or any(name in FORM_RULES for name in names):
+        return for_question("guardrail_refused", question, reason=reason)
+    key = "guardrail_history" if all(rule.startswith(HISTORY_RULE) for rule in rules) else "guardrail_injection"
+    lang = language(question)
+    return message("guardrail_refused", lang, reason=message(key, lang, rules=", ".join(names)))
 
 
 def localize_withheld(answer: str, lang: str) -> str:
