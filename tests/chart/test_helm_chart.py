@@ -98,7 +98,25 @@ def test_every_manifest_validates_against_kubernetes(scenario: str) -> None:
         if doc["apiVersion"] == "cert-manager.io/v1":  # a CRD: no schema in kubernetes-validate
             assert doc["kind"] == "Certificate" and doc["spec"]["secretName"] and doc["spec"]["issuerRef"]["name"]
             continue
+        if doc["apiVersion"] in ("monitoring.coreos.com/v1", "gateway.networking.k8s.io/v1"):  # CRDs too
+            _check_crd_object(doc)
+            continue
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def _check_crd_object(doc: dict[str, Any]) -> None:
+    """The fields the Prometheus operator and Gateway API need (their CRDs are not in kubernetes-validate)."""
+    spec = doc["spec"]
+    if doc["kind"] == "ServiceMonitor":
+        assert spec["selector"]["matchLabels"] and spec["endpoints"]
+        assert all(e["port"] and e["path"] == "/metrics" for e in spec["endpoints"])
+    elif doc["kind"] == "PodMonitor":
+        assert spec["selector"]["matchLabels"] and all(e["port"] == "metrics" for e in spec["podMetricsEndpoints"])
+    elif doc["kind"] == "HTTPRoute":
+        assert spec["parentRefs"] and all(r["name"] for r in spec["parentRefs"])
+        assert all(b["name"] and b["port"] for rule in spec["rules"] for b in rule["backendRefs"])
+    else:
+        raise AssertionError(f"unexpected custom resource {doc['apiVersion']} {doc['kind']}")
 
 
 def test_gpu_limits_tolerations_and_cuda_images_only_on_embedder_and_reranker() -> None:
@@ -153,7 +171,8 @@ def test_probes_native_grpc_for_grpc_services_and_http_for_gateway(scenario: str
 def test_pods_run_restricted(scenario: str) -> None:
     docs = _scenario_docs(scenario)
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "Job")]
-    assert len(pods) == 9  # 8 components + the migration job
+    bundled = render_chart.load_values(SCENARIOS[scenario] / "values.yaml").get("modelServer", {}).get("enabled")
+    assert len(pods) == 9 + bool(bundled)  # 8 components + the migration job (+ the bundled model server)
     for pod in pods:
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == 10001
@@ -171,11 +190,17 @@ def test_pods_run_restricted(scenario: str) -> None:
 def test_service_ports_match_containers_and_addr_wiring(scenario: str) -> None:
     docs = _scenario_docs(scenario)
     deployments, services = _by_kind(docs, "Deployment"), _by_kind(docs, "Service")
+    services.pop("model-server", None)  # the bundled model server (modelServer.enabled): not a component
     assert set(services) == {"gateway", *GRPC_PORTS}, "every component but the worker has a Service"
     for name, svc in services.items():
         container_ports = {p["name"]: p["containerPort"] for p in _container(deployments[name])["ports"]}
-        (port,) = svc["spec"]["ports"]
+        port, *metrics = svc["spec"]["ports"]
         assert container_ports[port["targetPort"]] == port["port"], name
+        # /metrics: the gateway on its HTTP port, every gRPC service on a port of its own (metrics.port)
+        assert [(m["name"], m["port"]) for m in metrics] == ([] if name == "gateway" else [("metrics", 9464)]), name
+        for m in metrics:
+            assert container_ports[m["targetPort"]] == m["port"]
+            assert _env(_container(deployments[name]))["RAGMESH_METRICS_PORT"] == "9464"
         assert svc["spec"]["selector"] == deployments[name]["spec"]["selector"]["matchLabels"]
         env = _env(_container(deployments[name]))
         assert env[f"{name.upper()}_PORT"] == str(port["port"])
@@ -194,7 +219,9 @@ def test_worker_runs_celery_from_the_ingestion_image() -> None:
     assert worker["command"] == ["celery", "-A", "ragmesh_ingestion.worker", "worker"]
     assert worker["image"] == "ghcr.io/ragmesh/ragmesh-ingestion:0.1.0"
     assert gateway["image"] == "ghcr.io/ragmesh/ragmesh-gateway:0.1.0"
-    assert "ports" not in worker
+    # its one port: /metrics (RAGMESH_METRICS_PORT, on all addresses), scraped by a PodMonitor (no Service)
+    assert worker["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+    assert _env(worker)["RAGMESH_METRICS_PORT"] == "9464" and _env(worker)["RAGMESH_METRICS_HOST"] == "0.0.0.0"
 
 
 def test_otel_and_store_wiring() -> None:
@@ -233,12 +260,21 @@ CALLERS = {
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> None:
     policies = _by_kind(_scenario_docs(scenario), "NetworkPolicy")
+    model_server = policies.pop("model-server", None)  # the bundled model server: the answerer only
+    if model_server is not None:
+        (rule,) = model_server["spec"]["ingress"]
+        assert [f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in rule["from"]] == ["answerer"]
     assert set(policies) - {"migrate", "ragmesh-default-deny"} == {"gateway", "worker", *GRPC_PORTS}
     (gateway_rule,) = policies["gateway"]["spec"]["ingress"]
     assert "from" not in gateway_rule and gateway_rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
-    assert policies["worker"]["spec"]["ingress"] == []
+    metrics_rule = {"ports": [{"port": 9464, "protocol": "TCP"}]}  # metrics.port; from metrics.scrapeFrom
+    scrape_from = render_chart.load_values(SCENARIOS[scenario] / "values.yaml").get("metrics", {}).get("scrapeFrom")
+    if scrape_from:
+        metrics_rule["from"] = scrape_from
+    assert policies["worker"]["spec"]["ingress"] == [metrics_rule]
     for name, port in GRPC_PORTS.items():
-        (rule,) = policies[name]["spec"]["ingress"]
+        rule, scrape = policies[name]["spec"]["ingress"]
+        assert scrape == metrics_rule, name
         callers = {f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in rule["from"]}
         assert callers == CALLERS[name], name
         assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
@@ -255,6 +291,7 @@ def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> No
 def test_internal_identity_signing_key_only_in_gateway_and_worker(scenario: str) -> None:
     deployments = _by_kind(_scenario_docs(scenario), "Deployment")
     secret = {"name": "ragmesh-internal-identity"}
+    deployments.pop("model-server", None)  # the bundled model server: no identity of the mesh
     for name, dep in deployments.items():
         env = _env(_container(dep))
         if name in ("gateway", "worker"):
@@ -599,3 +636,176 @@ def test_spans_are_written_by_the_insert_only_role_and_pruned_by_the_retention_r
     assert gateway["GATEWAY_TRACES_DSN"] == {"secretKeyRef": {"name": secret, "key": "app-dsn"}}
     assert gateway["GATEWAY_TRACES_RLS_KEY"] == {"secretKeyRef": {"name": secret, "key": "rls-key"}}
     assert gateway["GATEWAY_TRACES_RETENTION_DSN"] == {"secretKeyRef": {"name": secret, "key": "retention-dsn"}}
+
+
+# ---------- what an operator plugs the release into (ingress, monitoring, helm test, a model server) ----------
+
+METRIC_SOURCES = [
+    ROOT / "libs" / "ragmesh_common" / "src" / "ragmesh_common" / "metrics.py",
+    ROOT / "services" / "gateway" / "src" / "ragmesh_gateway" / "metrics.py",
+]
+
+
+def test_monitors_only_where_the_prometheus_operator_is_or_when_forced() -> None:
+    kinds = {d["kind"] for d in _scenario_docs("default")}
+    assert not kinds & {"ServiceMonitor", "PodMonitor"}  # no cluster, no CRDs: nothing a plain cluster refuses
+    docs = _scenario_docs("operator")
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    (pods,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"http", "metrics"}
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "ragmesh",
+        "app.kubernetes.io/instance": "ragmesh",
+    }
+    assert pods["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    off = {"metrics": {"enabled": False, "serviceMonitor": {"ignoreCapabilities": True}}}
+    assert not {d["kind"] for d in _docs(off)} & {"ServiceMonitor", "PodMonitor", "ConfigMap"}
+    deployments = _by_kind(_docs(off), "Deployment")
+    assert all("RAGMESH_METRICS_PORT" not in _env(_container(d)) for d in deployments.values())
+
+
+def test_the_grafana_dashboard_charts_metrics_the_code_exports() -> None:
+    import json
+    import re
+
+    (config_map,) = [d for d in _scenario_docs("operator") if d["kind"] == "ConfigMap"]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "ragmesh"}
+    dashboard = json.loads(config_map["data"]["ragmesh.json"])
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {re.sub(r"_(total|bucket|count|sum)$", "", m) for e in exprs for m in re.findall(r"ragmesh_[a-z_]+", e)}
+    source = "".join(path.read_text() for path in METRIC_SOURCES)
+    exported = set(re.findall(r'"(ragmesh_[a-z_]+)"', source))
+    assert used and used <= exported, used - exported
+    # every exported family is on the dashboard
+    assert exported <= used, exported - used
+
+
+def test_ingress_and_http_route_reach_the_gateway() -> None:
+    assert not {d["kind"] for d in _scenario_docs("default")} & {"Ingress", "HTTPRoute"}
+    docs = _scenario_docs("operator")
+    (ingress,) = [d for d in docs if d["kind"] == "Ingress"]
+    (route,) = [d for d in docs if d["kind"] == "HTTPRoute"]
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [{"secretName": "ragmesh-tls", "hosts": ["ragmesh.example.com"]}]
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "ragmesh-gateway", "port": {"name": "http"}}
+    assert route["spec"]["parentRefs"][0]["name"] == "public"
+    assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "ragmesh-gateway", "port": 8080}]
+
+
+def test_the_gateway_gets_the_dashboard_and_cors_settings() -> None:
+    gateway = _env(_container(_by_kind(_scenario_docs("operator"), "Deployment")["gateway"]))
+    assert gateway["GATEWAY_SESSION_KEY"] == {"secretKeyRef": {"name": "ragmesh-gateway", "key": "session-key"}}
+    assert gateway["GATEWAY_OIDC_CLIENT_ID"] == "ragmesh-dashboard"
+    assert gateway["GATEWAY_CORS_ORIGINS"] == "https://portal.example.com"
+    assert gateway["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf" and gateway["RAGMESH_LOG_FORMAT"] == "json"
+    default = _env(_container(_by_kind(_scenario_docs("default"), "Deployment")["gateway"]))
+    assert "GATEWAY_CORS_ORIGINS" not in default and "GATEWAY_SESSION_KEY" not in default
+
+
+def _helm_test_pod(values: dict[str, Any]) -> dict[str, Any]:
+    (pod,) = [d for d in _docs(values) if d["kind"] == "Pod"]
+    return pod
+
+
+class _FakeGateway:
+    """A stand-in gateway for the helm test's script: /readyz and an authenticated /api/v1/search."""
+
+    def __init__(self, ready: int, token: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._reply(ready if self.path == "/readyz" else 404, b'{"status": "ok"}')
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                authorized = self.headers.get("Authorization") == f"Bearer {token}"
+                self._reply(200 if authorized else 401, b'{"results": []}' if authorized else b'{"detail": "no"}')
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.parametrize(
+    ("ready", "token", "expected"),
+    [(200, "good", 0), (503, "good", 1), (200, "bad", 1), (200, "", 0)],
+)
+def test_helm_test_checks_readiness_and_one_authenticated_search(ready: int, token: str, expected: int) -> None:
+    import subprocess
+    import sys
+
+    pod = _helm_test_pod({"helmTest": {"tokenSecret": {"name": "ragmesh-helm-test", "key": "token"}}})
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    env = _env(container)
+    assert env["GATEWAY_URL"] == "http://ragmesh-gateway:8080"
+    assert env["TEST_TOKEN"] == {"secretKeyRef": {"name": "ragmesh-helm-test", "key": "token"}}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "TEST_TOKEN" not in _env(_helm_test_pod({})["spec"]["containers"][0])  # no secret: readiness only
+    gateway = _FakeGateway(ready, "good")
+    try:
+        run = subprocess.run(
+            [sys.executable, *container["command"][1:], *container["args"]],
+            env={"GATEWAY_URL": gateway.url, "TEST_TIMEOUT_SECONDS": "10", "TEST_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        gateway.server.shutdown()
+    assert run.returncode == expected, run.stdout + run.stderr
+
+
+def test_the_bundled_model_server_serves_the_answerer_only() -> None:
+    docs = _scenario_docs("operator")
+    server = _by_kind(docs, "Deployment")["model-server"]
+    container = _container(server)
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    args = container["args"]
+    assert args[args.index("--model") + 1] == "/models/llm/model.gguf"
+    assert args[args.index("--n-gpu-layers") + 1] == "999"
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
+    assert _by_kind(docs, "Service")["model-server"]["spec"]["ports"][0]["port"] == 8080
+    assert "model-server" not in _by_kind(_scenario_docs("default"), "Deployment")
+    # under egress rules, the answerer may reach it (and the other components may not)
+    policies = _by_kind(
+        _docs({"modelServer": {"enabled": True}, "network": {"egress": {"enabled": True}}}), "NetworkPolicy"
+    )
+    for name, policy in policies.items():
+        targets = [
+            peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component")
+            for rule in policy["spec"].get("egress", [])
+            for peer in rule.get("to", [])
+            if "podSelector" in peer
+        ]
+        assert ("model-server" in targets) == (name == "answerer"), name
+
+
+@pytest.mark.parametrize(
+    ("values", "offending"),
+    [
+        ({"httpRoute": {"enabled": True}}, "parentRefs"),
+        ({"cors": {"origins": ["https://portal.example.com/app"]}}, "origins"),
+        ({"global": {"otelProtocol": "http/json"}}, "otelProtocol"),
+        ({"metrics": {"serviceMonitor": {"interval": "often"}}}, "interval"),
+        ({"ingress": {"enabled": True, "hosts": [{"host": "x"}]}}, "paths"),
+    ],
+)
+def test_schema_refuses_bad_operator_values(values: dict[str, Any], offending: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=offending):
+        render_chart.render({**DEV_AUTH, **values})

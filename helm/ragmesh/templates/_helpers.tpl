@@ -117,6 +117,20 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 - name: LOG_LEVEL
   value: {{ $v.global.logLevel | quote }}
+- name: RAGMESH_LOG_FORMAT
+  value: {{ $v.global.logFormat | quote }}
+{{- with $v.global.otelCollectorEndpoint }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $v.global.otelProtocol | quote }}
+{{- end }}
+{{- if include "ragmesh.metricsPortOn" . }}
+- name: RAGMESH_METRICS_PORT
+  value: {{ $v.metrics.port | quote }}
+{{- if eq .c.protocol "none" }}
+- name: RAGMESH_METRICS_HOST
+  value: "0.0.0.0"
+{{- end }}
+{{- end }}
 {{- $identity := $v.internalIdentity.secret }}
 {{- if has .name (list "gateway" "worker") }}
 {{ include "ragmesh.secretEnv" (dict "env" "RAGMESH_INTERNAL_SIGNING_KEY" "name" $identity.name "key" $identity.signingKeyKey) }}
@@ -199,6 +213,24 @@ win: ragmesh.env drops wired entries of the same name.
 {{- end }}
 {{- if $v.auth.jwtSecret.name }}
 {{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_JWT_SECRET" "name" $v.auth.jwtSecret.name "key" $v.auth.jwtSecret.key) }}
+{{- end }}
+{{- with $v.auth.sessionKeySecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_SESSION_KEY" "name" . "key" $v.auth.sessionKeySecret.key) }}
+{{- end }}
+{{- with $v.auth.oidc.clientId }}
+- name: GATEWAY_OIDC_CLIENT_ID
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.auth.oidc.clientSecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "GATEWAY_OIDC_CLIENT_SECRET" "name" . "key" $v.auth.oidc.clientSecret.key) }}
+{{- end }}
+{{- with $v.cors.origins }}
+- name: GATEWAY_CORS_ORIGINS
+  value: {{ join "," . | quote }}
+- name: GATEWAY_CORS_METHODS
+  value: {{ join "," $v.cors.methods | quote }}
+- name: GATEWAY_CORS_HEADERS
+  value: {{ join "," $v.cors.headers | quote }}
 {{- end }}
 {{- end }}
 {{- if eq .name "retriever" }}
@@ -307,4 +339,10 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- $entries = append $entries (dict "caller" .caller "public_key" .publicKey "audiences" .audiences) -}}
 {{- end -}}
 {{- toJson $entries -}}
+{{- end -}}
+
+{{/* "true" when the component serves /metrics on a port of its own (gRPC services and the worker; the gateway
+serves it on its HTTP port). */}}
+{{- define "ragmesh.metricsPortOn" -}}
+{{- if and .root.Values.metrics.enabled (ne .c.protocol "http") -}}true{{- end -}}
 {{- end -}}

@@ -194,14 +194,22 @@ spec:
           args:
             {{- toYaml . | nindent 12 }}
           {{- end }}
-          {{- if $c.port }}
+          {{- $metrics := include "ragmesh.metricsPortOn" . }}
+          {{- if or $c.port $metrics }}
           ports:
+            {{- if $c.port }}
             - name: {{ $c.protocol }}
               containerPort: {{ $c.port }}
               protocol: TCP
             {{- if and .root.Values.mtls.enabled (eq $c.protocol "grpc") }}
             - name: health
               containerPort: {{ .root.Values.mtls.healthPort }}
+              protocol: TCP
+            {{- end }}
+            {{- end }}
+            {{- if $metrics }}
+            - name: metrics
+              containerPort: {{ .root.Values.metrics.port }}
               protocol: TCP
             {{- end }}
           {{- end }}
@@ -246,6 +254,13 @@ spec:
       targetPort: {{ $c.protocol }}
       protocol: TCP
       appProtocol: {{ ternary "grpc" "http" (eq $c.protocol "grpc") }}
+    {{- if include "ragmesh.metricsPortOn" . }}
+    - name: metrics
+      port: {{ .root.Values.metrics.port }}
+      targetPort: metrics
+      protocol: TCP
+      appProtocol: http
+    {{- end }}
 {{- end -}}
 
 {{- define "ragmesh.serviceAccount" -}}
@@ -347,6 +362,12 @@ spec:
   {{- end }}
   {{- $rules = append $rules $rule }}
   {{- end }}
+  {{- if include "ragmesh.metricsPortOn" . }}
+  {{- /* the metrics port only, from metrics.scrapeFrom (empty: any source; the metrics hold no user data) */}}
+  {{- $scrape := dict "ports" (list (dict "port" (int $root.Values.metrics.port) "protocol" "TCP")) }}
+  {{- with $root.Values.metrics.scrapeFrom }}{{ $_ := set $scrape "from" . }}{{ end }}
+  {{- $rules = append $rules $scrape }}
+  {{- end }}
   {{- $rules = concat $rules $c.networkPolicy.extraIngress }}
   ingress:
     {{- if $rules }}
@@ -359,6 +380,10 @@ spec:
   {{- $callee := mergeOverwrite (deepCopy $root.Values.default) (get $root.Values.components .) }}
   {{- $peer := dict "podSelector" (dict "matchLabels" (include "ragmesh.selectorLabels" (dict "root" $root "name" .) | fromYaml)) }}
   {{- $out = append $out (dict "to" (list $peer) "ports" (list (dict "port" (int $callee.port) "protocol" "TCP"))) }}
+  {{- end }}
+  {{- if and (eq .name "answerer") $root.Values.modelServer.enabled }}
+  {{- $server := dict "podSelector" (dict "matchLabels" (include "ragmesh.selectorLabels" (dict "root" $root "name" "model-server") | fromYaml)) }}
+  {{- $out = append $out (dict "to" (list $server) "ports" (list (dict "port" (int $root.Values.modelServer.port) "protocol" "TCP"))) }}
   {{- end }}
   {{- range (include "ragmesh.storesOf" . | fromJsonArray) }}
   {{- $store := get $egress . }}

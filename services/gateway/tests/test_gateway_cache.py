@@ -251,6 +251,10 @@ def test_a_hit_through_the_api_says_so_and_matches_the_spec(tmp_path: Path, flus
         assert bypass["cache_hit"] is False and mesh.answers == 2
         other_options = alice.post("/api/v1/chat", json={"question": "When was IBM founded?", "top_k": 3}).json()
         assert other_options["cache_hit"] is False and mesh.answers == 3
+        # Prometheus sees the same lookups (the bypass made none): the hit rate a dashboard charts
+        scraped = alice.get("/metrics").text
+        assert 'ragmesh_cache_lookups_total{result="hit"} 2.0' in scraped
+        assert 'ragmesh_cache_lookups_total{result="miss"} 2.0' in scraped
     for admin in client_for(tmp_path, mesh, flushed, "admin"):
         stats = admin.get("/api/v1/admin/cache").json()
         assert stats["hits"] == 2 and stats["misses"] == 2 and stats["hit_rate"] == 0.5

@@ -71,3 +71,75 @@ def test_trace_reads_need_the_rls_key(tmp_path: Path) -> None:
     assert Settings(**base, traces_rls_key="k" * 32).traces_rls_key == "k" * 32
     with pytest.raises(ValueError, match="GATEWAY_TRACES_RLS_KEY"):
         TraceStore("postgresql://ragmesh_app@127.0.0.1:1/ragmesh", "")
+
+
+async def test_filters_paging_and_step_percentiles(postgres) -> None:
+    """The dashboard's filters (user, errors only, minimum duration, step, free text, window), its pages, and
+    the per-step percentiles and error rates, over spans as the exporters store them."""
+    import time as clock
+    from datetime import UTC, datetime, timedelta
+
+    from opentelemetry import trace as otel
+
+    from ragmesh_gateway.traces import TraceFilter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "gateway"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    marker = f"probe{clock.time_ns()}"
+    now = clock.time_ns()
+
+    def request(user: str, step_ms: list[float], failed: bool = False, text: str = "") -> str:
+        root = tracer.start_span(f"POST /api/v1/chat {marker}", start_time=now, attributes={"rag.user.id": user})
+        context = otel.set_span_in_context(root)
+        at = now
+        for ms in step_ms:
+            step = tracer.start_span("retrieve", context=context, start_time=at, attributes={"rag.query.kind": text})
+            if failed:
+                step.set_status(otel.Status(otel.StatusCode.ERROR, "retriever down"))
+            at += int(ms * 1e6)
+            step.end(end_time=at)
+        root.end(end_time=at)
+        return format(root.get_span_context().trace_id, "032x")
+
+    slow = request(f"alice-{marker}", [400.0], text="policy lookup")
+    failed = request(f"bob-{marker}", [5.0], failed=True)
+    quick = [request(f"carol-{marker}", [float(ms)]) for ms in range(1, 101)]  # 1..100 ms
+    exporter = PostgresSpanExporter(postgres.traces_dsn)
+    try:
+        exporter.export(memory.get_finished_spans())
+    finally:
+        exporter.shutdown()
+    store = TraceStore(postgres.app_dsn, postgres.rls_key)
+    await store.open()
+    admin = UserContext("root", "ops", ("admin",))
+    try:
+
+        async def ids(**filters: object) -> list[str]:
+            rows = await store.list(admin, limit=500, filters=TraceFilter(name=marker, **filters))  # type: ignore[arg-type]
+            return [row["trace_id"] for row in rows]
+
+        assert await ids(user=f"alice-{marker}") == [slow]
+        assert await ids(errors=True) == [failed]
+        assert await ids(min_ms=300) == [slow]
+        assert await ids(text="policy lookup") == [slow]
+        assert await ids(text="100%") == []  # a wildcard in the text is taken literally
+        assert await ids(step="no such step") == []
+        assert len(await ids(step="retrieve")) == 102
+        assert await ids(since=datetime.now(UTC) + timedelta(hours=1)) == []
+        first = await store.list(admin, limit=40, filters=TraceFilter(name=marker))
+        second = await store.list(admin, limit=40, filters=TraceFilter(name=marker), offset=40)
+        assert len(first) == len(second) == 40 and not {r["trace_id"] for r in first} & {r["trace_id"] for r in second}
+        assert set(quick) <= set(await ids())
+
+        window = TraceFilter(since=datetime.now(UTC) - timedelta(minutes=10))
+        steps = {(s["service"], s["name"]): s for s in await store.stats(admin, window, limit=200)}
+        retrieve = steps[("gateway", "retrieve")]
+        assert retrieve["count"] >= 102 and retrieve["errors"] >= 1
+        assert 0 < retrieve["error_rate"] < 0.05
+        assert retrieve["p50_ms"] <= retrieve["p95_ms"] <= retrieve["p99_ms"]
+        assert 40 <= retrieve["p50_ms"] <= 60 and retrieve["p99_ms"] >= 95  # 1..100 ms, 5 ms and 400 ms
+        assert await store.stats(UserContext("someone", "ops", ("employee",)), window) == []
+    finally:
+        await store.close()

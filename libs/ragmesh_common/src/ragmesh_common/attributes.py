@@ -86,7 +86,25 @@ GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # likewise
+# OpenInference (Arize Phoenix, Langfuse): how those tools recognise and render retrieval and model spans
+OI_SPAN_KIND = "openinference.span.kind"  # LLM | RETRIEVER | RERANKER | CHAIN | GUARDRAIL
+OI_INPUT_VALUE = "input.value"  # the question or prompt: only with content capture on (above)
+OI_INPUT_MIME_TYPE = "input.mime_type"
+OI_OUTPUT_VALUE = "output.value"  # the answer: only with content capture on
+OI_LLM_MODEL = "llm.model_name"
+OI_LLM_TOKENS_PROMPT = "llm.token_count.prompt"
+OI_LLM_TOKENS_COMPLETION = "llm.token_count.completion"
+OI_LLM_TOKENS_TOTAL = "llm.token_count.total"
+OI_RETRIEVAL_DOCUMENTS = "retrieval.documents"  # prefix: retrieval.documents.<i>.document.{id,score,content}
 
 REGISTRY: frozenset[str] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
 )
+
+
+def retrieval_document(index: int, field: str) -> str:
+    """`retrieval.documents.<index>.document.<field>` (OpenInference's flattened list of retrieved documents)."""
+    return f"{OI_RETRIEVAL_DOCUMENTS}.{index}.document.{field}"

@@ -8,6 +8,9 @@ mTLS between services (optional): with RAGMESH_TLS_CERT, RAGMESH_TLS_KEY and RAG
 server listens with TLS and requires a client certificate signed by that CA, and `mesh_channel` connects with
 the same certificate. Kubernetes' native gRPC probes cannot present a client certificate: RAGMESH_HEALTH_PORT
 (plaintext, the Health service only, nothing else) is what they check then.
+
+Metrics: every RPC is counted and timed (`ragmesh_common.metrics`), served in Prometheus' text format at
+`GET /metrics` on RAGMESH_METRICS_PORT (plaintext HTTP; 0 = not served, the default).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
 from ragmesh_common.context import UserContextInterceptor
+from ragmesh_common.metrics import MetricsInterceptor, MetricsServer
 from ragmesh_common.validation import ValidationInterceptor
 
 logger = logging.getLogger(__name__)
@@ -45,7 +49,8 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
 
 
 class TlsSettings(ServiceSettings):
-    """RAGMESH_TLS_CERT / _KEY / _CA: all three (mTLS on) or none (plaintext); RAGMESH_HEALTH_PORT: 0 = none."""
+    """RAGMESH_TLS_CERT / _KEY / _CA: all three (mTLS on) or none (plaintext); RAGMESH_HEALTH_PORT and
+    RAGMESH_METRICS_PORT: 0 = none."""
 
     model_config = settings_config(env_prefix="RAGMESH_")
 
@@ -53,6 +58,7 @@ class TlsSettings(ServiceSettings):
     tls_key: Path | None = None
     tls_ca: Path | None = None
     health_port: int = 0
+    metrics_port: int = 0
 
     def files(self) -> MeshTls | None:
         given = {"RAGMESH_TLS_CERT": self.tls_cert, "RAGMESH_TLS_KEY": self.tls_key, "RAGMESH_TLS_CA": self.tls_ca}
@@ -118,8 +124,10 @@ class GrpcService:
         grace: float = 5.0,
         tls: MeshTls | None = None,
         health_port: int | None = None,
+        metrics_port: int | None = None,
     ) -> None:
-        """`tls` and `health_port` default to RAGMESH_TLS_* and RAGMESH_HEALTH_PORT (see the module docstring)."""
+        """`tls`, `health_port` and `metrics_port` default to RAGMESH_TLS_*, RAGMESH_HEALTH_PORT and
+        RAGMESH_METRICS_PORT (see the module docstring)."""
         self.name = name
         self._add = add_servicers
         self._host = host
@@ -127,9 +135,11 @@ class GrpcService:
         self._warmup = warmup
         self._on_stop = on_stop
         self._grace = grace
-        env = TlsSettings.from_env() if tls is None or health_port is None else None
+        env = TlsSettings.from_env() if tls is None or health_port is None or metrics_port is None else None
         self.tls = tls if tls is not None else env.files() if env is not None else None
         self._health_port = health_port if health_port is not None else env.health_port if env is not None else 0
+        self._metrics_port = metrics_port if metrics_port is not None else env.metrics_port if env is not None else 0
+        self.metrics_server: MetricsServer | None = None
         self.health_server: aio.Server | None = None
         self.health_port = 0
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
@@ -140,8 +150,10 @@ class GrpcService:
     async def start(self) -> int:
         """Binds and starts serving; reports SERVING once warmup finished. Returns the port."""
         # identity first (an unauthenticated call learns nothing about its request), then the one request check
+        # metrics outermost: a refused call (no identity, a bad request) is counted with its status code too
         server = aio.server(
-            interceptors=[UserContextInterceptor(service=self.name), ValidationInterceptor()], options=CHANNEL_OPTIONS
+            interceptors=[MetricsInterceptor(), UserContextInterceptor(service=self.name), ValidationInterceptor()],
+            options=CHANNEL_OPTIONS,
         )
         self._services = list(self._add(server))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -161,6 +173,8 @@ class GrpcService:
         self.server = server
         if self._health_port:
             await self._start_health_server()
+        if self._metrics_port and self.metrics_server is None:
+            self.metrics_server = MetricsServer(self._host, self._metrics_port)
         logger.info(
             "%s listening on %s:%d (%s), warming up",
             self.name,
@@ -199,6 +213,9 @@ class GrpcService:
         if self.health_server is not None:
             await self.health_server.stop(0)
             self.health_server = None
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            self.metrics_server = None
         if self._on_stop is not None:
             await self._on_stop()
         logger.info("%s stopped", self.name)

@@ -2,7 +2,14 @@
 
 Only standard `OTEL_*` variables plus `RAG_TRACES_DSN` configure it:
 - `OTEL_SERVICE_NAME` overrides the service name;
-- `OTEL_EXPORTER_OTLP_ENDPOINT` adds an OTLP exporter (production: the collector);
+- `OTEL_TRACES_EXPORTER`: a comma-separated list of `otlp`, `console`, `none`. Unset, it is `otlp` when an OTLP
+  endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), else none;
+- `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc` (default, port 4317) or
+  `http/protobuf` (port 4318, `/v1/traces` appended to the generic endpoint). The exporters read the endpoints,
+  `_HEADERS`, `_TIMEOUT`, `_COMPRESSION`, `_CERTIFICATE` and `_INSECURE` variables themselves, per signal first;
+- `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` puts the prompt and the answer on the model span
+  (`gen_ai.input.messages`, OpenInference `input.value`/`output.value`) and the retrieved text on the retrieval
+  span. Off by default: a trace store then holds document content, readable by whoever reads the traces;
 - `RAG_TRACES_DSN` adds the PostgreSQL exporter (table `rag_traces`), as the insert-only `ragmesh_traces`
   role: it may insert spans and nothing else (sql/traces.sql);
 - `OTEL_SDK_DISABLED=true` turns tracing off.
@@ -24,6 +31,8 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from ragmesh_common import attributes
 
 if TYPE_CHECKING:
     import psycopg
@@ -144,6 +153,99 @@ class PostgresSpanExporter(SpanExporter):
         return True
 
 
+EXPORTERS = ("otlp", "console", "none")
+PROTOCOLS = ("grpc", "http/protobuf")
+
+
+def _env(*names: str) -> str:
+    """The first of `names` that is set (a per-signal variable before the generic one)."""
+    return next((value.strip() for name in names if (value := os.environ.get(name, "")).strip()), "")
+
+
+def standard_exporters() -> list[SpanExporter]:
+    """The span exporters the standard OTEL_* variables ask for (module docstring); a bad value exits naming it."""
+    chosen = _env("OTEL_TRACES_EXPORTER").lower()
+    if not chosen:
+        chosen = "otlp" if _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") else "none"
+    names = [n.strip() for n in chosen.split(",") if n.strip()]
+    unknown = [n for n in names if n not in EXPORTERS]
+    if unknown:
+        raise SystemExit(f"OTEL_TRACES_EXPORTER: {unknown} not supported; use {', '.join(EXPORTERS)}")
+    exporters: list[SpanExporter] = []
+    if "otlp" in names:
+        protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL").lower() or "grpc"
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+            exporters.append(GrpcExporter())
+        elif protocol == "http/protobuf":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+            exporters.append(HttpExporter())
+        else:
+            raise SystemExit(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} not supported; use {' or '.join(PROTOCOLS)}")
+    if "console" in names:
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        exporters.append(ConsoleSpanExporter())
+    return exporters
+
+
+def capture_content() -> bool:
+    """OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: prompts, answers and retrieved text on spans (off)."""
+    return _env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").lower() == "true"
+
+
+def llm_content_attributes(messages: Sequence[dict[str, str]]) -> dict[str, str]:
+    """The prompt, as GenAI and OpenInference attributes, when content capture is on; nothing otherwise."""
+    if not capture_content():
+        return {}
+    text = json.dumps([{"role": m.get("role", ""), "content": m.get("content", "")} for m in messages])
+    return {
+        attributes.GEN_AI_INPUT_MESSAGES: text,
+        attributes.OI_INPUT_VALUE: text,
+        attributes.OI_INPUT_MIME_TYPE: "application/json",
+    }
+
+
+def llm_output_attributes(text: str) -> dict[str, str]:
+    """The model's answer, as GenAI and OpenInference attributes, when content capture is on; nothing otherwise."""
+    if not capture_content() or not text:
+        return {}
+    return {
+        attributes.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "content": text}]),
+        attributes.OI_OUTPUT_VALUE: text,
+    }
+
+
+def token_attributes(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """A generation's token counts in OpenInference's names (the gen_ai.usage.* ones are set beside them)."""
+    return {
+        attributes.OI_LLM_TOKENS_PROMPT: prompt_tokens,
+        attributes.OI_LLM_TOKENS_COMPLETION: completion_tokens,
+        attributes.OI_LLM_TOKENS_TOTAL: prompt_tokens + completion_tokens,
+    }
+
+
+RETRIEVAL_DOCUMENTS_ON_SPAN = 20  # the best-ranked results a retrieval span lists (attributes stay bounded)
+
+
+def retrieval_attributes(query: str, documents: Sequence[tuple[str, str, float, str]]) -> dict[str, str | float]:
+    """OpenInference attributes of a retrieval span: its kind and the best documents' ids and scores (`documents`:
+    chunk id, document id, score, text), the query and the chunks' text only with content capture on."""
+    content = capture_content()
+    found: dict[str, str | float] = {attributes.OI_SPAN_KIND: "RETRIEVER"}
+    if content:
+        found[attributes.OI_INPUT_VALUE] = query
+    for i, (chunk_id, document_id, score, text) in enumerate(documents[:RETRIEVAL_DOCUMENTS_ON_SPAN]):
+        found[attributes.retrieval_document(i, "id")] = chunk_id
+        found[attributes.retrieval_document(i, "score")] = float(score)
+        found[attributes.retrieval_document(i, "metadata")] = json.dumps({"document_id": document_id})
+        if content:
+            found[attributes.retrieval_document(i, "content")] = text
+    return found
+
+
 def setup_telemetry(
     service_name: str,
     *,
@@ -161,10 +263,9 @@ def setup_telemetry(
     dsn = os.environ.get("RAG_TRACES_DSN")
     if dsn:
         provider.add_span_processor(BatchSpanProcessor(PostgresSpanExporter(dsn), schedule_delay_millis=delay))
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    exporters = standard_exporters()
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=delay))
     trace.set_tracer_provider(provider)
     if instrument_grpc:
         from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer, filters
@@ -185,7 +286,7 @@ def setup_telemetry(
 
         RedisInstrumentor().instrument()
     logger.info(
-        "telemetry for %s: postgres=%s otlp=%s", name, bool(dsn), bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        "telemetry for %s: postgres=%s exporters=%s", name, bool(dsn), [type(e).__name__ for e in exporters] or "none"
     )
     return provider
 

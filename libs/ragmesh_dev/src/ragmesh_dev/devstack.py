@@ -225,6 +225,7 @@ class Stack:
     processes: list[Process] = field(default_factory=list)
     supervise: bool = True
     mtls: bool = field(default_factory=mtls_from_env)
+    metrics_ports: dict[str, int] = field(default_factory=dict)  # process -> its RAGMESH_METRICS_PORT (/metrics)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -409,6 +410,8 @@ class Stack:
         env.update({k: v for k, v in self.extra_env.items() if k not in SECRET_VARS or k in granted})
         if self.mtls and process in PROCESS_SECRETS and process != "llm":  # the model server speaks HTTP
             env.update(self.tls_files(process))
+        if process in self.metrics_ports:
+            env["RAGMESH_METRICS_PORT"] = str(self.metrics_ports[process])
         return env
 
     # ---------- lifecycle ----------

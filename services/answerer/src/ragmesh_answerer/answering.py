@@ -33,6 +33,8 @@ from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
+from ragmesh_common.metrics import count_generation
+from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
 from ragmesh_common.text.numbers import number_supported, numbers
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import sentence_spans
@@ -173,8 +175,12 @@ class Answerer:
                 attr.GEN_AI_REQUEST_TEMPERATURE: temperature,
                 attr.RAG_SOURCES: len(request.sources),
                 attr.RAG_ANSWER_EVIDENCE: len(quotes),
+                attr.OI_SPAN_KIND: "LLM",
+                attr.OI_LLM_MODEL: self.llm.model,
+                **llm_content_attributes(messages),
             },
         )
+        outcome = "error"
         try:
             stream = self.llm.stream(
                 messages,
@@ -201,11 +207,20 @@ class Answerer:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
+        else:
+            outcome = "ok"
         finally:
-            if generation.prompt_tokens is not None:  # absent, not 0, when the server did not count them
-                span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, generation.prompt_tokens)
-            if generation.completion_tokens is not None:
-                span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, generation.completion_tokens)
+            prompt, completion = generation.prompt_tokens, generation.completion_tokens
+            if prompt is not None:  # absent, not 0, when the server did not count them
+                span.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, prompt)
+            if completion is not None:
+                span.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, completion)
+            if prompt is not None and completion is not None:
+                span.set_attributes(token_attributes(prompt, completion))
+            span.set_attributes(llm_output_attributes(generation.text))
+            if generation.done_reason:
+                span.set_attribute(attr.GEN_AI_RESPONSE_FINISH_REASONS, [generation.done_reason])
+            count_generation(self.llm.model, outcome, prompt or 0, completion or 0)
             span.end()
         for sentence in gate.finish():
             yield sentence

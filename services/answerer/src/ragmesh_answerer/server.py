@@ -20,6 +20,7 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.rewriting import rewrite_followup
 from ragmesh_answerer.verify import Verdict
 from ragmesh_common import attributes as attr
+from ragmesh_common import metrics
 from ragmesh_common.errors import InvalidArgument, grpc_errors
 from ragmesh_common.server import GrpcService
 
@@ -98,6 +99,7 @@ async def _refuse(context: aio.ServicerContext[Any, Any], exc: Exhausted) -> NoR
     span.set_attribute(attr.RAG_QUEUE_REFUSED, True)
     span.set_attribute(attr.RAG_RETRY_AFTER, exc.retry_after_seconds)
     span.add_event("refused", {attr.RAG_RETRY_AFTER: exc.retry_after_seconds})
+    metrics.ANSWERER_REFUSALS.labels("queue_full" if "queue is full" in str(exc) else "wait_over_budget").inc()
     logger.warning("answer refused: %s; retry after %ds", exc, exc.retry_after_seconds)
     await context.abort(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -118,6 +120,8 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
         self._answerer = answerer
         settings = answerer.settings
         self._limiter = limiter or Limiter(settings.max_concurrent, settings.max_queue, settings.queue_timeout_seconds)
+        metrics.ANSWERER_QUEUE_DEPTH.set_function(lambda: self._limiter.queued)
+        metrics.ANSWERER_ACTIVE.set_function(lambda: self._limiter.active)
 
     @grpc_errors
     async def CheckInput(

@@ -27,6 +27,7 @@ async def main() -> None:
             host=settings.host,
             port=settings.port,
             log_level="info",
+            log_config=None,  # uvicorn's loggers (the access log too) go through setup_logging's handler and format
             timeout_graceful_shutdown=10,
             h11_max_incomplete_event_size=settings.max_header_bytes,
         )

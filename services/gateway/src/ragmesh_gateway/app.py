@@ -7,19 +7,91 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
-from fastapi import FastAPI
+import fastapi_offline
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
 from ragmesh_gateway.config import Settings
 from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.messages import RequestLanguageMiddleware
 from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai
+from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai, session
 from ragmesh_gateway.runtime import open_runtime
+from ragmesh_gateway.sessions import AdminSessions
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
+
+# probes, scrapes and the dashboard's own reads: traced, they would flood the trace list the dashboard shows
+UNTRACED_PATHS = ("/healthz", "/readyz", "/metrics", "/admin")
+UNTRACED_PREFIXES = ("/api/v1/traces", "/api/v1/admin/", "/admin/", "/docs", "/redoc", "/openapi.json")
+
+
+def untraced(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return path in UNTRACED_PATHS or path.startswith(UNTRACED_PREFIXES)
+
+
+def _listed(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def add_cors(app: FastAPI, settings: Settings) -> None:
+    """CORS for a frontend on another origin: GATEWAY_CORS_ORIGINS (none by default: no CORS header is sent and
+    a browser keeps other origins' pages from reading any reply), _METHODS, _HEADERS, _MAX_AGE. Credentials
+    (cookies) are never allowed cross-origin: such a frontend sends its user's bearer token. Added last, so it
+    is the outermost middleware and answers a preflight before authentication."""
+    origins = _listed(settings.cors_origins)
+    if not origins:
+        return
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=_listed(settings.cors_methods),
+        allow_headers=_listed(settings.cors_headers),
+        allow_credentials=False,
+        expose_headers=["Retry-After", "Content-Language"],
+        max_age=settings.cors_max_age,
+    )
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+def add_offline_docs(app: FastAPI) -> None:
+    """`/docs` (Swagger UI) and `/redoc` (ReDoc) with their JavaScript and CSS from the pinned fastapi-offline
+    package, so both work where the browser cannot reach a CDN."""
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="docs-assets")
+
+    async def swagger(_: Request) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} · API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        )
+
+    async def redoc(_: Request) -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} · API",
+            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+    app.add_route("/docs", swagger, include_in_schema=False)
+    app.add_route("/redoc", redoc, include_in_schema=False)
 
 
 def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSigner | None = None) -> FastAPI:
@@ -41,13 +113,15 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     # replaced opentelemetry-instrumentation-fastapi, whose ASGI middleware cost ~0.3 ms more per request
     # in a side-by-side micro-benchmark. Probes are not traced.
     app = FastAPI(
+        docs_url=None,  # /docs and /redoc below, with their assets served from a package (offline), not a CDN
+        redoc_url=None,
         title="ragmesh",
         version="0.1.0",
         lifespan=lifespan,
         description="Enterprise RAG over a gRPC mesh: permission-aware chat with sources.",
         telemetry={
             "operation_spans": False,
-            "exclude": lambda scope: scope.get("path") in ("/healthz", "/readyz", "/metrics"),
+            "exclude": untraced,
         },
     )
     app.state.authenticator = Authenticator(
@@ -59,6 +133,10 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
         cache_seconds=settings.token_cache_seconds,
         signer=signer,
     )
+    app.state.settings = settings
+    app.state.sessions = AdminSessions(  # the dashboard's sign-in (sessions.py)
+        settings.session_key, settings.session_seconds, secure=settings.session_cookie_secure, signer=signer
+    )
     app.router.route_class = StrictJSONRoute  # JSON bodies without NaN/Infinity or lone surrogates (validation.py)
     app.state.max_json_bytes = settings.max_json_bytes
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -66,11 +144,15 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.state.metrics = metrics = GatewayMetrics()  # GET /metrics, Prometheus' text format (metrics.py)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_route("/metrics", metrics.scrape, include_in_schema=False)
+    app.add_middleware(RequestLanguageMiddleware)  # Accept-Language for the messages a user reads (messages.py)
+    add_cors(app, settings)
     app.include_router(chat.router)
     app.include_router(openai.router)  # /v1: the OpenAI-compatible chat
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)
     app.include_router(conversations.router)
     app.include_router(admin.router)
+    app.include_router(session.router)
     app.include_router(health.router)
+    add_offline_docs(app)
     app.openapi = with_event_schemas(app.openapi)  # type: ignore[method-assign]  # the chat events' models
     return app

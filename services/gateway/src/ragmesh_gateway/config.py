@@ -94,6 +94,19 @@ class Settings(ServiceSettings):
     agent_max_steps: int = Field(4, ge=1, le=10)
     agent_max_seconds: float = Field(60.0, gt=0)
     agent_max_llm_tokens: int = Field(400, ge=0)
+    # the dashboard's sign-in (sessions.py): the key that signs session cookies, their lifetime, Secure flag
+    session_key: str | None = Field(None, repr=False, min_length=32)
+    session_seconds: int = Field(900, ge=60, le=12 * 3600)
+    session_cookie_secure: bool | None = None  # unset: Secure when the request came over HTTPS
+    # OIDC sign-in to the dashboard against GATEWAY_JWT_ISSUER (authorization code + PKCE); unset: token sign-in only
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = Field(None, repr=False)
+    oidc_scopes: str = "openid profile"
+    # CORS for a frontend on another origin (none by default): comma-separated origins, methods, headers
+    cors_origins: str = ""
+    cors_methods: str = "GET,POST,PATCH,DELETE"
+    cors_headers: str = "Authorization,Content-Type,Accept-Language,X-CSRF-Token"
+    cors_max_age: int = Field(600, ge=0, le=86400)
 
     @model_validator(mode="after")
     def _an_identity_provider(self) -> Settings:

@@ -18,6 +18,7 @@ from ragmesh_gateway.documents import DocumentLifecycle
 from ragmesh_gateway.metrics import GatewayMetrics
 from ragmesh_gateway.pipeline import Orchestrator
 from ragmesh_gateway.runtime import RateLimiter, Runtime
+from ragmesh_gateway.sessions import COOKIE, AdminSessions
 
 _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, department, roles")
 
@@ -25,7 +26,13 @@ _bearer = HTTPBearer(auto_error=False, description="JWT with claims sub, departm
 async def current_user(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None
 ) -> UserContext:
-    """The authenticated caller (bearer JWT verified by the app's Authenticator)."""
+    """The authenticated caller: a bearer JWT verified by the app's Authenticator or, without an Authorization
+    header, the dashboard's session cookie (sessions.py; CSRF-checked when the request changes something)."""
+    if "authorization" not in request.headers:
+        cookie = request.cookies.get(COOKIE)
+        if cookie:
+            sessions: AdminSessions = request.app.state.sessions
+            return sessions.user(request, cookie)
     authenticator: Authenticator = request.app.state.authenticator
     return await authenticator.authenticate(request)
 

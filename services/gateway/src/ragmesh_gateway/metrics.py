@@ -7,6 +7,8 @@
   measure and report in their progress records, pipeline/step.py), for chat and search.
 - `ragmesh_pipeline_step_failures_total{pipeline, step, status}`: a step that failed the request (its HTTP status).
 - `ragmesh_answerer_refusals_total`: chats the answerer refused as busy (RESOURCE_EXHAUSTED with retry-after).
+- `ragmesh_cache_lookups_total{result}`: semantic cache lookups of chats, `hit` or `miss` (a lookup that could not
+  be made is a `miss` with the cache step degraded); the hit rate is hit / (hit + miss).
 
 No label holds a user, a department, a document or a question: the label values are routes, methods, statuses
 and step names, a small fixed set.
@@ -61,6 +63,12 @@ class GatewayMetrics:
             ["pipeline", "step", "status"],
             registry=self.registry,
         )
+        self.cache_lookups = Counter(
+            "ragmesh_cache_lookups",
+            "Semantic cache lookups of chats by result (hit, miss)",
+            ["result"],
+            registry=self.registry,
+        )
         self.refusals = Counter(
             "ragmesh_answerer_refusals",
             "Chats the answerer refused as busy (queue full or wait over budget), as the gateway saw them",
@@ -68,11 +76,13 @@ class GatewayMetrics:
         )
 
     def stages(self, pipeline: str, records: Iterable[dict[str, Any]]) -> None:
-        """Step records (`{"stage", "ms", ...}`): each step's time."""
+        """Step records (`{"stage", "ms", ...}`): each step's time, and the cache step's hit or miss."""
         for record in records:
             ms = record.get("ms")
             if isinstance(ms, int | float):
                 self.steps.labels(pipeline, str(record.get("stage"))).observe(ms / 1000)
+            if record.get("stage") == "cache" and isinstance(record.get("hit"), bool):
+                self.cache_lookups.labels("hit" if record["hit"] else "miss").inc()
 
     def failed(self, pipeline: str, data: dict[str, Any]) -> None:
         """A step's failure (StepFailed's payload, an `error` event's data)."""

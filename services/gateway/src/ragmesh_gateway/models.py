@@ -194,6 +194,7 @@ class ErrorResponse(Reply):
     """Every 4xx and 5xx: a message, a failed step, or the list of invalid fields (422)."""
 
     detail: str | StepError | list[FieldError]
+    message: str | None = Field(None, description="422: the invalid fields in the user's language (Accept-Language)")
 
 
 class Scores(Reply):
@@ -667,6 +668,46 @@ class TraceSummary(Reply):
 
 class TraceList(Reply):
     traces: list[TraceSummary]
+    next_offset: int | None = Field(None, description="the `offset` of the next page; null on the last page")
+
+
+class StepStats(Reply):
+    """One span name's latency and errors over the window (client spans left out: a hop counts once)."""
+
+    service: str
+    name: str
+    count: int
+    errors: int
+    error_rate: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+class TraceStats(Reply):
+    since: str
+    until: str
+    steps: list[StepStats]
+
+
+class AdminLogin(BaseModel):
+    """A credential to exchange for a dashboard session: an admin's bearer JWT (the dev token locally)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(min_length=1, max_length=16384)
+
+
+class SignedOut(Reply):
+    user_id: str
+    signed_out: bool
+
+
+class AdminSession(Reply):
+    user_id: str
+    roles: list[str]
+    csrf_token: str = Field(description="send it as X-CSRF-Token with every request that changes something")
+    expires_at: str
 
 
 class Span(Reply):

@@ -23,6 +23,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -32,6 +33,10 @@ from psycopg_pool import AsyncConnectionPool
 from ragmesh_common.context import UserContext
 from ragmesh_common.rls import SET_IDENTITY, assertion, check_key
 
+# The filters (each off when NULL): the window [since, until], a user, errors only, a minimum duration, a span
+# name (a pipeline step, an RPC), and a free text matched against span names and attribute values (the
+# question itself is on a span only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). One row more
+# than the page is read: it says whether there is a next page.
 _LIST = """
 SELECT trace_id,
        min(start_time) AS start_time,
@@ -42,10 +47,32 @@ SELECT trace_id,
        bool_or(status_code = 'error') AS has_error,
        (array_agg(attributes->>'rag.user.id') FILTER (WHERE attributes ? 'rag.user.id'))[1] AS user_id
 FROM rag_traces
-WHERE start_time > now() - make_interval(hours => %(hours)s)
+WHERE start_time >= %(since)s AND start_time <= %(until)s
 GROUP BY trace_id
-HAVING (%(name)s::text IS NULL OR bool_or(name ILIKE '%%' || %(name)s || '%%'))
-ORDER BY min(start_time) DESC
+HAVING (%(name)s::text IS NULL OR bool_or(name ILIKE '%%' || %(name)s || '%%' ESCAPE '\\'))
+   AND (%(user)s::text IS NULL OR bool_or(attributes->>'rag.user.id' = %(user)s))
+   AND (NOT %(errors)s OR bool_or(status_code = 'error'))
+   AND (%(min_ms)s::float8 IS NULL OR extract(epoch FROM max(end_time) - min(start_time)) * 1000 >= %(min_ms)s)
+   AND (%(step)s::text IS NULL OR bool_or(name = %(step)s))
+   AND (%(text)s::text IS NULL
+        OR bool_or(name ILIKE '%%' || %(text)s || '%%' ESCAPE '\\'
+                   OR attributes::text ILIKE '%%' || %(text)s || '%%' ESCAPE '\\'))
+ORDER BY min(start_time) DESC, trace_id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+# Per span name over the window: how many, how many failed, and the 50th/95th/99th duration percentiles. Client
+# spans are left out (each gRPC hop is also its server's span), so a step counts once.
+_STATS = """
+SELECT service, name, count(*) AS count,
+       count(*) FILTER (WHERE status_code = 'error') AS errors,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95_ms,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms) AS p99_ms
+FROM rag_traces
+WHERE start_time >= %(since)s AND start_time <= %(until)s AND kind <> 'client' AND duration_ms IS NOT NULL
+GROUP BY service, name
+ORDER BY count(*) DESC, service, name
 LIMIT %(limit)s
 """
 
@@ -92,6 +119,42 @@ class Retention:
         return self.hours > 0 or self.max_rows > 0
 
 
+def _like(text: str | None) -> str | None:
+    """`text` for ILIKE '%...%', its wildcards taken literally."""
+    if text is None or not text.strip():
+        return None
+    return text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Which traces to list: a window (since/until, or the last `hours`) and the optional filters of _LIST."""
+
+    hours: float = 24
+    since: datetime | None = None
+    until: datetime | None = None
+    name: str | None = None
+    user: str | None = None
+    errors: bool = False
+    min_ms: float | None = None
+    step: str | None = None
+    text: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        until = self.until or datetime.now(UTC)
+        since = self.since or until - timedelta(hours=self.hours)
+        return {
+            "since": since,
+            "until": until,
+            "name": _like(self.name),
+            "user": self.user or None,
+            "errors": self.errors,
+            "min_ms": self.min_ms,
+            "step": self.step or None,
+            "text": _like(self.text),
+        }
+
+
 class TraceStore:
     def __init__(self, dsn: str, rls_key: str, *, retention_dsn: str | None = None) -> None:
         self._rls_key = check_key(rls_key, "GATEWAY_TRACES_RLS_KEY")
@@ -116,16 +179,36 @@ class TraceStore:
             yield conn
 
     async def list(
-        self, user: UserContext, limit: int = 50, hours: int = 24, name: str | None = None
+        self,
+        user: UserContext,
+        limit: int = 50,
+        hours: int = 24,
+        name: str | None = None,
+        *,
+        filters: TraceFilter | None = None,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Recent traces, as `user` (nothing unless their roles hold `admin`)."""
+        """Recent traces, newest first, as `user` (nothing unless their roles hold `admin`)."""
+        window = filters or TraceFilter(hours=hours, name=name)
         async with self._as(user) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(_LIST, {"limit": limit, "hours": hours, "name": name})
+            await cur.execute(_LIST, {**window.params(), "limit": limit, "offset": offset})
             rows = await cur.fetchall()
         for row in rows:
             row["start_time"] = row["start_time"].isoformat()
             row["duration_ms"] = round(float(row["duration_ms"] or 0), 2)
+        return rows
+
+    async def stats(self, user: UserContext, window: TraceFilter, limit: int = 40) -> builtins.list[dict[str, Any]]:
+        """Per span name in the window: count, errors, error rate and p50/p95/p99 in ms (as `user`, an admin)."""
+        async with self._as(user) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(_STATS, {**window.params(), "limit": limit})
+            rows = await cur.fetchall()
+        for row in rows:
+            for key in ("p50_ms", "p95_ms", "p99_ms"):
+                row[key] = round(float(row[key] or 0), 2)
+            row["error_rate"] = round(row["errors"] / row["count"], 4) if row["count"] else 0.0
         return rows
 
     async def spans(self, user: UserContext, trace_id: str) -> builtins.list[dict[str, Any]]:

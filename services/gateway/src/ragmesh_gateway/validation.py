@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.formats import check_content
 from ragmesh_common.identity import IDENTIFIER_PATTERN  # the one identifier rule (tokens, ACL entries)
+from ragmesh_gateway.messages import language, message
 
 # C0 controls except \t \n \r, DEL, C1 controls, and surrogates (a str holding one is not valid Unicode text)
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -182,7 +183,17 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
         {"loc": _loc(e.get("loc", ())), "msg": _message(e), "type": str(e.get("type", "value_error"))}
         for e in exc.errors()
     ]
-    return JSONResponse({"detail": detail}, status_code=422)
+    lang = language(header=request.headers.get("accept-language", ""))
+    problems = [
+        message(
+            "field_missing" if item["type"] == "missing" else "field_invalid",
+            lang,
+            field=".".join(str(part) for part in item["loc"]),
+        )
+        for item in detail[:10]
+    ]
+    summary = message("invalid_request", lang, fields="; ".join(problems))  # in the user's language (messages.py)
+    return JSONResponse({"detail": detail, "message": summary}, status_code=422)
 
 
 class HeaderLimitMiddleware:

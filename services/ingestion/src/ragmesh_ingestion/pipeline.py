@@ -44,6 +44,7 @@ from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common import metrics
 from ragmesh_common.context import UserContext
 from ragmesh_common.errors import public_message
 from ragmesh_common.ingestion import RETRYING, channel_name, event, status_name
@@ -151,25 +152,34 @@ class Ingestor:
                     logger.info(
                         "document %s: version %d was superseded; stopping (%s)", document_id, version, exc.details()
                     )
+                    metrics.INGEST_DOCUMENTS.labels("superseded").inc()
                     return
                 if exc.code() in TRANSIENT and not final_attempt:
                     logger.warning("document %s: %s %s: %s", document_id, step, exc.code().name, exc.details())
                     await self.publish(
                         document_id, RETRYING, step=step, message=public_message(exc.code(), exc.details())
                     )
+                    metrics.INGEST_DOCUMENTS.labels("retrying").inc()
                     raise TransientIngestError(f"{step}: {exc.code().name}") from exc
                 message = f"{step} failed: {public_message(exc.code(), exc.details())}"
-                await self._fail(document_id, user, message, f"{step} failed: {exc.code().name}: {exc.details()}")
+                detail = f"{step} failed: {exc.code().name}: {exc.details()}"
+                await self._fail(document_id, user, message, detail, stage=step)
             except OSError as exc:  # its message names paths in the upload store
-                await self._fail(document_id, user, "ingest failed: the stored upload could not be read", str(exc))
+                await self._fail(
+                    document_id, user, "ingest failed: the stored upload could not be read", str(exc), stage="read"
+                )
             except ValueError as exc:
                 await self._fail(document_id, user, f"ingest failed: {exc}")
             finally:
                 VERSION.reset(token)
 
-    async def _fail(self, document_id: str, user: UserContext, message: str, detail: str = "") -> None:
+    async def _fail(
+        self, document_id: str, user: UserContext, message: str, detail: str = "", *, stage: str = "ingest"
+    ) -> None:
         """Fails the document with `message` (what the uploader sees); `detail` (internal) goes to the log and
-        the trace only."""
+        the trace only; `stage` (the step that failed it) to the metrics."""
+        metrics.INGEST_DOCUMENTS.labels("failed").inc()
+        metrics.INGEST_FAILURES.labels(stage).inc()
         logger.warning("document %s failed: %s%s", document_id, message, f" ({detail})" if detail else "")
         trace.get_current_span().set_status(trace.Status(trace.StatusCode.ERROR, detail or message))
         try:
@@ -236,7 +246,7 @@ class Ingestor:
         )
         chunks = list(parsed.chunks)
         if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
-            await self._fail(document_id, user, "no extractable text")  # e.g. an image-only file, links only
+            await self._fail(document_id, user, "no extractable text", stage="parse")  # an image-only file, links only
             return
         await self.advance(
             user,
@@ -284,6 +294,7 @@ class Ingestor:
             chunks=len(chunks),
             graph=graph_note,
         )
+        metrics.INGEST_DOCUMENTS.labels("ready").inc()
         logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
 
     async def _embed(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> None:

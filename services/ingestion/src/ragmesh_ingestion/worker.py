@@ -21,12 +21,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init
 from opentelemetry import trace
 from redis.asyncio import Redis
 
 from ragmesh_common import attributes as attr
-from ragmesh_common.ingestion import TASK_NAME, IngestTask, create_celery
+from ragmesh_common import metrics
+from ragmesh_common.ingestion import QUEUE, TASK_NAME, IngestTask, create_celery
 from ragmesh_common.logs import setup_logging
 from ragmesh_common.telemetry import setup_telemetry
 from ragmesh_common.tokens import TokenSigner, mint_ingest_token, public_keys_from_env
@@ -36,6 +38,13 @@ from ragmesh_ingestion.config import Settings
 from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
 
 setup_logging("ingest-worker")
+
+
+@celery_setup_logging.connect  # type: ignore[untyped-decorator]  # celery ships no type information
+def keep_logging(**_: object) -> None:
+    """Handled, so Celery keeps setup_logging's handler and format (RAGMESH_LOG_FORMAT) rather than its own."""
+
+
 settings = Settings.from_env()
 setup_telemetry("ingest-worker")  # no Redis spans: the broker polls constantly
 from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: E402 - after setup_telemetry: it instruments the provider set there
@@ -47,6 +56,28 @@ public_keys = public_keys_from_env("the worker verifies the ingestion token of e
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 MAX_RETRIES = 3
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]  # celery ships no type information
+def serve_metrics(**_: object) -> None:
+    """`GET /metrics` on RAGMESH_METRICS_PORT (0 = none): the ingestion counters, and the backlog (the broker
+    queue's length, read from Redis at each scrape; NaN while Redis does not answer)."""
+    port = int(os.environ.get("RAGMESH_METRICS_PORT", "0") or 0)
+    if not port:
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.broker_url, socket_timeout=2, socket_connect_timeout=2)
+
+    def backlog() -> float:
+        try:
+            return float(client.llen(QUEUE))
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("ingestion backlog unknown: %s", exc)
+            return float("nan")
+
+    metrics.INGEST_BACKLOG.set_function(backlog)
+    metrics.MetricsServer(os.environ.get("RAGMESH_METRICS_HOST", "127.0.0.1"), port)
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]  # celery ships no type information

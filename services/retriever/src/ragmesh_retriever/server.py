@@ -19,6 +19,7 @@ from ragmesh_common import limits
 from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
+from ragmesh_common.telemetry import retrieval_attributes
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog
@@ -220,6 +221,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             )
         )
         span.set_attribute(attr.RAG_SEARCH_RESULTS, len(results))
+        span.set_attributes(
+            retrieval_attributes(
+                query.text, [(r.chunk.chunk_id, r.chunk.document_id, r.score, r.chunk.text) for r in results]
+            )
+        )
         main = searches[0].outcome
         return retriever_pb2.SearchResponse(
             results=results,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
+from ragmesh_gateway.messages import CATALOGUE, DEFAULT, for_question, language, localize_withheld
 from ragmesh_gateway.models import Outcome
 
 if TYPE_CHECKING:
@@ -16,22 +17,11 @@ if TYPE_CHECKING:
 
 Event = dict[str, Any]
 
-NO_PERMISSION = (
-    "You do not have access to any documents yet, so I cannot answer from company knowledge. "
-    "Upload a document or ask an administrator for access."
-)
-NO_SOURCES = (
-    "I could not find anything relevant to your question in the documents you can access, "
-    "so I will not guess. Try rephrasing or naming the document."
-)
-NO_MATCH_IN_FILTER = (
-    "None of the documents you selected is one you can read, so there is nothing to search. "
-    "Check the selection, or ask without choosing documents to search all of yours."
-)
-INGESTING = (
-    "Your documents are still being processed (parsing, embedding, indexing) and cannot be searched yet. "
-    "Ask again once they are ready; the documents list shows their status."
-)
+# the English texts of the outcomes that are not an answer; a chat gets them in its language (messages.py)
+NO_PERMISSION = CATALOGUE["no_permission"][DEFAULT]
+NO_SOURCES = CATALOGUE["no_sources"][DEFAULT]
+NO_MATCH_IN_FILTER = CATALOGUE["no_match_in_filter"][DEFAULT]
+INGESTING = CATALOGUE["ingesting"][DEFAULT]
 MESSAGES = {
     Outcome.NO_PERMISSION: NO_PERMISSION,
     Outcome.NO_SOURCES: NO_SOURCES,
@@ -125,7 +115,7 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
 
 def decline_events(state: RequestState) -> Iterator[Event]:
     """A chat with nothing to answer from: the outcome's message as the answer, no sources."""
-    message = MESSAGES[state.outcome]
+    message = for_question(state.outcome.value, state.question)
     yield event("token", text=message)
     yield event(
         "final",
@@ -211,10 +201,11 @@ def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: li
     for i, source in enumerate(sources):
         source["cited"] = i in support
         source["support"] = round(support.get(i, 0.0), 4)
+    lang = language(state.question) if final.withheld else DEFAULT
     return event(
         "final",
         outcome=Outcome.ANSWER.value,
-        answer=final.answer,
+        answer=localize_withheld(final.answer, lang),
         sources=sources,
         citations=[
             {"source": c.source_index + 1, "chunk_id": c.chunk_id, "support": round(c.support, 4)}
@@ -227,7 +218,7 @@ def answer_event(state: RequestState, final: answerer_pb2.AnswerFinal, items: li
         model=final.model,
         accessible_documents=state.accessible,
         trace_id=state.trace_id,
-        short_answer=final.short_answer,
+        short_answer=localize_withheld(final.short_answer, lang),
         verified=final.verified,
         withheld=final.withheld,
         draft=final.draft if final.HasField("draft") else None,

@@ -10,6 +10,7 @@ from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh, StepFailed
+from ragmesh_gateway.messages import guardrail_reason
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
 
@@ -32,5 +33,5 @@ class Guard(Step):
         span.set_attribute(attr.RAG_GUARDRAIL_ALLOWED, check.allowed)
         span.set_attribute(attr.RAG_GUARDRAIL_RULES, list(check.rules))
         if not check.allowed:
-            raise StepFailed(self.name, f"question rejected: {check.reason}", 400)
+            raise StepFailed(self.name, guardrail_reason(check.reason, list(check.rules), state.question), 400)
         return {}

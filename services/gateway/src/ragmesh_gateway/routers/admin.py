@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from importlib.resources import files
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import psycopg
@@ -20,10 +22,11 @@ from ragmesh_gateway.models import (
     FeedbackList,
     TraceDetail,
     TraceList,
+    TraceStats,
     error_responses,
 )
 from ragmesh_gateway.runtime import Runtime
-from ragmesh_gateway.traces import TraceStore
+from ragmesh_gateway.traces import TraceFilter, TraceStore
 from ragmesh_gateway.validation import StrictJSONRoute, Text
 
 logger = logging.getLogger(__name__)
@@ -45,10 +48,15 @@ def trace_storage_error(exc: Exception) -> HTTPException:
     return HTTPException(503, f"trace storage is unavailable ({type(exc).__name__})")
 
 
+def _window(since: datetime | None, until: datetime | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise HTTPException(422, "since must not be after until")
+
+
 @router.get(
     "/api/v1/traces",
     tags=["admin"],
-    summary="Recent request traces (admin only)",
+    summary="Recent request traces, filtered and paged (admin only)",
     response_model=TraceList,
     responses=error_responses(401, 403, 422, 503),
 )
@@ -56,14 +64,53 @@ async def list_traces(
     user: User,
     rt: RuntimeDep,
     limit: int = Query(50, ge=1, le=500),
-    hours: int = Query(24, ge=1, le=24 * 30),
-    name: Annotated[Text | None, Query(max_length=100)] = None,
+    offset: int = Query(0, ge=0, le=100_000),
+    hours: int = Query(24, ge=1, le=24 * 30, description="the window when `since` is not given"),
+    since: datetime | None = Query(None, description="ISO 8601; with a time zone"),
+    until: datetime | None = Query(None, description="ISO 8601; default now"),
+    name: Annotated[Text | None, Query(max_length=100, description="a span name contains this")] = None,
+    user_id: Annotated[Text | None, Query(alias="user", max_length=200, description="the user who asked")] = None,
+    errors: bool = Query(False, description="only traces with a failed span"),
+    min_ms: float | None = Query(None, ge=0, le=10**8, description="only traces at least this long"),
+    step: Annotated[Text | None, Query(max_length=100, description="only traces with a span of this name")] = None,
+    q: Annotated[Text | None, Query(max_length=200, description="free text in span names and attributes")] = None,
 ) -> Any:
     require_admin(user)
+    _window(since, until)
+    window = TraceFilter(
+        hours=hours, since=since, until=until, name=name, user=user_id, errors=errors, min_ms=min_ms, step=step, text=q
+    )
     try:
-        return {"traces": await trace_store(rt).list(user, limit=limit, hours=hours, name=name)}
+        rows = await trace_store(rt).list(user, limit=limit + 1, filters=window, offset=offset)
     except (psycopg.Error, OSError) as exc:
         raise trace_storage_error(exc) from exc
+    return {"traces": rows[:limit], "next_offset": offset + limit if len(rows) > limit else None}
+
+
+@router.get(
+    "/api/v1/traces/stats",
+    tags=["admin"],
+    summary="Per span name over a window: count, error rate and p50/p95/p99 latency (admin only)",
+    response_model=TraceStats,
+    responses=error_responses(401, 403, 422, 503),
+)
+async def trace_stats(
+    user: User,
+    rt: RuntimeDep,
+    hours: int = Query(24, ge=1, le=24 * 30),
+    since: datetime | None = Query(None),
+    until: datetime | None = Query(None),
+    limit: int = Query(40, ge=1, le=200),
+) -> Any:
+    require_admin(user)
+    _window(since, until)
+    window = TraceFilter(hours=hours, since=since, until=until)
+    params = window.params()
+    try:
+        steps = await trace_store(rt).stats(user, window, limit=limit)
+    except (psycopg.Error, OSError) as exc:
+        raise trace_storage_error(exc) from exc
+    return {"since": params["since"].isoformat(), "until": params["until"].isoformat(), "steps": steps}
 
 
 @router.get(
@@ -105,9 +152,23 @@ async def list_feedback(
     return await conversations.all_feedback(user, rating or "", limit)
 
 
+# the page's own script and style only (inline, no CDN), never framed by another site, no referrer leaves it
+DASHBOARD_HEADERS = MappingProxyType(
+    {
+        "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+)
+
+
 @router.get("/admin", include_in_schema=False, response_class=HTMLResponse)
-async def dashboard() -> str:
-    return files("ragmesh_gateway").joinpath("static/admin.html").read_text()
+async def dashboard() -> HTMLResponse:
+    """The operator's dashboard (static/admin.html): sign-in, traces, latency, feedback, document problems."""
+    page = files("ragmesh_gateway").joinpath("static/admin.html").read_text()
+    return HTMLResponse(page, headers=dict(DASHBOARD_HEADERS))
 
 
 @router.get(
