@@ -782,6 +782,12 @@ def test_the_bundled_model_server_serves_the_answerer_only() -> None:
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
     assert _by_kind(docs, "Service")["model-server"]["spec"]["ports"][0]["port"] == 8080
     assert "model-server" not in _by_kind(_scenario_docs("default"), "Deployment")
+    # the answerer talks to it over its OpenAI-compatible API, by the Service's name
+    env = {e["name"]: e.get("value") for e in _container(_by_kind(docs, "Deployment")["answerer"])["env"]}
+    service = _by_kind(docs, "Service")["model-server"]["metadata"]["name"]
+    assert env["ANSWERER_LLM_BACKEND"] == "openai"
+    assert env["ANSWERER_OPENAI_BASE_URL"] == f"http://{service}:8080/v1"
+    assert env["ANSWERER_MODEL"] == "ragmesh-llm" and "OLLAMA_HOST" not in env
     # under egress rules, the answerer may reach it (and the other components may not)
     policies = _by_kind(
         _docs({"modelServer": {"enabled": True}, "network": {"egress": {"enabled": True}}}), "NetworkPolicy"

@@ -259,9 +259,17 @@ win: ragmesh.env drops wired entries of the same name.
 {{ include "ragmesh.secretEnv" (dict "env" "NEO4J_PASSWORD" "name" $v.stores.neo4j.authSecret.name "key" $v.stores.neo4j.authSecret.passwordKey) }}
 {{- end }}
 {{- if eq .name "answerer" }}
+{{- /* the bundled model server (modelServer.enabled) is the answerer's OpenAI-compatible backend unless
+stores.openai.baseUrl names another server */}}
+{{- $bundled := and $v.modelServer.enabled (not $v.stores.openai.baseUrl) }}
 - name: ANSWERER_LLM_BACKEND
-  value: {{ $v.stores.llm.backend | quote }}
-{{- if eq $v.stores.llm.backend "openai" }}
+  value: {{ ternary "openai" $v.stores.llm.backend $bundled | quote }}
+{{- if $bundled }}
+- name: ANSWERER_OPENAI_BASE_URL
+  value: {{ printf "http://%s:%v/v1" (include "ragmesh.componentName" (dict "root" $.root "name" "model-server")) $v.modelServer.port | quote }}
+- name: ANSWERER_MODEL
+  value: {{ $v.modelServer.modelAlias | quote }}
+{{- else if eq $v.stores.llm.backend "openai" }}
 - name: ANSWERER_OPENAI_BASE_URL
   value: {{ required "stores.openai.baseUrl is required with stores.llm.backend openai (the answerer's ANSWERER_OPENAI_BASE_URL)" $v.stores.openai.baseUrl | quote }}
 - name: ANSWERER_MODEL
@@ -292,7 +300,7 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- end -}}
 {{- if has .name (list "gateway" "worker") }}{{ $stores = append $stores "redis" }}{{ end -}}
 {{- if eq .name "graph" }}{{ $stores = append $stores "neo4j" }}{{ end -}}
-{{- if eq .name "answerer" }}{{ $stores = append $stores (ternary "openai" "ollama" (eq $v.stores.llm.backend "openai")) }}{{ end -}}
+{{- if and (eq .name "answerer") (not (and $v.modelServer.enabled (not $v.stores.openai.baseUrl))) }}{{ $stores = append $stores (ternary "openai" "ollama" (eq $v.stores.llm.backend "openai")) }}{{ end -}}
 {{- if and (eq .name "gateway") $v.auth.jwksUrl }}{{ $stores = append $stores "identityProvider" }}{{ end -}}
 {{- if $v.observability.tracesToPostgres }}{{ $stores = append $stores "postgres" }}{{ end -}}
 {{- if $v.global.otelCollectorEndpoint }}{{ $stores = append $stores "otelCollector" }}{{ end -}}
