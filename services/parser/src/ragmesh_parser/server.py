@@ -148,10 +148,15 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
 
 def build_worker(settings: Settings) -> tuple[Converter, Splitter]:
     """A worker process's converter and chunker (runs in the worker)."""
-    from ragmesh_parser.converter import DocumentParser  # Docling: only the workers import it
+    from ragmesh_parser.converter import DocumentParser, OcrSettings  # Docling: only the workers import it
 
+    ocr = (
+        OcrSettings(dpi=settings.ocr_dpi, max_seconds=settings.ocr_max_seconds, threads=settings.ocr_threads)
+        if settings.ocr_enabled
+        else None
+    )
     return (
-        DocumentParser(settings.artifacts_path, settings.timeout_seconds),
+        DocumentParser(settings.artifacts_path, settings.timeout_seconds, ocr),
         Chunker(load_tokenizer(), settings.max_chunk_tokens),
     )
 
@@ -163,6 +168,8 @@ def build_service(settings: Settings, worker: WorkerFactory | None = None) -> Gr
         timeout_seconds=settings.timeout_seconds,
         cpu_seconds=settings.max_cpu_seconds,
         memory_bytes=settings.max_memory_mb * 1024 * 1024,
+        ocr_seconds=settings.ocr_max_seconds if settings.ocr_enabled else 0.0,
+        ocr_cpu_seconds=settings.ocr_max_seconds * settings.ocr_threads if settings.ocr_enabled else 0.0,
     )
     pool = ParsePool(worker or functools.partial(build_worker, settings), settings.concurrency, limits)
     servicer = ParserServicer(pool, max_bytes=settings.max_bytes)
