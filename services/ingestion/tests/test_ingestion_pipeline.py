@@ -60,7 +60,9 @@ class ParserStub(Stub):
     """The parser: ParseStream answers with the `Parse` reply (progress events first, when given), recorded as
     "Parse"."""
 
-    def __init__(self, calls: list[tuple[str, Any]], progress: tuple[tuple[int, int], ...] = (), **replies: Any) -> None:
+    def __init__(
+        self, calls: list[tuple[str, Any]], progress: tuple[tuple[int, int], ...] = (), **replies: Any
+    ) -> None:
         super().__init__(calls, **replies)
         self.progress = progress
 

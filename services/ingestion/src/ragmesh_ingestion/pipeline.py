@@ -291,10 +291,10 @@ class Ingestor:
         stream = self.mesh.parser.ParseStream(
             request, metadata=user.metadata(), timeout=self.deadlines.parse, wait_for_ready=True
         )
-        async for event in stream:
-            if event.HasField("response"):
-                return event.response
-            done, total = event.progress.pages_done, event.progress.pages_total
+        async for item in stream:
+            if item.HasField("response"):
+                return item.response
+            done, total = item.progress.pages_done, item.progress.pages_total
             await self.publish(
                 document_id,
                 status_name(common_pb2.DOCUMENT_STATUS_PARSING),
