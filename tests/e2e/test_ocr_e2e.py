@@ -47,7 +47,11 @@ def _chat(client: httpx.Client, token: str, question: str, document_id: str) -> 
 
 
 def test_a_scanned_pdf_is_answered_citing_the_page(client: httpx.Client, token: str) -> None:
-    pages = [scans.render_page(PREFACE, title="Coastal buildings", dpi=200), scans.render_page(LIGHTHOUSE, dpi=200)]
+    pages = [
+        scans.render_page(PREFACE, title="Coastal buildings", dpi=200),
+        # a section of its own: paragraphs of one section merge into a chunk across pages, cited at its first page
+        scans.render_page(LIGHTHOUSE, title="The lighthouse", dpi=200),
+    ]
     doc = _ready(client, token, "coastal-scan.pdf", scans.scanned_pdf(pages, dpi=200))
     assert doc["page_count"] == 2 and not doc["warnings"]
     body = _chat(client, token, "Who built the Varnholm lighthouse?", str(doc["document_id"]))
