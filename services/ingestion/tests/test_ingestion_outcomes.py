@@ -82,7 +82,7 @@ def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any],
         statuses.append(request)
 
     async def parse_stream(request: Any, **options: Any) -> Any:
-        yield parser_pb2.ParseEvent(response=await parse(request, **options))
+        yield parser_pb2.ParseStreamResponse(response=await parse(request.request, **options))
 
     mesh = SimpleNamespace(
         parser=SimpleNamespace(Parse=parse, ParseStream=parse_stream),

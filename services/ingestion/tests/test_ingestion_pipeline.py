@@ -68,10 +68,12 @@ class ParserStub(Stub):
 
     def ParseStream(self, request: Any, **options: Any) -> Any:  # noqa: N802 - the RPC's name
         async def events() -> Any:
-            reply = await self.Parse(request, **options)
+            reply = await self.Parse(request.request, **options)
             for done, total in self.progress:
-                yield parser_pb2.ParseEvent(progress=parser_pb2.ParseProgress(pages_done=done, pages_total=total))
-            yield parser_pb2.ParseEvent(response=reply)
+                yield parser_pb2.ParseStreamResponse(
+                    progress=parser_pb2.ParseProgress(pages_done=done, pages_total=total)
+                )
+            yield parser_pb2.ParseStreamResponse(response=reply)
 
         return events()
 

@@ -60,7 +60,10 @@ async def test_a_scanned_pdf_streams_progress_per_page_and_reads_a_turned_page(
     events = [
         event
         async for event in parser_stub.ParseStream(
-            parser_pb2.ParseRequest(filename="scan.pdf", content=pdf, document_id="s"), timeout=120
+            parser_pb2.ParseStreamRequest(
+                request=parser_pb2.ParseRequest(filename="scan.pdf", content=pdf, document_id="s")
+            ),
+            timeout=120,
         )
     ]
     progress = [(e.progress.pages_done, e.progress.pages_total) for e in events if e.HasField("progress")]

@@ -289,7 +289,10 @@ class Ingestor:
         """Parse with progress: each page OCR reads is published as a `parsing` event (pages_done of pages_total),
         so a long scan shows how far it got."""
         stream = self.mesh.parser.ParseStream(
-            request, metadata=user.metadata(), timeout=self.deadlines.parse, wait_for_ready=True
+            parser_pb2.ParseStreamRequest(request=request),
+            metadata=user.metadata(),
+            timeout=self.deadlines.parse,
+            wait_for_ready=True,
         )
         async for item in stream:
             if item.HasField("response"):

@@ -128,8 +128,13 @@ class OcrEngine:
         self.read(image, 1.0)
 
     def _run(self, image: Image.Image) -> list[tuple[np.ndarray[Any, Any], str, float]]:
+        from rapidocr.utils.output import RapidOCROutput
+
         result = self._engine(np.asarray(image.convert("RGB")), use_cls=False)
-        if result.boxes is None or result.txts is None or result.scores is None:
+        # an empty page gives an output of one of the partial kinds (detection only, nothing recognised)
+        if not isinstance(result, RapidOCROutput) or result.boxes is None or result.txts is None:
+            return []
+        if result.scores is None:
             return []
         return [
             (np.asarray(box, dtype=float), str(text), float(score))

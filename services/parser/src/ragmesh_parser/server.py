@@ -146,18 +146,20 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
     @grpc_errors
     async def ParseStream(
         self,
-        request: parser_pb2.ParseRequest,
-        context: aio.ServicerContext[parser_pb2.ParseRequest, parser_pb2.ParseEvent],
-    ) -> AsyncIterator[parser_pb2.ParseEvent]:
+        request: parser_pb2.ParseStreamRequest,
+        context: aio.ServicerContext[parser_pb2.ParseStreamRequest, parser_pb2.ParseStreamResponse],
+    ) -> AsyncIterator[parser_pb2.ParseStreamResponse]:
         """Progress events while OCR reads pages, then the response (the errors of Parse)."""
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[parser_pb2.ParseEvent] = asyncio.Queue()
+        events: asyncio.Queue[parser_pb2.ParseStreamResponse] = asyncio.Queue()
 
         def progress(done: int, total: int) -> None:  # called from the pool's worker thread
-            event = parser_pb2.ParseEvent(progress=parser_pb2.ParseProgress(pages_done=done, pages_total=total))
+            event = parser_pb2.ParseStreamResponse(
+                progress=parser_pb2.ParseProgress(pages_done=done, pages_total=total)
+            )
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        task = asyncio.create_task(self._parse(request, progress))
+        task = asyncio.create_task(self._parse(request.request, progress))
         try:
             while not task.done() or not events.empty():
                 getter = asyncio.ensure_future(events.get())
@@ -167,7 +169,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
                 else:
                     getter.cancel()
             response = task.result()
-            yield parser_pb2.ParseEvent(response=response)
+            yield parser_pb2.ParseStreamResponse(response=response)
         finally:
             if not task.done():
                 task.cancel()  # the caller went away: the pool kills the worker of an abandoned parse

@@ -283,7 +283,29 @@ class ParseProgress(_message.Message):
 Global___ParseProgress: _TypeAlias = ParseProgress  # noqa: Y015
 
 @_typing.final
-class ParseEvent(_message.Message):
+class ParseStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request(self) -> Global___ParseRequest:
+        """what Parse takes"""
+
+    def __init__(
+        self,
+        *,
+        request: Global___ParseRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParseStreamRequest: _TypeAlias = ParseStreamRequest  # noqa: Y015
+
+@_typing.final
+class ParseStreamResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PROGRESS_FIELD_NUMBER: _builtins.int
@@ -306,7 +328,7 @@ class ParseEvent(_message.Message):
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
-Global___ParseEvent: _TypeAlias = ParseEvent  # noqa: Y015
+Global___ParseStreamResponse: _TypeAlias = ParseStreamResponse  # noqa: Y015
 
 @_typing.final
 class ListFormatsRequest(_message.Message):

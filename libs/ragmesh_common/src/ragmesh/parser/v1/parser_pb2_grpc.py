@@ -41,8 +41,8 @@ class ParserServiceStub(object):
                 _registered_method=True)
         self.ParseStream = channel.unary_stream(
                 '/ragmesh.parser.v1.ParserService/ParseStream',
-                request_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.SerializeToString,
-                response_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseEvent.FromString,
+                request_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.FromString,
                 _registered_method=True)
         self.ListFormats = channel.unary_unary(
                 '/ragmesh.parser.v1.ParserService/ListFormats',
@@ -86,8 +86,8 @@ def add_ParserServiceServicer_to_server(servicer, server):
             ),
             'ParseStream': grpc.unary_stream_rpc_method_handler(
                     servicer.ParseStream,
-                    request_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.FromString,
-                    response_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseEvent.SerializeToString,
+                    request_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.FromString,
+                    response_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.SerializeToString,
             ),
             'ListFormats': grpc.unary_unary_rpc_method_handler(
                     servicer.ListFormats,
@@ -147,8 +147,8 @@ class ParserService(object):
             request,
             target,
             '/ragmesh.parser.v1.ParserService/ParseStream',
-            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.SerializeToString,
-            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseEvent.FromString,
+            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.SerializeToString,
+            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -33,7 +33,7 @@ class ParserServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ParserServiceAsyncStub: ...
     Parse: _grpc.UnaryUnaryMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseResponse]
     """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files."""
-    ParseStream: _grpc.UnaryStreamMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseEvent]
+    ParseStream: _grpc.UnaryStreamMultiCallable[_parser_pb2.ParseStreamRequest, _parser_pb2.ParseStreamResponse]
     """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
     The same checks and errors as Parse.
     """
@@ -45,7 +45,7 @@ class ParserServiceAsyncStub(ParserServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Parse: _aio.UnaryUnaryMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseResponse]  # type: ignore[assignment]
     """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files."""
-    ParseStream: _aio.UnaryStreamMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseEvent]  # type: ignore[assignment]
+    ParseStream: _aio.UnaryStreamMultiCallable[_parser_pb2.ParseStreamRequest, _parser_pb2.ParseStreamResponse]  # type: ignore[assignment]
     """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
     The same checks and errors as Parse.
     """
@@ -64,9 +64,9 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ParseStream(
         self,
-        request: _parser_pb2.ParseRequest,
+        request: _parser_pb2.ParseStreamRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_parser_pb2.ParseEvent], _abc.AsyncIterator[_parser_pb2.ParseEvent]]:
+    ) -> _typing.Union[_abc.Iterator[_parser_pb2.ParseStreamResponse], _abc.AsyncIterator[_parser_pb2.ParseStreamResponse]]:
         """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
         The same checks and errors as Parse.
         """
