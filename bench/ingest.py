@@ -373,6 +373,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.short:
             short = results["short"] = asyncio.run(run_short(args, stack, texts))
             bench.log(f"short: {short['chunks_per_s']} paragraph chunks/s, {short['embedded_per_s']} embedded/s")
+            if not short["chunks_by_level"]:  # nothing to compare with the raw model: say why instead of crashing
+                raise SystemExit(f"short: no document was indexed: {short['statuses']}, errors {short['errors']}")
             # the model alone, on the same machine right after: the abstracts as uploaded (the issue's
             # yardstick), and exactly the texts the mesh embedded (every chunk level, as the worker composed them)
             dsn = stack.postgres.owner_dsn()
