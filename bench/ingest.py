@@ -1,6 +1,6 @@
 """Ingestion throughput through the whole mesh, side by side with the raw embedding model (`make bench-ingest`).
 
-Starts the mesh (`ragmesh_common.devstack.Stack`, every service its own process, loopback only), then in one run:
+Starts the mesh (`ragmesh_dev.devstack.Stack`, every service its own process, loopback only), then in one run:
 
 1. raw: the embedder's model (FlagModel, the service's own settings and batch size) encodes the short texts
    in-process, batch after batch: the rate the mesh could reach if nothing but the model cost time;
@@ -344,8 +344,8 @@ async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) 
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from ragmesh_common.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_common.engines.postgres import free_port
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
 
     data = Path(args.data_dir).resolve()
     corpus = bench.read_jsonl(data / "beir_scifact" / "corpus.jsonl")[: args.short]
@@ -373,6 +373,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.short:
             short = results["short"] = asyncio.run(run_short(args, stack, texts))
             bench.log(f"short: {short['chunks_per_s']} paragraph chunks/s, {short['embedded_per_s']} embedded/s")
+            if not short["chunks_by_level"]:  # nothing to compare with the raw model: say why instead of crashing
+                raise SystemExit(f"short: no document was indexed: {short['statuses']}, errors {short['errors']}")
             # the model alone, on the same machine right after: the abstracts as uploaded (the issue's
             # yardstick), and exactly the texts the mesh embedded (every chunk level, as the worker composed them)
             dsn = stack.postgres.owner_dsn()

@@ -256,13 +256,13 @@ def test_the_cli_says_duplicate_and_shows_chunks(
 ) -> None:
     path = tmp_path / "snorkelberry.md"
     path.write_bytes(CLI_DOC)
-    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (tmp_path / "logo.gif").write_bytes(b"GIF89a")
     first = ragmesh(mesh, tokens["olga"], "ingest", str(tmp_path), "--wait", "--json")
     outcomes = {Path(o["path"]).name: o for o in json.loads(first.stdout or "[]")}
     if "snorkelberry.md" in outcomes and outcomes["snorkelberry.md"]["document_id"]:
         owned.append(outcomes["snorkelberry.md"]["document_id"])
     assert outcomes["snorkelberry.md"]["status"] == "ready", first.stdout + first.stderr
-    assert outcomes["logo.png"]["status"] == "skipped"  # the gateway's formats, asked once
+    assert outcomes["logo.gif"]["status"] == "skipped"  # the gateway's formats, asked once
     second = ragmesh(mesh, tokens["olga"], "ingest", str(path), "--json")
     [again] = json.loads(second.stdout)
     assert again["status"] == "duplicate" and again["document_id"] == outcomes["snorkelberry.md"]["document_id"]

@@ -81,8 +81,11 @@ def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any],
     async def update(request: Any, **_: Any) -> None:
         statuses.append(request)
 
+    async def parse_stream(request: Any, **options: Any) -> Any:
+        yield parser_pb2.ParseStreamResponse(response=await parse(request.request, **options))
+
     mesh = SimpleNamespace(
-        parser=SimpleNamespace(Parse=parse),
+        parser=SimpleNamespace(Parse=parse, ParseStream=parse_stream),
         embedder=SimpleNamespace(Embed=embed),
         retriever=SimpleNamespace(IndexChunks=index, UpdateDocumentStatus=update),
         channel=lambda name: SimpleNamespace(channel_ready=_ready),

@@ -56,6 +56,28 @@ class Stub:
         return call
 
 
+class ParserStub(Stub):
+    """The parser: ParseStream answers with the `Parse` reply (progress events first, when given), recorded as
+    "Parse"."""
+
+    def __init__(
+        self, calls: list[tuple[str, Any]], progress: tuple[tuple[int, int], ...] = (), **replies: Any
+    ) -> None:
+        super().__init__(calls, **replies)
+        self.progress = progress
+
+    def ParseStream(self, request: Any, **options: Any) -> Any:  # noqa: N802 - the RPC's name
+        async def events() -> Any:
+            reply = await self.Parse(request.request, **options)
+            for done, total in self.progress:
+                yield parser_pb2.ParseStreamResponse(
+                    progress=parser_pb2.ParseProgress(pages_done=done, pages_total=total)
+                )
+            yield parser_pb2.ParseStreamResponse(response=reply)
+
+        return events()
+
+
 class ReadyChannel:
     async def channel_ready(self) -> None:
         pass
@@ -65,14 +87,15 @@ class FakeClients:
     def channel(self, name: str) -> ReadyChannel:
         return ReadyChannel()
 
-    def __init__(self, parse: Any = None) -> None:
+    def __init__(self, parse: Any = None, progress: tuple[tuple[int, int], ...] = ()) -> None:
         self.calls: list[tuple[str, Any]] = []
         chunks = [
             common_pb2.Chunk(chunk_id="d", document_id=DOC, level=common_pb2.CHUNK_LEVEL_DOCUMENT, text="Sum."),
             common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Body."),
         ]
-        self.parser = Stub(
+        self.parser = ParserStub(
             self.calls,
+            progress,
             Parse=parse or parser_pb2.ParseResponse(chunks=chunks, page_count=1, title="T", format="markdown"),
         )
         self.embedder = Stub(
@@ -149,6 +172,20 @@ async def test_events_and_catalogue_use_one_status_vocabulary(tmp_path: Path) ->
     assert redis.published[-1][1]["status"] in TERMINAL and redis.published[-1][1]["graph"] == "2 entities, 1 relations"
     embedded = [r for name, r in clients.calls if name == "Embed"]
     assert [list(r.texts) for r in embedded] == [["Sum.", "Body."]]
+
+
+async def test_ocr_progress_is_published_per_page_and_warnings_reach_the_catalogue(tmp_path: Path) -> None:
+    chunks = [common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Scan.")]
+    note = "OCR confidence below 0.8 on page(s) 2 (0.61): check the text of the scan"
+    parsed = parser_pb2.ParseResponse(chunks=chunks, page_count=3, title="T", format="pdf", warnings=[note])
+    clients = FakeClients(parse=parsed, progress=((1, 3), (2, 3), (3, 3)))
+    redis = await ingest(tmp_path, clients)
+    pages = [(e["pages_done"], e["pages_total"], e["progress"]) for _, e in redis.published if "pages_done" in e]
+    assert pages == [(1, 3, 0.167), (2, 3, 0.233), (3, 3, 0.3)]
+    assert all(e["status"] == "parsing" for _, e in redis.published if "pages_done" in e)
+    ready = [r for name, r in clients.calls if name == "UpdateDocumentStatus" and status_name(r.status) == "ready"]
+    assert list(ready[0].warnings) == [note]
+    assert redis.published[-1][1]["warnings"] == [note]
 
 
 async def test_transient_failure_is_retried_and_announced(tmp_path: Path) -> None:

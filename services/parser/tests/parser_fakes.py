@@ -4,6 +4,7 @@ worker, and light: a worker imports this module, not the test that uses it)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ragmesh_parser.chunker import LEVEL_PARAGRAPH, ChunkRecord
 from ragmesh_parser.document import Block, ParsedDocument
@@ -15,7 +16,9 @@ class Hostile:
     def warmup(self) -> None:
         return None
 
-    def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument:
+    def parse(
+        self, filename: str, content: bytes, fmt: str, progress: Callable[[int, int], None] | None = None
+    ) -> ParsedDocument:
         if filename.startswith("cpu"):
             while True:  # pure CPU, as a converter lost in a pathological file
                 sum(range(10_000))

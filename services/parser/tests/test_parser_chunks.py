@@ -129,7 +129,7 @@ class _SlowParser:
     def warmup(self) -> None:
         return None
 
-    def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument:
+    def parse(self, filename: str, content: bytes, fmt: str, progress: object = None) -> ParsedDocument:
         import time
 
         time.sleep(30)

@@ -653,3 +653,20 @@ async def test_problem_documents_are_for_admins(stub: Stub, app_dsn: str, postgr
         )
     ).code() == grpc.StatusCode.NOT_FOUND
     assert fresh.document_id not in problems
+
+
+async def test_ocr_confidence_of_a_chunk_is_stored(stub: Stub, app_dsn: str, postgres) -> None:
+    doc = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(title="scan", filename="scan.png"), metadata=ALICE.metadata()
+    )
+    chunks = chunks_of(doc.document_id, "v1", ["read from a scan", "typed text"])
+    chunks[0].ocr_confidence = 0.75
+    await stub.IndexChunks(
+        retriever_pb2.IndexChunksRequest(document_id=doc.document_id, chunks=chunks), metadata=ALICE.metadata()
+    )
+    database = app_dsn.rsplit("/", 1)[1]
+    with psycopg.connect(owner_dsn_of(postgres, database), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT text, ocr_confidence FROM chunks WHERE document_id = %s ORDER BY ordinal", (doc.document_id,)
+        ).fetchall()
+    assert rows == [("read from a scan", 0.75), ("typed text", None)]

@@ -21,6 +21,7 @@ RAG_DEGRADED_REASON = "rag.degraded.reason"
 RAG_PARSE_PIPELINE = "rag.parse.pipeline"
 RAG_PARSE_PAGES = "rag.parse.pages"
 RAG_PARSE_BLOCKS = "rag.parse.blocks"
+RAG_PARSE_OCR_PAGES = "rag.parse.ocr_pages"
 RAG_CHUNK_COUNT = "rag.chunk.count"
 # embed
 RAG_EMBED_TEXTS = "rag.embed.texts"

@@ -13,11 +13,13 @@ from __future__ import annotations
 import io
 import posixpath
 import struct
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePath
 
 import re2
+from PIL import Image, UnidentifiedImageError
 
 from ragmesh_common.errors import InvalidArgument
 
@@ -31,7 +33,7 @@ class Format:
     extensions: tuple[str, ...]  # no dot, lower case; the first is the one Docling recognises
     mime_types: tuple[str, ...]
     docling: str | None  # Docling's InputFormat value; None: plain text, read by the parser itself
-    content: str  # what check_content expects: "text", "pdf" or "ooxml"
+    content: str  # what check_content expects: "text", "pdf", "ooxml" or "image"
     ooxml_folder: str = ""  # OOXML: the folder of the main part (word/, ppt/, xl/)
     description: str = ""  # for error messages
 
@@ -73,8 +75,15 @@ FORMATS: tuple[Format, ...] = (
     Format("pdf", ("pdf",), ("application/pdf",), "pdf", "pdf"),
     Format("asciidoc", ("adoc", "asciidoc"), ("text/asciidoc", "text/x-asciidoc"), "asciidoc", "text"),
     Format("txt", ("txt", "text"), ("text/plain",), None, "text"),
+    # scanned pages: read by OCR in the parser (docling None, content "image")
+    Format("png", ("png",), ("image/png",), None, "image", description="a PNG image"),
+    Format("jpeg", ("jpg", "jpeg"), ("image/jpeg",), None, "image", description="a JPEG image"),
+    Format("tiff", ("tif", "tiff"), ("image/tiff",), None, "image", description="a TIFF image"),
+    Format("bmp", ("bmp",), ("image/bmp", "image/x-ms-bmp"), None, "image", description="a BMP image"),
+    Format("webp", ("webp",), ("image/webp",), None, "image", description="a WebP image"),
 )
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}
+IMAGE_FORMATS: frozenset[str] = frozenset(f.name for f in FORMATS if f.content == "image")
 # extension (no dot, lower case) -> format name; MIME type -> format name
 EXTENSIONS: dict[str, str] = {ext: f.name for f in FORMATS for ext in f.extensions}
 MIME_TYPES: dict[str, str] = {mime: f.name for f in FORMATS for mime in f.mime_types}
@@ -129,6 +138,17 @@ MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024  # declared uncompressed total
 MAX_COMPRESSION_RATIO = 300  # per entry, for entries over RATIO_FLOOR_BYTES uncompressed
 RATIO_FLOOR_BYTES = 1024 * 1024
 MAX_RELS_BYTES = 1024 * 1024  # _rels/.rels: a few hundred bytes in any real file
+# Limits on an image (a scanned page), read from its header before any pixel is decoded: Pillow's own
+# decompression-bomb bound per page (89.5 megapixels: an A4 page at 1,200 dpi is 140, at 600 dpi 35), and pages
+# (TIFF frames) per file.
+MAX_IMAGE_PIXELS = 89_478_485  # PIL.Image.MAX_IMAGE_PIXELS
+MAX_IMAGE_FRAMES = 2000
+# Pillow's name for each image format (a JPEG with several pictures opens as MPO)
+_PIL_FORMATS = {"png": {"PNG"}, "jpeg": {"JPEG", "MPO"}, "tiff": {"TIFF"}, "bmp": {"BMP", "DIB"}, "webp": {"WEBP"}}
+
+
+class ImageTooLarge(InvalidArgument):
+    """An image whose header declares more pixels or pages than a scan has (a decompression bomb)."""
 
 
 def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
@@ -162,7 +182,52 @@ def check_content(filename: str, head: bytes, mime_type: str = "") -> str:
         main = _ooxml_main_part(head, name)
         if main is not None and main.split("/", 1)[0] != folder:
             raise InvalidArgument(f"{name}: not {what} (its main part is {main or 'missing'}, not in {folder}/)")
+    elif spec.content == "image":
+        image_pages(name, head, fmt)
     return fmt
+
+
+def image_pages(name: str, content: bytes, fmt: str) -> list[tuple[int, int]]:
+    """The (width, height) of every page (frame) of an image file, read from its headers without decoding a
+    pixel; `ImageTooLarge` past `MAX_IMAGE_PIXELS` per page or `MAX_IMAGE_FRAMES` pages, `InvalidArgument` when
+    the bytes are not an image of format `fmt`."""
+    what = BY_NAME[fmt].description
+    try:
+        with warnings.catch_warnings():
+            # Pillow warns between its bound and twice it and refuses above: the bound is checked here, by name
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(content)) as image:
+                if image.format not in _PIL_FORMATS[fmt]:
+                    raise InvalidArgument(f"{name}: not {what} (the content is {image.format or 'unknown'})")
+                frames = int(getattr(image, "n_frames", 1))
+                if frames > MAX_IMAGE_FRAMES:
+                    raise ImageTooLarge(f"{name}: the image has {frames} pages; at most {MAX_IMAGE_FRAMES}")
+                sizes = []
+                for frame in range(frames):
+                    if frame:
+                        image.seek(frame)
+                    width, height = image.size
+                    if width * height > MAX_IMAGE_PIXELS:
+                        raise ImageTooLarge(
+                            f"{name}: page {frame + 1} is {width} x {height} pixels, above the limit of "
+                            f"{MAX_IMAGE_PIXELS:,} pixels per page (a decompression bomb, not a scan); refused "
+                            "before decoding"
+                        )
+                    sizes.append((width, height))
+    except InvalidArgument:
+        raise
+    except Image.DecompressionBombError as exc:  # Pillow's own bound, twice ours: the size is in its message
+        raise ImageTooLarge(
+            f"{name}: the image is above the limit of {MAX_IMAGE_PIXELS:,} pixels per page (a decompression bomb, "
+            f"not a scan; {exc}); refused before decoding"
+        ) from None
+    except UnidentifiedImageError:
+        raise InvalidArgument(f"{name}: not {what} (not an image Pillow can identify)") from None
+    except (OSError, ValueError, EOFError, SyntaxError, struct.error) as exc:
+        raise InvalidArgument(f"{name}: not {what} (unreadable image header: {exc})") from None
+    if not sizes or any(w <= 0 or h <= 0 for w, h in sizes):
+        raise InvalidArgument(f"{name}: not {what} (an image without pixels)")
+    return sizes
 
 
 def _suffix(filename: str) -> str:

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragmesh_common.errors import InvalidArgument
-from ragmesh_common.formats import check_content
+from ragmesh_common.formats import ImageTooLarge, check_content
 from ragmesh_common.identity import IDENTIFIER_PATTERN  # the one identifier rule (tokens, ACL entries)
 from ragmesh_gateway.messages import language, message
 
@@ -74,9 +74,12 @@ Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 
 
 def check_upload_content(filename: str, content: bytes, mime_type: str = "") -> None:
-    """415 when an upload's bytes are not what its extension says (the parser's format registry decides)."""
+    """415 when an upload's bytes are not what its extension says (the parser's format registry decides); 413 for
+    an image whose header declares more pixels or pages than a scan has (a decompression bomb)."""
     try:
         check_content(filename, content, mime_type)
+    except ImageTooLarge as exc:
+        raise HTTPException(413, str(exc)) from exc
     except InvalidArgument as exc:
         raise HTTPException(415, str(exc)) from exc
 

@@ -231,19 +231,10 @@ class Ingestor:
         # user.metadata() per hop, not once: a parse may outlast a token's lifetime (the signer caches it anyway)
         content = await asyncio.to_thread(self.reader, path)  # off the loop other documents share
         await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_PARSING, progress=0.1)
-        parsed = await self._step(
-            "parse",
-            document_id,
-            "parser",
-            lambda: self.mesh.parser.Parse(
-                parser_pb2.ParseRequest(
-                    filename=filename, content=content, mime_type=mime_type, document_id=document_id
-                ),
-                metadata=user.metadata(),
-                timeout=self.deadlines.parse,
-                wait_for_ready=True,
-            ),
+        request = parser_pb2.ParseRequest(
+            filename=filename, content=content, mime_type=mime_type, document_id=document_id
         )
+        parsed = await self._step("parse", document_id, "parser", lambda: self._parse(document_id, user, request))
         chunks = list(parsed.chunks)
         if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
             await self._fail(document_id, user, "no extractable text", stage="parse")  # an image-only file, links only
@@ -289,13 +280,43 @@ class Ingestor:
             user,
             document_id,
             common_pb2.DOCUMENT_STATUS_READY,
-            {"title": parsed.title, "summary": summary[:2000], "page_count": parsed.page_count},
+            {
+                "title": parsed.title,
+                "summary": summary[:2000],
+                "page_count": parsed.page_count,
+                "warnings": list(parsed.warnings),  # ready with warnings: e.g. OCR pages read poorly or not at all
+            },
             progress=1.0,
             chunks=len(chunks),
             graph=graph_note,
+            **({"warnings": list(parsed.warnings)} if parsed.warnings else {}),
         )
         metrics.INGEST_DOCUMENTS.labels("ready").inc()
         logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
+
+    async def _parse(
+        self, document_id: str, user: UserContext, request: parser_pb2.ParseRequest
+    ) -> parser_pb2.ParseResponse:
+        """Parse with progress: each page OCR reads is published as a `parsing` event (pages_done of pages_total),
+        so a long scan shows how far it got."""
+        stream = self.mesh.parser.ParseStream(
+            parser_pb2.ParseStreamRequest(request=request),
+            metadata=user.metadata(),
+            timeout=self.deadlines.parse,
+            wait_for_ready=True,
+        )
+        async for item in stream:
+            if item.HasField("response"):
+                return item.response
+            done, total = item.progress.pages_done, item.progress.pages_total
+            await self.publish(
+                document_id,
+                status_name(common_pb2.DOCUMENT_STATUS_PARSING),
+                progress=round(0.1 + 0.2 * done / max(total, 1), 3),
+                pages_done=done,
+                pages_total=total,
+            )
+        raise ValueError("the parser ended without a result")
 
     async def _embed(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> None:
         """Embeds in batches, EMBED_IN_FLIGHT requests at a time, so that the embedder always has the next

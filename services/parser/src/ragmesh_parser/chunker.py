@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragmesh_parser.document import Block, ParsedDocument, table_text
+from ragmesh_parser.document import Block, ParsedDocument, mean_confidence, table_text
 
 if TYPE_CHECKING:  # transformers is imported where a tokenizer is loaded: the parser's workers, not its server
     from transformers import PreTrainedTokenizerBase
@@ -50,6 +50,7 @@ class ChunkRecord:
     text: str
     title: str
     kind: str  # summary, section, paragraph, list, code, table
+    ocr_confidence: float | None = None  # character-weighted OCR confidence of its text; None: no OCR'd text
 
 
 @dataclass
@@ -134,7 +135,9 @@ class Chunker:
         limit = max_tokens if max_tokens > 0 else self.default_max_tokens
         chunks: list[ChunkRecord] = []
 
-        def add(level: str, parent: str, path: list[str], page: int, text: str, kind: str) -> ChunkRecord:
+        def add(
+            level: str, parent: str, path: list[str], page: int, text: str, kind: str, conf: float | None = None
+        ) -> ChunkRecord:
             ordinal = len(chunks)
             record = ChunkRecord(
                 f"{document_id}:{ordinal}",
@@ -147,12 +150,14 @@ class Chunker:
                 text,
                 parsed.title,
                 kind,
+                conf,
             )
             chunks.append(record)
             return record
 
         first_page = next((b.page for b in parsed.blocks if b.page), 0)
-        doc_chunk = add(LEVEL_DOCUMENT, "", [], first_page, parsed.title, "summary")
+        doc_conf = mean_confidence([(b.ocr_confidence, len(b.text)) for b in parsed.blocks])
+        doc_chunk = add(LEVEL_DOCUMENT, "", [], first_page, parsed.title, "summary", doc_conf)
         summary = self._summary(parsed.blocks)
         doc_chunk.text = f"{parsed.title}\n{summary}" if summary else parsed.title
 
@@ -167,16 +172,20 @@ class Chunker:
             kinds = {b.kind for b in pending}
             kind = "list" if kinds == {"list_item"} else ("code" if kinds == {"code"} else "paragraph")
             current: list[str] = []
+            confs: list[tuple[float | None, int]] = []
             page = pending[0].page
             for block in pending:
                 for piece in self.split(block.text, limit):
                     candidate = "\n".join([*current, piece])
                     if current and self.count(candidate) > limit:
-                        add(LEVEL_PARAGRAPH, parent, pending[0].section_path, page, "\n".join(current), kind)
-                        current, page = [], block.page
+                        text = "\n".join(current)
+                        add(LEVEL_PARAGRAPH, parent, pending[0].section_path, page, text, kind, mean_confidence(confs))
+                        current, confs, page = [], [], block.page
                     current.append(piece)
+                    confs.append((block.ocr_confidence, len(piece)))
             if current:
-                add(LEVEL_PARAGRAPH, parent, pending[0].section_path, page, "\n".join(current), kind)
+                text = "\n".join(current)
+                add(LEVEL_PARAGRAPH, parent, pending[0].section_path, page, text, kind, mean_confidence(confs))
             pending.clear()
 
         for block in parsed.blocks:
@@ -184,7 +193,15 @@ class Chunker:
                 flush()
                 path_text = " > ".join(block.section_path)
                 section = _Section(
-                    add(LEVEL_SECTION, doc_chunk.chunk_id, block.section_path, block.page, path_text, "section")
+                    add(
+                        LEVEL_SECTION,
+                        doc_chunk.chunk_id,
+                        block.section_path,
+                        block.page,
+                        path_text,
+                        "section",
+                        block.ocr_confidence,
+                    )
                 )
                 sections.append(section)
                 continue
@@ -194,7 +211,7 @@ class Chunker:
                 flush()
                 parent = section.chunk.chunk_id if section else doc_chunk.chunk_id
                 for piece in self._table_pieces(block.rows, limit):
-                    add(LEVEL_PARAGRAPH, parent, block.section_path, block.page, piece, "table")
+                    add(LEVEL_PARAGRAPH, parent, block.section_path, block.page, piece, "table", block.ocr_confidence)
                 continue
             if block.kind == "code" or (pending and (pending[0].kind == "code") != (block.kind == "code")):
                 flush()

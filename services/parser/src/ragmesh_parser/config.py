@@ -19,3 +19,10 @@ class Settings(ServiceSettings):
     concurrency: int = Field(2, gt=0)  # worker processes
     max_chunk_tokens: int = Field(200, ge=16)
     artifacts_path: str | None = None  # Docling layout weights; None = model-free native PDF pipeline
+    ocr_enabled: bool = True  # scanned PDF pages and image files read by RapidOCR
+    ocr_dpi: int = Field(200, ge=72, le=600)  # PDF page render resolution for OCR
+    # OCR time per document: pages left past it are reported in the warnings, not read. A parse that may OCR (a
+    # PDF, an image) gets this much more wall clock than PARSER_TIMEOUT_SECONDS, and this times
+    # PARSER_OCR_THREADS more CPU time than PARSER_MAX_CPU_SECONDS.
+    ocr_max_seconds: float = Field(150.0, gt=0)
+    ocr_threads: int = Field(1, ge=1, le=64)  # onnxruntime threads per worker process

@@ -53,6 +53,7 @@ class Block:
     bbox: BBox | None = None
     rows: list[list[str]] | None = None  # set when kind == "table"
     heading_level: int = 0  # set when kind == "heading" (1 = top)
+    ocr_confidence: float | None = None  # set when the block was read by OCR (0..1)
 
 
 @dataclass
@@ -69,10 +70,23 @@ class ParsedDocument:
     page_count: int
     blocks: list[Block]
     pipeline: str
+    warnings: list[str] = field(default_factory=list)  # what could not be read well (OCR: pages, confidence)
+    ocr_pages: int = 0  # pages read by OCR
 
     @property
     def headings(self) -> list[Heading]:
         return [Heading(b.text, b.heading_level, b.page) for b in self.blocks if b.kind == "heading"]
+
+
+def mean_confidence(parts: list[tuple[float | None, int]]) -> float | None:
+    """The character-weighted mean OCR confidence of (confidence, characters) parts; None when none was OCR'd.
+    Text-layer parts count as certain (1.0) beside OCR'd ones."""
+    if all(conf is None for conf, _ in parts):
+        return None
+    chars = sum(n for _, n in parts)
+    if not chars:
+        return None
+    return sum((1.0 if conf is None else conf) * n for conf, n in parts) / chars
 
 
 def clean_text(text: str) -> str:

@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ragmesh_common.errors import InvalidArgument, Unavailable
+from ragmesh_common.formats import IMAGE_FORMATS
 
 if TYPE_CHECKING:
     from ragmesh_parser.chunker import ChunkRecord
@@ -54,7 +55,9 @@ class ParseLimit(InvalidArgument):
 class Converter(Protocol):
     def warmup(self) -> None: ...
 
-    def parse(self, filename: str, content: bytes, fmt: str) -> ParsedDocument: ...
+    def parse(
+        self, filename: str, content: bytes, fmt: str, progress: Callable[[int, int], None] | None = None
+    ) -> ParsedDocument: ...
 
 
 class Splitter(Protocol):
@@ -73,6 +76,14 @@ class Limits:
     timeout_seconds: float  # wall clock per parse
     cpu_seconds: float  # CPU time per parse
     memory_bytes: int  # address space per worker above what it holds warmed; 0 = no limit
+    ocr_seconds: float = 0.0  # more wall clock for a parse that may OCR (a PDF, an image)
+    ocr_cpu_seconds: float = 0.0  # more CPU time for it (OCR time x onnxruntime threads)
+
+    def for_job(self, fmt: str) -> tuple[float, float]:
+        """(wall clock, CPU seconds) for a parse of format `fmt`."""
+        if self.ocr_seconds and (fmt == "pdf" or fmt in IMAGE_FORMATS):
+            return self.timeout_seconds + self.ocr_seconds, self.cpu_seconds + self.ocr_cpu_seconds
+        return self.timeout_seconds, self.cpu_seconds
 
 
 @dataclass(frozen=True)
@@ -122,10 +133,15 @@ def serve(fd: int) -> None:
             return
         usage = resource.getrusage(resource.RUSAGE_SELF)
         spent = usage.ru_utime + usage.ru_stime
+        cpu_seconds = limits.for_job(job.fmt)[1]
         # the soft limit only: it can be raised again for the next job (the hard one could not)
-        resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(spent + limits.cpu_seconds), resource.RLIM_INFINITY))
+        resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(spent + cpu_seconds), resource.RLIM_INFINITY))
+
+        def progress(done: int, total: int) -> None:
+            conn.send(("progress", (done, total)))
+
         try:
-            parsed = converter.parse(job.filename, job.content, job.fmt)
+            parsed = converter.parse(job.filename, job.content, job.fmt, progress)
             chunk_started = time.time_ns()
             chunks = splitter.chunk(parsed, job.document_id, job.max_chunk_tokens)
             reply: tuple[str, Any] = ("ok", Parsed(parsed, chunks, chunk_started, time.time_ns()))
@@ -151,16 +167,22 @@ class _Worker:
         self.process = process
         self.conn = conn
 
-    def run(self, job: Job, timeout: float) -> tuple[str, Any]:
+    def run(self, job: Job, timeout: float, progress: Callable[[int, int], None] | None = None) -> tuple[str, Any]:
         """Sends `job` and waits for the reply; ("timeout", …) after `timeout`, ("died", exit code) when the
-        worker ended without one (killed by a limit or a crash). Blocking: called in a thread."""
+        worker ended without one (killed by a limit or a crash). Progress reports on the way (pages read by OCR)
+        go to `progress`. Blocking: called in a thread."""
+        deadline = time.monotonic() + timeout
         try:
             self.conn.send(job)
-            if not self.conn.poll(timeout):
-                self.kill()
-                return ("timeout", None)
-            reply: tuple[str, Any] = self.conn.recv()
-            return reply
+            while True:
+                if not self.conn.poll(max(deadline - time.monotonic(), 0.0)):
+                    self.kill()
+                    return ("timeout", None)
+                reply: tuple[str, Any] = self.conn.recv()
+                if reply[0] != "progress":
+                    return reply
+                if progress is not None:
+                    progress(*reply[1])
         except (EOFError, OSError):
             return ("died", self._reap())
 
@@ -261,12 +283,14 @@ class ParsePool:
         self._replacing.add(task)
         task.add_done_callback(self._replacing.discard)
 
-    async def parse(self, job: Job) -> Parsed:
-        """The parsed document and its chunks; `ParseLimit` past a limit, `InvalidArgument` for an unreadable file."""
+    async def parse(self, job: Job, progress: Callable[[int, int], None] | None = None) -> Parsed:
+        """The parsed document and its chunks; `ParseLimit` past a limit, `InvalidArgument` for an unreadable file.
+        `progress(done, total)` is called (from a worker thread) as OCR reads pages."""
         worker = await self._idle.get()
         keep = False
+        timeout, cpu_seconds = self.limits.for_job(job.fmt)
         try:
-            kind, value = await asyncio.to_thread(worker.run, job, self.limits.timeout_seconds)
+            kind, value = await asyncio.to_thread(worker.run, job, timeout, progress)
             keep = kind in ("ok", "invalid", "error") and worker.alive
         finally:  # also on cancellation: the worker may still be busy with an abandoned job, so it goes
             if keep:
@@ -285,7 +309,8 @@ class ParsePool:
             raise RuntimeError(f"{name}: parsing failed ({value})")
         if kind == "timeout":
             raise ParseLimit(
-                f"{name}: parsing took longer than {self.limits.timeout_seconds:.0f}s (PARSER_TIMEOUT_SECONDS); "
+                f"{name}: parsing took longer than {timeout:.0f}s (PARSER_TIMEOUT_SECONDS"
+                f"{' + PARSER_OCR_MAX_SECONDS' if timeout > self.limits.timeout_seconds else ''}); "
                 "the file is too large or too complex to parse"
             )
         if kind == "memory" or (kind == "died" and value == -signal.SIGKILL):
@@ -295,8 +320,9 @@ class ParsePool:
             )
         if kind == "died" and value == -signal.SIGXCPU:
             raise ParseLimit(
-                f"{name}: parsing needed more than {self.limits.cpu_seconds:.0f}s of CPU time "
-                "(PARSER_MAX_CPU_SECONDS); the file is too large or too complex to parse"
+                f"{name}: parsing needed more than {cpu_seconds:.0f}s of CPU time (PARSER_MAX_CPU_SECONDS"
+                f"{' + OCR' if cpu_seconds > self.limits.cpu_seconds else ''}); the file is too large or too complex "
+                "to parse"
             )
         logger.warning("parser worker died on %s (exit code %s)", name, value)
         raise ParseLimit(f"{name}: the parser's worker process died on this file (exit code {value})")

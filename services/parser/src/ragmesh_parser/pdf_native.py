@@ -26,8 +26,10 @@ from docling.datamodel.pipeline_options import HeadingHierarchyOptions
 from docling.models.stages.heading_hierarchy.heading_hierarchy_model import HeadingHierarchyModel
 from docling.utils.font_style import parse_font_style, weight_class
 from docling.utils.pdf_outline import _PdfOutlineItem, extract_outline_from_pdfium
-from docling_core.types.doc import BoundingBox, CoordOrigin, DocItemLabel, DoclingDocument, ProvenanceItem
+from docling_core.types.doc import BoundingBox, CoordOrigin, DocItemLabel, DoclingDocument, ProvenanceItem, Size
 from docling_core.types.doc.page import SegmentedPdfPage
+
+from ragmesh_parser.ocr import OcrPage
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,10 @@ class Line:
     size: float
     bold: bool
     heading: bool = False
+    confidence: float | None = None  # OCR's, for a line read from a page image; None for a text-layer line
+    # OCR: the box on the page as given (left, top, right, bottom), for provenance; `left`..`bottom` are the line
+    # on the page read upright and deskewed, for layout
+    page_box: tuple[float, float, float, float] | None = None
 
     @property
     def height(self) -> float:
@@ -245,8 +251,46 @@ def _continues(segment: Segment, prev: Line, line: Line, kind: str) -> bool:
     return gap <= 0.9 * max(prev.height, line.height)
 
 
-def structure_pdf(conv_res: ConversionResult, content: bytes, name: str) -> DoclingDocument:
-    """A DoclingDocument with headings (levelled), paragraphs and list items from a native-pipeline result."""
+def ocr_layout_heights(pages: list[OcrPage]) -> dict[int, float]:
+    """The height of each OCR'd page as read (upright), where it differs from the page as given."""
+    return {page.page: page.upright_height for page in pages if page.upright_height != page.height}
+
+
+def ocr_lines(pages: list[OcrPage]) -> dict[int, list[Line]]:
+    """OCR'd lines as `Line`s, page by page. A box's height varies with the letters in it (ascenders, descenders),
+    so heights within 25 % of the document's median line height count as the body size and only clearly larger
+    lines can become heading candidates."""
+    heights = sorted(ln.bottom - ln.top for page in pages for ln in page.lines)
+    median = heights[len(heights) // 2] if heights else 0.0
+    out: dict[int, list[Line]] = {}
+    for page in pages:
+        lines = []
+        for ln in page.lines:
+            height = ln.bottom - ln.top
+            size = round(median if abs(height - median) <= 0.25 * median else height, 1)
+            lines.append(
+                Line(
+                    page.page,
+                    ln.left,
+                    ln.top,
+                    ln.right,
+                    ln.bottom,
+                    ln.text,
+                    size,
+                    False,
+                    confidence=ln.confidence,
+                    page_box=ln.page_box,
+                )
+            )
+        out[page.page] = lines
+    return out
+
+
+def structure_pdf(
+    conv_res: ConversionResult, content: bytes, name: str, ocr: list[OcrPage] | None = None
+) -> DoclingDocument:
+    """A DoclingDocument with headings (levelled), paragraphs and list items from a native-pipeline result. The
+    pages in `ocr` take their OCR'd lines instead of their text layer (empty or unreadable)."""
     parsed_pages = {page.page_no: page.parsed_page for page in conv_res.pages if page.parsed_page is not None}
     src = conv_res.document
     doc = DoclingDocument(name=name, origin=src.origin)
@@ -255,18 +299,49 @@ def structure_pdf(conv_res: ConversionResult, content: bytes, name: str) -> Docl
         doc.add_page(page_no=page_no, size=page.size)
         page_heights[page_no] = page.size.height
     parsed_pages = {no: parsed for no, parsed in parsed_pages.items() if no in page_heights}
-    outline = read_outline(content)
-    lines = drop_furniture(_lines(parsed_pages), page_heights)
+    ocr_pages = [page for page in ocr or [] if page.page in page_heights]
+    by_page = ocr_lines(ocr_pages)
+    native = {no: parsed for no, parsed in parsed_pages.items() if no not in by_page}
+    lines = sorted([*_lines(native), *(ln for no in sorted(by_page) for ln in by_page[no])], key=lambda ln: ln.page)
+    layout = {**page_heights, **ocr_layout_heights(ocr_pages)}
+    return _build(doc, lines, page_heights, layout, read_outline(content), native)
+
+
+def structure_scan(pages: list[OcrPage], name: str) -> DoclingDocument:
+    """A DoclingDocument from OCR'd page images (an image file), structured like a PDF's text lines."""
+    doc = DoclingDocument(name=name)
+    page_heights: dict[int, float] = {}
+    for page in pages:
+        doc.add_page(page_no=page.page, size=Size(width=page.width, height=page.height))
+        page_heights[page.page] = page.height
+    by_page = ocr_lines(pages)
+    lines = [ln for no in sorted(by_page) for ln in by_page[no]]
+    return _build(doc, lines, page_heights, {**page_heights, **ocr_layout_heights(pages)}, [], {})
+
+
+def _build(
+    doc: DoclingDocument,
+    lines: list[Line],
+    page_heights: dict[int, float],
+    layout_heights: dict[int, float],
+    outline: list[_PdfOutlineItem],
+    parsed_pages: dict[int, SegmentedPdfPage],
+) -> DoclingDocument:
+    """`page_heights`: of the pages as given (provenance); `layout_heights`: as their lines were laid out (an
+    OCR'd page turned to read it upright)."""
+    lines = drop_furniture(lines, layout_heights)
     mark_headings(lines, outline)
     list_group = None
     for segment in segments(lines):
         first = segment.lines[0]
-        same_page = [ln for ln in segment.lines if ln.page == first.page]
+        same_page = [
+            ln.page_box or (ln.left, ln.top, ln.right, ln.bottom) for ln in segment.lines if ln.page == first.page
+        ]
         box = BoundingBox(
-            l=min(ln.left for ln in same_page),
-            t=min(ln.top for ln in same_page),
-            r=max(ln.right for ln in same_page),
-            b=max(ln.bottom for ln in same_page),
+            l=min(b[0] for b in same_page),
+            t=min(b[1] for b in same_page),
+            r=max(b[2] for b in same_page),
+            b=max(b[3] for b in same_page),
             coord_origin=CoordOrigin.TOPLEFT,
         ).to_bottom_left_origin(page_heights[first.page])
         text = segment.text

@@ -37,20 +37,23 @@ WITH src AS (
     SELECT u.id, u.level, nullif(u.parent_id, '') AS parent_id, u.ordinal,
            ARRAY(SELECT jsonb_array_elements_text(u.section_path::jsonb)) AS section_path,
            u.page, u.kind, u.title, u.text, nullif(u.embedding, '')::vector AS embedding,
-           u.cfg::regconfig AS cfg, u.head, u.body
+           u.cfg::regconfig AS cfg, u.head, u.body, u.ocr_confidence
     FROM unnest(%(ids)s::text[], %(levels)s::smallint[], %(parents)s::text[], %(ordinals)s::int[],
                 %(paths)s::text[], %(pages)s::int[], %(kinds)s::text[], %(titles)s::text[], %(texts)s::text[],
-                %(embeddings)s::text[], %(cfgs)s::text[], %(heads)s::text[], %(bodies)s::text[])
-         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding, cfg, head, body)
+                %(embeddings)s::text[], %(cfgs)s::text[], %(heads)s::text[], %(bodies)s::text[],
+                %(ocr)s::real[])
+         AS u(id, level, parent_id, ordinal, section_path, page, kind, title, text, embedding, cfg, head, body,
+              ocr_confidence)
 ), analysed AS (
     -- title and section path as weight-A positions (postings count them as tf_head), the text after them
     SELECT src.*, setweight(to_tsvector(src.cfg, src.head), 'A') || to_tsvector(src.cfg, src.body) AS tsv FROM src
 )
 INSERT INTO chunks (id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
-                    ts_config, tsv, doc_len, embedding)
+                    ts_config, tsv, doc_len, embedding, ocr_confidence)
 SELECT a.id, %(document_id)s, a.level, a.parent_id, a.ordinal, a.section_path, a.page, a.kind, a.title, a.text,
        a.cfg, a.tsv,
-       (SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) FROM unnest(a.tsv) t), a.embedding
+       (SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0) FROM unnest(a.tsv) t), a.embedding,
+       a.ocr_confidence
 FROM analysed a
 """
 
@@ -254,6 +257,7 @@ class PgVectorBackend:
             "titles": [c.title for c in chunks],
             "texts": [c.text for c in chunks],
             "embeddings": [vector_literal(list(c.embedding)) if c.embedding else "" for c in chunks],
+            "ocr": [c.ocr_confidence if c.HasField("ocr_confidence") else None for c in chunks],
         }
         # language identification of a large document takes a while: off the event loop
         params.update(

@@ -176,6 +176,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     doc_len      integer  NOT NULL,
     embedding    vector({dim})
 );
+-- the parser's OCR confidence of the chunk's text (0..1); NULL when no part of it was read by OCR
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS ocr_confidence real;
 CREATE INDEX IF NOT EXISTS chunks_document_idx ON chunks (document_id, level);
 CREATE INDEX IF NOT EXISTS chunks_tsv_idx ON chunks USING gin (tsv);
 CREATE INDEX IF NOT EXISTS chunks_embedding_idx ON chunks USING hnsw (embedding vector_cosine_ops)

@@ -300,6 +300,7 @@ class Chunk(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     EMBEDDING_FIELD_NUMBER: _builtins.int
+    OCR_CONFIDENCE_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     document_id: _builtins.str
     level: Global___ChunkLevel.ValueType
@@ -312,6 +313,8 @@ class Chunk(_message.Message):
     title: _builtins.str
     """the document title"""
     kind: Global___ChunkKind.ValueType
+    ocr_confidence: _builtins.float
+    """set when the chunk's text was read by OCR: character-weighted mean (0..1)"""
     @_builtins.property
     def section_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -332,12 +335,15 @@ class Chunk(_message.Message):
         title: _builtins.str = ...,
         kind: Global___ChunkKind.ValueType = ...,
         embedding: _abc.Iterable[_builtins.float] | None = ...,
+        ocr_confidence: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence", "ocr_confidence", b"ocr_confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "embedding", b"embedding", "kind", b"kind", "level", b"level", "ordinal", b"ordinal", "page", b"page", "parent_id", b"parent_id", "section_path", b"section_path", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence", "chunk_id", b"chunk_id", "document_id", b"document_id", "embedding", b"embedding", "kind", b"kind", "level", b"level", "ocr_confidence", b"ocr_confidence", "ordinal", b"ordinal", "page", b"page", "parent_id", b"parent_id", "section_path", b"section_path", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__ocr_confidence: _TypeAlias = _typing.Literal["ocr_confidence"]  # noqa: Y015
+    _WhichOneofArgType__ocr_confidence: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ocr_confidence) -> _WhichOneofReturnType__ocr_confidence | None: ...
 
 Global___Chunk: _TypeAlias = Chunk  # noqa: Y015
 

@@ -168,6 +168,7 @@ class Block(_message.Message):
     BBOX_FIELD_NUMBER: _builtins.int
     TABLE_FIELD_NUMBER: _builtins.int
     HEADING_LEVEL_FIELD_NUMBER: _builtins.int
+    OCR_CONFIDENCE_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
     """heading, paragraph, table, list_item, code, caption"""
     text: _builtins.str
@@ -175,6 +176,8 @@ class Block(_message.Message):
     """0 when unknown"""
     heading_level: _builtins.int
     """set when kind == heading"""
+    ocr_confidence: _builtins.float
+    """set when the block was read by OCR (0..1)"""
     @_builtins.property
     def section_path(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -193,12 +196,15 @@ class Block(_message.Message):
         bbox: Global___BoundingBox | None = ...,
         table: Global___Table | None = ...,
         heading_level: _builtins.int = ...,
+        ocr_confidence: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "table", b"table"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence", "bbox", b"bbox", "ocr_confidence", b"ocr_confidence", "table", b"table"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "heading_level", b"heading_level", "kind", b"kind", "page", b"page", "section_path", b"section_path", "table", b"table", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence", "bbox", b"bbox", "heading_level", b"heading_level", "kind", b"kind", "ocr_confidence", b"ocr_confidence", "page", b"page", "section_path", b"section_path", "table", b"table", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__ocr_confidence: _TypeAlias = _typing.Literal["ocr_confidence"]  # noqa: Y015
+    _WhichOneofArgType__ocr_confidence: _TypeAlias = _typing.Literal["_ocr_confidence", b"_ocr_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ocr_confidence) -> _WhichOneofReturnType__ocr_confidence | None: ...
 
 Global___Block: _TypeAlias = Block  # noqa: Y015
 
@@ -212,10 +218,14 @@ class ParseResponse(_message.Message):
     HEADINGS_FIELD_NUMBER: _builtins.int
     BLOCKS_FIELD_NUMBER: _builtins.int
     CHUNKS_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    OCR_PAGES_FIELD_NUMBER: _builtins.int
     title: _builtins.str
     format: _builtins.str
     """md, html, docx, pptx, xlsx, csv, pdf, txt"""
     page_count: _builtins.int
+    ocr_pages: _builtins.int
+    """pages read by OCR (scanned PDF pages, image pages)"""
     @_builtins.property
     def headings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Heading]: ...
     @_builtins.property
@@ -223,6 +233,10 @@ class ParseResponse(_message.Message):
     @_builtins.property
     def chunks(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Chunk]:
         """levels document, section, paragraph"""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """what was read poorly or not at all (OCR: low-confidence or unread pages)"""
 
     def __init__(
         self,
@@ -233,14 +247,88 @@ class ParseResponse(_message.Message):
         headings: _abc.Iterable[Global___Heading] | None = ...,
         blocks: _abc.Iterable[Global___Block] | None = ...,
         chunks: _abc.Iterable[_common_pb2.Chunk] | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+        ocr_pages: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "chunks", b"chunks", "format", b"format", "headings", b"headings", "page_count", b"page_count", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "chunks", b"chunks", "format", b"format", "headings", b"headings", "ocr_pages", b"ocr_pages", "page_count", b"page_count", "title", b"title", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ParseResponse: _TypeAlias = ParseResponse  # noqa: Y015
+
+@_typing.final
+class ParseProgress(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGES_DONE_FIELD_NUMBER: _builtins.int
+    PAGES_TOTAL_FIELD_NUMBER: _builtins.int
+    pages_done: _builtins.int
+    """pages read by OCR so far"""
+    pages_total: _builtins.int
+    """pages to read by OCR"""
+    def __init__(
+        self,
+        *,
+        pages_done: _builtins.int = ...,
+        pages_total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pages_done", b"pages_done", "pages_total", b"pages_total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParseProgress: _TypeAlias = ParseProgress  # noqa: Y015
+
+@_typing.final
+class ParseStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request(self) -> Global___ParseRequest:
+        """what Parse takes"""
+
+    def __init__(
+        self,
+        *,
+        request: Global___ParseRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParseStreamRequest: _TypeAlias = ParseStreamRequest  # noqa: Y015
+
+@_typing.final
+class ParseStreamResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def progress(self) -> Global___ParseProgress: ...
+    @_builtins.property
+    def response(self) -> Global___ParseResponse: ...
+    def __init__(
+        self,
+        *,
+        progress: Global___ParseProgress | None = ...,
+        response: Global___ParseResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "response", b"response"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "progress", b"progress", "response", b"response"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["progress", "response"]  # noqa: Y015
+    _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
+
+Global___ParseStreamResponse: _TypeAlias = ParseStreamResponse  # noqa: Y015
 
 @_typing.final
 class ListFormatsRequest(_message.Message):

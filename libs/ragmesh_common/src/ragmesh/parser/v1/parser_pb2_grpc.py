@@ -39,6 +39,11 @@ class ParserServiceStub(object):
                 request_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseResponse.FromString,
                 _registered_method=True)
+        self.ParseStream = channel.unary_stream(
+                '/ragmesh.parser.v1.ParserService/ParseStream',
+                request_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.FromString,
+                _registered_method=True)
         self.ListFormats = channel.unary_unary(
                 '/ragmesh.parser.v1.ParserService/ListFormats',
                 request_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ListFormatsRequest.SerializeToString,
@@ -51,6 +56,14 @@ class ParserServiceServicer(object):
 
     def Parse(self, request, context):
         """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ParseStream(self, request, context):
+        """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
+        The same checks and errors as Parse.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -70,6 +83,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.Parse,
                     request_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.FromString,
                     response_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseResponse.SerializeToString,
+            ),
+            'ParseStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ParseStream,
+                    request_deserializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.FromString,
+                    response_serializer=ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.SerializeToString,
             ),
             'ListFormats': grpc.unary_unary_rpc_method_handler(
                     servicer.ListFormats,
@@ -104,6 +122,33 @@ class ParserService(object):
             '/ragmesh.parser.v1.ParserService/Parse',
             ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseRequest.SerializeToString,
             ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ParseStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragmesh.parser.v1.ParserService/ParseStream',
+            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamRequest.SerializeToString,
+            ragmesh_dot_parser_dot_v1_dot_parser__pb2.ParseStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -33,6 +33,10 @@ class ParserServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ParserServiceAsyncStub: ...
     Parse: _grpc.UnaryUnaryMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseResponse]
     """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files."""
+    ParseStream: _grpc.UnaryStreamMultiCallable[_parser_pb2.ParseStreamRequest, _parser_pb2.ParseStreamResponse]
+    """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
+    The same checks and errors as Parse.
+    """
     ListFormats: _grpc.UnaryUnaryMultiCallable[_parser_pb2.ListFormatsRequest, _parser_pb2.ListFormatsResponse]
     """The formats this parser accepts."""
 
@@ -41,6 +45,10 @@ class ParserServiceAsyncStub(ParserServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Parse: _aio.UnaryUnaryMultiCallable[_parser_pb2.ParseRequest, _parser_pb2.ParseResponse]  # type: ignore[assignment]
     """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files."""
+    ParseStream: _aio.UnaryStreamMultiCallable[_parser_pb2.ParseStreamRequest, _parser_pb2.ParseStreamResponse]  # type: ignore[assignment]
+    """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
+    The same checks and errors as Parse.
+    """
     ListFormats: _aio.UnaryUnaryMultiCallable[_parser_pb2.ListFormatsRequest, _parser_pb2.ListFormatsResponse]  # type: ignore[assignment]
     """The formats this parser accepts."""
 
@@ -52,6 +60,16 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_parser_pb2.ParseResponse, _abc.Awaitable[_parser_pb2.ParseResponse]]:
         """Parses one file. INVALID_ARGUMENT for corrupt, empty or unsupported files."""
+
+    @_abc_1.abstractmethod
+    def ParseStream(
+        self,
+        request: _parser_pb2.ParseStreamRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_parser_pb2.ParseStreamResponse], _abc.AsyncIterator[_parser_pb2.ParseStreamResponse]]:
+        """Parse with progress: zero or more progress events (pages read by OCR), then one event with the response.
+        The same checks and errors as Parse.
+        """
 
     @_abc_1.abstractmethod
     def ListFormats(
