@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache
+.PHONY: install run test test-unit test-e2e lint fmt proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache bench-ocr
 
 help:  ## this list
 	@awk -F':.*## ' '/^[a-z][a-z0-9-]*:.*## /{printf "make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -113,3 +113,6 @@ bench-query: $(STAMP)  ## the multi-hop detector on the shared question sets
 
 bench-ingest: $(STAMP)  ## ingestion rate vs the raw embedder rate
 	$(BIN)/python bench/ingest.py $(ARGS)
+
+bench-ocr: $(STAMP)  ## OCR: character error rate on generated scans, scanned vs text retrieval, pages per second
+	$(BIN)/python bench/ocr.py $(ARGS)
