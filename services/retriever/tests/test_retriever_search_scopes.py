@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
@@ -39,13 +39,14 @@ def owner_dsn(postgres) -> str:
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     owner = make_conninfo(postgres.owner_dsn, dbname=name)
-    apply_schema(owner, "ragmesh_app", "app-pw", 384, rls_key=postgres.rls_key)
+    password = str(conninfo_to_dict(postgres.app_dsn)["password"])  # the suite's: other tests connect with it
+    apply_schema(owner, postgres.app_role, password, 384, rls_key=postgres.rls_key)
     return owner
 
 
 @pytest.fixture
 async def scoped(owner_dsn, postgres) -> AsyncIterator[tuple[Catalog, PgVectorBackend]]:
-    app = make_conninfo(owner_dsn, user="ragmesh_app", password="app-pw")
+    app = make_conninfo(postgres.app_dsn, dbname=conninfo_to_dict(owner_dsn)["dbname"])
     db = Database(app, rls_key=postgres.rls_key, pool_size=2)
     await db.open()
     backend = PgVectorBackend(db, document_first_max_docs=10_000)  # listed: document first, exact

@@ -322,19 +322,22 @@ END $$;
 CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
+    -- the per-scope rows are changed by upserts of negative counts in key order, scope statistics before
+    -- terms, as everywhere: concurrent writers of one scope queue on its statistics row and never deadlock
+    INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
+        SELECT s.scope_id, o.level, -count(*), -sum(o.doc_len) FROM old_rows o
+        JOIN lex_doc_stats s ON s.document_id = o.document_id AND s.level = o.level
+        WHERE s.scope_id IS NOT NULL GROUP BY s.scope_id, o.level ORDER BY s.scope_id, o.level
+    ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
+                                                total_len = t.total_len + excluded.total_len;
     WITH gone AS (
         DELETE FROM postings p USING old_rows o WHERE p.document_id = o.document_id AND p.chunk_id = o.id
         RETURNING p.term, p.level, p.scope_id
     )
-    UPDATE lex_scope_terms t SET df = t.df - g.n
-        FROM (SELECT term, level, scope_id, count(*) AS n FROM gone WHERE scope_id IS NOT NULL
-              GROUP BY term, level, scope_id) g
-        WHERE t.term = g.term AND t.level = g.level AND t.scope_id = g.scope_id;
-    UPDATE lex_scope_stats t SET n_chunks = t.n_chunks - d.n, total_len = t.total_len - d.len
-        FROM (SELECT s.scope_id, o.level, count(*) AS n, sum(o.doc_len) AS len FROM old_rows o
-              JOIN lex_doc_stats s ON s.document_id = o.document_id AND s.level = o.level
-              WHERE s.scope_id IS NOT NULL GROUP BY s.scope_id, o.level) d
-        WHERE t.scope_id = d.scope_id AND t.level = d.level;
+    INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
+        SELECT term, level, scope_id, -count(*) FROM gone WHERE scope_id IS NOT NULL
+        GROUP BY term, level, scope_id ORDER BY term, level, scope_id
+    ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
     UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
         FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
         WHERE s.level = d.level;
@@ -505,24 +508,19 @@ BEGIN
         RETURN NULL;
     END IF;
     doc := NEW.id;
-    IF old_scope IS NOT NULL THEN
-        UPDATE lex_scope_stats t SET n_chunks = t.n_chunks - l.n_chunks, total_len = t.total_len - l.total_len
-            FROM lex_doc_stats l WHERE l.document_id = doc AND t.scope_id = old_scope AND t.level = l.level;
-        UPDATE lex_scope_terms t SET df = t.df - p.n
-            FROM (SELECT term, level, count(*) AS n FROM postings WHERE document_id = doc GROUP BY term, level) p
-            WHERE t.scope_id = old_scope AND t.term = p.term AND t.level = p.level;
-    END IF;
-    IF new_scope IS NOT NULL THEN
-        INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
-            SELECT new_scope, l.level, l.n_chunks, l.total_len FROM lex_doc_stats l WHERE l.document_id = doc
-            ORDER BY l.level
-        ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
-                                                    total_len = t.total_len + excluded.total_len;
-        INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
-            SELECT term, level, new_scope, count(*) FROM postings WHERE document_id = doc
-            GROUP BY term, level ORDER BY term, level
-        ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
-    END IF;
+    -- out of the old scope (if any) and into the new one (if any): one upsert per table, in key order
+    INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
+        SELECT m.scope_id, l.level, m.sign * l.n_chunks, m.sign * l.total_len
+        FROM lex_doc_stats l, (VALUES (old_scope, -1), (new_scope, 1)) m(scope_id, sign)
+        WHERE l.document_id = doc AND m.scope_id IS NOT NULL ORDER BY m.scope_id, l.level
+    ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
+                                                total_len = t.total_len + excluded.total_len;
+    INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
+        SELECT p.term, p.level, m.scope_id, m.sign * p.n
+        FROM (SELECT term, level, count(*) AS n FROM postings WHERE document_id = doc GROUP BY term, level) p,
+             (VALUES (old_scope, -1), (new_scope, 1)) m(scope_id, sign)
+        WHERE m.scope_id IS NOT NULL ORDER BY p.term, p.level, m.scope_id
+    ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
     UPDATE postings SET scope_id = new_scope WHERE document_id = doc;
     UPDATE lex_doc_stats SET scope_id = new_scope WHERE document_id = doc;
     RETURN NULL;
