@@ -15,6 +15,12 @@ corpora side by side would change each other's idf). The scale points (10k / 100
 synthetic: SciFact texts replicated and SciFact vectors plus Gaussian noise, bulk-inserted by the
 database owner with the retriever's own insert statement (see `scale_insert`).
 
+The scale section ends with `run_readers` (alone: `--readers`): one synthetic catalogue of up to 100,000
+small documents bulk-inserted in SQL (no mesh), readers of 10 / 1k / 10k / 100k of them searched side by
+side, EXPLAIN ANALYZE of their statements and the vector leg's recall@10 against exact search; results in
+bench/results/readers.json under `--readers-label` (run it with the sources of another commit on PYTHONPATH
+to compare: the label keeps both).
+
 Benchmarks are not tests: no thresholds, the numbers are reported as measured.
 """
 
@@ -1543,6 +1549,10 @@ async def main_async(args: argparse.Namespace) -> int:
     output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(markdown(results, notes), flush=True)
     log(f"wrote {output}")
+    if not args.skip_scale:  # the scale section's second part: cost by readable documents, its own database
+        readers = argparse.Namespace(**vars(args))
+        readers.output = str(output.parent / "readers.json")
+        await run_readers(readers)
     return 0
 
 

@@ -596,8 +596,7 @@ class Catalog:
         )
         row = await cur.fetchone()
         assert row is not None
-        ids = None if row[3] is None else list(row[3])
-        scope = Scope(len(ids), ids) if ids is not None else Scope(int(row[1]), None)
+        scope = Scope(int(row[1]), None) if row[3] is None else Scope(len(row[3]), list(row[3]))
         return scope, DocumentCounts(readable=int(row[0]), ingesting=int(row[2]), filter_matched=0)
 
     async def accessible_ids(

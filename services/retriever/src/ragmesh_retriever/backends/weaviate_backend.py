@@ -50,7 +50,7 @@ class WeaviateBackend:
     name = "weaviate"
     fusions = frozenset(_FUSIONS)
     shares_catalogue = False  # chunks in Weaviate: the retriever checks ownership and deletes them itself
-    scope_list_max = None  # its filter is the readable documents' ids: always listed
+    scope_list_max: int | None = None  # its filter is the readable documents' ids: always listed
 
     def __init__(
         self,
