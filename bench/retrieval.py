@@ -1178,7 +1178,8 @@ async def readers_point(
     from ragmesh_retriever.server import make_backend
     from ragmesh_retriever.session import Database
 
-    settings = Settings.defaults(dsn, rls_key=key)
+    overrides = {"bm25_document_first_max_docs": args.document_first_max_docs} if args.document_first_max_docs else {}
+    settings = Settings.defaults(dsn, rls_key=key, **overrides)
     with psycopg.connect(owner) as conn:
         bases = np.array(
             [r[0] for r in conn.execute("SELECT base FROM bench_sources ORDER BY n").fetchall()],
@@ -1239,7 +1240,8 @@ async def readers_point(
         exact_tx = exact_db.transaction
 
         def no_index(user: Any, extra: dict[str, str] | None = None) -> Any:
-            return exact_tx(user, {**(extra or {}), "enable_indexscan": "off"})
+            # no index scan, sorting allowed (the scope path turns it off): every readable chunk compared
+            return exact_tx(user, {**(extra or {}), "enable_indexscan": "off", "enable_sort": "on"})
 
         exact_db.transaction = no_index  # type: ignore[method-assign]
         await exact_db.open()
@@ -1249,23 +1251,27 @@ async def readers_point(
             share = f"{100 * identities[n][0] / size:g}%"
             if identities[n][0] < size // 100:
                 continue  # below 1 %: the exact plan over listed documents
-            recalls = []
-            for t, v in list(zip(claims, qvecs, strict=True))[: args.recall_queries]:
-                query = SearchQuery(text=t, vector=v, top_k=10, alpha=1.0, candidates=settings.candidates)
-                async with db.transaction(user) as conn:
-                    scope, _ = (
-                        await catalog.search_scope(conn, None, list_max)
-                        if code == "scopes"
-                        else await catalog.search_scope(conn, None)
-                    )
-                approx = [h.chunk.chunk_id for h in await backend.search(user, query, scope)]
-                exact = [h.chunk.chunk_id for h in await exact_backend.search(user, query, scope)]
-                recalls.append(len(set(approx) & set(exact)) / max(1, len(exact)))
-            results["recall@10"][f"{share} readable (reader {n})"] = {
-                "recall": round(statistics.mean(recalls), 3),
-                "queries": len(recalls),
-            }
-            log(f"recall@10 {share}: {statistics.mean(recalls):.3f}")
+            # near a cluster (a query like the chunks: easy for HNSW) and anywhere (a random direction: hard)
+            anywhere = rng.normal(size=(args.recall_queries, READER_DIM))
+            anywhere /= np.linalg.norm(anywhere, axis=1, keepdims=True)
+            for kind, vectors in (("cluster", qvecs[: args.recall_queries]), ("random", anywhere.tolist())):
+                recalls = []
+                for t, v in zip(claims, vectors, strict=False):
+                    query = SearchQuery(text=t, vector=v, top_k=10, alpha=1.0, candidates=settings.candidates)
+                    async with db.transaction(user) as conn:
+                        scope, _ = (
+                            await catalog.search_scope(conn, None, list_max)
+                            if code == "scopes"
+                            else await catalog.search_scope(conn, None)
+                        )
+                    approx = [h.chunk.chunk_id for h in await backend.search(user, query, scope)]
+                    exact = [h.chunk.chunk_id for h in await exact_backend.search(user, query, scope)]
+                    recalls.append(len(set(approx) & set(exact)) / max(1, len(exact)))
+                results["recall@10"][f"{share} readable (reader {n}), {kind} queries"] = {
+                    "recall": round(statistics.mean(recalls), 3),
+                    "queries": len(recalls),
+                }
+                log(f"recall@10 {share} {kind}: {statistics.mean(recalls):.3f}")
         await exact_db.close()
         # EXPLAIN ANALYZE of every statement of one search (auto_explain, sent as notices)
         with psycopg.connect(owner, autocommit=True) as conn:
@@ -1301,7 +1307,7 @@ async def readers_point(
         explain_backend = make_backend(settings, explain_db)
         await explain_backend.start()
         explain_catalog = Catalog(explain_db)
-        for n in (names[0], names[-1]):
+        for n in names:
             collector.plans.clear()
             query = SearchQuery(
                 text=claims[1], vector=qvecs[1], top_k=10, alpha=settings.alpha, candidates=settings.candidates
@@ -1327,9 +1333,8 @@ async def readers_point(
 
 async def run_readers(args: argparse.Namespace) -> int:
     """Search latency for readers of 10 / 1k / 10k / 100k documents of one catalogue, side by side (`timed`),
-    at a small catalogue and at the full one; EXPLAIN ANALYZE of each statement of the largest reader's and the
-    10-document reader's search at the full size; and the vector leg's recall@10 against exact search under
-    1 % / 10 % / 100 % readable. The retriever's own Catalog.search_scope + PgVectorBackend (service defaults),
+    at a small catalogue and at the full one; EXPLAIN ANALYZE of each statement of every reader's search at
+    the full size; and the vector leg's recall@10 against exact search under 1 % / 10 % / 100 % readable. The retriever's own Catalog.search_scope + PgVectorBackend (service defaults),
     the query vector given (no embedder), as the application role under row-level security."""
     import secrets
 
@@ -1376,6 +1381,7 @@ async def run_readers(args: argparse.Namespace) -> int:
         "what": run_readers.__doc__.split("\n\n")[0] if run_readers.__doc__ else "",
         "code": code,
         "label": args.readers_label,
+        "document_first_max_docs": args.document_first_max_docs or "default",
         "catalogue_sizes": sizes,
         "owners": READER_OWNERS,
         "queries": args.latency_queries,
@@ -1596,6 +1602,12 @@ def main() -> None:
     parser.add_argument("--readers-small", type=int, default=1_000, help="documents of the small catalogue")
     parser.add_argument("--readers-label", default="after", help="key of this run in the results file")
     parser.add_argument("--recall-queries", type=int, default=50, help="queries per recall@10 point")
+    parser.add_argument(
+        "--document-first-max-docs",
+        type=int,
+        default=0,
+        help="the retriever's RETRIEVER_BM25_DOCUMENT_FIRST_MAX_DOCS for --readers (0: its default)",
+    )
     args = parser.parse_args()
     if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0 or args.passage_tokens < 0:
         parser.error(
