@@ -15,6 +15,12 @@ corpora side by side would change each other's idf). The scale points (10k / 100
 synthetic: SciFact texts replicated and SciFact vectors plus Gaussian noise, bulk-inserted by the
 database owner with the retriever's own insert statement (see `scale_insert`).
 
+The scale section ends with `run_readers` (alone: `--readers`): one synthetic catalogue of up to 100,000
+small documents bulk-inserted in SQL (no mesh), readers of 10 / 1k / 10k / 100k of them searched side by
+side, EXPLAIN ANALYZE of their statements and the vector leg's recall@10 against exact search; results in
+bench/results/readers.json under `--readers-label` (run it with the sources of another commit on PYTHONPATH
+to compare: the label keeps both).
+
 Benchmarks are not tests: no thresholds, the numbers are reported as measured.
 """
 
@@ -27,6 +33,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
@@ -1048,6 +1055,356 @@ async def run_rls_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- search cost by what a user may read
+
+READER_DOCUMENTS = (10, 1_000, 10_000, 100_000)  # readable documents of each reader (capped at the catalogue)
+READER_OWNERS = 20  # document owners: each owner's documents form scopes of their own
+READER_TEXT_WORDS = 40  # each synthetic document is one chunk: the first words of a SciFact passage
+READER_BASES = 1000  # vectors: a random unit base per SciFact passage, each chunk its base + noise
+READER_VECTOR_NOISE = 0.6  # ‖noise‖ relative to the base (cos(chunk, base) ≈ 0.86)
+READER_DIM = 384
+
+
+def reader_identities(catalogue: int) -> dict[str, tuple[int, tuple[str, str, tuple[str, ...]]]]:
+    """Reader name → (readable documents, (user, department, roles)). Document i is readable by reader-10
+    (i < 10, through its user entry), dept-1000 (i < 1,000), dept-10000 (i < 10,000) and the role staff (every
+    document: the reader of the whole catalogue)."""
+    out: dict[str, tuple[int, tuple[str, str, tuple[str, ...]]]] = {}
+    for n in READER_DOCUMENTS:
+        if n < catalogue:
+            label = "10" if n == 10 else f"{n // 1000}k"
+            out[label] = (n, ("reader-10", "nowhere", ()) if n == 10 else (f"reader-{n}", f"dept-{n}", ()))
+    label = f"{catalogue // 1000}k" if catalogue % 1000 == 0 else str(catalogue)
+    out[label] = (catalogue, ("reader-all", "nowhere", ("staff",)))
+    return out
+
+
+READER_SQL = """
+INSERT INTO documents (title, filename, mime_type, owner_user, owner_department, acl_users, acl_departments,
+                       acl_roles, status, chunk_count)
+SELECT 'reader document ' || i, 'reader-' || i || '.txt', 'text/plain', 'owner-' || (i %% {owners}), 'owners',
+       CASE WHEN i < 10 THEN ARRAY['reader-10'] ELSE '{{}}'::text[] END,
+       ARRAY(SELECT 'dept-' || n FROM unnest(ARRAY[1000, 10000]) n WHERE i < n),
+       ARRAY['staff'], 'ready', 1
+FROM generate_series(%(first)s::int, %(last)s::int - 1) i ORDER BY i
+"""
+READER_CHUNKS_SQL = """
+INSERT INTO chunks (id, document_id, level, ordinal, title, text, ts_config, tsv, doc_len, embedding)
+SELECT d.id::text || ':0', d.id, 3, 0, s.title, s.body, 'english',
+       setweight(to_tsvector('english', s.title), 'A') || to_tsvector('english', s.body),
+       (SELECT coalesce(sum(coalesce(array_length(t.positions, 1), 1)), 0)
+        FROM unnest(setweight(to_tsvector('english', s.title), 'A') || to_tsvector('english', s.body)) t),
+       (SELECT ARRAY(SELECT s.base[j] + %(noise)s * (random() - 0.5) * 2 * sqrt(3.0 / {dim}) FROM generate_series(1, {dim}) j))::vector
+FROM documents d JOIN bench_sources s ON s.n = (substring(d.title FROM 17)::int %% {bases})
+WHERE substring(d.title FROM 17)::int >= %(first)s AND substring(d.title FROM 17)::int < %(last)s
+"""
+
+
+def readers_catalogue(dsn: str, sources: list[tuple[str, str]], first: int, last: int, rng: Any) -> float:
+    """Documents first..last-1 (ready, one chunk each) bulk-inserted by the owner in SQL; the chunk triggers
+    write postings and statistics as for ingested chunks. The secondary indexes of chunks and postings are
+    dropped first and rebuilt after (HNSW included), then VACUUM (ANALYZE). Seconds taken."""
+    import numpy as np
+    import psycopg
+
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if first == 0:
+            bases = rng.normal(size=(READER_BASES, READER_DIM))
+            bases /= np.linalg.norm(bases, axis=1, keepdims=True)
+            conn.execute("CREATE TABLE bench_sources (n int PRIMARY KEY, title text, body text, base real[])")
+            with conn.cursor().copy("COPY bench_sources (n, title, body, base) FROM STDIN") as copy:
+                for n in range(READER_BASES):
+                    title, text = sources[n % len(sources)]
+                    body = " ".join(text.split()[:READER_TEXT_WORDS])
+                    copy.write_row((n, title, body, [float(x) for x in bases[n]]))
+        indexes = conn.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = 'public' "
+            "AND i.tablename IN ('chunks', 'postings') AND i.indexname NOT IN "
+            "(SELECT conname FROM pg_constraint WHERE contype IN ('p', 'u'))"
+        ).fetchall()
+        for name, _ in indexes:
+            conn.execute(f'DROP INDEX "{name}"')
+        conn.execute("SELECT setseed(0.29)")
+        step = 10_000
+        for lo in range(first, last, step):
+            hi = min(last, lo + step)
+            conn.execute(READER_SQL.format(owners=READER_OWNERS), {"first": lo, "last": hi})
+            conn.execute(
+                READER_CHUNKS_SQL.format(dim=READER_DIM, bases=READER_BASES),
+                {"first": lo, "last": hi, "noise": READER_VECTOR_NOISE},
+            )
+            log(f"readers catalogue: {hi} documents ({time.perf_counter() - started:.0f}s)")
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for _name, definition in indexes:
+            conn.execute(definition)
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+class ExplainingDatabase:
+    """Notices of auto_explain (EXPLAIN ANALYZE of every statement, sent to the client) collected per call."""
+
+    def __init__(self) -> None:
+        self.plans: list[str] = []
+        self.seen: set[int] = set()
+
+    def attach(self, conn: Any) -> None:
+        if id(conn) not in self.seen:
+            self.seen.add(id(conn))
+            conn.add_notice_handler(lambda diag: self.plans.append(diag.message_primary or ""))
+
+
+async def readers_point(
+    args: argparse.Namespace,
+    dsn: str,
+    owner: str,
+    key: str,
+    size: int,
+    largest: bool,
+    claims: list[str],
+    rng: Any,
+    code: str,
+    results: dict[str, Any],
+) -> None:
+    """One catalogue size of `run_readers`: latency side by side; at the largest, recall and the plans."""
+    import numpy as np
+    import psycopg
+
+    from ragmesh_common.context import UserContext
+    from ragmesh_retriever.backends.base import SearchQuery
+    from ragmesh_retriever.catalog import Catalog
+    from ragmesh_retriever.config import Settings
+    from ragmesh_retriever.server import make_backend
+    from ragmesh_retriever.session import Database
+
+    overrides = {"bm25_document_first_max_docs": args.document_first_max_docs} if args.document_first_max_docs else {}
+    settings = Settings.defaults(dsn, rls_key=key, **overrides)
+    with psycopg.connect(owner) as conn:
+        bases = np.array(
+            [r[0] for r in conn.execute("SELECT base FROM bench_sources ORDER BY n").fetchall()],
+            dtype=np.float64,
+        )
+    # a query vector: a random passage's base + the same noise as a chunk
+    qvecs = []
+    for _ in claims:
+        v = bases[rng.integers(len(bases))] + READER_VECTOR_NOISE * rng.uniform(-1, 1, READER_DIM) * math.sqrt(
+            3.0 / READER_DIM
+        )
+        qvecs.append((v / np.linalg.norm(v)).tolist())
+    identities = reader_identities(size)
+    db = Database(dsn, rls_key=key, pool_size=4, statement_timeout_ms=60_000)
+    await db.open()
+    backend = make_backend(settings, db)
+    await backend.start()
+    catalog = Catalog(db)
+    list_max = getattr(backend, "scope_list_max", None)
+
+    async def search(user: Any, text: str, vector: list[float], alpha: float = settings.alpha) -> list[Any]:
+        query = SearchQuery(text=text, vector=vector, top_k=10, alpha=alpha, candidates=settings.candidates)
+        async with db.transaction(user) as conn:
+            if code == "scopes":
+                scope, _ = await catalog.search_scope(conn, None, list_max)
+            else:
+                scope, _ = await catalog.search_scope(conn, None)
+        lexical = await backend.lexical(user, query, scope)
+        return list(await backend.search(user, query, scope, lexical=lexical))
+
+    users = {name: UserContext(*ident) for name, (_, ident) in identities.items()}
+    for name, user in users.items():  # every reader reads what it should
+        async with db.transaction(user) as conn:
+            row = await (await conn.execute("SELECT count(*) FROM documents")).fetchone()
+        if row is None or row[0] != identities[name][0]:
+            raise RuntimeError(f"reader {name} reads {row} documents, not {identities[name][0]}")
+        if not await search(user, claims[0], qvecs[0]):
+            raise RuntimeError(f"reader {name}: no results")
+
+    def call(u: Any, t: str, v: list[float]) -> Callable[[], Awaitable[Any]]:
+        return lambda: search(u, t, v)
+
+    names = list(users)
+    timings = await timed(
+        [tuple(call(users[n], t, v) for n in names) for t, v in zip(claims, qvecs, strict=True)],
+        progress=f"readers {size}",
+    )
+    for n, values in zip(names, timings, strict=True):
+        results["latency"][f"catalogue {size} reader {n}"] = {
+            "p50_ms": round(percentile(values, 0.5), 1),
+            "p95_ms": round(percentile(values, 0.95), 1),
+            "queries": len(values),
+        }
+        log(f"catalogue {size} reader {n}: p50 {percentile(values, 0.5):.1f} p95 {percentile(values, 0.95):.1f}")
+    if largest:
+        # recall@10 of the vector leg (alpha 1) against exact search (index scans off) per readable share
+        exact_db = Database(dsn, rls_key=key, pool_size=2, statement_timeout_ms=600_000)
+        exact_tx = exact_db.transaction
+
+        def no_index(user: Any, extra: dict[str, str] | None = None) -> Any:
+            # no index scan, sorting allowed (the scope path turns it off): every readable chunk compared
+            return exact_tx(user, {**(extra or {}), "enable_indexscan": "off", "enable_sort": "on"})
+
+        exact_db.transaction = no_index  # type: ignore[method-assign]
+        await exact_db.open()
+        exact_backend = make_backend(settings, exact_db)
+        await exact_backend.start()
+        for n, user in users.items():
+            share = f"{100 * identities[n][0] / size:g}%"
+            if identities[n][0] < size // 100:
+                continue  # below 1 %: the exact plan over listed documents
+            # near a cluster (a query like the chunks: easy for HNSW) and anywhere (a random direction: hard)
+            anywhere = rng.normal(size=(args.recall_queries, READER_DIM))
+            anywhere /= np.linalg.norm(anywhere, axis=1, keepdims=True)
+            for kind, vectors in (("cluster", qvecs[: args.recall_queries]), ("random", anywhere.tolist())):
+                recalls = []
+                for t, v in zip(claims, vectors, strict=False):
+                    query = SearchQuery(text=t, vector=v, top_k=10, alpha=1.0, candidates=settings.candidates)
+                    async with db.transaction(user) as conn:
+                        scope, _ = (
+                            await catalog.search_scope(conn, None, list_max)
+                            if code == "scopes"
+                            else await catalog.search_scope(conn, None)
+                        )
+                    approx = [h.chunk.chunk_id for h in await backend.search(user, query, scope)]
+                    exact = [h.chunk.chunk_id for h in await exact_backend.search(user, query, scope)]
+                    recalls.append(len(set(approx) & set(exact)) / max(1, len(exact)))
+                results["recall@10"][f"{share} readable (reader {n}), {kind} queries"] = {
+                    "recall": round(statistics.mean(recalls), 3),
+                    "queries": len(recalls),
+                }
+                log(f"recall@10 {share} {kind}: {statistics.mean(recalls):.3f}")
+        await exact_db.close()
+        # EXPLAIN ANALYZE of every statement of one search (auto_explain, sent as notices)
+        with psycopg.connect(owner, autocommit=True) as conn:
+            for setting, value in (
+                ("session_preload_libraries", "auto_explain"),
+                ("auto_explain.log_min_duration", "0"),
+                ("auto_explain.log_analyze", "on"),
+                ("auto_explain.log_buffers", "on"),
+                ("auto_explain.log_level", "notice"),
+                ("auto_explain.log_parameter_max_length", "0"),
+            ):
+                conn.execute(f"ALTER ROLE ragmesh_app SET {setting} = '{value}'")
+        explain_db = Database(dsn, rls_key=key, pool_size=2, statement_timeout_ms=60_000)
+        collector = ExplainingDatabase()
+        explain_tx = explain_db.transaction
+
+        def explained(user: Any, extra: dict[str, str] | None = None) -> Any:
+            manager = explain_tx(user, extra)
+
+            class Attach:
+                async def __aenter__(self) -> Any:
+                    conn = await manager.__aenter__()
+                    collector.attach(conn)
+                    return conn
+
+                async def __aexit__(self, *exc: Any) -> Any:
+                    return await manager.__aexit__(*exc)
+
+            return Attach()
+
+        explain_db.transaction = explained  # type: ignore[method-assign]
+        await explain_db.open()
+        explain_backend = make_backend(settings, explain_db)
+        await explain_backend.start()
+        explain_catalog = Catalog(explain_db)
+        for n in names:
+            collector.plans.clear()
+            query = SearchQuery(
+                text=claims[1], vector=qvecs[1], top_k=10, alpha=settings.alpha, candidates=settings.candidates
+            )
+            async with explain_db.transaction(users[n]) as conn:
+                scope, _ = (
+                    await explain_catalog.search_scope(conn, None, list_max)
+                    if code == "scopes"
+                    else await explain_catalog.search_scope(conn, None)
+                )
+            lexical = await explain_backend.lexical(users[n], query, scope)
+            await explain_backend.search(users[n], query, scope, lexical=lexical)
+            # the plans without the uuid literal's text (3.7 MB for 100k documents)
+            results["explain"][f"catalogue {size} reader {n}"] = [
+                "\n".join(line[:400] for line in re.sub(r"'\{[0-9a-f,-]{200,}\}'", "'{…uuid list…}'", p).split("\n"))[
+                    :30000
+                ]
+                for p in collector.plans
+            ]
+        await explain_db.close()
+    await db.close()
+
+
+async def run_readers(args: argparse.Namespace) -> int:
+    """Search latency for readers of 10 / 1k / 10k / 100k documents of one catalogue, side by side (`timed`),
+    at a small catalogue and at the full one; EXPLAIN ANALYZE of each statement of every reader's search at
+    the full size; and the vector leg's recall@10 against exact search under 1 % / 10 % / 100 % readable. The retriever's own Catalog.search_scope + PgVectorBackend (service defaults),
+    the query vector given (no embedder), as the application role under row-level security."""
+    import secrets
+
+    import numpy as np
+
+    from ragmesh_dev.engines.postgres import EmbeddedPostgres
+    from ragmesh_dev.ports import free_port
+    from ragmesh_retriever.catalog import Catalog
+    from ragmesh_retriever.migrate import apply_schema
+
+    data_dir = Path(args.data_dir).resolve()
+    wall = time.perf_counter()
+    load_before = os.getloadavg()
+    key = secrets.token_hex(32)
+    rng = np.random.default_rng(SCALE_SEED)
+    corpus = read_jsonl(data_dir / "beir_scifact" / "corpus.jsonl")[:READER_BASES]
+    sources = [(d["title"], d["text"]) for d in corpus]
+    qrels = read_qrels(data_dir / "beir_scifact" / "qrels" / "test.tsv")
+    claims = [q["text"] for q in read_jsonl(data_dir / "beir_scifact" / "queries.jsonl") if q["_id"] in qrels]
+    claims = claims[: args.latency_queries + 5]
+    sizes = sorted({min(args.readers_small, args.readers_documents), args.readers_documents})
+    code = (
+        "scopes"
+        if hasattr(Catalog, "search_scope") and "list_max" in Catalog.search_scope.__code__.co_varnames
+        else "ids"
+    )
+    work = Path(tempfile.mkdtemp(prefix="ragmesh-readers-", dir=args.work_dir))
+    server = EmbeddedPostgres(work / "postgres", free_port())
+    server.start()
+    results: dict[str, Any] = {"latency": {}, "explain": {}, "recall@10": {}, "build_seconds": {}}
+    try:
+        owner = server.owner_dsn()
+        apply_schema(owner, "ragmesh_app", "bench-readers", READER_DIM, rls_key=key)
+        dsn = f"postgresql://ragmesh_app:bench-readers@{server.host}:{server.port}/{server.database}"
+        done = 0
+        for size in sizes:
+            results["build_seconds"][str(size)] = round(readers_catalogue(owner, sources, done, size, rng), 1)
+            done = size
+            await readers_point(args, dsn, owner, key, size, size == sizes[-1], claims, rng, code, results)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results["meta"] = {
+        "what": run_readers.__doc__.split("\n\n")[0] if run_readers.__doc__ else "",
+        "code": code,
+        "label": args.readers_label,
+        "document_first_max_docs": args.document_first_max_docs or "default",
+        "catalogue_sizes": sizes,
+        "owners": READER_OWNERS,
+        "queries": args.latency_queries,
+        "wall_seconds": round(time.perf_counter() - wall, 1),
+        "cpu_cores": os.cpu_count(),
+        "load_average_1_5_15min": {
+            "start": [round(x, 2) for x in load_before],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
+    output = Path(args.output)
+    merged = json.loads(output.read_text()) if output.exists() else {}
+    merged[args.readers_label] = results
+    rows = [
+        (f"{args.readers_label}: {k}", v["p50_ms"], v["p95_ms"], v["queries"]) for k, v in results["latency"].items()
+    ]
+    rows += [
+        (f"{args.readers_label}: recall@10 {k}", v["recall"], "", v["queries"]) for k, v in results["recall@10"].items()
+    ]
+    write_report(output, merged, "Search latency by readable documents (ms)", ("path", "p50", "p95", "queries"), rows)
+    return 0
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -1198,6 +1555,10 @@ async def main_async(args: argparse.Namespace) -> int:
     output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(markdown(results, notes), flush=True)
     log(f"wrote {output}")
+    if not args.skip_scale:  # the scale section's second part: cost by readable documents, its own database
+        readers = argparse.Namespace(**vars(args))
+        readers.output = str(output.parent / "readers.json")
+        await run_readers(readers)
     return 0
 
 
@@ -1231,6 +1592,22 @@ def main() -> None:
         help="only the cost of the verified RLS identity: the search statements on 10k chunks with and without "
         "it (no mesh; writes bench/results/rls-overhead.json unless --output is given)",
     )
+    parser.add_argument(
+        "--readers",
+        action="store_true",
+        help="only search latency by readable documents: one synthetic catalogue, readers of 10 / 1k / 10k / 100k "
+        "documents side by side (no mesh; writes bench/results/readers.json unless --output is given)",
+    )
+    parser.add_argument("--readers-documents", type=int, default=100_000, help="documents of the full catalogue")
+    parser.add_argument("--readers-small", type=int, default=1_000, help="documents of the small catalogue")
+    parser.add_argument("--readers-label", default="after", help="key of this run in the results file")
+    parser.add_argument("--recall-queries", type=int, default=50, help="queries per recall@10 point")
+    parser.add_argument(
+        "--document-first-max-docs",
+        type=int,
+        default=0,
+        help="the retriever's RETRIEVER_BM25_DOCUMENT_FIRST_MAX_DOCS for --readers (0: its default)",
+    )
     args = parser.parse_args()
     if args.squad_stride < 1 or args.latency_queries < 1 or args.torch_threads < 0 or args.passage_tokens < 0:
         parser.error(
@@ -1242,6 +1619,10 @@ def main() -> None:
     from ragmesh_dev.devstack import interrupt_on_sigterm
 
     interrupt_on_sigterm()  # `kill` of the benchmark stops its engines and services too
+    if args.readers:
+        if args.output == parser.get_default("output"):
+            args.output = str(root / "bench" / "results" / "readers.json")
+        sys.exit(asyncio.run(run_readers(args)))
     if args.rls_overhead:
         if args.output == parser.get_default("output"):
             args.output = str(root / "bench" / "results" / "rls-overhead.json")

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ragmesh.common.v1 import common_pb2
+from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.base import SearchBackend, SearchQuery
 from ragmesh_retriever.catalog import Catalog
@@ -70,6 +71,10 @@ async def _document(catalog: Catalog, backend: SearchBackend, texts: list[str], 
         for i, t in enumerate(texts)
     ]
     assert await backend.index(ALICE, doc.document_id, chunks) == len(chunks)
+    await catalog.update_status(  # only a ready document is searched
+        ALICE,
+        retriever_pb2.UpdateDocumentStatusRequest(document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY),
+    )
     return doc.document_id
 
 

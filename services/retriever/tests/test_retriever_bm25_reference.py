@@ -23,8 +23,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh.common.v1 import common_pb2
+from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.testing import user as local_user
-from ragmesh_retriever.backends.base import SearchQuery
+from ragmesh_retriever.backends.base import Scope, SearchQuery
 from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
 from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.config import BM25_B, BM25_K1
@@ -153,6 +154,12 @@ async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple
                 )
             )
         await backend.index(READER, doc.document_id, chunks)
+        await catalog.update_status(
+            READER,
+            retriever_pb2.UpdateDocumentStatusRequest(
+                document_id=doc.document_id, status=common_pb2.DOCUMENT_STATUS_READY
+            ),
+        )
         document_ids.append(doc.document_id)
     try:
         yield db, document_ids, corpus_of
@@ -160,12 +167,18 @@ async def indexed(fresh_database: str, shared_data: Path) -> AsyncIterator[tuple
         await db.close()
 
 
-@pytest.mark.parametrize("document_first_max_docs", [0, 10_000], ids=["term_first", "document_first"])
+@pytest.mark.parametrize(
+    ("document_first_max_docs", "by_scope"),
+    [(0, False), (10_000, False), (0, True)],
+    ids=["term_first", "document_first", "term_first_by_scope"],
+)
 async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(
-    indexed, shared_data, postgres, document_first_max_docs
+    indexed, shared_data, postgres, document_first_max_docs, by_scope
 ) -> None:
     db, document_ids, corpus_of = indexed
     backend = PgVectorBackend(db, k1=BM25_K1, b=BM25_B, document_first_max_docs=document_first_max_docs)
+    # the reader reads exactly these documents: by id, or by its ACL scopes without listing them
+    scope = Scope(len(document_ids), None) if by_scope else Scope.of(document_ids)
     queries, qrels = test_queries(shared_data)
     texts = short_abstracts(shared_data)
     assert sum(1 for t in texts.values() if len(t.split()) < 15) > 400  # many short texts: the hard case
@@ -175,7 +188,7 @@ async def test_bm25_leg_agrees_with_plain_bm25_on_short_english_abstracts(
     plain = PlainBM25(doc_terms, BM25_K1, BM25_B)
     leg, reference = [], []
     for query_id, text in queries.items():
-        hits = await backend.search(READER, SearchQuery(text=text, vector=None, top_k=10, alpha=0.0), document_ids)
+        hits = await backend.search(READER, SearchQuery(text=text, vector=None, top_k=10, alpha=0.0), scope)
         leg.append(ndcg_at_10([corpus_of[h.chunk.chunk_id] for h in hits], qrels[query_id]))
         reference.append(ndcg_at_10(plain.rank(query_terms[query_id]), qrels[query_id]))
     leg_ndcg, reference_ndcg = sum(leg) / len(leg), sum(reference) / len(reference)

@@ -116,6 +116,10 @@ def test_every_table_the_app_role_may_touch_is_under_forced_rls_with_policies(po
         "chunks",
         "postings",
         "lex_doc_stats",
+        "rag_scopes",  # the ACL scopes and their statistics: the readable scopes only (below)
+        "lex_scope_stats",
+        "lex_scope_terms",
+        "rag_scope_documents",
         "rag_traces",
         "document_audit",
         "conversations",
@@ -138,6 +142,13 @@ def test_postings_and_statistics_follow_their_documents(postgres) -> None:
         with conn.transaction():
             mine = _insert(conn, "rls-postings-apricot", "rls-dora", "legal")
             theirs = _insert(conn, "rls-postings-walnut", "rls-erin", "finance")
+        with conn.transaction():  # a document still being ingested is searched by nobody, its owner included
+            _as(conn, "rls-dora", "legal")
+            assert conn.execute("SELECT count(*) FROM postings WHERE document_id = %s", (mine,)).fetchone() == (0,)
+        for owner, department, doc in (("rls-dora", "legal", mine), ("rls-erin", "finance", theirs)):
+            with conn.transaction():
+                _as(conn, owner, department)
+                conn.execute("UPDATE documents SET status = 'ready' WHERE id = %s", (doc,))
         with conn.transaction():
             _as(conn, "rls-dora", "legal")
             terms = {r[0] for r in conn.execute("SELECT term FROM postings")}

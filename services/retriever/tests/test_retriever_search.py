@@ -125,11 +125,12 @@ async def add_document(
     return doc.document_id
 
 
-# both lexical plans are exact when no term has more readable postings than the per-term bound
+# both lexical plans are exact when no term has more readable postings than the per-term bound; with no
+# document listed (max 0) a search goes term first over the user's ACL scopes and their statistics
 BOTH_LEXICAL_PLANS = pytest.mark.parametrize(
     "stub",
     [{"bm25_document_first_max_docs": 0}, {"bm25_document_first_max_docs": 10_000}],
-    ids=["term_first", "document_first"],
+    ids=["term_first_by_scope", "document_first"],
     indirect=True,
 )
 
@@ -719,8 +720,16 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
         await add_document(stub, ALICE, "old", [("pricing rules apply daily", unit(0))])
     owner = owner_dsn_of(postgres, app_dsn.rsplit("/", 1)[1])
     with psycopg.connect(owner, autocommit=True) as conn:  # back to the postings of the previous schema
-        conn.execute("DROP INDEX postings_term_impact_idx")
+        conn.execute("DROP INDEX postings_term_scope_idx")
         conn.execute("DROP INDEX postings_document_term_idx")
+        # and before search scopes: no scope on documents, postings and statistics, no per-scope tables
+        conn.execute("DROP TABLE rag_scopes, lex_scope_stats, lex_scope_terms, rag_scope_documents CASCADE")
+        for table in ("documents", "postings", "lex_doc_stats"):
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN scope_id CASCADE")
+        conn.execute(
+            "CREATE INDEX postings_term_impact_idx ON postings (term, level, impact DESC) "
+            "INCLUDE (chunk_id, document_id, tf, doc_len)"
+        )
         conn.execute("ALTER TABLE postings DROP COLUMN tf_head")
         conn.execute(
             "CREATE INDEX postings_impact_idx ON postings (term, level, impact DESC) "
@@ -733,8 +742,8 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
     apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)  # and again: every start applies it
     with psycopg.connect(owner) as conn:
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
-        assert {"postings_term_impact_idx", "postings_document_term_idx"} <= names
-        assert not {"postings_impact_idx", "postings_document_idx"} & names
+        assert {"postings_term_scope_idx", "postings_document_term_idx"} <= names
+        assert not {"postings_impact_idx", "postings_document_idx", "postings_term_impact_idx"} & names
         assert conn.execute("SELECT count(*), sum(tf_head) FROM postings").fetchone() == (4, 0)
     async with retriever_on(app_dsn) as stub:  # old postings count no heading occurrences; search still works
         reply = await stub.Search(

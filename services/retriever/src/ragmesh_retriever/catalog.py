@@ -30,6 +30,7 @@ from ragmesh_retriever.audit import (
     page_size,
     write_audit,
 )
+from ragmesh_retriever.backends.base import Scope
 from ragmesh_retriever.documents import (
     COLUMNS,
     IN_PROGRESS,
@@ -563,21 +564,40 @@ class Catalog:
         return out
 
     async def search_scope(
-        self, conn: psycopg.AsyncConnection[Any], restrict: builtins.list[uuid.UUID] | None
-    ) -> tuple[builtins.list[str], DocumentCounts]:
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        restrict: builtins.list[uuid.UUID] | None,
+        list_max: int | None = None,
+    ) -> tuple[Scope, DocumentCounts]:
         """The ready documents a search may read (RLS, narrowed by `restrict`) and the counts that explain an
-        empty scope, in one statement over the documents the user may read."""
+        empty scope, in one statement. The counts come from the per-scope document counts, so they cost the
+        same for a user who reads ten documents or a million; the ids are listed only when narrowed, or when
+        there are at most `list_max` (None: always) — a larger scope is searched by ACL scope instead."""
+        if restrict:
+            cur = await conn.execute(
+                "SELECT (SELECT coalesce(sum(n), 0) FROM rag_scope_documents), "
+                "array_agg(id::text) FILTER (WHERE status = 'ready'), "
+                "count(*) FILTER (WHERE status IN ('queued', 'parsing', 'embedding', 'indexing')), count(*) "
+                "FROM documents WHERE id = ANY(%s::uuid[])",
+                (restrict,),
+            )
+            row = await cur.fetchone()
+            assert row is not None  # an aggregate always returns one row
+            ids = list(row[1] or [])
+            return Scope(len(ids), ids), DocumentCounts(readable=int(row[0]), ingesting=row[2], filter_matched=row[3])
         cur = await conn.execute(
-            "SELECT array_agg(id::text) FILTER (WHERE status = 'ready' AND (%(all)s OR id = ANY(%(ids)s::uuid[]))), "
-            "count(*), "
-            "count(*) FILTER (WHERE status IN ('queued', 'parsing', 'embedding', 'indexing') "
-            "AND (%(all)s OR id = ANY(%(ids)s::uuid[]))), "
-            "count(*) FILTER (WHERE NOT %(all)s AND id = ANY(%(ids)s::uuid[])) FROM documents",
-            {"all": not restrict, "ids": restrict or []},
+            "WITH c AS (SELECT coalesce(sum(n), 0) AS readable, coalesce(sum(n) FILTER (WHERE status = 'ready'), 0) "
+            "AS ready, coalesce(sum(n) FILTER (WHERE status IN ('queued', 'parsing', 'embedding', 'indexing')), 0) "
+            "AS ingesting FROM rag_scope_documents) "
+            "SELECT c.readable, c.ready, c.ingesting, CASE WHEN %(max)s::bigint IS NULL OR c.ready <= %(max)s::bigint "
+            "THEN (SELECT coalesce(array_agg(d.id::text), '{}') FROM documents d WHERE d.status = 'ready' "
+            "AND d.scope_id IN (SELECT s.id FROM rag_scopes s)) END FROM c",
+            {"max": list_max},
         )
         row = await cur.fetchone()
-        assert row is not None  # an aggregate always returns one row
-        return list(row[0] or []), DocumentCounts(readable=row[1], ingesting=row[2], filter_matched=row[3])
+        assert row is not None
+        scope = Scope(int(row[1]), None) if row[3] is None else Scope(len(row[3]), list(row[3]))
+        return scope, DocumentCounts(readable=int(row[0]), ingesting=int(row[2]), filter_matched=0)
 
     async def accessible_ids(
         self, conn: psycopg.AsyncConnection[Any], restrict: builtins.list[uuid.UUID] | None

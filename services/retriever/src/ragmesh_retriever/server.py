@@ -21,7 +21,7 @@ from ragmesh_common.errors import FailedPrecondition, InvalidArgument, Permissio
 from ragmesh_common.server import GrpcService
 from ragmesh_common.telemetry import retrieval_attributes
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
-from ragmesh_retriever.backends.base import Hit, SearchBackend, SearchQuery, kind_value
+from ragmesh_retriever.backends.base import Hit, Scope, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.config import Settings
 from ragmesh_retriever.conversations import Conversations
@@ -190,8 +190,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         ]
         try:
             async with self.catalog.db.transaction(user) as conn:
-                accessible, counts = await self.catalog.search_scope(conn, restrict or None)
-            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(accessible))
+                accessible, counts = await self.catalog.search_scope(
+                    conn, restrict or None, self.backend.scope_list_max
+                )
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, accessible.documents)
             span.set_attribute(attr.RAG_SEARCH_READABLE_DOCS, counts.readable)
             span.set_attribute(attr.RAG_SEARCH_INGESTING_DOCS, counts.ingesting)
             span.set_attribute(attr.RAG_SEARCH_FILTER_MATCHED_DOCS, counts.filter_matched)
@@ -229,7 +231,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         main = searches[0].outcome
         return retriever_pb2.SearchResponse(
             results=results,
-            accessible_documents=len(accessible),
+            accessible_documents=accessible.documents,
             backend=self.backend.name,
             strategy=strategy,
             vector_unavailable=str(main.get("reason") or (reasons[0] if reasons else "")),
@@ -255,7 +257,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         user: UserContext,
         search: _Search,
         strategy: int,
-        accessible: list[str],
+        accessible: Scope,
         context: retriever_pb2.ContextOptions,
     ) -> list[common_pb2.ScoredChunk]:
         """One (sub-)query ranked over the accessible documents: direct or summary-first, then the context
@@ -289,7 +291,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             outcome["ms"] = round((time.perf_counter() - started) * 1000, 1)
 
     async def _summary_first(
-        self, user: UserContext, query: SearchQuery, accessible: list[str]
+        self, user: UserContext, query: SearchQuery, accessible: Scope
     ) -> list[common_pb2.ScoredChunk]:
         """Two stages: the top documents by their summaries, then chunks within them — merged by reciprocal
         rank with a direct chunk search over everything, so nothing is lost when the summaries miss."""
@@ -424,7 +426,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 (list(ids),),
             )
             rows = await cur.fetchall()
-            count = await conn.execute("SELECT count(*) FROM documents WHERE status = 'ready'")
+            # the per-scope counts: the same number as counting the readable documents, without reading them
+            count = await conn.execute("SELECT coalesce(sum(n), 0) FROM rag_scope_documents WHERE status = 'ready'")
             total = await count.fetchone()
         reply = retriever_pb2.GetDocumentStampsResponse(accessible_documents=int(total[0]) if total else 0)
         for doc_id, version, updated_at, stamp in rows:

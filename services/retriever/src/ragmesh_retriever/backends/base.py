@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,6 +26,24 @@ class SearchQuery:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The ready documents a search may read: their ids, or, when there are more than the catalogue lists
+    (`document_ids` None), just how many; the backend then filters by the user's readable ACL scopes, which
+    the database decides under row-level security (pgvector only: `SearchBackend.scope_list_max`)."""
+
+    documents: int
+    document_ids: list[str] | None
+
+    @classmethod
+    def of(cls, ids: Sequence[str] | Scope) -> Scope:
+        """A scope of exactly these documents (a scope is returned as it is)."""
+        return ids if isinstance(ids, Scope) else cls(len(ids), list(ids))
+
+    def __bool__(self) -> bool:
+        return self.documents > 0
+
+
+@dataclass(frozen=True)
 class Hit:
     chunk: common_pb2.Chunk
     hybrid: float
@@ -40,6 +58,9 @@ class SearchBackend(Protocol):
     # caller who does not own the document and the chunks go with the catalogue row; False: the retriever
     # checks ownership before `index` and calls `delete` before removing the catalogue row.
     shares_catalogue: bool
+    # How many readable documents a search lists by id at most; a larger scope is searched by ACL scope
+    # (`Scope.document_ids` None). None: always listed (the backend filters by id).
+    scope_list_max: int | None
 
     async def start(self) -> None: ...
 
@@ -53,7 +74,7 @@ class SearchBackend(Protocol):
         """Removes the document's chunks (the catalogue row is removed by the catalogue)."""
 
     async def lexical(
-        self, user: UserContext, query: SearchQuery, accessible_ids: list[str]
+        self, user: UserContext, query: SearchQuery, accessible: Sequence[str] | Scope
     ) -> Mapping[str, float] | None:
         """The lexical leg alone (chunk id → score), which needs no query vector: the retriever runs it while
         the query is being embedded and hands it to `search`. None: the backend scores both legs in `search`."""
@@ -62,10 +83,10 @@ class SearchBackend(Protocol):
         self,
         user: UserContext,
         query: SearchQuery,
-        accessible_ids: list[str],
+        accessible: Sequence[str] | Scope,
         lexical: Mapping[str, float] | None = None,
     ) -> list[Hit]:
-        """Hybrid search restricted to `accessible_ids` (already decided by RLS); best first. `lexical`: this
+        """Hybrid search restricted to `accessible` (already decided by RLS: ids, or a Scope); best first. `lexical`: this
         query's lexical leg from `lexical`, when the caller ran it already."""
 
     async def document_chunks(

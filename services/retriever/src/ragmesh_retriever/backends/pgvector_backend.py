@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -24,7 +24,7 @@ from ragmesh_common import attributes as attr
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.identity import UserContext
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
-from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
+from ragmesh_retriever.backends.base import Hit, Scope, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
 from ragmesh_retriever.ranking import Fusion, fuse, rocchio
 from ragmesh_retriever.session import Database
@@ -73,14 +73,10 @@ WITH qa AS (
     FROM qa CROSS JOIN LATERAL unnest(to_tsvector(qa.cfg::regconfig, qa.txt)) u
     GROUP BY u.lexeme
 ), stats AS MATERIALIZED (
-    SELECT level, sum(n_chunks)::float8 AS n_docs, sum(total_len) / sum(n_chunks) AS avgdl
-    FROM lex_doc_stats WHERE document_id = ANY(%(docs)s::uuid[]) AND level = ANY(%(levels)s)
-    GROUP BY level HAVING sum(n_chunks) > 0
+    {stats}
 ), tdf AS MATERIALIZED (
     -- each query term's document frequency among the documents searched
-    SELECT s.level, s.n_docs, s.avgdl, q.term, q.qtf,
-           (SELECT count(*) FROM postings p
-            WHERE p.term = q.term AND p.level = s.level AND p.document_id = ANY(%(docs)s::uuid[]))::float8 AS df
+    SELECT s.level, s.n_docs, s.avgdl, q.term, q.qtf, ({df})::float8 AS df
     FROM q CROSS JOIN stats s
 ), w AS MATERIALIZED (
     -- per query term and level: the idf-weighted query term frequency and the length-normalisation
@@ -113,8 +109,35 @@ _POSTINGS_BY_DOCUMENT = """(
     SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
     WHERE p.document_id = ANY(%(docs)s::uuid[]) AND p.term = w.term AND p.level = w.level
 )"""
-_BM25_BY_TERM = _BM25_TERMS.replace("{postings}", _POSTINGS_BY_TERM)
-_BM25_BY_DOCUMENT = _BM25_TERMS.replace("{postings}", _POSTINGS_BY_DOCUMENT)
+# Statistics of listed documents: summed over their rows, the document frequency counted in their postings.
+_STATS_OF_DOCUMENTS = """SELECT level, sum(n_chunks)::float8 AS n_docs, sum(total_len) / sum(n_chunks) AS avgdl
+    FROM lex_doc_stats WHERE document_id = ANY(%(docs)s::uuid[]) AND level = ANY(%(levels)s)
+    GROUP BY level HAVING sum(n_chunks) > 0"""
+_DF_OF_DOCUMENTS = """SELECT count(*) FROM postings p
+            WHERE p.term = q.term AND p.level = s.level AND p.document_id = ANY(%(docs)s::uuid[])"""
+# A scope too large to list: the same statistics summed over the ACL scopes the user may read (row-level
+# security on the per-scope tables keeps the others out); they partition the ready documents, so the sums are
+# exactly those of the readable documents, at a cost that does not depend on how many there are.
+_STATS_OF_SCOPES = """SELECT level, sum(n_chunks)::float8 AS n_docs, sum(total_len) / sum(n_chunks)::float8 AS avgdl
+    FROM lex_scope_stats WHERE level = ANY(%(levels)s)
+    GROUP BY level HAVING sum(n_chunks) > 0"""
+_DF_OF_SCOPES = """SELECT coalesce(sum(t.df), 0) FROM lex_scope_terms t WHERE t.term = q.term AND t.level = s.level"""
+# Term first over the readable scopes: the postings' row-level security is the only filter.
+_POSTINGS_IN_SCOPES = """(
+    SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
+    WHERE p.term = w.term AND p.level = w.level
+    ORDER BY p.impact DESC
+    LIMIT %(per_term)s
+)"""
+
+
+def _bm25(stats: str, df: str, postings: str) -> str:
+    return _BM25_TERMS.replace("{stats}", stats).replace("{df}", df).replace("{postings}", postings)
+
+
+_BM25_BY_TERM = _bm25(_STATS_OF_DOCUMENTS, _DF_OF_DOCUMENTS, _POSTINGS_BY_TERM)
+_BM25_BY_DOCUMENT = _bm25(_STATS_OF_DOCUMENTS, _DF_OF_DOCUMENTS, _POSTINGS_BY_DOCUMENT)
+_BM25_BY_SCOPE = _bm25(_STATS_OF_SCOPES, _DF_OF_SCOPES, _POSTINGS_IN_SCOPES)
 
 _VECTOR = """
 SELECT id, 1 - (embedding <=> %(vec)s::vector) AS sim FROM chunks
@@ -122,13 +145,24 @@ WHERE level = ANY(%(levels)s) AND document_id = ANY(%(docs)s::uuid[]) AND embedd
 ORDER BY embedding <=> %(vec)s::vector
 LIMIT %(k)s
 """
-
-_DETAILS = """
-SELECT id, document_id, level, parent_id, ordinal, section_path, page, kind, title, text,
-       CASE WHEN embedding IS NULL OR %(vec)s::text IS NULL THEN NULL
-            ELSE 1 - (embedding <=> %(vec)s::vector) END AS sim
-FROM chunks WHERE id = ANY(%(ids)s) AND document_id = ANY(%(docs)s::uuid[])
+# A scope too large to list: the chunks' row-level security decides what is readable, and a candidate of the
+# HNSW scan is kept when its document is ready: one primary-key lookup per candidate, never per document (a
+# scalar subquery, which the planner cannot turn into a join that would read every readable document first).
+_READY = "(SELECT d.status FROM documents d WHERE d.id = c.document_id) = 'ready'"
+_VECTOR_IN_SCOPES = f"""
+SELECT c.id, 1 - (c.embedding <=> %(vec)s::vector) AS sim FROM chunks c
+WHERE c.level = ANY(%(levels)s) AND c.embedding IS NOT NULL AND {_READY}
+ORDER BY c.embedding <=> %(vec)s::vector
+LIMIT %(k)s
 """
+
+_DETAILS_COLUMNS = """
+SELECT c.id, c.document_id, c.level, c.parent_id, c.ordinal, c.section_path, c.page, c.kind, c.title, c.text,
+       CASE WHEN c.embedding IS NULL OR %(vec)s::text IS NULL THEN NULL
+            ELSE 1 - (c.embedding <=> %(vec)s::vector) END AS sim
+FROM chunks c WHERE c.id = ANY(%(ids)s)"""
+_DETAILS = _DETAILS_COLUMNS + " AND c.document_id = ANY(%(docs)s::uuid[])"
+_DETAILS_IN_SCOPES = _DETAILS_COLUMNS + f" AND {_READY}"
 
 
 _SYSTEM = UserContext("system:retriever")
@@ -151,6 +185,11 @@ def uuid_array_literal(ids: list[str]) -> str:
     if ids and not _UUID_LIST.fullmatch(joined):
         raise InvalidArgument("document ids must be UUIDs")
     return "{" + joined + "}"
+
+
+def _docs_param(scope: Scope) -> str | None:
+    """The `docs` parameter of the statements over listed documents (None for a scope searched by ACL)."""
+    return None if scope.document_ids is None else uuid_array_literal(scope.document_ids)
 
 
 def lexical_columns(fields: list[tuple[str, list[str], str]], default_lang: str) -> dict[str, list[str]]:
@@ -217,6 +256,8 @@ class PgVectorBackend:
         self.ef_search = ef_search
         self.postings_per_term = postings_per_term
         self.document_first_max_docs = document_first_max_docs
+        # a scope the document-first plan would not take is searched by ACL scope, never listed
+        self.scope_list_max: int | None = document_first_max_docs
 
     async def start(self) -> None:
         await asyncio.to_thread(warm_up)
@@ -278,36 +319,41 @@ class PgVectorBackend:
         async with self.db.transaction(user) as conn:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (parse_document_id(document_id),))
 
-    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> dict[str, float]:
-        if not accessible_ids or not query.text.strip() or query.alpha >= 1.0:
+    async def lexical(
+        self, user: UserContext, query: SearchQuery, accessible: Sequence[str] | Scope
+    ) -> dict[str, float]:
+        scope = Scope.of(accessible)
+        if not scope or not query.text.strip() or query.alpha >= 1.0:
             return {}
         pool = max(query.candidates, query.top_k)
-        base = {"levels": query.levels, "docs": uuid_array_literal(accessible_ids), "k": pool, "cfg": self.cfg}
-        return await self._lexical_leg(user, query, base, len(accessible_ids))
+        base = {"levels": query.levels, "docs": _docs_param(scope), "k": pool, "cfg": self.cfg}
+        return await self._lexical_leg(user, query, base, scope)
 
     async def search(
         self,
         user: UserContext,
         query: SearchQuery,
-        accessible_ids: list[str],
+        accessible: Sequence[str] | Scope,
         lexical: Mapping[str, float] | None = None,
         attempt: int = 0,
     ) -> list[Hit]:
-        if not accessible_ids:
+        scope = Scope.of(accessible)
+        if not scope:
             return []
         pool = max(query.candidates, query.top_k)
-        docs = uuid_array_literal(accessible_ids)
+        docs = _docs_param(scope)
         base = {"levels": query.levels, "docs": docs, "k": pool, "cfg": self.cfg}
+        listed = scope.document_ids is not None
 
         async def vector_leg() -> dict[str, float]:
             if not query.vector or query.alpha <= 0.0:
                 return {}
-            async with self._vector_transaction(user, pool) as conn:
-                return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)})
+            async with self._vector_transaction(user, pool, listed) as conn:
+                return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)}, listed)
 
         # the two legs run at once, each on a connection (and a server process) of its own, under the user
         lex, vector = await asyncio.gather(
-            self.lexical(user, query, accessible_ids) if lexical is None else _given(lexical), vector_leg()
+            self.lexical(user, query, scope) if lexical is None else _given(lexical), vector_leg()
         )
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
@@ -325,11 +371,14 @@ class PgVectorBackend:
                     )
                 if expanded is not None:
                     expanded_query = True
-                    async with self._vector_transaction(user, pool) as vconn:
-                        vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)})
+                    async with self._vector_transaction(user, pool, listed) as vconn:
+                        vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)}, listed)
                     fused = fuse(query.fusion, lex, vector, query.alpha)
             top = fused[: query.top_k]
-            cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top], "docs": docs})
+            cur = await conn.execute(
+                _DETAILS if listed else _DETAILS_IN_SCOPES,
+                {"vec": original_vec, "ids": [f.chunk_id for f in top], "docs": docs},
+            )
             rows = {r[0]: r for r in await cur.fetchall()}
         hits = []
         for f in top:
@@ -340,7 +389,7 @@ class PgVectorBackend:
                     # new version's chunks swapped in) or deleted in between; run again on what is there now,
                     # so a swap never shows as an empty result
                     span.add_event("chunks changed during search", {attr.RAG_STAGE: "details"})
-                    return await self.search(user, query, accessible_ids, attempt=attempt + 1)
+                    return await self.search(user, query, scope, attempt=attempt + 1)
                 continue
             # the reported similarity is always to the user's query, also after feedback moved the vector
             sim = (
@@ -352,15 +401,20 @@ class PgVectorBackend:
         return hits
 
     async def _lexical_leg(
-        self, user: UserContext, query: SearchQuery, base: dict[str, Any], documents: int
+        self, user: UserContext, query: SearchQuery, base: dict[str, Any], scope: Scope
     ) -> dict[str, float]:
         with tracer.start_as_current_span("lexical leg") as span:
-            by_document = documents <= self.document_first_max_docs
-            span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, "document_first" if by_document else "term_first")
+            if scope.document_ids is None:
+                plan, statement = "term_first_by_scope", _BM25_BY_SCOPE
+            elif scope.documents <= self.document_first_max_docs:
+                plan, statement = "document_first", _BM25_BY_DOCUMENT
+            else:
+                plan, statement = "term_first", _BM25_BY_TERM
+            span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, plan)
             async with self.db.transaction(user) as conn:
                 analyses = query_analyses(query.text, self.cfg, query.language or None)
                 cur = await conn.execute(
-                    _BM25_BY_DOCUMENT if by_document else _BM25_BY_TERM,
+                    statement,
                     {
                         **base,
                         "qcfgs": [a[0] for a in analyses],
@@ -373,16 +427,20 @@ class PgVectorBackend:
                 )
                 return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
-    def _vector_transaction(self, user: UserContext, pool: int) -> Any:
-        """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`."""
-        return self.db.transaction(
-            user, {"hnsw.ef_search": str(max(self.ef_search, pool)), "hnsw.iterative_scan": "relaxed_order"}
-        )
+    def _vector_transaction(self, user: UserContext, pool: int, listed: bool = True) -> Any:
+        """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`. Over ACL scopes
+        (not `listed`) sorting is off: the planner cannot estimate how many candidates the permission filter
+        keeps and would otherwise sort every readable chunk instead of walking the HNSW graph (measured: the
+        whole catalogue read for a user who reads it all)."""
+        settings = {"hnsw.ef_search": str(max(self.ef_search, pool)), "hnsw.iterative_scan": "relaxed_order"}
+        if not listed:
+            settings["enable_sort"] = "off"
+        return self.db.transaction(user, settings)
 
     @staticmethod
-    async def _vector_leg(conn: Any, params: dict[str, Any]) -> dict[str, float]:
+    async def _vector_leg(conn: Any, params: dict[str, Any], listed: bool) -> dict[str, float]:
         with tracer.start_as_current_span("vector leg"):
-            cur = await conn.execute(_VECTOR, params)
+            cur = await conn.execute(_VECTOR if listed else _VECTOR_IN_SCOPES, params)
             return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     @staticmethod

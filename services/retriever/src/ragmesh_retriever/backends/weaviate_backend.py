@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
@@ -23,7 +23,7 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.identity import UserContext
-from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
+from ragmesh_retriever.backends.base import Hit, Scope, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.ranking import Fusion
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class WeaviateBackend:
     name = "weaviate"
     fusions = frozenset(_FUSIONS)
     shares_catalogue = False  # chunks in Weaviate: the retriever checks ownership and deletes them itself
+    scope_list_max: int | None = None  # its filter is the readable documents' ids: always listed
 
     def __init__(
         self,
@@ -159,16 +160,17 @@ class WeaviateBackend:
             "level"
         ).contains_any(levels)
 
-    async def lexical(self, user: UserContext, query: SearchQuery, accessible_ids: list[str]) -> None:
+    async def lexical(self, user: UserContext, query: SearchQuery, accessible: Sequence[str] | Scope) -> None:
         return None  # one native hybrid query scores both legs: it needs the vector up front
 
     async def search(
         self,
         user: UserContext,
         query: SearchQuery,
-        accessible_ids: list[str],
+        accessible: Sequence[str] | Scope,
         lexical: Mapping[str, float] | None = None,
     ) -> list[Hit]:
+        accessible_ids = Scope.of(accessible).document_ids  # always listed for this backend (scope_list_max)
         if not accessible_ids:
             return []
         fusion = _FUSIONS[query.fusion]  # the retriever refuses a fusion not in `fusions`

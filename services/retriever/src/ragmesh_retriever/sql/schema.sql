@@ -207,8 +207,6 @@ ALTER TABLE postings ADD COLUMN IF NOT EXISTS impact real NOT NULL DEFAULT 0;
 ALTER TABLE postings ADD COLUMN IF NOT EXISTS tf_head real NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS postings_term_idx;
 DROP INDEX IF EXISTS postings_impact_idx;
-CREATE INDEX IF NOT EXISTS postings_term_impact_idx ON postings (term, level, impact DESC)
-    INCLUDE (chunk_id, document_id, tf, tf_head, doc_len);
 -- a few readable documents: their postings directly, whatever the terms' document frequencies
 DROP INDEX IF EXISTS postings_chunk_idx;
 DROP INDEX IF EXISTS postings_document_idx;
@@ -228,10 +226,60 @@ CREATE TABLE IF NOT EXISTS lex_stats (
     n_docs    bigint NOT NULL,
     total_len double precision NOT NULL
 );
+-- Search scopes: the documents that share one set of grants (rag_acl_grants, sorted) form a scope, and the
+-- BM25 statistics are kept per scope as well as per document: chunk count and length per level, and each
+-- term's document frequency. Scopes partition the searchable (ready) documents, so the statistics of exactly
+-- the documents a user may read are the sums over the scopes whose grants meet the user's, whatever their
+-- number of documents; a search reads those sums and the postings of readable scopes, never a list of ids.
+-- `documents.scope_id` is the document's scope (set by a trigger from its ACL, whatever the caller wrote);
+-- `postings.scope_id` and `lex_doc_stats.scope_id` are that scope while the document is ready and NULL
+-- otherwise (a document being ingested or failed is searched by nobody), kept by the triggers below.
+CREATE TABLE IF NOT EXISTS rag_scopes (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    grants    text[] NOT NULL,
+    grants_sha bytea NOT NULL UNIQUE  -- sha256 of the grants' text form: a long ACL exceeds a B-tree entry
+);
+CREATE INDEX IF NOT EXISTS rag_scopes_grants_idx ON rag_scopes USING gin (grants);
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS scope_id bigint;
+CREATE INDEX IF NOT EXISTS documents_ready_scope_idx ON documents (scope_id) WHERE status = 'ready';
+ALTER TABLE postings ADD COLUMN IF NOT EXISTS scope_id bigint;
+-- a term's postings strongest first, with their scope: the term-first walk filters by scope from the index
+DROP INDEX IF EXISTS postings_term_impact_idx;
+CREATE INDEX IF NOT EXISTS postings_term_scope_idx ON postings (term, level, impact DESC)
+    INCLUDE (chunk_id, document_id, tf, tf_head, doc_len, scope_id);
+ALTER TABLE lex_doc_stats ADD COLUMN IF NOT EXISTS scope_id bigint;
+CREATE TABLE IF NOT EXISTS lex_scope_stats (
+    scope_id  bigint   NOT NULL,
+    level     smallint NOT NULL,
+    n_chunks  bigint   NOT NULL,
+    total_len double precision NOT NULL,
+    PRIMARY KEY (scope_id, level)
+);
+CREATE TABLE IF NOT EXISTS lex_scope_terms (
+    term     text     NOT NULL,
+    level    smallint NOT NULL,
+    scope_id bigint   NOT NULL,
+    df       bigint   NOT NULL,  -- chunks of the scope's ready documents at this level that contain the term
+    PRIMARY KEY (term, level, scope_id)
+);
+-- documents per scope and status (every status): the counts a search reports without counting documents
+CREATE TABLE IF NOT EXISTS rag_scope_documents (
+    scope_id bigint NOT NULL,
+    status   text   NOT NULL,
+    n        bigint NOT NULL,
+    PRIMARY KEY (scope_id, status)
+);
+
 -- corpus-wide document frequencies and the corpus's languages: no longer read (statistics are per
 -- search; a query is analysed in its own language)
 DROP TABLE IF EXISTS lex_terms;
 DROP TABLE IF EXISTS lex_configs;
+
+-- The scope a document's chunks are searched in: its scope while it is ready, else none. For the triggers
+-- (the owner's; the application role has no grant on it).
+CREATE OR REPLACE VIEW rag_search_scopes AS
+    SELECT d.id AS document_id, CASE WHEN d.status = 'ready' THEN d.scope_id END AS scope_id FROM documents d;
+REVOKE ALL ON rag_search_scopes FROM PUBLIC;
 
 -- The triggers run as the schema owner (SECURITY DEFINER): the application role writes chunks, under their
 -- policies, and has no write grant on the tables derived from them.
@@ -242,24 +290,56 @@ BEGIN
         SELECT level, count(*), sum(doc_len) FROM new_rows GROUP BY level ORDER BY level
     ON CONFLICT (level) DO UPDATE SET n_docs = s.n_docs + excluded.n_docs,
                                       total_len = s.total_len + excluded.total_len;
-    INSERT INTO lex_doc_stats AS d (document_id, level, n_chunks, total_len)
-        SELECT document_id, level, count(*), sum(doc_len) FROM new_rows
-        GROUP BY document_id, level ORDER BY document_id, level
+    -- ns: the search scope of each chunk's document (its scope while ready, else none)
+    INSERT INTO lex_doc_stats AS d (document_id, level, n_chunks, total_len, scope_id)
+        SELECT n.document_id, n.level, count(*), sum(n.doc_len), min(ns.scope_id) FROM new_rows n
+        LEFT JOIN rag_search_scopes ns ON ns.document_id = n.document_id
+        GROUP BY n.document_id, n.level ORDER BY n.document_id, n.level
     ON CONFLICT (document_id, level) DO UPDATE SET n_chunks = d.n_chunks + excluded.n_chunks,
-                                                   total_len = d.total_len + excluded.total_len;
-    INSERT INTO postings (term, level, chunk_id, document_id, tf, tf_head, doc_len, impact)
+                                                   total_len = d.total_len + excluded.total_len,
+                                                   scope_id = excluded.scope_id;
+    INSERT INTO postings (term, level, chunk_id, document_id, tf, tf_head, doc_len, impact, scope_id)
         SELECT u.lexeme, n.level, n.id, n.document_id, x.tf, x.tf_head, n.doc_len,
-               x.tf * 1.9 / (x.tf + 0.9 * (0.6 + 0.4 * n.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1)))
-        FROM new_rows n JOIN lex_stats s ON s.level = n.level, unnest(n.tsv) u,
+               x.tf * 1.9 / (x.tf + 0.9 * (0.6 + 0.4 * n.doc_len / greatest(s.total_len / greatest(s.n_docs, 1), 1))),
+               ns.scope_id
+        FROM new_rows n JOIN lex_stats s ON s.level = n.level
+             LEFT JOIN rag_search_scopes ns ON ns.document_id = n.document_id, unnest(n.tsv) u,
              LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::real AS tf,
                              (SELECT count(*) FROM unnest(u.weights) wt WHERE wt = 'A')::real AS tf_head) x;
+    INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
+        SELECT ns.scope_id, n.level, count(*), sum(n.doc_len) FROM new_rows n
+        JOIN rag_search_scopes ns ON ns.document_id = n.document_id WHERE ns.scope_id IS NOT NULL
+        GROUP BY ns.scope_id, n.level ORDER BY ns.scope_id, n.level
+    ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
+                                                total_len = t.total_len + excluded.total_len;
+    INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
+        SELECT u.lexeme, n.level, ns.scope_id, count(*) FROM new_rows n
+        JOIN rag_search_scopes ns ON ns.document_id = n.document_id, unnest(n.tsv) u
+        WHERE ns.scope_id IS NOT NULL
+        GROUP BY u.lexeme, n.level, ns.scope_id ORDER BY u.lexeme, n.level, ns.scope_id
+    ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
     RETURN NULL;
 END $$;
 
 CREATE OR REPLACE FUNCTION chunks_lex_delete() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
-    DELETE FROM postings p USING old_rows o WHERE p.document_id = o.document_id AND p.chunk_id = o.id;
+    -- the per-scope rows are changed by upserts of negative counts in key order, scope statistics before
+    -- terms, as everywhere: concurrent writers of one scope queue on its statistics row and never deadlock
+    INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
+        SELECT s.scope_id, o.level, -count(*), -sum(o.doc_len) FROM old_rows o
+        JOIN lex_doc_stats s ON s.document_id = o.document_id AND s.level = o.level
+        WHERE s.scope_id IS NOT NULL GROUP BY s.scope_id, o.level ORDER BY s.scope_id, o.level
+    ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
+                                                total_len = t.total_len + excluded.total_len;
+    WITH gone AS (
+        DELETE FROM postings p USING old_rows o WHERE p.document_id = o.document_id AND p.chunk_id = o.id
+        RETURNING p.term, p.level, p.scope_id
+    )
+    INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
+        SELECT term, level, scope_id, -count(*) FROM gone WHERE scope_id IS NOT NULL
+        GROUP BY term, level, scope_id ORDER BY term, level, scope_id
+    ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
     UPDATE lex_stats s SET n_docs = s.n_docs - d.n, total_len = s.total_len - d.len
         FROM (SELECT level, count(*) AS n, sum(doc_len) AS len FROM old_rows GROUP BY level) d
         WHERE s.level = d.level;
@@ -331,10 +411,130 @@ ALTER TABLE postings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE postings FORCE ROW LEVEL SECURITY;
 ALTER TABLE lex_doc_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE lex_doc_stats FORCE ROW LEVEL SECURITY;
+-- Read through their search scope: the scopes the user may read are hashed once per statement (a scan of
+-- the scopes, not of the catalogue), and a posting of a document that is not ready is read by nobody.
+ALTER TABLE rag_scopes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rag_scopes FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS rag_scopes_read ON rag_scopes;
+CREATE POLICY rag_scopes_read ON rag_scopes FOR SELECT USING (grants && (SELECT rag_identity_grants()));
 DROP POLICY IF EXISTS postings_read ON postings;
-CREATE POLICY postings_read ON postings FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
+CREATE POLICY postings_read ON postings FOR SELECT USING (scope_id IN (SELECT s.id FROM rag_scopes s));
 DROP POLICY IF EXISTS lex_doc_stats_read ON lex_doc_stats;
-CREATE POLICY lex_doc_stats_read ON lex_doc_stats FOR SELECT USING (document_id IN (SELECT d.id FROM documents d));
+CREATE POLICY lex_doc_stats_read ON lex_doc_stats FOR SELECT USING (scope_id IN (SELECT s.id FROM rag_scopes s));
+ALTER TABLE lex_scope_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE lex_scope_stats FORCE ROW LEVEL SECURITY;
+ALTER TABLE lex_scope_terms ENABLE ROW LEVEL SECURITY;
+ALTER TABLE lex_scope_terms FORCE ROW LEVEL SECURITY;
+ALTER TABLE rag_scope_documents ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rag_scope_documents FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS lex_scope_stats_read ON lex_scope_stats;
+CREATE POLICY lex_scope_stats_read ON lex_scope_stats FOR SELECT USING (scope_id IN (SELECT s.id FROM rag_scopes s));
+DROP POLICY IF EXISTS lex_scope_terms_read ON lex_scope_terms;
+CREATE POLICY lex_scope_terms_read ON lex_scope_terms FOR SELECT USING (scope_id IN (SELECT s.id FROM rag_scopes s));
+DROP POLICY IF EXISTS rag_scope_documents_read ON rag_scope_documents;
+CREATE POLICY rag_scope_documents_read ON rag_scope_documents FOR SELECT
+    USING (scope_id IN (SELECT s.id FROM rag_scopes s));
+-- the triggers (the schema owner's, SECURITY DEFINER) keep the scopes and their statistics whoever changed
+-- the document; no other role has a write grant on them
+DROP POLICY IF EXISTS rag_scopes_definer ON rag_scopes;
+CREATE POLICY rag_scopes_definer ON rag_scopes FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+DROP POLICY IF EXISTS postings_definer ON postings;
+CREATE POLICY postings_definer ON postings FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+DROP POLICY IF EXISTS lex_doc_stats_definer ON lex_doc_stats;
+CREATE POLICY lex_doc_stats_definer ON lex_doc_stats FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+DROP POLICY IF EXISTS lex_scope_stats_definer ON lex_scope_stats;
+CREATE POLICY lex_scope_stats_definer ON lex_scope_stats FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+DROP POLICY IF EXISTS lex_scope_terms_definer ON lex_scope_terms;
+CREATE POLICY lex_scope_terms_definer ON lex_scope_terms FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+DROP POLICY IF EXISTS rag_scope_documents_definer ON rag_scope_documents;
+CREATE POLICY rag_scope_documents_definer ON rag_scope_documents FOR ALL TO CURRENT_USER USING (true) WITH CHECK (true);
+
+-- A document's scope: the one of its grants, made on first use.
+CREATE OR REPLACE FUNCTION rag_scope_of(grants text[]) RETURNS bigint LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path FROM CURRENT AS $$
+DECLARE
+    key text[] := ARRAY(SELECT DISTINCT g COLLATE "C" FROM unnest(grants) g ORDER BY 1);
+    digest bytea := sha256(convert_to(key::text, 'UTF8'));
+    found bigint;
+BEGIN
+    SELECT s.id INTO found FROM rag_scopes s WHERE s.grants_sha = digest;
+    IF found IS NULL THEN
+        INSERT INTO rag_scopes (grants, grants_sha) VALUES (key, digest) ON CONFLICT (grants_sha) DO NOTHING
+            RETURNING id INTO found;
+        IF found IS NULL THEN  -- made by a concurrent transaction meanwhile
+            SELECT s.id INTO found FROM rag_scopes s WHERE s.grants_sha = digest;
+        END IF;
+    END IF;
+    RETURN found;
+END $$;
+REVOKE ALL ON FUNCTION rag_scope_of(text[]) FROM PUBLIC;
+-- Before a document row is written: its scope from its ACL (a scope_id the caller wrote is overwritten).
+CREATE OR REPLACE FUNCTION documents_scope() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.scope_id IS NOT NULL AND NEW.owner_user = OLD.owner_user
+       AND NEW.acl_public = OLD.acl_public AND NEW.acl_users = OLD.acl_users
+       AND NEW.acl_departments = OLD.acl_departments AND NEW.acl_roles = OLD.acl_roles THEN
+        NEW.scope_id := OLD.scope_id;
+    ELSE
+        NEW.scope_id := rag_scope_of(rag_acl_grants(NEW.owner_user, NEW.acl_public, NEW.acl_users,
+                                                    NEW.acl_departments, NEW.acl_roles));
+    END IF;
+    RETURN NEW;
+END $$;
+-- After: the document counts per scope and status, and when the document's search scope changed (it became
+-- ready or stopped being ready, or its ACL changed while ready), its postings and statistics move with it.
+CREATE OR REPLACE FUNCTION documents_scope_moved() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path FROM CURRENT AS $$
+DECLARE
+    old_scope bigint;
+    new_scope bigint;
+    doc uuid;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.scope_id IS NOT DISTINCT FROM NEW.scope_id AND OLD.status = NEW.status THEN
+        RETURN NULL;
+    END IF;
+    -- one statement, rows in key order: concurrent transactions lock the counters in the same order
+    INSERT INTO rag_scope_documents AS c (scope_id, status, n)
+        SELECT x.scope_id, x.status, sum(x.n) FROM (
+            SELECT OLD.scope_id AS scope_id, OLD.status AS status, -1 AS n WHERE TG_OP <> 'INSERT'
+            UNION ALL SELECT NEW.scope_id, NEW.status, 1 WHERE TG_OP <> 'DELETE') x
+        WHERE x.scope_id IS NOT NULL GROUP BY x.scope_id, x.status ORDER BY x.scope_id, x.status
+    ON CONFLICT (scope_id, status) DO UPDATE SET n = c.n + excluded.n;
+    IF TG_OP <> 'UPDATE' THEN
+        RETURN NULL;  -- a new document has no chunks yet; a deleted one's chunks take their statistics along
+    END IF;
+    old_scope := CASE WHEN OLD.status = 'ready' THEN OLD.scope_id END;
+    new_scope := CASE WHEN NEW.status = 'ready' THEN NEW.scope_id END;
+    IF old_scope IS NOT DISTINCT FROM new_scope THEN
+        RETURN NULL;
+    END IF;
+    doc := NEW.id;
+    -- out of the old scope (if any) and into the new one (if any): one upsert per table, in key order
+    INSERT INTO lex_scope_stats AS t (scope_id, level, n_chunks, total_len)
+        SELECT m.scope_id, l.level, m.sign * l.n_chunks, m.sign * l.total_len
+        FROM lex_doc_stats l, (VALUES (old_scope, -1), (new_scope, 1)) m(scope_id, sign)
+        WHERE l.document_id = doc AND m.scope_id IS NOT NULL ORDER BY m.scope_id, l.level
+    ON CONFLICT (scope_id, level) DO UPDATE SET n_chunks = t.n_chunks + excluded.n_chunks,
+                                                total_len = t.total_len + excluded.total_len;
+    INSERT INTO lex_scope_terms AS t (term, level, scope_id, df)
+        SELECT p.term, p.level, m.scope_id, m.sign * p.n
+        FROM (SELECT term, level, count(*) AS n FROM postings WHERE document_id = doc GROUP BY term, level) p,
+             (VALUES (old_scope, -1), (new_scope, 1)) m(scope_id, sign)
+        WHERE m.scope_id IS NOT NULL ORDER BY p.term, p.level, m.scope_id
+    ON CONFLICT (term, level, scope_id) DO UPDATE SET df = t.df + excluded.df;
+    UPDATE postings SET scope_id = new_scope WHERE document_id = doc;
+    UPDATE lex_doc_stats SET scope_id = new_scope WHERE document_id = doc;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION documents_scope(), documents_scope_moved() FROM PUBLIC;
+DROP TRIGGER IF EXISTS documents_scope ON documents;
+CREATE TRIGGER documents_scope BEFORE INSERT OR UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION documents_scope();
+DROP TRIGGER IF EXISTS documents_scope_moved ON documents;
+CREATE TRIGGER documents_scope_moved AFTER INSERT OR UPDATE OR DELETE ON documents
+    FOR EACH ROW EXECUTE FUNCTION documents_scope_moved();
+-- upgrades: documents written before scopes existed get theirs (the triggers above move their statistics)
+UPDATE documents SET scope_id = NULL WHERE scope_id IS NULL;
 -- per command, not FOR ALL: a FOR ALL policy would add a second documents lookup to every read
 DROP POLICY IF EXISTS postings_owner ON postings;
 DROP POLICY IF EXISTS lex_doc_stats_owner ON lex_doc_stats;
@@ -364,6 +564,8 @@ REVOKE ALL ON documents, chunks, postings, lex_doc_stats, lex_stats FROM {app_ro
 GRANT SELECT, INSERT, UPDATE, DELETE ON documents TO {app_role};
 GRANT SELECT, INSERT, DELETE ON chunks TO {app_role};
 GRANT SELECT ON postings, lex_doc_stats TO {app_role};
+REVOKE ALL ON rag_scopes, lex_scope_stats, lex_scope_terms, rag_scope_documents FROM {app_role};
+GRANT SELECT ON rag_scopes, lex_scope_stats, lex_scope_terms, rag_scope_documents TO {app_role};
 
 -- Audit trail of document changes (who changed what): append-only for the application role, readable by
 -- the document's owner and by admins. `owner_user` is copied from the document so the trail outlives it.
