@@ -5,7 +5,7 @@ from __future__ import annotations
 from ragmesh_common.text.numbers import has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question, question_type
 from ragmesh_common.text.sentences import sentence_spans, split_sentences
-from ragmesh_common.text.words import content_words, stem
+from ragmesh_common.text.words import content_words, related, stem
 
 
 def test_content_words_drop_stop_words_and_keep_numbers() -> None:
@@ -42,3 +42,14 @@ def test_question_types() -> None:
     assert question_type("What is the capital?") is AnswerType.OTHER
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)
+
+
+def test_word_families_match_but_not_mere_prefixes() -> None:
+    assert related(stem("government"), stem("governed"))
+    assert related(stem("discovered"), stem("discovery"))
+    assert related(stem("retiring"), stem("retirements"))
+    assert not related(stem("part"), stem("particular"))
+    assert not related(stem("art"), stem("artist"))  # too short to be a root
+    question = Question.parse("Which government department operated the mine?")
+    assert question.coverage("The mine's operation by the governing department")[2] == list(question.focus)
+    assert question.coverage("The partisans' mine")[2] == ["mine"]

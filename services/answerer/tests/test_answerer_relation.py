@@ -71,3 +71,31 @@ async def test_an_answer_before_the_pipeline_is_loaded_is_unavailable() -> None:
             pass
     await answerer.load_reader()
     assert answerer.reader is not None
+
+
+TURBINE = (
+    "A steam turbine has one or more rotors. The rotors are mounted on a drive shaft, and the blades sit on "
+    "rotating discs.",
+    "Steam turbine",
+)
+ABC = ("In 1954 ABC had only 14 primary affiliates, against 71 for CBS and 74 for NBC.", "ABC")
+
+
+def test_the_span_in_the_questions_role_wins(reader: Reader) -> None:
+    # "what ... mounted on?": the object of "on" under "mount", not the number or the other noun phrases
+    span = reader.extract(Question.parse("What are the rotors mounted on?"), reader.sentences([TURBINE]))
+    assert span is not None and span.text == "drive shaft" and span.role == 1.0
+    assert check(reader, "What are the rotors mounted on?", "a drive shaft", TURBINE)
+    assert not check(reader, "What are the rotors mounted on?", "rotating discs", TURBINE)
+
+
+def test_a_number_answer_is_the_number_not_its_limiter(reader: Reader) -> None:
+    span = reader.extract(Question.parse("How many primary affiliates did ABC have in 1954?"), reader.sentences([ABC]))
+    assert span is not None and span.text == "14"
+
+
+def test_a_derived_word_of_the_question_covers_it(reader: Reader) -> None:
+    source = ("The discovery of penicillin in 1928 is credited to Alexander Fleming.", "Penicillin")
+    assert check(reader, "When was penicillin discovered?", "1928", source)
+    # nothing about a patent: no extracted answer
+    assert reader.extract(Question.parse("When was penicillin patented?"), reader.sentences([source])) is None

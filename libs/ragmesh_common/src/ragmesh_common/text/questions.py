@@ -4,7 +4,7 @@
 `PERSON` (a person or an organisation); where, in which country/city → `PLACE`; anything else `OTHER`
 (English, German, French). `Question.parse` adds the key terms: names (lower-cased words of the names the
 question states), acronyms (all caps, which also match the words they abbreviate) and focus terms (the
-other content words, compared by stem); `coverage` and `missing_key_terms` say how much of the question a
+other content words, compared by stem and word family: "government" matches "governed"); `coverage` and `missing_key_terms` say how much of the question a
 text mentions.
 """
 
@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from ragmesh_common.text.names import acronym_in, names
 from ragmesh_common.text.numbers import strip_numbers
-from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, stem, words
+from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, related, stem, words
+
+
+def _family_in(root: str, stems: set[str]) -> bool:
+    """`root` or a word of its family ("founding" for "foundation") is among `stems`."""
+    return root in stems or any(related(root, s) for s in stems if s[:4] == root[:4])
 
 
 class AnswerType(enum.Enum):
@@ -98,7 +103,7 @@ class Question:
         text_stems = {stem(w) for w in text_words}
         entities = [e for e in self.entities if e in text_words or stem(e) in text_stems]
         acronyms = [a for a in self.acronyms if a.lower() in text_words or acronym_in(a, text)]
-        focus = [f for f in self.focus if stem(f) in text_stems]
+        focus = [f for f in self.focus if _family_in(stem(f), text_stems)]
         return entities, acronyms, focus
 
     def missing_key_terms(self, text: str) -> list[str]:

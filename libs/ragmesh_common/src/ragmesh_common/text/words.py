@@ -166,6 +166,26 @@ def stem(word: str) -> str:
     return word
 
 
+# What a derived word adds to its root ("govern" + "ment", "discover" + "y", "retir" + "ement"); compared after the
+# stems, so inflections are already gone.
+DERIVATIONS = frozenset(
+    {"ment", "ity", "al", "ive", "y", "ery", "ure", "ance", "ence", "or", "ist", "ism", "ic", "at", "ate", "ant"}
+    | {"ent", "ness", "ful", "ial", "ual", "ory", "ary", "ize", "ise", "ship", "ical", "ous", "ian"}
+)
+
+
+def related(a: str, b: str) -> bool:
+    """Two stems of one word family: equal, or one is the other plus a derivational suffix ("govern" /
+    "government", "discover" / "discovery"); the shorter has at least 4 letters ("part" is no root of "party")."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) < 4 or not long.startswith(short):
+        return False
+    extra = long[len(short) :]
+    return extra in DERIVATIONS or (extra[0] == "e" and extra[1:] in DERIVATIONS)
+
+
 def words(text: str) -> list[str]:
     """The lower-cased letter runs of `text` (digits split words)."""
     return WORD.findall(normalise(text).lower())
