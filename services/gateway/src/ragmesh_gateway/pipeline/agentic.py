@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,18 +29,22 @@ from opentelemetry import trace
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
+from ragmesh_common import attributes as attr
 from ragmesh_common.text.entities import extract_entities, is_name
 from ragmesh_gateway import grading
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
+from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms
+from ragmesh_gateway.pipeline.tools import ToolCall, Tools, title_key
 from ragmesh_gateway.query import Route, route
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 BRIDGE = "#1"  # a sub-question's slot for the entity the step before it found
+MAX_FETCHES = 2  # fetch_section calls after one search
 SCOPE_OUTCOMES = (Outcome.NO_PERMISSION, Outcome.NO_MATCH_IN_FILTER, Outcome.INGESTING)
 
 # Several questions in one: "Who founded X? When was it sold?" or "… X, and what/when/who …".
@@ -68,11 +72,6 @@ _DESCRIPTION = re.compile(
 # The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
 LLM_ASK = "What must be looked up first to answer that? Ask only for that one thing."
 LLM_CONTEXT = "To answer this question I will first look up one thing it depends on."
-
-
-def estimate_tokens(*texts: str) -> int:
-    """Tokens of an LLM call, estimated (about 4/3 per word; the bound is a budget, not a bill)."""
-    return sum(len(t.split()) for t in texts) * 4 // 3 + 1
 
 
 @dataclass(frozen=True)
@@ -213,6 +212,7 @@ class PlanStep(Step):
             state.degrade(self.name, f"planner model {exc.code().name}; searched the question as one step")
             return Plan([], "none", "LLM unavailable")
         state.llm_tokens += estimate_tokens(state.query, LLM_CONTEXT, LLM_ASK, reply.question)
+        trace.get_current_span().set_attribute(attr.RAG_AGENT_LLM_TOKENS, state.llm_tokens)
         first = " ".join(reply.question.split())
         if not first or first.lower() in (LLM_ASK.lower(), state.query.lower()):
             return Plan([], "none", "the model found no first step")
@@ -230,11 +230,13 @@ class Iterate(Step):
         *,
         max_steps: int,
         max_seconds: float,
+        tools: Tools | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.steps = steps  # retrieve, rerank, grade: the same objects a direct chat runs
         self.max_steps = max_steps
         self.max_seconds = max_seconds
+        self.tools = tools  # fetch_section and graph_neighbours (None: search only)
         self.clock = clock
 
     def applies(self, state: RequestState) -> bool:
@@ -246,6 +248,7 @@ class Iterate(Step):
         bridges: list[str] = []
         scope: RequestState | None = None
         best: dict[str, Any] | None = None
+        seen_titles: set[str] = set()  # fetched, or the title of evidence already in hand
         pending = list(state.sub_questions)
         while pending:
             sub_question = pending.pop(0)
@@ -261,15 +264,97 @@ class Iterate(Step):
                 scope = found
                 break
             scope = scope or found
+            evidence: list[str] = []
             if record["decision"] in ("found", "retried"):
                 per_step.append(found.results)
                 best = best or found.relevance
-                bridges = bridge_entities(found.results, query) or bridges
+                seen_titles.update(title_key(r.chunk.title) for r in found.results)
+                evidence = bridge_entities(found.results, query)
+                bridges = evidence or bridges
                 record["bridge"] = bridges[0] if bridges else None
             elif record.get("cut"):
                 self._cut(state, index, sub_question, record["cut"])
                 break
+            if self.tools is not None:
+                bridges = await self._use_tools(
+                    state,
+                    self.tools,
+                    sub_question,
+                    query,
+                    found,
+                    evidence,
+                    bridges,
+                    pending,
+                    per_step,
+                    seen_titles,
+                    deadline,
+                )
+                if record["decision"] in ("found", "retried"):
+                    record["bridge"] = bridges[0] if bridges else None
         return self._finish(state, per_step, scope, best)
+
+    def _room(self, state: RequestState, pending: list[str], deadline: float) -> bool:
+        """A tool call fits: the planned searches still have their steps, and there is time."""
+        return len(state.agent_steps) + len(pending) + 1 <= self.max_steps and self.clock() < deadline
+
+    async def _use_tools(
+        self,
+        state: RequestState,
+        tools: Tools,
+        sub_question: str,
+        query: str,
+        found: RequestState,
+        evidence: list[str],
+        bridges: list[str],
+        pending: list[str],
+        per_step: list[list[common_pb2.ScoredChunk]],
+        seen_titles: set[str],
+        deadline: float,
+    ) -> list[str]:
+        """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence did not
+        give; then the documents titled by the bridge entities and by the names the query gives, when none of
+        the evidence is from them. A fetched bridge entity is the one carried forward. Returns the bridges."""
+        wants_bridge = any(BRIDGE in p for p in pending) and not evidence
+        if wants_bridge and tools.graph_allowed(state) and self._room(state, pending, deadline):
+            call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
+            bridges = call.names[:3] or bridges
+        answered = found.answering and bool(found.results)
+        score = found.results[0].score if answered else 0.0
+        names = [*(bridges if evidence or not answered else []), *(e for e in extract_entities(query) if is_name(e))]
+        fetched = 0
+        for name in dict.fromkeys(names):
+            key = title_key(name)
+            if fetched >= MAX_FETCHES or len(key) < 3 or key in seen_titles or not self._room(state, pending, deadline):
+                continue
+            seen_titles.add(key)
+            fetched += 1
+            call = await self._tool(state, sub_question, tools.fetch_section(state, name, score))
+            if call.chunks:
+                per_step.append(call.chunks)
+                seen_titles.update(title_key(c.chunk.title) for c in call.chunks)
+                if name in bridges:  # a bridge entity with a document of its own: the one to carry forward
+                    bridges = [name, *(b for b in bridges if b != name)]
+        return bridges
+
+    async def _tool(self, state: RequestState, sub_question: str, work: Awaitable[ToolCall]) -> ToolCall:
+        """One tool call as a step of its own (its record, its `step` event; the span is the tool's)."""
+        started = time.perf_counter()
+        call = await work
+        record: dict[str, Any] = {
+            "index": len(state.agent_steps) + 1,
+            "tool": call.tool,
+            "sub_question": sub_question,
+            "query": call.query,
+            "sources": len(call.chunks),
+            "documents": sorted({c.chunk.document_id for c in call.chunks}),
+            "decision": "found" if call.found else "gave_up",
+            "ms": elapsed_ms(started),
+        }
+        if call.names:
+            record["entities"] = call.names[:5]
+            record["bridge"] = call.names[0]
+        state.agent_steps.append(record)
+        return call
 
     def _bound(self, index: int, deadline: float) -> str | None:
         if index > self.max_steps:
@@ -284,7 +369,15 @@ class Iterate(Step):
             f"Step {index} ({sub_question!r}) was cut by {why}: the answer rests on the steps before it."
         )
         state.agent_steps.append(
-            {"index": index, "sub_question": sub_question, "query": "", "sources": 0, "decision": "cut", "cut": why}
+            {
+                "index": index,
+                "tool": "search",
+                "sub_question": sub_question,
+                "query": "",
+                "sources": 0,
+                "decision": "cut",
+                "cut": why,
+            }
         )
         trace.get_current_span().add_event("agent step cut", {"rag.agent.step": index, "rag.agent.cut": why})
 
@@ -309,6 +402,7 @@ class Iterate(Step):
             span.set_attribute("rag.agent.sources", len(found.results) if found.answering else 0)
         record: dict[str, Any] = {
             "index": index,
+            "tool": "search",
             "sub_question": sub_question,
             "query": searched[-1],
             "queries": searched,
@@ -361,9 +455,9 @@ class Iterate(Step):
         steps = state.agent_steps
         if per_step:
             state.results = merge_steps(per_step)
-            state.relevance = best
+            state.relevance = best or (scope.relevance if scope is not None else None)
             state.outcome = Outcome.ANSWER
-            missing = [s for s in steps if s["decision"] == "gave_up"]
+            missing = [s for s in steps if s["decision"] == "gave_up" and s["tool"] == "search"]
             if missing:
                 state.notes.append(
                     "No relevant evidence for: "
@@ -376,7 +470,7 @@ class Iterate(Step):
             state.outcome = (
                 scope.outcome if scope is not None and scope.outcome in SCOPE_OUTCOMES else Outcome.NO_SOURCES
             )
-        found = sum(1 for s in steps if s["decision"] in ("found", "retried"))
+        found = sum(1 for s in steps if s["decision"] in ("found", "retried") and s["tool"] == "search")
         return {"steps": len(steps), "found": found, "relevant": len(state.results)}
 
 
