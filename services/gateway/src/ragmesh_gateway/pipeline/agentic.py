@@ -248,7 +248,8 @@ class Iterate(Step):
         bridges: list[str] = []
         scope: RequestState | None = None
         best: dict[str, Any] | None = None
-        seen_titles: set[str] = set()  # fetched, or the title of evidence already in hand
+        seen_titles: set[str] = set()  # the titles of the evidence in hand
+        fetched_titles: set[str] = set()  # the titles fetched (each once per request)
         pending = list(state.sub_questions)
         while pending:
             sub_question = pending.pop(0)
@@ -287,6 +288,7 @@ class Iterate(Step):
                     pending,
                     per_step,
                     seen_titles,
+                    fetched_titles,
                     deadline,
                 )
                 if record["decision"] in ("found", "retried"):
@@ -309,6 +311,7 @@ class Iterate(Step):
         pending: list[str],
         per_step: list[list[common_pb2.ScoredChunk]],
         seen_titles: set[str],
+        fetched_titles: set[str],
         deadline: float,
     ) -> list[str]:
         """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence did not
@@ -321,17 +324,23 @@ class Iterate(Step):
         answered = found.answering and bool(found.results)
         score = found.results[0].score if answered else 0.0
         names = [*(bridges if evidence or not answered else []), *(e for e in extract_entities(query) if is_name(e))]
+        # the titles none of the evidence is from first: a document already in hand adds least
+        candidates = sorted(dict.fromkeys(names), key=lambda n: title_key(n) in seen_titles)
         fetched = 0
-        for name in dict.fromkeys(names):
+        for name in candidates:
             key = title_key(name)
-            if fetched >= MAX_FETCHES or len(key) < 3 or key in seen_titles or not self._room(state, pending, deadline):
+            if (
+                fetched >= MAX_FETCHES
+                or len(key) < 3
+                or key in fetched_titles
+                or not self._room(state, pending, deadline)
+            ):
                 continue
-            seen_titles.add(key)
+            fetched_titles.add(key)
             fetched += 1
             call = await self._tool(state, sub_question, tools.fetch_section(state, name, score))
             if call.chunks:
                 per_step.append(call.chunks)
-                seen_titles.update(title_key(c.chunk.title) for c in call.chunks)
                 if name in bridges:  # a bridge entity with a document of its own: the one to carry forward
                     bridges = [name, *(b for b in bridges if b != name)]
         return bridges
