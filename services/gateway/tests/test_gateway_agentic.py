@@ -65,13 +65,11 @@ class Corpus:
 
     def FetchSection(self, request: retriever_pb2.FetchSectionRequest, **kwargs: Any) -> Any:  # noqa: N802
         """The chunks of the documents titled as asked (the qualifier aside) that the metadata's user may read."""
-        self.fetches.append((request.title, kwargs.get("metadata")))
+        self.fetches.append((list(request.titles), kwargs.get("metadata")))
         hidden = self.hidden.get(kwargs.get("metadata"), set())
-        found = [
-            c
-            for c in self.chunks
-            if title_key(c.chunk.title) == title_key(request.title) and c.chunk.document_id not in hidden
-        ]
+        keys = [title_key(t) for t in request.titles]
+        found = [c for c in self.chunks if title_key(c.chunk.title) in keys and c.chunk.document_id not in hidden]
+        found.sort(key=lambda c: keys.index(title_key(c.chunk.title)))
         return self._reply(retriever_pb2.FetchSectionResponse(results=found, documents=len(found)))
 
     def Search(self, request: retriever_pb2.SearchRequest, **kwargs: Any) -> Any:  # noqa: N802 (gRPC name)
@@ -264,7 +262,8 @@ async def test_fetch_section_brings_the_document_the_bridge_entity_is_about_as_t
     _, events = await chat(answering_mesh(corpus), BRIDGE_QUESTION)
     steps = events[-1]["data"]["steps"]
     fetched = [s for s in steps if s["tool"] == "fetch_section" and s["decision"] == "found"]
-    assert [s["query"] for s in fetched] == ["Mara Quill"] and fetched[0]["documents"] == ["d2"]
+    assert len(fetched) == 1 and fetched[0]["query"].startswith("Mara Quill;") and "d2" in fetched[0]["documents"]
+    assert corpus.fetches[0][0][0] == "Mara Quill"  # the bridge entity first, then the evidence's other entities
     assert steps.index(fetched[0]) < [s["tool"] for s in steps].index("search", 1)  # between the searches
     assert all(metadata == USER.metadata() for _, metadata in corpus.fetches)  # as the asking user
     assert "d2" in {s["document_id"] for s in events[-1]["data"]["sources"]}
@@ -277,7 +276,7 @@ async def test_fetch_section_gives_nothing_from_a_document_the_user_cannot_read(
     prepared = await orchestrator.prepare(OTHER, ChatRequest(question=BRIDGE_QUESTION, mode="agentic"))
     final = [e async for e in orchestrator.run(prepared)][-1]["data"]
     fetches = [s for s in final["steps"] if s["tool"] == "fetch_section"]
-    assert "Mara Quill" in [s["query"] for s in fetches] and all(s["documents"] == [] for s in fetches)
+    assert "Mara Quill" in corpus.fetches[0][0] and all("d2" not in s["documents"] for s in fetches)
     assert all(metadata == OTHER.metadata() for _, metadata in corpus.fetches)
     seen = {d for s in final["steps"] for d in s.get("documents") or []} | {s["document_id"] for s in final["sources"]}
     assert "d2" not in seen

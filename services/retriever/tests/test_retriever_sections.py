@@ -63,29 +63,34 @@ async def test_a_section_by_document_title_and_heading_in_document_order(stub: S
     )
     await sectioned(stub, ALICE, "Unrelated", [("Career", "Something else.")], shared)
     # the title without its qualifier, any case; a heading of the path
-    reply = await fetch(stub, BOB, title="mara quill", section="career")
+    reply = await fetch(stub, BOB, titles=["mara-quill"], section="career")
     assert [r.chunk.text for r in reply.results] == ["Directed Dawn Harbor.", "Mayor of Port Ellis."]
     assert reply.documents == 1 and {r.chunk.document_id for r in reply.results} == {doc}
     # no section: the document's beginning, bounded by limit
-    reply = await fetch(stub, BOB, title="Mara Quill (director)", limit=1)
+    reply = await fetch(stub, BOB, titles=["Mara Quill (director)"], limit=1)
     assert [r.chunk.text for r in reply.results] == ["Born in Maine."]
     # by id
     reply = await fetch(stub, BOB, document_id=doc, section="Early life")
     assert [r.chunk.text for r in reply.results] == ["Born in Maine."]
     # a filter that leaves the document out narrows to nothing
     other = await sectioned(stub, ALICE, "Other", [("A", "a")], shared)
-    assert not (await fetch(stub, BOB, title="Mara Quill", document_ids=[other])).results
+    assert not (await fetch(stub, BOB, titles=["Mara Quill"], document_ids=[other])).results
     # a title no document has
-    assert not (await fetch(stub, BOB, title="Nobody Here")).results
+    assert not (await fetch(stub, BOB, titles=["Nobody Here"])).results
+    # several titles: the documents in the order of the titles they match, bounded by max_documents
+    reply = await fetch(stub, BOB, titles=["Nobody Here", "unrelated", "MARA QUILL"], limit=1)
+    assert [r.chunk.title for r in reply.results] == ["Unrelated", "Mara Quill (director)"]
+    reply = await fetch(stub, BOB, titles=["unrelated", "Mara Quill"], limit=1, max_documents=1)
+    assert [r.chunk.title for r in reply.results] == ["Unrelated"]
 
 
 async def test_a_document_the_caller_cannot_read_is_never_fetched(stub: Stub) -> None:
     private = await sectioned(stub, ALICE, "Salary Bands", [("Grades", "Grade 7 earns 91k.")])  # eng only
-    assert [r.chunk.text for r in (await fetch(stub, ALICE, title="Salary Bands")).results] == ["Grade 7 earns 91k."]
+    assert [r.chunk.text for r in (await fetch(stub, ALICE, titles=["Salary Bands"])).results] == ["Grade 7 earns 91k."]
     for request in (
-        {"title": "Salary Bands"},
+        {"titles": ["Salary Bands"]},
         {"document_id": private},
-        {"title": "salary bands", "section": "Grades"},
+        {"titles": ["salary bands"], "section": "Grades"},
     ):
         reply = await fetch(stub, BOB, **request)
         assert not reply.results and reply.documents == 0, request
@@ -95,12 +100,13 @@ async def test_a_document_the_caller_cannot_read_is_never_fetched(stub: Stub) ->
     "fields",
     [
         {},
-        {"title": "a", "document_id": "0c4c6f7e-7a3b-4c3e-9d55-6c3c1a2b3c4d"},
+        {"titles": ["a"], "document_id": "0c4c6f7e-7a3b-4c3e-9d55-6c3c1a2b3c4d"},
         {"document_id": "nope"},
-        {"title": "x" * 501},
-        {"title": "a", "limit": -1},
+        {"titles": ["x" * 501]},
+        {"titles": ["a"], "limit": -1},
+        {"titles": ["t"] * 51},
     ],
-    ids=["neither", "both", "bad id", "long title", "negative limit"],
+    ids=["neither", "both", "bad id", "long title", "negative limit", "too many titles"],
 )
 async def test_bad_requests_are_invalid_argument(stub: Stub, fields: dict[str, object]) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:

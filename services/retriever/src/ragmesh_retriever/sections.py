@@ -1,7 +1,7 @@
 """FetchSection: a document's section by title, for its readers (the gateway agent's fetch-section tool).
 
-A document is found by its title (case-insensitive, whole; a trailing qualifier in parentheses, "Dawn Harbor
-(film)", is not needed to match) or by id; within it, the paragraph chunks under a heading of the section path,
+A document is found by its title (any of several; whole, but case, punctuation and a trailing qualifier in
+parentheses, "Dawn Harbor (film)", aside) or by id; within it, the paragraph chunks under a heading of the section path,
 or its beginning. Everything is read in one transaction as the caller, so row-level security decides which
 documents exist: a document the caller cannot read (or that is not ready) is never matched.
 """
@@ -22,21 +22,25 @@ DEFAULT_CHUNKS = 4
 MAX_CHUNKS = 50
 DEFAULT_DOCUMENTS = 3
 MAX_DOCUMENTS = 10
+MAX_TITLES = 50
 MAX_TEXT = 500  # characters of a title or a heading
 MAX_FILTER = 1000  # document ids of the caller's filter
 
-# The title's key, as the documents_title_key_idx index computes it (schema.sql): lower case, without a trailing
-# "(...)" qualifier.
-TITLE_KEY = "lower(regexp_replace({}, '\\s*\\([^)]*\\)\\s*$', ''))"
+# A title's key, as the documents_title_words_idx index computes it (schema.sql): lower case, without a trailing
+# "(...)" qualifier, every run of punctuation and spaces one space ("Jung Joon-young" = "jung joon young").
+TITLE_KEY = "btrim(regexp_replace(lower(regexp_replace({}, '\\s*\\([^)]*\\)\\s*$', '')), '[^[:alnum:]]+', ' ', 'g'))"
 
 _SQL = f"""
-WITH docs AS (
-    SELECT id FROM documents
-    WHERE status = 'ready'
-      AND (CASE WHEN %(doc)s::uuid IS NULL THEN {TITLE_KEY.format("title")} = {TITLE_KEY.format("%(title)s")}
-                ELSE id = %(doc)s::uuid END)
-      AND (%(filter)s::uuid[] IS NULL OR id = ANY(%(filter)s::uuid[]))
-    ORDER BY lower(title) = lower(%(title)s) DESC, updated_at DESC, id
+WITH wanted AS (
+    SELECT {TITLE_KEY.format("t")} AS k, min(i) AS i, min(t) AS t
+    FROM unnest(%(titles)s::text[]) WITH ORDINALITY AS w(t, i) GROUP BY 1
+), docs AS (
+    SELECT d.id, coalesce(w.i, 0) AS i FROM documents d
+    LEFT JOIN wanted w ON {TITLE_KEY.format("d.title")} = w.k
+    WHERE d.status = 'ready'
+      AND (CASE WHEN %(doc)s::uuid IS NULL THEN w.k IS NOT NULL ELSE d.id = %(doc)s::uuid END)
+      AND (%(filter)s::uuid[] IS NULL OR d.id = ANY(%(filter)s::uuid[]))
+    ORDER BY coalesce(w.i, 0), lower(d.title) = lower(coalesce(w.t, '')) DESC, d.updated_at DESC, d.id
     LIMIT %(documents)s
 )
 SELECT c.id, c.document_id, c.level, c.parent_id, c.ordinal, c.section_path, c.page, c.kind, c.title, c.text
@@ -47,7 +51,7 @@ FROM docs d CROSS JOIN LATERAL (
     ORDER BY c.ordinal, c.id
     LIMIT %(limit)s
 ) c
-ORDER BY d.id, c.ordinal
+ORDER BY d.i, d.id, c.ordinal
 """
 
 
@@ -61,11 +65,14 @@ async def fetch_section(
     db: Database, user: UserContext, request: retriever_pb2.FetchSectionRequest
 ) -> retriever_pb2.FetchSectionResponse:
     """The chunks of the section asked for, in the documents the caller may read now."""
-    title, section = request.title.strip(), request.section.strip()
-    if bool(title) == bool(request.document_id):
-        raise InvalidArgument("FetchSection takes a title or a document_id (one of them)")
-    if len(title) > MAX_TEXT or len(section) > MAX_TEXT:
-        raise InvalidArgument(f"title and section are at most {MAX_TEXT} characters")
+    titles = [t.strip() for t in request.titles if t.strip()]
+    section = request.section.strip()
+    if bool(titles) == bool(request.document_id):
+        raise InvalidArgument("FetchSection takes titles or a document_id (one of them)")
+    if len(titles) > MAX_TITLES:
+        raise InvalidArgument(f"at most {MAX_TITLES} titles")
+    if any(len(t) > MAX_TEXT for t in titles) or len(section) > MAX_TEXT:
+        raise InvalidArgument(f"titles and section are at most {MAX_TEXT} characters")
     if len(request.document_ids) > MAX_FILTER:
         raise InvalidArgument(f"at most {MAX_FILTER} document_ids")
     doc = parse_document_id(request.document_id) if request.document_id else None
@@ -74,7 +81,7 @@ async def fetch_section(
         filter_ids = [parse_document_id(d) for d in request.document_ids]
     params = {
         "doc": doc,
-        "title": title,
+        "titles": titles,
         "section": section,
         "filter": filter_ids,
         "documents": _bounded(request.max_documents, DEFAULT_DOCUMENTS, MAX_DOCUMENTS, "max_documents"),

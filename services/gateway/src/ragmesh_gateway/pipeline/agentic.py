@@ -37,14 +37,13 @@ from ragmesh_gateway.models import ChatRequest, Outcome
 from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms
-from ragmesh_gateway.pipeline.tools import ToolCall, Tools, title_key
+from ragmesh_gateway.pipeline.tools import FETCH_TITLES, ToolCall, Tools, title_key
 from ragmesh_gateway.query import Route, route
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 BRIDGE = "#1"  # a sub-question's slot for the entity the step before it found
-MAX_FETCHES = 2  # fetch_section calls after one search
 SCOPE_OUTCOMES = (Outcome.NO_PERMISSION, Outcome.NO_MATCH_IN_FILTER, Outcome.INGESTING)
 
 # Several questions in one: "Who founded X? When was it sold?" or "… X, and what/when/who …".
@@ -314,35 +313,32 @@ class Iterate(Step):
         fetched_titles: set[str],
         deadline: float,
     ) -> list[str]:
-        """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence did not
-        give; then the documents titled by the bridge entities and by the names the query gives, when none of
-        the evidence is from them. A fetched bridge entity is the one carried forward. Returns the bridges."""
-        wants_bridge = any(BRIDGE in p for p in pending) and not evidence
-        if wants_bridge and tools.graph_allowed(state) and self._room(state, pending, deadline):
+        """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence does not
+        give; then one fetch_section call for the documents titled by the entities the evidence names (when a
+        bridge is needed) and by the names the query gives, those not among the evidence first. The first
+        entity with a document of its own is the bridge carried forward. Returns the bridges."""
+        needs_bridge = any(BRIDGE in p for p in pending)
+        if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, pending, deadline):
             call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
             bridges = call.names[:3] or bridges
         answered = found.answering and bool(found.results)
+        names: list[str] = []
+        if needs_bridge:
+            names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(bridges)
+        names += [e for e in extract_entities(query) if is_name(e)]
+        titles = [n for n in dict.fromkeys(names) if len(title_key(n)) >= 3 and title_key(n) not in fetched_titles]
+        titles = sorted(titles, key=lambda n: title_key(n) in seen_titles)[:FETCH_TITLES]  # stable
+        if not titles or not self._room(state, pending, deadline):
+            return bridges
+        fetched_titles.update(title_key(t) for t in titles)
         score = found.results[0].score if answered else 0.0
-        names = [*(bridges if evidence or not answered else []), *(e for e in extract_entities(query) if is_name(e))]
-        # the titles none of the evidence is from first: a document already in hand adds least
-        candidates = sorted(dict.fromkeys(names), key=lambda n: title_key(n) in seen_titles)
-        fetched = 0
-        for name in candidates:
-            key = title_key(name)
-            if (
-                fetched >= MAX_FETCHES
-                or len(key) < 3
-                or key in fetched_titles
-                or not self._room(state, pending, deadline)
-            ):
-                continue
-            fetched_titles.add(key)
-            fetched += 1
-            call = await self._tool(state, sub_question, tools.fetch_section(state, name, score))
-            if call.chunks:
-                per_step.append(call.chunks)
-                if name in bridges:  # a bridge entity with a document of its own: the one to carry forward
-                    bridges = [name, *(b for b in bridges if b != name)]
+        call = await self._tool(state, sub_question, tools.fetch_section(state, titles, score))
+        if call.chunks:
+            per_step.append(call.chunks)
+            has_document = {title_key(c.chunk.title) for c in call.chunks}
+            with_document = [n for n in titles if title_key(n) in has_document and n not in query]
+            if needs_bridge and with_document:
+                bridges = list(dict.fromkeys([with_document[0], *bridges]))
         return bridges
 
     async def _tool(self, state: RequestState, sub_question: str, work: Awaitable[ToolCall]) -> ToolCall:

@@ -1,10 +1,11 @@
 """The agent's tools beside search (pipeline/agentic.py): fetch a document's section by title, and the graph
 neighbours of an entity.
 
-- fetch_section: the retriever's FetchSection: the readable documents titled like the entity (a trailing "(…)"
-  qualifier aside), their beginning. The agent calls it with the names a step's best evidence (or the step's
-  own query) gives, so that the document an entity is about joins the evidence, and a bridge entity that has a
-  document of its own is the one carried forward.
+- fetch_section: the retriever's FetchSection: the readable documents titled like one of the entities (case,
+  punctuation and a trailing "(…)" qualifier aside), their beginning. The agent calls it once per search with
+  the entities the step's best evidence names (when a later sub-question waits for a bridge) and the names the
+  step's query gives, so that the document an entity is about joins the evidence, and a bridge entity that has
+  a document of its own is the one carried forward.
 - graph_neighbours: the graph's GetContext at depth 1: the entities next to the ones named in a query. The
   agent calls it when a step's evidence gives no bridge entity for the next sub-question.
 
@@ -33,15 +34,17 @@ tracer = trace.get_tracer(__name__)
 FETCH_SECTION = "fetch_section"
 GRAPH_NEIGHBOURS = "graph_neighbours"
 FETCH_CHUNKS = 3  # chunks of a fetched document (its beginning)
-FETCH_DOCUMENTS = 2  # documents of one title
+FETCH_DOCUMENTS = 2  # documents of one call
+FETCH_TITLES = 16  # titles asked for in one call
 NEIGHBOURS = 10  # graph relations asked for
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+_PUNCTUATION = re.compile(r"[\W_]+")
 
 
 def title_key(title: str) -> str:
-    """A title as FetchSection matches it: lower case, without a trailing "(…)" qualifier."""
-    return _QUALIFIER.sub("", " ".join(title.split())).lower()
+    """A title as FetchSection matches it: lower case, without a trailing "(…)" qualifier, punctuation as spaces."""
+    return _PUNCTUATION.sub(" ", _QUALIFIER.sub("", title).lower()).strip()
 
 
 @dataclass
@@ -71,15 +74,19 @@ class Tools:
         """The graph as the request and the deployment allow it (the chat's `graph` switch)."""
         return self.graph_enabled and bool(getattr(state.request, "graph", True))
 
-    async def fetch_section(self, state: RequestState, title: str, score: float) -> ToolCall:
-        """The beginning of the readable documents titled `title`, scored as the evidence that named it."""
-        call = ToolCall(FETCH_SECTION, title)
+    async def fetch_section(self, state: RequestState, titles: list[str], score: float) -> ToolCall:
+        """The beginning of the readable documents titled like any of `titles` (the first titles' first), scored
+        as the evidence that named them."""
+        call = ToolCall(FETCH_SECTION, "; ".join(titles))
         with tracer.start_as_current_span("agent tool") as span:
             span.set_attribute(attr.RAG_AGENT_TOOL, FETCH_SECTION)
             try:
                 reply = await self.mesh.retriever.FetchSection(
                     retriever_pb2.FetchSectionRequest(
-                        title=title, document_ids=state.document_ids, limit=FETCH_CHUNKS, max_documents=FETCH_DOCUMENTS
+                        titles=titles,
+                        document_ids=state.document_ids,
+                        limit=FETCH_CHUNKS,
+                        max_documents=FETCH_DOCUMENTS,
                     ),
                     metadata=state.user.metadata(),
                     timeout=self.retrieve_timeout,

@@ -321,8 +321,8 @@ class RetrieverServiceServicer(object):
 
     def FetchSection(self, request, context):
         """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
-        documents titled `title` (case-insensitive), or the one `document_id`, and in each the chunks under the
-        heading `section` (empty: the document's beginning), in document order.
+        documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+        `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

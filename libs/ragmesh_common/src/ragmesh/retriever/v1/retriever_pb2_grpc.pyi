@@ -85,8 +85,8 @@ class RetrieverServiceStub:
     """
     FetchSection: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.FetchSectionRequest, _retriever_pb2.FetchSectionResponse]
     """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
-    documents titled `title` (case-insensitive), or the one `document_id`, and in each the chunks under the
-    heading `section` (empty: the document's beginning), in document order.
+    documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+    `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
     """
 
 @_typing.type_check_only
@@ -142,8 +142,8 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """
     FetchSection: _aio.UnaryUnaryMultiCallable[_retriever_pb2.FetchSectionRequest, _retriever_pb2.FetchSectionResponse]  # type: ignore[assignment]
     """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
-    documents titled `title` (case-insensitive), or the one `document_id`, and in each the chunks under the
-    heading `section` (empty: the document's beginning), in document order.
+    documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+    `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
     """
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -340,8 +340,8 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_retriever_pb2.FetchSectionResponse, _abc.Awaitable[_retriever_pb2.FetchSectionResponse]]:
         """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
-        documents titled `title` (case-insensitive), or the one `document_id`, and in each the chunks under the
-        heading `section` (empty: the document's beginning), in document order.
+        documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+        `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
         """
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
