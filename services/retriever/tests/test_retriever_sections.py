@@ -112,3 +112,18 @@ async def test_bad_requests_are_invalid_argument(stub: Stub, fields: dict[str, o
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await fetch(stub, ALICE, **fields)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_title_lookup_uses_the_title_index(app_dsn: str) -> None:
+    """A title lookup under RLS is an index scan (the stored title_key column), at any corpus size."""
+    import psycopg
+
+    from ragmesh_retriever.sections import TITLE_KEY
+
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(
+            f"EXPLAIN SELECT id FROM documents WHERE title_key = {TITLE_KEY.format('%s')}",
+            ("Ballina, New South Wales",),
+        ).fetchall()
+    assert "documents_by_title_key_idx" in " ".join(row[0] for row in plan)

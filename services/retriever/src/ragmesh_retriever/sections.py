@@ -1,7 +1,7 @@
 """FetchSection: a document's section by title, for its readers (the gateway agent's fetch-section tool).
 
 A document is found by its title (any of several; whole, but case, punctuation and a trailing qualifier in
-parentheses, "Dawn Harbor (film)", aside) or by id; within it, the paragraph chunks under a heading of the section path,
+parentheses or after a comma, "Dawn Harbor (film)", "Ballina, New South Wales", aside) or by id; within it, the paragraph chunks under a heading of the section path,
 or its beginning. Everything is read in one transaction as the caller, so row-level security decides which
 documents exist: a document the caller cannot read (or that is not ready) is never matched.
 """
@@ -26,9 +26,13 @@ MAX_TITLES = 50
 MAX_TEXT = 500  # characters of a title or a heading
 MAX_FILTER = 1000  # document ids of the caller's filter
 
-# A title's key, as the documents_title_words_idx index computes it (schema.sql): lower case, without a trailing
-# "(...)" qualifier, every run of punctuation and spaces one space ("Jung Joon-young" = "jung joon young").
-TITLE_KEY = "btrim(regexp_replace(lower(regexp_replace({}, '\\s*\\([^)]*\\)\\s*$', '')), '[^[:alnum:]]+', ' ', 'g'))"
+# A title's key, as the documents.title_key column computes it (schema.sql): lower case, without a trailing
+# "(...)" qualifier nor a ", ..." one ("Ballina, New South Wales" = "ballina"), every run of punctuation and spaces
+# one space ("Jung Joon-young" = "jung joon young").
+TITLE_KEY = (
+    "btrim(regexp_replace(lower(regexp_replace(regexp_replace({}, '\\s*\\([^)]*\\)\\s*$', ''), ',.*$', '')), "
+    "'[^[:alnum:]]+', ' ', 'g'))"
+)
 
 _SQL = f"""
 WITH wanted AS (
@@ -36,7 +40,7 @@ WITH wanted AS (
     FROM unnest(%(titles)s::text[]) WITH ORDINALITY AS w(t, i) GROUP BY 1
 ), docs AS (
     SELECT d.id, coalesce(w.i, 0) AS i FROM documents d
-    LEFT JOIN wanted w ON {TITLE_KEY.format("d.title")} = w.k
+    LEFT JOIN wanted w ON d.title_key = w.k
     WHERE d.status = 'ready'
       AND (CASE WHEN %(doc)s::uuid IS NULL THEN w.k IS NOT NULL ELSE d.id = %(doc)s::uuid END)
       AND (%(filter)s::uuid[] IS NULL OR d.id = ANY(%(filter)s::uuid[]))

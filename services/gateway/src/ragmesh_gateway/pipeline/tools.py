@@ -39,12 +39,14 @@ FETCH_TITLES = 16  # titles asked for in one call
 NEIGHBOURS = 10  # graph relations asked for
 
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+_COMMA_QUALIFIER = re.compile(r",.*$", re.DOTALL)
 _PUNCTUATION = re.compile(r"[\W_]+")
 
 
 def title_key(title: str) -> str:
-    """A title as FetchSection matches it: lower case, without a trailing "(…)" qualifier, punctuation as spaces."""
-    return _PUNCTUATION.sub(" ", _QUALIFIER.sub("", title).lower()).strip()
+    """A title as FetchSection matches it: lower case, without a trailing "(…)" or ", …" qualifier, punctuation
+    as spaces."""
+    return _PUNCTUATION.sub(" ", _COMMA_QUALIFIER.sub("", _QUALIFIER.sub("", title)).lower()).strip()
 
 
 @dataclass
