@@ -95,6 +95,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from ragmesh_gateway.runtime import open_runtime
 
     questions, corpus = A.hotpot_questions(Path(args.eval_dir).resolve(), args.hotpot)
+    if args.half:  # tuning runs: one half only (the corpus stays whole)
+        questions = [q for q in questions if A.half(q.qid) == args.half]
     keep = args.data_dir is not None
     work = Path(args.data_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="ragmesh-agent-sources-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -157,6 +159,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="sources of direct and agentic chats on HotpotQA, no generation")
     parser.add_argument("--hotpot", type=int, default=100, help="HotpotQA questions, in file order")
     parser.add_argument("--mode", default="direct,agentic", help="chat modes, a comma list")
+    parser.add_argument("--half", choices=("tuning", "reporting"), default=None, help="ask one half only")
     parser.add_argument("--data-dir", default=None, help="the mesh's data folder (bench/answer.py's is reused)")
     parser.add_argument("--eval-dir", default=str(root.parent / "shared" / "data"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "agent-sources.json"))

@@ -315,15 +315,19 @@ class Iterate(Step):
     ) -> list[str]:
         """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence does not
         give; then one fetch_section call for the documents titled by the entities the evidence names (when a
-        bridge is needed) and by the names the query gives, those not among the evidence first. The first
+        bridge is needed, or the question is multi-hop and no comparison) and by the names the query gives, those not among the evidence first. The first
         entity with a document of its own is the bridge carried forward. Returns the bridges."""
         needs_bridge = any(BRIDGE in p for p in pending)
         if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, pending, deadline):
             call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
             bridges = call.names[:3] or bridges
         answered = found.answering and bool(found.results)
+        # the entities the evidence names lead on in any multi-hop question (its bridge may be unplanned: "one
+        # search per named entity"); a comparison's answer is in the documents of the entities it names
+        plan = state.route
+        leads_on = needs_bridge or (plan is not None and plan.multi_hop and plan.kind != "comparative")
         names: list[str] = []
-        if needs_bridge:
+        if leads_on:
             names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(bridges)
         names += [e for e in extract_entities(query) if is_name(e)]
         titles = [n for n in dict.fromkeys(names) if len(title_key(n)) >= 3 and title_key(n) not in fetched_titles]
