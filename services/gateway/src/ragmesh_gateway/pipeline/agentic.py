@@ -330,6 +330,8 @@ class Iterate(Step):
         if leads_on:
             names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(bridges)
         names += [e for e in extract_entities(query) if is_name(e)]
+        # "Trent Reznor of Nine Inch Nails": the entity spotter joins two names over "of"; each may be a title
+        names = [part for n in names for part in (n, *n.split(" of ", 1)[:1]) if part]
         titles = [n for n in dict.fromkeys(names) if len(title_key(n)) >= 3 and title_key(n) not in fetched_titles]
         titles = sorted(titles, key=lambda n: title_key(n) in seen_titles)[:FETCH_TITLES]  # stable
         if not titles or not self._room(state, pending, deadline):
