@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import re2
@@ -218,6 +218,18 @@ class PlanStep(Step):
         return Plan([first, f"{state.query} {BRIDGE}"], "llm", "the model's first step, then the question")
 
 
+@dataclass
+class Walk:
+    """One request's walk through its sub-questions: what the steps found so far."""
+
+    deadline: float
+    pending: list[str]  # the sub-questions not searched yet
+    per_step: list[list[common_pb2.ScoredChunk]] = field(default_factory=list)  # each step's (or tool's) evidence
+    bridges: list[str] = field(default_factory=list)  # the entities that fill the next `#1`, best first
+    seen_titles: set[str] = field(default_factory=set)  # the titles of the evidence in hand
+    fetched_titles: set[str] = field(default_factory=set)  # the titles fetched (each once per request)
+
+
 class Iterate(Step):
     """iterate: the sub-questions, one search each through the chat's own retrieve → rerank → grade."""
 
@@ -242,23 +254,18 @@ class Iterate(Step):
         return state.answering and state.mode == "agentic"
 
     async def run(self, state: RequestState) -> dict[str, Any]:
-        deadline = self.clock() + self.max_seconds
-        per_step: list[list[common_pb2.ScoredChunk]] = []
-        bridges: list[str] = []
+        walk = Walk(deadline=self.clock() + self.max_seconds, pending=list(state.sub_questions))
         scope: RequestState | None = None
         best: dict[str, Any] | None = None
-        seen_titles: set[str] = set()  # the titles of the evidence in hand
-        fetched_titles: set[str] = set()  # the titles fetched (each once per request)
-        pending = list(state.sub_questions)
-        while pending:
-            sub_question = pending.pop(0)
+        while walk.pending:
+            sub_question = walk.pending.pop(0)
             index = len(state.agent_steps) + 1
-            cut = self._bound(index, deadline)
+            cut = self._bound(index, walk.deadline)
             if cut:
                 self._cut(state, index, sub_question, cut)
                 break
-            query = fill(sub_question, bridges)
-            record, found = await self._one(state, index, sub_question, query, deadline)
+            query = fill(sub_question, walk.bridges)
+            record, found = await self._one(state, index, sub_question, query, walk.deadline)
             state.agent_steps.append(record)
             if found.outcome in SCOPE_OUTCOMES:  # no readable scope: the same for every step
                 scope = found
@@ -266,86 +273,67 @@ class Iterate(Step):
             scope = scope or found
             evidence: list[str] = []
             if record["decision"] in ("found", "retried"):
-                per_step.append(found.results)
+                walk.per_step.append(found.results)
                 best = best or found.relevance
-                seen_titles.update(title_key(r.chunk.title) for r in found.results)
+                walk.seen_titles.update(title_key(r.chunk.title) for r in found.results)
                 evidence = bridge_entities(found.results, query)
-                bridges = evidence or bridges
-                record["bridge"] = bridges[0] if bridges else None
+                walk.bridges = evidence or walk.bridges
+                record["bridge"] = walk.bridges[0] if walk.bridges else None
             elif record.get("cut"):
                 self._cut(state, index, sub_question, record["cut"])
                 break
             if self.tools is not None:
-                bridges = await self._use_tools(
-                    state,
-                    self.tools,
-                    sub_question,
-                    query,
-                    found,
-                    evidence,
-                    bridges,
-                    pending,
-                    per_step,
-                    seen_titles,
-                    fetched_titles,
-                    deadline,
-                )
+                await self._use_tools(state, self.tools, walk, sub_question, query, found, evidence)
                 if record["decision"] in ("found", "retried"):
-                    record["bridge"] = bridges[0] if bridges else None
-        return self._finish(state, per_step, scope, best)
+                    record["bridge"] = walk.bridges[0] if walk.bridges else None
+        return self._finish(state, walk.per_step, scope, best)
 
-    def _room(self, state: RequestState, pending: list[str], deadline: float) -> bool:
+    def _room(self, state: RequestState, walk: Walk) -> bool:
         """A tool call fits: the planned searches still have their steps, and there is time."""
-        return len(state.agent_steps) + len(pending) + 1 <= self.max_steps and self.clock() < deadline
+        return len(state.agent_steps) + len(walk.pending) + 1 <= self.max_steps and self.clock() < walk.deadline
 
     async def _use_tools(
         self,
         state: RequestState,
         tools: Tools,
+        walk: Walk,
         sub_question: str,
         query: str,
         found: RequestState,
         evidence: list[str],
-        bridges: list[str],
-        pending: list[str],
-        per_step: list[list[common_pb2.ScoredChunk]],
-        seen_titles: set[str],
-        fetched_titles: set[str],
-        deadline: float,
-    ) -> list[str]:
+    ) -> None:
         """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence does not
         give; then one fetch_section call for the documents titled by the entities the evidence names (when a
-        bridge is needed, or the question is multi-hop and no comparison) and by the names the query gives, those not among the evidence first. The first
-        entity with a document of its own is the bridge carried forward. Returns the bridges."""
-        needs_bridge = any(BRIDGE in p for p in pending)
-        if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, pending, deadline):
+        bridge is needed, or the question is multi-hop and no comparison) and by the names the query gives,
+        those not among the evidence first. The first entity with a document of its own becomes the bridge."""
+        needs_bridge = any(BRIDGE in p for p in walk.pending)
+        if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, walk):
             call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
-            bridges = call.names[:3] or bridges
-        answered = found.answering and bool(found.results)
+            walk.bridges = call.names[:3] or walk.bridges
         # the entities the evidence names lead on in any multi-hop question (its bridge may be unplanned: "one
         # search per named entity"); a comparison's answer is in the documents of the entities it names
         plan = state.route
         leads_on = needs_bridge or (plan is not None and plan.multi_hop and plan.kind != "comparative")
         names: list[str] = []
         if leads_on:
-            names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(bridges)
+            names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(walk.bridges)
         names += [e for e in extract_entities(query) if is_name(e)]
         # "Trent Reznor of Nine Inch Nails": the entity spotter joins two names over "of"; each may be a title
         names = [part for n in names for part in (n, *n.split(" of ", 1)[:1]) if part]
-        titles = [n for n in dict.fromkeys(names) if len(title_key(n)) >= 3 and title_key(n) not in fetched_titles]
-        titles = sorted(titles, key=lambda n: title_key(n) in seen_titles)[:FETCH_TITLES]  # stable
-        if not titles or not self._room(state, pending, deadline):
-            return bridges
-        fetched_titles.update(title_key(t) for t in titles)
-        score = found.results[0].score if answered else 0.0
+        keys = {n: title_key(n) for n in names}
+        titles = [n for n in dict.fromkeys(names) if len(keys[n]) >= 3 and keys[n] not in walk.fetched_titles]
+        titles = sorted(titles, key=lambda n: keys[n] in walk.seen_titles)[:FETCH_TITLES]  # stable
+        if not titles or not self._room(state, walk):
+            return
+        walk.fetched_titles.update(keys[t] for t in titles)
+        score = found.results[0].score if found.answering and found.results else 0.0
         call = await self._tool(state, sub_question, tools.fetch_section(state, titles, score))
         if call.chunks:
-            per_step.append(call.chunks)
+            walk.per_step.append(call.chunks)
             has_document = {title_key(c.chunk.title) for c in call.chunks}
-            with_document = [n for n in titles if title_key(n) in has_document and n not in query]
+            with_document = [n for n in titles if keys[n] in has_document and n not in query]
             if needs_bridge and with_document:
-                bridges = list(dict.fromkeys([with_document[0], *bridges]))
-        return bridges
+                walk.bridges = list(dict.fromkeys([with_document[0], *walk.bridges]))
 
     async def _tool(self, state: RequestState, sub_question: str, work: Awaitable[ToolCall]) -> ToolCall:
         """One tool call as a step of its own (its record, its `step` event; the span is the tool's)."""
