@@ -100,3 +100,60 @@ def test_no_step_of_an_agentic_chat_cites_a_document_the_user_cannot_read(client
         json={"question": "What is in the private file about Mara Quill?", "mode": "agentic"},
     ).json()
     assert documents["private"] in {d for s in ada["steps"] for d in s.get("documents") or []}  # it is there
+
+
+# --- the tools: fetch_section runs as the user -----------------------------------------------------------------------
+
+LANTERN = "# Lantern Bay\n\nLantern Bay is a 1961 drama film directed by Osric Vale, set in a fishing town.\n"
+VALE = "# Osric Vale\n\nOsric Vale was born in 1920. From 1970 he was harbour master of Kestrel Point.\n"
+VALE_NOTES = "# Osric Vale (notes)\n\nThe research notes record a quarrel with the Kestrel Point council in 1975.\n"
+VALE_QUESTION = "What position did the director who made Lantern Bay hold?"
+
+
+@pytest.fixture(scope="module")
+def titled(client: httpx.Client, tokens: dict[str, str]) -> dict[str, str]:
+    """Documents uploaded with their titles: the film, the director's page (both readable by ada and bob), and a
+    research-only page titled like the director ("Osric Vale (notes)": the same title, its qualifier aside)."""
+    ids = {}
+    for name, title, text, departments in (
+        ("film", "Lantern Bay", LANTERN, ["research", "legal"]),
+        ("director", "Osric Vale", VALE, ["research", "legal"]),
+        ("notes", "Osric Vale (notes)", VALE_NOTES, ["research"]),
+    ):
+        reply = client.post(
+            "/api/v1/documents",
+            headers=auth(tokens["ada"]),
+            files={"file": (f"tools-{name}.md", text.encode())},
+            data={"title": title, "acl": json.dumps({"departments": departments})},
+        )
+        assert reply.status_code == 202, reply.text
+        doc = wait_document(client, tokens["ada"], reply.json()["document_id"])
+        assert doc["status"] == "ready", doc
+        ids[name] = str(doc["document_id"])
+    return ids
+
+
+def fetched(reply: dict[str, Any], title: str) -> set[str]:
+    """The documents of the fetch_section calls that asked for `title` (a call asks for several)."""
+    return {
+        d
+        for s in reply["steps"]
+        if s["tool"] == "fetch_section" and title in s["query"].split("; ")
+        for d in s["documents"]
+    }
+
+
+def test_fetch_section_brings_the_bridge_entitys_document_and_only_what_the_user_may_read(
+    client: httpx.Client, tokens: dict[str, str], titled: dict[str, str]
+) -> None:
+    body = {"question": VALE_QUESTION, "mode": "agentic"}
+    bob = client.post("/api/v1/chat", headers=auth(tokens["bob"]), json=body)
+    assert bob.status_code == 200, bob.text
+    reply = bob.json()
+    assert titled["director"] in fetched(reply, "Osric Vale"), reply["steps"]  # the tool ran, as bob
+    seen = {s["document_id"] for s in reply["sources"]} | {d for s in reply["steps"] for d in s.get("documents") or []}
+    assert titled["director"] in {s["document_id"] for s in reply["sources"]}
+    assert titled["notes"] not in seen and "quarrel" not in reply["answer"].lower()
+    # ada may read the notes: the same call finds them too (what bob missed is the permission, not the title)
+    ada = client.post("/api/v1/chat", headers=auth(tokens["ada"]), json=body).json()
+    assert {titled["director"], titled["notes"]} <= fetched(ada, "Osric Vale"), ada["steps"]

@@ -12,16 +12,30 @@ import grpc
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
+from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.models import ChatRequest
-from ragmesh_gateway.pipeline import Orchestrator
-from ragmesh_gateway.pipeline.agentic import BRIDGE, Iterate, bridge_entities, plan_by_rules, wants_agentic
+from ragmesh_gateway.pipeline import Orchestrator, RequestState
+from ragmesh_gateway.pipeline.agentic import (
+    BRIDGE,
+    LLM_ASK,
+    LLM_CONTEXT,
+    Iterate,
+    bridge_entities,
+    plan_by_rules,
+    wants_agentic,
+)
+from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.compose import AgentBounds
+from ragmesh_gateway.pipeline.tools import title_key
+from ragmesh_gateway.pipeline.understand import Understand
 from ragmesh_gateway.query import route
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_gateway_orchestrator import USER, FakeMesh, Stub, rpc_error
+
+from ragmesh_common.testing import user as local_user
 
 FILM = "Dawn Harbor is a 1952 film directed by Mara Quill, shot on the coast of Maine."
 QUILL = "Mara Quill was a director who later served as mayor of Port Ellis from 1970 to 1978."
@@ -43,14 +57,30 @@ class Corpus:
     """A retriever answering each query from the chunks whose title shares a capitalised word with it;
     records every search with the identity it carried."""
 
-    def __init__(self, *chunks: common_pb2.ScoredChunk) -> None:
+    def __init__(self, *chunks: common_pb2.ScoredChunk, hidden: dict[Any, set[str]] | None = None) -> None:
         self.chunks = chunks
         self.searches: list[tuple[str, Any]] = []
+        self.fetches: list[tuple[str, Any]] = []
+        self.hidden = hidden or {}  # a user's metadata -> the documents that user may not read (the RLS, faked)
+
+    def FetchSection(self, request: retriever_pb2.FetchSectionRequest, **kwargs: Any) -> Any:  # noqa: N802
+        """The chunks of the documents titled as asked (the qualifier aside) that the metadata's user may read."""
+        self.fetches.append((list(request.titles), kwargs.get("metadata")))
+        hidden = self.hidden.get(kwargs.get("metadata"), set())
+        keys = [title_key(t) for t in request.titles]
+        found = [c for c in self.chunks if title_key(c.chunk.title) in keys and c.chunk.document_id not in hidden]
+        found.sort(key=lambda c: keys.index(title_key(c.chunk.title)))
+        return self._reply(retriever_pb2.FetchSectionResponse(results=found, documents=len(found)))
 
     def Search(self, request: retriever_pb2.SearchRequest, **kwargs: Any) -> Any:  # noqa: N802 (gRPC name)
         self.searches.append((request.query, kwargs.get("metadata")))
         words = {w.strip("?,.").lower() for w in request.query.split() if w[:1].isupper()}
-        found = [c for c in self.chunks if words & {w.lower() for w in c.chunk.title.split()}]
+        hidden = self.hidden.get(kwargs.get("metadata"), set())
+        found = [
+            c
+            for c in self.chunks
+            if words & {w.lower() for w in c.chunk.title.split()} and c.chunk.document_id not in hidden
+        ]
         return self._reply(
             retriever_pb2.SearchResponse(
                 results=found or [chunk("off", "d9", OFF, "Menu", 0.05)], accessible_documents=3, readable_documents=3
@@ -133,7 +163,8 @@ async def test_a_bridge_question_searches_the_bridge_entity_found_in_the_first_s
     assert queries[0] == "the director who made Dawn Harbor hold later"
     assert queries[1] == "What office did Mara Quill?"  # the bridge entity fills the second sub-question
     steps = [e["data"] for e in events if e["event"] == "step"]
-    assert [s["decision"] for s in steps] == ["found", "found"] and steps[0]["bridge"] == "Mara Quill"
+    searches = [s for s in steps if s["tool"] == "search"]
+    assert [s["decision"] for s in searches] == ["found", "found"] and searches[0]["bridge"] == "Mara Quill"
     final = events[-1]["data"]
     assert final["mode"] == "agentic" and final["steps"] == steps
     assert {s["document_id"] for s in final["sources"]} == {"d1", "d2"}  # the evidence of both steps
@@ -151,7 +182,7 @@ async def test_direct_mode_searches_once_and_lists_no_steps() -> None:
 async def test_a_step_without_evidence_retries_once_then_gives_up_honestly() -> None:
     corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"))  # nothing about the director
     _, events = await chat(answering_mesh(corpus), BRIDGE_QUESTION)
-    steps = [e["data"] for e in events if e["event"] == "step"]
+    steps = [e["data"] for e in events if e["event"] == "step" and e["data"]["tool"] == "search"]
     assert steps[0]["decision"] == "found"
     assert steps[1]["decision"] == "gave_up" and len(steps[1]["queries"]) == 2  # one reformulation
     final = events[-1]["data"]
@@ -164,7 +195,7 @@ async def test_no_step_finding_evidence_declines_instead_of_answering() -> None:
     _, events = await chat(answering_mesh(corpus), BRIDGE_QUESTION)
     final = events[-1]["data"]
     assert final["outcome"] == "no_sources" and final["sources"] == []
-    assert [s["decision"] for s in final["steps"]] == ["gave_up", "gave_up"]
+    assert [s["decision"] for s in final["steps"] if s["tool"] == "search"] == ["gave_up", "gave_up"]
 
 
 async def test_the_model_plans_when_the_rules_find_no_split() -> None:
@@ -219,6 +250,129 @@ async def test_the_time_bound_cuts_the_next_step() -> None:
     assert any("time limit" in note for note in prepared.notes)
 
 
+# --- the tools: fetch a section by title, graph neighbours; each as the user ----------------------------------------
+
+OTHER = local_user("bob", "legal", ("employee",))
+FILM_ONLY = "Dawn Harbor is a drama shot on the coast."  # names no one: no bridge in the evidence
+
+
+async def test_fetch_section_brings_the_document_the_bridge_entity_is_about_as_the_user() -> None:
+    director = chunk("c2", "d2", QUILL, "Mara Quill (director)")
+    corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), director)
+    _, events = await chat(answering_mesh(corpus), BRIDGE_QUESTION)
+    steps = events[-1]["data"]["steps"]
+    fetched = [s for s in steps if s["tool"] == "fetch_section" and s["decision"] == "found"]
+    assert len(fetched) == 1 and fetched[0]["query"].startswith("Mara Quill;") and "d2" in fetched[0]["documents"]
+    assert corpus.fetches[0][0][0] == "Mara Quill"  # the bridge entity first, then the evidence's other entities
+    assert steps.index(fetched[0]) < [s["tool"] for s in steps].index("search", 1)  # between the searches
+    assert all(metadata == USER.metadata() for _, metadata in corpus.fetches)  # as the asking user
+    assert "d2" in {s["document_id"] for s in events[-1]["data"]["sources"]}
+
+
+async def test_fetch_section_gives_nothing_from_a_document_the_user_cannot_read() -> None:
+    hidden = {OTHER.metadata(): {"d2"}}
+    corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"), hidden=hidden)
+    orchestrator = Orchestrator(answering_mesh(corpus), Deadlines(), min_relevance=0.25)
+    prepared = await orchestrator.prepare(OTHER, ChatRequest(question=BRIDGE_QUESTION, mode="agentic"))
+    final = [e async for e in orchestrator.run(prepared)][-1]["data"]
+    fetches = [s for s in final["steps"] if s["tool"] == "fetch_section"]
+    assert "Mara Quill" in corpus.fetches[0][0] and all("d2" not in s["documents"] for s in fetches)
+    assert all(metadata == OTHER.metadata() for _, metadata in corpus.fetches)
+    seen = {d for s in final["steps"] for d in s.get("documents") or []} | {s["document_id"] for s in final["sources"]}
+    assert "d2" not in seen
+
+
+async def test_graph_neighbours_give_the_bridge_when_the_evidence_names_none() -> None:
+    corpus = Corpus(chunk("c1", "d1", FILM_ONLY, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
+    mesh = answering_mesh(corpus)
+    mesh.graph = Stub(
+        GetContext=graph_pb2.GetContextResponse(
+            matched=[graph_pb2.Entity(name="Dawn Harbor")],
+            neighbours=[graph_pb2.Entity(name="Mara Quill")],
+            relations=[graph_pb2.Relation(source="Dawn Harbor", target="Mara Quill", type="DIRECTED_BY")],
+        )
+    )
+    recorded: list[Any] = []
+    get_context = mesh.graph.GetContext
+
+    def spy(request: Any, **kwargs: Any) -> Any:
+        recorded.append((request, kwargs.get("metadata")))
+        return get_context(request, **kwargs)
+
+    mesh.graph.GetContext = spy  # type: ignore[method-assign]
+    _, events = await chat(mesh, BRIDGE_QUESTION)
+    steps = events[-1]["data"]["steps"]
+    graph = next(s for s in steps if s["tool"] == "graph_neighbours")
+    assert graph["decision"] == "found" and graph["entities"] == ["Mara Quill"]
+    request, metadata = recorded[0]  # the tool's call (the graph step's own call comes later)
+    assert request.max_depth == 1 and metadata == USER.metadata()  # as the user: the graph checks access
+    search = [s for s in steps if s["tool"] == "search"]
+    assert "Mara Quill" in search[1]["query"]  # the graph's neighbour filled the bridge slot
+    assert {"d1", "d2"} <= {s["document_id"] for s in events[-1]["data"]["sources"]}
+
+
+async def test_no_graph_call_when_the_chat_turns_the_graph_off() -> None:
+    corpus = Corpus(chunk("c1", "d1", FILM_ONLY, "Dawn Harbor"))
+    mesh = answering_mesh(corpus)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
+    prepared = await orchestrator.prepare(USER, ChatRequest(question=BRIDGE_QUESTION, mode="agentic", graph=False))
+    assert "GetContext" not in mesh.graph.requests
+    assert "graph_neighbours" not in [s["tool"] for s in prepared.agent_steps]
+
+
+# --- the LLM token bound counts every LLM call ---------------------------------------------------------------------
+
+
+def long_chunk(chunk_id: str, document_id: str, title: str) -> common_pb2.ScoredChunk:
+    return chunk(chunk_id, document_id, f"{title} " + "word " * 300, title)
+
+
+async def bounded_chat(max_llm_tokens: int, *chunks: common_pb2.ScoredChunk) -> tuple[Any, list[Any], FakeMesh]:
+    mesh = answering_mesh(Corpus(*chunks))
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, agent=AgentBounds(max_llm_tokens=max_llm_tokens))
+    prepared = await orchestrator.prepare(USER, ChatRequest(question="Who founded Acme? Who founded Globex?"))
+    return prepared, [e async for e in orchestrator.run(prepared)], mesh
+
+
+async def test_the_token_bound_leaves_out_the_last_sources_of_the_answer_call() -> None:
+    docs = (long_chunk("c1", "d1", "Acme"), long_chunk("c2", "d2", "Globex"))
+    # each source is ~400 tokens; the prompt's own part is ~200: room for one source, not two
+    prepared, events, mesh = await bounded_chat(800, *docs)
+    final = events[-1]["data"]
+    assert final["outcome"] == "answer" and len(mesh.answerer.requests["Answer"].sources) == 1
+    assert any("cut by the LLM token limit (800)" in n and "first 1 of 2 sources" in n for n in final["notes"])
+    assert prepared.llm_tokens <= 800
+    budget = next(s for s in prepared.stages if s["stage"] == "budget")
+    assert budget["llm_tokens"] == prepared.llm_tokens
+
+
+async def test_the_token_bound_caps_the_reply_and_declines_when_no_answer_fits() -> None:
+    docs = (long_chunk("c1", "d1", "Acme"),)
+    full, _, _ = await bounded_chat(100_000, *docs)
+    spent = full.llm_tokens  # prompt and the default reply cap (64)
+    _, events, mesh = await bounded_chat(spent - 30, *docs)
+    assert mesh.answerer.requests["Answer"].max_tokens == 64 - 30
+    assert any("reply was capped at 34 tokens" in n for n in events[-1]["data"]["notes"])
+    _, events, mesh = await bounded_chat(100, *docs)
+    final = events[-1]["data"]
+    assert final["outcome"] == "no_sources" and "Answer" not in mesh.answerer.requests
+    assert any("answer step was cut by the LLM token limit (100)" in n for n in final["notes"])
+
+
+async def test_the_planner_and_the_follow_up_rewrite_count_against_the_same_bound() -> None:
+    corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
+    mesh = answering_mesh(corpus, Rewrite=answerer_pb2.RewriteResponse(question="Who directed Dawn Harbor?"))
+    prepared, _ = await chat(mesh, "Dawn Harbor: later career", mode="agentic")
+    plan_tokens = estimate_tokens("Dawn Harbor: later career", LLM_CONTEXT, LLM_ASK, "Who directed Dawn Harbor?")
+    budget = next(s for s in prepared.stages if s["stage"] == "budget")
+    assert budget["llm_tokens"] == prepared.llm_tokens > plan_tokens  # the planner's, then the answer's
+    # the follow-up rewrite by the model adds its tokens to the request's count
+    state = RequestState.for_chat(USER, ChatRequest(question="And later?"), 10)
+    understand = Understand(mesh, 5.0)  # type: ignore[arg-type]
+    await understand._model_rewrite(state, "And later?", [("user", "Who directed Dawn Harbor?")])
+    assert state.llm_tokens == estimate_tokens("And later?", "Who directed Dawn Harbor?", "Who directed Dawn Harbor?")
+
+
 # --- through the HTTP API: the stream and the JSON reply match the spec -------------------------------------------
 
 
@@ -231,12 +385,13 @@ def test_an_agentic_chat_and_its_step_events_match_the_spec(tmp_path: Path) -> N
     corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
     mesh = HttpMesh()
     mesh.retriever.Search = corpus.Search  # type: ignore[method-assign]
+    mesh.retriever.FetchSection = corpus.FetchSection  # type: ignore[attr-defined]
     for client in make_client(tmp_path, mesh):
         spec = client.get("/openapi.json").json()
         body = client.post("/api/v1/chat", json={"question": BRIDGE_QUESTION}).json()
-        assert body["mode"] == "agentic" and len(body["steps"]) == 2, body
+        assert body["mode"] == "agentic" and [s["tool"] for s in body["steps"]].count("search") == 2, body
         assert problems(spec, response_schema(spec, *CHAT), body) == []
         events = sse(client, {"question": BRIDGE_QUESTION})
-        assert [name for name, _ in events].count("step") == 2
+        assert [name for name, _ in events].count("step") == len(body["steps"])
         assert stream_problems(spec, events) == []
         assert client.post("/api/v1/chat", json={"question": "x", "mode": "deep"}).status_code == 422

@@ -300,3 +300,39 @@ def test_the_question_is_embedded_once_and_never_for_a_lexical_only_search(tmp_p
         alice.post("/api/v1/chat", json={"question": "Who founded IBM?", "alpha": 0})
     assert list(searched[0].query_vector) == pytest.approx(vec(hash("when was ibm founded") % 1000), abs=1e-6)
     assert not searched[1].query_vector  # alpha 0: lexical only, as without the cache
+
+
+def metric(text: str, name: str) -> float:
+    """One sample's value from Prometheus' text format (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_count_hits_misses_stores_and_refusals_by_reason_without_user_labels(
+    tmp_path: Path, flushed: str
+) -> None:
+    mesh = CacheMesh(VERIFIED)
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        alice.post("/api/v1/chat", json={"question": "When was IBM founded?"})  # miss, stored
+        alice.post("/api/v1/chat", json={"question": "In which year was IBM founded?"})  # hit
+        text = alice.get("/metrics").text
+        assert metric(text, 'ragmesh_cache_lookups_total{result="hit"}') == 1
+        assert metric(text, 'ragmesh_cache_lookups_total{result="miss"}') == 1
+        assert metric(text, "ragmesh_cache_stores_total") == 1
+        assert metric(text, 'ragmesh_cache_refusals_total{reason="unreadable"}') == 0
+    mesh.readers = {"alice"}  # bob cannot read the source: the close entry is refused, not served
+    for bob in client_for(tmp_path, mesh, flushed, "bob"):
+        assert bob.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()["cache_hit"] is False
+        text = bob.get("/metrics").text
+        assert metric(text, 'ragmesh_cache_refusals_total{reason="unreadable"}') == 1
+        assert metric(text, 'ragmesh_cache_lookups_total{result="miss"}') == 1
+    mesh.readers = {"alice", "bob"}
+    mesh.stamp = "v2"  # the source changed since the answer was cached
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        alice.post("/api/v1/chat", json={"question": "When was IBM founded?"})
+        text = alice.get("/metrics").text
+        assert metric(text, 'ragmesh_cache_refusals_total{reason="changed"}') == 1
+        cache_lines = [line for line in text.splitlines() if line.startswith("ragmesh_cache_")]
+        assert cache_lines and not any(w in line for line in cache_lines for w in ("alice", "bob", DOC_ID, "IBM"))

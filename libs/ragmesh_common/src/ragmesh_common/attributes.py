@@ -79,6 +79,8 @@ RAG_CACHE_SIMILARITY = "rag.cache.similarity"  # cosine of the question to the b
 RAG_CACHE_CANDIDATES = "rag.cache.candidates"  # cached questions compared (the option bucket's size)
 RAG_CACHE_REFUSED = "rag.cache.refused"  # close entries not served: a source unreadable or changed
 RAG_CACHE_STORED = "rag.cache.stored"
+RAG_AGENT_TOOL = "rag.agent.tool"  # an agent tool call: fetch_section or graph_neighbours
+RAG_AGENT_LLM_TOKENS = "rag.agent.llm_tokens"  # LLM tokens of the request so far (estimated), against the bound
 # GenAI semantic conventions
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_OPERATION = "gen_ai.operation.name"

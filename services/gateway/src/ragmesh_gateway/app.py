@@ -104,6 +104,8 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(settings, mesh, signer) as runtime:
             app.state.runtime = runtime
+            if runtime.cache is not None:
+                runtime.cache.observer = app.state.metrics.cache_counted  # /metrics counts the cache (metrics.py)
             yield
 
     # FastAPI's native OpenTelemetry support traces each HTTP request once, as a server span named

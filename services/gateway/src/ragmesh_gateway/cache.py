@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -86,6 +86,7 @@ class Lookup:
     candidates: int  # cached questions compared
     best: float  # best cosine (0.0 when the bucket is empty)
     refused: int  # close entries not served: a source unreadable or changed
+    reasons: dict[str, int] = field(default_factory=dict)  # refused entries by reason: unreadable, changed
 
 
 class SemanticCache:
@@ -106,6 +107,8 @@ class SemanticCache:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self.bucket_entries = bucket_entries
+        # this process' counters (metrics.py: hits, misses, stores, refusals by reason); set by the app
+        self.observer: Callable[[str, int, str], None] | None = None
 
     @staticmethod
     def _entry(entry_id: str) -> str:
@@ -123,7 +126,11 @@ class SemanticCache:
     def _document(document_id: str) -> str:
         return f"{PREFIX}:d:{document_id}"  # set "bucket|entry" of the entries that used the document
 
-    async def count(self, stat: str, n: int = 1) -> None:
+    async def count(self, stat: str, n: int = 1, reason: str = "") -> None:
+        """A statistic in Redis (all replicas' together, `stats`) and to this process' observer (its Prometheus
+        counters, metrics.py); `reason` only for refusals."""
+        if self.observer is not None:
+            self.observer(stat, n, reason)
         try:
             await self.redis.hincrby(STATS_KEY, stat, n)
         except Exception:  # a counter never fails a chat
@@ -144,6 +151,7 @@ class SemanticCache:
         order = np.argsort(-scores)
         best = float(scores[order[0]])
         refused = 0
+        reasons: dict[str, int] = {}
         for index in order[:MAX_TRIES]:
             similarity = float(scores[index])
             if similarity < self.threshold:
@@ -161,6 +169,8 @@ class SemanticCache:
                 await self._drop(bucket, [entry_id])
             if unreadable or changed:
                 refused += 1
+                reason = "changed" if changed else "unreadable"
+                reasons[reason] = reasons.get(reason, 0) + 1
                 continue
             hit = Hit(
                 entry_id=entry_id,
@@ -170,8 +180,8 @@ class SemanticCache:
                 question=fields[b"question"].decode(),
                 accessible_documents=accessible,
             )
-            return Lookup(hit, len(ids), best, refused)
-        return Lookup(None, len(ids), best, refused)
+            return Lookup(hit, len(ids), best, refused, reasons)
+        return Lookup(None, len(ids), best, refused, reasons)
 
     async def pin(self, user: UserContext, document_ids: Iterable[str]) -> dict[str, str] | None:
         """The stamps of an answer's documents as the asker reads them, taken before the answer is generated
@@ -220,6 +230,8 @@ class SemanticCache:
                 pipe.expire(self._document(document_id), self.ttl)
             pipe.hincrby(STATS_KEY, "stores", 1)
             await pipe.execute()
+        if self.observer is not None:
+            self.observer("stores", 1, "")
         await self._bound(bucket, now)
         return entry_id
 

@@ -91,9 +91,9 @@ class Settings(ServiceSettings):
     cache_max_entries: int = Field(10000, ge=1)
     cache_bucket_entries: int = Field(512, ge=1)  # cached questions compared per option set (oldest go)
     # multi-step (agentic) answers: the bounds of one chat's steps
-    agent_max_steps: int = Field(4, ge=1, le=10)
+    agent_max_steps: int = Field(6, ge=1, le=10)  # searches and tool calls
     agent_max_seconds: float = Field(60.0, gt=0)
-    agent_max_llm_tokens: int = Field(400, ge=0)
+    agent_max_llm_tokens: int = Field(4000, ge=0)  # every LLM call of the request: rewrite, planner, answer
     # the dashboard's sign-in (sessions.py): the key that signs session cookies, their lifetime, Secure flag
     session_key: str | None = Field(None, repr=False, min_length=32)
     session_seconds: int = Field(900, ge=60, le=12 * 3600)

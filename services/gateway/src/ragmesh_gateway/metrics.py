@@ -7,8 +7,11 @@
   measure and report in their progress records, pipeline/step.py), for chat and search.
 - `ragmesh_pipeline_step_failures_total{pipeline, step, status}`: a step that failed the request (its HTTP status).
 - `ragmesh_answerer_refusals_total`: chats the answerer refused as busy (RESOURCE_EXHAUSTED with retry-after).
-- `ragmesh_cache_lookups_total{result}`: semantic cache lookups of chats, `hit` or `miss` (a lookup that could not
-  be made is a `miss` with the cache step degraded); the hit rate is hit / (hit + miss).
+- `ragmesh_cache_lookups_total{result}` (hit, miss), `ragmesh_cache_stores_total`,
+  `ragmesh_cache_refusals_total{reason}` (unreadable: a source the asker cannot read now; changed: a source changed
+  since the answer was cached), `ragmesh_cache_errors_total`, `ragmesh_cache_invalidations_total`: the semantic
+  cache as this replica saw it (hit rate: `rate(ragmesh_cache_lookups_total{result="hit"}[5m]) /
+  rate(ragmesh_cache_lookups_total[5m])`). The all-replica totals are in Redis (GET /api/v1/admin/cache).
 
 No label holds a user, a department, a document or a question: the label values are routes, methods, statuses
 and step names, a small fixed set.
@@ -29,6 +32,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 # seconds: a probe or a search (milliseconds) to a queued chat on a CPU model (minutes)
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+CACHE_RESULTS = {"hits": "hit", "misses": "miss"}
+CACHE_REFUSALS = ("unreadable", "changed")
 UNMATCHED = "unmatched"  # a path no route serves (a 404): one label value for all of them
 
 
@@ -63,26 +68,57 @@ class GatewayMetrics:
             ["pipeline", "step", "status"],
             registry=self.registry,
         )
-        self.cache_lookups = Counter(
-            "ragmesh_cache_lookups",
-            "Semantic cache lookups of chats by result (hit, miss)",
-            ["result"],
-            registry=self.registry,
-        )
         self.refusals = Counter(
             "ragmesh_answerer_refusals",
             "Chats the answerer refused as busy (queue full or wait over budget), as the gateway saw them",
             registry=self.registry,
         )
 
+        self.cache_lookups = Counter(
+            "ragmesh_cache_lookups",
+            "Semantic cache lookups by result (hit, miss)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.cache_stores = Counter(
+            "ragmesh_cache_stores", "Answers stored in the semantic cache", registry=self.registry
+        )
+        self.cache_refusals = Counter(
+            "ragmesh_cache_refusals",
+            "Close cached answers not served, by reason (unreadable, changed)",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.cache_errors = Counter(
+            "ragmesh_cache_errors", "Lookups that failed (Redis or the access check)", registry=self.registry
+        )
+        self.cache_invalidations = Counter(
+            "ragmesh_cache_invalidations", "Cached answers dropped by a document change", registry=self.registry
+        )
+        for result in CACHE_RESULTS.values():  # every series from the start: a rate over a scrape with none is 0
+            self.cache_lookups.labels(result)
+        for reason in CACHE_REFUSALS:
+            self.cache_refusals.labels(reason)
+
+    def cache_counted(self, stat: str, n: int, reason: str) -> None:
+        """A semantic cache statistic (cache.SemanticCache's observer)."""
+        if stat in CACHE_RESULTS:
+            self.cache_lookups.labels(CACHE_RESULTS[stat]).inc(n)
+        elif stat == "refused" and reason in CACHE_REFUSALS:
+            self.cache_refusals.labels(reason).inc(n)
+        elif stat == "stores":
+            self.cache_stores.inc(n)
+        elif stat == "errors":
+            self.cache_errors.inc(n)
+        elif stat == "invalidated":
+            self.cache_invalidations.inc(n)
+
     def stages(self, pipeline: str, records: Iterable[dict[str, Any]]) -> None:
-        """Step records (`{"stage", "ms", ...}`): each step's time, and the cache step's hit or miss."""
+        """Step records (`{"stage", "ms", ...}`): each step's time."""
         for record in records:
             ms = record.get("ms")
             if isinstance(ms, int | float):
                 self.steps.labels(pipeline, str(record.get("stage"))).observe(ms / 1000)
-            if record.get("stage") == "cache" and isinstance(record.get("hit"), bool):
-                self.cache_lookups.labels("hit" if record["hit"] else "miss").inc()
 
     def failed(self, pipeline: str, data: dict[str, Any]) -> None:
         """A step's failure (StepFailed's payload, an `error` event's data)."""

@@ -309,6 +309,7 @@ class Stage(StrEnum):
     CONVERSATION = "conversation"
     PLAN = "plan"
     ITERATE = "iterate"
+    BUDGET = "budget"
 
 
 class StageRecord(Reply):
@@ -342,6 +343,8 @@ class StageRecord(Reply):
     steps: int | None = Field(None, description="iterate: the steps run (a cut one included)")
     found: int | None = Field(None, description="iterate: the steps that found relevant evidence")
     agent_step: str | None = Field(None, description="retrieve/rerank/grade within an agentic step: its query")
+    llm_tokens: int | None = Field(None, description="budget: LLM tokens of the request with the answer (estimated)")
+    cut: str | None = Field(None, description="budget: the step cut by the LLM token limit (answer)")
 
 
 class ProgressEvent(StageRecord):
@@ -354,6 +357,11 @@ class AgentStep(Reply):
     """One step of a multi-step answer (SSE `step`, and the final event's `steps`)."""
 
     index: int
+    tool: Literal["search", "fetch_section", "graph_neighbours"] = Field(
+        "search",
+        description="search (the sub-question searched); fetch_section (a document's section by title: `query` is "
+        "the title); graph_neighbours (the graph's entities next to those `query` names, as `entities`)",
+    )
     sub_question: str = Field(description="the planned sub-question (#1: the bridge slot)")
     query: str = Field(description="what was searched last (the bridge filled in, or the reformulation)")
     queries: list[str] | None = Field(None, description="every search of the step, the reformulation last")
@@ -364,6 +372,7 @@ class AgentStep(Reply):
     )
     grade: str | None = Field(None, description="the relevance grade of the step's search")
     bridge: str | None = Field(None, description="the entity taken from the step's best evidence for the next")
+    entities: list[str] | None = Field(None, description="graph_neighbours: the neighbouring entities found")
     cut: str | None = Field(None, description="the bound that cut the step")
     ms: float | None = None
 

@@ -28,6 +28,7 @@ from ragmesh_retriever.conversations import Conversations
 from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
 from ragmesh_retriever.embedding import QueryEmbedder
 from ragmesh_retriever.ranking import Fusion, merge_sub_queries, merge_summary_first
+from ragmesh_retriever.sections import fetch_section
 from ragmesh_retriever.session import Database
 
 logger = logging.getLogger(__name__)
@@ -518,6 +519,19 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
                 for r in rows
             ],
         )
+
+    @grpc_errors
+    async def FetchSection(
+        self,
+        request: retriever_pb2.FetchSectionRequest,
+        context: aio.ServicerContext[retriever_pb2.FetchSectionRequest, retriever_pb2.FetchSectionResponse],
+    ) -> retriever_pb2.FetchSectionResponse:
+        user = await require_user(context)
+        if self.backend.name != "pgvector":
+            raise FailedPrecondition("FetchSection reads the chunk table of the pgvector backend")
+        reply = await fetch_section(self.catalog.db, user, request)
+        trace.get_current_span().set_attribute(attr.RAG_SEARCH_RESULTS, len(reply.results))
+        return reply
 
     @grpc_errors
     async def ListProblemDocuments(

@@ -19,8 +19,8 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import re2
@@ -29,12 +29,15 @@ from opentelemetry import trace
 
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
+from ragmesh_common import attributes as attr
 from ragmesh_common.text.entities import extract_entities, is_name
 from ragmesh_gateway import grading
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
+from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms
+from ragmesh_gateway.pipeline.tools import FETCH_TITLES, ToolCall, Tools, title_key
 from ragmesh_gateway.query import Route, route
 
 logger = logging.getLogger(__name__)
@@ -68,11 +71,6 @@ _DESCRIPTION = re.compile(
 # The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
 LLM_ASK = "What must be looked up first to answer that? Ask only for that one thing."
 LLM_CONTEXT = "To answer this question I will first look up one thing it depends on."
-
-
-def estimate_tokens(*texts: str) -> int:
-    """Tokens of an LLM call, estimated (about 4/3 per word; the bound is a budget, not a bill)."""
-    return sum(len(t.split()) for t in texts) * 4 // 3 + 1
 
 
 @dataclass(frozen=True)
@@ -213,10 +211,23 @@ class PlanStep(Step):
             state.degrade(self.name, f"planner model {exc.code().name}; searched the question as one step")
             return Plan([], "none", "LLM unavailable")
         state.llm_tokens += estimate_tokens(state.query, LLM_CONTEXT, LLM_ASK, reply.question)
+        trace.get_current_span().set_attribute(attr.RAG_AGENT_LLM_TOKENS, state.llm_tokens)
         first = " ".join(reply.question.split())
         if not first or first.lower() in (LLM_ASK.lower(), state.query.lower()):
             return Plan([], "none", "the model found no first step")
         return Plan([first, f"{state.query} {BRIDGE}"], "llm", "the model's first step, then the question")
+
+
+@dataclass
+class Walk:
+    """One request's walk through its sub-questions: what the steps found so far."""
+
+    deadline: float
+    pending: list[str]  # the sub-questions not searched yet
+    per_step: list[list[common_pb2.ScoredChunk]] = field(default_factory=list)  # each step's (or tool's) evidence
+    bridges: list[str] = field(default_factory=list)  # the entities that fill the next `#1`, best first
+    seen_titles: set[str] = field(default_factory=set)  # the titles of the evidence in hand
+    fetched_titles: set[str] = field(default_factory=set)  # the titles fetched (each once per request)
 
 
 class Iterate(Step):
@@ -230,46 +241,119 @@ class Iterate(Step):
         *,
         max_steps: int,
         max_seconds: float,
+        tools: Tools | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.steps = steps  # retrieve, rerank, grade: the same objects a direct chat runs
         self.max_steps = max_steps
         self.max_seconds = max_seconds
+        self.tools = tools  # fetch_section and graph_neighbours (None: search only)
         self.clock = clock
 
     def applies(self, state: RequestState) -> bool:
         return state.answering and state.mode == "agentic"
 
     async def run(self, state: RequestState) -> dict[str, Any]:
-        deadline = self.clock() + self.max_seconds
-        per_step: list[list[common_pb2.ScoredChunk]] = []
-        bridges: list[str] = []
+        walk = Walk(deadline=self.clock() + self.max_seconds, pending=list(state.sub_questions))
         scope: RequestState | None = None
         best: dict[str, Any] | None = None
-        pending = list(state.sub_questions)
-        while pending:
-            sub_question = pending.pop(0)
+        while walk.pending:
+            sub_question = walk.pending.pop(0)
             index = len(state.agent_steps) + 1
-            cut = self._bound(index, deadline)
+            cut = self._bound(index, walk.deadline)
             if cut:
                 self._cut(state, index, sub_question, cut)
                 break
-            query = fill(sub_question, bridges)
-            record, found = await self._one(state, index, sub_question, query, deadline)
+            query = fill(sub_question, walk.bridges)
+            record, found = await self._one(state, index, sub_question, query, walk.deadline)
             state.agent_steps.append(record)
             if found.outcome in SCOPE_OUTCOMES:  # no readable scope: the same for every step
                 scope = found
                 break
             scope = scope or found
+            evidence: list[str] = []
             if record["decision"] in ("found", "retried"):
-                per_step.append(found.results)
+                walk.per_step.append(found.results)
                 best = best or found.relevance
-                bridges = bridge_entities(found.results, query) or bridges
-                record["bridge"] = bridges[0] if bridges else None
+                walk.seen_titles.update(title_key(r.chunk.title) for r in found.results)
+                evidence = bridge_entities(found.results, query)
+                walk.bridges = evidence or walk.bridges
+                record["bridge"] = walk.bridges[0] if walk.bridges else None
             elif record.get("cut"):
                 self._cut(state, index, sub_question, record["cut"])
                 break
-        return self._finish(state, per_step, scope, best)
+            if self.tools is not None:
+                await self._use_tools(state, self.tools, walk, sub_question, query, found, evidence)
+                if record["decision"] in ("found", "retried"):
+                    record["bridge"] = walk.bridges[0] if walk.bridges else None
+        return self._finish(state, walk.per_step, scope, best)
+
+    def _room(self, state: RequestState, walk: Walk) -> bool:
+        """A tool call fits: the planned searches still have their steps, and there is time."""
+        return len(state.agent_steps) + len(walk.pending) + 1 <= self.max_steps and self.clock() < walk.deadline
+
+    async def _use_tools(
+        self,
+        state: RequestState,
+        tools: Tools,
+        walk: Walk,
+        sub_question: str,
+        query: str,
+        found: RequestState,
+        evidence: list[str],
+    ) -> None:
+        """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence does not
+        give; then one fetch_section call for the documents titled by the entities the evidence names (when a
+        bridge is needed, or the question is multi-hop and no comparison) and by the names the query gives,
+        those not among the evidence first. The first entity with a document of its own becomes the bridge."""
+        needs_bridge = any(BRIDGE in p for p in walk.pending)
+        if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, walk):
+            call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
+            walk.bridges = call.names[:3] or walk.bridges
+        # the entities the evidence names lead on in any multi-hop question (its bridge may be unplanned: "one
+        # search per named entity"); a comparison's answer is in the documents of the entities it names
+        plan = state.route
+        leads_on = needs_bridge or (plan is not None and plan.multi_hop and plan.kind != "comparative")
+        names: list[str] = []
+        if leads_on:
+            names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(walk.bridges)
+        names += [e for e in extract_entities(query) if is_name(e)]
+        # "Trent Reznor of Nine Inch Nails": the entity spotter joins two names over "of"; each may be a title
+        names = [part for n in names for part in (n, *n.split(" of ", 1)[:1]) if part]
+        keys = {n: title_key(n) for n in names}
+        titles = [n for n in dict.fromkeys(names) if len(keys[n]) >= 3 and keys[n] not in walk.fetched_titles]
+        titles = sorted(titles, key=lambda n: keys[n] in walk.seen_titles)[:FETCH_TITLES]  # stable
+        if not titles or not self._room(state, walk):
+            return
+        walk.fetched_titles.update(keys[t] for t in titles)
+        score = found.results[0].score if found.answering and found.results else 0.0
+        call = await self._tool(state, sub_question, tools.fetch_section(state, titles, score))
+        if call.chunks:
+            walk.per_step.append(call.chunks)
+            has_document = {title_key(c.chunk.title) for c in call.chunks}
+            with_document = [n for n in titles if keys[n] in has_document and n not in query]
+            if needs_bridge and with_document:
+                walk.bridges = list(dict.fromkeys([with_document[0], *walk.bridges]))
+
+    async def _tool(self, state: RequestState, sub_question: str, work: Awaitable[ToolCall]) -> ToolCall:
+        """One tool call as a step of its own (its record, its `step` event; the span is the tool's)."""
+        started = time.perf_counter()
+        call = await work
+        record: dict[str, Any] = {
+            "index": len(state.agent_steps) + 1,
+            "tool": call.tool,
+            "sub_question": sub_question,
+            "query": call.query,
+            "sources": len(call.chunks),
+            "documents": sorted({c.chunk.document_id for c in call.chunks}),
+            "decision": "found" if call.found else "gave_up",
+            "ms": elapsed_ms(started),
+        }
+        if call.names:
+            record["entities"] = call.names[:5]
+            record["bridge"] = call.names[0]
+        state.agent_steps.append(record)
+        return call
 
     def _bound(self, index: int, deadline: float) -> str | None:
         if index > self.max_steps:
@@ -284,7 +368,15 @@ class Iterate(Step):
             f"Step {index} ({sub_question!r}) was cut by {why}: the answer rests on the steps before it."
         )
         state.agent_steps.append(
-            {"index": index, "sub_question": sub_question, "query": "", "sources": 0, "decision": "cut", "cut": why}
+            {
+                "index": index,
+                "tool": "search",
+                "sub_question": sub_question,
+                "query": "",
+                "sources": 0,
+                "decision": "cut",
+                "cut": why,
+            }
         )
         trace.get_current_span().add_event("agent step cut", {"rag.agent.step": index, "rag.agent.cut": why})
 
@@ -309,6 +401,7 @@ class Iterate(Step):
             span.set_attribute("rag.agent.sources", len(found.results) if found.answering else 0)
         record: dict[str, Any] = {
             "index": index,
+            "tool": "search",
             "sub_question": sub_question,
             "query": searched[-1],
             "queries": searched,
@@ -361,9 +454,9 @@ class Iterate(Step):
         steps = state.agent_steps
         if per_step:
             state.results = merge_steps(per_step)
-            state.relevance = best
+            state.relevance = best or (scope.relevance if scope is not None else None)
             state.outcome = Outcome.ANSWER
-            missing = [s for s in steps if s["decision"] == "gave_up"]
+            missing = [s for s in steps if s["decision"] == "gave_up" and s["tool"] == "search"]
             if missing:
                 state.notes.append(
                     "No relevant evidence for: "
@@ -376,7 +469,7 @@ class Iterate(Step):
             state.outcome = (
                 scope.outcome if scope is not None and scope.outcome in SCOPE_OUTCOMES else Outcome.NO_SOURCES
             )
-        found = sum(1 for s in steps if s["decision"] in ("found", "retried"))
+        found = sum(1 for s in steps if s["decision"] in ("found", "retried") and s["tool"] == "search")
         return {"steps": len(steps), "found": found, "relevant": len(state.results)}
 
 

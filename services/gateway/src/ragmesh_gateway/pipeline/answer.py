@@ -58,7 +58,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         question=state.query,
         sources=state.results[: request.top_k],
         graph_facts=state.facts,
-        max_tokens=request.max_tokens,
+        max_tokens=state.answer_max_tokens or request.max_tokens,
         history=state.answer_history(),
         stream_draft=request.stream_draft,
     )

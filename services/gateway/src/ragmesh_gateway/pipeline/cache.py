@@ -90,8 +90,8 @@ class CacheLookup(Step):
         span.set_attribute(attr.RAG_CACHE_SIMILARITY, round(found.best, 4))
         span.set_attribute(attr.RAG_CACHE_REFUSED, found.refused)
         span.set_attribute(attr.RAG_CACHE_HIT, found.hit is not None)
-        if found.refused:
-            await self.cache.count("refused", found.refused)
+        for reason, refused in sorted(found.reasons.items()):
+            await self.cache.count("refused", refused, reason)
         if found.hit is None:
             await self.cache.count("misses")
             return {"hit": False, "similarity": round(found.best, 4), "candidates": found.candidates}

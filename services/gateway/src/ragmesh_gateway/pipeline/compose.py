@@ -2,7 +2,9 @@
 
     chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade ┃ graph → cache pin
             → answer → cache store → verify ⇒ record turn   (a cache hit ends the steps at cache)
-                                                         └ agentic: iterate (retrieve → rerank → grade per sub-question)
+                                                         └ agentic: iterate (retrieve → rerank → grade per
+                                                           sub-question; tools: fetch_section, graph_neighbours)
+                                                           → budget (the answer within the LLM token bound)
     search:                                           understand → retrieve → rerank → grade
 
 (┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
@@ -24,6 +26,7 @@ from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, SearchRequest
 from ragmesh_gateway.pipeline.agentic import DirectOnly, Iterate, PlanStep
 from ragmesh_gateway.pipeline.answer import Answer, Verify
+from ragmesh_gateway.pipeline.budget import AnswerBudget
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
 from ragmesh_gateway.pipeline.events import Event
@@ -34,6 +37,7 @@ from ragmesh_gateway.pipeline.rerank import Rerank
 from ragmesh_gateway.pipeline.retrieve import Retrieve
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Pipeline
+from ragmesh_gateway.pipeline.tools import Tools
 from ragmesh_gateway.pipeline.understand import Understand
 
 
@@ -41,9 +45,9 @@ from ragmesh_gateway.pipeline.understand import Understand
 class AgentBounds:
     """The bounds of a multi-step answer (GATEWAY_AGENT_MAX_STEPS, _MAX_SECONDS, _MAX_LLM_TOKENS)."""
 
-    max_steps: int = 4
+    max_steps: int = 6
     max_seconds: float = 60.0
-    max_llm_tokens: int = 400
+    max_llm_tokens: int = 4000
 
 
 class Orchestrator:
@@ -88,7 +92,13 @@ class Orchestrator:
                 DirectOnly(retrieve),
                 DirectOnly(rerank),
                 DirectOnly(grade),
-                Iterate([retrieve, rerank, grade], max_steps=agent.max_steps, max_seconds=agent.max_seconds),
+                Iterate(
+                    [retrieve, rerank, grade],
+                    max_steps=agent.max_steps,
+                    max_seconds=agent.max_seconds,
+                    tools=Tools(mesh, deadlines.retrieve, deadlines.graph, graph_enabled=graph_enabled),
+                ),
+                AnswerBudget(agent.max_llm_tokens),
             ],
             during=[
                 Graph(mesh, deadlines.graph, enabled=graph_enabled),

@@ -61,6 +61,7 @@ class RequestState:
     sub_questions: list[str] = field(default_factory=list)
     agent_steps: list[dict[str, Any]] = field(default_factory=list)
     llm_tokens: int = 0
+    answer_max_tokens: int | None = None  # the answer's reply cap lowered by the LLM token bound
     timed_out: bool = False
 
     @classmethod

@@ -11,6 +11,7 @@ from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
 from ragmesh_gateway.query import Rewrite, arewrite_followup, route
@@ -72,6 +73,8 @@ class Understand(Step):
             metadata=state.user.metadata(),
             timeout=self.timeout,
         )
+        # the LLM token bound of an agentic chat counts every model call (pipeline/budget.py)
+        state.llm_tokens += estimate_tokens(question, *(content for _, content in history), reply.question)
         return reply.question
 
     @staticmethod

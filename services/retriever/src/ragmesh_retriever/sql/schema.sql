@@ -159,6 +159,15 @@ ALTER TABLE documents ADD COLUMN IF NOT EXISTS acl_grants text[]
     GENERATED ALWAYS AS (rag_acl_grants(owner_user, acl_public, acl_users, acl_departments, acl_roles)) STORED;
 CREATE INDEX IF NOT EXISTS documents_owner_sha_idx ON documents (owner_user, content_sha256) WHERE content_sha256 <> '';
 CREATE INDEX IF NOT EXISTS documents_updated_idx ON documents (updated_at DESC, id DESC);
+-- FetchSection (the agent's fetch-section tool) finds documents by title_key: the title in lower case, a trailing
+-- "(...)" or ", ..." qualifier aside, punctuation as spaces (ragmesh_retriever.sections.TITLE_KEY is the same
+-- expression). A stored column, not an expression index: under RLS a qual that calls a function that is not
+-- leakproof (lower, regexp_replace) cannot use an index, a plain `title_key = $1` can.
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS title_key text GENERATED ALWAYS AS (
+    btrim(regexp_replace(lower(regexp_replace(regexp_replace(title, '\s*\([^)]*\)\s*$', ''), ',.*$', '')),
+                         '[^[:alnum:]]+', ' ', 'g'))
+) STORED;
+CREATE INDEX IF NOT EXISTS documents_by_title_key_idx ON documents (title_key);
 
 CREATE TABLE IF NOT EXISTS chunks (
     id           text     PRIMARY KEY,

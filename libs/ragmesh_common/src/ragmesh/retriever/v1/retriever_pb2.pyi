@@ -1583,3 +1583,77 @@ class GetDocumentStampsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetDocumentStampsResponse: _TypeAlias = GetDocumentStampsResponse  # noqa: Y015
+
+@_typing.final
+class FetchSectionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLES_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    MAX_DOCUMENTS_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    """this document instead of titles"""
+    section: _builtins.str
+    """a heading of the section path (case-insensitive); empty = the beginning"""
+    limit: _builtins.int
+    """chunks per document; 0 = 4, at most 50"""
+    max_documents: _builtins.int
+    """documents in all; 0 = 3, at most 10"""
+    @_builtins.property
+    def titles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Document titles (at most 50), matched whole after lower-casing, dropping a trailing "(…)" qualifier and
+        reducing punctuation to spaces; or document_id
+        """
+
+    @_builtins.property
+    def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """narrows to these documents (never widens access); empty = all readable"""
+
+    def __init__(
+        self,
+        *,
+        titles: _abc.Iterable[_builtins.str] | None = ...,
+        document_id: _builtins.str = ...,
+        section: _builtins.str = ...,
+        document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        limit: _builtins.int = ...,
+        max_documents: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "document_ids", b"document_ids", "limit", b"limit", "max_documents", b"max_documents", "section", b"section", "titles", b"titles"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FetchSectionRequest: _TypeAlias = FetchSectionRequest  # noqa: Y015
+
+@_typing.final
+class FetchSectionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    documents: _builtins.int
+    """readable documents returned"""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]:
+        """paragraph chunks: the documents in the order of the titles they match (the exact title first, then the
+        newest), each document's chunks in document order
+        """
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[_common_pb2.ScoredChunk] | None = ...,
+        documents: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FetchSectionResponse: _TypeAlias = FetchSectionResponse  # noqa: Y015

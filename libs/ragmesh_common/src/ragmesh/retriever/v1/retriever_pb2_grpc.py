@@ -150,6 +150,11 @@ class RetrieverServiceStub(object):
                 request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.FromString,
                 _registered_method=True)
+        self.FetchSection = channel.unary_unary(
+                '/ragmesh.retriever.v1.RetrieverService/FetchSection',
+                request_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServiceServicer(object):
@@ -314,6 +319,15 @@ class RetrieverServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchSection(self, request, context):
+        """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
+        documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+        `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -431,6 +445,11 @@ def add_RetrieverServiceServicer_to_server(servicer, server):
                     servicer.GetDocumentStamps,
                     request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.FromString,
                     response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.SerializeToString,
+            ),
+            'FetchSection': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchSection,
+                    request_deserializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionRequest.FromString,
+                    response_serializer=ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1054,6 +1073,33 @@ class RetrieverService(object):
             '/ragmesh.retriever.v1.RetrieverService/GetDocumentStamps',
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsRequest.SerializeToString,
             ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.GetDocumentStampsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.retriever.v1.RetrieverService/FetchSection',
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionRequest.SerializeToString,
+            ragmesh_dot_retriever_dot_v1_dot_retriever__pb2.FetchSectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,11 @@ class RetrieverServiceStub:
     changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
     checks at hit time that a cached answer's sources are all still readable and unchanged.
     """
+    FetchSection: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.FetchSectionRequest, _retriever_pb2.FetchSectionResponse]
+    """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
+    documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+    `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
+    """
 
 @_typing.type_check_only
 class RetrieverServiceAsyncStub(RetrieverServiceStub):
@@ -134,6 +139,11 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
     changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
     checks at hit time that a cached answer's sources are all still readable and unchanged.
+    """
+    FetchSection: _aio.UnaryUnaryMultiCallable[_retriever_pb2.FetchSectionRequest, _retriever_pb2.FetchSectionResponse]  # type: ignore[assignment]
+    """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
+    documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+    `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
     """
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -321,6 +331,17 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
         """The ready documents among the given ids that the caller may read now (RLS), each with a stamp that
         changes with any change of the row (version, ACL, title, status): how the gateway's semantic cache
         checks at hit time that a cached answer's sources are all still readable and unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def FetchSection(
+        self,
+        request: _retriever_pb2.FetchSectionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_retriever_pb2.FetchSectionResponse, _abc.Awaitable[_retriever_pb2.FetchSectionResponse]]:
+        """A document's section by title, for its readers (RLS): the agent's fetch-section tool. The ready
+        documents titled like any of `titles` (case, punctuation and a trailing "(…)" qualifier aside), or the one
+        `document_id`, and in each the chunks under the heading `section` (empty: the document's beginning).
         """
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
