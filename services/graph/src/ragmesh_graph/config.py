@@ -32,7 +32,7 @@ class Settings(ServiceSettings):
     # around the question's entities, the chunk count above which an entity is not expanded, and the weight
     # of entity-entity relations against entity-chunk mentions in the walk.
     ppr_damping: float = Field(0.5, gt=0, lt=1)
-    ppr_hops: int = Field(2, ge=1, le=3)
+    ppr_hops: int = Field(1, ge=1, le=3)
     ppr_hub_chunks: int = Field(200, ge=1)
     ppr_relation_weight: float = Field(1.0, ge=0)
 

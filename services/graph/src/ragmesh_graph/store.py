@@ -138,30 +138,25 @@ LIMIT $cap
 """
 Q_ENTITIES_WITH_CHUNKS = """
 UNWIND $keys AS k
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
+MATCH (e:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
 WHERE c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, collect(DISTINCT c.id) AS chunk_ids
 """
 Q_ENTITY_MENTIONS = """
 UNWIND $keys AS k
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
+MATCH (e:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
 WHERE c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, count(DISTINCT c) AS mentions
 """
 # The documents a filtered read below could touch, asked of the catalogue before that read
 Q_MENTION_DOCUMENTS = """
 UNWIND $keys AS k
-MATCH (c:Chunk)-[:MENTIONS]->(:Entity {key: k})
+MATCH (:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
 RETURN DISTINCT c.document_id AS document_id
-"""
-Q_ALIAS_DOCUMENTS = """
-UNWIND $keys AS k
-MATCH (a:Alias {key: k})
-RETURN DISTINCT a.document_id AS document_id
 """
 Q_ALIASES = """
 UNWIND $keys AS k
-MATCH (a:Alias {key: k}) WHERE a.document_id IN $document_ids
+MATCH (a:Alias {key: k})
 RETURN a.key AS key, a.entity AS entity, a.surface AS surface, a.reason AS reason, a.document_id AS document_id
 """
 Q_HOP_DOCUMENTS = """
@@ -179,17 +174,16 @@ ORDER BY weight DESC
 LIMIT $cap
 """
 # The readable subgraph (PageRank leg, communities): mentions and relations of readable documents only
+# One hop of the neighbourhood: the chunks that mention the keys, with every entity those chunks mention (the key
+# itself too: two MATCH clauses, since one pattern may not use a relationship twice); rows of
+# documents the catalogue does not admit are dropped before anything is built from them
 Q_MENTIONS_OF_ENTITIES = """
 UNWIND $keys AS k
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
-WHERE c.document_id IN $document_ids
-RETURN e.key AS key, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
+MATCH (e:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
+MATCH (c)-[:MENTIONS]->(f:Entity)
+RETURN e.key AS seed, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id, f.key AS key, f.name AS name,
+       f.type AS type
 LIMIT $cap
-"""
-Q_MENTIONS_IN_CHUNKS = """
-UNWIND $uids AS u
-MATCH (c:Chunk {uid: u})-[:MENTIONS]->(e:Entity)
-RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
 """
 Q_MENTIONS_OF_DOCUMENTS = """
 UNWIND $document_ids AS d
@@ -627,63 +621,56 @@ class GraphStore:
             asked: set[str] = set()
             allowed: set[str] = set()
 
-            async def readable_among(query: str, among: list[str]) -> list[str]:
-                found = {row["document_id"] for row in await self._run(tx, query, keys=among)}
+            async def admitted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                """The rows of documents the catalogue says are readable (it is asked about new ones first)."""
+                found = {row["document_id"] for row in rows}
                 if found - asked:
                     allowed.update(await readable(found - asked))
                     asked.update(found)
-                return sorted(found & allowed)
+                return [row for row in rows if row["document_id"] in allowed]
 
             graph = Subgraph()
-            alias_documents = await readable_among(Q_ALIAS_DOCUMENTS, keys)
-            if alias_documents:
-                for row in await self._run(tx, Q_ALIASES, keys=keys, document_ids=alias_documents):
-                    graph.aliases.setdefault(row["key"], row["entity"])
+            for row in await admitted(await self._run(tx, Q_ALIASES, keys=keys)):
+                graph.aliases.setdefault(row["key"], row["entity"])
             seeds = list(dict.fromkeys([*keys, *graph.aliases.values()]))
-            chunk_entities: dict[str, set[str]] = {}
+            seen_chunks: set[str] = set()
             expanded: set[str] = set()
             frontier = seeds
             for hop in range(hops + 1):
-                documents = await readable_among(Q_MENTION_DOCUMENTS, frontier) if frontier else []
-                rows = (
-                    await self._run(tx, Q_MENTIONS_OF_ENTITIES, keys=frontier, document_ids=documents, cap=row_cap)
-                    if documents
-                    else []
-                )
+                rows = await admitted(await self._run(tx, Q_MENTIONS_OF_ENTITIES, keys=frontier, cap=row_cap))
                 expanded.update(frontier)
-                per_entity = Counter(row["key"] for row in rows)
+                chunks_of: dict[str, set[str]] = {}
+                for row in rows:
+                    chunks_of.setdefault(row["seed"], set()).add(row["uid"])
                 if hop == 0:
-                    graph.seeds = [k for k in seeds if per_entity[k]]
-                new_uids = sorted(
-                    {
-                        row["uid"]
-                        for row in rows
-                        if row["uid"] not in chunk_entities and (hop == 0 or per_entity[row["key"]] <= hub_chunks)
-                    }
-                )
-                if not new_uids:
-                    break
-                for batch in range(0, len(new_uids), BATCH_ROWS):
-                    for row in await self._run(tx, Q_MENTIONS_IN_CHUNKS, uids=new_uids[batch : batch + BATCH_ROWS]):
-                        if row["document_id"] not in allowed:
-                            continue  # the chunk's document was admitted above; this guards a race with a delete
-                        chunk_entities.setdefault(row["uid"], set()).add(row["key"])
-                        graph.mentions.append(
-                            SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"])
-                        )
-                        graph.documents.add(row["document_id"])
-                        info = graph.entities.get(row["key"])
-                        if info is None:
-                            info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
-                        info.mentions += 1
-                        info.chunk_ids.append(row["chunk_id"])
+                    graph.seeds = [k for k in seeds if k in chunks_of]
+                # a chunk new in this hop, reached from a seed of this hop that is not a hub (hop 0: any seed)
+                new_chunks = {
+                    row["uid"]
+                    for row in rows
+                    if row["uid"] not in seen_chunks and (hop == 0 or len(chunks_of[row["seed"]]) <= hub_chunks)
+                }
+                seen_chunks |= new_chunks
+                added: set[tuple[str, str]] = set()
+                for row in rows:
+                    if row["uid"] not in new_chunks or (row["uid"], row["key"]) in added:
+                        continue
+                    added.add((row["uid"], row["key"]))
+                    graph.mentions.append(SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"]))
+                    graph.documents.add(row["document_id"])
+                    info = graph.entities.get(row["key"])
+                    if info is None:
+                        info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
+                    info.mentions += 1
+                    info.chunk_ids.append(row["chunk_id"])
                 if hop == hops:
                     break
                 frontier = [k for k in graph.entities if k not in expanded]
+                if not frontier:
+                    break
             if graph.entities and graph.documents:
-                entity_keys = sorted(graph.entities)
                 for row in await self._run(
-                    tx, Q_RELATIONS_AMONG, keys=entity_keys, document_ids=sorted(graph.documents)
+                    tx, Q_RELATIONS_AMONG, keys=sorted(graph.entities), document_ids=sorted(graph.documents)
                 ):
                     a, b = sorted((row["a"], row["b"]))
                     graph.relations.append(
