@@ -84,6 +84,7 @@ def predicate(a: Span, b: Span) -> str:
     ends = (ha.i, hb.i)
     if any(t.dep_ == "appos" for t in (*up_a, *up_b)) and lca.i in ends:
         return "is"
+    verb: Token | None
     if lca.pos_ in _VERB_POS:
         verb = lca
     else:

@@ -128,8 +128,8 @@ def resolve(extracted: Extracted, known: Known, threshold: float) -> Resolution:
     for target, _ in known.aliases.values():
         rank.setdefault(target, (len(target.split()), 1 << 20, target))  # a graph entity stays the root
     for candidates in (*known.by_initials.values(), *known.by_first_word.values()):
-        for entity in candidates:
-            rank.setdefault(entity.key, (len(entity.key.split()), 1 << 20, entity.key))
+        for candidate in candidates:
+            rank.setdefault(candidate.key, (len(candidate.key.split()), 1 << 20, candidate.key))
     uf = _UnionFind(rank)
     reasons: dict[str, str] = {}
 
@@ -162,9 +162,9 @@ def resolve(extracted: Extracted, known: Known, threshold: float) -> Resolution:
     for key, entity in entities.items():
         if entity.type != PERSON or " " in key:
             continue
-        longer = [k for k in people if k.rsplit(" ", 1)[-1] == key]
-        if len(longer) == 1:
-            merge(key, longer[0], REASON_SHORT_FORM)
+        full_names = [k for k in people if k.rsplit(" ", 1)[-1] == key]
+        if len(full_names) == 1:
+            merge(key, full_names[0], REASON_SHORT_FORM)
     if threshold < 1.0:
         _similar(entities, known, threshold, merge)
     canonical: dict[str, str] = {}
