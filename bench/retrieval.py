@@ -64,7 +64,7 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid+graph": {"graph_leg": True},
 }
 # The sweep that chose the graph leg's default weight (RETRIEVER_GRAPH_WEIGHT); "hybrid+graph" is the default.
-GRAPH_WEIGHT_SWEEP = (0.25, 1.0, 2.0)
+GRAPH_WEIGHT_SWEEP = (0.1, 0.25, 1.0)
 CONFIGURATIONS.update({f"hybrid+graph@w={w}": {"graph_leg": True, "graph_weight": w} for w in GRAPH_WEIGHT_SWEEP})
 GRAPH_CONFIGURATIONS = {name for name, fields in CONFIGURATIONS.items() if fields.get("graph_leg")}
 # The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.4.

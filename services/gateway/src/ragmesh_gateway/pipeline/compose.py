@@ -57,7 +57,7 @@ class Orchestrator:
         min_relevance: float,
         candidates: int = 30,
         graph_enabled: bool = True,
-        graph_leg: str = "auto",
+        graph_leg: str = "off",
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,

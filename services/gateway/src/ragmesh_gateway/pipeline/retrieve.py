@@ -3,8 +3,8 @@ while it looks up permissions and runs the lexical legs, and merges the sub-quer
 question's own ranking. Required; a down embedder degrades to lexical search (the `embed` stage says so).
 The document counts decide the outcomes that are not an answer (no permission, empty filter, ingesting).
 
-The graph leg: when the request asks for it (`graph_leg`) or the deployment's default says so (GATEWAY_GRAPH_LEG:
-on, off, or auto = when the router reads the question as multi-hop or relational), the graph's RankChunks is
+The graph leg: when the request asks for it (`graph_leg`) or the deployment's default says so (GATEWAY_GRAPH_LEG,
+default off: on, off, or auto = when the router reads the question as multi-hop or relational), the graph's RankChunks is
 asked first, as the same user (the graph reads only documents the catalogue says the user may read), and its
 chunk scores go to the retriever as a third leg of the fusion. A graph that cannot answer degrades the search to
 two legs (the `graph` stage says so); it never fails the request."""
