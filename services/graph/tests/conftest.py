@@ -103,6 +103,7 @@ def graph_settings(arcadedb: EmbeddedArcadeDB, catalogue: tuple[Catalogue, int])
         # the rule extractor: these tests are about the store, permissions and the leg, with texts whose entities
         # the rules find exactly; the spaCy extractor has its own tests (test_graph_nlp.py)
         spacy_model="",
+        ppr_hops=2,  # the rank tests' bridge is three chunks long
         retriever_addr=f"127.0.0.1:{catalogue[1]}",
     )
 
