@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -74,6 +74,10 @@ class Settings(ServiceSettings):
     token_cache_size: int = 4096
     token_cache_seconds: float = 300.0
     graph_enabled: bool = True
+    # the graph leg of retrieval when a request does not say: on, off, or auto (when the query router reads the
+    # question as multi-hop or relational; routing is on in chat and off by default in search). Off: on
+    # HotpotQA-100 the leg lowered R@2/R@5 at every weight measured (bench/results/retrieval-graph27-hotpotqa.json)
+    graph_leg: Literal["on", "off", "auto"] = "off"
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"6\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks2\xab\x02\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"G\n\x11RankChunksRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\"B\n\nChunkScore\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"\x9f\x01\n\x12RankChunksResponse\x12,\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x1c.ragmesh.graph.v1.ChunkScore\x12\'\n\x05seeds\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12\x19\n\x11subgraph_entities\x18\x03 \x01(\x05\x12\x17\n\x0fsubgraph_chunks\x18\x04 \x01(\x05\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"6\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks2\x84\x03\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponse\x12W\n\nRankChunks\x12#.ragmesh.graph.v1.RankChunksRequest\x1a$.ragmesh.graph.v1.RankChunksResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,22 +33,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GRAPHCHUNK']._serialized_start=50
   _globals['_GRAPHCHUNK']._serialized_end=115
-  _globals['_INGESTCHUNKSREQUEST']._serialized_start=117
-  _globals['_INGESTCHUNKSREQUEST']._serialized_end=205
-  _globals['_INGESTCHUNKSRESPONSE']._serialized_start=207
-  _globals['_INGESTCHUNKSRESPONSE']._serialized_end=266
-  _globals['_GETCONTEXTREQUEST']._serialized_start=268
-  _globals['_GETCONTEXTREQUEST']._serialized_end=358
-  _globals['_ENTITY']._serialized_start=360
-  _globals['_ENTITY']._serialized_end=414
-  _globals['_RELATION']._serialized_start=416
-  _globals['_RELATION']._serialized_end=522
-  _globals['_GETCONTEXTRESPONSE']._serialized_start=525
-  _globals['_GETCONTEXTRESPONSE']._serialized_end=700
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=702
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=746
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=748
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=794
-  _globals['_GRAPHSERVICE']._serialized_start=797
-  _globals['_GRAPHSERVICE']._serialized_end=1096
+  _globals['_RANKCHUNKSREQUEST']._serialized_start=117
+  _globals['_RANKCHUNKSREQUEST']._serialized_end=188
+  _globals['_CHUNKSCORE']._serialized_start=190
+  _globals['_CHUNKSCORE']._serialized_end=256
+  _globals['_RANKCHUNKSRESPONSE']._serialized_start=259
+  _globals['_RANKCHUNKSRESPONSE']._serialized_end=418
+  _globals['_INGESTCHUNKSREQUEST']._serialized_start=420
+  _globals['_INGESTCHUNKSREQUEST']._serialized_end=508
+  _globals['_INGESTCHUNKSRESPONSE']._serialized_start=510
+  _globals['_INGESTCHUNKSRESPONSE']._serialized_end=569
+  _globals['_GETCONTEXTREQUEST']._serialized_start=571
+  _globals['_GETCONTEXTREQUEST']._serialized_end=661
+  _globals['_ENTITY']._serialized_start=663
+  _globals['_ENTITY']._serialized_end=717
+  _globals['_RELATION']._serialized_start=719
+  _globals['_RELATION']._serialized_end=825
+  _globals['_GETCONTEXTRESPONSE']._serialized_start=828
+  _globals['_GETCONTEXTRESPONSE']._serialized_end=1003
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1005
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1049
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1051
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1097
+  _globals['_GRAPHSERVICE']._serialized_start=1100
+  _globals['_GRAPHSERVICE']._serialized_end=1488
 # @@protoc_insertion_point(module_scope)

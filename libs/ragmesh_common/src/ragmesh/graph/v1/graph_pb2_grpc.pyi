@@ -38,6 +38,11 @@ class GraphServiceStub:
     caller may read (the graph asks the retriever's CheckDocumentAccess about the documents it finds).
     """
     DeleteDocument: _grpc.UnaryUnaryMultiCallable[_graph_pb2.DeleteDocumentRequest, _graph_pb2.DeleteDocumentResponse]
+    RankChunks: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RankChunksRequest, _graph_pb2.RankChunksResponse]
+    """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+    over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+    Only documents the caller may read (the catalogue decides) enter the subgraph.
+    """
 
 @_typing.type_check_only
 class GraphServiceAsyncStub(GraphServiceStub):
@@ -49,6 +54,11 @@ class GraphServiceAsyncStub(GraphServiceStub):
     caller may read (the graph asks the retriever's CheckDocumentAccess about the documents it finds).
     """
     DeleteDocument: _aio.UnaryUnaryMultiCallable[_graph_pb2.DeleteDocumentRequest, _graph_pb2.DeleteDocumentResponse]  # type: ignore[assignment]
+    RankChunks: _aio.UnaryUnaryMultiCallable[_graph_pb2.RankChunksRequest, _graph_pb2.RankChunksResponse]  # type: ignore[assignment]
+    """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+    over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+    Only documents the caller may read (the catalogue decides) enter the subgraph.
+    """
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -75,5 +85,16 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_pb2.DeleteDocumentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_pb2.DeleteDocumentResponse, _abc.Awaitable[_graph_pb2.DeleteDocumentResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RankChunks(
+        self,
+        request: _graph_pb2.RankChunksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.RankChunksResponse, _abc.Awaitable[_graph_pb2.RankChunksResponse]]:
+        """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+        over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+        Only documents the caller may read (the catalogue decides) enter the subgraph.
+        """
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
