@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"6\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks2\xab\x02\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"U\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\x12\n\n\x02id\x18\x04 \x01(\t\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks\"5\n\x15SearchEntitiesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"D\n\x16SearchEntitiesResponse\x12*\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\"\x1e\n\x10GetEntityRequest\x12\n\n\x02id\x18\x01 \x01(\t\"1\n\x08\x43hunkRef\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\"F\n\x0c\x43ommunityRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x05\"\xfd\x01\n\x11GetEntityResponse\x12(\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12,\n\x08mentions\x18\x04 \x03(\x0b\x32\x1a.ragmesh.graph.v1.ChunkRef\x12\x33\n\x0b\x63ommunities\x18\x05 \x03(\x0b\x32\x1e.ragmesh.graph.v1.CommunityRef\"P\n\x1aGetCommunityReportsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"T\n\x0eReportSentence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\x12\r\n\x05score\x18\x04 \x01(\x01\"\xec\x01\n\x0f\x43ommunityReport\x12\x31\n\tcommunity\x18\x01 \x01(\x0b\x32\x1e.ragmesh.graph.v1.CommunityRef\x12.\n\x0ckey_entities\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12\x31\n\x07summary\x18\x03 \x03(\x0b\x32 .ragmesh.graph.v1.ReportSentence\x12\x30\n\x06\x61nswer\x18\x04 \x03(\x0b\x32 .ragmesh.graph.v1.ReportSentence\x12\x11\n\trelevance\x18\x05 \x01(\x01\"f\n\x1bGetCommunityReportsResponse\x12\x32\n\x07reports\x18\x01 \x03(\x0b\x32!.ragmesh.graph.v1.CommunityReport\x12\x13\n\x0b\x63omputed_at\x18\x02 \x01(\t\"\x1b\n\x19GetCommunityStatusRequest\"\x1d\n\x1bRecomputeCommunitiesRequest\"\xb1\x01\n\x0f\x43ommunityStatus\x12\r\n\x05state\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputed_at\x18\x02 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x03 \x01(\x01\x12\x10\n\x08\x65ntities\x18\x04 \x01(\x05\x12\r\n\x05\x65\x64ges\x18\x05 \x01(\x05\x12\x1d\n\x15\x63ommunities_per_level\x18\x06 \x03(\x05\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t2\xaa\x06\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponse\x12\x63\n\x0eSearchEntities\x12\'.ragmesh.graph.v1.SearchEntitiesRequest\x1a(.ragmesh.graph.v1.SearchEntitiesResponse\x12T\n\tGetEntity\x12\".ragmesh.graph.v1.GetEntityRequest\x1a#.ragmesh.graph.v1.GetEntityResponse\x12r\n\x13GetCommunityReports\x12,.ragmesh.graph.v1.GetCommunityReportsRequest\x1a-.ragmesh.graph.v1.GetCommunityReportsResponse\x12\x64\n\x12GetCommunityStatus\x12+.ragmesh.graph.v1.GetCommunityStatusRequest\x1a!.ragmesh.graph.v1.CommunityStatus\x12h\n\x14RecomputeCommunities\x12-.ragmesh.graph.v1.RecomputeCommunitiesRequest\x1a!.ragmesh.graph.v1.CommunityStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,15 +40,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCONTEXTREQUEST']._serialized_start=268
   _globals['_GETCONTEXTREQUEST']._serialized_end=358
   _globals['_ENTITY']._serialized_start=360
-  _globals['_ENTITY']._serialized_end=414
-  _globals['_RELATION']._serialized_start=416
-  _globals['_RELATION']._serialized_end=522
-  _globals['_GETCONTEXTRESPONSE']._serialized_start=525
-  _globals['_GETCONTEXTRESPONSE']._serialized_end=700
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=702
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=746
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=748
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=794
-  _globals['_GRAPHSERVICE']._serialized_start=797
-  _globals['_GRAPHSERVICE']._serialized_end=1096
+  _globals['_ENTITY']._serialized_end=445
+  _globals['_RELATION']._serialized_start=447
+  _globals['_RELATION']._serialized_end=553
+  _globals['_GETCONTEXTRESPONSE']._serialized_start=556
+  _globals['_GETCONTEXTRESPONSE']._serialized_end=731
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=733
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=777
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=779
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=825
+  _globals['_SEARCHENTITIESREQUEST']._serialized_start=827
+  _globals['_SEARCHENTITIESREQUEST']._serialized_end=880
+  _globals['_SEARCHENTITIESRESPONSE']._serialized_start=882
+  _globals['_SEARCHENTITIESRESPONSE']._serialized_end=950
+  _globals['_GETENTITYREQUEST']._serialized_start=952
+  _globals['_GETENTITYREQUEST']._serialized_end=982
+  _globals['_CHUNKREF']._serialized_start=984
+  _globals['_CHUNKREF']._serialized_end=1033
+  _globals['_COMMUNITYREF']._serialized_start=1035
+  _globals['_COMMUNITYREF']._serialized_end=1105
+  _globals['_GETENTITYRESPONSE']._serialized_start=1108
+  _globals['_GETENTITYRESPONSE']._serialized_end=1361
+  _globals['_GETCOMMUNITYREPORTSREQUEST']._serialized_start=1363
+  _globals['_GETCOMMUNITYREPORTSREQUEST']._serialized_end=1443
+  _globals['_REPORTSENTENCE']._serialized_start=1445
+  _globals['_REPORTSENTENCE']._serialized_end=1529
+  _globals['_COMMUNITYREPORT']._serialized_start=1532
+  _globals['_COMMUNITYREPORT']._serialized_end=1768
+  _globals['_GETCOMMUNITYREPORTSRESPONSE']._serialized_start=1770
+  _globals['_GETCOMMUNITYREPORTSRESPONSE']._serialized_end=1872
+  _globals['_GETCOMMUNITYSTATUSREQUEST']._serialized_start=1874
+  _globals['_GETCOMMUNITYSTATUSREQUEST']._serialized_end=1901
+  _globals['_RECOMPUTECOMMUNITIESREQUEST']._serialized_start=1903
+  _globals['_RECOMPUTECOMMUNITIESREQUEST']._serialized_end=1932
+  _globals['_COMMUNITYSTATUS']._serialized_start=1935
+  _globals['_COMMUNITYSTATUS']._serialized_end=2112
+  _globals['_GRAPHSERVICE']._serialized_start=2115
+  _globals['_GRAPHSERVICE']._serialized_end=2925
 # @@protoc_insertion_point(module_scope)
