@@ -96,13 +96,18 @@ def main() -> None:
     predicted: list[str] = []
     for row in corpus:
         votes = Counter(
-            cid for key in mentions.get(f"{row['_id']}/p0", ()) for cid in hierarchy.of_entity.get(key, []) if cid in top
+            cid
+            for key in mentions.get(f"{row['_id']}/p0", ())
+            for cid in hierarchy.of_entity.get(key, [])
+            if cid in top
         )
         predicted.append(votes.most_common(1)[0][0] if votes else f"none:{row['_id']}")
     articles = [row["title"] for row in corpus]
     ami = adjusted_mutual_info_score(articles, predicted)
-    print(f"entities {graph.vcount()}, edges {graph.ecount()}, top-level communities {len(top)}, "
-          f"level-1 {len(hierarchy.level(1))}; AMI {ami:.3f} (extract {extract_s:.1f}s, detect {detect_s:.1f}s)")
+    print(
+        f"entities {graph.vcount()}, edges {graph.ecount()}, top-level communities {len(top)}, "
+        f"level-1 {len(hierarchy.level(1))}; AMI {ami:.3f} (extract {extract_s:.1f}s, detect {detect_s:.1f}s)"
+    )
 
     article_of = {row["_id"]: row["title"] for row in corpus}
     view = reports.GraphView(names=names, weights=weights, chunk_mentions={u: sorted(k) for u, k in mentions.items()})

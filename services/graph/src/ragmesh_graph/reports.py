@@ -30,8 +30,33 @@ MAX_SENTENCE_CHARS = 600
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'-]+")
 # Words of a collection-level question that say what is asked, not what about (never topic words).
 _ASKING = frozenset(
-    "main theme themes topic topics summarise summarize summary overview document documents say says know "
-    "key points idea ideas gist give tell describe collection files file".split()
+    [
+        "main",
+        "theme",
+        "themes",
+        "topic",
+        "topics",
+        "summarise",
+        "summarize",
+        "summary",
+        "overview",
+        "document",
+        "documents",
+        "say",
+        "says",
+        "know",
+        "key",
+        "points",
+        "idea",
+        "ideas",
+        "gist",
+        "give",
+        "tell",
+        "describe",
+        "collection",
+        "files",
+        "file",
+    ]
 )
 
 

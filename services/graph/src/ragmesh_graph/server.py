@@ -17,12 +17,16 @@ from opentelemetry import trace
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext, require_user
-from ragmesh_common.errors import InvalidArgument, PermissionDenied, grpc_errors
+from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_graph.access import AccessUnavailable, DocumentAccess
 from ragmesh_graph.config import Settings
-from ragmesh_graph.extract import EntityExtractor, build_document_graph
-from ragmesh_graph.store import EntityInfo, GraphStore
+from ragmesh_graph.extract import EntityExtractor, build_document_graph, normalise
+from ragmesh_graph.recompute import CommunityRunner, Status
+from ragmesh_graph.reports import Sentence, build_reports, map_report, plan_reports, relevant_communities
+from ragmesh_graph.store import EntityInfo, GraphStore, Readable
+from ragmesh_graph.texts import ChunkTexts
+from ragmesh_graph.views import entity_id, entity_key, entity_mentions, readable_view, search_keys
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -30,6 +34,9 @@ tracer = trace.get_tracer(__name__)
 DEFAULT_DEPTH = 2
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+DEFAULT_ENTITY_SEARCH = 20
+MAX_ENTITY_SEARCH = 100
+MAX_ENTITY_CHUNKS = 50
 # lengths and counts (query, document_ids, ids): the shared request check (ragmesh_common.limits)
 
 
@@ -40,7 +47,31 @@ def _document_id(value: str) -> str:
 
 
 def _entity_pb(entity: EntityInfo) -> graph_pb2.Entity:
-    return graph_pb2.Entity(name=entity.name, type=entity.type, mentions=entity.mentions)
+    return graph_pb2.Entity(
+        name=entity.name,
+        type=entity.type,
+        mentions=entity.mentions,
+        id=entity_id(entity.key),
+        chunk_ids=entity.chunk_ids,
+    )
+
+
+def _status_pb(status: Status) -> graph_pb2.CommunityStatus:
+    return graph_pb2.CommunityStatus(
+        state=status.state,
+        computed_at=status.computed_at,
+        duration_seconds=status.duration_seconds,
+        entities=status.entities,
+        edges=status.edges,
+        communities_per_level=status.communities_per_level,
+        error=status.error,
+        signature=status.signature,
+    )
+
+
+def _require_admin(user: UserContext) -> None:
+    if not user.is_admin:
+        raise PermissionDenied("the community computation is for role admin")
 
 
 def _access_failed(exc: AccessUnavailable, what: str) -> AccessUnavailable:
@@ -53,10 +84,39 @@ def _access_failed(exc: AccessUnavailable, what: str) -> AccessUnavailable:
 
 
 class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
-    def __init__(self, store: GraphStore, extractor: EntityExtractor, access: DocumentAccess) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        extractor: EntityExtractor,
+        access: DocumentAccess,
+        runner: CommunityRunner | None = None,
+        texts: ChunkTexts | None = None,
+    ) -> None:
         self.store = store
         self.extractor = extractor
         self.access = access
+        self.runner = runner
+        self.texts = texts
+
+    def _reader(self, user: UserContext, narrow: set[str], what: str) -> tuple[Readable, set[str], set[str]]:
+        """A `Readable` that asks the catalogue as `user` (within `narrow` when given), and the sets of the
+        documents it was asked about and found readable."""
+        asked: set[str] = set()
+        readable: set[str] = set()
+
+        async def may_read(document_ids: set[str]) -> set[str]:
+            wanted = document_ids & narrow if narrow else document_ids
+            if not wanted:
+                return set()
+            try:
+                found = (await self.access.check(user, wanted)).readable
+            except AccessUnavailable as exc:
+                raise _access_failed(exc, what) from exc
+            asked.update(wanted)
+            readable.update(found)
+            return set(found)
+
+        return may_read, asked, readable
 
     async def _require_owner(self, user: UserContext, document_id: str) -> None:
         try:
@@ -188,6 +248,161 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         logger.info("deleted %s from the graph: %d chunks", document_id, removed)
         return graph_pb2.DeleteDocumentResponse()
 
+    @grpc_errors
+    async def SearchEntities(
+        self,
+        request: graph_pb2.SearchEntitiesRequest,
+        context: aio.ServicerContext[graph_pb2.SearchEntitiesRequest, graph_pb2.SearchEntitiesResponse],
+    ) -> graph_pb2.SearchEntitiesResponse:
+        text = normalise(request.query)
+        if len(text) < 2:
+            raise InvalidArgument("query must have at least 2 letters or digits")
+        if not 0 <= request.limit <= MAX_ENTITY_SEARCH:
+            raise InvalidArgument(f"limit must be 0..{MAX_ENTITY_SEARCH} (0 = {DEFAULT_ENTITY_SEARCH})")
+        user = await require_user(context)
+        limit = request.limit or DEFAULT_ENTITY_SEARCH
+        with tracer.start_as_current_span("graph entity search") as span:
+            may_read, _, readable = self._reader(user, set(), "entity search")
+            found = await entity_mentions(self.store, await search_keys(self.store, text), may_read)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+        entities: dict[str, EntityInfo] = {}
+        for m in found.mentions:
+            entity = entities.setdefault(m.key, EntityInfo(m.key, m.name, m.type))
+            entity.mentions += 1
+            entity.chunk_ids.append(m.chunk_id)
+        ranked = sorted(entities.values(), key=lambda e: (e.key != text, -e.mentions, e.key))[:limit]
+        for entity in ranked:
+            entity.chunk_ids = sorted(set(entity.chunk_ids))[:MAX_ENTITY_CHUNKS]
+        return graph_pb2.SearchEntitiesResponse(entities=[_entity_pb(e) for e in ranked])
+
+    @grpc_errors
+    async def GetEntity(
+        self,
+        request: graph_pb2.GetEntityRequest,
+        context: aio.ServicerContext[graph_pb2.GetEntityRequest, graph_pb2.GetEntityResponse],
+    ) -> graph_pb2.GetEntityResponse:
+        key = entity_key(request.id) if request.id else None
+        if key is None or not key.strip():
+            raise InvalidArgument("id is not an entity id")
+        user = await require_user(context)
+        with tracer.start_as_current_span("graph entity") as span:
+            may_read, _, readable = self._reader(user, set(), "entity detail")
+            found = await entity_mentions(self.store, [key], may_read)
+            if not found.mentions:  # unknown and unreadable look the same
+                raise NotFound("no such entity")
+            around = await self.store.context([key], may_read, 1, DEFAULT_LIMIT)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(around.relations))
+        first = found.mentions[0]
+        chunks = sorted({(m.document_id, m.chunk_id) for m in found.mentions})
+        entity = EntityInfo(key, first.name, first.type, len(chunks), [c for _, c in chunks][:MAX_ENTITY_CHUNKS])
+        refs: list[graph_pb2.CommunityRef] = []
+        if self.runner is not None:
+            hierarchy = self.runner.hierarchy
+            for cid in hierarchy.of_entity.get(key, []):
+                community = hierarchy.communities[cid]
+                view, _ = await readable_view(self.store, list(community.members), may_read)
+                ranked = plan_reports([(community, 0.0)], view, self.runner.settings)
+                if not ranked:
+                    continue
+                top = sorted(ranked[0].members, key=lambda m: (-ranked[0].centrality[m], m))
+                refs.append(
+                    graph_pb2.CommunityRef(
+                        id=cid,
+                        level=community.level,
+                        title=" · ".join(view.names[m] for m in top[:3]),
+                        size=len(top),
+                    )
+                )
+        return graph_pb2.GetEntityResponse(
+            entity=_entity_pb(entity),
+            neighbours=[_entity_pb(e) for e in around.neighbours],
+            relations=[
+                graph_pb2.Relation(
+                    source=r.source, target=r.target, type=r.type, weight=r.weight, chunk_ids=r.chunk_ids, depth=r.depth
+                )
+                for r in around.relations
+            ],
+            mentions=[graph_pb2.ChunkRef(document_id=d, chunk_id=c) for d, c in chunks[:MAX_ENTITY_CHUNKS]],
+            communities=refs,
+        )
+
+    @grpc_errors
+    async def GetCommunityReports(
+        self,
+        request: graph_pb2.GetCommunityReportsRequest,
+        context: aio.ServicerContext[graph_pb2.GetCommunityReportsRequest, graph_pb2.GetCommunityReportsResponse],
+    ) -> graph_pb2.GetCommunityReportsResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query is empty")
+        if request.limit < 0:
+            raise InvalidArgument("limit must be >= 0")
+        user = await require_user(context)
+        if self.runner is None or self.texts is None:
+            return graph_pb2.GetCommunityReportsResponse()
+        settings = self.runner.settings
+        hierarchy = self.runner.hierarchy
+        limit = min(request.limit or settings.max_reports, settings.max_reports)
+        with tracer.start_as_current_span("graph community reports") as span:
+            may_read, asked, readable = self._reader(user, {d for d in request.document_ids if d}, "community reports")
+            query_keys = self.extractor.query_keys(request.query)
+            named = [k for k in query_keys if k in hierarchy.of_entity]
+            tops = {hierarchy.of_entity[k][0] for k in named}
+            candidates = sorted({m for c in hierarchy.level(0) if not tops or c.id in tops for m in c.members})
+            view, _ = await readable_view(self.store, candidates, may_read)
+            chosen = relevant_communities(hierarchy, view, query_keys, request.query, settings)[:limit]
+            plans = plan_reports(chosen, view, settings)
+            wanted = {uid: tuple(uid.rsplit("/", 1)) for plan in plans for uid in plan.chunk_uids}
+            texts = await self.texts.fetch(user, {u: (d, c) for u, (d, c) in wanted.items()})
+            reports = build_reports(plans, texts, view.names, settings)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+            if len(asked) > len(readable):
+                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
+            span.set_attribute(attr.RAG_GRAPH_ENTITIES, sum(r.size for r in reports))
+        return graph_pb2.GetCommunityReportsResponse(
+            reports=[
+                graph_pb2.CommunityReport(
+                    community=graph_pb2.CommunityRef(id=r.community_id, level=r.level, title=r.title, size=r.size),
+                    key_entities=[
+                        graph_pb2.Entity(name=name, id=entity_id(key), mentions=0) for key, name, _ in r.entities
+                    ],
+                    summary=[_sentence_pb(s) for s in r.sentences[: settings.report_sentences]],
+                    answer=[_sentence_pb(s) for s in map_report(request.query, r, settings.report_sentences)],
+                    relevance=r.relevance,
+                )
+                for r in reports
+            ],
+            computed_at=self.runner.status.computed_at,
+        )
+
+    @grpc_errors
+    async def GetCommunityStatus(
+        self,
+        request: graph_pb2.GetCommunityStatusRequest,
+        context: aio.ServicerContext[graph_pb2.GetCommunityStatusRequest, graph_pb2.CommunityStatus],
+    ) -> graph_pb2.CommunityStatus:
+        _require_admin(await require_user(context))
+        return _status_pb(self.runner.status if self.runner is not None else Status())
+
+    @grpc_errors
+    async def RecomputeCommunities(
+        self,
+        request: graph_pb2.RecomputeCommunitiesRequest,
+        context: aio.ServicerContext[graph_pb2.RecomputeCommunitiesRequest, graph_pb2.CommunityStatus],
+    ) -> graph_pb2.CommunityStatus:
+        user = await require_user(context)
+        _require_admin(user)
+        if self.runner is None:
+            return _status_pb(Status())
+        logger.info("community recompute forced by %s", user.user_id)
+        return _status_pb(await self.runner.recompute(reason=f"forced by {user.user_id}"))
+
+
+def _sentence_pb(sentence: Sentence) -> graph_pb2.ReportSentence:
+    return graph_pb2.ReportSentence(
+        text=sentence.text, document_id=sentence.document_id, chunk_id=sentence.chunk_id, score=sentence.score
+    )
+
 
 def build_service(
     settings: Settings,
@@ -204,9 +419,19 @@ def build_service(
         settings.query_timeout_seconds,
     )
     access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
-    servicer = GraphServicer(store, extractor or EntityExtractor(settings.max_entities_per_chunk), access)
+    runner = CommunityRunner(store, settings.communities)
+    texts = ChunkTexts(settings.retriever_addr, timeout=settings.access_timeout_seconds)
+    servicer = GraphServicer(
+        store, extractor or EntityExtractor(settings.max_entities_per_chunk), access, runner, texts
+    )
+
+    async def warmup() -> None:
+        await store.warmup()
+        runner.start()  # the first computation runs in the background; reports are empty until it is ready
 
     async def on_stop() -> None:
+        await runner.stop()
+        await texts.close()
         await access.close()
         await store.close()
 
@@ -214,4 +439,4 @@ def build_service(
         graph_pb2_grpc.add_GraphServiceServicer_to_server(servicer, server)
         return [graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name]
 
-    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup, on_stop=on_stop)
+    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=warmup, on_stop=on_stop)
