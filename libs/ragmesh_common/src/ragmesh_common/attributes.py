@@ -57,6 +57,7 @@ RAG_QUERY_REWRITE_METHOD = "rag.query.rewrite_method"
 RAG_GRAPH_ENTITIES = "rag.graph.entities"
 RAG_GRAPH_RELATIONS = "rag.graph.relations"
 RAG_GRAPH_DEPTH = "rag.graph.depth"
+RAG_GRAPH_COMMUNITIES = "rag.graph.communities"  # community reports a collection-level question is answered from
 RAG_GRAPH_UNREADABLE_DOCS = "rag.graph.unreadable_documents"  # asked for, but the catalogue says not readable
 # answer and guardrails
 RAG_GUARDRAIL_RULES = "rag.guardrail.rules"

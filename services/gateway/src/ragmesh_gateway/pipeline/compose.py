@@ -1,11 +1,12 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
-    chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade ┃ graph → cache pin
+    chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade → communities
+            ┃ graph → cache pin
             → answer → cache store → verify ⇒ record turn   (a cache hit ends the steps at cache)
                                                          └ agentic: iterate (retrieve → rerank → grade per sub-question)
-    search:                                           understand → retrieve → rerank → grade
+    search:                                           understand → retrieve → rerank → grade → graph
 
-(┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
+(communities: a collection-level question's map-reduce over community reports; ┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
 only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
 """
 
@@ -25,6 +26,7 @@ from ragmesh_gateway.models import ChatRequest, SearchRequest
 from ragmesh_gateway.pipeline.agentic import DirectOnly, Iterate, PlanStep
 from ragmesh_gateway.pipeline.answer import Answer, Verify
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
+from ragmesh_gateway.pipeline.communities import Communities
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
@@ -69,6 +71,7 @@ class Orchestrator:
         understand = Understand(mesh, deadlines.rewrite)
         retrieve = Retrieve(mesh, deadlines.retrieve, default_context)
         rerank = Rerank(mesh, deadlines.rerank)
+        graph = Graph(mesh, deadlines.graph, enabled=graph_enabled)
         grade = Grade(
             mesh,
             deadlines.retrieve,
@@ -89,9 +92,10 @@ class Orchestrator:
                 DirectOnly(rerank),
                 DirectOnly(grade),
                 Iterate([retrieve, rerank, grade], max_steps=agent.max_steps, max_seconds=agent.max_seconds),
+                Communities(mesh, deadlines.communities, enabled=graph_enabled),
             ],
             during=[
-                Graph(mesh, deadlines.graph, enabled=graph_enabled),
+                graph,
                 CachePin(cache),
                 Answer(mesh, deadlines.answer),
                 CacheStore(cache),
@@ -99,7 +103,7 @@ class Orchestrator:
             ],
             finish=[RecordTurn(mesh, deadlines.retrieve)],
         )
-        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade])
+        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade, graph])
 
     async def prepare(self, user: UserContext, request: ChatRequest) -> RequestState:
         """The chat's steps before the response. Raises StepFailed (4xx/503) before any byte is streamed."""

@@ -120,6 +120,7 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
         "cached_trace_id": None,
         "mode": state.mode,
         "steps": state.agent_steps if state.mode == "agentic" else None,
+        "graph": state.graph,
     }
 
 
@@ -192,6 +193,7 @@ def cached_events(state: RequestState) -> Iterator[Event]:
             "ingesting_documents": 0,
             "cache_hit": True,
             "cached_trace_id": hit.trace_id,
+            "graph": None,  # the first asker's graph view is not this user's
         },
     )
 
