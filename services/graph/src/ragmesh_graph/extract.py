@@ -1,12 +1,12 @@
-"""Graph building on the shared rule-based spotter: entity keys and types, sentence co-occurrence, DocumentGraph.
+"""Graph building blocks: entity keys, the rule-based fallback extractor, and DocumentGraph.
 
-The spotting (proper-noun phrases, acronyms, CamelCase names, quoted terms) is `ragmesh_common.text.entities`
-in its document mode, the one the gateway reads questions with; this module turns its mentions into keyed,
-typed entities and relates entities that share a sentence. No model: it misses lower-case concepts and a
-single capitalised word that starts a sentence (it cannot tell "Microsoft" from "Yesterday" there), and a
-sentence-initial word that is not in the stopword list ("Yesterday Acme Corp") stays part of the phrase;
-all-caps emphasis ("THE END") reads as acronyms. The full graph capability (a model-based extractor) can
-replace this class.
+`nlp.py` holds the extractor the service uses (spaCy NER and dependency parses for English); the rule spotter
+here (`RuleExtractor`, on `ragmesh_common.text.entities` in its document mode, the one the gateway reads
+questions with) is the fallback for text in other languages and for deployments without the spaCy model. It
+has no model: it misses lower-case concepts and a single capitalised word that starts a sentence, a
+sentence-initial word outside the stopword list ("Yesterday Acme Corp") stays part of the phrase, and all-caps
+emphasis ("THE END") reads as acronyms; its relations are plain sentence co-occurrences (predicate
+`co-occurs`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Protocol
 
 from ragmesh_common.text.entities import DOCUMENT_STOPWORDS, KIND_ACRONYM, KIND_QUOTED, spot
 
@@ -40,20 +41,44 @@ class Entity:
     type: str
 
 
+PREDICATE_COOCCURS = "co-occurs"
+
+
 @dataclass
 class ChunkEntities:
-    """What one chunk names: its entities (first seen order) and sentence co-occurrence counts by key pair."""
+    """What one chunk names: its entities (first seen order), the surface forms of each (by key), the relations
+    between entities of one sentence as (key, key, predicate) counts with the smaller key first, and the
+    apposition pairs (key, key) seen ("International Business Machines (IBM)", "Paris, the capital")."""
 
     entities: list[Entity] = field(default_factory=list)
-    pairs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    relations: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    surfaces: dict[str, set[str]] = field(default_factory=dict)
+    appositions: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> Counter[tuple[str, str]]:
+        """Sentence co-occurrence counts by key pair, whatever the predicate."""
+        out: Counter[tuple[str, str]] = Counter()
+        for (a, b, _), count in self.relations.items():
+            out[(a, b)] += count
+        return out
+
+
+def _strip_diacritics(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
 def normalise(name: str) -> str:
-    """The entity key: NFKC, case-folded, possessive and outer punctuation dropped, spaces collapsed."""
+    """The entity key: NFKC, diacritics dropped ("Alû" = "Alu"), case-folded, possessive, a leading "the" and
+    outer punctuation dropped, spaces collapsed."""
     text = unicodedata.normalize("NFKC", name).replace("’", "'")
-    text = re.sub(r"'s\b", "", text)
-    text = _NON_KEY.sub(" ", text.casefold())
-    return " ".join(text.split()).strip(" .-")[:MAX_KEY_CHARS]
+    text = re.sub(r"'s\b|(?<=s)'(?=\s|$)", "", text)
+    text = _NON_KEY.sub(" ", _strip_diacritics(text).casefold())
+    text = " ".join(text.split()).strip(" .-")
+    if text.startswith("the ") and len(text) > 4:
+        text = text[4:]
+    return text[:MAX_KEY_CHARS]
 
 
 def sentences(text: str) -> list[str]:
@@ -64,8 +89,23 @@ def _strip_possessive(word: str) -> str:
     return re.sub(r"['’]s$", "", word)
 
 
-class EntityExtractor:
-    """Extracts entities from chunk text and candidate entity keys from a question."""
+def keep_most_frequent(per_sentence: list[list[Entity]], limit: int) -> tuple[list[Entity], set[str]]:
+    """The chunk's entities (at most `limit`, the most frequent; first-seen order) and the kept keys."""
+    counts: Counter[str] = Counter()
+    first: dict[str, Entity] = {}
+    for entities in per_sentence:
+        for entity in entities:
+            counts[entity.key] += 1
+            first.setdefault(entity.key, entity)
+    order = {key: i for i, key in enumerate(first)}
+    kept = sorted(first, key=lambda key: (-counts[key], order[key]))[:limit]
+    return [first[key] for key in sorted(kept, key=order.__getitem__)], set(kept)
+
+
+class RuleExtractor:
+    """The rule-based fallback: entities from the shared spotter, relations = sentence co-occurrence."""
+
+    name = "rules"
 
     def __init__(self, max_entities_per_chunk: int = 25) -> None:
         self.max_entities = max_entities_per_chunk
@@ -84,40 +124,49 @@ class EntityExtractor:
     def extract(self, text: str) -> ChunkEntities:
         """Entities of a chunk (at most `max_entities`, the most frequent first) and their co-occurrences."""
         per_sentence = [self.sentence_entities(s) for s in sentences(text)]
-        counts: Counter[str] = Counter()
-        first: dict[str, Entity] = {}
-        for entities in per_sentence:
-            for entity in entities:
-                counts[entity.key] += 1
-                first.setdefault(entity.key, entity)
-        order = {key: i for i, key in enumerate(first)}
-        kept = sorted(first, key=lambda key: (-counts[key], order[key]))[: self.max_entities]
-        kept_set = set(kept)
-        result = ChunkEntities(entities=[first[key] for key in sorted(kept, key=order.__getitem__)])
-        for entities in per_sentence:
-            keys = sorted({e.key for e in entities if e.key in kept_set})
-            for pair in combinations(keys, 2):
-                result.pairs[pair] += 1
+        entities, kept = keep_most_frequent(per_sentence, self.max_entities)
+        result = ChunkEntities(entities=entities)
+        for found in per_sentence:
+            for entity in found:
+                if entity.key in kept:
+                    result.surfaces.setdefault(entity.key, set()).add(entity.name)
+            keys = sorted({e.key for e in found if e.key in kept})
+            for a, b in combinations(keys, 2):
+                result.relations[(a, b, PREDICATE_COOCCURS)] += 1
         return result
 
-    def query_keys(self, query: str, max_keys: int = 200) -> list[str]:
-        """Keys a question may name: extracted entities plus every lower-cased word n-gram (n <= 6).
+    def question_entities(self, query: str) -> list[Entity]:
+        return [entity for sentence in sentences(query) for entity in self.sentence_entities(sentence)]
 
-        The n-grams let "what does nasa do" find the entity NASA; only keys that exist in the graph match.
-        """
-        keys: dict[str, None] = {}
-        for sentence in sentences(query):
-            for entity in self.sentence_entities(sentence):
-                keys[entity.key] = None
-        words = [normalise(_strip_possessive(m.group(0))) for m in _WORD.finditer(unicodedata.normalize("NFKC", query))]
-        words = [w for w in words if w]
-        for n in range(1, MAX_QUERY_NGRAM + 1):
-            for i in range(len(words) - n + 1):
-                gram = words[i : i + n]
-                if n == 1 and (gram[0] in DOCUMENT_STOPWORDS or len(gram[0]) < 2):
-                    continue
-                keys[" ".join(gram)] = None
-        return list(keys)[:max_keys]
+    def query_keys(self, query: str, max_keys: int = 200) -> list[str]:
+        return query_keys(query, self.question_entities(query), max_keys)
+
+
+def query_keys(query: str, entities: list[Entity], max_keys: int = 200) -> list[str]:
+    """Keys a question may name: its extracted `entities` plus every lower-cased word n-gram (n <= 6).
+
+    The n-grams let "what does nasa do" find the entity NASA; only keys that exist in the graph match.
+    """
+    keys: dict[str, None] = {entity.key: None for entity in entities}
+    words = [normalise(_strip_possessive(m.group(0))) for m in _WORD.finditer(unicodedata.normalize("NFKC", query))]
+    words = [w for w in words if w]
+    for n in range(1, MAX_QUERY_NGRAM + 1):
+        for i in range(len(words) - n + 1):
+            gram = words[i : i + n]
+            if n == 1 and (gram[0] in DOCUMENT_STOPWORDS or len(gram[0]) < 2):
+                continue
+            keys[" ".join(gram)] = None
+    return list(keys)[:max_keys]
+
+
+class Extractor(Protocol):
+    """What the graph needs of an extractor (`nlp.Extractor`, or `RuleExtractor` alone)."""
+
+    name: str
+
+    def extract(self, text: str) -> ChunkEntities: ...
+
+    def question_entities(self, query: str) -> list[Entity]: ...
 
 
 @dataclass
@@ -126,34 +175,90 @@ class RelationStats:
     chunk_ids: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Alias:
+    """A merge: the surface form `surface` (key `key`) is the entity `target`, because of `reason`."""
+
+    key: str
+    surface: str
+    target: str
+    reason: str
+
+
 @dataclass
 class DocumentGraph:
-    """What one document contributes to the graph: its chunks, entities, mentions and relations.
+    """What one document contributes to the graph: its chunks, entities, mentions, relations and merges.
 
-    Relation keys are (a, b) with a < b: one undirected co-occurrence, stored once per document.
+    Relation keys are (a, b, predicate) with a < b: one undirected relation per predicate, stored once per
+    document. Mentions carry the surface forms the chunk used for the (resolved) entity.
     """
 
     document_id: str
     chunk_ids: list[str]
     entities: dict[str, Entity]
     mentions: list[tuple[str, str]]  # (entity key, chunk id)
-    relations: dict[tuple[str, str], RelationStats]
+    relations: dict[tuple[str, str, str], RelationStats]
+    surfaces: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (key, chunk id) → surface forms
+    aliases: list[Alias] = field(default_factory=list)
 
 
 MAX_CHUNK_IDS_PER_RELATION = 20
 
 
-def build_document_graph(extractor: EntityExtractor, document_id: str, chunks: list[tuple[str, str]]) -> DocumentGraph:
-    """Extracts every (chunk id, text) and aggregates per document; weights are sentence co-occurrence counts."""
-    graph = DocumentGraph(document_id, [chunk_id for chunk_id, _ in chunks], {}, [], {})
-    for chunk_id, text in chunks:
-        found = extractor.extract(text)
+@dataclass
+class Extracted:
+    """The raw extraction of a document, before entity resolution."""
+
+    document_id: str
+    chunks: list[tuple[str, ChunkEntities]]
+
+    def entities(self) -> dict[str, Entity]:
+        out: dict[str, Entity] = {}
+        for _, found in self.chunks:
+            for entity in found.entities:
+                out.setdefault(entity.key, entity)
+        return out
+
+    def mention_counts(self) -> Counter[str]:
+        return Counter(entity.key for _, found in self.chunks for entity in found.entities)
+
+    def appositions(self) -> list[tuple[str, str]]:
+        return [pair for _, found in self.chunks for pair in found.appositions]
+
+
+def extract_document(extractor: Extractor, document_id: str, chunks: list[tuple[str, str]]) -> Extracted:
+    return Extracted(document_id, [(chunk_id, extractor.extract(text)) for chunk_id, text in chunks])
+
+
+def build_document_graph(
+    extracted: Extracted, canonical: dict[str, str] | None = None, aliases: list[Alias] | None = None
+) -> DocumentGraph:
+    """Aggregates a document's extraction under the resolved keys (`canonical`: key → entity key; a key not in
+    it is its own entity); weights are sentence counts, a relation between two names of one entity is dropped."""
+    canonical = canonical or {}
+    originals = extracted.entities()
+
+    def resolved(key: str) -> str:
+        return canonical.get(key, key)
+
+    graph = DocumentGraph(extracted.document_id, [chunk_id for chunk_id, _ in extracted.chunks], {}, [], {})
+    graph.aliases = list(aliases or [])
+    for chunk_id, found in extracted.chunks:
+        seen: set[str] = set()
         for entity in found.entities:
-            graph.entities.setdefault(entity.key, entity)
-            graph.mentions.append((entity.key, chunk_id))
-        for pair, count in found.pairs.items():
-            stats = graph.relations.setdefault(pair, RelationStats())
+            key = resolved(entity.key)
+            target = originals.get(key, entity)
+            graph.entities.setdefault(key, Entity(key, target.name, target.type))
+            graph.surfaces.setdefault((key, chunk_id), set()).update(found.surfaces.get(entity.key, {entity.name}))
+            if key not in seen:
+                seen.add(key)
+                graph.mentions.append((key, chunk_id))
+        for (a, b, predicate), count in found.relations.items():
+            ra, rb = sorted((resolved(a), resolved(b)))
+            if ra == rb:
+                continue
+            stats = graph.relations.setdefault((ra, rb, predicate), RelationStats())
             stats.weight += count
-            if len(stats.chunk_ids) < MAX_CHUNK_IDS_PER_RELATION:
+            if chunk_id not in stats.chunk_ids and len(stats.chunk_ids) < MAX_CHUNK_IDS_PER_RELATION:
                 stats.chunk_ids.append(chunk_id)
     return graph

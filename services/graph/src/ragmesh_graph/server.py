@@ -1,4 +1,5 @@
-"""GraphService: IngestChunks (extract + merge), GetContext (permission-filtered neighbourhood), DeleteDocument.
+"""GraphService: IngestChunks (extract, resolve, merge), GetContext (permission-filtered neighbourhood), RankChunks
+(the graph leg of retrieval: Personalized PageRank over the readable subgraph), DeleteDocument.
 
 The caller is the verified user of the request's internal identity token. The graph decides access itself,
 never from a list the caller hands it: GetContext reads only documents the catalogue (the retriever, under
@@ -21,9 +22,12 @@ from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied, g
 from ragmesh_common.server import GrpcService
 from ragmesh_graph.access import AccessUnavailable, DocumentAccess
 from ragmesh_graph.config import Settings
-from ragmesh_graph.extract import EntityExtractor, build_document_graph, normalise
+from ragmesh_graph.extract import build_document_graph, extract_document, normalise, query_keys
+from ragmesh_graph.nlp import Extractor
+from ragmesh_graph.ppr import chunk_scores
 from ragmesh_graph.recompute import CommunityRunner, Status
 from ragmesh_graph.reports import Sentence, build_reports, map_report, plan_reports, relevant_communities
+from ragmesh_graph.resolve import lookup_keys, resolve
 from ragmesh_graph.store import EntityInfo, GraphStore, Readable
 from ragmesh_graph.texts import ChunkTexts
 from ragmesh_graph.views import entity_id, entity_key, entity_mentions, readable_view, search_keys
@@ -34,6 +38,8 @@ tracer = trace.get_tracer(__name__)
 DEFAULT_DEPTH = 2
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+DEFAULT_RANK_TOP_K = 50
+MAX_RANK_TOP_K = 1000
 DEFAULT_ENTITY_SEARCH = 20
 MAX_ENTITY_SEARCH = 100
 MAX_ENTITY_CHUNKS = 50
@@ -87,20 +93,29 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     def __init__(
         self,
         store: GraphStore,
-        extractor: EntityExtractor,
+        extractor: Extractor,
         access: DocumentAccess,
+        settings: Settings | None = None,
         runner: CommunityRunner | None = None,
         texts: ChunkTexts | None = None,
     ) -> None:
         self.store = store
         self.extractor = extractor
         self.access = access
+        self.similarity = settings.resolution_similarity if settings else 0.9
+        self.damping = settings.ppr_damping if settings else 0.5
+        self.hops = settings.ppr_hops if settings else 2
+        self.hub_chunks = settings.ppr_hub_chunks if settings else 200
+        self.relation_weight = settings.ppr_relation_weight if settings else 1.0
         self.runner = runner
         self.texts = texts
 
+    def _query_keys(self, query: str) -> list[str]:
+        return query_keys(query, self.extractor.question_entities(query))
+
     def _reader(self, user: UserContext, narrow: set[str], what: str) -> tuple[Readable, set[str], set[str]]:
-        """A `Readable` that asks the catalogue as `user` (within `narrow` when given), and the sets of the
-        documents it was asked about and found readable."""
+        """`may_read` for the store (asks the catalogue as `user`, within `narrow` when given), and the sets of
+        documents asked and found readable (for the span)."""
         asked: set[str] = set()
         readable: set[str] = set()
 
@@ -155,7 +170,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         with tracer.start_as_current_span("graph ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
-            graph = await asyncio.to_thread(build_document_graph, self.extractor, document_id, chunks)
+            extracted = await asyncio.to_thread(extract_document, self.extractor, document_id, chunks)
+            keys, acronyms, firsts = lookup_keys(extracted)
+            known = await self.store.known(keys, acronyms, firsts)
+            resolution = resolve(extracted, known, self.similarity)
+            graph = build_document_graph(extracted, resolution.canonical, resolution.aliases)
+            span.set_attribute(attr.RAG_GRAPH_MERGES, len(resolution.aliases))
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(graph.entities))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(graph.relations))
             await self.store.replace_document(graph, user.user_id, previous=bool(owners))
@@ -186,33 +206,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         # The caller may narrow to documents of interest (never widening access); the catalogue decides which of
         # the documents the graph finds for the question this user may read.
         narrow = {d for d in request.document_ids if d}
-        asked: set[str] = set()
-        readable: set[str] = set()
-
-        async def may_read(document_ids: set[str]) -> set[str]:
-            wanted = document_ids & narrow if narrow else document_ids
-            if not wanted:
-                return set()
-            try:
-                found = (await self.access.check(user, wanted)).readable
-            except AccessUnavailable as exc:
-                raise _access_failed(exc, "graph context") from exc
-            asked.update(wanted)
-            readable.update(found)
-            return set(found)
-
+        may_read, asked, readable = self._reader(user, narrow, "graph context")
         with tracer.start_as_current_span("graph hop") as span:
             span.set_attribute(attr.RAG_GRAPH_DEPTH, depth)
-            found = await self.store.context(self.extractor.query_keys(request.query), may_read, depth, limit)
-            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
-            if len(asked) > len(readable):
-                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
-                logger.info(
-                    "graph context for %s: %d of %d documents found are not readable",
-                    user.user_id,
-                    len(asked) - len(readable),
-                    len(asked),
-                )
+            keys = await asyncio.to_thread(self._query_keys, request.query)
+            found = await self.store.context(keys, may_read, depth, limit)
+            _trace_access(span, user, asked, readable, "graph context")
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(found.matched) + len(found.neighbours))
             span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(found.relations))
         return graph_pb2.GetContextResponse(
@@ -225,6 +224,43 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 for r in found.relations
             ],
             chunk_ids=found.chunk_ids,
+        )
+
+    @grpc_errors
+    async def RankChunks(
+        self,
+        request: graph_pb2.RankChunksRequest,
+        context: aio.ServicerContext[graph_pb2.RankChunksRequest, graph_pb2.RankChunksResponse],
+    ) -> graph_pb2.RankChunksResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query is empty")
+        if request.top_k < 0:
+            raise InvalidArgument(f"top_k must be >= 0 (0 = {DEFAULT_RANK_TOP_K}), got {request.top_k}")
+        user = await require_user(context)
+        top_k = min(request.top_k or DEFAULT_RANK_TOP_K, MAX_RANK_TOP_K)
+        narrow = {d for d in request.document_ids if d}
+        may_read, asked, readable = self._reader(user, narrow, "graph leg")
+        with tracer.start_as_current_span("graph rank") as span:
+            keys = await asyncio.to_thread(self._query_keys, request.query)
+            subgraph = await self.store.neighbourhood(keys, may_read, hops=self.hops, hub_chunks=self.hub_chunks)
+            scored, _ = await asyncio.to_thread(
+                chunk_scores, subgraph, damping=self.damping, relation_weight=self.relation_weight
+            )
+            _trace_access(span, user, asked, readable, "graph leg")
+            chunks_walked = len({m.uid for m in subgraph.mentions})
+            span.set_attribute(attr.RAG_GRAPH_SEEDS, len(subgraph.seeds))
+            span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(subgraph.entities))
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(subgraph.relations))
+            span.set_attribute(attr.RAG_CHUNK_COUNT, chunks_walked)
+        seeds = [subgraph.entities[k] for k in subgraph.seeds if k in subgraph.entities]
+        return graph_pb2.RankChunksResponse(
+            chunks=[
+                graph_pb2.ChunkScore(chunk_id=c.chunk_id, document_id=c.document_id, score=c.score)
+                for c in scored[:top_k]
+            ],
+            seeds=[graph_pb2.Entity(name=e.name, type=e.type, mentions=e.mentions) for e in seeds],
+            subgraph_entities=len(subgraph.entities),
+            subgraph_chunks=chunks_walked,
         )
 
     @grpc_errors
@@ -345,12 +381,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         limit = min(request.limit or settings.max_reports, settings.max_reports)
         with tracer.start_as_current_span("graph community reports") as span:
             may_read, asked, readable = self._reader(user, {d for d in request.document_ids if d}, "community reports")
-            query_keys = self.extractor.query_keys(request.query)
-            named = [k for k in query_keys if k in hierarchy.of_entity]
+            keys = await asyncio.to_thread(self._query_keys, request.query)
+            named = [k for k in keys if k in hierarchy.of_entity]
             tops = {hierarchy.of_entity[k][0] for k in named}
             candidates = sorted({m for c in hierarchy.level(0) if not tops or c.id in tops for m in c.members})
             view, _ = await readable_view(self.store, candidates, may_read)
-            chosen = relevant_communities(hierarchy, view, query_keys, request.query, settings)[:limit]
+            chosen = relevant_communities(hierarchy, view, keys, request.query, settings)[:limit]
             plans = plan_reports(chosen, view, settings)
             wanted = {uid: tuple(uid.rsplit("/", 1)) for plan in plans for uid in plan.chunk_uids}
             texts = await self.texts.fetch(user, {u: (d, c) for u, (d, c) in wanted.items()})
@@ -404,10 +440,23 @@ def _sentence_pb(sentence: Sentence) -> graph_pb2.ReportSentence:
     )
 
 
+def _trace_access(span: trace.Span, user: UserContext, asked: set[str], readable: set[str], what: str) -> None:
+    span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+    if len(asked) > len(readable):
+        span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
+        logger.info(
+            "%s for %s: %d of %d documents found are not readable",
+            what,
+            user.user_id,
+            len(asked) - len(readable),
+            len(asked),
+        )
+
+
 def build_service(
     settings: Settings,
     store: GraphStore | None = None,
-    extractor: EntityExtractor | None = None,
+    extractor: Extractor | None = None,
     access: DocumentAccess | None = None,
 ) -> GrpcService:
     """The graph gRPC service; SERVING once the database answers and the schema is in place."""
@@ -419,11 +468,11 @@ def build_service(
         settings.query_timeout_seconds,
     )
     access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
+    extractor = extractor or Extractor(settings.spacy_model, settings.max_entities_per_chunk)
+    logger.info("graph extractor: %s", extractor.name)
     runner = CommunityRunner(store, settings.communities)
     texts = ChunkTexts(settings.retriever_addr, timeout=settings.access_timeout_seconds)
-    servicer = GraphServicer(
-        store, extractor or EntityExtractor(settings.max_entities_per_chunk), access, runner, texts
-    )
+    servicer = GraphServicer(store, extractor, access, settings, runner, texts)
 
     async def warmup() -> None:
         await store.warmup()

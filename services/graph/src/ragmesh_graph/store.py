@@ -1,16 +1,19 @@
 """The entity graph in Neo4j 5 over Bolt (ArcadeDB's Bolt server on one machine), through the async neo4j driver.
 
-Model:
-    (:Entity {key, name, type})              key = normalised name, unique
-    (:Chunk {uid, id, document_id, owner})   uid = document_id + "/" + chunk id, unique; owner = the uploader
-    (:Entity)-[:MENTIONED_IN]->(:Chunk)
-    (:Entity)-[:RELATED {document_id, weight, chunk_ids}]->(:Entity)
+Model (services/graph/README.md, "Graph model", says the same for readers of the data):
+    (:Entity {key, name, type, initials, first})   key = resolved normalised name, unique; type = spaCy label
+                                                   (PERSON, ORG, GPE, ...) or a rule type (acronym, name, term)
+    (:Chunk {uid, id, document_id, owner})         uid = document_id + "/" + chunk id, unique; owner = the uploader
+    (:Chunk)-[:MENTIONS {document_id, surfaces, count}]->(:Entity)
+    (:Entity)-[:RELATED {document_id, predicate, weight, chunk_ids}]->(:Entity)
+    (:Alias {uid, key, surface, entity, reason, document_id})   a merge and why (uid = document_id + "/" + key)
 
-A co-occurrence is stored once PER DOCUMENT (one RELATED edge per entity pair and document, pointing
-from the smaller key to the larger), never summed across documents. Reading, every mention and every
-relation is filtered by `document_id IN $document_ids` and the weights of the readable documents are summed
-then, so a user sees exactly the evidence in documents they may read, and deleting or re-ingesting a
-document touches only its own edges.
+A relation is stored once PER DOCUMENT and predicate (one RELATED edge per entity pair, predicate and
+document, pointing from the smaller key to the larger), never summed across documents; an entity's provenance
+is its MENTIONS edges (each names its chunk and document). Reading, every mention, relation and alias is
+filtered by `document_id IN $document_ids` (the readable documents) and the weights of those documents are
+summed then, so a user sees exactly the evidence in documents they may read, and deleting or re-ingesting a
+document touches only its own edges and aliases.
 
 Portable Cypher only (the subset Neo4j 5 and ArcadeDB both run): MERGE, UNWIND, list parameters, pattern
 predicates; no full-text/vector index DDL, no APOC, no variable-length paths (hops are one query each so
@@ -39,7 +42,8 @@ from neo4j import AsyncDriver, AsyncTransaction
 from neo4j.exceptions import ConstraintError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
 
 from ragmesh_common.errors import Unavailable
-from ragmesh_graph.extract import DocumentGraph
+from ragmesh_graph.extract import DocumentGraph, Entity
+from ragmesh_graph.resolve import Known, first_word, initials, known_from_rows
 
 logger = logging.getLogger(__name__)
 
@@ -56,23 +60,29 @@ MAX_CONTEXT_CHUNKS = 50
 SCHEMA = (
     "CREATE CONSTRAINT ragmesh_entity_key IF NOT EXISTS FOR (e:Entity) REQUIRE e.key IS UNIQUE",
     "CREATE CONSTRAINT ragmesh_chunk_uid IF NOT EXISTS FOR (c:Chunk) REQUIRE c.uid IS UNIQUE",
+    "CREATE CONSTRAINT ragmesh_alias_uid IF NOT EXISTS FOR (a:Alias) REQUIRE a.uid IS UNIQUE",
     "CREATE INDEX ragmesh_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.document_id)",
+    "CREATE INDEX ragmesh_alias_key IF NOT EXISTS FOR (a:Alias) ON (a.key)",
+    "CREATE INDEX ragmesh_alias_document IF NOT EXISTS FOR (a:Alias) ON (a.document_id)",
+    "CREATE INDEX ragmesh_entity_initials IF NOT EXISTS FOR (e:Entity) ON (e.initials)",
+    "CREATE INDEX ragmesh_entity_first IF NOT EXISTS FOR (e:Entity) ON (e.first)",
     "CREATE INDEX ragmesh_related_document IF NOT EXISTS FOR ()-[r:RELATED]-() ON (r.document_id)",
 )
 
 Q_DOCUMENT_ENTITY_KEYS = """
-MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) WHERE c.document_id = $document_id
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) WHERE c.document_id = $document_id
 RETURN DISTINCT e.key AS key
 """
 Q_DELETE_RELATIONS = """
 MATCH (:Entity)-[r:RELATED]->(:Entity) WHERE r.document_id = $document_id
 DELETE r
 """
+Q_DELETE_ALIASES = "MATCH (a:Alias) WHERE a.document_id = $document_id DELETE a"
 Q_COUNT_CHUNKS = "MATCH (c:Chunk) WHERE c.document_id = $document_id RETURN count(c) AS n"
 Q_DELETE_CHUNKS = "MATCH (c:Chunk) WHERE c.document_id = $document_id DETACH DELETE c"
 Q_DELETE_ORPHANS = """
 UNWIND $keys AS k
-MATCH (e:Entity {key: k}) WHERE NOT (e)-[:MENTIONED_IN]->()
+MATCH (e:Entity {key: k}) WHERE NOT ()-[:MENTIONS]->(e)
 DETACH DELETE e
 """
 Q_MERGE_CHUNKS = """
@@ -87,34 +97,60 @@ RETURN DISTINCT coalesce(c.owner, '') AS owner
 Q_MERGE_MENTIONS = """
 UNWIND $rows AS row
 MERGE (e:Entity {key: row.key})
-ON CREATE SET e.name = row.name, e.type = row.type
+ON CREATE SET e.name = row.name, e.type = row.type, e.initials = row.initials, e.first = row.first
 WITH e, row
 MATCH (c:Chunk {uid: row.uid})
-MERGE (e)-[:MENTIONED_IN]->(c)
+MERGE (c)-[m:MENTIONS]->(e)
+SET m.document_id = $document_id, m.surfaces = row.surfaces
 """
 Q_MERGE_RELATIONS = """
 UNWIND $rows AS row
 MERGE (a:Entity {key: row.a})
-ON CREATE SET a.name = row.a_name, a.type = row.a_type
+ON CREATE SET a.name = row.a_name, a.type = row.a_type, a.initials = row.a_initials, a.first = row.a_first
 MERGE (b:Entity {key: row.b})
-ON CREATE SET b.name = row.b_name, b.type = row.b_type
-MERGE (a)-[r:RELATED {document_id: $document_id}]->(b)
+ON CREATE SET b.name = row.b_name, b.type = row.b_type, b.initials = row.b_initials, b.first = row.b_first
+MERGE (a)-[r:RELATED {document_id: $document_id, predicate: row.predicate}]->(b)
 SET r.weight = row.weight, r.chunk_ids = row.chunk_ids
 """
+Q_MERGE_ALIASES = """
+UNWIND $rows AS row
+MERGE (a:Alias {uid: row.uid})
+SET a.key = row.key, a.surface = row.surface, a.entity = row.entity, a.reason = row.reason,
+    a.document_id = $document_id
+"""
+# Entity resolution: what the graph already knows about a new document's keys
+Q_KNOWN_ALIASES = """
+MATCH (a:Alias) WHERE a.key IN $keys
+RETURN a.key AS key, a.entity AS entity, a.reason AS reason, a.document_id AS document_id
+"""
+Q_KNOWN_ENTITIES = """
+MATCH (e:Entity) WHERE e.initials IN $acronyms OR e.first IN $firsts
+RETURN e.key AS key, coalesce(e.type, '') AS type, coalesce(e.initials, '') AS initials,
+       coalesce(e.first, '') AS first
+LIMIT $cap
+"""
 Q_ENTITIES_WITH_CHUNKS = """
-MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk)
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
 WHERE e.key IN $keys AND c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, collect(DISTINCT c.id) AS chunk_ids
 """
 Q_ENTITY_MENTIONS = """
-MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk)
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
 WHERE e.key IN $keys AND c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, count(DISTINCT c) AS mentions
 """
 # The documents a filtered read below could touch, asked of the catalogue before that read
 Q_MENTION_DOCUMENTS = """
-MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) WHERE e.key IN $keys
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) WHERE e.key IN $keys
 RETURN DISTINCT c.document_id AS document_id
+"""
+Q_ALIAS_DOCUMENTS = """
+MATCH (a:Alias) WHERE a.key IN $keys
+RETURN DISTINCT a.document_id AS document_id
+"""
+Q_ALIASES = """
+MATCH (a:Alias) WHERE a.key IN $keys AND a.document_id IN $document_ids
+RETURN a.key AS key, a.entity AS entity, a.surface AS surface, a.reason AS reason, a.document_id AS document_id
 """
 Q_HOP_DOCUMENTS = """
 MATCH (a:Entity)-[r:RELATED]-(:Entity) WHERE a.key IN $keys
@@ -124,9 +160,39 @@ Q_HOP = """
 MATCH (a:Entity)-[r:RELATED]-(b:Entity)
 WHERE a.key IN $keys AND r.document_id IN $document_ids
 RETURN a.key AS a, a.name AS a_name, b.key AS b, b.name AS b_name, r.document_id AS document_id,
-       r.weight AS weight, r.chunk_ids AS chunk_ids
+       r.predicate AS predicate, r.weight AS weight, r.chunk_ids AS chunk_ids
 ORDER BY weight DESC
 LIMIT $cap
+"""
+# The readable subgraph (PageRank leg, communities): mentions and relations of readable documents only
+Q_MENTIONS_OF_ENTITIES = """
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
+WHERE e.key IN $keys AND c.document_id IN $document_ids
+RETURN e.key AS key, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
+LIMIT $cap
+"""
+Q_MENTIONS_IN_CHUNKS = """
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
+WHERE c.uid IN $uids
+RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
+"""
+Q_MENTIONS_OF_DOCUMENTS = """
+MATCH (c:Chunk)-[m:MENTIONS]->(e:Entity)
+WHERE c.document_id IN $document_ids
+RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id,
+       m.surfaces AS surfaces
+"""
+Q_RELATIONS_AMONG = """
+MATCH (a:Entity)-[r:RELATED]->(b:Entity)
+WHERE a.key IN $keys AND b.key IN $keys AND r.document_id IN $document_ids
+RETURN a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
+       r.chunk_ids AS chunk_ids
+"""
+Q_RELATIONS_OF_DOCUMENTS = """
+MATCH (a:Entity)-[r:RELATED]->(b:Entity)
+WHERE r.document_id IN $document_ids
+RETURN a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
+       r.chunk_ids AS chunk_ids
 """
 
 
@@ -149,6 +215,38 @@ class RelationInfo:
     type: str = RELATION_TYPE
 
 
+@dataclass(frozen=True)
+class SubgraphMention:
+    key: str  # entity key
+    uid: str  # chunk uid (document_id/chunk_id)
+    chunk_id: str
+    document_id: str
+
+
+@dataclass(frozen=True)
+class SubgraphRelation:
+    a: str  # entity keys, the smaller first
+    b: str
+    predicate: str
+    weight: float
+    document_id: str
+    chunk_ids: tuple[str, ...]
+
+
+@dataclass
+class Subgraph:
+    """A part of the entity graph built only from documents the caller may read: entities (key → info),
+    mentions (entity–chunk) and relations, each naming its chunk(s) and document. `documents` are the readable
+    documents it was read from; `seeds` the entities the read started from (neighbourhood reads)."""
+
+    entities: dict[str, EntityInfo] = field(default_factory=dict)
+    mentions: list[SubgraphMention] = field(default_factory=list)
+    relations: list[SubgraphRelation] = field(default_factory=list)
+    documents: set[str] = field(default_factory=set)
+    seeds: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)  # a seed key read through a readable alias → entity key
+
+
 @dataclass
 class GraphContext:
     matched: list[EntityInfo] = field(default_factory=list)
@@ -163,6 +261,18 @@ def _batches(rows: Sequence[dict[str, Any]], size: int = BATCH_ROWS) -> list[lis
 
 def chunk_uid(document_id: str, chunk_id: str) -> str:
     return f"{document_id}/{chunk_id}"
+
+
+def _entity_props(entity: Entity, prefix: str = "") -> dict[str, str]:
+    return {
+        f"{prefix}name": entity.name,
+        f"{prefix}type": entity.type,
+        f"{prefix}initials": initials(entity.key),
+        f"{prefix}first": first_word(entity.key),
+    }
+
+
+KNOWN_CAP = 5000  # graph entities read per ingest for acronym / similar-name resolution
 
 
 class GraphStore:
@@ -274,21 +384,35 @@ class GraphStore:
         for key, chunk_id in graph.mentions:
             entity = names[key]
             mentions_by_chunk.setdefault(chunk_id, []).append(
-                {"key": key, "name": entity.name, "type": entity.type, "uid": chunk_uid(doc, chunk_id)}
+                {
+                    "key": key,
+                    **_entity_props(entity),
+                    "uid": chunk_uid(doc, chunk_id),
+                    "surfaces": sorted(graph.surfaces.get((key, chunk_id), {entity.name})),
+                }
             )
         chunk_rows = [{"uid": chunk_uid(doc, chunk_id), "id": chunk_id} for chunk_id in graph.chunk_ids]
         relation_rows = [
             {
                 "a": a,
-                "a_name": names[a].name,
-                "a_type": names[a].type,
+                **_entity_props(names[a], "a_"),
                 "b": b,
-                "b_name": names[b].name,
-                "b_type": names[b].type,
+                **_entity_props(names[b], "b_"),
+                "predicate": predicate,
                 "weight": stats.weight,
                 "chunk_ids": list(stats.chunk_ids),
             }
-            for (a, b), stats in graph.relations.items()
+            for (a, b, predicate), stats in graph.relations.items()
+        ]
+        alias_rows = [
+            {
+                "uid": chunk_uid(doc, alias.key),
+                "key": alias.key,
+                "surface": alias.surface,
+                "entity": alias.target,
+                "reason": alias.reason,
+            }
+            for alias in graph.aliases
         ]
         if len(chunk_rows) <= BATCH_ROWS and len(relation_rows) <= BATCH_ROWS:
             mention_rows = [row for chunk in chunk_rows for row in mentions_by_chunk.get(chunk["id"], [])]
@@ -296,9 +420,11 @@ class GraphStore:
             async def write_all(tx: AsyncTransaction) -> None:
                 await self._run(tx, Q_MERGE_CHUNKS, rows=chunk_rows, document_id=doc, owner=owner)
                 for rows in _batches(mention_rows):
-                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
+                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows, document_id=doc)
                 if relation_rows:
                     await self._run(tx, Q_MERGE_RELATIONS, rows=relation_rows, document_id=doc)
+                for rows in _batches(alias_rows):
+                    await self._run(tx, Q_MERGE_ALIASES, rows=rows, document_id=doc)
 
             await self._transaction(write_all, write=True, what="ingest document")
             return
@@ -312,7 +438,7 @@ class GraphStore:
             ) -> None:
                 await self._run(tx, Q_MERGE_CHUNKS, rows=batch, document_id=doc, owner=owner)
                 for rows in _batches(mention_rows):
-                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows)
+                    await self._run(tx, Q_MERGE_MENTIONS, rows=rows, document_id=doc)
 
             await self._transaction(write_chunks, write=True, what="ingest chunks")
         for batch in _batches(relation_rows):
@@ -321,6 +447,33 @@ class GraphStore:
                 await self._run(tx, Q_MERGE_RELATIONS, rows=batch, document_id=doc)
 
             await self._transaction(write_relations, write=True, what="ingest relations")
+        for batch in _batches(alias_rows):
+
+            async def write_aliases(tx: AsyncTransaction, batch: list[dict[str, Any]] = batch) -> None:
+                await self._run(tx, Q_MERGE_ALIASES, rows=batch, document_id=doc)
+
+            await self._transaction(write_aliases, write=True, what="ingest aliases")
+
+    async def known(self, keys: list[str], acronyms: list[str], firsts: list[str]) -> Known:
+        """What the graph knows that a new document's keys may resolve to: recorded aliases of those keys, and
+        entities whose initials are one of `acronyms` or whose first word is one of `firsts` (at most
+        KNOWN_CAP). Used at ingest only, as the document's owner: a merge changes which node a mention attaches
+        to, never what a reader sees (reads filter every mention, relation and alias by readable document)."""
+
+        async def work(tx: AsyncTransaction) -> Known:
+            aliases = await self._run(tx, Q_KNOWN_ALIASES, keys=keys) if keys else []
+            entities = (
+                await self._run(tx, Q_KNOWN_ENTITIES, acronyms=acronyms, firsts=firsts, cap=KNOWN_CAP)
+                if acronyms or firsts
+                else []
+            )
+            return known_from_rows(
+                [(r["key"], r["entity"], r["reason"]) for r in aliases],
+                [(r["key"], r["type"], r["initials"], r["first"]) for r in entities],
+                set(acronyms),
+            )
+
+        return await self._transaction(work, write=False, what="resolution lookup")
 
     async def document_owners(self, document_id: str) -> set[str]:
         """The owners recorded on the document's chunks ("" for chunks written before owners were recorded);
@@ -337,6 +490,7 @@ class GraphStore:
         async def work(tx: AsyncTransaction) -> int:
             keys = [row["key"] for row in await self._run(tx, Q_DOCUMENT_ENTITY_KEYS, document_id=document_id)]
             await self._run(tx, Q_DELETE_RELATIONS, document_id=document_id)
+            await self._run(tx, Q_DELETE_ALIASES, document_id=document_id)
             count = await self._run(tx, Q_COUNT_CHUNKS, document_id=document_id)
             await self._run(tx, Q_DELETE_CHUNKS, document_id=document_id)
             for batch in range(0, len(keys), BATCH_ROWS):
@@ -379,8 +533,8 @@ class GraphStore:
             }
             if not matched:
                 return GraphContext()
-            pairs: dict[tuple[str, str], RelationInfo] = {}
-            seen_edges: set[tuple[str, str, str]] = set()
+            pairs: dict[tuple[str, str, str], RelationInfo] = {}
+            seen_edges: set[tuple[str, str, str, str]] = set()
             depth_of = dict.fromkeys(matched, 0)
             frontier = list(matched)
             for depth in range(1, max_depth + 1):
@@ -395,13 +549,14 @@ class GraphStore:
                 reached: list[str] = []
                 for row in hop:
                     (a, a_name), (b, b_name) = sorted([(row["a"], row["a_name"]), (row["b"], row["b_name"])])
-                    edge = (a, b, row["document_id"])
+                    predicate = str(row["predicate"] or RELATION_TYPE)
+                    edge = (a, b, predicate, row["document_id"])
                     if edge in seen_edges:  # both ends in the frontier: the same edge read from each side
                         continue
                     seen_edges.add(edge)
-                    relation = pairs.get((a, b))
+                    relation = pairs.get((a, b, predicate))
                     if relation is None:
-                        relation = pairs[(a, b)] = RelationInfo(a_name, b_name, 0.0, [], depth)
+                        relation = pairs[(a, b, predicate)] = RelationInfo(a_name, b_name, 0.0, [], depth, predicate)
                     elif relation.depth != depth:
                         continue  # found at a shorter depth already
                     relation.weight += float(row["weight"])
@@ -413,7 +568,7 @@ class GraphStore:
                 frontier = reached
             relations = sorted(pairs.items(), key=lambda item: (-item[1].weight, item[1].depth, item[0]))[:limit]
             strength: dict[str, float] = {}
-            for (a, b), relation in relations:
+            for (a, b, _), relation in relations:
                 for key in (a, b):
                     if key not in matched:
                         strength[key] = strength.get(key, 0.0) + relation.weight
@@ -433,3 +588,131 @@ class GraphStore:
             return GraphContext(ordered, neighbours, [relation for _, relation in relations], chunk_ids)
 
         return await self._transaction(work, write=False, what="context")
+
+    async def neighbourhood(
+        self,
+        keys: list[str],
+        readable: Readable,
+        *,
+        hops: int = 2,
+        hub_chunks: int = 200,
+        row_cap: int = 20_000,
+    ) -> Subgraph:
+        """The readable subgraph around the entities named by `keys` (entity keys, or alias keys of a readable
+        document's merges): the seeds' mentions, then `hops` times the entities of the chunks reached and
+        their other chunks; an entity in more than `hub_chunks` chunks ("United States") is kept but not
+        expanded further unless it is a seed. Relations are those among the entities reached, recorded in the
+        documents reached. Every chunk, mention, relation and alias comes from a document `readable` admitted:
+        mass computed on it never flows through an unreadable document."""
+        if not keys:
+            return Subgraph()
+
+        async def work(tx: AsyncTransaction) -> Subgraph:
+            asked: set[str] = set()
+            allowed: set[str] = set()
+
+            async def readable_among(query: str, among: list[str]) -> list[str]:
+                found = {row["document_id"] for row in await self._run(tx, query, keys=among)}
+                if found - asked:
+                    allowed.update(await readable(found - asked))
+                    asked.update(found)
+                return sorted(found & allowed)
+
+            graph = Subgraph()
+            alias_documents = await readable_among(Q_ALIAS_DOCUMENTS, keys)
+            if alias_documents:
+                for row in await self._run(tx, Q_ALIASES, keys=keys, document_ids=alias_documents):
+                    graph.aliases.setdefault(row["key"], row["entity"])
+            seeds = list(dict.fromkeys([*keys, *graph.aliases.values()]))
+            chunk_entities: dict[str, set[str]] = {}
+            expanded: set[str] = set()
+            frontier = seeds
+            for hop in range(hops + 1):
+                documents = await readable_among(Q_MENTION_DOCUMENTS, frontier) if frontier else []
+                rows = (
+                    await self._run(tx, Q_MENTIONS_OF_ENTITIES, keys=frontier, document_ids=documents, cap=row_cap)
+                    if documents
+                    else []
+                )
+                expanded.update(frontier)
+                per_entity = Counter(row["key"] for row in rows)
+                if hop == 0:
+                    graph.seeds = [k for k in seeds if per_entity[k]]
+                new_uids = sorted(
+                    {
+                        row["uid"]
+                        for row in rows
+                        if row["uid"] not in chunk_entities and (hop == 0 or per_entity[row["key"]] <= hub_chunks)
+                    }
+                )
+                if not new_uids:
+                    break
+                for batch in range(0, len(new_uids), BATCH_ROWS):
+                    for row in await self._run(tx, Q_MENTIONS_IN_CHUNKS, uids=new_uids[batch : batch + BATCH_ROWS]):
+                        if row["document_id"] not in allowed:
+                            continue  # the chunk's document was admitted above; this guards a race with a delete
+                        chunk_entities.setdefault(row["uid"], set()).add(row["key"])
+                        graph.mentions.append(
+                            SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"])
+                        )
+                        graph.documents.add(row["document_id"])
+                        info = graph.entities.get(row["key"])
+                        if info is None:
+                            info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
+                        info.mentions += 1
+                        info.chunk_ids.append(row["chunk_id"])
+                if hop == hops:
+                    break
+                frontier = [k for k in graph.entities if k not in expanded]
+            if graph.entities and graph.documents:
+                entity_keys = sorted(graph.entities)
+                for row in await self._run(
+                    tx, Q_RELATIONS_AMONG, keys=entity_keys, document_ids=sorted(graph.documents)
+                ):
+                    a, b = sorted((row["a"], row["b"]))
+                    graph.relations.append(
+                        SubgraphRelation(
+                            a,
+                            b,
+                            str(row["predicate"] or RELATION_TYPE),
+                            float(row["weight"]),
+                            row["document_id"],
+                            tuple(row["chunk_ids"] or ()),
+                        )
+                    )
+            return graph
+
+        return await self._transaction(work, write=False, what="neighbourhood")
+
+    async def document_subgraph(self, document_ids: list[str]) -> Subgraph:
+        """Every mention and relation of `document_ids`, which the CALLER has checked are readable (ask the
+        catalogue first, `access.DocumentAccess.check`): the whole readable graph for community detection."""
+        if not document_ids:
+            return Subgraph()
+
+        async def work(tx: AsyncTransaction) -> Subgraph:
+            graph = Subgraph(documents=set(document_ids))
+            for batch in range(0, len(document_ids), BATCH_ROWS):
+                ids = document_ids[batch : batch + BATCH_ROWS]
+                for row in await self._run(tx, Q_MENTIONS_OF_DOCUMENTS, document_ids=ids):
+                    graph.mentions.append(SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"]))
+                    info = graph.entities.get(row["key"])
+                    if info is None:
+                        info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
+                    info.mentions += 1
+                    info.chunk_ids.append(row["chunk_id"])
+                for row in await self._run(tx, Q_RELATIONS_OF_DOCUMENTS, document_ids=ids):
+                    a, b = sorted((row["a"], row["b"]))
+                    graph.relations.append(
+                        SubgraphRelation(
+                            a,
+                            b,
+                            str(row["predicate"] or RELATION_TYPE),
+                            float(row["weight"]),
+                            row["document_id"],
+                            tuple(row["chunk_ids"] or ()),
+                        )
+                    )
+            return graph
+
+        return await self._transaction(work, write=False, what="document subgraph")

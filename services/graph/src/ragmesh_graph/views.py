@@ -6,8 +6,9 @@ Two kinds of read, kept apart:
 - `readable_view` and `entity_mentions` (a user's request): mentions and relations of the given entities in the
   documents `readable` admits (the catalogue, asked as the user), so nothing of an unreadable document is read.
 
-These are the only places that know the store's node and edge labels besides store.py: a change of the model
-changes the Cypher here and nothing else.
+These are the only places that know the store's node and edge labels besides store.py (the model is in its
+docstring and the graph README): a change of the model changes the Cypher here and nothing else. A relation is
+one RELATED edge per pair, predicate and document; the community graph sums them all.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from ragmesh_graph.store import GraphStore, Readable
 
 Q_ALL_ENTITIES = "MATCH (e:Entity) RETURN e.key AS key"
 Q_ALL_RELATIONS = "MATCH (a:Entity)-[r:RELATED]->(b:Entity) RETURN a.key AS a, b.key AS b, r.weight AS weight"
-Q_ALL_MENTIONS = "MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) RETURN e.key AS key, c.uid AS uid"
+Q_ALL_MENTIONS = "MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) RETURN e.key AS key, c.uid AS uid"
 Q_COUNT_CHUNKS = "MATCH (c:Chunk) RETURN count(c) AS n"
 Q_COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e) AS n"
 Q_COUNT_RELATIONS = "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN count(r) AS n"
 Q_MENTIONS_OF = """
-MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) WHERE e.key IN $keys
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) WHERE e.key IN $keys
 RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
 """
 Q_RELATIONS_AMONG = """

@@ -44,6 +44,96 @@ class GraphChunk(_message.Message):
 Global___GraphChunk: _TypeAlias = GraphChunk  # noqa: Y015
 
 @_typing.final
+class RankChunksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    top_k: _builtins.int
+    """chunks returned, best first; 0 = 50"""
+    @_builtins.property
+    def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """narrows to these documents (never widens access); empty = all readable"""
+
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        top_k: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "query", b"query", "top_k", b"top_k"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RankChunksRequest: _TypeAlias = RankChunksRequest  # noqa: Y015
+
+@_typing.final
+class ChunkScore(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    chunk_id: _builtins.str
+    document_id: _builtins.str
+    score: _builtins.float
+    """PageRank mass of the entities the chunk mentions (sums to <= 1 over all)"""
+    def __init__(
+        self,
+        *,
+        chunk_id: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChunkScore: _TypeAlias = ChunkScore  # noqa: Y015
+
+@_typing.final
+class RankChunksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    SUBGRAPH_ENTITIES_FIELD_NUMBER: _builtins.int
+    SUBGRAPH_CHUNKS_FIELD_NUMBER: _builtins.int
+    subgraph_entities: _builtins.int
+    """size of the readable subgraph walked"""
+    subgraph_chunks: _builtins.int
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChunkScore]:
+        """best first"""
+
+    @_builtins.property
+    def seeds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]:
+        """the query's entities found in the readable graph (the PageRank seeds)"""
+
+    def __init__(
+        self,
+        *,
+        chunks: _abc.Iterable[Global___ChunkScore] | None = ...,
+        seeds: _abc.Iterable[Global___Entity] | None = ...,
+        subgraph_entities: _builtins.int = ...,
+        subgraph_chunks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "seeds", b"seeds", "subgraph_chunks", b"subgraph_chunks", "subgraph_entities", b"subgraph_entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RankChunksResponse: _TypeAlias = RankChunksResponse  # noqa: Y015
+
+@_typing.final
 class IngestChunksRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -49,6 +49,11 @@ class GraphServiceStub(object):
                 request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentResponse.FromString,
                 _registered_method=True)
+        self.RankChunks = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/RankChunks',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.FromString,
+                _registered_method=True)
         self.SearchEntities = channel.unary_unary(
                 '/ragmesh.graph.v1.GraphService/SearchEntities',
                 request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesRequest.SerializeToString,
@@ -96,6 +101,15 @@ class GraphServiceServicer(object):
 
     def DeleteDocument(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RankChunks(self, request, context):
+        """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+        over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+        Only documents the caller may read (the catalogue decides) enter the subgraph.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -154,6 +168,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocument,
                     request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentRequest.FromString,
                     response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentResponse.SerializeToString,
+            ),
+            'RankChunks': grpc.unary_unary_rpc_method_handler(
+                    servicer.RankChunks,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.SerializeToString,
             ),
             'SearchEntities': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchEntities,
@@ -262,6 +281,33 @@ class GraphService(object):
             '/ragmesh.graph.v1.GraphService/DeleteDocument',
             ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentRequest.SerializeToString,
             ragmesh_dot_graph_dot_v1_dot_graph__pb2.DeleteDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RankChunks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/RankChunks',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,11 @@ class GraphServiceStub:
     caller may read (the graph asks the retriever's CheckDocumentAccess about the documents it finds).
     """
     DeleteDocument: _grpc.UnaryUnaryMultiCallable[_graph_pb2.DeleteDocumentRequest, _graph_pb2.DeleteDocumentResponse]
+    RankChunks: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RankChunksRequest, _graph_pb2.RankChunksResponse]
+    """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+    over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+    Only documents the caller may read (the catalogue decides) enter the subgraph.
+    """
     SearchEntities: _grpc.UnaryUnaryMultiCallable[_graph_pb2.SearchEntitiesRequest, _graph_pb2.SearchEntitiesResponse]
     """Entities whose name contains the text, counted over readable documents only."""
     GetEntity: _grpc.UnaryUnaryMultiCallable[_graph_pb2.GetEntityRequest, _graph_pb2.GetEntityResponse]
@@ -63,6 +68,11 @@ class GraphServiceAsyncStub(GraphServiceStub):
     caller may read (the graph asks the retriever's CheckDocumentAccess about the documents it finds).
     """
     DeleteDocument: _aio.UnaryUnaryMultiCallable[_graph_pb2.DeleteDocumentRequest, _graph_pb2.DeleteDocumentResponse]  # type: ignore[assignment]
+    RankChunks: _aio.UnaryUnaryMultiCallable[_graph_pb2.RankChunksRequest, _graph_pb2.RankChunksResponse]  # type: ignore[assignment]
+    """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+    over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+    Only documents the caller may read (the catalogue decides) enter the subgraph.
+    """
     SearchEntities: _aio.UnaryUnaryMultiCallable[_graph_pb2.SearchEntitiesRequest, _graph_pb2.SearchEntitiesResponse]  # type: ignore[assignment]
     """Entities whose name contains the text, counted over readable documents only."""
     GetEntity: _aio.UnaryUnaryMultiCallable[_graph_pb2.GetEntityRequest, _graph_pb2.GetEntityResponse]  # type: ignore[assignment]
@@ -103,6 +113,17 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_pb2.DeleteDocumentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_pb2.DeleteDocumentResponse, _abc.Awaitable[_graph_pb2.DeleteDocumentResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RankChunks(
+        self,
+        request: _graph_pb2.RankChunksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.RankChunksResponse, _abc.Awaitable[_graph_pb2.RankChunksResponse]]:
+        """The graph leg of retrieval (HippoRAG-style): the entities named in the query seed a Personalized PageRank
+        over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
+        Only documents the caller may read (the catalogue decides) enter the subgraph.
+        """
 
     @_abc_1.abstractmethod
     def SearchEntities(

@@ -445,6 +445,8 @@ class SearchRequest(_message.Message):
     FEEDBACK_WEIGHT_FIELD_NUMBER: _builtins.int
     EMBED_QUERY_FIELD_NUMBER: _builtins.int
     SUB_QUERIES_FIELD_NUMBER: _builtins.int
+    GRAPH_SCORES_FIELD_NUMBER: _builtins.int
+    GRAPH_WEIGHT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     top_k: _builtins.int
     """0 = 10"""
@@ -465,6 +467,8 @@ class SearchRequest(_message.Message):
     permission lookup and the lexical leg while the embedder works; the vector leg starts when the
     vector arrives. Without an embedder, or when it fails, the search is lexical only and says why.
     """
+    graph_weight: _builtins.float
+    """the graph leg's weight in the fusion; unset = the service default"""
     @_builtins.property
     def query_vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """empty: lexical leg only"""
@@ -487,6 +491,13 @@ class SearchRequest(_message.Message):
         reciprocal rank. The counts and the embedding fields of the response are those of `query`.
         """
 
+    @_builtins.property
+    def graph_scores(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegScore]:
+        """A third leg fused with the lexical and vector legs (the graph's RankChunks, asked by the gateway under the
+        same user): chunk id → score, higher is better. Only chunks of documents the caller may read are used
+        (the retriever checks them like any hit); empty = no graph leg.
+        """
+
     def __init__(
         self,
         *,
@@ -504,16 +515,45 @@ class SearchRequest(_message.Message):
         feedback_weight: _builtins.float = ...,
         embed_query: _builtins.bool = ...,
         sub_queries: _abc.Iterable[_builtins.str] | None = ...,
+        graph_scores: _abc.Iterable[Global___LegScore] | None = ...,
+        graph_weight: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "alpha", b"alpha", "context", b"context"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "_graph_weight", b"_graph_weight", "alpha", b"alpha", "context", b"context", "graph_weight", b"graph_weight"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "alpha", b"alpha", "context", b"context", "document_ids", b"document_ids", "embed_query", b"embed_query", "feedback_docs", b"feedback_docs", "feedback_weight", b"feedback_weight", "fusion", b"fusion", "language", b"language", "levels", b"levels", "query", b"query", "query_vector", b"query_vector", "strategy", b"strategy", "sub_queries", b"sub_queries", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_alpha", b"_alpha", "_graph_weight", b"_graph_weight", "alpha", b"alpha", "context", b"context", "document_ids", b"document_ids", "embed_query", b"embed_query", "feedback_docs", b"feedback_docs", "feedback_weight", b"feedback_weight", "fusion", b"fusion", "graph_scores", b"graph_scores", "graph_weight", b"graph_weight", "language", b"language", "levels", b"levels", "query", b"query", "query_vector", b"query_vector", "strategy", b"strategy", "sub_queries", b"sub_queries", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__alpha: _TypeAlias = _typing.Literal["alpha"]  # noqa: Y015
     _WhichOneofArgType__alpha: _TypeAlias = _typing.Literal["_alpha", b"_alpha"]  # noqa: Y015
+    _WhichOneofReturnType__graph_weight: _TypeAlias = _typing.Literal["graph_weight"]  # noqa: Y015
+    _WhichOneofArgType__graph_weight: _TypeAlias = _typing.Literal["_graph_weight", b"_graph_weight"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__alpha) -> _WhichOneofReturnType__alpha | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__graph_weight) -> _WhichOneofReturnType__graph_weight | None: ...
 
 Global___SearchRequest: _TypeAlias = SearchRequest  # noqa: Y015
+
+@_typing.final
+class LegScore(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    chunk_id: _builtins.str
+    score: _builtins.float
+    def __init__(
+        self,
+        *,
+        chunk_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LegScore: _TypeAlias = LegScore  # noqa: Y015
 
 @_typing.final
 class SearchResponse(_message.Message):
