@@ -49,6 +49,7 @@ BASE_REQUEST: dict[str, Any] = {
     "strategy": None,
     "fusion": "relative_score",
     "context": None,
+    "graph_leg": False,
 }
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "bm25": {"alpha": 0.0},
@@ -59,7 +60,13 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid+dbsf+expansion": {"fusion": "distribution_based", "feedback_docs": 5},
     "hybrid+routing": {"routing": True, "context": {"enabled": True, "coverage_boost": True, "mmr": False}},
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
+    # the graph leg (graph RankChunks, Personalized PageRank from the question's entities) fused as a third leg
+    "hybrid+graph": {"graph_leg": True},
 }
+# The sweep that chose the graph leg's default weight (RETRIEVER_GRAPH_WEIGHT); "hybrid+graph" is the default.
+GRAPH_WEIGHT_SWEEP = (0.25, 1.0, 2.0)
+CONFIGURATIONS.update({f"hybrid+graph@w={w}": {"graph_leg": True, "graph_weight": w} for w in GRAPH_WEIGHT_SWEEP})
+GRAPH_CONFIGURATIONS = {name for name, fields in CONFIGURATIONS.items() if fields.get("graph_leg")}
 # The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.4.
 ALPHA_SWEEP = (0.3, 0.5, 0.6, 0.7)
 CONFIGURATIONS.update({f"hybrid@alpha={a}": {"alpha": a} for a in ALPHA_SWEEP})
@@ -74,6 +81,7 @@ class Dataset:
     folder: str
     metrics: tuple[str, ...]
     anchors: dict[str, str] = field(default_factory=dict)  # "configuration metric" → published / earlier value
+    halves: bool = False  # also report the tuning half and the held-out half of the questions
 
 
 DATASETS: dict[str, Dataset] = {
@@ -94,8 +102,9 @@ DATASETS: dict[str, Dataset] = {
     "hotpotqa": Dataset(
         "hotpotqa",
         "hotpotqa_train100",
-        ("recall@2", "recall@5"),
+        ("recall@2", "recall@5", "both_gold@5"),
         {"bm25 recall@2": "BM25 0.595, measured earlier here", "bm25 recall@5": "BM25 0.755, measured earlier here"},
+        halves=True,
     ),
 }
 
@@ -165,6 +174,8 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
 
 def metric(name: str, ranked: list[str], relevant: dict[str, int]) -> float:
     kind, k = name.split("@")
+    if kind == "both_gold":  # every gold document in the top k (HotpotQA: both supporting passages)
+        return float(bool(relevant) and set(relevant) <= set(ranked[: int(k)]))
     return ndcg_at(ranked, relevant, int(k)) if kind == "ndcg" else recall_at(ranked, relevant, int(k))
 
 
@@ -212,7 +223,12 @@ def content_sha256(doc: dict[str, Any]) -> str:
 
 
 async def index_corpus(
-    stack: Any, corpus: list[dict[str, Any]], user: Any, label: str, split: Callable[[str], list[str]] | None = None
+    stack: Any,
+    corpus: list[dict[str, Any]],
+    user: Any,
+    label: str,
+    split: Callable[[str], list[str]] | None = None,
+    graph: bool = False,
 ) -> Indexed:
     """Per corpus document: CreateOrGetDocument (the upload path's), a summary chunk and its paragraph chunks (`split` of the passage,
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
@@ -222,6 +238,7 @@ async def index_corpus(
 
     from ragmesh.common.v1 import common_pb2
     from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+    from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
     from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
     from ragmesh_common.server import insecure_channel
 
@@ -232,9 +249,14 @@ async def index_corpus(
     indexed_chunks = 0
     gate = asyncio.Semaphore(BATCHES_IN_FLIGHT)
     progress = tqdm(total=len(corpus), desc=f"index {label}", unit="doc", file=sys.stderr, mininterval=2)
-    async with insecure_channel(stack.addr("retriever")) as rch, insecure_channel(stack.addr("embedder")) as ech:
+    async with (
+        insecure_channel(stack.addr("retriever")) as rch,
+        insecure_channel(stack.addr("embedder")) as ech,
+        insecure_channel(stack.addr("graph")) as gch,
+    ):
         retriever = retriever_pb2_grpc.RetrieverServiceStub(rch)
         embedder = embedder_pb2_grpc.EmbedderServiceStub(ech)
+        graph_stub = graph_pb2_grpc.GraphServiceStub(gch)
 
         async def one_batch(docs: list[dict[str, Any]]) -> None:
             nonlocal indexed_chunks
@@ -305,6 +327,20 @@ async def index_corpus(
                 await asyncio.gather(
                     *[retriever.IndexChunks(r, metadata=user.metadata(), timeout=120) for r in requests]
                 )
+                if graph:  # what the ingestion worker sends the graph: the paragraph chunks
+                    for r in requests:
+                        await graph_stub.IngestChunks(
+                            graph_pb2.IngestChunksRequest(
+                                document_id=r.document_id,
+                                chunks=[
+                                    graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=r.document_id, text=c.text)
+                                    for c in r.chunks
+                                    if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH
+                                ],
+                            ),
+                            metadata=user.metadata(),
+                            timeout=300,
+                        )
                 await asyncio.gather(
                     *[
                         retriever.UpdateDocumentStatus(
@@ -420,6 +456,7 @@ async def evaluate(
 
     gate = asyncio.Semaphore(QUERY_CONCURRENCY)
     scores: dict[str, list[float]] = {m: [] for m in dataset.metrics}
+    per_query: dict[str, dict[str, float]] = {}
     degraded: set[str] = set()
     progress = tqdm(total=len(queries), desc=f"{dataset.name} {name}", unit="q", file=sys.stderr, mininterval=2)
 
@@ -431,6 +468,7 @@ async def evaluate(
         ranked = ranked_corpus_ids(reply, indexed.corpus_of_document)
         for m in dataset.metrics:
             scores[m].append(metric(m, ranked, qrels[query["_id"]]))
+        per_query[query["_id"]] = {m: metric(m, ranked, qrels[query["_id"]]) for m in dataset.metrics}
         progress.update()
 
     started = time.perf_counter()
@@ -438,6 +476,10 @@ async def evaluate(
     progress.close()
     result = {m: round(statistics.fmean(v), 4) for m, v in scores.items()}
     result["queries"] = len(queries)
+    if dataset.halves:  # the tuning half (even positions in the file) and the held-out half (odd)
+        for half, parity in (("tune", 0), ("held_out", 1)):
+            ids = [q["_id"] for i, q in enumerate(queries) if i % 2 == parity]
+            result[half] = {m: round(statistics.fmean(per_query[i][m] for i in ids), 4) for m in dataset.metrics}
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result, sorted(degraded)
 
@@ -461,6 +503,7 @@ async def run_dataset(
     results: dict[str, Any],
     notes: list[str],
     passage_tokens: int = 0,
+    only: set[str] | None = None,
 ) -> Indexed:
     from ragmesh_common.identity import UserContext
 
@@ -484,7 +527,11 @@ async def run_dataset(
     reset_index(stack)
     log(f"{dataset.name}: indexing {len(corpus)} documents through the mesh")
     split = passage_splitter(passage_tokens)
-    indexed = await index_corpus(stack, corpus, user, dataset.name, split)
+    configurations = {
+        n: c for n, c in CONFIGURATIONS.items() if not only or n in only or (n == "hybrid" and "hybrid" in only)
+    }
+    with_graph = bool(GRAPH_CONFIGURATIONS & set(configurations))
+    indexed = await index_corpus(stack, corpus, user, dataset.name, split, graph=with_graph)
     sample = [t for d in corpus[:256] for t in embed_texts(d, split(d["text"]))][:512]
     raw = measure_throughput(embed_model, sample, call_size=EMBED_BATCH)
     raw_note = (
@@ -511,7 +558,7 @@ async def run_dataset(
     gateway = Gateway(stack.gateway_url, stack.token(user.user_id, user.department, list(user.roles)))
     try:
         skip_rerank = reranker_reason()
-        for name, overrides in CONFIGURATIONS.items():
+        for name, overrides in configurations.items():
             if name in NEEDS_RERANKER and skip_rerank:
                 out[name] = {"skipped": skip_rerank}
                 continue
@@ -1064,7 +1111,10 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
                 continue
             for m in dataset.metrics:
                 anchor = dataset.anchors.get(f"{config} {m}", "")
-                lines.append(f"| {name} | {config} | {m} | {values[m]:.4f} | {anchor} |")
+                halves = (
+                    f" (tune {values['tune'][m]:.4f}, held-out {values['held_out'][m]:.4f})" if "tune" in values else ""
+                )
+                lines.append(f"| {name} | {config} | {m} | {values[m]:.4f}{halves} | {anchor} |")
             if values.get("degraded"):
                 lines.append(f"| {name} | {config} | degraded | {values['degraded']} | |")
     out = ["## Retrieval quality", "", *lines, ""]
@@ -1157,7 +1207,15 @@ async def main_async(args: argparse.Namespace) -> int:
         order = sorted(names, key=lambda n: n == "scifact")  # SciFact last: its vectors seed the scale points
         for name in order:
             await run_dataset(
-                stack, data_dir, DATASETS[name], args.squad_stride, model, results, notes, args.passage_tokens
+                stack,
+                data_dir,
+                DATASETS[name],
+                args.squad_stride,
+                model,
+                results,
+                notes,
+                args.passage_tokens,
+                {c.strip() for c in args.configurations.split(",") if c.strip()} or None,
             )
             if name == "scifact":
                 sources = scifact_vectors(stack)
@@ -1206,6 +1264,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="ragmesh retrieval benchmark (quality, latency, indexing)")
     parser.add_argument("--datasets", default="scifact,squad,hotpotqa", help="comma list of scifact, squad, hotpotqa")
     parser.add_argument("--skip-scale", action="store_true", help="skip the 10k/100k latency points")
+    parser.add_argument(
+        "--configurations",
+        default="",
+        help="comma list of configuration names to run (default: all); e.g. hybrid,hybrid+graph",
+    )
     parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question (1 = all)")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries per latency point")
     parser.add_argument(

@@ -113,6 +113,9 @@ def graph_settings(arcadedb: EmbeddedArcadeDB, catalogue: tuple[Catalogue, int])
         neo4j_database=arcadedb.database,
         query_timeout_seconds=20.0,
         max_entities_per_chunk=25,
+        # the rule extractor: these tests are about the store, permissions and the leg, with texts whose entities
+        # the rules find exactly; the spaCy extractor has its own tests (test_graph_nlp.py)
+        spacy_model="",
         retriever_addr=f"127.0.0.1:{catalogue[1]}",
     )
 

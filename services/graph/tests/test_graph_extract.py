@@ -1,8 +1,17 @@
-"""The rule-based extractor: what it finds, what it skips, and the relations it draws."""
+"""The rule-based (fallback) extractor: what it finds, what it skips, and the relations it draws."""
 
 from __future__ import annotations
 
-from ragmesh_graph.extract import TYPE_ACRONYM, TYPE_NAME, TYPE_TERM, EntityExtractor, build_document_graph, normalise
+from ragmesh_graph.extract import (
+    PREDICATE_COOCCURS,
+    TYPE_ACRONYM,
+    TYPE_NAME,
+    TYPE_TERM,
+    build_document_graph,
+    extract_document,
+    normalise,
+)
+from ragmesh_graph.extract import RuleExtractor as EntityExtractor
 
 
 def names(text: str, limit: int = 25) -> dict[str, str]:
@@ -59,13 +68,19 @@ def test_query_keys_match_lower_cased_names() -> None:
 def test_normalise() -> None:
     assert normalise("  Acme   Corp’s ") == "acme corp"
     assert normalise("AT&T") == "at&t"
+    assert normalise("Alû") == normalise("ALU") == "alu"
+    assert normalise("The Beatles'") == "beatles"
 
 
 def test_document_graph_aggregates_weights_and_chunks() -> None:
     graph = build_document_graph(
-        EntityExtractor(), "d", [("d:0", "NASA and IBM met."), ("d:1", "NASA and IBM again."), ("d:2", "Nothing here.")]
+        extract_document(
+            EntityExtractor(),
+            "d",
+            [("d:0", "NASA and IBM met."), ("d:1", "NASA and IBM again."), ("d:2", "Nothing here.")],
+        )
     )
     assert graph.chunk_ids == ["d:0", "d:1", "d:2"]
     assert set(graph.entities) == {"nasa", "ibm"}
-    stats = graph.relations[("ibm", "nasa")]
+    stats = graph.relations[("ibm", "nasa", PREDICATE_COOCCURS)]
     assert stats.weight == 2 and stats.chunk_ids == ["d:0", "d:1"]

@@ -68,7 +68,7 @@ async def test_context_with_both_documents_sees_relations_from_both(
         ("European Space Agency", "NASA"),
     }
     top = reply.relations[0]
-    assert (top.source, top.target, top.weight, top.type, top.depth) == ("NASA", "WidgetPro", 3.0, "RELATED", 1)
+    assert (top.source, top.target, top.weight, top.type, top.depth) == ("NASA", "WidgetPro", 3.0, "co-occurs", 1)
     assert [r.weight for r in reply.relations] == sorted((r.weight for r in reply.relations), reverse=True)
     space, europe = two_documents
     assert set(top.chunk_ids) == {f"{space}:0", f"{space}:1"}

@@ -166,3 +166,30 @@ def test_rocchio_moves_the_query_toward_the_feedback_mean_and_normalises() -> No
     assert moved == pytest.approx([2**-0.5, 2**-0.5])
     assert rocchio([1.0, 0.0], [], weight=1.0) is None
     assert rocchio([1.0, 0.0], [[-1.0, 0.0]], weight=1.0) is None  # cancelled out: no direction left
+
+
+def test_graph_leg_is_added_on_top_and_brings_its_own_chunks() -> None:
+    lexical = {"a": 10.0, "b": 5.0, "c": 0.0}
+    vector = {"b": 0.9, "d": 0.5, "c": 0.7}
+    two = {f.chunk_id: f.score for f in fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75)}
+    graph = {"c": 0.02, "e": 0.01, "a": 0.0}  # normalised: c 1.0, e 0.5, a 0.0
+    three = {f.chunk_id: f for f in fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75, graph, 0.4)}
+    assert three["c"].score == pytest.approx(two["c"] + 0.4 * 1.0)
+    assert three["a"].score == pytest.approx(two["a"])
+    assert three["e"].score == pytest.approx(0.4 * 0.5)  # only the graph found it
+    assert (three["e"].lexical, three["e"].vector, three["e"].graph) == (None, None, 0.01)
+    # no graph scores, or weight 0: exactly the two-leg ranking
+    assert fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75, graph, 0.0) == fuse(
+        Fusion.RELATIVE_SCORE, lexical, vector, 0.75
+    )
+    with pytest.raises(ValueError, match="graph_weight"):
+        fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75, graph, -1.0)
+
+
+def test_graph_leg_in_ranked_fusion_adds_a_reciprocal_rank() -> None:
+    lexical, vector = {"a": 2.0, "b": 1.0}, {"b": 0.9, "a": 0.1}
+    two = {f.chunk_id: f.score for f in fuse(Fusion.RANKED, lexical, vector, 0.5)}
+    three = {f.chunk_id: f.score for f in fuse(Fusion.RANKED, lexical, vector, 0.5, {"z": 3.0, "a": 1.0}, 2.0)}
+    assert three["z"] == pytest.approx(2.0 / RRF_K)
+    assert three["a"] == pytest.approx(two["a"] + 2.0 / (RRF_K + 1))
+    assert three["b"] == pytest.approx(two["b"])

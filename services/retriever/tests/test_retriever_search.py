@@ -847,3 +847,36 @@ async def test_nul_characters_in_any_string_are_invalid_arguments(stub, bad) -> 
         assert "NUL character" in (err.value.details() or "")
     reply = await stub.Search(retriever_pb2.SearchRequest(query="plain"), metadata=ALICE.metadata())
     assert [r.chunk.text for r in reply.results] == ["plain text"]  # nothing was changed
+
+
+async def test_graph_leg_adds_readable_chunks_only(stub) -> None:
+    """The gateway hands the graph's scores in as a third leg: a chunk only the graph found enters the ranking,
+    and a graph score for a chunk the caller may not read changes nothing and is never shown."""
+    alice_doc = await add_document(
+        stub,
+        ALICE,
+        "bridge",
+        [("the reactor design review notes", unit(7)), ("the turbine maker is based in Ostrava", unit(8))],
+    )
+    bob_doc = await add_document(stub, BOB, "hr-private", [("the turbine maker pays its staff well", unit(9))])
+    base = retriever_pb2.SearchRequest(query="reactor design review", query_vector=unit(7), alpha=0.0, top_k=10)
+    plain = await stub.Search(base, metadata=ALICE.metadata())
+    assert [r.chunk.chunk_id for r in plain.results] == [f"{alice_doc}:0"]
+    with_graph = retriever_pb2.SearchRequest()
+    with_graph.CopyFrom(base)
+    with_graph.graph_scores.extend(
+        [
+            retriever_pb2.LegScore(chunk_id=f"{alice_doc}:1", score=0.5),
+            retriever_pb2.LegScore(chunk_id=f"{bob_doc}:0", score=0.9),
+            retriever_pb2.LegScore(chunk_id="no-such-chunk", score=0.1),
+        ]
+    )
+    with_graph.graph_weight = 1.0
+    found = await stub.Search(with_graph, metadata=ALICE.metadata())
+    assert [r.chunk.chunk_id for r in found.results] == [f"{alice_doc}:0", f"{alice_doc}:1"]
+    bad = retriever_pb2.SearchRequest()
+    bad.CopyFrom(with_graph)
+    bad.graph_weight = -1
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.Search(bad, metadata=ALICE.metadata())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

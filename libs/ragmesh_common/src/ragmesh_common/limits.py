@@ -104,6 +104,10 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.graph.v1.DeleteDocumentRequest.document_id": ID,
     "ragmesh.graph.v1.IngestChunksRequest.document_id": ID,
     "ragmesh.graph.v1.GraphChunk.chunk_id": ID,
+    "ragmesh.graph.v1.RankChunksRequest.query": QUESTION,
+    "ragmesh.graph.v1.RankChunksRequest.document_ids": ACCESS_CHECK_IDS,
+    "ragmesh.retriever.v1.SearchRequest.graph_scores": CANDIDATES,
+    "ragmesh.retriever.v1.LegScore.chunk_id": ID,
 }
 # Each item of these repeated string fields is also bounded (the list's own limit is in FIELDS).
 ITEM_FIELDS: dict[str, Limit] = {

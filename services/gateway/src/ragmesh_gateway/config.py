@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -75,6 +75,9 @@ class Settings(ServiceSettings):
     token_cache_size: int = 4096
     token_cache_seconds: float = 300.0
     graph_enabled: bool = True
+    # the graph leg of retrieval when a request does not say: on, off, or auto (when the query router reads the
+    # question as multi-hop or relational; routing is on in chat and off by default in search)
+    graph_leg: Literal["on", "off", "auto"] = "auto"
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

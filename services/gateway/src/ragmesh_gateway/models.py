@@ -69,6 +69,11 @@ class ChatRequest(BaseModel):
     )
     rerank: bool = True
     graph: bool = True
+    graph_leg: bool | None = Field(
+        None,
+        description="The graph leg: chunks ranked by Personalized PageRank from the question's entities over your readable "
+        "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
+    )
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     context: ContextIn | None = Field(None, description="Context assembly override")
@@ -118,6 +123,12 @@ class SearchRequest(BaseModel):
     document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS)
     rerank: bool = False
     relevance_gate: bool = Field(True, description="Keep only the chunks the relevance grade keeps")
+    graph_leg: bool | None = Field(
+        None,
+        description="The graph leg: chunks ranked by Personalized PageRank from the question's entities over your readable "
+        "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
+    )
+    graph_weight: float | None = Field(None, ge=0, le=10, description="The graph leg's fusion weight; null = default")
     graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 
 

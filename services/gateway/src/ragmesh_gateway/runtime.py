@@ -91,6 +91,7 @@ async def open_runtime(
         min_relevance=settings.min_relevance,
         candidates=settings.candidates,
         graph_enabled=settings.graph_enabled,
+        graph_leg=settings.graph_leg,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,

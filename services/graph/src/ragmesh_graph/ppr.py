@@ -60,6 +60,12 @@ def chunk_scores(
     personalization = {("e", s): 1.0 / max(len(chunks_of[s]), 1) for s in seeds if ("e", s) in walk}
     if not personalization:
         return [], {}
+    # only the seeds' components can hold mass (the power iteration would leave a vanishing remainder elsewhere)
+    reachable: set[tuple[str, str]] = set()
+    for node in personalization:
+        if node not in reachable:
+            reachable |= nx.node_connected_component(walk, node)
+    walk = walk.subgraph(reachable)
     rank = nx.pagerank(
         walk,
         alpha=damping,
@@ -77,6 +83,8 @@ def chunk_scores(
             sum(mass.get(key, 0.0) / len(chunks_of[key]) for key in keys),
         )
         for uid, keys in entities_of.items()
+        if ("c", uid) in reachable
     ]
+    scored = [c for c in scored if c.score > 0]  # not reached from any seed
     scored.sort(key=lambda c: (-c.score, c.uid))
     return scored, mass

@@ -46,6 +46,14 @@ def initials(key: str) -> str:
     return "".join(w[0] for w in words) if len(words) >= 2 else ""
 
 
+def acronym_letters(surface: str) -> str:
+    """The letters an acronym stands for, lower-cased: all of them ("IBM" → "ibm"), or only the capitals of a
+    mixed-case one, whose small letters are function words ("BoA" → "ba", as `initials` skips "of")."""
+    letters = surface.replace(".", "").replace("&", "")
+    capitals = "".join(c for c in letters if c.isupper())
+    return (capitals if capitals != letters else letters).casefold()
+
+
 def first_word(key: str) -> str:
     return key.split(" ", 1)[0]
 
@@ -144,7 +152,7 @@ def resolve(extracted: Extracted, known: Known, threshold: float) -> Resolution:
     for key, entity in entities.items():
         if not is_acronym(entity.name) or " " in key:
             continue
-        letters = key.replace(".", "").replace("&", "")
+        letters = acronym_letters(entity.name)
         local = [k for k in doc_initials.get(letters, []) if k != key]
         if len(local) == 1:
             merge(key, local[0], REASON_ACRONYM)
@@ -202,9 +210,7 @@ def lookup_keys(extracted: Extracted) -> tuple[list[str], list[str], list[str]]:
     (for entities with those initials) and the first words (for similar names)."""
     entities = extracted.entities()
     keys = sorted(entities)
-    acronyms = sorted(
-        {k.replace(".", "").replace("&", "") for k, e in entities.items() if is_acronym(e.name) and " " not in k}
-    )
+    acronyms = sorted({acronym_letters(e.name) for k, e in entities.items() if is_acronym(e.name) and " " not in k})
     firsts = sorted({first_word(k) for k in keys})
     return keys, acronyms, firsts
 

@@ -36,6 +36,8 @@ class Settings(ServiceSettings):
     bm25_postings_per_term: int = Field(2000, ge=1)
     bm25_document_first_max_docs: int = 200  # up to this many readable documents: postings by document
     candidates: int = 100  # per-leg candidate pool before fusion
+    # The graph leg's weight in the fusion when a search brings graph scores and no graph_weight of its own
+    graph_weight: float = Field(0.5, ge=0, le=10)
     text_search_config: str = "english"
     statement_timeout_ms: int = 10000
     pool_size: int = 8

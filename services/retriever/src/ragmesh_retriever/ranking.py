@@ -10,6 +10,11 @@ distribution-based score fusion (Qdrant's DBSF): like relativeScoreFusion, but e
 its score distribution instead of its extremes — (s - (mean - 3 sd)) / (6 sd), population sd over the
 leg's result set, 1 when all scores are equal — so one outlier at the top or bottom of a leg does not
 stretch or squash every other score of that leg.
+
+The graph leg (the graph service's Personalized PageRank scores, handed in by the gateway) is a third leg
+fused the same way and ADDED on top of the two: normalised like the others (min-max, or the distribution for
+DBSF; rank for rankedFusion) and weighted by `graph_weight`, so alpha keeps its meaning and a graph weight of 0
+(or no graph scores) gives exactly the two-leg ranking. A chunk only the graph found enters the ranking too.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Fused:
     score: float
     lexical: float | None  # raw BM25 score, None when the lexical leg missed it
     vector: float | None  # raw cosine similarity, None when the vector leg missed it
+    graph: float | None = None  # raw graph-leg score (PageRank mass), None when the graph leg missed it
 
 
 def _normalise(scores: Mapping[str, float]) -> dict[str, float]:
@@ -72,22 +78,45 @@ def _standardise(scores: Mapping[str, float]) -> dict[str, float]:
     return {key: (value - low) / (6 * sd) for key, value in scores.items()}
 
 
-def _ordered(items: dict[str, float], lexical: Mapping[str, float], vector: Mapping[str, float]) -> list[Fused]:
+def _ordered(
+    items: dict[str, float],
+    lexical: Mapping[str, float],
+    vector: Mapping[str, float],
+    graph: Mapping[str, float] | None = None,
+) -> list[Fused]:
     # ties broken by vector then lexical score, then id, so the order is deterministic
-    fused = [Fused(key, score, lexical.get(key), vector.get(key)) for key, score in items.items()]
+    graph = graph or {}
+    fused = [Fused(key, score, lexical.get(key), vector.get(key), graph.get(key)) for key, score in items.items()]
     fused.sort(key=lambda f: (-f.score, -(f.vector or 0.0), -(f.lexical or 0.0), f.chunk_id))
     return fused
 
 
-def fuse(fusion: Fusion, lexical: Mapping[str, float], vector: Mapping[str, float], alpha: float) -> list[Fused]:
-    """The two legs' raw scores (chunk id → score, higher is better) fused with `fusion`, best first."""
+def fuse(
+    fusion: Fusion,
+    lexical: Mapping[str, float],
+    vector: Mapping[str, float],
+    alpha: float,
+    graph: Mapping[str, float] | None = None,
+    graph_weight: float = 0.0,
+) -> list[Fused]:
+    """The legs' raw scores (chunk id → score, higher is better) fused with `fusion`, best first; `graph`
+    (optional) is added with `graph_weight`."""
+    if graph_weight < 0:
+        raise ValueError(f"graph_weight must be >= 0, got {graph_weight}")
+    if not graph or graph_weight == 0:
+        graph, graph_weight = {}, 0.0
     if fusion is Fusion.RANKED:
-        return ranked_fusion(
+        fused = ranked_fusion(
             sorted(lexical, key=lambda k: -lexical[k]), sorted(vector, key=lambda k: -vector[k]), alpha, lexical, vector
         )
-    if fusion is Fusion.DISTRIBUTION_BASED:
-        return distribution_based_fusion(lexical, vector, alpha)
-    return relative_score_fusion(lexical, vector, alpha)
+        if not graph:
+            return fused
+        combined = {f.chunk_id: f.score for f in fused}
+        for rank, key in enumerate(sorted(graph, key=lambda k: -graph[k])):
+            combined[key] = combined.get(key, 0.0) + graph_weight / (RRF_K + rank)
+        return _ordered(combined, lexical, vector, graph)
+    scale = _standardise if fusion is Fusion.DISTRIBUTION_BASED else _normalise
+    return _weighted(scale(lexical), scale(vector), alpha, lexical, vector, scale(graph), graph_weight, graph)
 
 
 def relative_score_fusion(lexical: Mapping[str, float], vector: Mapping[str, float], alpha: float) -> list[Fused]:
@@ -106,6 +135,9 @@ def _weighted(
     alpha: float,
     lexical: Mapping[str, float],
     vector: Mapping[str, float],
+    graph_n: Mapping[str, float] | None = None,
+    graph_weight: float = 0.0,
+    graph: Mapping[str, float] | None = None,
 ) -> list[Fused]:
     _check_alpha(alpha)
     combined: dict[str, float] = {}
@@ -113,7 +145,9 @@ def _weighted(
         combined[key] = combined.get(key, 0.0) + (1.0 - alpha) * value
     for key, value in vec_n.items():
         combined[key] = combined.get(key, 0.0) + alpha * value
-    return _ordered(combined, lexical, vector)
+    for key, value in (graph_n or {}).items():
+        combined[key] = combined.get(key, 0.0) + graph_weight * value
+    return _ordered(combined, lexical, vector, graph)
 
 
 def ranked_fusion(

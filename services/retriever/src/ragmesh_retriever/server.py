@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ tracer = trace.get_tracer(__name__)
 
 MAX_TOP_K = limits.CANDIDATES.value
 MAX_STAMP_IDS = limits.DOCUMENT_IDS.value  # documents of one cached answer checked at hit time
+MAX_GRAPH_WEIGHT = 10.0
 VALID_LEVELS = {common_pb2.CHUNK_LEVEL_DOCUMENT, common_pb2.CHUNK_LEVEL_SECTION, common_pb2.CHUNK_LEVEL_PARAGRAPH}
 
 
@@ -47,12 +49,14 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         candidates: int,
         embedder: QueryEmbedder | None = None,
         stuck_after_seconds: float = 900.0,
+        graph_weight: float = 0.5,
     ) -> None:
         self.catalog = catalog
         self.conversations = Conversations(catalog.db)
         self.stuck_after_seconds = stuck_after_seconds
         self.backend = backend
         self.alpha = alpha
+        self.graph_weight = graph_weight
         self.candidates = candidates
         self.embedder = embedder
 
@@ -152,6 +156,13 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
         alpha = request.alpha if request.HasField("alpha") else self.alpha
+        if request.HasField("graph_weight") and not 0.0 <= request.graph_weight <= MAX_GRAPH_WEIGHT:
+            raise InvalidArgument(f"graph_weight must be within [0, {MAX_GRAPH_WEIGHT}], got {request.graph_weight}")
+        graph: dict[str, float] = {}
+        for i, leg in enumerate(request.graph_scores):
+            if not leg.chunk_id or not math.isfinite(leg.score):
+                raise InvalidArgument(f"graph_scores[{i}] needs a chunk_id and a finite score")
+            graph[leg.chunk_id] = max(graph.get(leg.chunk_id, leg.score), leg.score)
         if not request.query_vector and not request.embed_query:
             alpha = 0.0  # lexical only
         return SearchQuery(
@@ -165,6 +176,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             language=request.language,
             feedback_docs=max(0, min(request.feedback_docs, 50)),
             feedback_weight=request.feedback_weight or 1.0,
+            graph=graph,
+            graph_weight=request.graph_weight if request.HasField("graph_weight") else self.graph_weight,
         )
 
     @grpc_errors
@@ -184,7 +197,12 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         # the query first, then its sub-queries: each embeds while the permission lookup runs
         searches = [
             # a given query_vector is the query's own; the sub-queries are embedded here
-            self._start(user, replace(query, text=text, vector=query.vector if i == 0 else None), request.embed_query)
+            self._start(
+                user,
+                # the graph leg scores the question's chunks: the sub-queries search without it
+                replace(query, text=text, vector=query.vector if i == 0 else None, graph=query.graph if i == 0 else {}),
+                request.embed_query,
+            )
             for i, text in enumerate([query.text, *request.sub_queries])
         ]
         try:
@@ -698,6 +716,7 @@ def build_service(settings: Settings) -> GrpcService:
         Catalog(db),
         backend,
         alpha=settings.alpha,
+        graph_weight=settings.graph_weight,
         candidates=settings.candidates,
         embedder=embedder,
         stuck_after_seconds=settings.stuck_after_seconds,

@@ -59,6 +59,7 @@ class Orchestrator:
         min_relevance: float,
         candidates: int = 30,
         graph_enabled: bool = True,
+        graph_leg: str = "auto",
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
@@ -69,7 +70,13 @@ class Orchestrator:
         agent = agent or AgentBounds()
         self.candidates = candidates
         understand = Understand(mesh, deadlines.rewrite)
-        retrieve = Retrieve(mesh, deadlines.retrieve, default_context)
+        retrieve = Retrieve(
+            mesh,
+            deadlines.retrieve,
+            default_context,
+            graph_leg=graph_leg if graph_enabled else "off",
+            graph_timeout=deadlines.graph,
+        )
         rerank = Rerank(mesh, deadlines.rerank)
         graph = Graph(mesh, deadlines.graph, enabled=graph_enabled)
         grade = Grade(

@@ -1,18 +1,31 @@
 """retrieve: one search at the retriever, which embeds the question and its sub-queries itself (`embed_query`)
 while it looks up permissions and runs the lexical legs, and merges the sub-queries' results after the
 question's own ranking. Required; a down embedder degrades to lexical search (the `embed` stage says so).
-The document counts decide the outcomes that are not an answer (no permission, empty filter, ingesting)."""
+The document counts decide the outcomes that are not an answer (no permission, empty filter, ingesting).
+
+The graph leg: when the request asks for it (`graph_leg`) or the deployment's default says so (GATEWAY_GRAPH_LEG:
+on, off, or auto = when the router reads the question as multi-hop or relational), the graph's RankChunks is
+asked first, as the same user (the graph reads only documents the catalogue says the user may read), and its
+chunk scores go to the retriever as a third leg of the fusion. A graph that cannot answer degrades the search to
+two legs (the `graph` stage says so); it never fails the request."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from grpc import aio
+from opentelemetry import trace
+
 from ragmesh.common.v1 import common_pb2
+from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import Outcome, SearchRequest
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
+
+tracer = trace.get_tracer(__name__)
 
 LEVELS = {
     "document": common_pb2.CHUNK_LEVEL_DOCUMENT,
@@ -82,10 +95,46 @@ class Retrieve(Step):
 
     name = "retrieve"
 
-    def __init__(self, mesh: Mesh, timeout: float, default_context: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        timeout: float,
+        default_context: dict[str, Any] | None = None,
+        *,
+        graph_leg: str = "auto",
+        graph_timeout: float = 5.0,
+    ) -> None:
         self.mesh = mesh
         self.timeout = timeout
         self.default_context = default_context or {}
+        self.graph_leg = graph_leg
+        self.graph_timeout = graph_timeout
+
+    def wants_graph(self, state: RequestState) -> bool:
+        """The request's switch, else the default: on, off, or auto (the router's multi-hop/relational reading)."""
+        asked = state.request.graph_leg
+        if asked is not None:
+            return asked
+        if self.graph_leg == "auto":
+            return state.route is not None and state.route.use_graph
+        return self.graph_leg == "on"
+
+    async def graph_scores(self, state: RequestState, candidates: int) -> list[retriever_pb2.LegScore] | None:
+        """The graph leg's chunk scores for the question, or None (degraded, logged and traced) when the graph
+        cannot answer."""
+        with tracer.start_as_current_span("graph leg") as span:
+            try:
+                reply = await self.mesh.graph.RankChunks(
+                    graph_pb2.RankChunksRequest(query=state.query, document_ids=state.document_ids, top_k=candidates),
+                    metadata=state.user.metadata(),
+                    timeout=self.graph_timeout,
+                )
+            except aio.AioRpcError as exc:
+                state.degrade("graph", f"graph leg {exc.code().name}; searched without it")
+                return None
+            span.set_attribute(attr.RAG_GRAPH_SEEDS, len(reply.seeds))
+            span.set_attribute(attr.RAG_SEARCH_GRAPH_HITS, len(reply.chunks))
+        return [retriever_pb2.LegScore(chunk_id=c.chunk_id, score=c.score) for c in reply.chunks]
 
     async def run(self, state: RequestState) -> dict[str, Any]:
         sub_queries = list(state.route.sub_queries) if state.route is not None else []
@@ -98,6 +147,15 @@ class Retrieve(Step):
             default_context=self.default_context,
         )
         request.sub_queries.extend(sub_queries)
+        graph_chunks: int | None = None
+        if self.wants_graph(state):
+            scores = await self.graph_scores(state, state.candidates)
+            if scores is not None:
+                graph_chunks = len(scores)
+                request.graph_scores.extend(scores)
+                weight = getattr(state.request, "graph_weight", None)
+                if weight is not None:
+                    request.graph_weight = weight
         if state.query_vector is not None and state.request.alpha != 0:
             # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
             request.query_vector.extend(state.query_vector)
@@ -127,4 +185,5 @@ class Retrieve(Step):
             "accessible_documents": found.accessible_documents,
             "searches": 1 + len(sub_queries),
             "strategy": state.strategy,
+            **({"graph_chunks": graph_chunks} if graph_chunks is not None else {}),
         }

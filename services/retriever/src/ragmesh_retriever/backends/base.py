@@ -23,6 +23,8 @@ class SearchQuery:
     language: str = ""
     feedback_docs: int = 0  # vector pseudo-relevance feedback (Rocchio); 0 = off
     feedback_weight: float = 1.0
+    graph: dict[str, float] = field(default_factory=dict)  # the graph leg: chunk id → score; empty = none
+    graph_weight: float = 0.0
 
 
 @dataclass(frozen=True)

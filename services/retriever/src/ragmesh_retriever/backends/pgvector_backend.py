@@ -307,10 +307,12 @@ class PgVectorBackend:
         )
         vec = vector_literal(query.vector) if query.vector else None
         original_vec, expanded_query = vec, False
-        fused = fuse(query.fusion, lex, vector, query.alpha)
+        fused = fuse(query.fusion, lex, vector, query.alpha, query.graph, query.graph_weight)
         span = trace.get_current_span()
         span.set_attribute(attr.RAG_SEARCH_LEXICAL_HITS, len(lex))
         span.set_attribute(attr.RAG_SEARCH_VECTOR_HITS, len(vector))
+        if query.graph:
+            span.set_attribute(attr.RAG_SEARCH_GRAPH_HITS, len(query.graph))
         if not fused:
             return []
         async with self.db.transaction(user) as conn:
@@ -323,7 +325,7 @@ class PgVectorBackend:
                     expanded_query = True
                     async with self._vector_transaction(user, pool) as vconn:
                         vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)})
-                    fused = fuse(query.fusion, lex, vector, query.alpha)
+                    fused = fuse(query.fusion, lex, vector, query.alpha, query.graph, query.graph_weight)
             top = fused[: query.top_k]
             cur = await conn.execute(_DETAILS, {"vec": original_vec, "ids": [f.chunk_id for f in top], "docs": docs})
             rows = {r[0]: r for r in await cur.fetchall()}
@@ -331,6 +333,11 @@ class PgVectorBackend:
         for f in top:
             row = rows.get(f.chunk_id)
             if row is None:
+                if f.lexical is None and f.vector is None:
+                    # only the graph leg named it: a chunk of a document this user may not read (the details are
+                    # read under RLS and within the accessible documents), or one the graph still holds of a
+                    # replaced version; never shown
+                    continue
                 if attempt < CHANGED_RETRIES:
                     # the legs and the details are separate statements: a hit whose row is gone was replaced (a
                     # new version's chunks swapped in) or deleted in between; run again on what is there now,

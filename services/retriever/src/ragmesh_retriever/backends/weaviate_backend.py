@@ -12,6 +12,7 @@ import logging
 import math
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
@@ -24,7 +25,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.identity import UserContext
 from ragmesh_retriever.backends.base import Hit, SearchQuery, kind_name, kind_value
-from ragmesh_retriever.ranking import Fusion
+from ragmesh_retriever.ranking import Fusion, fuse
 
 if TYPE_CHECKING:
     from weaviate.collections import CollectionAsync
@@ -191,6 +192,14 @@ class WeaviateBackend:
             # one named vector ("default"), never a multi-vector: the collection is created with a single one
             sim = _cosine(query.vector, cast("list[float]", stored)) if query.vector and stored else None
             hits.append(Hit(chunk=chunk, hybrid=float(obj.metadata.score or 0.0), lexical=None, vector=sim))
+        if query.graph and query.graph_weight > 0 and hits:
+            # the native hybrid query cannot take a third leg: the graph leg re-orders its hits (the hybrid score
+            # as one leg), and a chunk only the graph found is not added on this backend
+            by_id = {h.chunk.chunk_id: h for h in hits}
+            fused = fuse(
+                query.fusion, {}, {k: h.hybrid for k, h in by_id.items()}, 1.0, query.graph, query.graph_weight
+            )
+            hits = [replace(by_id[f.chunk_id], hybrid=f.score) for f in fused if f.chunk_id in by_id]
         return hits
 
     async def document_chunks(

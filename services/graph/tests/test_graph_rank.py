@@ -1,0 +1,124 @@
+"""RankChunks, the graph leg: Personalized PageRank from the question's entities over the READABLE subgraph.
+
+The bridge test: NASA's chunk names Acme Corp; only a private document says Acme Corp owns WidgetPro; a third
+document (readable by both users) is about WidgetPro. A reader of the private document reaches the WidgetPro
+chunk through it; a user who may not read it gets no mass there at all, and never a chunk of it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import grpc
+import pytest
+
+from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
+from ragmesh_common.context import UserContext
+from ragmesh_graph.ppr import chunk_scores
+from ragmesh_graph.store import EntityInfo, Subgraph, SubgraphMention, SubgraphRelation
+
+from .conftest import ALICE, CAROL, Catalogue, ingest_request
+
+Stub = graph_pb2_grpc.GraphServiceStub
+GraphAs = Callable[[UserContext], AbstractAsyncContextManager[Stub]]
+
+
+def _rank(query: str, *document_ids: str) -> graph_pb2.RankChunksRequest:
+    return graph_pb2.RankChunksRequest(query=query, document_ids=list(document_ids), top_k=50)
+
+
+@pytest.fixture
+async def bridge(graph_as: GraphAs, documents: Catalogue) -> tuple[str, str, str]:
+    tag = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:6])  # letters: the rules spot the names
+    public = documents.add(f"public-{tag}", owner="alice", readers={"carol"})
+    private = documents.add(f"private-{tag}", owner="carol")
+    product = documents.add(f"product-{tag}", owner="alice", readers={"carol"})
+    async with graph_as(ALICE) as alice:
+        await alice.IngestChunks(ingest_request(public, f"Zorvan{tag} Agency hired Quell{tag} Corp."), timeout=60)
+        await alice.IngestChunks(
+            ingest_request(product, f"Mirabel{tag}Pro runs in Houston.", "Nothing to see here."), timeout=60
+        )
+    async with graph_as(CAROL) as carol:
+        await carol.IngestChunks(ingest_request(private, f"Quell{tag} Corp owns Mirabel{tag}Pro."), timeout=60)
+    return public, private, product
+
+
+async def test_mass_flows_only_through_readable_documents(graph_as: GraphAs, bridge: tuple[str, str, str]) -> None:
+    public, private, product = bridge
+    tag = public.rsplit("-", 1)[1]
+    question = f"Which product is made by the company Zorvan{tag} Agency hired?"
+    async with graph_as(CAROL) as carol:
+        reached = await carol.RankChunks(_rank(question), timeout=60)
+    async with graph_as(ALICE) as alice:
+        walled = await alice.RankChunks(_rank(question), timeout=60)
+    carol_docs = {c.document_id for c in reached.chunks}
+    assert {public, private, product} <= carol_docs  # the bridge through the private document exists
+    assert [s.name for s in reached.seeds] == [f"Zorvan{tag} Agency"]
+    alice_docs = {c.document_id for c in walled.chunks}
+    assert private not in alice_docs
+    assert product not in alice_docs  # its only path is through the private document: no mass reaches it
+    assert alice_docs == {public}
+    assert walled.subgraph_chunks < reached.subgraph_chunks
+    assert all(c.score > 0 for c in walled.chunks)
+
+
+async def test_document_filter_narrows_and_unknown_entities_give_nothing(
+    graph_as: GraphAs, bridge: tuple[str, str, str]
+) -> None:
+    public, _, product = bridge
+    tag = public.rsplit("-", 1)[1]
+    async with graph_as(CAROL) as carol:
+        narrowed = await carol.RankChunks(_rank(f"What did Zorvan{tag} Agency hire?", product), timeout=60)
+        unknown = await carol.RankChunks(_rank("What about Nobodyknows Incorporated?"), timeout=60)
+    assert not narrowed.chunks and not narrowed.seeds  # the seed's only documents are outside the filter
+    assert not unknown.chunks
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (graph_pb2.RankChunksRequest(query="  "), "query is empty"),
+        (graph_pb2.RankChunksRequest(query="NASA", top_k=-1), "top_k must be >= 0"),
+    ],
+)
+async def test_bad_requests_are_invalid_argument(
+    graph_stub: Stub, request_: graph_pb2.RankChunksRequest, message: str
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await graph_stub.RankChunks(request_, timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in (err.value.details() or "")
+
+
+async def test_catalogue_down_fails_closed(graph_stub: Stub, documents: Catalogue, doc_id: str) -> None:
+    await graph_stub.IngestChunks(ingest_request(doc_id, "Ostrava Works hired Brno Labs."), timeout=60)
+    documents.down = True
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await graph_stub.RankChunks(_rank("Who did Ostrava Works hire?"), timeout=30)
+    finally:
+        documents.down = False
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_pagerank_prefers_the_bridge_over_a_hub() -> None:
+    """Two hops from the seed the bridge chunk wins over chunks that only share a hub entity."""
+    mentions = [
+        SubgraphMention("seed", "d/1", "1", "d"),
+        SubgraphMention("bridge", "d/1", "1", "d"),
+        SubgraphMention("bridge", "d/2", "2", "d"),
+        SubgraphMention("answer", "d/2", "2", "d"),
+        *[SubgraphMention("hub", f"d/h{i}", f"h{i}", "d") for i in range(20)],
+        SubgraphMention("hub", "d/1", "1", "d"),
+        SubgraphMention("unrelated", "d/9", "9", "d"),
+    ]
+    graph = Subgraph(mentions=mentions, seeds=["seed"], documents={"d"})
+    graph.entities = {m.key: EntityInfo(m.key, m.key, "name") for m in mentions}
+    graph.relations = [SubgraphRelation("answer", "bridge", "make", 1.0, "d", ("2",))]
+    scored, mass = chunk_scores(graph)
+    order = [c.chunk_id for c in scored]
+    assert order[:2] == ["1", "2"]
+    assert "9" not in order  # unreachable from the seed: no mass
+    assert mass["seed"] > mass["bridge"] > 0
