@@ -223,6 +223,7 @@ _COLLECTION = re2.compile(
     r"\bsummari[sz]e\s+(what|everything|all)\s+(we|i|you|the documents?|my documents?)\b|"
     r"\bwhat\s+(do|does)\s+(we|i)\s+know\s+about\b|"
     r"\b(overview|summary)\s+of\s+(what|everything|all)\b|"
+    r"\b(summari[sz]e|overview of|summary of)\s+(the|my|our|these|all)\s+(documents?|files?|collection|corpus)\b|"
     r"\bwhat\s+do\s+(my|our|the|these|all)\s+(documents?|files?|sources)\s+say\s+about\b|"
     r"\b(across|throughout)\s+(my|our|the|all)\s+(documents?|files?|collection|corpus)\b"
 )
