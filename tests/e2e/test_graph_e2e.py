@@ -55,7 +55,7 @@ def documents(client: httpx.Client, tokens: dict[str, str]) -> Iterator[dict[str
     ids: dict[str, str] = {}
     for name, content, acl in (
         ("shared", SHARED, {"departments": [DEPARTMENT]}),
-        ("private", PRIVATE, {}),
+        ("private", PRIVATE, {"users": ["gina"]}),  # an empty ACL would default to her department
     ):
         reply = upload(client, tokens["gina"], f"{name}.md", content, acl=acl)
         assert reply.status_code == 202, reply.text

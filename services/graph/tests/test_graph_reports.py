@@ -58,9 +58,9 @@ def test_a_report_holds_only_readable_members_and_sentences() -> None:
     assert built.title.startswith("Rhine")  # the most central readable member
     assert {e[1] for e in built.entities} == {"Rhine", "Basel", "Cologne"}
     assert {s.text for s in built.sentences} == {"The Rhine flows past Basel.", "Cologne lies on the Rhine."}
-    reduced = reports.map_reduce("What do we know about Cologne?", [built], settings)
-    assert reduced.sentences[0].text == "Cologne lies on the Rhine."  # the map step prefers the question's words
-    assert reduced.text.count("[") == 2 and "[1]" in reduced.text and "[2]" in reduced.text
+    mapped = reports.map_report("What do we know about Cologne?", built, keep=2)
+    assert mapped[0].text == "Cologne lies on the Rhine."  # the map step prefers the question's words
+    assert {(s.document_id, s.chunk_id) for s in mapped} == {("d1", "c0"), ("d1", "c1")}
 
 
 def test_a_question_naming_nothing_readable_gets_the_largest_readable_communities() -> None:

@@ -26,7 +26,6 @@ class CommunitySettings(ServiceSettings):
     report_entities: int = Field(8, ge=1)  # key entities in a report
     report_sentences: int = Field(6, ge=1)  # extractive sentences in a report
     report_chunks: int = Field(12, ge=1)  # readable chunks read per report (the most central first)
-    answer_sentences: int = Field(10, ge=1)  # sentences the reduce keeps across reports
 
 
 class Settings(ServiceSettings):

@@ -8,11 +8,10 @@ first), its sentences are those chunks' sentences ranked by the centrality of th
 an unreadable document is an input here, so nothing of one can be in a report: no name, no sentence, no count.
 (The grouping itself, computed over all documents, is not shown as such: a report lists only readable members.)
 
-Map-reduce of a collection-level question: `relevant_communities` picks the communities the question is about
-(those of the entities it names, else those whose members share its words, else the largest), each report is
-mapped to the sentences that best answer the question (centrality times word overlap), and `map_reduce` merges
-the partial answers round-robin across reports, so the answer draws on every relevant community, each sentence
-with its chunk and document as the citation.
+The map step of a collection-level question: `relevant_communities` picks the communities the question is
+about (those of the entities it names, else those whose members share its words, else the largest), and
+`map_report` maps each report to the sentences that best answer the question (centrality times word overlap).
+The reduce is the gateway's `communities` step (round-robin across reports, one source per chunk).
 """
 
 from __future__ import annotations
@@ -102,12 +101,6 @@ class Report:
     size: int  # readable members
     relevance: float
     sentences: list[Sentence] = field(default_factory=list)
-
-
-@dataclass
-class Reduced:
-    text: str
-    sentences: list[Sentence]
 
 
 def content_words(text: str) -> set[str]:
@@ -234,23 +227,3 @@ def map_report(question: str, report: Report, keep: int) -> list[Sentence]:
         return sentence.score / top * (1 + overlap)
 
     return sorted(report.sentences, key=lambda s: (-score(s), s.document_id, s.chunk_id))[:keep]
-
-
-def map_reduce(question: str, reports: list[Report], settings: CommunitySettings) -> Reduced:
-    """Map each report to its best sentences, then merge them round-robin by report relevance, with citations."""
-    partials = [map_report(question, r, settings.report_sentences) for r in reports]
-    chosen: list[tuple[Report, Sentence]] = []
-    seen: set[str] = set()
-    for depth in range(settings.report_sentences):
-        for report, partial in zip(reports, partials, strict=True):
-            if depth < len(partial) and len(chosen) < settings.answer_sentences:
-                sentence = partial[depth]
-                if sentence.text.casefold() not in seen:
-                    seen.add(sentence.text.casefold())
-                    chosen.append((report, sentence))
-    citations: dict[tuple[str, str], int] = {}
-    lines: list[str] = []
-    for report, sentence in chosen:
-        number = citations.setdefault((sentence.document_id, sentence.chunk_id), len(citations) + 1)
-        lines.append(f"{report.title}: {sentence.text} [{number}]")
-    return Reduced("\n".join(lines), [s for _, s in chosen])

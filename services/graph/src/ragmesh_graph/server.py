@@ -21,12 +21,12 @@ from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_graph.access import AccessUnavailable, DocumentAccess
-from ragmesh_graph.config import Settings
+from ragmesh_graph.config import CommunitySettings, Settings
 from ragmesh_graph.extract import build_document_graph, extract_document, normalise, query_keys
 from ragmesh_graph.nlp import Extractor
 from ragmesh_graph.ppr import chunk_scores
 from ragmesh_graph.recompute import CommunityRunner, Status
-from ragmesh_graph.reports import Sentence, build_reports, map_report, plan_reports, relevant_communities
+from ragmesh_graph.reports import Report, Sentence, build_reports, map_report, plan_reports, relevant_communities
 from ragmesh_graph.resolve import lookup_keys, resolve
 from ragmesh_graph.store import EntityInfo, GraphStore, Readable
 from ragmesh_graph.texts import ChunkTexts
@@ -396,18 +396,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
             span.set_attribute(attr.RAG_GRAPH_ENTITIES, sum(r.size for r in reports))
         return graph_pb2.GetCommunityReportsResponse(
-            reports=[
-                graph_pb2.CommunityReport(
-                    community=graph_pb2.CommunityRef(id=r.community_id, level=r.level, title=r.title, size=r.size),
-                    key_entities=[
-                        graph_pb2.Entity(name=name, id=entity_id(key), mentions=0) for key, name, _ in r.entities
-                    ],
-                    summary=[_sentence_pb(s) for s in r.sentences[: settings.report_sentences]],
-                    answer=[_sentence_pb(s) for s in map_report(request.query, r, settings.report_sentences)],
-                    relevance=r.relevance,
-                )
-                for r in reports
-            ],
+            reports=[report_pb(r, request.query, settings) for r in reports],
             computed_at=self.runner.status.computed_at,
         )
 
@@ -432,6 +421,19 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             return _status_pb(Status())
         logger.info("community recompute forced by %s", user.user_id)
         return _status_pb(await self.runner.recompute(reason=f"forced by {user.user_id}"))
+
+
+def report_pb(report: Report, question: str, settings: CommunitySettings) -> graph_pb2.CommunityReport:
+    """A report as the reply carries it: its summary (by centrality) and its map step's answer to `question`."""
+    return graph_pb2.CommunityReport(
+        community=graph_pb2.CommunityRef(
+            id=report.community_id, level=report.level, title=report.title, size=report.size
+        ),
+        key_entities=[graph_pb2.Entity(name=name, id=entity_id(key)) for key, name, _ in report.entities],
+        summary=[_sentence_pb(s) for s in report.sentences[: settings.report_sentences]],
+        answer=[_sentence_pb(s) for s in map_report(question, report, settings.report_sentences)],
+        relevance=report.relevance,
+    )
 
 
 def _sentence_pb(sentence: Sentence) -> graph_pb2.ReportSentence:
