@@ -14,18 +14,18 @@ class CommunitySettings(ServiceSettings):
 
     model_config = settings_config(env_prefix="GRAPH_COMMUNITY_")
 
-    resolution: float = Field(2.5, gt=0)  # Leiden's resolution (RBConfiguration): higher, smaller communities
-    levels: int = Field(2, ge=1, le=4)  # hierarchy depth
-    min_split: int = Field(8, ge=2)  # a community this large is split again at the next level
-    chunk_weight: float = Field(6.0, ge=0)  # weight of a chunk co-mention against a sentence relation
+    resolution: float = Field(default=2.5, gt=0)  # Leiden's resolution (RBConfiguration): higher, smaller communities
+    levels: int = Field(default=2, ge=1, le=4)  # hierarchy depth
+    min_split: int = Field(default=8, ge=2)  # a community this large is split again at the next level
+    chunk_weight: float = Field(default=6.0, ge=0)  # weight of a chunk co-mention against a sentence relation
     # Recompute: a background task recomputes when ingest or delete changed the graph, at most once per interval.
-    interval_seconds: float = Field(60.0, gt=0)
-    recompute_timeout_seconds: float = Field(300.0, gt=0)
+    interval_seconds: float = Field(default=60.0, gt=0)
+    recompute_timeout_seconds: float = Field(default=300.0, gt=0)
     # Reports and the map-reduce of a collection-level question
-    max_reports: int = Field(8, ge=1, le=50)  # communities a question is answered from
-    report_entities: int = Field(8, ge=1)  # key entities in a report
-    report_sentences: int = Field(6, ge=1)  # extractive sentences in a report
-    report_chunks: int = Field(12, ge=1)  # readable chunks read per report (the most central first)
+    max_reports: int = Field(default=8, ge=1, le=50)  # communities a question is answered from
+    report_entities: int = Field(default=8, ge=1)  # key entities in a report
+    report_sentences: int = Field(default=6, ge=1)  # extractive sentences in a report
+    report_chunks: int = Field(default=12, ge=1)  # readable chunks read per report (the most central first)
 
 
 class Settings(ServiceSettings):
@@ -54,7 +54,7 @@ class Settings(ServiceSettings):
     ppr_hops: int = Field(2, ge=1, le=3)
     ppr_hub_chunks: int = Field(200, ge=1)
     ppr_relation_weight: float = Field(1.0, ge=0)
-    communities: CommunitySettings = Field(default_factory=CommunitySettings)
+    communities: CommunitySettings = Field(default_factory=CommunitySettings)  # read with them
 
     @field_validator("neo4j_uri")
     @classmethod

@@ -37,7 +37,7 @@ def reduce_reports(
     texts: list[list[str]] = []
     titles: list[str] = []
     scores: list[float] = []
-    records = [
+    records: list[dict[str, Any]] = [
         {
             "id": r.community.id,
             "level": r.community.level,
