@@ -55,7 +55,7 @@ class CommunityRunner:
             previous = self.status.state
             self.status.state = "running"
             started = time.perf_counter()
-            with tracer.start_as_current_span("graph communities") as span:
+            with tracer.start_as_current_span("graph community recompute") as span:
                 try:
                     async with asyncio.timeout(self.settings.recompute_timeout_seconds):
                         signature = await views.signature(self.store)
