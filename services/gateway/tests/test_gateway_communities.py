@@ -3,10 +3,20 @@ draws on every relevant community, one source per chunk, each community naming t
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
+from typing import Any, cast
 
+import grpc
+import pytest
+from grpc import aio
+
+from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
-from ragmesh_gateway.pipeline.communities import MAX_SENTENCES, reduce_reports
+from ragmesh_common.testing import user
+from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.models import ChatRequest, Outcome
+from ragmesh_gateway.pipeline.communities import MAX_SENTENCES, Communities, reduce_reports
+from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.query.router import is_collection_question, route
 
 
@@ -82,3 +92,67 @@ def test_reduce_respects_the_source_and_sentence_bounds() -> None:
     assert len(sources) == 3 and kept <= MAX_SENTENCES
     assert {s.chunk.document_id for s in sources} == {"d0", "d1", "d2"}  # the most relevant reports first
     assert reduce_reports([], max_sources=5) == ([], [], 0)
+
+
+class FakeGraph:
+    def __init__(self, reply: graph_pb2.GetCommunityReportsResponse | Exception) -> None:
+        self.reply = reply
+        self.requests: list[graph_pb2.GetCommunityReportsRequest] = []
+
+    async def GetCommunityReports(self, request: graph_pb2.GetCommunityReportsRequest, **_: Any) -> Any:
+        self.requests.append(request)
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+def chat_state(question: str, **fields: Any) -> RequestState:
+    state = RequestState.for_chat(user("ann", "eng"), ChatRequest(question=question, **fields), candidates=10)
+    state.route = route(question)
+    state.results = [common_pb2.ScoredChunk(chunk=common_pb2.Chunk(chunk_id="r:0", document_id="r"))]
+    return state
+
+
+def step(graph: FakeGraph) -> Communities:
+    return Communities(cast(Mesh, SimpleNamespace(graph=graph)), timeout=5.0)
+
+
+async def test_a_collection_question_is_answered_from_the_reports() -> None:
+    graph = FakeGraph(
+        graph_pb2.GetCommunityReportsResponse(
+            reports=[
+                report("1.0", "Rhine · Basel", ("The Rhine flows past Basel.", "d1", "d1:0")),
+                report("1.1", "Cologne", ("Cologne lies on the Rhine.", "d2", "d2:0")),
+            ]
+        )
+    )
+    state = chat_state("Summarise what we know about the Rhine")
+    state.outcome = Outcome.NO_SOURCES  # no single passage was relevant enough
+    record = await step(graph).execute(state)
+    assert record is not None and (record["reports"], record["sentences"], record["degraded"]) == (2, 2, False)
+    assert state.outcome == Outcome.ANSWER
+    assert [s.chunk.chunk_id for s in state.results] == ["d1:0", "d2:0"]  # the reports' chunks, not retrieval's
+    assert state.graph is not None and [c["title"] for c in state.graph["communities"]] == ["Rhine · Basel", "Cologne"]
+    assert state.facts and state.facts[0].startswith("theme — Rhine · Basel")
+    assert graph.requests[0].query == "Summarise what we know about the Rhine"
+
+
+async def test_it_runs_only_for_collection_questions_with_the_graph_on() -> None:
+    graph = FakeGraph(graph_pb2.GetCommunityReportsResponse())
+    assert await step(graph).execute(chat_state("Who directs the Velmora Institute?")) is None
+    assert await step(graph).execute(chat_state("Summarise what we know about X", graph=False)) is None
+    empty = chat_state("Summarise what we know about X")
+    record = await step(graph).execute(empty)
+    assert record is not None and record["reports"] == 0
+    assert [s.chunk.chunk_id for s in empty.results] == ["r:0"] and empty.graph is None  # retrieval's stay
+
+
+async def test_a_down_graph_degrades_to_the_retrieved_sources() -> None:
+    down = aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, aio.Metadata(), aio.Metadata(), details="down")
+    state = chat_state("What are the main themes in my documents?")
+    record = await step(FakeGraph(down)).execute(state)
+    assert record is not None and record["degraded"] is True
+    assert state.degraded == [
+        {"step": "communities", "reason": "graph UNAVAILABLE; answered from retrieval without community reports"}
+    ]
+    assert [s.chunk.chunk_id for s in state.results] == ["r:0"]
