@@ -43,6 +43,7 @@ MAX_RANK_TOP_K = 1000
 DEFAULT_ENTITY_SEARCH = 20
 MAX_ENTITY_SEARCH = 100
 MAX_ENTITY_CHUNKS = 50
+MAX_VIEW_ENTITIES = 5000  # entities whose readable mentions a collection question reads (whole communities)
 # lengths and counts (query, document_ids, ids): the shared request check (ragmesh_common.limits)
 
 
@@ -384,11 +385,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             keys = await asyncio.to_thread(self._query_keys, request.query)
             named = [k for k in keys if k in hierarchy.of_entity]
             tops = {hierarchy.of_entity[k][0] for k in named}
-            candidates = sorted({m for c in hierarchy.level(0) if not tops or c.id in tops for m in c.members})
-            view, _ = await readable_view(self.store, candidates, may_read)
+            candidates: set[str] = set()
+            for community in hierarchy.level(0):  # the largest first: a question naming nothing reads the largest
+                if (not tops or community.id in tops) and len(candidates) < MAX_VIEW_ENTITIES:
+                    candidates.update(community.members)
+            view, _ = await readable_view(self.store, sorted(candidates), may_read)
             chosen = relevant_communities(hierarchy, view, keys, request.query, settings)[:limit]
             plans = plan_reports(chosen, view, settings)
-            wanted = {uid: tuple(uid.rsplit("/", 1)) for plan in plans for uid in plan.chunk_uids}
+            wanted = {uid: uid.split("/", 1) for plan in plans for uid in plan.chunk_uids}  # document ids hold no "/"
             texts = await self.texts.fetch(user, {u: (d, c) for u, (d, c) in wanted.items()})
             reports = build_reports(plans, texts, view.names, settings)
             span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
