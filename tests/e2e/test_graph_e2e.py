@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +25,9 @@ from ragmesh_dev.devstack import Stack
 from .conftest import auth, settled, upload, wait_document
 
 pytestmark = pytest.mark.e2e
+
+# the strict OpenAPI check shared with the gateway's contract tests (tests run in importlib mode)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "services" / "gateway" / "tests"))
 
 DEPARTMENT = "graph-e2e"
 SHARED = (
@@ -94,6 +98,13 @@ def cli(mesh: Stack, token: str, *args: str) -> subprocess.CompletedProcess[str]
 def test_entities_facts_and_communities_show_only_readable_documents(
     client: httpx.Client, mesh: Stack, tokens: dict[str, str], documents: dict[str, str]
 ) -> None:
+    from openapi_contract import problems, response_schema
+
+    spec = client.get("/openapi.json").json()
+
+    def conforms(path: str, method: str, body: Any) -> None:
+        assert problems(spec, response_schema(spec, path, method), body) == [], body
+
     velmora = entity_named(client, tokens["gina"], "velmora")
     quendrith = entity_named(client, tokens["gina"], "quendrith")
     assert entity_named(client, tokens["ravi"], "velmora")["id"] == velmora["id"]
@@ -107,6 +118,8 @@ def test_entities_facts_and_communities_show_only_readable_documents(
     detail = client.get(f"/api/v1/graph/entities/{velmora['id']}", headers=auth(tokens["ravi"]))
     assert detail.status_code == 200, detail.text
     assert {m["document_id"] for m in detail.json()["mentions"]} == {documents["shared"]}
+    conforms("/api/v1/graph/entities/{entity_id}", "get", detail.json())
+    conforms("/api/v1/graph/entities", "get", {"entities": [velmora]})
     assert "quendrith" not in detail.text.lower() and "villanueva" not in detail.text.lower()
     assert client.get(f"/api/v1/graph/entities/{quendrith['id']}", headers=auth(tokens["ravi"])).status_code == 404
     assert client.get("/api/v1/graph/entities/bm8tc3VjaA", headers=auth(tokens["ravi"])).status_code == 404
@@ -125,6 +138,7 @@ def test_entities_facts_and_communities_show_only_readable_documents(
     assert named and all(c.startswith(documents["shared"]) for e in named for c in e["chunk_ids"])
     assert "quendrith" not in reply.text.lower()
     assert any(s["stage"] == "graph" for s in reply.json()["progress"])
+    conforms("/api/v1/search", "post", reply.json())
 
     # communities: admins only; a recompute makes both documents' entities members
     assert client.get("/api/v1/admin/graph/communities", headers=auth(tokens["ravi"])).status_code == 403
@@ -132,6 +146,7 @@ def test_entities_facts_and_communities_show_only_readable_documents(
     assert status.status_code == 200, status.text
     assert status.json()["state"] == "ready" and status.json()["communities_per_level"][0] >= 1
     assert client.get("/api/v1/admin/graph/communities", headers=auth(tokens["admin"])).json()["state"] == "ready"
+    conforms("/api/v1/admin/graph/communities", "get", status.json())
 
     question = "What are the main themes in my documents about the Velmora Institute?"
     for user, hidden in (("gina", None), ("ravi", "quendrith")):
@@ -142,6 +157,7 @@ def test_entities_facts_and_communities_show_only_readable_documents(
         body = chat.json()
         assert body["graph"] and body["graph"]["communities"], body.get("graph")
         assert any(p["stage"] == "communities" and p.get("reports") for p in body["progress"])
+        conforms("/api/v1/chat", "post", body)
         cited = {s["document_id"] for s in body["sources"]}
         if hidden is None:
             assert documents["shared"] in cited or documents["private"] in cited, cited
