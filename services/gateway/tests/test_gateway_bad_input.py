@@ -126,6 +126,7 @@ class FakeMesh:
         self.reranker = Stub(Rerank=rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "no reranker model configured"))
         self.graph = Stub(
             GetContext=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY),
+            RankChunks=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY),
             DeleteDocument=rpc_error(grpc.StatusCode.UNAVAILABLE, LEAKY),
         )
 

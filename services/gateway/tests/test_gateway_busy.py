@@ -77,7 +77,7 @@ class FakeMesh:
             lexical_score=1.0,
         )
         self.retriever = Fake(Search=retriever_pb2.SearchResponse(results=[chunk], accessible_documents=1))
-        self.graph = Fake(GetContext=graph_pb2.GetContextResponse())
+        self.graph = Fake(GetContext=graph_pb2.GetContextResponse(), RankChunks=graph_pb2.RankChunksResponse())
 
     async def close(self) -> None:
         return None

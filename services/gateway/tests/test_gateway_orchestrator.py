@@ -125,7 +125,8 @@ class FakeMesh:
         self.graph = stubs.get("graph") or Stub(
             GetContext=graph_pb2.GetContextResponse(
                 relations=[graph_pb2.Relation(source="IBM", target="Armonk", type="RELATED", weight=2)]
-            )
+            ),
+            RankChunks=graph_pb2.RankChunksResponse(),
         )
 
 
@@ -236,10 +237,12 @@ async def test_reranker_answering_unconfigured_is_a_degradation_without_an_error
 
 
 async def test_graph_down_still_answers() -> None:
-    mesh = FakeMesh(graph=Stub(GetContext=rpc_error(grpc.StatusCode.UNAVAILABLE)))
+    down = rpc_error(grpc.StatusCode.UNAVAILABLE)
+    mesh = FakeMesh(graph=Stub(GetContext=down, RankChunks=down))
     _, events = await run(mesh)
     assert events[-1]["data"]["outcome"] == "answer"
-    assert [d["step"] for d in events[-1]["data"]["degraded"]] == ["graph"]
+    # the graph leg of the search and the graph facts of the answer, each said once
+    assert [d["step"] for d in events[-1]["data"]["degraded"]] == ["graph", "graph"]
 
 
 async def test_required_hops_fail_with_the_step_named() -> None:
@@ -488,3 +491,51 @@ async def test_verified_sentences_are_relayed_with_their_time_and_the_answer_spa
         "quote_start": 0,
         "quote_end": 24,
     }
+
+
+def _ranked() -> graph_pb2.RankChunksResponse:
+    return graph_pb2.RankChunksResponse(
+        chunks=[graph_pb2.ChunkScore(chunk_id="c9", document_id="d9", score=0.4)],
+        seeds=[graph_pb2.Entity(name="IBM", type="ORG", mentions=3)],
+    )
+
+
+async def test_graph_leg_scores_travel_to_the_search_under_the_user() -> None:
+    mesh = FakeMesh()
+    mesh.graph = Stub(RankChunks=_ranked(), GetContext=graph_pb2.GetContextResponse())
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, graph_leg="off")
+    await orchestrator.search(USER, SearchRequest(query=RELATIONAL, graph_leg=True, graph_weight=2.0))
+    rank = mesh.graph.requests["RankChunks"]
+    assert rank.query == RELATIONAL and list(rank.document_ids) == []
+    search = mesh.retriever.requests["Search"]
+    assert [(s.chunk_id, s.score) for s in search.graph_scores] == [("c9", pytest.approx(0.4))]
+    assert search.graph_weight == 2.0
+
+
+@pytest.mark.parametrize(
+    ("default", "asked", "routing", "used"),
+    [
+        ("off", None, True, False),
+        ("on", None, False, True),
+        ("auto", None, False, False),  # no route: nothing says the question is multi-hop
+        ("auto", None, True, True),  # the router reads a relational question
+        ("on", False, True, False),  # the request's switch wins
+    ],
+)
+async def test_graph_leg_default_and_switch(default: str, asked: bool | None, routing: bool, used: bool) -> None:
+    mesh = FakeMesh()
+    mesh.graph = Stub(RankChunks=_ranked(), GetContext=graph_pb2.GetContextResponse())
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, graph_leg=default)
+    await orchestrator.search(USER, SearchRequest(query=RELATIONAL, graph_leg=asked, routing=routing))
+    assert ("RankChunks" in mesh.graph.requests) is used
+    assert bool(mesh.retriever.requests["Search"].graph_scores) is used
+
+
+async def test_graph_leg_down_degrades_to_two_legs() -> None:
+    mesh = FakeMesh()
+    mesh.graph = Stub(RankChunks=rpc_error(grpc.StatusCode.UNAVAILABLE), GetContext=graph_pb2.GetContextResponse())
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, graph_leg="on")
+    prepared, items = await orchestrator.search(USER, SearchRequest(query=RELATIONAL, top_k=5))
+    assert not mesh.retriever.requests["Search"].graph_scores
+    assert {"step": "graph", "reason": "graph leg UNAVAILABLE; searched without it"} in prepared.degraded
+    assert items  # the search still answered

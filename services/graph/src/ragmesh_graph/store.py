@@ -120,45 +120,59 @@ SET a.key = row.key, a.surface = row.surface, a.entity = row.entity, a.reason = 
 """
 # Entity resolution: what the graph already knows about a new document's keys
 Q_KNOWN_ALIASES = """
-MATCH (a:Alias) WHERE a.key IN $keys
+UNWIND $keys AS k
+MATCH (a:Alias {key: k})
 RETURN a.key AS key, a.entity AS entity, a.reason AS reason, a.document_id AS document_id
 """
-Q_KNOWN_ENTITIES = """
-MATCH (e:Entity) WHERE e.initials IN $acronyms OR e.first IN $firsts
-RETURN e.key AS key, coalesce(e.type, '') AS type, coalesce(e.initials, '') AS initials,
-       coalesce(e.first, '') AS first
+Q_KNOWN_BY_INITIALS = """
+UNWIND $values AS v
+MATCH (e:Entity {initials: v})
+RETURN e.key AS key, coalesce(e.type, '') AS type, e.initials AS initials, coalesce(e.first, '') AS first
+LIMIT $cap
+"""
+Q_KNOWN_BY_FIRST_WORD = """
+UNWIND $values AS v
+MATCH (e:Entity {first: v})
+RETURN e.key AS key, coalesce(e.type, '') AS type, coalesce(e.initials, '') AS initials, e.first AS first
 LIMIT $cap
 """
 Q_ENTITIES_WITH_CHUNKS = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
-WHERE e.key IN $keys AND c.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
+WHERE c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, collect(DISTINCT c.id) AS chunk_ids
 """
 Q_ENTITY_MENTIONS = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
-WHERE e.key IN $keys AND c.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
+WHERE c.document_id IN $document_ids
 RETURN e.key AS key, e.name AS name, e.type AS type, count(DISTINCT c) AS mentions
 """
 # The documents a filtered read below could touch, asked of the catalogue before that read
 Q_MENTION_DOCUMENTS = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) WHERE e.key IN $keys
+UNWIND $keys AS k
+MATCH (c:Chunk)-[:MENTIONS]->(:Entity {key: k})
 RETURN DISTINCT c.document_id AS document_id
 """
 Q_ALIAS_DOCUMENTS = """
-MATCH (a:Alias) WHERE a.key IN $keys
+UNWIND $keys AS k
+MATCH (a:Alias {key: k})
 RETURN DISTINCT a.document_id AS document_id
 """
 Q_ALIASES = """
-MATCH (a:Alias) WHERE a.key IN $keys AND a.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (a:Alias {key: k}) WHERE a.document_id IN $document_ids
 RETURN a.key AS key, a.entity AS entity, a.surface AS surface, a.reason AS reason, a.document_id AS document_id
 """
 Q_HOP_DOCUMENTS = """
-MATCH (a:Entity)-[r:RELATED]-(:Entity) WHERE a.key IN $keys
+UNWIND $keys AS k
+MATCH (:Entity {key: k})-[r:RELATED]-(:Entity)
 RETURN DISTINCT r.document_id AS document_id
 """
 Q_HOP = """
-MATCH (a:Entity)-[r:RELATED]-(b:Entity)
-WHERE a.key IN $keys AND r.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (a:Entity {key: k})-[r:RELATED]-(b:Entity)
+WHERE r.document_id IN $document_ids
 RETURN a.key AS a, a.name AS a_name, b.key AS b, b.name AS b_name, r.document_id AS document_id,
        r.predicate AS predicate, r.weight AS weight, r.chunk_ids AS chunk_ids
 ORDER BY weight DESC
@@ -166,32 +180,35 @@ LIMIT $cap
 """
 # The readable subgraph (PageRank leg, communities): mentions and relations of readable documents only
 Q_MENTIONS_OF_ENTITIES = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
-WHERE e.key IN $keys AND c.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
+WHERE c.document_id IN $document_ids
 RETURN e.key AS key, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
 LIMIT $cap
 """
 Q_MENTIONS_IN_CHUNKS = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity)
-WHERE c.uid IN $uids
+UNWIND $uids AS u
+MATCH (c:Chunk {uid: u})-[:MENTIONS]->(e:Entity)
 RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
 """
 Q_MENTIONS_OF_DOCUMENTS = """
-MATCH (c:Chunk)-[m:MENTIONS]->(e:Entity)
-WHERE c.document_id IN $document_ids
+UNWIND $document_ids AS d
+MATCH (c:Chunk {document_id: d})-[m:MENTIONS]->(e:Entity)
 RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id,
        m.surfaces AS surfaces
 """
 Q_RELATIONS_AMONG = """
-MATCH (a:Entity)-[r:RELATED]->(b:Entity)
-WHERE a.key IN $keys AND b.key IN $keys AND r.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (a:Entity {key: k})-[r:RELATED]->(b:Entity)
+WHERE b.key IN $keys AND r.document_id IN $document_ids
 RETURN a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
        r.chunk_ids AS chunk_ids
 """
 Q_RELATIONS_OF_DOCUMENTS = """
-MATCH (a:Entity)-[r:RELATED]->(b:Entity)
-WHERE r.document_id IN $document_ids
-RETURN a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
+UNWIND $document_ids AS d
+MATCH (c:Chunk {document_id: d})-[:MENTIONS]->(a:Entity)-[r:RELATED]->(b:Entity)
+WHERE r.document_id = d
+RETURN DISTINCT a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
        r.chunk_ids AS chunk_ids
 """
 
@@ -462,11 +479,10 @@ class GraphStore:
 
         async def work(tx: AsyncTransaction) -> Known:
             aliases = await self._run(tx, Q_KNOWN_ALIASES, keys=keys) if keys else []
-            entities = (
-                await self._run(tx, Q_KNOWN_ENTITIES, acronyms=acronyms, firsts=firsts, cap=KNOWN_CAP)
-                if acronyms or firsts
-                else []
-            )
+            entities = [
+                *(await self._run(tx, Q_KNOWN_BY_INITIALS, values=acronyms, cap=KNOWN_CAP) if acronyms else []),
+                *(await self._run(tx, Q_KNOWN_BY_FIRST_WORD, values=firsts, cap=KNOWN_CAP) if firsts else []),
+            ]
             return known_from_rows(
                 [(r["key"], r["entity"], r["reason"]) for r in aliases],
                 [(r["key"], r["type"], r["initials"], r["first"]) for r in entities],
