@@ -8,7 +8,8 @@ Two kinds of read, kept apart:
 
 These are the only places that know the store's node and edge labels besides store.py (the model is in its
 docstring and the graph README): a change of the model changes the Cypher here and nothing else. A relation is
-one RELATED edge per pair, predicate and document; the community graph sums them all.
+one RELATED edge per pair, predicate and document; the community graph sums them all. Key lookups are
+`UNWIND $keys` + a property match, so the key index is used (an `IN` filter on the key scans every entity).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ Q_COUNT_CHUNKS = "MATCH (c:Chunk) RETURN count(c) AS n"
 Q_COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e) AS n"
 Q_COUNT_RELATIONS = "MATCH (:Entity)-[r:RELATED]->(:Entity) RETURN count(r) AS n"
 Q_MENTIONS_OF = """
-MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) WHERE e.key IN $keys
+UNWIND $keys AS k
+MATCH (c:Chunk)-[:MENTIONS]->(e:Entity {key: k})
 RETURN e.key AS key, e.name AS name, e.type AS type, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id
 """
 Q_RELATIONS_AMONG = """
-MATCH (a:Entity)-[r:RELATED]->(b:Entity)
-WHERE a.key IN $keys AND b.key IN $keys AND r.document_id IN $document_ids
+UNWIND $keys AS k
+MATCH (a:Entity {key: k})-[r:RELATED]->(b:Entity)
+WHERE b.key IN $keys AND r.document_id IN $document_ids
 RETURN a.key AS a, b.key AS b, r.weight AS weight
 """
 Q_SEARCH = """
