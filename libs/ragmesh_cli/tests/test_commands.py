@@ -316,6 +316,34 @@ def test_json_anywhere_reaches_nested_commands_and_is_refused_by_a_command_witho
     assert queries == ["--json"] and json.loads(result.stdout) == body_empty
 
 
+# ---------- graph ----------
+def test_graph_shows_the_best_match_and_says_when_nothing_matches() -> None:
+    detail = {
+        "entity": {"id": "aWJt", "name": "IBM", "type": "ORG", "mentions": 2, "chunk_ids": ["d1:0", "d1:3"]},
+        "neighbours": [{"id": "ZW5kaWNvdHQ", "name": "Endicott", "type": "GPE", "mentions": 1, "chunk_ids": []}],
+        "facts": [{"source": "IBM", "relation": "found in", "target": "Endicott", "chunk_ids": ["d1:0"]}],
+        "mentions": [{"document_id": "d1", "chunk_id": "d1:0"}, {"document_id": "d1", "chunk_id": "d1:3"}],
+        "communities": [{"id": "0.2", "level": 0, "title": "IBM · Endicott", "size": 5}],
+    }
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(f"{request.url.path}?{request.url.query.decode()}")
+        if request.url.path == "/api/v1/graph/entities":
+            found = [detail["entity"], {**detail["neighbours"][0], "name": "IBM Research"}]
+            return httpx.Response(200, json={"entities": found if request.url.params["q"] == "ibm" else []})
+        return httpx.Response(200, json=detail)
+
+    result = invoke(handler, "graph", "ibm")
+    assert result.exit_code == 0, result.output
+    assert asked == ["/api/v1/graph/entities?q=ibm&limit=10", "/api/v1/graph/entities/aWJt?"]
+    for shown in ("IBM", "found in", "Endicott", "community 0.2", "d1:3", "also matching: IBM Research"):
+        assert shown in result.stdout, shown
+    assert json.loads(invoke(handler, "graph", "ibm", "--json").stdout)["entity"]["name"] == "IBM"
+    missing = invoke(handler, "graph", "nothing")
+    assert missing.exit_code == 1 and "no entity matching 'nothing'" in missing.output
+
+
 # ---------- docs ----------
 def test_docs_list_passes_filters_and_notes_a_server_that_ignores_them() -> None:
     params: list[dict[str, str]] = []

@@ -49,6 +49,7 @@ class Catalogue(retriever_pb2_grpc.RetrieverServiceServicer):
     """Documents by id: owner and the other users who may read them (ready unless said otherwise)."""
 
     documents: dict[str, tuple[str, set[str], bool]] = field(default_factory=dict)
+    texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # document -> (chunk id, text)
     calls: int = 0
     down: bool = False
 
@@ -73,6 +74,18 @@ class Catalogue(retriever_pb2_grpc.RetrieverServiceServicer):
             if user.user_id == owner:
                 owned.append(document_id)
         return retriever_pb2.CheckDocumentAccessResponse(readable_ids=readable, owned_ids=owned)
+
+    async def ListChunks(
+        self, request: retriever_pb2.ListChunksRequest, context: aio.ServicerContext
+    ) -> retriever_pb2.ListChunksResponse:
+        """A document's chunk texts, for a caller who may read it (else NOT_FOUND, as under RLS)."""
+        user = await require_user(context)
+        owner, readers, ready = self.documents.get(request.document_id, ("", set(), False))
+        if not ready or user.user_id not in {owner, *readers}:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no such document")
+        return retriever_pb2.ListChunksResponse(
+            chunks=[retriever_pb2.ListedChunk(chunk_id=c, text=t) for c, t in self.texts.get(request.document_id, [])]
+        )
 
 
 @pytest.fixture(scope="session")

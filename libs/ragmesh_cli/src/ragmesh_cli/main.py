@@ -1,4 +1,4 @@
-"""The `ragmesh` command: ingest, ask, chat, search, docs, conversations, traces and token, over the gateway's
+"""The `ragmesh` command: ingest, ask, chat, search, graph, docs, conversations, traces and token, over the gateway's
 HTTP API.
 
 Configuration comes from flags or the environment: --url / RAGMESH_URL (default http://127.0.0.1:8080) and
@@ -348,6 +348,26 @@ def search(
         print_json(st, body)
     else:
         render.search_table(st.out, body)
+
+
+@app.command()
+def graph(
+    ctx: typer.Context,
+    entity: Annotated[str, typer.Argument(help="An entity's name, or part of it")],
+    as_json: JsonFlag = False,
+) -> None:
+    """An entity from the knowledge graph: its facts, neighbours, communities and mentions (readable only)."""
+    st = state(ctx)
+    with failing_clearly(st), Api(st.settings) as api:
+        found = api.get("/api/v1/graph/entities", {"q": entity, "limit": 10})
+        if not found["entities"]:
+            st.err.print(f"no entity matching {entity!r} in the documents you can read")
+            raise typer.Exit(1)
+        detail = api.get(f"/api/v1/graph/entities/{found['entities'][0]['id']}")
+    if as_json:
+        print_json(st, {"matches": found["entities"], **detail})
+    else:
+        render.graph_entity(st.out, detail, [e["name"] for e in found["entities"][1:]])
 
 
 # ---------- docs ----------

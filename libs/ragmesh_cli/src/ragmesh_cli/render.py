@@ -237,3 +237,31 @@ def conversation_details(console: Console, body: dict[str, Any]) -> None:
             console.print(f"  [dim][{source['index']}] {escape(location(source))}[/]")
         if m.get("feedback"):
             console.print(f"  [dim]rated {m['feedback']['rating']} {escape(m['feedback']['comment'])}[/]")
+
+
+def graph_entity(console: Console, detail: dict[str, Any], others: list[str]) -> None:
+    """`ragmesh graph ENTITY`: the entity, its facts with their chunks, neighbours, communities, mentions."""
+    entity = detail["entity"]
+    console.print(
+        f"[bold]{escape(entity['name'])}[/] ({escape(entity['type'])}), "
+        f"mentioned in {entity['mentions']} readable chunk(s)"
+    )
+    facts = Table(title="facts", title_justify="left")
+    for column in ("source", "relation", "target", "chunks"):
+        facts.add_column(column, overflow="fold")
+    for f in detail.get("facts") or []:
+        facts.add_row(
+            escape(f["source"]), escape(f["relation"]), escape(f["target"]), escape(", ".join(f["chunk_ids"][:3]))
+        )
+    console.print(facts)
+    neighbours = [f"{n['name']} ({n['mentions']})" for n in detail.get("neighbours") or []]
+    if neighbours:
+        console.print("neighbours: " + escape(", ".join(neighbours)))
+    for c in detail.get("communities") or []:
+        console.print(f"community {escape(c['id'])} (level {c['level']}, {c['size']} entities): {escape(c['title'])}")
+    mentions = detail.get("mentions") or []
+    console.print(
+        f"mentions: {escape(', '.join(m['chunk_id'] for m in mentions[:10]))}" + (" …" if len(mentions) > 10 else "")
+    )
+    if others:
+        console.print(f"[dim]also matching: {escape(', '.join(others))}[/]")

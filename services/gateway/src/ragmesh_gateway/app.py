@@ -25,7 +25,7 @@ from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.messages import RequestLanguageMiddleware
 from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, health, openai, session
+from ragmesh_gateway.routers import admin, chat, conversations, documents, graph, health, openai, session
 from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.sessions import AdminSessions
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
@@ -154,6 +154,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.include_router(conversations.router)
     app.include_router(admin.router)
     app.include_router(session.router)
+    app.include_router(graph.router)
     app.include_router(health.router)
     add_offline_docs(app)
     app.openapi = with_event_schemas(app.openapi)  # type: ignore[method-assign]  # the chat events' models

@@ -29,6 +29,7 @@ class Deadlines:
     rerank: float = 10.0
     rewrite: float = 8.0  # the answerer's model rewriting a follow-up the rules could not resolve
     graph: float = 5.0
+    communities: float = 20.0  # community reports: graph reads and chunk text for each report
     answer: float = 180.0
     parse: float = 300.0
     index: float = 120.0

@@ -129,6 +129,7 @@ class SearchRequest(BaseModel):
         "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
     )
     graph_weight: float | None = Field(None, ge=0, le=10, description="The graph leg's fusion weight; null = default")
+    graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 
 
 class AclIn(BaseModel):
@@ -316,6 +317,7 @@ class Stage(StrEnum):
     RERANK = "rerank"
     GRADE = "grade"
     GRAPH = "graph"
+    COMMUNITIES = "communities"
     ANSWER = "answer"
     CONVERSATION = "conversation"
     PLAN = "plan"
@@ -341,6 +343,9 @@ class StageRecord(Reply):
     grade: str | None = Field(None, description="grade: correct, ambiguous or incorrect")
     relevant: int | None = Field(None, description="grade: the candidates kept")
     facts: int | None = Field(None, description="graph: relations given to the answerer")
+    entities: int | None = Field(None, description="graph: entities the question names")
+    reports: int | None = Field(None, description="communities: community reports the answer draws on")
+    sentences: int | None = Field(None, description="communities: report sentences kept by the reduce")
     position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
     estimated_wait_s: float | None = None
     first_token_ms: float | None = Field(None, description="answer done: time to the first streamed draft token")
@@ -421,6 +426,39 @@ class AnswerSpan(Reply):
     quote_end: int
 
 
+class GraphEntityOut(Reply):
+    id: str = Field(description="for GET /api/v1/graph/entities/{id}")
+    name: str
+    type: str
+    mentions: int = Field(description="readable chunks that mention it")
+    chunk_ids: list[str] = Field(default_factory=list, description="readable chunks that mention it (its sources)")
+
+
+class GraphFactOut(Reply):
+    source: str
+    relation: str
+    target: str
+    chunk_ids: list[str] = Field(description="the readable chunks the fact was read from")
+
+
+class GraphCommunityOut(Reply):
+    id: str
+    level: int
+    title: str
+    size: int = Field(description="readable members")
+    key_entities: list[str] = Field(default_factory=list)
+    sources: list[int] = Field(default_factory=list, description="the sources (1-based) its sentences come from")
+
+
+class GraphOut(Reply):
+    """What the graph contributed: entities named in the question, facts given to the answerer, and the
+    communities a collection-level question was answered from; all from chunks the user can read."""
+
+    entities: list[GraphEntityOut] = Field(default_factory=list)
+    facts: list[GraphFactOut] = Field(default_factory=list)
+    communities: list[GraphCommunityOut] = Field(default_factory=list)
+
+
 class FinalEvent(Reply):
     """SSE `final`, and the JSON reply without `progress`. The fields from `model` to `sentences` come with an
     answer (`outcome` "answer") only."""
@@ -463,6 +501,7 @@ class FinalEvent(Reply):
     )
     cache_hit: bool = Field(False, description="answered from the semantic cache")
     cached_trace_id: str | None = Field(None, description="a cache hit: the trace of the request that answered it")
+    graph: GraphOut | None = Field(None, description="what the graph contributed (null: the graph did not run)")
 
 
 class ChatResponse(FinalEvent):
@@ -474,6 +513,35 @@ class SearchResponse(Reply):
     accessible_documents: int
     degraded: list[Degradation]
     progress: list[StageRecord]
+    graph: GraphOut | None = Field(None, description="with `graph`: entities and facts (null: not asked)")
+
+
+class EntityRef(Reply):
+    document_id: str
+    chunk_id: str
+
+
+class EntityList(Reply):
+    entities: list[GraphEntityOut]
+
+
+class EntityDetail(Reply):
+    entity: GraphEntityOut
+    neighbours: list[GraphEntityOut]
+    facts: list[GraphFactOut]
+    mentions: list[EntityRef]
+    communities: list[GraphCommunityOut] = Field(description="top level first")
+
+
+class CommunityStatusOut(Reply):
+    state: Literal["never", "running", "ready", "failed"]
+    computed_at: str | None
+    duration_seconds: float
+    entities: int
+    edges: int
+    communities_per_level: list[int]
+    error: str | None
+    signature: str
 
 
 class ConversationOut(Reply):

@@ -9,6 +9,25 @@ from ragmesh_common.config import ServiceSettings, settings_config
 BOLT_SCHEMES = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
 
 
+class CommunitySettings(ServiceSettings):
+    """Communities (communities.py) and their reports (reports.py): GRAPH_COMMUNITY_*."""
+
+    model_config = settings_config(env_prefix="GRAPH_COMMUNITY_")
+
+    resolution: float = Field(default=2.5, gt=0)  # Leiden's resolution (RBConfiguration): higher, smaller communities
+    levels: int = Field(default=2, ge=1, le=4)  # hierarchy depth
+    min_split: int = Field(default=8, ge=2)  # a community this large is split again at the next level
+    chunk_weight: float = Field(default=6.0, ge=0)  # weight of a chunk co-mention against a sentence relation
+    # Recompute: a background task recomputes when ingest or delete changed the graph, at most once per interval.
+    interval_seconds: float = Field(default=60.0, gt=0)
+    recompute_timeout_seconds: float = Field(default=300.0, gt=0)
+    # Reports and the map-reduce of a collection-level question
+    max_reports: int = Field(default=8, ge=1, le=50)  # communities a question is answered from
+    report_entities: int = Field(default=8, ge=1)  # key entities in a report
+    report_sentences: int = Field(default=6, ge=1)  # extractive sentences in a report
+    report_chunks: int = Field(default=12, ge=1)  # readable chunks read per report (the most central first)
+
+
 class Settings(ServiceSettings):
     model_config = settings_config(env_prefix="GRAPH_")
 
@@ -35,6 +54,7 @@ class Settings(ServiceSettings):
     ppr_hops: int = Field(1, ge=1, le=3)
     ppr_hub_chunks: int = Field(200, ge=1)
     ppr_relation_weight: float = Field(1.0, ge=0)
+    communities: CommunitySettings = Field(default_factory=CommunitySettings)  # read with them
 
     @field_validator("neo4j_uri")
     @classmethod

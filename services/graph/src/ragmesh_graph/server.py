@@ -18,15 +18,19 @@ from opentelemetry import trace
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_common import attributes as attr
 from ragmesh_common.context import UserContext, require_user
-from ragmesh_common.errors import InvalidArgument, PermissionDenied, grpc_errors
+from ragmesh_common.errors import InvalidArgument, NotFound, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_graph.access import AccessUnavailable, DocumentAccess
-from ragmesh_graph.config import Settings
-from ragmesh_graph.extract import build_document_graph, extract_document, query_keys
+from ragmesh_graph.config import CommunitySettings, Settings
+from ragmesh_graph.extract import build_document_graph, extract_document, normalise, query_keys
 from ragmesh_graph.nlp import Extractor
 from ragmesh_graph.ppr import chunk_scores
+from ragmesh_graph.recompute import CommunityRunner, Status
+from ragmesh_graph.reports import Report, Sentence, build_reports, map_report, plan_reports, relevant_communities
 from ragmesh_graph.resolve import lookup_keys, resolve
 from ragmesh_graph.store import EntityInfo, GraphStore, Readable
+from ragmesh_graph.texts import ChunkTexts
+from ragmesh_graph.views import entity_id, entity_key, entity_mentions, readable_view, search_keys
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -36,6 +40,10 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
 DEFAULT_RANK_TOP_K = 50
 MAX_RANK_TOP_K = 1000
+DEFAULT_ENTITY_SEARCH = 20
+MAX_ENTITY_SEARCH = 100
+MAX_ENTITY_CHUNKS = 50
+MAX_VIEW_ENTITIES = 5000  # entities whose readable mentions a collection question reads (whole communities)
 # lengths and counts (query, document_ids, ids): the shared request check (ragmesh_common.limits)
 
 
@@ -46,7 +54,31 @@ def _document_id(value: str) -> str:
 
 
 def _entity_pb(entity: EntityInfo) -> graph_pb2.Entity:
-    return graph_pb2.Entity(name=entity.name, type=entity.type, mentions=entity.mentions)
+    return graph_pb2.Entity(
+        name=entity.name,
+        type=entity.type,
+        mentions=entity.mentions,
+        id=entity_id(entity.key),
+        chunk_ids=entity.chunk_ids,
+    )
+
+
+def _status_pb(status: Status) -> graph_pb2.CommunityStatus:
+    return graph_pb2.CommunityStatus(
+        state=status.state,
+        computed_at=status.computed_at,
+        duration_seconds=status.duration_seconds,
+        entities=status.entities,
+        edges=status.edges,
+        communities_per_level=status.communities_per_level,
+        error=status.error,
+        signature=status.signature,
+    )
+
+
+def _require_admin(user: UserContext) -> None:
+    if not user.is_admin:
+        raise PermissionDenied("the community computation is for role admin")
 
 
 def _access_failed(exc: AccessUnavailable, what: str) -> AccessUnavailable:
@@ -60,7 +92,13 @@ def _access_failed(exc: AccessUnavailable, what: str) -> AccessUnavailable:
 
 class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     def __init__(
-        self, store: GraphStore, extractor: Extractor, access: DocumentAccess, settings: Settings | None = None
+        self,
+        store: GraphStore,
+        extractor: Extractor,
+        access: DocumentAccess,
+        settings: Settings | None = None,
+        runner: CommunityRunner | None = None,
+        texts: ChunkTexts | None = None,
     ) -> None:
         self.store = store
         self.extractor = extractor
@@ -70,6 +108,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self.hops = settings.ppr_hops if settings else 2
         self.hub_chunks = settings.ppr_hub_chunks if settings else 200
         self.relation_weight = settings.ppr_relation_weight if settings else 1.0
+        self.runner = runner
+        self.texts = texts
 
     def _query_keys(self, query: str) -> list[str]:
         return query_keys(query, self.extractor.question_entities(query))
@@ -245,6 +285,166 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         logger.info("deleted %s from the graph: %d chunks", document_id, removed)
         return graph_pb2.DeleteDocumentResponse()
 
+    @grpc_errors
+    async def SearchEntities(
+        self,
+        request: graph_pb2.SearchEntitiesRequest,
+        context: aio.ServicerContext[graph_pb2.SearchEntitiesRequest, graph_pb2.SearchEntitiesResponse],
+    ) -> graph_pb2.SearchEntitiesResponse:
+        text = normalise(request.query)
+        if len(text) < 2:
+            raise InvalidArgument("query must have at least 2 letters or digits")
+        if not 0 <= request.limit <= MAX_ENTITY_SEARCH:
+            raise InvalidArgument(f"limit must be 0..{MAX_ENTITY_SEARCH} (0 = {DEFAULT_ENTITY_SEARCH})")
+        user = await require_user(context)
+        limit = request.limit or DEFAULT_ENTITY_SEARCH
+        with tracer.start_as_current_span("graph entity search") as span:
+            may_read, _, readable = self._reader(user, set(), "entity search")
+            found = await entity_mentions(self.store, await search_keys(self.store, text), may_read)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+        entities: dict[str, EntityInfo] = {}
+        for m in found.mentions:
+            entity = entities.setdefault(m.key, EntityInfo(m.key, m.name, m.type))
+            entity.mentions += 1
+            entity.chunk_ids.append(m.chunk_id)
+        ranked = sorted(entities.values(), key=lambda e: (e.key != text, -e.mentions, e.key))[:limit]
+        for entity in ranked:
+            entity.chunk_ids = sorted(set(entity.chunk_ids))[:MAX_ENTITY_CHUNKS]
+        return graph_pb2.SearchEntitiesResponse(entities=[_entity_pb(e) for e in ranked])
+
+    @grpc_errors
+    async def GetEntity(
+        self,
+        request: graph_pb2.GetEntityRequest,
+        context: aio.ServicerContext[graph_pb2.GetEntityRequest, graph_pb2.GetEntityResponse],
+    ) -> graph_pb2.GetEntityResponse:
+        key = entity_key(request.id) if request.id else None
+        if key is None or not key.strip():
+            raise InvalidArgument("id is not an entity id")
+        user = await require_user(context)
+        with tracer.start_as_current_span("graph entity") as span:
+            may_read, _, readable = self._reader(user, set(), "entity detail")
+            found = await entity_mentions(self.store, [key], may_read)
+            if not found.mentions:  # unknown and unreadable look the same
+                raise NotFound("no such entity")
+            around = await self.store.context([key], may_read, 1, DEFAULT_LIMIT)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(around.relations))
+        first = found.mentions[0]
+        chunks = sorted({(m.document_id, m.chunk_id) for m in found.mentions})
+        entity = EntityInfo(key, first.name, first.type, len(chunks), [c for _, c in chunks][:MAX_ENTITY_CHUNKS])
+        refs: list[graph_pb2.CommunityRef] = []
+        if self.runner is not None:
+            hierarchy = self.runner.hierarchy
+            for cid in hierarchy.of_entity.get(key, []):
+                community = hierarchy.communities[cid]
+                view, _ = await readable_view(self.store, list(community.members), may_read)
+                ranked = plan_reports([(community, 0.0)], view, self.runner.settings)
+                if not ranked:
+                    continue
+                top = sorted(ranked[0].members, key=lambda m: (-ranked[0].centrality[m], m))
+                refs.append(
+                    graph_pb2.CommunityRef(
+                        id=cid,
+                        level=community.level,
+                        title=" · ".join(view.names[m] for m in top[:3]),
+                        size=len(top),
+                    )
+                )
+        return graph_pb2.GetEntityResponse(
+            entity=_entity_pb(entity),
+            neighbours=[_entity_pb(e) for e in around.neighbours],
+            relations=[
+                graph_pb2.Relation(
+                    source=r.source, target=r.target, type=r.type, weight=r.weight, chunk_ids=r.chunk_ids, depth=r.depth
+                )
+                for r in around.relations
+            ],
+            mentions=[graph_pb2.ChunkRef(document_id=d, chunk_id=c) for d, c in chunks[:MAX_ENTITY_CHUNKS]],
+            communities=refs,
+        )
+
+    @grpc_errors
+    async def GetCommunityReports(
+        self,
+        request: graph_pb2.GetCommunityReportsRequest,
+        context: aio.ServicerContext[graph_pb2.GetCommunityReportsRequest, graph_pb2.GetCommunityReportsResponse],
+    ) -> graph_pb2.GetCommunityReportsResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query is empty")
+        if request.limit < 0:
+            raise InvalidArgument("limit must be >= 0")
+        user = await require_user(context)
+        if self.runner is None or self.texts is None:
+            return graph_pb2.GetCommunityReportsResponse()
+        settings = self.runner.settings
+        hierarchy = self.runner.hierarchy
+        limit = min(request.limit or settings.max_reports, settings.max_reports)
+        with tracer.start_as_current_span("graph community reports") as span:
+            may_read, asked, readable = self._reader(user, {d for d in request.document_ids if d}, "community reports")
+            keys = await asyncio.to_thread(self._query_keys, request.query)
+            named = [k for k in keys if k in hierarchy.of_entity]
+            tops = {hierarchy.of_entity[k][0] for k in named}
+            candidates: set[str] = set()
+            for community in hierarchy.level(0):  # the largest first: a question naming nothing reads the largest
+                if (not tops or community.id in tops) and len(candidates) < MAX_VIEW_ENTITIES:
+                    candidates.update(community.members)
+            view, _ = await readable_view(self.store, sorted(candidates), may_read)
+            chosen = relevant_communities(hierarchy, view, keys, request.query, settings)[:limit]
+            plans = plan_reports(chosen, view, settings)
+            wanted = {uid: uid.split("/", 1) for plan in plans for uid in plan.chunk_uids}  # document ids hold no "/"
+            texts = await self.texts.fetch(user, {u: (d, c) for u, (d, c) in wanted.items()})
+            reports = build_reports(plans, texts, view.names, settings)
+            span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
+            if len(asked) > len(readable):
+                span.set_attribute(attr.RAG_GRAPH_UNREADABLE_DOCS, len(asked) - len(readable))
+            span.set_attribute(attr.RAG_GRAPH_ENTITIES, sum(r.size for r in reports))
+        return graph_pb2.GetCommunityReportsResponse(
+            reports=[report_pb(r, request.query, settings) for r in reports],
+            computed_at=self.runner.status.computed_at,
+        )
+
+    @grpc_errors
+    async def GetCommunityStatus(
+        self,
+        request: graph_pb2.GetCommunityStatusRequest,
+        context: aio.ServicerContext[graph_pb2.GetCommunityStatusRequest, graph_pb2.CommunityStatus],
+    ) -> graph_pb2.CommunityStatus:
+        _require_admin(await require_user(context))
+        return _status_pb(self.runner.status if self.runner is not None else Status())
+
+    @grpc_errors
+    async def RecomputeCommunities(
+        self,
+        request: graph_pb2.RecomputeCommunitiesRequest,
+        context: aio.ServicerContext[graph_pb2.RecomputeCommunitiesRequest, graph_pb2.CommunityStatus],
+    ) -> graph_pb2.CommunityStatus:
+        user = await require_user(context)
+        _require_admin(user)
+        if self.runner is None:
+            return _status_pb(Status())
+        logger.info("community recompute forced by %s", user.user_id)
+        return _status_pb(await self.runner.recompute(reason=f"forced by {user.user_id}"))
+
+
+def report_pb(report: Report, question: str, settings: CommunitySettings) -> graph_pb2.CommunityReport:
+    """A report as the reply carries it: its summary (by centrality) and its map step's answer to `question`."""
+    return graph_pb2.CommunityReport(
+        community=graph_pb2.CommunityRef(
+            id=report.community_id, level=report.level, title=report.title, size=report.size
+        ),
+        key_entities=[graph_pb2.Entity(name=name, id=entity_id(key)) for key, name, _ in report.entities],
+        summary=[_sentence_pb(s) for s in report.sentences[: settings.report_sentences]],
+        answer=[_sentence_pb(s) for s in map_report(question, report, settings.report_sentences)],
+        relevance=report.relevance,
+    )
+
+
+def _sentence_pb(sentence: Sentence) -> graph_pb2.ReportSentence:
+    return graph_pb2.ReportSentence(
+        text=sentence.text, document_id=sentence.document_id, chunk_id=sentence.chunk_id, score=sentence.score
+    )
+
 
 def _trace_access(span: trace.Span, user: UserContext, asked: set[str], readable: set[str], what: str) -> None:
     span.set_attribute(attr.RAG_SEARCH_ACCESSIBLE_DOCS, len(readable))
@@ -276,9 +476,17 @@ def build_service(
     access = access or DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
     extractor = extractor or Extractor(settings.spacy_model, settings.max_entities_per_chunk)
     logger.info("graph extractor: %s", extractor.name)
-    servicer = GraphServicer(store, extractor, access, settings)
+    runner = CommunityRunner(store, settings.communities)
+    texts = ChunkTexts(settings.retriever_addr, timeout=settings.access_timeout_seconds)
+    servicer = GraphServicer(store, extractor, access, settings, runner, texts)
+
+    async def warmup() -> None:
+        await store.warmup()
+        runner.start()  # the first computation runs in the background; reports are empty until it is ready
 
     async def on_stop() -> None:
+        await runner.stop()
+        await texts.close()
         await access.close()
         await store.close()
 
@@ -286,4 +494,4 @@ def build_service(
         graph_pb2_grpc.add_GraphServiceServicer_to_server(servicer, server)
         return [graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name]
 
-    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=store.warmup, on_stop=on_stop)
+    return GrpcService("graph", add, host=settings.host, port=settings.port, warmup=warmup, on_stop=on_stop)

@@ -1,13 +1,14 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
-    chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade ┃ graph → cache pin
-            → answer → cache store → verify ⇒ record turn   (a cache hit ends the steps at cache)
+    chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade → communities
+            → budget ┃ graph → cache pin → answer → cache store → verify ⇒ record turn
+                                                         (a cache hit ends the steps at cache)
                                                          └ agentic: iterate (retrieve → rerank → grade per
                                                            sub-question; tools: fetch_section, graph_neighbours)
-                                                           → budget (the answer within the LLM token bound)
-    search:                                           understand → retrieve → rerank → grade
+    search:                                           understand → retrieve → rerank → grade → graph
 
-(┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
+(communities: a collection-level question's map-reduce over community reports; budget: the answer within the
+LLM token bound; ┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
 only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
 """
 
@@ -28,6 +29,7 @@ from ragmesh_gateway.pipeline.agentic import DirectOnly, Iterate, PlanStep
 from ragmesh_gateway.pipeline.answer import Answer, Verify
 from ragmesh_gateway.pipeline.budget import AnswerBudget
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
+from ragmesh_gateway.pipeline.communities import Communities
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
@@ -80,6 +82,7 @@ class Orchestrator:
             graph_timeout=deadlines.graph,
         )
         rerank = Rerank(mesh, deadlines.rerank)
+        graph = Graph(mesh, deadlines.graph, enabled=graph_enabled)
         grade = Grade(
             mesh,
             deadlines.retrieve,
@@ -105,10 +108,11 @@ class Orchestrator:
                     max_seconds=agent.max_seconds,
                     tools=Tools(mesh, deadlines.retrieve, deadlines.graph, graph_enabled=graph_enabled),
                 ),
+                Communities(mesh, deadlines.communities, enabled=graph_enabled),
                 AnswerBudget(agent.max_llm_tokens),
             ],
             during=[
-                Graph(mesh, deadlines.graph, enabled=graph_enabled),
+                graph,
                 CachePin(cache),
                 Answer(mesh, deadlines.answer),
                 CacheStore(cache),
@@ -116,7 +120,7 @@ class Orchestrator:
             ],
             finish=[RecordTurn(mesh, deadlines.retrieve)],
         )
-        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade])
+        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade, graph])
 
     async def prepare(self, user: UserContext, request: ChatRequest) -> RequestState:
         """The chat's steps before the response. Raises StepFailed (4xx/503) before any byte is streamed."""

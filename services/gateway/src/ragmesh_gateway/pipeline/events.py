@@ -110,6 +110,7 @@ def retrieval_fields(state: RequestState) -> dict[str, Any]:
         "cached_trace_id": None,
         "mode": state.mode,
         "steps": state.agent_steps if state.mode == "agentic" else None,
+        "graph": state.graph,
     }
 
 
@@ -189,6 +190,7 @@ def cached_events(state: RequestState) -> Iterator[Event]:
             "cache_hit": True,
             "cached_trace_id": hit.trace_id,
             "usage": {"input_tokens": 0, "output_tokens": 0},  # no model was asked for this one
+            "graph": None,  # the first asker's graph view is not this user's
         },
     )
 

@@ -1,6 +1,8 @@
 """graph: relations from the entity graph around the question, given to the answerer as context. Optional:
 a down graph answers without graph context. Runs when the router says the question needs it (relations,
-multi-hop) and the request and the deployment allow it."""
+multi-hop) and the request and the deployment allow it; in a search, when the request asks for `graph`.
+What it found is the reply's `graph` field: the entities the question names and the facts used, each with the
+readable chunks it came from."""
 
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ class Graph(Step):
         self.enabled = enabled
 
     def applies(self, state: RequestState) -> bool:
-        wanted = isinstance(state.request, ChatRequest) and state.request.graph
-        use_graph = state.route.use_graph if state.route is not None else True
-        return state.answering and self.enabled and wanted and use_graph
+        if isinstance(state.request, ChatRequest):
+            wanted = state.request.graph and (state.route.use_graph if state.route is not None else True)
+        else:
+            wanted = state.request.graph  # a search: when asked
+        return state.answering and self.enabled and wanted
 
     async def run(self, state: RequestState) -> dict[str, Any]:
         reply = await self.mesh.graph.GetContext(
@@ -46,7 +50,22 @@ class Graph(Step):
         )
         trace.get_current_span().set_attribute(attr.RAG_GRAPH_RELATIONS, len(reply.relations))
         state.facts = [f"{r.source} — {r.type.lower().replace('_', ' ')} — {r.target}" for r in reply.relations]
-        return {"facts": len(state.facts)}
+        graph = state.graph or {"entities": [], "facts": [], "communities": []}
+        graph["entities"] = [
+            {"id": e.id, "name": e.name, "type": e.type, "mentions": e.mentions, "chunk_ids": list(e.chunk_ids)}
+            for e in reply.matched
+        ]
+        graph["facts"] = [
+            {
+                "source": r.source,
+                "relation": r.type.lower().replace("_", " "),
+                "target": r.target,
+                "chunk_ids": list(r.chunk_ids),
+            }
+            for r in reply.relations
+        ]
+        state.graph = graph
+        return {"facts": len(state.facts), "entities": len(reply.matched)}
 
     def degraded_reason(self, exc: aio.AioRpcError) -> str:
         return f"graph {exc.code().name}; answered without graph context"

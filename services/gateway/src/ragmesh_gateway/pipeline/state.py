@@ -43,6 +43,7 @@ class RequestState:
     rewritten_question: str | None = None  # the follow-up as rewritten, when it was
     notes: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)  # graph relations, as given to the answerer
+    graph: dict[str, Any] | None = None  # the `graph` field of the reply (entities, facts, communities)
     final: answerer_pb2.AnswerFinal | None = None
     trace_id: str = ""
     # a chat in a stored conversation: its turns as the history (withdrawn answers left out), the documents

@@ -214,6 +214,26 @@ _WHOLE = _rx(
 )
 
 
+# A question about a whole collection (GraphRAG's global questions): its themes, or what it says about a topic
+# as a whole, rather than one fact. Phrasings only; never a topic word. RE2: linear in the question's length.
+_COLLECTION = re2.compile(
+    r"(?i)\b(main|key|major|common|recurring|overall|central|top)\s+(themes?|topics?|ideas?|issues?|subjects?|"
+    r"trends?|points?)\b|"
+    r"\bthemes?\b.*\b(in|across|of)\s+(my|our|the|these|all)\s+(documents?|files?|collection|corpus|data)\b|"
+    r"\bsummari[sz]e\s+(what|everything|all)\s+(we|i|you|the documents?|my documents?)\b|"
+    r"\bwhat\s+(do|does)\s+(we|i)\s+know\s+about\b|"
+    r"\b(overview|summary)\s+of\s+(what|everything|all)\b|"
+    r"\b(summari[sz]e|overview of|summary of)\s+(the|my|our|these|all)\s+(documents?|files?|collection|corpus)\b|"
+    r"\bwhat\s+do\s+(my|our|the|these|all)\s+(documents?|files?|sources)\s+say\s+about\b|"
+    r"\b(across|throughout)\s+(my|our|the|all)\s+(documents?|files?|collection|corpus)\b"
+)
+
+
+def is_collection_question(question: str) -> bool:
+    """A question about a whole collection or a topic across it, answered from community reports."""
+    return bool(_COLLECTION.search(" ".join(question[:MAX_CHARS].split())))
+
+
 @dataclass(frozen=True)
 class Route:
     """How to answer one question; consumed by the orchestrator."""
@@ -226,6 +246,7 @@ class Route:
     use_graph: bool = False
     sub_queries: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    collection: bool = False  # about the whole collection: answered from community reports (pipeline/communities)
 
 
 def classify(question: str) -> tuple[str, list[str]]:
@@ -342,7 +363,11 @@ def route(question: str) -> Route:
     levels = ["document", "section"] if summary_first or kind == "aggregative" else ["paragraph"]
     use_graph = kind == "relational" or multi_hop
     subs = sub_queries_for(q, entities, kind) if kind == "comparative" or multi_hop else []
+    collection = is_collection_question(q)
+    if collection:
+        reasons.append("collection")
     return Route(
+        collection=collection,
         kind=kind,
         entities=entities,
         multi_hop=multi_hop,

@@ -190,5 +190,6 @@ async def search(
             "accessible_documents": state.accessible,
             "degraded": state.degraded,
             "progress": state.stages,
+            "graph": state.graph,
         }
     )

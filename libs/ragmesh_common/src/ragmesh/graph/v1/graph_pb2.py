@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"G\n\x11RankChunksRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\"B\n\nChunkScore\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"\x9f\x01\n\x12RankChunksResponse\x12,\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x1c.ragmesh.graph.v1.ChunkScore\x12\'\n\x05seeds\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12\x19\n\x11subgraph_entities\x18\x03 \x01(\x05\x12\x17\n\x0fsubgraph_chunks\x18\x04 \x01(\x05\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"6\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks2\x84\x03\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponse\x12W\n\nRankChunks\x12#.ragmesh.graph.v1.RankChunksRequest\x1a$.ragmesh.graph.v1.RankChunksResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cragmesh/graph/v1/graph.proto\x12\x10ragmesh.graph.v1\"A\n\nGraphChunk\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\"G\n\x11RankChunksRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\"B\n\nChunkScore\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"\x9f\x01\n\x12RankChunksResponse\x12,\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x1c.ragmesh.graph.v1.ChunkScore\x12\'\n\x05seeds\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12\x19\n\x11subgraph_entities\x18\x03 \x01(\x05\x12\x17\n\x0fsubgraph_chunks\x18\x04 \x01(\x05\"X\n\x13IngestChunksRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12,\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x1c.ragmesh.graph.v1.GraphChunk\";\n\x14IngestChunksResponse\x12\x10\n\x08\x65ntities\x18\x01 \x01(\x05\x12\x11\n\trelations\x18\x02 \x01(\x05\"Z\n\x11GetContextRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\"U\n\x06\x45ntity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\x12\n\n\x02id\x18\x04 \x01(\t\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\"j\n\x08Relation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0e\n\x06weight\x18\x04 \x01(\x01\x12\x11\n\tchunk_ids\x18\x05 \x03(\t\x12\r\n\x05\x64\x65pth\x18\x06 \x01(\x05\"\xaf\x01\n\x12GetContextResponse\x12)\n\x07matched\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\",\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\".\n\x16\x44\x65leteDocumentResponseJ\x04\x08\x01\x10\x02R\x0eremoved_chunks\"5\n\x15SearchEntitiesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"D\n\x16SearchEntitiesResponse\x12*\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\"\x1e\n\x10GetEntityRequest\x12\n\n\x02id\x18\x01 \x01(\t\"1\n\x08\x43hunkRef\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\"F\n\x0c\x43ommunityRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x05\"\xfd\x01\n\x11GetEntityResponse\x12(\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12,\n\nneighbours\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12-\n\trelations\x18\x03 \x03(\x0b\x32\x1a.ragmesh.graph.v1.Relation\x12,\n\x08mentions\x18\x04 \x03(\x0b\x32\x1a.ragmesh.graph.v1.ChunkRef\x12\x33\n\x0b\x63ommunities\x18\x05 \x03(\x0b\x32\x1e.ragmesh.graph.v1.CommunityRef\"P\n\x1aGetCommunityReportsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"T\n\x0eReportSentence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\x12\r\n\x05score\x18\x04 \x01(\x01\"\xec\x01\n\x0f\x43ommunityReport\x12\x31\n\tcommunity\x18\x01 \x01(\x0b\x32\x1e.ragmesh.graph.v1.CommunityRef\x12.\n\x0ckey_entities\x18\x02 \x03(\x0b\x32\x18.ragmesh.graph.v1.Entity\x12\x31\n\x07summary\x18\x03 \x03(\x0b\x32 .ragmesh.graph.v1.ReportSentence\x12\x30\n\x06\x61nswer\x18\x04 \x03(\x0b\x32 .ragmesh.graph.v1.ReportSentence\x12\x11\n\trelevance\x18\x05 \x01(\x01\"f\n\x1bGetCommunityReportsResponse\x12\x32\n\x07reports\x18\x01 \x03(\x0b\x32!.ragmesh.graph.v1.CommunityReport\x12\x13\n\x0b\x63omputed_at\x18\x02 \x01(\t\"\x1b\n\x19GetCommunityStatusRequest\"\x1d\n\x1bRecomputeCommunitiesRequest\"\xb1\x01\n\x0f\x43ommunityStatus\x12\r\n\x05state\x18\x01 \x01(\t\x12\x13\n\x0b\x63omputed_at\x18\x02 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x03 \x01(\x01\x12\x10\n\x08\x65ntities\x18\x04 \x01(\x05\x12\r\n\x05\x65\x64ges\x18\x05 \x01(\x05\x12\x1d\n\x15\x63ommunities_per_level\x18\x06 \x03(\x05\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t2\x83\x07\n\x0cGraphService\x12]\n\x0cIngestChunks\x12%.ragmesh.graph.v1.IngestChunksRequest\x1a&.ragmesh.graph.v1.IngestChunksResponse\x12W\n\nGetContext\x12#.ragmesh.graph.v1.GetContextRequest\x1a$.ragmesh.graph.v1.GetContextResponse\x12\x63\n\x0e\x44\x65leteDocument\x12\'.ragmesh.graph.v1.DeleteDocumentRequest\x1a(.ragmesh.graph.v1.DeleteDocumentResponse\x12W\n\nRankChunks\x12#.ragmesh.graph.v1.RankChunksRequest\x1a$.ragmesh.graph.v1.RankChunksResponse\x12\x63\n\x0eSearchEntities\x12\'.ragmesh.graph.v1.SearchEntitiesRequest\x1a(.ragmesh.graph.v1.SearchEntitiesResponse\x12T\n\tGetEntity\x12\".ragmesh.graph.v1.GetEntityRequest\x1a#.ragmesh.graph.v1.GetEntityResponse\x12r\n\x13GetCommunityReports\x12,.ragmesh.graph.v1.GetCommunityReportsRequest\x1a-.ragmesh.graph.v1.GetCommunityReportsResponse\x12\x64\n\x12GetCommunityStatus\x12+.ragmesh.graph.v1.GetCommunityStatusRequest\x1a!.ragmesh.graph.v1.CommunityStatus\x12h\n\x14RecomputeCommunities\x12-.ragmesh.graph.v1.RecomputeCommunitiesRequest\x1a!.ragmesh.graph.v1.CommunityStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,15 +46,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCONTEXTREQUEST']._serialized_start=571
   _globals['_GETCONTEXTREQUEST']._serialized_end=661
   _globals['_ENTITY']._serialized_start=663
-  _globals['_ENTITY']._serialized_end=717
-  _globals['_RELATION']._serialized_start=719
-  _globals['_RELATION']._serialized_end=825
-  _globals['_GETCONTEXTRESPONSE']._serialized_start=828
-  _globals['_GETCONTEXTRESPONSE']._serialized_end=1003
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1005
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1049
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1051
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1097
-  _globals['_GRAPHSERVICE']._serialized_start=1100
-  _globals['_GRAPHSERVICE']._serialized_end=1488
+  _globals['_ENTITY']._serialized_end=748
+  _globals['_RELATION']._serialized_start=750
+  _globals['_RELATION']._serialized_end=856
+  _globals['_GETCONTEXTRESPONSE']._serialized_start=859
+  _globals['_GETCONTEXTRESPONSE']._serialized_end=1034
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1036
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1080
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1082
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1128
+  _globals['_SEARCHENTITIESREQUEST']._serialized_start=1130
+  _globals['_SEARCHENTITIESREQUEST']._serialized_end=1183
+  _globals['_SEARCHENTITIESRESPONSE']._serialized_start=1185
+  _globals['_SEARCHENTITIESRESPONSE']._serialized_end=1253
+  _globals['_GETENTITYREQUEST']._serialized_start=1255
+  _globals['_GETENTITYREQUEST']._serialized_end=1285
+  _globals['_CHUNKREF']._serialized_start=1287
+  _globals['_CHUNKREF']._serialized_end=1336
+  _globals['_COMMUNITYREF']._serialized_start=1338
+  _globals['_COMMUNITYREF']._serialized_end=1408
+  _globals['_GETENTITYRESPONSE']._serialized_start=1411
+  _globals['_GETENTITYRESPONSE']._serialized_end=1664
+  _globals['_GETCOMMUNITYREPORTSREQUEST']._serialized_start=1666
+  _globals['_GETCOMMUNITYREPORTSREQUEST']._serialized_end=1746
+  _globals['_REPORTSENTENCE']._serialized_start=1748
+  _globals['_REPORTSENTENCE']._serialized_end=1832
+  _globals['_COMMUNITYREPORT']._serialized_start=1835
+  _globals['_COMMUNITYREPORT']._serialized_end=2071
+  _globals['_GETCOMMUNITYREPORTSRESPONSE']._serialized_start=2073
+  _globals['_GETCOMMUNITYREPORTSRESPONSE']._serialized_end=2175
+  _globals['_GETCOMMUNITYSTATUSREQUEST']._serialized_start=2177
+  _globals['_GETCOMMUNITYSTATUSREQUEST']._serialized_end=2204
+  _globals['_RECOMPUTECOMMUNITIESREQUEST']._serialized_start=2206
+  _globals['_RECOMPUTECOMMUNITIESREQUEST']._serialized_end=2235
+  _globals['_COMMUNITYSTATUS']._serialized_start=2238
+  _globals['_COMMUNITYSTATUS']._serialized_end=2415
+  _globals['_GRAPHSERVICE']._serialized_start=2418
+  _globals['_GRAPHSERVICE']._serialized_end=3317
 # @@protoc_insertion_point(module_scope)

@@ -218,19 +218,29 @@ class Entity(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     TYPE_FIELD_NUMBER: _builtins.int
     MENTIONS_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    CHUNK_IDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     type: _builtins.str
     mentions: _builtins.int
+    id: _builtins.str
+    """opaque, URL-safe (the entity's key, base64url)"""
+    @_builtins.property
+    def chunk_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """readable chunks that mention it (GetContext: matched entities only)"""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         type: _builtins.str = ...,
         mentions: _builtins.int = ...,
+        id: _builtins.str = ...,
+        chunk_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["mentions", b"mentions", "name", b"name", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_ids", b"chunk_ids", "id", b"id", "mentions", b"mentions", "name", b"name", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -342,3 +352,354 @@ class DeleteDocumentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteDocumentResponse: _TypeAlias = DeleteDocumentResponse  # noqa: Y015
+
+@_typing.final
+class SearchEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    limit: _builtins.int
+    """0 = 20, at most 100"""
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchEntitiesRequest: _TypeAlias = SearchEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class SearchEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]:
+        """by readable mentions, the most first"""
+
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[Global___Entity] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchEntitiesResponse: _TypeAlias = SearchEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class GetEntityRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEntityRequest: _TypeAlias = GetEntityRequest  # noqa: Y015
+
+@_typing.final
+class ChunkRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    chunk_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+        chunk_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChunkRef: _TypeAlias = ChunkRef  # noqa: Y015
+
+@_typing.final
+class CommunityRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    level: _builtins.int
+    title: _builtins.str
+    """its three most central readable members"""
+    size: _builtins.int
+    """readable members"""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        level: _builtins.int = ...,
+        title: _builtins.str = ...,
+        size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "level", b"level", "size", b"size", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommunityRef: _TypeAlias = CommunityRef  # noqa: Y015
+
+@_typing.final
+class GetEntityResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    NEIGHBOURS_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    MENTIONS_FIELD_NUMBER: _builtins.int
+    COMMUNITIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entity(self) -> Global___Entity: ...
+    @_builtins.property
+    def neighbours(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Relation]: ...
+    @_builtins.property
+    def mentions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChunkRef]: ...
+    @_builtins.property
+    def communities(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommunityRef]:
+        """top level first"""
+
+    def __init__(
+        self,
+        *,
+        entity: Global___Entity | None = ...,
+        neighbours: _abc.Iterable[Global___Entity] | None = ...,
+        relations: _abc.Iterable[Global___Relation] | None = ...,
+        mentions: _abc.Iterable[Global___ChunkRef] | None = ...,
+        communities: _abc.Iterable[Global___CommunityRef] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["communities", b"communities", "entity", b"entity", "mentions", b"mentions", "neighbours", b"neighbours", "relations", b"relations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEntityResponse: _TypeAlias = GetEntityResponse  # noqa: Y015
+
+@_typing.final
+class GetCommunityReportsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    limit: _builtins.int
+    """reports; 0 = GRAPH_COMMUNITY_MAX_REPORTS"""
+    @_builtins.property
+    def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """narrows (never widens access); empty = all readable"""
+
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "limit", b"limit", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCommunityReportsRequest: _TypeAlias = GetCommunityReportsRequest  # noqa: Y015
+
+@_typing.final
+class ReportSentence(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    document_id: _builtins.str
+    chunk_id: _builtins.str
+    score: _builtins.float
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        chunk_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "score", b"score", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportSentence: _TypeAlias = ReportSentence  # noqa: Y015
+
+@_typing.final
+class CommunityReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMUNITY_FIELD_NUMBER: _builtins.int
+    KEY_ENTITIES_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    RELEVANCE_FIELD_NUMBER: _builtins.int
+    relevance: _builtins.float
+    @_builtins.property
+    def community(self) -> Global___CommunityRef: ...
+    @_builtins.property
+    def key_entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]: ...
+    @_builtins.property
+    def summary(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReportSentence]:
+        """extractive, ranked by the centrality of the members they name"""
+
+    @_builtins.property
+    def answer(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReportSentence]:
+        """the summary's sentences that best answer the question (map step)"""
+
+    def __init__(
+        self,
+        *,
+        community: Global___CommunityRef | None = ...,
+        key_entities: _abc.Iterable[Global___Entity] | None = ...,
+        summary: _abc.Iterable[Global___ReportSentence] | None = ...,
+        answer: _abc.Iterable[Global___ReportSentence] | None = ...,
+        relevance: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["community", b"community"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "community", b"community", "key_entities", b"key_entities", "relevance", b"relevance", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommunityReport: _TypeAlias = CommunityReport  # noqa: Y015
+
+@_typing.final
+class GetCommunityReportsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORTS_FIELD_NUMBER: _builtins.int
+    COMPUTED_AT_FIELD_NUMBER: _builtins.int
+    computed_at: _builtins.str
+    """when the communities were computed (RFC 3339); empty = never"""
+    @_builtins.property
+    def reports(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommunityReport]:
+        """the most relevant first"""
+
+    def __init__(
+        self,
+        *,
+        reports: _abc.Iterable[Global___CommunityReport] | None = ...,
+        computed_at: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at", "reports", b"reports"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCommunityReportsResponse: _TypeAlias = GetCommunityReportsResponse  # noqa: Y015
+
+@_typing.final
+class GetCommunityStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCommunityStatusRequest: _TypeAlias = GetCommunityStatusRequest  # noqa: Y015
+
+@_typing.final
+class RecomputeCommunitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecomputeCommunitiesRequest: _TypeAlias = RecomputeCommunitiesRequest  # noqa: Y015
+
+@_typing.final
+class CommunityStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    COMPUTED_AT_FIELD_NUMBER: _builtins.int
+    DURATION_SECONDS_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    EDGES_FIELD_NUMBER: _builtins.int
+    COMMUNITIES_PER_LEVEL_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    state: _builtins.str
+    """"never", "running", "ready", "failed" """
+    computed_at: _builtins.str
+    """RFC 3339, the last successful computation"""
+    duration_seconds: _builtins.float
+    entities: _builtins.int
+    edges: _builtins.int
+    error: _builtins.str
+    """the last failure, if the last run failed"""
+    signature: _builtins.str
+    """the graph's size when computed (chunks/entities/relations)"""
+    @_builtins.property
+    def communities_per_level(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        state: _builtins.str = ...,
+        computed_at: _builtins.str = ...,
+        duration_seconds: _builtins.float = ...,
+        entities: _builtins.int = ...,
+        edges: _builtins.int = ...,
+        communities_per_level: _abc.Iterable[_builtins.int] | None = ...,
+        error: _builtins.str = ...,
+        signature: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["communities_per_level", b"communities_per_level", "computed_at", b"computed_at", "duration_seconds", b"duration_seconds", "edges", b"edges", "entities", b"entities", "error", b"error", "signature", b"signature", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommunityStatus: _TypeAlias = CommunityStatus  # noqa: Y015

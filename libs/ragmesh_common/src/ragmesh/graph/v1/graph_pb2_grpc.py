@@ -54,6 +54,31 @@ class GraphServiceStub(object):
                 request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.SerializeToString,
                 response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.FromString,
                 _registered_method=True)
+        self.SearchEntities = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/SearchEntities',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesResponse.FromString,
+                _registered_method=True)
+        self.GetEntity = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/GetEntity',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityResponse.FromString,
+                _registered_method=True)
+        self.GetCommunityReports = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/GetCommunityReports',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsResponse.FromString,
+                _registered_method=True)
+        self.GetCommunityStatus = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/GetCommunityStatus',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityStatusRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.FromString,
+                _registered_method=True)
+        self.RecomputeCommunities = channel.unary_unary(
+                '/ragmesh.graph.v1.GraphService/RecomputeCommunities',
+                request_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RecomputeCommunitiesRequest.SerializeToString,
+                response_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.FromString,
+                _registered_method=True)
 
 
 class GraphServiceServicer(object):
@@ -89,6 +114,43 @@ class GraphServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchEntities(self, request, context):
+        """Entities whose name contains the text, counted over readable documents only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEntity(self, request, context):
+        """One entity: its mentions, neighbours and communities, all from readable documents; NOT_FOUND when the
+        caller can read no mention of it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCommunityReports(self, request, context):
+        """Reports of the communities a collection-level question is about, built from readable chunks only, each
+        with the sentences that best answer it (the map step of the gateway's map-reduce).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCommunityStatus(self, request, context):
+        """The community computation's state; role admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecomputeCommunities(self, request, context):
+        """Recomputes the communities now; role admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +173,31 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.RankChunks,
                     request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.FromString,
                     response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.SerializeToString,
+            ),
+            'SearchEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchEntities,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesResponse.SerializeToString,
+            ),
+            'GetEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEntity,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityResponse.SerializeToString,
+            ),
+            'GetCommunityReports': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCommunityReports,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsResponse.SerializeToString,
+            ),
+            'GetCommunityStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCommunityStatus,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityStatusRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.SerializeToString,
+            ),
+            'RecomputeCommunities': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecomputeCommunities,
+                    request_deserializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.RecomputeCommunitiesRequest.FromString,
+                    response_serializer=ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -221,6 +308,141 @@ class GraphService(object):
             '/ragmesh.graph.v1.GraphService/RankChunks',
             ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksRequest.SerializeToString,
             ragmesh_dot_graph_dot_v1_dot_graph__pb2.RankChunksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/SearchEntities',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.SearchEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/GetEntity',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetEntityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCommunityReports(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/GetCommunityReports',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityReportsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCommunityStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/GetCommunityStatus',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.GetCommunityStatusRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecomputeCommunities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragmesh.graph.v1.GraphService/RecomputeCommunities',
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.RecomputeCommunitiesRequest.SerializeToString,
+            ragmesh_dot_graph_dot_v1_dot_graph__pb2.CommunityStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,20 @@ class GraphServiceStub:
     over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
     Only documents the caller may read (the catalogue decides) enter the subgraph.
     """
+    SearchEntities: _grpc.UnaryUnaryMultiCallable[_graph_pb2.SearchEntitiesRequest, _graph_pb2.SearchEntitiesResponse]
+    """Entities whose name contains the text, counted over readable documents only."""
+    GetEntity: _grpc.UnaryUnaryMultiCallable[_graph_pb2.GetEntityRequest, _graph_pb2.GetEntityResponse]
+    """One entity: its mentions, neighbours and communities, all from readable documents; NOT_FOUND when the
+    caller can read no mention of it.
+    """
+    GetCommunityReports: _grpc.UnaryUnaryMultiCallable[_graph_pb2.GetCommunityReportsRequest, _graph_pb2.GetCommunityReportsResponse]
+    """Reports of the communities a collection-level question is about, built from readable chunks only, each
+    with the sentences that best answer it (the map step of the gateway's map-reduce).
+    """
+    GetCommunityStatus: _grpc.UnaryUnaryMultiCallable[_graph_pb2.GetCommunityStatusRequest, _graph_pb2.CommunityStatus]
+    """The community computation's state; role admin."""
+    RecomputeCommunities: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RecomputeCommunitiesRequest, _graph_pb2.CommunityStatus]
+    """Recomputes the communities now; role admin."""
 
 @_typing.type_check_only
 class GraphServiceAsyncStub(GraphServiceStub):
@@ -59,6 +73,20 @@ class GraphServiceAsyncStub(GraphServiceStub):
     over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
     Only documents the caller may read (the catalogue decides) enter the subgraph.
     """
+    SearchEntities: _aio.UnaryUnaryMultiCallable[_graph_pb2.SearchEntitiesRequest, _graph_pb2.SearchEntitiesResponse]  # type: ignore[assignment]
+    """Entities whose name contains the text, counted over readable documents only."""
+    GetEntity: _aio.UnaryUnaryMultiCallable[_graph_pb2.GetEntityRequest, _graph_pb2.GetEntityResponse]  # type: ignore[assignment]
+    """One entity: its mentions, neighbours and communities, all from readable documents; NOT_FOUND when the
+    caller can read no mention of it.
+    """
+    GetCommunityReports: _aio.UnaryUnaryMultiCallable[_graph_pb2.GetCommunityReportsRequest, _graph_pb2.GetCommunityReportsResponse]  # type: ignore[assignment]
+    """Reports of the communities a collection-level question is about, built from readable chunks only, each
+    with the sentences that best answer it (the map step of the gateway's map-reduce).
+    """
+    GetCommunityStatus: _aio.UnaryUnaryMultiCallable[_graph_pb2.GetCommunityStatusRequest, _graph_pb2.CommunityStatus]  # type: ignore[assignment]
+    """The community computation's state; role admin."""
+    RecomputeCommunities: _aio.UnaryUnaryMultiCallable[_graph_pb2.RecomputeCommunitiesRequest, _graph_pb2.CommunityStatus]  # type: ignore[assignment]
+    """Recomputes the communities now; role admin."""
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -96,5 +124,49 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         over the readable subgraph around them; a chunk scores the PageRank mass of the entities it mentions.
         Only documents the caller may read (the catalogue decides) enter the subgraph.
         """
+
+    @_abc_1.abstractmethod
+    def SearchEntities(
+        self,
+        request: _graph_pb2.SearchEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.SearchEntitiesResponse, _abc.Awaitable[_graph_pb2.SearchEntitiesResponse]]:
+        """Entities whose name contains the text, counted over readable documents only."""
+
+    @_abc_1.abstractmethod
+    def GetEntity(
+        self,
+        request: _graph_pb2.GetEntityRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.GetEntityResponse, _abc.Awaitable[_graph_pb2.GetEntityResponse]]:
+        """One entity: its mentions, neighbours and communities, all from readable documents; NOT_FOUND when the
+        caller can read no mention of it.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCommunityReports(
+        self,
+        request: _graph_pb2.GetCommunityReportsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.GetCommunityReportsResponse, _abc.Awaitable[_graph_pb2.GetCommunityReportsResponse]]:
+        """Reports of the communities a collection-level question is about, built from readable chunks only, each
+        with the sentences that best answer it (the map step of the gateway's map-reduce).
+        """
+
+    @_abc_1.abstractmethod
+    def GetCommunityStatus(
+        self,
+        request: _graph_pb2.GetCommunityStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.CommunityStatus, _abc.Awaitable[_graph_pb2.CommunityStatus]]:
+        """The community computation's state; role admin."""
+
+    @_abc_1.abstractmethod
+    def RecomputeCommunities(
+        self,
+        request: _graph_pb2.RecomputeCommunitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.CommunityStatus, _abc.Awaitable[_graph_pb2.CommunityStatus]]:
+        """Recomputes the communities now; role admin."""
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,73 @@
+"""Communities and reports without a database: Leiden finds planted groups, a report is built only from what
+the view (one user's readable part of the graph) and the readable texts hold."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from ragmesh_graph import communities, reports
+from ragmesh_graph.config import CommunitySettings
+
+RIVER = ["rhine", "basel", "cologne", "lake constance", "strasbourg"]
+SPACE = ["nasa", "houston", "apollo", "saturn v", "cape canaveral"]
+
+
+def planted() -> dict[tuple[str, str], float]:
+    weights = {pair: 3.0 for group in (RIVER, SPACE) for pair in combinations(sorted(group), 2)}
+    weights[("basel", "houston")] = 0.5  # one weak bridge
+    return weights
+
+
+def test_leiden_finds_the_planted_groups_and_splits_hierarchically() -> None:
+    graph = communities.build_graph(RIVER + SPACE + ["lonely"], planted())
+    hierarchy = communities.detect(graph, resolution=1.0, levels=2, min_split=4)
+    top = hierarchy.level(0)
+    assert sorted(sorted(c.members) for c in top) == [sorted(SPACE), sorted(RIVER)]
+    assert "lonely" not in hierarchy.of_entity  # a singleton is no community
+    assert all(hierarchy.of_entity[k][0].startswith("0.") for k in RIVER + SPACE)
+    again = communities.detect(graph, resolution=1.0, levels=2, min_split=4)
+    assert again.communities == hierarchy.communities  # seeded: the same graph, the same communities
+
+
+def test_chunk_co_mentions_add_weight() -> None:
+    weights = communities.edge_weights([("a", "b", 1.0)], [["a", "b", "c"]], chunk_weight=2.0)
+    assert weights == {("a", "b"): 2.0, ("a", "c"): 1.0, ("b", "c"): 1.0}
+
+
+def test_a_report_holds_only_readable_members_and_sentences() -> None:
+    settings = CommunitySettings()
+    graph = communities.build_graph(RIVER + SPACE, planted())
+    hierarchy = communities.detect(graph, resolution=1.0, levels=1)
+    # the user reads d1 (rhine, basel, cologne) only; d2 (strasbourg, lake constance) is someone else's
+    view = reports.GraphView(
+        names={"rhine": "Rhine", "basel": "Basel", "cologne": "Cologne"},
+        weights={("basel", "rhine"): 3.0, ("cologne", "rhine"): 3.0},
+        chunk_mentions={"d1/c0": ["rhine", "basel"], "d1/c1": ["rhine", "cologne"]},
+    )
+    texts = {
+        "d1/c0": reports.ChunkText("d1", "c0", "The Rhine flows past Basel. Nothing here."),
+        "d1/c1": reports.ChunkText("d1", "c1", "Cologne lies on the Rhine."),
+    }
+    chosen = reports.relevant_communities(
+        hierarchy, view, ["rhine"], "Summarise what we know about the Rhine", settings
+    )
+    assert [c.members for c, _ in chosen] == [tuple(sorted(RIVER))]
+    plans = reports.plan_reports(chosen, view, settings)
+    assert plans[0].members == ["basel", "cologne", "rhine"]  # strasbourg, lake constance: not readable
+    (built,) = reports.build_reports(plans, texts, view.names, settings)
+    assert built.title.startswith("Rhine")  # the most central readable member
+    assert {e[1] for e in built.entities} == {"Rhine", "Basel", "Cologne"}
+    assert {s.text for s in built.sentences} == {"The Rhine flows past Basel.", "Cologne lies on the Rhine."}
+    mapped = reports.map_report("What do we know about Cologne?", built, keep=2)
+    assert mapped[0].text == "Cologne lies on the Rhine."  # the map step prefers the question's words
+    assert {(s.document_id, s.chunk_id) for s in mapped} == {("d1", "c0"), ("d1", "c1")}
+
+
+def test_a_question_naming_nothing_readable_gets_the_largest_readable_communities() -> None:
+    settings = CommunitySettings()
+    hierarchy = communities.detect(communities.build_graph(RIVER + SPACE, planted()), resolution=1.0, levels=1)
+    view = reports.GraphView(names={"nasa": "NASA", "apollo": "Apollo"}, weights={}, chunk_mentions={})
+    chosen = reports.relevant_communities(
+        hierarchy, view, ["rhine"], "What are the main themes in my documents?", settings
+    )
+    assert [c.members for c, _ in chosen] == [tuple(sorted(SPACE))]  # the river community has no readable member
