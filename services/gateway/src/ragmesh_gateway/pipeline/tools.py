@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import re2
 from grpc import aio
 from opentelemetry import trace
 
@@ -38,7 +39,7 @@ FETCH_DOCUMENTS = 2  # documents of one call
 FETCH_TITLES = 16  # titles asked for in one call
 NEIGHBOURS = 10  # graph relations asked for
 
-_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+_QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any title
 _COMMA_QUALIFIER = re.compile(r",.*$", re.DOTALL)
 _PUNCTUATION = re.compile(r"[\W_]+")
 
