@@ -55,7 +55,7 @@ class Doc:
     roles: list[str] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
     document_id: str = ""
-    name: str = ""  # "<Name> Holdings hired <Name> Labs": one graph relation only this document holds
+    name: str = ""  # "<Name> Holdings Inc. hired <Name> Labs Ltd.": one graph relation only this document holds
     patched: bool = False  # an empty ACL set by PATCH is private to the owner (at upload: the owner's department)
     version: int = 1
     retired: list[tuple[str, str]] = field(default_factory=list)  # (marker, name) of replaced versions
@@ -116,7 +116,9 @@ def markdown(doc: Doc, index: int) -> bytes:
     return (
         f"# Permission fuzz document {index}\n\n"
         f"This memo records the code word {doc.marker} for the quarterly planning review. "
-        f"{doc.name} Holdings hired {doc.name} Labs for the review. "
+        # with the legal forms spaCy's small English model tags both names as organisations for any random <Name>
+        # (without them it missed about 1 in 15); the test is about access, not about the NER model
+        f"{doc.name} Holdings Inc. hired {doc.name} Labs Ltd. for the review. "
         f"The code word {doc.marker} is confidential to the readers of this document.\n"
     ).encode()
 
@@ -216,7 +218,7 @@ class Changes:
         """How many graph facts a chat about `name` used (the `graph` progress event), read from the stream, which
         is closed then (the answer is not needed); None when the chat ended without a graph step."""
         self.checks += 1
-        body = {"question": f"Who did {name} Holdings hire?", "stream": True, "max_tokens": 1, "top_k": 1}
+        body = {"question": f"Who did {name} Holdings Inc. hire?", "stream": True, "max_tokens": 1, "top_k": 1}
         body |= {"rerank": False, "relevance_gate": False, "routing": False, "graph": True}
         with self.stream("POST", "/api/v1/chat", person, json=body) as reply:
             assert reply.status_code == 200, reply.read()
