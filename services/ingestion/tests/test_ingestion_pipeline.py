@@ -174,6 +174,18 @@ async def test_events_and_catalogue_use_one_status_vocabulary(tmp_path: Path) ->
     assert [list(r.texts) for r in embedded] == [["Sum.", "Body."]]
 
 
+async def test_events_count_chunks_as_the_api_does(tmp_path: Path) -> None:
+    """`chunks` in the events is the paragraph count, the number the API's chunk_count and the CLI show; the summary
+    chunks embedded beside them are `to_embed`."""
+    clients = FakeClients()
+    redis = await ingest(tmp_path, clients)
+    embedded = [r for name, r in clients.calls if name == "Embed"]
+    assert [list(r.texts) for r in embedded] == [["Sum.", "Body."]]  # a document summary and one paragraph
+    by_status = {e["status"]: e for _, e in redis.published if "chunks" in e}
+    assert by_status["embedding"]["chunks"] == 1 and by_status["embedding"]["to_embed"] == 2
+    assert by_status["ready"]["chunks"] == 1
+
+
 async def test_ocr_progress_is_published_per_page_and_warnings_reach_the_catalogue(tmp_path: Path) -> None:
     chunks = [common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Scan.")]
     note = "OCR confidence below 0.8 on page(s) 2 (0.61): check the text of the scan"

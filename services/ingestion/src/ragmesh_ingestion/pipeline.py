@@ -239,13 +239,17 @@ class Ingestor:
         if not any(c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH and c.text.strip() for c in chunks):
             await self._fail(document_id, user, "no extractable text", stage="parse")  # an image-only file, links only
             return
+        # `chunks` in events is what the API's chunk_count and the CLI say: the paragraph chunks (the document and
+        # section summaries are embedded and indexed too, and counted as `embedded` of `to_embed`)
+        paragraphs = sum(1 for c in chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH))
         await self.advance(
             user,
             document_id,
             common_pb2.DOCUMENT_STATUS_EMBEDDING,
             {"page_count": parsed.page_count},
             progress=0.3,
-            chunks=len(chunks),
+            chunks=paragraphs,
+            to_embed=len(chunks),
             pages=parsed.page_count,
             format=parsed.format,
         )
@@ -287,12 +291,12 @@ class Ingestor:
                 "warnings": list(parsed.warnings),  # ready with warnings: e.g. OCR pages read poorly or not at all
             },
             progress=1.0,
-            chunks=len(chunks),
+            chunks=paragraphs,
             graph=graph_note,
             **({"warnings": list(parsed.warnings)} if parsed.warnings else {}),
         )
         metrics.INGEST_DOCUMENTS.labels("ready").inc()
-        logger.info("document %s ready: %d chunks, %s", document_id, len(chunks), graph_note or "no graph")
+        logger.info("document %s ready: %d chunks, %s", document_id, paragraphs, graph_note or "no graph")
 
     async def _parse(
         self, document_id: str, user: UserContext, request: parser_pb2.ParseRequest
@@ -349,7 +353,7 @@ class Ingestor:
                     status_name(common_pb2.DOCUMENT_STATUS_EMBEDDING),
                     progress=round(0.3 + 0.5 * done / len(chunks), 3),
                     embedded=done,
-                    chunks=len(chunks),
+                    to_embed=len(chunks),
                 )
 
         tasks = [
