@@ -35,8 +35,8 @@ class AccessUnavailable(Unavailable):
     """The catalogue could not be asked; no graph data is given or changed."""
 
 
-class DocumentAccess:
-    """A client of the retriever's CheckDocumentAccess; every check asks the catalogue."""
+class RetrieverClient:
+    """A lazily opened channel to the retriever (the catalogue), as the graph service's own clients share it."""
 
     def __init__(self, retriever_addr: str, *, timeout: float = 5.0) -> None:
         self.addr = retriever_addr
@@ -49,6 +49,15 @@ class DocumentAccess:
             self._channel = mesh_channel(self.addr)
             self._stub = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
         return self._stub
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+            self._channel = self._stub = None
+
+
+class DocumentAccess(RetrieverClient):
+    """A client of the retriever's CheckDocumentAccess; every check asks the catalogue."""
 
     async def check(self, user: UserContext, document_ids: Iterable[str]) -> Access:
         """The subset of `document_ids` the user may read (ready documents) and the subset the user owns, now."""
@@ -67,8 +76,3 @@ class DocumentAccess:
             ) from exc
         asked = set(wanted)
         return Access(frozenset(asked & set(reply.readable_ids)), frozenset(asked & set(reply.owned_ids)))
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close(grace=None)
-            self._channel = self._stub = None

@@ -12,10 +12,10 @@ import logging
 
 from grpc import aio
 
-from ragmesh.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.errors import Unavailable
 from ragmesh_common.identity import UserContext
-from ragmesh_common.server import mesh_channel
+from ragmesh_graph.access import RetrieverClient
 from ragmesh_graph.reports import ChunkText
 from ragmesh_graph.store import chunk_uid
 
@@ -26,20 +26,8 @@ MAX_PAGES = 20  # per document: 20,000 chunks
 CONCURRENCY = 8
 
 
-class ChunkTexts:
+class ChunkTexts(RetrieverClient):
     """A client of the retriever's ListChunks; one call per document (paged), a few documents at once."""
-
-    def __init__(self, retriever_addr: str, *, timeout: float = 5.0) -> None:
-        self.addr = retriever_addr
-        self.timeout = timeout
-        self._channel: aio.Channel | None = None
-        self._stub: retriever_pb2_grpc.RetrieverServiceAsyncStub | None = None
-
-    def _retriever(self) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
-        if self._stub is None:
-            self._channel = mesh_channel(self.addr)
-            self._stub = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
-        return self._stub
 
     async def _document(self, user: UserContext, document_id: str, wanted: set[str]) -> list[ChunkText]:
         found: list[ChunkText] = []
@@ -74,8 +62,3 @@ class ChunkTexts:
 
         pages = await asyncio.gather(*(one(d, w) for d, w in sorted(by_document.items())))
         return {chunk_uid(c.document_id, c.chunk_id): c for page in pages for c in page}
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close(grace=None)
-            self._channel = self._stub = None
