@@ -112,7 +112,7 @@ def status_json(status: graph_pb2.CommunityStatus) -> dict[str, Any]:
     tags=["admin"],
     summary="The community computation's state (admin only)",
     response_model=CommunityStatusOut,
-    responses=error_responses(401, 403, 503),
+    responses=error_responses(401, 403, 422, 503),
 )
 async def community_status(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
@@ -130,7 +130,7 @@ async def community_status(user: User, rt: RuntimeDep) -> Any:
     tags=["admin"],
     summary="Recompute the communities now (admin only); returns the new state",
     response_model=CommunityStatusOut,
-    responses=error_responses(401, 403, 503),
+    responses=error_responses(401, 403, 422, 503),
 )
 async def recompute_communities(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
