@@ -180,7 +180,7 @@ def snapshot(stack: Stack, client: httpx.Client, tokens: dict[str, str]) -> dict
         seen["entities"] = sorted(
             tuple(r.values())
             for r in session.run(
-                "MATCH (e:Entity)-[:MENTIONED_IN]->(c:Chunk) RETURN c.document_id AS d, count(DISTINCT e) AS n"
+                "MATCH (c:Chunk)-[:MENTIONS]->(e:Entity) RETURN c.document_id AS d, count(DISTINCT e) AS n"
             )
         )
     return seen

@@ -159,8 +159,10 @@ def test_every_process_reports_its_metrics_after_a_chat(mesh: Stack, chat: dict[
     handled = answerer["ragmesh_grpc_server_handled_total"]
     assert total(handled, grpc_service="ragmesh.answerer.v1.AnswererService", grpc_method="Answer", grpc_code="OK") >= 1
     assert total(answerer["ragmesh_grpc_server_handling_seconds_count"], grpc_method="Answer") >= 1
-    assert total(answerer["ragmesh_llm_tokens_total"], type="prompt") > 0
-    assert total(answerer["ragmesh_llm_tokens_total"], type="completion") > 0
+    # the dev stack's model server (llama-cpp-python's llama_cpp.server) sends no usage on a stream
+    # (abetlen/llama-cpp-python#1640): no token is counted rather than a made-up 0; the counts of a server that
+    # reports them (Ollama, vLLM, ...) are tested in services/answerer/tests/test_answerer_llm.py
+    assert not answerer.get("ragmesh_llm_tokens_total"), answerer.get("ragmesh_llm_tokens_total")
     assert total(answerer["ragmesh_llm_generations_total"], outcome="ok") >= 1
     assert answerer["ragmesh_answerer_queue_depth"][()] == 0  # nothing waits once the chat is over
     no_private_labels(answerer, "olga", "research", *document_ids)
@@ -186,8 +188,17 @@ def test_the_chat_is_one_trace_across_services_with_genai_and_openinference_attr
         return [s for s in handler.spans if s["trace_id"] == trace_id]
 
     wanted = {("answerer", "generate"), ("retriever", "/ragmesh.retriever.v1.RetrieverService/Search")}
+
+    def whole() -> bool:
+        """The spans asked for, and every span's parent: the gateway's root ends (and is exported) last."""
+        found = spans()
+        ids = {s["span_id"] for s in found}
+        return wanted <= {(s["service"], s["name"]) for s in found} and all(
+            s["parent"] in ids for s in found if s["parent"]
+        )
+
     with handler.arrived:
-        handler.arrived.wait_for(lambda: wanted <= {(s["service"], s["name"]) for s in spans()}, SPANS_SECONDS)
+        handler.arrived.wait_for(whole, SPANS_SECONDS)
     found = spans()
     assert {"gateway", "retriever", "answerer"} <= {s["service"] for s in found}, {s["name"] for s in found}
     generate = next(s for s in found if s["name"] == "generate")
@@ -195,10 +206,9 @@ def test_the_chat_is_one_trace_across_services_with_genai_and_openinference_attr
     assert attributes["openinference.span.kind"].string_value == "LLM"
     assert attributes["gen_ai.operation.name"].string_value == "chat"
     assert attributes["gen_ai.request.model"].string_value == attributes["llm.model_name"].string_value != ""
-    assert attributes["gen_ai.usage.output_tokens"].int_value > 0
-    assert attributes["llm.token_count.total"].int_value == (
-        attributes["gen_ai.usage.input_tokens"].int_value + attributes["gen_ai.usage.output_tokens"].int_value
-    )
+    # usage: absent, not 0, when the server did not count it (the dev stack's streams, as above)
+    assert not {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "llm.token_count.total"} & set(attributes)
+    assert attributes["gen_ai.response.finish_reasons"]
     assert "input.value" not in attributes  # the prompt stays out of the trace unless content capture is on
     search = next(s for s in found if s["service"] == "retriever" and s["name"].endswith("/Search"))
     assert search["attributes"]["openinference.span.kind"].string_value == "RETRIEVER"
@@ -210,7 +220,7 @@ def test_the_chat_is_one_trace_across_services_with_genai_and_openinference_attr
 def test_log_lines_are_json_with_the_chat_trace_id(mesh: Stack, chat: dict[str, Any]) -> None:
     records: dict[str, list[dict[str, Any]]] = {}
     for log in sorted(mesh.logs.glob("*.log")):
-        if log.stem == "ollama":
+        if log.stem == "llm":
             continue  # the model server stand-in is not a ragmesh process
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{"):
