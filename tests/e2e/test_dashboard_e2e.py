@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -100,6 +101,7 @@ def test_an_operator_signs_in_filters_opens_a_trace_and_reads_percentiles(
         assert 0 <= p50 <= p95 <= p99
     assert seen["feedback"] and not any(row["error"] for row in seen["feedback"]), seen["feedback"]
     assert seen["problems"] and not any(row["error"] for row in seen["problems"]), seen["problems"]
+    assert re.fullmatch(r"Ingestion backlog: \d+ tasks? waiting for a worker", seen["backlog"]), seen["backlog"]
     assert seen["signedOut"] is True
     for name in ("dashboard-traces.png", "dashboard-trace.png", "dashboard-latency.png"):
         assert (shots / name).stat().st_size > 10_000

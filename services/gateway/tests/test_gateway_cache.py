@@ -262,6 +262,21 @@ def test_a_hit_through_the_api_says_so_and_matches_the_spec(tmp_path: Path, flus
         assert bob.get("/api/v1/admin/cache").status_code == 403
 
 
+def test_the_ingestion_backlog_is_the_broker_queue_length_for_admins_only(tmp_path: Path, flushed: str) -> None:
+    import redis as sync_redis
+
+    from ragmesh_common.ingestion import QUEUE
+
+    broker = sync_redis.Redis.from_url(flushed)
+    for admin in client_for(tmp_path, CacheMesh(VERIFIED), flushed, "admin"):
+        assert admin.get("/api/v1/admin/ingestion").json() == {"queued_tasks": 0}
+        broker.rpush(QUEUE, "task-1", "task-2", "task-3")
+        assert admin.get("/api/v1/admin/ingestion").json() == {"queued_tasks": 3}
+    for bob in client_for(tmp_path, CacheMesh(VERIFIED), flushed, "bob"):
+        assert bob.get("/api/v1/admin/ingestion").status_code == 403
+    broker.delete(QUEUE)
+
+
 def test_no_hit_for_a_user_without_access_nor_after_a_change(tmp_path: Path, flushed: str) -> None:
     mesh = CacheMesh(VERIFIED)
     for alice in client_for(tmp_path, mesh, flushed, "alice"):

@@ -75,6 +75,8 @@ try {
   await page.click("#tabs button[data-tab=documents]");
   await page.waitForSelector("#problems tr");
   seen.problems = await page.$$eval("#problems tr", (rows) => rows.map((r) => ({ text: r.textContent.trim(), error: !!r.querySelector("td.err[colspan]") })));
+  await page.waitForFunction(() => !document.querySelector("#backlog").textContent.includes("…"));
+  seen.backlog = await page.$eval("#backlog", (p) => p.textContent.trim());
 
   seen.localStorage = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.length }));
 

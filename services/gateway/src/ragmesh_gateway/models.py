@@ -818,6 +818,12 @@ class TraceDetail(Reply):
     spans: list[Span]
 
 
+class IngestionBacklog(Reply):
+    """Ingestion work not yet taken by a worker (all gateways and workers share the broker)."""
+
+    queued_tasks: int = Field(description="tasks waiting in the broker's ingestion queue")
+
+
 class CacheStats(Reply):
     """The semantic cache's counters since Redis was last emptied (all gateways together)."""
 

@@ -14,12 +14,14 @@ from fastapi import Path as FastAPIPath
 from fastapi.responses import HTMLResponse
 from redis.exceptions import RedisError
 
+from ragmesh_common.ingestion import QUEUE as INGEST_QUEUE
 from ragmesh_gateway.auth import require_admin
 from ragmesh_gateway.deps import ConversationsDep, RuntimeDep, User
 from ragmesh_gateway.models import (
     MAX_CONVERSATION_PAGE,
     CacheStats,
     FeedbackList,
+    IngestionBacklog,
     TraceDetail,
     TraceList,
     TraceStats,
@@ -169,6 +171,23 @@ async def dashboard() -> HTMLResponse:
     """The operator's dashboard (static/admin.html): sign-in, traces, latency, feedback, document problems."""
     page = files("ragmesh_gateway").joinpath("static/admin.html").read_text()
     return HTMLResponse(page, headers=dict(DASHBOARD_HEADERS))
+
+
+@router.get(
+    "/api/v1/admin/ingestion",
+    tags=["admin"],
+    summary="The ingestion backlog: tasks waiting for a worker (admin only)",
+    response_model=IngestionBacklog,
+    responses=error_responses(401, 403, 422, 503),
+)
+async def ingestion_backlog(user: User, rt: RuntimeDep) -> Any:
+    require_admin(user)
+    try:
+        queued = await rt.redis.llen(INGEST_QUEUE)
+    except (RedisError, OSError) as exc:
+        logger.error("ingestion backlog unavailable: %s", exc)
+        raise HTTPException(503, f"the broker's Redis is unavailable ({type(exc).__name__})") from exc
+    return IngestionBacklog(queued_tasks=int(queued))
 
 
 @router.get(
