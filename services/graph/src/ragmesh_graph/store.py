@@ -257,6 +257,29 @@ class Subgraph:
     seeds: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)  # a seed key read through a readable alias → entity key
 
+    def add_mention(self, row: Any) -> None:
+        """A mention row (key, name, type, uid, chunk_id, document_id): the mention, and its entity counted."""
+        self.mentions.append(SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"]))
+        info = self.entities.get(row["key"])
+        if info is None:
+            info = self.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
+        info.mentions += 1
+        info.chunk_ids.append(row["chunk_id"])
+
+    def add_relation(self, row: Any) -> None:
+        """A relation row (a, b, predicate, weight, document_id, chunk_ids), its ends in key order."""
+        a, b = sorted((row["a"], row["b"]))
+        self.relations.append(
+            SubgraphRelation(
+                a,
+                b,
+                str(row["predicate"] or RELATION_TYPE),
+                float(row["weight"]),
+                row["document_id"],
+                tuple(row["chunk_ids"] or ()),
+            )
+        )
+
 
 @dataclass
 class GraphContext:
@@ -656,13 +679,8 @@ class GraphStore:
                     if row["uid"] not in new_chunks or (row["uid"], row["key"]) in added:
                         continue
                     added.add((row["uid"], row["key"]))
-                    graph.mentions.append(SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"]))
+                    graph.add_mention(row)
                     graph.documents.add(row["document_id"])
-                    info = graph.entities.get(row["key"])
-                    if info is None:
-                        info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
-                    info.mentions += 1
-                    info.chunk_ids.append(row["chunk_id"])
                 if hop == hops:
                     break
                 frontier = [k for k in graph.entities if k not in expanded]
@@ -672,17 +690,7 @@ class GraphStore:
                 for row in await self._run(
                     tx, Q_RELATIONS_AMONG, keys=sorted(graph.entities), document_ids=sorted(graph.documents)
                 ):
-                    a, b = sorted((row["a"], row["b"]))
-                    graph.relations.append(
-                        SubgraphRelation(
-                            a,
-                            b,
-                            str(row["predicate"] or RELATION_TYPE),
-                            float(row["weight"]),
-                            row["document_id"],
-                            tuple(row["chunk_ids"] or ()),
-                        )
-                    )
+                    graph.add_relation(row)
             return graph
 
         return await self._transaction(work, write=False, what="neighbourhood")
@@ -698,24 +706,9 @@ class GraphStore:
             for batch in range(0, len(document_ids), BATCH_ROWS):
                 ids = document_ids[batch : batch + BATCH_ROWS]
                 for row in await self._run(tx, Q_MENTIONS_OF_DOCUMENTS, document_ids=ids):
-                    graph.mentions.append(SubgraphMention(row["key"], row["uid"], row["chunk_id"], row["document_id"]))
-                    info = graph.entities.get(row["key"])
-                    if info is None:
-                        info = graph.entities[row["key"]] = EntityInfo(row["key"], row["name"], row["type"])
-                    info.mentions += 1
-                    info.chunk_ids.append(row["chunk_id"])
+                    graph.add_mention(row)
                 for row in await self._run(tx, Q_RELATIONS_OF_DOCUMENTS, document_ids=ids):
-                    a, b = sorted((row["a"], row["b"]))
-                    graph.relations.append(
-                        SubgraphRelation(
-                            a,
-                            b,
-                            str(row["predicate"] or RELATION_TYPE),
-                            float(row["weight"]),
-                            row["document_id"],
-                            tuple(row["chunk_ids"] or ()),
-                        )
-                    )
+                    graph.add_relation(row)
             return graph
 
         return await self._transaction(work, write=False, what="document subgraph")
