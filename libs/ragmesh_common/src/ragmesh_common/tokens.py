@@ -68,6 +68,22 @@ class InvalidToken(Exception):
     """The token is missing, malformed, forged, expired or meant for someone else."""
 
 
+def _identity_claims(claims: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+    """A verified token's user: `sub`, `department` and `roles`, each a valid identifier, else InvalidToken (a
+    signed token may still carry any JSON type)."""
+    roles, department = claims.get("roles", []), claims.get("department", "")
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not isinstance(department, str):
+        raise InvalidToken("roles must be a list of strings and department a string")
+    sub = str(claims["sub"])
+    try:
+        validate_identifier(sub, "sub")
+        for value in [*roles, *([department] if department else [])]:
+            validate_identifier(value, "role/department")
+    except ValueError as exc:
+        raise InvalidToken(str(exc)) from None
+    return sub, department, tuple(roles)
+
+
 def key_id(public_key: Ed25519PublicKey) -> str:
     raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return base64.urlsafe_b64encode(hashlib.sha256(raw).digest()[:12]).decode().rstrip("=")
@@ -338,16 +354,8 @@ class TokenVerifier:
             raise InvalidToken("token has expired")
         if claims["exp"] - claims["iat"] > MAX_TTL_SECONDS:
             raise InvalidToken(f"token lives longer than {MAX_TTL_SECONDS}s")
-        roles, department = claims.get("roles", []), claims.get("department", "")
-        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not isinstance(department, str):
-            raise InvalidToken("roles must be a list of strings and department a string")
-        try:
-            validate_identifier(str(claims["sub"]), "sub")
-            for value in [*roles, *([department] if department else [])]:
-                validate_identifier(value, "role/department")
-        except ValueError as exc:
-            raise InvalidToken(str(exc)) from None
-        user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles), token=token)
+        sub, department, roles = _identity_claims(claims)
+        user = UserContext(user_id=sub, department=department, roles=roles, token=token)
         return user, min(float(claims["exp"]), now + MAX_TTL_SECONDS)
 
     def _caller_of(self, token: str) -> CallerKey | None:
@@ -461,14 +469,6 @@ def verify_ingest_token(
         raise InvalidToken("doc and file must be strings")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise InvalidToken("ver must be a non-negative integer")
-    roles, department = claims.get("roles", []), claims.get("department", "")
-    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not isinstance(department, str):
-        raise InvalidToken("roles must be a list of strings and department a string")
-    try:
-        validate_identifier(str(claims["sub"]), "sub")
-        for value in [*roles, *([department] if department else [])]:
-            validate_identifier(value, "role/department")
-    except ValueError as exc:
-        raise InvalidToken(str(exc)) from None
-    user = UserContext(user_id=str(claims["sub"]), department=department, roles=tuple(roles))
+    sub, department, roles = _identity_claims(claims)
+    user = UserContext(user_id=sub, department=department, roles=roles)
     return IngestGrant(user=user, document_id=document_id, version=version, file=file, expires=float(exp))
