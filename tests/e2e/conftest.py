@@ -20,20 +20,25 @@ DOCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "documents"
 SETTLE_SECONDS = 900.0  # an upload is ingested within this on a loaded machine (a first parse loads models)
 
 
+def running(stack: Stack) -> Iterator[Stack]:
+    """For a fixture: starts `stack` (on failure, each process's log tail is printed), yields it, then stops it."""
+    try:
+        stack.start(timeout=420)
+    except Exception:
+        for log in sorted(stack.logs.glob("*.log")):
+            print(f"==== {log.name}\n{log.read_text(errors='replace')[-3000:]}")
+        raise
+    yield stack
+    stack.stop()
+
+
 @pytest.fixture(scope="session")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data = tmp_path_factory.mktemp("mesh")
     # Separate processes: each service binds the port it is given, so the ports are picked here (see ports.py).
     ports = {name: free_port() for name in DEFAULT_PORTS}
     stack = Stack(data, ports=ports, extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "1000", "LOG_LEVEL": "INFO"})
-    try:
-        stack.start(timeout=420)
-    except Exception:
-        for log in sorted(Path(data, "logs").glob("*.log")):
-            print(f"==== {log.name}\n{log.read_text(errors='replace')[-3000:]}")
-        raise
-    yield stack
-    stack.stop()
+    yield from running(stack)
 
 
 @pytest.fixture(scope="module")

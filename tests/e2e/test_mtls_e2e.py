@@ -22,6 +22,8 @@ from ragmesh_dev.certs import CertificateAuthority
 from ragmesh_dev.devstack import DEFAULT_PORTS, SERVICES, Stack
 from ragmesh_dev.ports import free_port
 
+from .conftest import running
+
 pytestmark = pytest.mark.e2e
 
 ALICE = UserContext("alice", "eng", ("employee",))
@@ -33,14 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data = tmp_path_factory.mktemp("mtls-mesh")
     ports = {name: free_port() for name in DEFAULT_PORTS}
     stack = Stack(data, ports=ports, mtls=True, extra_env={"GATEWAY_RATE_LIMIT_PER_MINUTE": "1000"})
-    try:
-        stack.start(timeout=420)
-    except Exception:
-        for log in sorted(Path(data, "logs").glob("*.log")):
-            print(f"==== {log.name}\n{log.read_text(errors='replace')[-3000:]}")
-        raise
-    yield stack
-    stack.stop()
+    yield from running(stack)
 
 
 def test_an_upload_is_ingested_and_found_over_mtls(stack: Stack) -> None:

@@ -13,7 +13,6 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
 from ragmesh_dev.ports import free_port
 
-from .conftest import DOCS, upload_ready
+from .conftest import DOCS, running, upload_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -99,14 +98,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory, collector: tuple[str, type[_C
         },
         metrics_ports={name: free_port() for name in METRICS},
     )
-    try:
-        stack.start(timeout=420)
-    except Exception:
-        for log in sorted(Path(data, "logs").glob("*.log")):
-            print(f"==== {log.name}\n{log.read_text(errors='replace')[-3000:]}")
-        raise
-    yield stack
-    stack.stop()
+    yield from running(stack)
 
 
 @pytest.fixture(scope="module")
