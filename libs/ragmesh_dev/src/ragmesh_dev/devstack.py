@@ -44,7 +44,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragmesh_dev.engines.postgres import EmbeddedPostgres
 from ragmesh_dev.engines.redis import EmbeddedRedis
 from ragmesh_dev.llm_server import LocalLlmSettings, server_args
-from ragmesh_dev.ports import port_open
+from ragmesh_dev.ports import port_open, wait_http_ok
 
 if TYPE_CHECKING:
     from ragmesh_common.tokens import TokenSigner
@@ -472,18 +472,8 @@ class Stack:
         raise TimeoutError(f"{process.name} not SERVING after {timeout:.0f}s; see {process.log}")
 
     def _wait_http(self, process: Process, port: int, path: str, timeout: float) -> None:
-        import urllib.request
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._check_alive(process)
-            try:
-                with urllib.request.urlopen(f"http://{self.host}:{port}{path}", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.3)
+        if wait_http_ok(f"http://{self.host}:{port}{path}", timeout, lambda: self._check_alive(process)):
+            return
         raise TimeoutError(f"{process.name} did not answer on :{port}{path} after {timeout:.0f}s; see {process.log}")
 
     def migrate(self, timeout: float = 120.0) -> None:

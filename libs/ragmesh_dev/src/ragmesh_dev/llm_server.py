@@ -16,14 +16,12 @@ import importlib.util
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from pydantic import Field
 
 from ragmesh_common.config import ServiceSettings, settings_config
-from ragmesh_dev.ports import free_port
+from ragmesh_dev.ports import free_port, wait_http_ok
 
 MODEL_NAME = "smollm2:135m"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -74,18 +72,13 @@ def server_args(settings: LocalLlmSettings, host: str, port: int) -> list[str]:
 
 def wait_ready(url: str, popen: subprocess.Popen[bytes], timeout: float) -> None:
     """Returns once `GET <url>/v1/models` answers 200; raises when the process exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def alive() -> None:
         if popen.poll() is not None:
             raise RuntimeError(f"the model server exited with {popen.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"the model server did not answer on {url} within {timeout:.0f}s")
+
+    if not wait_http_ok(f"{url}/v1/models", timeout, alive, every=0.2):
+        raise TimeoutError(f"the model server did not answer on {url} within {timeout:.0f}s")
 
 
 class LlamaServer:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +28,22 @@ def wait_port(host: str, port: int, timeout: float) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
+
+
+def wait_http_ok(url: str, timeout: float, alive: Callable[[], None], every: float = 0.3) -> bool:
+    """Polls `GET url` until it answers 200 (True) or `timeout` passes (False); `alive` raises when the process
+    that should answer has exited, so a crash is reported at once rather than as a timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(every)
+    return False
 
 
 LOWEST_PICKED_PORT = 20000
