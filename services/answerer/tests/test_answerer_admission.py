@@ -7,6 +7,7 @@ holds the slot is decided by the test, not by timing.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 
 import grpc
@@ -154,3 +155,74 @@ async def test_settings_validate_the_limits() -> None:
     for overrides in ({"max_concurrent": 0}, {"max_queue": -1}, {"queue_timeout_seconds": 0.0}):
         with pytest.raises(ConfigError):
             Settings.defaults("http://127.0.0.1:9", **overrides)
+
+
+class EndlessChat(GatedChat):
+    """Writes a token every few milliseconds until its stream is closed; counts the streams still open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open_streams = 0
+
+    async def stream(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seed: int | None,
+        result: Generation,
+        stop: list[str] | None = None,
+        deadline: float | None = None,
+    ) -> AsyncIterator[str]:
+        self.generating += 1
+        self.open_streams += 1
+        try:
+            while True:
+                yield "IBM "
+                await asyncio.sleep(0)
+        finally:
+            self.open_streams -= 1
+
+
+async def test_a_caller_that_leaves_while_streaming_frees_the_slot_and_the_model_stream() -> None:
+    # The servicer is an async generator; when the caller cancels while it sits at a `yield`, gRPC drops it
+    # without closing it, so without an explicit close its `finally` (the slot's release, the model stream's
+    # close) waited for the garbage collector. Collection is off here, so only an explicit close frees them.
+    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorServer
+
+    instrumentor = GrpcAioInstrumentorServer()  # its stream wrapper is what made the dropped generator cyclic
+    instrumentor.instrument()
+    chat = EndlessChat()
+    settings = Settings.defaults(
+        "http://127.0.0.1:9", port=0, max_concurrent=1, max_queue=1, queue_timeout_seconds=60.0
+    )
+    service: GrpcService = build_service(settings, llm=chat)
+    await service.start()
+    channel = channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",)))
+    stub = answerer_pb2_grpc.AnswererServiceStub(channel)
+    streaming = answerer_pb2.AnswerRequest()
+    streaming.CopyFrom(REQUEST)
+    streaming.stream_draft = True
+    gc.disable()
+    try:
+        for _round in range(3):
+            holder = stub.Answer(streaming, timeout=60)
+            assert _value(await holder.initial_metadata(), ADMISSION_KEY) == "started"
+            for _ in range(3):
+                assert (await holder.read()).token
+            holder.cancel()
+            for _ in range(500):  # the answerer sees the cancellation shortly after
+                if chat.open_streams == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert chat.open_streams == 0, "the cancelled call's model stream was never closed"
+        assert chat.generating == 3
+        nxt = stub.Answer(streaming, timeout=60)
+        assert _value(await nxt.initial_metadata(), ADMISSION_KEY) == "started"  # not queued behind a ghost
+        nxt.cancel()
+    finally:
+        gc.enable()
+        await channel.close()
+        await service.stop()
+        instrumentor.uninstrument()

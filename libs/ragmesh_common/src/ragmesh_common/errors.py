@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -55,6 +57,29 @@ def status_for(exc: BaseException) -> grpc.StatusCode | None:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_closing: set[asyncio.Task[None]] = set()  # the close tasks in flight (the loop keeps only weak references)
+
+
+async def _close_quietly(stream: AsyncGenerator[Any, None]) -> None:
+    with contextlib.suppress(RuntimeError):  # still running: the call's cancellation already reached it
+        await stream.aclose()
+
+
+def close_when_done(context: aio.ServicerContext[Any, Any], stream: AsyncGenerator[Any, None]) -> None:
+    """Closes a server-streaming servicer's generator when its call ends, the caller's cancellation included.
+
+    gRPC drops a generator that sits at a `yield` when the caller goes away, without closing it; its `finally`
+    blocks (an admission slot's release, a model stream's close) would then wait for the garbage collector,
+    for minutes when a tracing wrapper makes it part of a reference cycle. Closing an ended one does nothing.
+    """
+
+    def close(_: aio.ServicerContext[Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(_close_quietly(stream))
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+    context.add_done_callback(close)  # type: ignore[arg-type]  # grpc-stubs declare the callback as a class, not a Protocol
+
 
 def grpc_errors(func: F) -> F:
     """Maps domain exceptions raised by a servicer method to gRPC status codes.
@@ -74,9 +99,12 @@ def grpc_errors(func: F) -> F:
 
         @functools.wraps(func)
         async def gen_wrapper(self: Any, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
+            stream = func(self, request, context)
+            close_when_done(context, stream)
             try:
-                async for item in func(self, request, context):
-                    yield item
+                async with contextlib.aclosing(stream):
+                    async for item in stream:
+                        yield item
             except aio.AbortError:
                 raise
             except Exception as exc:  # noqa: BLE001 - mapped to a status

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -137,7 +137,7 @@ class Answerer:
             raise InvalidArgument(f"temperature must be within 0..2, got {temperature}")
         return request.max_tokens or self.settings.max_tokens, temperature
 
-    async def answer(self, request: AnswerInput) -> AsyncIterator[str | Sentence | AnswerResult]:
+    async def answer(self, request: AnswerInput) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
         """Yields each verified `Sentence` as the model writes it (and the raw pieces with `stream_draft`),
         then one `AnswerResult` (see the module docstring)."""
         max_tokens, temperature = self._validate(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -177,23 +178,27 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
                     time.perf_counter() - queued_at,
                     first_position,
                 )
-            async for item in self._answerer.answer(answer_input):
-                if isinstance(item, str):
-                    yield answerer_pb2.AnswerEvent(token=item)
-                elif isinstance(item, Sentence):
-                    yield answerer_pb2.AnswerEvent(
-                        sentence=answerer_pb2.VerifiedSentence(
-                            index=item.index, text=item.text, source_indexes=item.sources, extractive=item.extractive
+            async with contextlib.aclosing(self._answerer.answer(answer_input)) as events:  # closes the model stream
+                async for item in events:
+                    if isinstance(item, str):
+                        yield answerer_pb2.AnswerEvent(token=item)
+                    elif isinstance(item, Sentence):
+                        yield answerer_pb2.AnswerEvent(
+                            sentence=answerer_pb2.VerifiedSentence(
+                                index=item.index,
+                                text=item.text,
+                                source_indexes=item.sources,
+                                extractive=item.extractive,
+                            )
                         )
-                    )
-                else:
-                    logger.info(
-                        "answered: grounding %.2f, %d citations, %d tokens",
-                        item.grounding_score,
-                        len(item.citations),
-                        item.completion_tokens,
-                    )
-                    yield answerer_pb2.AnswerEvent(final=_final(item))
+                    else:
+                        logger.info(
+                            "answered: grounding %.2f, %d citations, %d tokens",
+                            item.grounding_score,
+                            len(item.citations),
+                            item.completion_tokens,
+                        )
+                        yield answerer_pb2.AnswerEvent(final=_final(item))
         finally:
             ticket.release()  # also when the caller went away while it waited or streamed
 
