@@ -12,6 +12,7 @@ Keys: the outcomes that are not an answer (no_permission, no_sources, no_match_i
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -211,6 +212,7 @@ _FUNCTION_WORDS = {
 }
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?", re.UNICODE)
 
+_LANGUAGE_TAG = re.compile("[a-z]{2,3}")
 ACCEPT_LANGUAGE: ContextVar[str] = ContextVar("accept_language", default="")
 
 
@@ -223,8 +225,9 @@ def question_language(text: str) -> str | None:
     return best if top >= 2 and top > second else None
 
 
-def accepted_language(header: str) -> str | None:
-    """The first catalogue language of an Accept-Language header, by its q-values ("de-CH, fr;q=0.8" -> de)."""
+def accepted_language(header: str, languages: Collection[str] | None = LANGUAGES) -> str | None:
+    """The first catalogue language of an Accept-Language header, by its q-values ("de-CH, fr;q=0.8" -> de);
+    with `languages` None, the first language of any two- or three-letter code (the search's language hint)."""
     choices: list[tuple[float, int, str]] = []
     for position, part in enumerate(header.split(",")[:32]):
         tag, _, params = part.strip().partition(";")
@@ -235,7 +238,8 @@ def accepted_language(header: str) -> str | None:
             except ValueError:
                 continue
         language = tag.strip().lower().split("-")[0]
-        if language in LANGUAGES and quality > 0:
+        known = language in languages if languages is not None else _LANGUAGE_TAG.fullmatch(language) is not None
+        if known and quality > 0:
             choices.append((-quality, position, language))
     return min(choices)[2] if choices else None
 

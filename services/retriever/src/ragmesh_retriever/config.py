@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ragmesh_common.config import ConfigError, ServiceSettings, settings_config
+from ragmesh_common.text.language import IDENTIFIED_LANGS
 
 # Defaults chosen by the benchmarks, the same for every dataset (the measurements and why: bench/README.md,
 # "Why the retriever's defaults"): the hybrid weight of the vector leg, the BM25 weight of a term occurrence in a
@@ -15,6 +16,9 @@ ALPHA = 0.4
 HEADING_WEIGHT = 3.0
 BM25_K1 = 0.9
 BM25_B = 0.4
+LANGUAGE_MARGIN = 0.5
+SHORT_QUERY_WORDS = 6
+UNCOVERED_ALPHA = 0.2
 
 
 class Settings(ServiceSettings):
@@ -39,6 +43,15 @@ class Settings(ServiceSettings):
     # The graph leg's weight in the fusion when a search brings graph scores and no graph_weight of its own
     graph_weight: float = Field(0.5, ge=0, le=10)
     text_search_config: str = "english"
+    # query languages (analysis.choose_languages): a short query whose language is unclear is searched in the
+    # user's language and each of these whose detection is within the margin of the most probable one
+    query_languages: str = "en,de,fr"
+    language_margin: float = Field(LANGUAGE_MARGIN, ge=0, le=1)
+    short_query_words: int = Field(SHORT_QUERY_WORDS, ge=0, le=100)
+    # the languages the query embedder was trained for ("*" = all); a query in another leans on BM25: its alpha
+    # is at most uncovered_alpha (ranking.language_alpha). The default all-MiniLM-L6-v2 covers English only.
+    embedder_languages: str = "en"
+    uncovered_alpha: float = Field(UNCOVERED_ALPHA, ge=0, le=1)
     statement_timeout_ms: int = 10000
     pool_size: int = 8
     ef_search: int = Field(100, validation_alias="RETRIEVER_HNSW_EF_SEARCH")
@@ -57,6 +70,24 @@ class Settings(ServiceSettings):
         if self.backend == "weaviate" and not self.weaviate_url:
             raise ConfigError("RETRIEVER_BACKEND=weaviate needs WEAVIATE_URL (e.g. http://weaviate:8080)")
         return self
+
+    @model_validator(mode="after")
+    def _languages_are_known(self) -> Settings:
+        unknown = [lang for lang in self.query_language_list if lang not in IDENTIFIED_LANGS]
+        if unknown:
+            raise ConfigError(
+                f"RETRIEVER_QUERY_LANGUAGES names {', '.join(unknown)}: use ISO 639-1 codes of "
+                f"{', '.join(IDENTIFIED_LANGS)}"
+            )
+        return self
+
+    @property
+    def query_language_list(self) -> list[str]:
+        return [lang.strip().lower() for lang in self.query_languages.split(",") if lang.strip()]
+
+    @property
+    def embedder_language_list(self) -> list[str]:
+        return [lang.strip().lower() for lang in self.embedder_languages.split(",") if lang.strip()]
 
     @classmethod
     def defaults(cls, database_url: str, **overrides: Any) -> Settings:

@@ -15,12 +15,18 @@ The graph leg (the graph service's Personalized PageRank scores, handed in by th
 fused the same way and ADDED on top of the two: normalised like the others (min-max, or the distribution for
 DBSF; rank for rankedFusion) and weighted by `graph_weight`, so alpha keeps its meaning and a graph weight of 0
 (or no graph scores) gives exactly the two-leg ranking. A chunk only the graph found enters the ranking too.
+
+Languages: a short query searched in several languages (`analysis.choose_languages`) has one BM25 ranking per
+language; `merge_languages` puts them on one scale, each score divided by its analysis's BM25 bound (what a chunk
+matching every query term without limit would score: (k1 + 1) * sum of the terms' idf weights), so a German
+analysis that matches both rare terms outranks an English one that matches a common word, and keeps each chunk's
+best. `language_alpha` leans the fusion on BM25 for a query whose language the embedder does not cover.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -217,6 +223,33 @@ def merge_sub_queries(
             if k not in best or vector_score(item) > vector_score(best[k]):
                 best[k] = item
     return [*main, *(best[k] for k in sorted(fused, key=lambda k: -fused[k]))]
+
+
+def merge_languages(rankings: Sequence[tuple[Mapping[str, float], float]]) -> dict[str, float]:
+    """One lexical leg from the BM25 rankings of several analyses of a query, given as (chunk id → score, the
+    analysis's bound), the query's own language first: each chunk's best score as a fraction of its analysis's
+    bound, scaled back by the first bound (so one ranking comes back unchanged, and the leg stays in BM25 units
+    for the fusion and the reported scores). A ranking with no positive bound matched nothing and is left out."""
+    merged: dict[str, float] = {}
+    scale = next((bound for _, bound in rankings if bound > 0), 0.0)
+    for scores, bound in rankings:
+        if bound <= 0:
+            continue
+        for key, value in scores.items():
+            share = value / bound * scale
+            if share > merged.get(key, float("-inf")):
+                merged[key] = share
+    return merged
+
+
+def language_alpha(alpha: float, language: str, covered: Collection[str], uncovered_alpha: float) -> float:
+    """The hybrid weight of a query in `language` (an ISO code): `alpha` when the embedder covers the language
+    (`covered`; "*" covers all), else at most `uncovered_alpha`: an embedder that never saw the language places
+    its queries poorly, and BM25 analysed in the language carries the ranking."""
+    _check_alpha(alpha)
+    if "*" in covered or language in covered:
+        return alpha
+    return min(alpha, uncovered_alpha)
 
 
 def rocchio(query: Sequence[float], feedback: Sequence[Sequence[float]], weight: float) -> list[float] | None:

@@ -21,6 +21,7 @@ from ragmesh_common.context import UserContext, require_user
 from ragmesh_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, grpc_errors
 from ragmesh_common.server import GrpcService
 from ragmesh_common.telemetry import retrieval_attributes
+from ragmesh_retriever.analysis import LanguageChoice, LanguagePolicy
 from ragmesh_retriever.assembly import AssemblyOptions, Candidate, assemble, estimate_tokens, plan
 from ragmesh_retriever.backends.base import Hit, Scope, SearchBackend, SearchQuery, kind_value
 from ragmesh_retriever.catalog import Catalog
@@ -52,6 +53,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         embedder: QueryEmbedder | None = None,
         stuck_after_seconds: float = 900.0,
         graph_weight: float = 0.5,
+        languages: LanguagePolicy | None = None,
     ) -> None:
         self.catalog = catalog
         self.conversations = Conversations(catalog.db)
@@ -61,6 +63,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self.graph_weight = graph_weight
         self.candidates = candidates
         self.embedder = embedder
+        self.languages = languages or LanguagePolicy()
 
     @grpc_errors
     async def GetDocument(
@@ -157,7 +160,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         levels = [int(level) for level in request.levels] or [common_pb2.CHUNK_LEVEL_PARAGRAPH]
         if any(level not in VALID_LEVELS for level in levels):
             raise InvalidArgument("levels must be CHUNK_LEVEL_DOCUMENT, _SECTION or _PARAGRAPH")
-        alpha = request.alpha if request.HasField("alpha") else self.alpha
+        choice = self.languages.choose(request.query, request.language)
+        language = choice.languages[0]
+        alpha = request.alpha if request.HasField("alpha") else self.languages.alpha(self.alpha, language)
+        self._trace_languages(choice, alpha, explicit=request.HasField("alpha"))
         if request.HasField("graph_weight") and not 0.0 <= request.graph_weight <= MAX_GRAPH_WEIGHT:
             raise InvalidArgument(f"graph_weight must be within [0, {MAX_GRAPH_WEIGHT}], got {request.graph_weight}")
         graph: dict[str, float] = {}
@@ -175,12 +181,28 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             fusion=fusion,
             levels=levels,
             candidates=max(self.candidates, request.top_k),
-            language=request.language,
+            languages=choice.languages,
             feedback_docs=max(0, min(request.feedback_docs, 50)),
             feedback_weight=request.feedback_weight or 1.0,
             graph=graph,
             graph_weight=request.graph_weight if request.HasField("graph_weight") else self.graph_weight,
         )
+
+    def _trace_languages(self, choice: LanguageChoice, alpha: float, *, explicit: bool) -> None:
+        """The languages searched on the search's span; a hint not used and a language the embedder does not
+        cover (the fusion leans on BM25) are logged and traced as degraded."""
+        span = trace.get_current_span()
+        span.set_attribute(attr.RAG_SEARCH_LANGUAGES, list(choice.languages))
+        span.set_attribute(attr.RAG_SEARCH_LANGUAGE_CHOICE, choice.reason)
+        if choice.ignored_hint:
+            reason = f"language hint {choice.ignored_hint[:40]!r} has no text search configuration; ignored"
+            logger.warning("search degraded: %s", reason)
+            span.add_event("degraded", {attr.RAG_STAGE: "language", attr.RAG_DEGRADED_REASON: reason})
+        language = choice.languages[0]
+        if not explicit and not self.languages.covers(language) and alpha < self.alpha:
+            reason = f"the embedder does not cover {language!r}; alpha {self.alpha} lowered to {alpha}"
+            logger.info("search leans on BM25: %s", reason)
+            span.add_event("degraded", {attr.RAG_STAGE: "embed", attr.RAG_DEGRADED_REASON: reason})
 
     @grpc_errors
     async def Search(
@@ -743,6 +765,7 @@ def build_service(settings: Settings) -> GrpcService:
         candidates=settings.candidates,
         embedder=embedder,
         stuck_after_seconds=settings.stuck_after_seconds,
+        languages=LanguagePolicy.of(settings),
     )
 
     def add(server: aio.Server) -> list[str]:

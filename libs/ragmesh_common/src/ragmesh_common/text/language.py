@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 UNKNOWN = "simple"
@@ -100,6 +101,19 @@ def identify(text: str) -> tuple[str, float]:
     """py3langid's best language among `IDENTIFIED_LANGS` and its probability."""
     lang, confidence = _identifier().classify(text[:_IDENTIFY_CHARS])
     return str(lang), float(confidence)
+
+
+def rank_languages(text: str, languages: Sequence[str]) -> list[tuple[str, float]]:
+    """py3langid's probabilities of `text` over `languages` (those of `IDENTIFIED_LANGS`), renormalised to sum
+    to 1 over them, most probable first; empty when none of them is identified or the text has no letters."""
+    wanted = set(languages).intersection(IDENTIFIED_LANGS)
+    if not wanted or not _WORD.search(text):
+        return []
+    ranked = [(str(lang), float(p)) for lang, p in _identifier().rank(text[:_IDENTIFY_CHARS]) if lang in wanted]
+    total = sum(p for _, p in ranked)
+    if total <= 0:
+        return []
+    return [(lang, p / total) for lang, p in ranked]
 
 
 def has_cjk(text: str) -> bool:

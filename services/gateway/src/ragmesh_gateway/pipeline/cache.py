@@ -74,7 +74,10 @@ class CacheLookup(Step):
             return {"hit": False}
         state.query_vector = list(reply.vectors[0].values)
         state.embed_ms = elapsed_ms(started)
-        state.cache_bucket = option_key(request_options(state.request))
+        options = request_options(state.request)
+        if state.language:  # Accept-Language changes how a short question is searched
+            options["language"] = state.language
+        state.cache_bucket = option_key(options)
         span = trace.get_current_span()
         try:
             found = await self.cache.lookup(state.user, state.cache_bucket, state.query_vector)

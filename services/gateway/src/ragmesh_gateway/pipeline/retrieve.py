@@ -65,6 +65,7 @@ def search_request(
         if state.strategy == "summary_first"
         else retriever_pb2.STRATEGY_DIRECT,
         fusion=fusion_type(request.fusion),
+        language=state.language,
     )
     if alpha is not None:
         proto.alpha = alpha

@@ -33,6 +33,7 @@ class RequestState:
     outcome: Outcome = Outcome.ANSWER  # "answer" until a step decides there is nothing to answer from
     query: str = ""  # the self-contained question actually searched (the follow-up rewritten)
     route: Route | None = None
+    language: str = ""  # the user's language hint for the search (request field, else Accept-Language); "" = none
     levels: list[str] = field(default_factory=list)
     strategy: str = "direct"
     results: list[common_pb2.ScoredChunk] = field(default_factory=list)

@@ -1,6 +1,7 @@
 """understand: make a follow-up self-contained (rules, then the answerer's model for what they cannot
 resolve; a failed model rewrite degrades to the rule result) and route the question (kind, levels, strategy,
-graph use, sub-queries). Local rules, well under a millisecond without the model."""
+graph use, sub-queries), and take the user's language hint for the search (the request's `language`, else
+Accept-Language). Local rules, well under a millisecond without the model."""
 
 from __future__ import annotations
 
@@ -11,12 +12,22 @@ from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh
+from ragmesh_gateway.messages import ACCEPT_LANGUAGE, accepted_language
 from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
 from ragmesh_gateway.query import Rewrite, arewrite_followup, route
 
 LEVEL_ORDER = ["document", "section", "paragraph"]
+
+
+def language_hint(asked: str | None, accept_language: str) -> str:
+    """The search's language hint: the request's `language` ("de-CH" -> "de"), else the first language of the
+    Accept-Language header by its q-values, else "" (the retriever detects). The retriever uses it for short or
+    unclear queries only, and ignores (logged, traced) one it has no text search configuration for."""
+    if asked:
+        return asked.split("-", 1)[0].lower()
+    return accepted_language(accept_language, None) or ""
 
 
 class Understand(Step):
@@ -37,6 +48,7 @@ class Understand(Step):
             state.query = rewrite.text
             state.rewritten_question = rewrite.text if rewrite.text != state.question else None
         plan = route(state.query) if state.request.routing else None
+        state.language = language_hint(state.request.language, ACCEPT_LANGUAGE.get())
         state.route = plan
         request = state.request
         state.levels = list(request.levels)
@@ -49,6 +61,7 @@ class Understand(Step):
             "rewritten": bool(rewrite and rewrite.rewritten),
             "kind": plan.kind if plan else None,
             "multi_hop": plan.multi_hop if plan else None,
+            **({"language": state.language} if state.language else {}),
         }
 
     async def _rewrite(self, state: RequestState) -> Rewrite:
@@ -80,6 +93,8 @@ class Understand(Step):
     @staticmethod
     def _trace(rewrite: Rewrite | None, state: RequestState) -> None:
         span = trace.get_current_span()
+        if state.language:
+            span.set_attribute(attr.RAG_SEARCH_LANGUAGE_HINT, state.language)
         span.set_attribute(attr.RAG_QUERY_REWRITTEN, bool(rewrite and rewrite.rewritten))
         if rewrite is not None:
             span.set_attribute(attr.RAG_QUERY_REWRITE_METHOD, "llm" if rewrite.reason == "llm" else "rules")

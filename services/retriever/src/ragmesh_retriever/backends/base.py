@@ -20,7 +20,8 @@ class SearchQuery:
     fusion: Fusion = Fusion.RELATIVE_SCORE
     levels: list[int] = field(default_factory=lambda: [common_pb2.CHUNK_LEVEL_PARAGRAPH])
     candidates: int = 100
-    language: str = ""
+    # the lexical leg's languages, the query's own first (analysis.choose_languages); empty = detected
+    languages: tuple[str, ...] = ()
     feedback_docs: int = 0  # vector pseudo-relevance feedback (Rocchio); 0 = off
     feedback_weight: float = 1.0
     graph: dict[str, float] = field(default_factory=dict)  # the graph leg: chunk id → score; empty = none

@@ -26,7 +26,7 @@ from ragmesh_common.identity import UserContext
 from ragmesh_retriever.analysis import detect_language, prepare_lexical_text, query_analyses, regconfig_for, warm_up
 from ragmesh_retriever.backends.base import Hit, Scope, SearchQuery, kind_name, kind_value
 from ragmesh_retriever.documents import finish_index, lock_version, parse_document_id
-from ragmesh_retriever.ranking import Fusion, fuse, rocchio
+from ragmesh_retriever.ranking import Fusion, fuse, merge_languages, rocchio
 from ragmesh_retriever.session import Database
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,10 @@ WITH qa AS (
     FROM tdf WHERE df > 0
 )
 SELECT p.chunk_id,
-       sum(w.weight * p.tf * (%(k1)s::float8 + 1.0::float8) / (p.tf + w.norm_base + w.norm_len * p.doc_len)) AS score
+       sum(w.weight * p.tf * (%(k1)s::float8 + 1.0::float8) / (p.tf + w.norm_base + w.norm_len * p.doc_len)) AS score,
+       -- the score of a chunk matching every term without limit: what scores of two analyses are divided by
+       (SELECT max(lw.s) FROM (SELECT sum(w2.weight) AS s FROM w w2 GROUP BY w2.level) lw)
+           * (%(k1)s::float8 + 1.0::float8) AS bound
 FROM w CROSS JOIN LATERAL {postings} p
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
@@ -418,21 +421,32 @@ class PgVectorBackend:
             else:
                 plan, statement = "term_first", _BM25_BY_TERM
             span.set_attribute(attr.RAG_SEARCH_LEXICAL_PLAN, plan)
+            languages = query.languages or (None,)
+            if query.languages:
+                span.set_attribute(attr.RAG_SEARCH_LANGUAGES, list(query.languages))
+            rankings: list[tuple[dict[str, float], float]] = []
             async with self.db.transaction(user) as conn:
-                analyses = query_analyses(query.text, self.cfg, query.language or None)
-                cur = await conn.execute(
-                    statement,
-                    {
-                        **base,
-                        "qcfgs": [a[0] for a in analyses],
-                        "qtexts": [a[1] for a in analyses],
-                        "k1": self.k1,
-                        "b": self.b,
-                        "head_extra": self.heading_weight - 1.0,
-                        "per_term": self.postings_per_term,
-                    },
-                )
-                return {r[0]: float(r[1]) for r in await cur.fetchall()}
+                # a short query of unclear language: one BM25 ranking per language, merged on one scale
+                for language in languages:
+                    analyses = query_analyses(query.text, self.cfg, language)
+                    cur = await conn.execute(
+                        statement,
+                        {
+                            **base,
+                            "qcfgs": [a[0] for a in analyses],
+                            "qtexts": [a[1] for a in analyses],
+                            "k1": self.k1,
+                            "b": self.b,
+                            "head_extra": self.heading_weight - 1.0,
+                            "per_term": self.postings_per_term,
+                        },
+                    )
+                    rows = await cur.fetchall()
+                    rankings.append(({r[0]: float(r[1]) for r in rows}, float(rows[0][2]) if rows else 0.0))
+            if len(rankings) == 1:
+                return rankings[0][0]
+            merged = merge_languages(rankings)
+            return dict(sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[: base["k"]])
 
     def _vector_transaction(self, user: UserContext, pool: int, listed: bool = True) -> Any:
         """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`. Over ACL scopes
