@@ -108,7 +108,7 @@ async def _bm25(stub, query: str, language: str = "") -> list[str]:
     return [r.chunk.text for r in reply.results]
 
 
-async def test_a_short_german_query_with_the_hint_finds_what_english_analysis_misses(app_dsn) -> None:  # noqa: F811
+async def test_a_short_german_query_with_the_hint_finds_what_english_analysis_misses(app_dsn) -> None:
     # only English configured: a short query is analysed as English (the behaviour before query languages)
     async with retriever_on(app_dsn, query_languages="en") as stub:
         await add_document(stub, ALICE, "urlaub", [(GERMAN_DOC, unit(0))])
@@ -120,7 +120,7 @@ async def test_a_short_german_query_with_the_hint_finds_what_english_analysis_mi
         assert await _bm25(stub, "Who approves the requests of the employees?", language="de") == [ENGLISH_DOC]
 
 
-async def test_the_default_languages_search_a_short_german_query_in_german_too(app_dsn) -> None:  # noqa: F811
+async def test_the_default_languages_search_a_short_german_query_in_german_too(app_dsn) -> None:
     async with retriever_on(app_dsn) as stub:  # en, de, fr
         await add_document(stub, ALICE, "urlaub", [(GERMAN_DOC, unit(0))])
         await add_document(stub, ALICE, "leave", [(ENGLISH_DOC, unit(1))])
@@ -131,7 +131,7 @@ async def test_the_default_languages_search_a_short_german_query_in_german_too(a
 
 
 @pytest.mark.parametrize("stub_settings", [{"embedder_languages": "en", "uncovered_alpha": 0.0}])
-async def test_a_query_in_a_language_the_embedder_does_not_cover_ranks_by_bm25(app_dsn, stub_settings) -> None:  # noqa: F811
+async def test_a_query_in_a_language_the_embedder_does_not_cover_ranks_by_bm25(app_dsn, stub_settings) -> None:
     async with retriever_on(app_dsn, **stub_settings) as stub:
         # the vector says the English document, BM25 the German one: alpha 0 for German leaves BM25 alone
         await add_document(stub, ALICE, "urlaub", [(GERMAN_DOC, unit(0))])
