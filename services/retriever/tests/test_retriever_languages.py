@@ -143,3 +143,24 @@ async def test_a_query_in_a_language_the_embedder_does_not_cover_ranks_by_bm25(a
         request.query = "holidays"
         english = await stub.Search(request, metadata=ALICE.metadata())
         assert english.results[0].chunk.text == ENGLISH_DOC and english.results[0].vector_score > 0.99
+
+
+async def test_the_languages_searched_are_traced_and_an_unused_hint_logged(app_dsn, monkeypatch, caplog) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragmesh_common import attributes as attr
+    from ragmesh_retriever.backends import pgvector_backend
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()  # local provider: the global one stays untouched
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(pgvector_backend, "tracer", provider.get_tracer("test"))
+    async with retriever_on(app_dsn) as stub:
+        await add_document(stub, ALICE, "urlaub", [(GERMAN_DOC, unit(0))])
+        exporter.clear()
+        assert await _bm25(stub, "Beschäftigten Urlaubstagen", language="xx") == [GERMAN_DOC]
+    legs = [s for s in exporter.get_finished_spans() if s.name == "lexical leg"]
+    assert [tuple(s.attributes[attr.RAG_SEARCH_LANGUAGES]) for s in legs] == [("de", "en")]
+    assert "language hint 'xx' has no text search configuration; ignored" in caplog.text
