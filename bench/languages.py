@@ -121,7 +121,6 @@ async def index(stub: Any, user: Any, docs: list[dict[str, Any]], vectors: Any) 
     from ragmesh.common.v1 import common_pb2
     from ragmesh.retriever.v1 import retriever_pb2
 
-    meta = user.metadata()
     corpus_of: dict[str, str] = {}
     gate = asyncio.Semaphore(3)
 
@@ -133,7 +132,7 @@ async def index(stub: Any, user: Any, docs: list[dict[str, Any]], vectors: Any) 
                     filename=f"{doc['id']}.md",
                     content_sha256=hashlib.sha256(f"{user.user_id}/{doc['id']}".encode()).hexdigest(),
                 ),
-                metadata=meta,
+                metadata=user.metadata(),
             )
             document_id = created.document.document_id
             chunk = common_pb2.Chunk(
@@ -145,13 +144,13 @@ async def index(stub: Any, user: Any, docs: list[dict[str, Any]], vectors: Any) 
                 embedding=[float(x) for x in vector] if vector is not None else [],
             )
             await stub.IndexChunks(
-                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=[chunk]), metadata=meta
+                retriever_pb2.IndexChunksRequest(document_id=document_id, chunks=[chunk]), metadata=user.metadata()
             )
             await stub.UpdateDocumentStatus(
                 retriever_pb2.UpdateDocumentStatusRequest(
                     document_id=document_id, status=common_pb2.DOCUMENT_STATUS_READY
                 ),
-                metadata=meta,
+                metadata=user.metadata(),
             )
             corpus_of[document_id] = doc["id"]
 
