@@ -145,14 +145,16 @@ def raw_rate(texts: list[str]) -> dict[str, Any]:
     settings = Settings.from_env()
     model = EmbeddingModel(settings)
     model.encode(texts[: settings.batch_size], is_query=False)  # warm
-    began = time.monotonic()
+    began, cpu_began = time.monotonic(), time.process_time()
     for start in range(0, len(texts), settings.batch_size):
         model.encode(texts[start : start + settings.batch_size], is_query=False)
     seconds = time.monotonic() - began
+    cpu = time.process_time() - cpu_began
     del model
     return {
         "texts": len(texts),
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 1),  # this process, every thread: the model's own CPU for these texts
         "texts_per_s": round(len(texts) / seconds, 2),
         "batch_size": settings.batch_size,
         "max_length": settings.max_length,
@@ -344,9 +346,8 @@ async def run_pdf(args: argparse.Namespace, stack: Any, path: Path, pages: int) 
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
-    from ragmesh_dev.ports import free_port
-
+    """One run of the phases per `--concurrency` value (each its own mesh, the raw model right after it); the
+    first value's results at the top level, every value's in `by_concurrency` when there are several."""
     data = Path(args.data_dir).resolve()
     corpus = bench.read_jsonl(data / "beir_scifact" / "corpus.jsonl")[: args.short]
     texts = [(row["_id"], (row.get("title", "") + "\n\n" + row["text"]).strip()) for row in corpus]
@@ -363,12 +364,31 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "machine": {"cpus": os.cpu_count(), "load_1m_start": os.getloadavg()[0]},
         "args": {k: v for k, v in vars(args).items() if k not in ("out",)},
     }
+    values = [int(v) for v in str(args.concurrency).split(",") if v.strip()] or [0]
+    runs = [measure_one(args, work, texts, pdf, pages, concurrency) for concurrency in values]
+    results.update(runs[0])
+    if len(runs) > 1:
+        results["by_concurrency"] = {str(c or "default"): run for c, run in zip(values, runs, strict=True)}
+    results["machine"]["load_1m_end"] = os.getloadavg()[0]
+    return results
+
+
+def measure_one(
+    args: argparse.Namespace, work: Path, texts: list[tuple[str, str]], pdf: Path, pages: int, concurrency: int
+) -> dict[str, Any]:
+    """The phases through one mesh whose worker runs `concurrency` documents at once (0: the stack default)."""
+    from ragmesh_dev.devstack import DEFAULT_PORTS, Stack
+    from ragmesh_dev.ports import free_port
+
+    results: dict[str, Any] = {"concurrency": concurrency or "default"}
     extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0", "GATEWAY_GRAPH_ENABLED": "true"}
-    if args.concurrency:
-        extra["INGEST_CONCURRENCY"] = str(args.concurrency)
-    stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
+    if concurrency:
+        extra["INGEST_CONCURRENCY"] = str(concurrency)
+    stack = Stack(
+        Path(tempfile.mkdtemp(prefix="mesh-", dir=work)), ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra
+    )
     try:
-        bench.log(f"starting the mesh in {work}")
+        bench.log(f"starting the mesh in {stack.data_dir} (worker concurrency {concurrency or 'default'})")
         stack.start(timeout=600)
         if args.short:
             short = results["short"] = asyncio.run(run_short(args, stack, texts))
@@ -382,6 +402,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             results["raw_embedded"] = raw_rate(embedded_texts(dsn, short.pop("ids")))
             short["ratio_to_raw"] = round(short["chunks_per_s"] / results["raw"]["texts_per_s"], 3)
             short["embedded_ratio_to_raw"] = round(short["embedded_per_s"] / results["raw_embedded"]["texts_per_s"], 3)
+            # the embedder service's CPU for the texts against the model's own in-process CPU for the same texts
+            short["embedder_cpu_to_raw_cpu"] = round(
+                short["cpu_seconds"].get("embedder", 0.0) / max(results["raw_embedded"]["cpu_seconds"], 0.1), 2
+            )
             bench.log(
                 f"raw: {results['raw']['texts_per_s']} abstracts/s, {results['raw_embedded']['texts_per_s']} "
                 f"embedded texts/s; ratios {short['ratio_to_raw']}, {short['embedded_ratio_to_raw']}"
@@ -395,7 +419,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             bench.log(f"pdf: ready in {results['pdf']['seconds']} s")
     finally:
         stack.stop()
-    results["machine"]["load_1m_end"] = os.getloadavg()[0]
     return results
 
 
@@ -404,7 +427,11 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=2000, help="SciFact abstracts to ingest (0: skip)")
     parser.add_argument("--pdf-pages", type=int, default=120, help="pages of the long PDF (0: skip)")
     parser.add_argument("--uploaders", type=int, default=8, help="concurrent upload clients")
-    parser.add_argument("--concurrency", type=int, default=0, help="INGEST_CONCURRENCY (0: the stack default)")
+    parser.add_argument(
+        "--concurrency",
+        default="0",
+        help="INGEST_CONCURRENCY (0: the stack default); several, comma-separated (8,32): one mesh each, side by side",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready, per phase")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--work-dir", default=None)
@@ -472,6 +499,19 @@ def main() -> None:
                 f"ready took {p['ratio_to_raw_embedding']}× the model's own time",
             )
         )
+    for concurrency, run in results.get("by_concurrency", {}).items():
+        if "short" in run:
+            s = run["short"]
+            rows.append(
+                (
+                    f"worker concurrency {concurrency}: {s['documents']} short texts, every embedded chunk",
+                    sum(s["chunks_by_level"].values()),
+                    s["seconds"],
+                    f"{s['embedded_per_s']} chunks/s",
+                    f"ratio {s['embedded_ratio_to_raw']} to raw on the same texts ({s['ratio_to_raw']} by the "
+                    f"issue's yardstick); embedder CPU {s['embedder_cpu_to_raw_cpu']}× the raw model's",
+                )
+            )
     bench.write_report(
         args.out, results, "Ingestion throughput", ("what", "chunks", "seconds", "rate", "vs target"), rows
     )
