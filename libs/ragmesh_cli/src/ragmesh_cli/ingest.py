@@ -17,8 +17,9 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ class Ingest:
             batch = hashes[start : start + LOOKUP_BATCH]
             try:
                 response = await self.busy_aware(
-                    lambda b=batch: http.post("/api/v1/documents/lookup", json={"content_sha256": b, "mine": True})
+                    partial(http.post, "/api/v1/documents/lookup", json={"content_sha256": batch, "mine": True})
                 )
             except httpx.TransportError as exc:
                 raise unreachable(self.settings.url, exc) from exc
@@ -227,14 +228,14 @@ class Ingest:
                     found.setdefault(sha, doc)
         return found
 
-    async def busy_aware(self, send: Callable[[], Any]) -> httpx.Response:
+    async def busy_aware(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
         """`send()`'s response; while the gateway answers 429/503 with Retry-After, waits that long (every upload
         of the run waits with it) and sends again."""
         while True:
             delay = self.resume_at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            response: httpx.Response = await send()
+            response = await send()
             wait_s = retry_after(response)
             if wait_s is None:
                 return response
