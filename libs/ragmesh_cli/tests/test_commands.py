@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -150,6 +151,79 @@ def test_ingest_reports_refusals_and_bad_acl(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown key 'department'" in result.stderr
     result = invoke(handler, "ingest", str(tmp_path / "nothing-here"))
     assert result.exit_code == 1 and "no supported files" in result.stderr
+
+
+def test_ingest_skips_files_already_ingested_by_content_and_uploads_the_rest(tmp_path: Path) -> None:
+    """A rerun asks which contents are already the caller's documents and sends only the others; a content
+    whose document failed is sent again."""
+    contents = {"done.md": "done", "broken.md": "broken", "new.md": "new", "also-new.md": "also new"}
+    for name, text in contents.items():
+        (tmp_path / name).write_text(text)
+    sha = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in contents.items()}
+    lookups: list[dict[str, Any]] = []
+    uploaded: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/documents/lookup":
+            lookups.append(json.loads(request.content))
+            return httpx.Response(
+                200,
+                json={
+                    "documents": [
+                        document("id-done", content_sha256=sha["done.md"]),
+                        document("id-broken", status="failed", content_sha256=sha["broken.md"]),
+                        document("id-other", content_sha256="f" * 64),  # not asked for: ignored
+                    ],
+                    "total": 3,
+                    "next_cursor": "",
+                },
+            )
+        if request.method == "POST" and request.url.path == "/api/v1/documents":
+            uploaded.append(next(n for n in contents if f'filename="{n}"' in request.content.decode()))
+            return httpx.Response(202, json=document("id-x", status="queued"))
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    result = invoke(handler, "ingest", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(lookups) == 1 and lookups[0]["mine"] is True
+    assert sorted(lookups[0]["content_sha256"]) == sorted(sha.values())
+    assert sorted(uploaded) == ["also-new.md", "broken.md", "new.md"]
+    by_name = {Path(o["path"]).name: o for o in json.loads(result.stdout)}
+    assert by_name["done.md"]["status"] == "present" and by_name["done.md"]["document_id"] == "id-done"
+    assert {by_name[n]["status"] for n in ("broken.md", "new.md", "also-new.md")} == {"queued"}
+
+
+def test_ingest_waits_and_retries_when_the_gateway_is_busy(tmp_path: Path) -> None:
+    """429 / 503 with Retry-After pause the run and the upload is sent again; a 503 without it is the file's error."""
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text(f"text {i}")
+    attempts: dict[str, int] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/documents/lookup":
+            attempts["lookup"] = attempts.get("lookup", 0) + 1
+            if attempts["lookup"] == 1:
+                return httpx.Response(503, headers={"Retry-After": "0"}, json={"detail": "busy"})
+            return httpx.Response(200, json={"documents": [], "total": 0, "next_cursor": ""})
+        if request.url.path != "/api/v1/documents":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        name = next(f"f{i}.txt" for i in range(4) if f'filename="f{i}.txt"' in request.content.decode())
+        attempts[name] = attempts.get(name, 0) + 1
+        if name == "f0.txt" and attempts[name] <= 2:
+            return httpx.Response(429, headers={"Retry-After": "0.05"}, json={"detail": "slow down"})
+        if name == "f1.txt" and attempts[name] == 1:
+            return httpx.Response(503, headers={"Retry-After": "0"}, json={"detail": "queue full"})
+        if name == "f2.txt":
+            return httpx.Response(503, json={"detail": "parser: unavailable"})
+        return httpx.Response(202, json=document(f"id-{name}", status="queued"))
+
+    result = invoke(handler, "ingest", str(tmp_path), "--json")
+    assert result.exit_code == 1, result.output  # f2's 503 without Retry-After
+    by_name = {Path(o["path"]).name: o for o in json.loads(result.stdout)}
+    assert attempts["lookup"] == 2
+    assert attempts["f0.txt"] == 3 and attempts["f1.txt"] == 2 and attempts["f3.txt"] == 1
+    assert [by_name[f"f{i}.txt"]["status"] for i in range(4)] == ["queued", "queued", "error", "queued"]
+    assert by_name["f2.txt"]["reason"] == "HTTP 503: parser: unavailable"
 
 
 # ---------- ask / search ----------

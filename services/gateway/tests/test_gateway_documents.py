@@ -333,6 +333,49 @@ def test_list_filters_reach_the_catalogue(client: TestClient, mesh: FakeMesh) ->
     assert mesh.requests("ListDocuments")[1].mime_type == "text/"
 
 
+def test_lookup_asks_the_catalogue_for_the_hashes_as_the_caller(client: TestClient, mesh: FakeMesh) -> None:
+    """POST /documents/lookup: the hashes (lower-cased) go to the catalogue's List under the caller's identity
+    (row-level security there decides what matches); `mine` narrows it to the caller's own."""
+    sha = hashlib.sha256(CONTENT).hexdigest()
+    reply = client.post("/api/v1/documents/lookup", json={"content_sha256": [sha.upper()]})
+    assert reply.status_code == 200 and [d["document_id"] for d in reply.json()["documents"]] == [DOC_ID]
+    client.post("/api/v1/documents/lookup", json={"content_sha256": [sha, "0" * 64], "mine": True})
+    first, second = mesh.requests("ListDocuments")
+    assert (list(first.content_sha256), first.owner_user, first.limit) == ([sha], "", 1000)
+    assert (list(second.content_sha256), second.owner_user) == ([sha, "0" * 64], "alice")
+
+
+@pytest.mark.parametrize(
+    ("lookup", "status"),
+    [
+        ({"content_sha256": []}, 422),
+        ({"content_sha256": ["abc"]}, 422),
+        ({"content_sha256": ["g" * 64]}, 422),
+        ({"content_sha256": ["a" * 64] * 1001}, 413),  # over this app's body limit (the e2e test meets the 1,000)
+        ({"content_sha256": ["a" * 64], "owner": "bob"}, 422),
+        ({"hashes": ["a" * 64]}, 422),
+    ],
+)
+def test_bad_lookups_are_refused(client: TestClient, mesh: FakeMesh, lookup: dict[str, Any], status: int) -> None:
+    assert client.post("/api/v1/documents/lookup", json=lookup).status_code == status
+    assert not mesh.requests("ListDocuments")
+
+
+def test_an_unavailable_catalogue_is_503_with_retry_after_and_a_refusal_is_not(
+    client: TestClient, mesh: FakeMesh, celery: FakeCelery
+) -> None:
+    """A client may wait and upload again after a hop that is down or slow, never after its own mistake."""
+    mesh.retriever.replies["CreateOrGetDocument"] = rpc_error(grpc.StatusCode.UNAVAILABLE, "ipv4:10.0.0.1:50053")
+    busy = upload(client)
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "2" and "10.0.0.1" not in busy.text
+    mesh.retriever.replies["CreateOrGetDocument"] = rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "slow")
+    assert upload(client).headers.get("retry-after") == "2"
+    mesh.retriever.replies["CreateOrGetDocument"] = rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "bad acl")
+    refused = upload(client)
+    assert refused.status_code == 400 and "retry-after" not in refused.headers
+    assert not celery.sent
+
+
 @pytest.mark.parametrize(
     "query",
     [

@@ -1,14 +1,25 @@
 """`ragmesh ingest`: files and folders to documents — parallel uploads, then (with --wait) each document
-followed to ready or failed through its events stream, with polling where the stream is not available."""
+followed to ready or failed through its events stream, with polling where the stream is not available.
+
+Resumable: before uploading, the files' SHA-256 are looked up (POST /api/v1/documents/lookup, `mine`), and a file
+whose bytes are already one of the caller's documents (not failed) is not sent again (`present`). So a run stopped
+with Ctrl-C, or broken off, is finished by running the same command again. The gateway's own duplicate check
+(same owner, same bytes) stays the backstop for a file whose upload was in flight at the interrupt.
+
+Backpressure: an upload answered 429 or 503 with Retry-After is retried after that many seconds (every upload
+of the run pauses until then), not failed."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +33,15 @@ ACL_KEYS = ("public", "departments", "roles", "users")
 TERMINAL = {"ready", "failed", "deleted"}
 MAX_FOLLOWERS = 16  # event streams open at once while waiting (each holds a connection and a subscription)
 POLL_INTERVAL_S = 1.0
+LOOKUP_BATCH = 500  # content hashes per lookup request (the gateway takes up to 1,000)
+MAX_RETRY_AFTER_S = 300.0  # a longer Retry-After is waited for this long, then the upload is tried again
+BUSY_STATUSES = (429, 503)
 
 
 @dataclass
 class Outcome:
-    """What became of one file: ready, failed, duplicate, queued (not waited for), skipped or error."""
+    """What became of one file: ready, failed, duplicate (uploaded, same bytes as a document of yours), present
+    (already one of your documents: not uploaded), queued (not waited for), skipped or error."""
 
     path: Path
     status: str
@@ -168,8 +183,12 @@ class Ingest:
         self.wait_timeout_s = wait_timeout_s
         self.on_done = on_done
         self.on_status = on_status
+        self.resume_at = 0.0  # monotonic time before which no upload starts (the gateway asked to wait)
+        self.retries = 0  # uploads answered busy and tried again
 
     async def run(self, files: list[Path]) -> list[Outcome]:
+        """Every file's outcome. Cancelled (Ctrl-C), it stops at once: the outcomes reported through `on_done`
+        so far are what was done."""
         transport = self.settings.transport if isinstance(self.settings.transport, httpx.AsyncBaseTransport) else None
         async with httpx.AsyncClient(
             base_url=self.settings.url,
@@ -177,10 +196,68 @@ class Ingest:
             timeout=self.settings.timeout(),
             transport=transport,
         ) as http:
-            return list(await asyncio.gather(*(self.one(http, path) for path in files)))
+            hashes = await asyncio.to_thread(content_hashes, files)
+            present = await self.lookup(http, sorted({h for h in hashes.values() if h}))
+            return list(await asyncio.gather(*(self.one(http, path, present.get(hashes[path], {})) for path in files)))
 
-    async def one(self, http: httpx.AsyncClient, path: Path) -> Outcome:
+    async def lookup(self, http: httpx.AsyncClient, hashes: list[str]) -> dict[str, dict[str, Any]]:
+        """{hash: document} for the hashes that are already the caller's documents, not failed. Where the gateway
+        has no lookup (older) or it fails, what was found so far: the rest is uploaded, and the gateway's duplicate
+        check (same owner, same bytes) answers for those it already has."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(hashes), LOOKUP_BATCH):
+            batch = hashes[start : start + LOOKUP_BATCH]
+            try:
+                response = await self.busy_aware(
+                    partial(http.post, "/api/v1/documents/lookup", json={"content_sha256": batch, "mine": True})
+                )
+            except httpx.TransportError as exc:
+                raise unreachable(self.settings.url, exc) from exc
+            body = _json(response)
+            if not response.is_success or not isinstance(body, dict):
+                logger.warning(
+                    "document lookup refused (HTTP %s: %s); uploading the files it did not answer for",
+                    response.status_code,
+                    error_message(body),
+                )
+                return found
+            wanted = set(batch)
+            for doc in body.get("documents", []):
+                sha = str(doc.get("content_sha256", "")) if isinstance(doc, dict) else ""
+                if sha in wanted and doc.get("status") != "failed":
+                    found.setdefault(sha, doc)
+        return found
+
+    async def busy_aware(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        """`send()`'s response; while the gateway answers 429/503 with Retry-After, waits that long (every upload
+        of the run waits with it) and sends again."""
+        while True:
+            delay = self.resume_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            response = await send()
+            wait_s = retry_after(response)
+            if wait_s is None:
+                return response
+            self.retries += 1
+            # a little jitter, so that the paused uploads do not all come back in the same instant
+            self.resume_at = max(self.resume_at, time.monotonic() + wait_s + random.uniform(0, 0.25))  # noqa: S311
+            logger.info("gateway busy (HTTP %s); retrying in %.1f s", response.status_code, wait_s)
+
+    async def one(self, http: httpx.AsyncClient, path: Path, present: dict[str, Any]) -> Outcome:
         try:
+            if present:
+                outcome = Outcome(
+                    path,
+                    "present",
+                    str(present.get("document_id", "")),
+                    f"already ingested ({present.get('status', '?')}); not uploaded again",
+                )
+                if self.wait and present.get("status") not in TERMINAL:
+                    async with self.followers:
+                        outcome = await self.follow(http, outcome)
+                self.on_done(outcome)
+                return outcome
             async with self.uploads:
                 outcome = await self.upload(http, path)
             if self.wait and outcome.status == "queued":
@@ -199,7 +276,9 @@ class Ingest:
         content = await asyncio.to_thread(path.read_bytes)
         data = {"acl": self.acl_json} if self.acl_json else {}
         try:
-            response = await http.post("/api/v1/documents", files={"file": (path.name, content)}, data=data)
+            response = await self.busy_aware(
+                lambda: http.post("/api/v1/documents", files={"file": (path.name, content)}, data=data)
+            )
         except httpx.TransportError as exc:
             raise unreachable(self.settings.url, exc) from exc
         body = _json(response)
@@ -287,6 +366,31 @@ class Ingest:
             if not response.is_success:
                 raise ApiError(response.status_code, error_message(body))
             return dict(body)
+
+
+def content_hashes(files: list[Path]) -> dict[Path, str]:
+    """Each file's hex SHA-256 (streamed, not read whole); "" for one that cannot be read (its upload says why)."""
+    hashes: dict[Path, str] = {}
+    for path in files:
+        try:
+            with path.open("rb") as handle:
+                hashes[path] = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError:
+            hashes[path] = ""
+    return hashes
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds to wait before sending again when the gateway is busy (429/503 with Retry-After in seconds, at
+    most MAX_RETRY_AFTER_S); None for any other answer, which is the file's outcome."""
+    if response.status_code not in BUSY_STATUSES:
+        return None
+    value = response.headers.get("Retry-After", "").strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # absent, or an HTTP date (the gateway sends seconds)
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
 def _json(response: httpx.Response) -> Any:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -157,7 +158,9 @@ def ingest(
     wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait per document with --wait")] = 900,
     as_json: JsonFlag = False,
 ) -> None:
-    """Upload files and folders (parallel, one progress bar); a summary of ready / failed / duplicate at the end."""
+    """Upload files and folders (parallel, one progress bar); a summary of ready / failed / duplicate at the end.
+    Files already among your documents (same bytes) are not sent again, so after Ctrl-C (exit code 130) the same
+    command resumes where it stopped."""
     st = state(ctx)
     with failing_clearly(st):
         acl_fields = parse_acl(acl or [])
@@ -166,6 +169,7 @@ def ingest(
     for o in skipped:
         st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
     outcomes: list[Outcome] = []
+    interrupted = False
     if files:
         columns = (
             SpinnerColumn(),
@@ -174,13 +178,15 @@ def ingest(
             MofNCompleteColumn(),
             TimeElapsedColumn(),
         )
+        counts: Counter[str] = Counter()
         with Progress(*columns, console=st.err, transient=False) as progress:
             verb = "ingesting" if wait else "uploading"
             task = progress.add_task(verb, total=len(files))
 
             def done(outcome: Outcome) -> None:
                 outcomes.append(outcome)
-                progress.update(task, advance=1, description=f"{verb} ({render.outcome_counts(outcomes)})")
+                counts[outcome.status] += 1
+                progress.update(task, advance=1, description=f"{verb} ({render.status_counts(counts)})")
 
             runner = Ingest(
                 st.settings,
@@ -190,13 +196,22 @@ def ingest(
                 wait_timeout_s=wait_timeout,
                 on_done=done,
             )
-            with failing_clearly(st):
-                outcomes = asyncio.run(runner.run(files))
+            try:
+                with failing_clearly(st):
+                    asyncio.run(runner.run(files))
+            except KeyboardInterrupt:  # asyncio.run cancelled the uploads; `outcomes` holds what finished
+                interrupted = True
     results = outcomes + skipped
     if as_json:
         print_json(st, [outcome_json(o) for o in results])
     else:
         render.ingest_summary(st.out, results)
+    if interrupted:
+        st.err.print(
+            f"[yellow]interrupted:[/] {len(outcomes)} of {len(files)} files done; run the same command again to "
+            "resume (files already ingested are not uploaded again)"
+        )
+        raise typer.Exit(130)
     if not files:
         st.err.print("[red]error:[/] no supported files to upload")
         raise typer.Exit(1)

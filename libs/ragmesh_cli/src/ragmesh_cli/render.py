@@ -17,10 +17,12 @@ STATUS_STYLE = {
     "failed": "red",
     "error": "red",
     "duplicate": "yellow",
+    "present": "green",
     "skipped": "dim",
     "queued": "cyan",
 }
 TEXT_CHARS = 100
+SUMMARY_ROWS = 200  # files an ingest summary lists one by one; a bigger run lists only its problems
 
 
 def short(text: Any, limit: int = TEXT_CHARS) -> str:
@@ -37,15 +39,23 @@ def location(item: dict[str, Any]) -> str:
 
 
 def outcome_counts(outcomes: Iterable[Outcome]) -> str:
-    counts = Counter(o.status for o in outcomes)
+    return status_counts(Counter(o.status for o in outcomes))
+
+
+def status_counts(counts: Counter[str]) -> str:
     return " · ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
 def ingest_summary(console: Console, outcomes: list[Outcome]) -> None:
-    table = Table(title=f"ingest: {outcome_counts(outcomes)}", title_justify="left")
+    """One row per file; past SUMMARY_ROWS files, only the files that did not go well (the counts say the rest)."""
+    rows = outcomes if len(outcomes) <= SUMMARY_ROWS else [o for o in outcomes if not o.ok]
+    title = f"ingest: {outcome_counts(outcomes)}"
+    if len(rows) < len(outcomes):
+        title += f" (listing the {len(rows)} not ok)"
+    table = Table(title=title, title_justify="left")
     for column in ("file", "status", "document", "reason"):
         table.add_column(column, overflow="fold")
-    for o in outcomes:
+    for o in rows:
         style = STATUS_STYLE.get(o.status, "yellow")
         table.add_row(escape(str(o.path)), f"[{style}]{o.status}[/]", o.document_id, escape(o.reason))
     console.print(table)

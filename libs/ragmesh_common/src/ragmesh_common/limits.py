@@ -40,6 +40,7 @@ IDENTIFIER = Limit(
 )
 ACL_JSON = Limit("ACL form field", 65536, "characters", "the upload's `acl` form field (JSON)")
 DOCUMENT_IDS = Limit("document ids", 1000, "items", "documents a chat or search request is restricted to")
+CONTENT_HASHES = Limit("content hashes", 1000, "items", "contents (SHA-256) one document lookup asks about")
 ACCESS_CHECK_IDS = Limit(
     "access-check ids", 100_000, "items", "document ids in one internal access check or graph call"
 )
@@ -64,6 +65,7 @@ ALL: tuple[Limit, ...] = (
     IDENTIFIER,
     ACL_JSON,
     DOCUMENT_IDS,
+    CONTENT_HASHES,
     ACCESS_CHECK_IDS,
     CHAT_TOP_K,
     SEARCH_TOP_K,
@@ -90,6 +92,7 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.retriever.v1.SearchRequest.document_ids": ACCESS_CHECK_IDS,
     "ragmesh.retriever.v1.CheckDocumentAccessRequest.document_ids": ACCESS_CHECK_IDS,
     "ragmesh.retriever.v1.GetDocumentStampsRequest.document_ids": DOCUMENT_IDS,
+    "ragmesh.retriever.v1.ListDocumentsRequest.content_sha256": CONTENT_HASHES,
     "ragmesh.retriever.v1.CreateOrGetDocumentRequest.title": TITLE,
     "ragmesh.retriever.v1.UpdateDocumentRequest.title": TITLE,
     "ragmesh.retriever.v1.CreateConversationRequest.title": CONVERSATION_TITLE,

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
 from celery import Celery
 from fastapi import HTTPException, UploadFile
 from google.protobuf.json_format import MessageToDict
@@ -51,6 +52,9 @@ FALLBACK_FORMATS = frozenset({".md", ".markdown", ".html", ".htm", ".docx", ".pp
 GENERIC_MIME_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 EVENTS_SECONDS = 900  # an events stream ends after this even if the document is still ingesting
 EVENTS_POLL_SECONDS = 5.0  # without a message for this long, the catalogue is asked (the worker may be done)
+
+TRANSIENT_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+TRANSIENT_RETRY_AFTER_S = 2  # Retry-After of a 503 for a hop that is down, slow or overloaded
 
 
 def document_json(doc: common_pb2.Document) -> dict[str, Any]:
@@ -106,8 +110,12 @@ def upload_mime_type(filename: str, declared: str | None) -> str:
 
 
 def rpc_http_error(exc: aio.AioRpcError, step: str) -> HTTPException:
+    """The hop's failure as the client sees it; a hop that is down, slow or overloaded (503) carries Retry-After,
+    so that a client (`ragmesh ingest`) waits and tries again rather than failing the file."""
     failed = StepFailed.from_rpc(step, exc)
-    return HTTPException(failed.http_status, failed.message)
+    transient = failed.http_status == 503 and exc.code() in TRANSIENT_CODES
+    headers = {"Retry-After": str(failed.retry_after or TRANSIENT_RETRY_AFTER_S)} if transient else None
+    return HTTPException(failed.http_status, failed.message, headers=headers)
 
 
 class DocumentLifecycle:
@@ -366,9 +374,13 @@ class DocumentLifecycle:
         fmt: str = "",
         updated_since: datetime | None = None,
         cursor: str = "",
+        content_sha256: list[str] | None = None,
     ) -> dict[str, Any]:
-        """The documents `user` may read, newest change first, filtered; paged by offset or by cursor."""
-        request = retriever_pb2.ListDocumentsRequest(limit=limit, offset=offset, owner_user=owner, cursor=cursor)
+        """The documents `user` may read, newest change first, filtered (by visible-version content hash too);
+        paged by offset or by cursor."""
+        request = retriever_pb2.ListDocumentsRequest(
+            limit=limit, offset=offset, owner_user=owner, cursor=cursor, content_sha256=content_sha256 or []
+        )
         for name in statuses or []:
             request.statuses.append(common_pb2.DocumentStatus.Value(f"DOCUMENT_STATUS_{name.upper()}"))
         fmt = fmt.strip()

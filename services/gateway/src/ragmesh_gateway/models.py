@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.json_schema import models_json_schema
@@ -21,6 +21,7 @@ from ragmesh_gateway.validation import Identifier, Text
 
 # the one table of limits (ragmesh_common.limits): the services downstream accept what this schema accepts
 MAX_DOCUMENT_IDS = limits.DOCUMENT_IDS.value
+MAX_LOOKUP_HASHES = limits.CONTENT_HASHES.value
 MAX_ACL_ENTRIES = limits.ACL_ENTRIES.value
 MAX_TITLE_CHARS = limits.TITLE.value
 MAX_ACL_JSON_CHARS = limits.ACL_JSON.value
@@ -176,6 +177,18 @@ class DocumentPatch(BaseModel):
         if self.title is None and self.acl is None:
             raise ValueError("nothing to change: give title and/or acl")
         return self
+
+
+class DocumentLookup(BaseModel):
+    """POST /api/v1/documents/lookup: which of these contents (hex SHA-256 of the bytes) are already documents
+    you may read; `mine`: only your own (the ones an upload of the same bytes would answer as a duplicate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content_sha256: list[Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]] = Field(
+        min_length=1, max_length=MAX_LOOKUP_HASHES
+    )
+    mine: bool = False
 
 
 class ConversationIn(BaseModel):

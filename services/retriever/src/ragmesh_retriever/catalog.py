@@ -199,9 +199,11 @@ class Catalog:
         extension: str = "",
         updated_since: datetime | None = None,
         cursor: str = "",
+        content_sha256: list[str] | None = None,
     ) -> tuple[list[common_pb2.Document], int, str]:
         """The documents the user may read, newest change first (updated_at, id), filtered; the matching total
-        and the cursor of the next page ("" on the last)."""
+        and the cursor of the next page ("" on the last). `content_sha256`: only those whose visible version has
+        one of these hashes (RLS applies as to every read: another user's hashes are never matched)."""
         if offset < 0:
             raise InvalidArgument("offset must not be negative")
         if offset and cursor:
@@ -233,6 +235,9 @@ class Catalog:
         if updated_since is not None:
             where.append("updated_at >= %s")
             params.append(updated_since)
+        if content_sha256:  # at most limits.CONTENT_HASHES (the validation interceptor)
+            where.append("content_sha256 = ANY(%s)")
+            params.append(sorted({check_sha256(sha, required=True) for sha in content_sha256}))
         page_where, page_params = list(where), list(params)
         if cursor:
             at, last_id = decode_cursor(cursor, 2)

@@ -26,6 +26,7 @@ from ragmesh_gateway.models import (
     ChunkList,
     DeleteResponse,
     DocumentList,
+    DocumentLookup,
     DocumentOut,
     DocumentPatch,
     FormatList,
@@ -112,6 +113,26 @@ async def list_documents(
         fmt=format,
         updated_since=updated_since,
         cursor=cursor,
+    )
+
+
+@router.post(
+    "/api/v1/documents/lookup",
+    tags=["documents"],
+    summary="Which of these contents (SHA-256) are already documents you may read (resumable bulk uploads)",
+    response_model=DocumentList,
+    responses=error_responses(400, 401, 413, 422, 503),
+)
+async def lookup_documents(lookup: DocumentLookup, user: User, documents: Documents) -> Any:
+    """Documents you may read whose visible version has one of the hashes (every match, in one page); a hash
+    of a document you may not read is not matched, as if it did not exist. With `mine`, your own only: the
+    bytes an upload would answer as a duplicate, unless that document failed."""
+    return await documents.list_readable(
+        user,
+        limit=1000,
+        offset=0,
+        owner=user.user_id if lookup.mine else "",
+        content_sha256=[sha.lower() for sha in lookup.content_sha256],
     )
 
 

@@ -167,6 +167,7 @@ class ListDocumentsRequest(_message.Message):
     EXTENSION_FIELD_NUMBER: _builtins.int
     UPDATED_SINCE_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    CONTENT_SHA256_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """0 = 100, at most 1000"""
     offset: _builtins.int
@@ -187,6 +188,10 @@ class ListDocumentsRequest(_message.Message):
     def updated_since(self) -> _timestamp_pb2.Timestamp:
         """documents changed at or after it (unset: no filter)"""
 
+    @_builtins.property
+    def content_sha256(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """any of these visible-version hashes (hex SHA-256); empty = any; at most 1000"""
+
     def __init__(
         self,
         *,
@@ -198,10 +203,11 @@ class ListDocumentsRequest(_message.Message):
         extension: _builtins.str = ...,
         updated_since: _timestamp_pb2.Timestamp | None = ...,
         cursor: _builtins.str = ...,
+        content_sha256: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_since", b"updated_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "extension", b"extension", "limit", b"limit", "mime_type", b"mime_type", "offset", b"offset", "owner_user", b"owner_user", "statuses", b"statuses", "updated_since", b"updated_since"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "cursor", b"cursor", "extension", b"extension", "limit", b"limit", "mime_type", b"mime_type", "offset", b"offset", "owner_user", b"owner_user", "statuses", b"statuses", "updated_since", b"updated_since"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
