@@ -277,7 +277,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         with tracer.start_as_current_span("graph rank"):
             ranking = await self.rank(user, request.query, {d for d in request.document_ids if d}, seed_chunks)
         subgraph = ranking.subgraph
-        seeds = [subgraph.entities[k] for k in subgraph.seeds if k in subgraph.entities]
+        seeds = [subgraph.entities[k] for k in subgraph.named if k in subgraph.entities]
         return graph_pb2.RankChunksResponse(
             chunks=[
                 graph_pb2.ChunkScore(chunk_id=c.chunk_id, document_id=c.document_id, score=c.score)
@@ -292,8 +292,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self, user: UserContext, query: str, narrow: set[str], seed_chunks: list[str] | None = None
     ) -> Ranking:
         """The graph leg for `query` as `user` (within `narrow` when given): the question's entities (and those of
-        the readable `seed_chunks`, chunk uids best first), the readable subgraph around them (its size capped by GRAPH_PPR_MAX_CHUNKS / _MAX_RELATIONS), and the chunks by
-        Personalized PageRank; each part's time, also set on the current span."""
+        the readable `seed_chunks`, chunk uids best first), the readable subgraph around them (its size capped by
+        GRAPH_PPR_MAX_CHUNKS / _MAX_RELATIONS), and the chunks by Personalized PageRank; each part's time, also
+        set on the current span."""
         span = trace.get_current_span()
         may_read, asked, readable = self._reader(user, narrow, "graph leg")
         access_seconds = 0.0

@@ -273,6 +273,7 @@ class Subgraph:
     aliases: dict[str, str] = field(default_factory=dict)  # a seed key read through a readable alias → entity key
     hubs: int = 0  # entities reached but not expanded: in more than the hub limit of readable chunks
     seed_weights: dict[str, float] = field(default_factory=dict)  # seed → restart weight (1 = named in the question)
+    named: list[str] = field(default_factory=list)  # the seeds the question itself names (not only a seed passage)
     capped: str = ""  # what the size caps left out (neighbourhood reads), "" when nothing
 
     def add_mention(self, row: Any) -> None:
@@ -684,6 +685,7 @@ class GraphStore:
             for row in await admitted(await self._run(tx, Q_ALIASES, keys=keys) if keys else []):
                 graph.aliases.setdefault(row["key"], row["entity"])
             seeds = list(dict.fromkeys([*keys, *graph.aliases.values()]))
+            named = set(seeds)
             weights = dict.fromkeys(seeds, 1.0)
             if seed_chunks:
                 position = {uid: i for i, uid in reversed(list(enumerate(seed_chunks)))}
@@ -705,6 +707,7 @@ class GraphStore:
                 if hop == 0:
                     graph.seeds = [k for k in seeds if counted.get(k)]
                     graph.seed_weights = {k: weights[k] for k in graph.seeds}
+                    graph.named = [k for k in graph.seeds if k in named]
                     specific = [k for k in graph.seeds if counted[k] <= hub_chunks]
                     candidates = specific or graph.seeds
                 else:
