@@ -897,8 +897,8 @@ async def run_scale(
 
 # the passages the scale graph is made of: folder → how many (from the start of its corpus; None = all)
 GRAPH_POOL: dict[str, int | None] = {"hotpotqa_train100": None, "squad_v1.1_dev": 1000}
-GRAPH_UNCAPPED = 1_000_000_000
-GRAPH_LOAD_CONCURRENCY = 3  # documents written at once (a lost MERGE race on a shared entity is retried)  # the subgraph caps of the "uncapped" in-process leg
+GRAPH_UNCAPPED = 1_000_000_000  # the subgraph caps of the "uncapped" in-process leg
+GRAPH_LOAD_CONCURRENCY = 1  # documents written at once (at 3, ArcadeDB gave up on concurrent MERGEs of shared entities)
 
 
 def graph_pool(data_dir: Path, extractor: Any) -> list[Any]:
@@ -948,9 +948,9 @@ async def graph_load(
     store: Any, pool: list[Any], frequency: dict[str, int], document_ids: list[str], chunks: tuple[int, int]
 ) -> int:
     """Chunks chunks[0] .. chunks[1]-1 of every scale document into the graph with the store's own write
-    (`GraphStore.replace_document`, as IngestChunks writes a document after extraction and resolution): chunk
-    n (the same id as in the retriever, `scale_insert`) mentions what pool passage n mod len(pool) mentions,
-    renamed by `replica` for copy n // len(pool). Returns the mention and relation rows written."""
+    (`GraphStore.replace_document`, as IngestChunks writes a document after extraction and resolution): chunk o
+    of document d (the same chunk id as in the retriever, `scale_insert`) is chunk n = o × documents + d of the
+    graph and mentions what pool passage n mod len(pool) mentions, renamed by `replica` for copy n // len(pool). Returns the mention and relation rows written."""
     from tqdm import tqdm
 
     from ragmesh_graph.extract import Extracted, build_document_graph
@@ -963,7 +963,7 @@ async def graph_load(
     async def one(d: int, doc_id: str) -> None:
         nonlocal rows
         async with gate:
-            numbers = [d * 1000 + o for o in range(first, last)]
+            numbers = [o * len(document_ids) + d for o in range(first, last)]  # 0 .. chunks-1, none twice
             extracted = Extracted(
                 doc_id,
                 [
@@ -1128,7 +1128,7 @@ async def run_graph_latency(
         f"graph latency: the scale index of the latency section (1,000 documents, 10 then 100 chunks each, SciFact "
         f"text and vectors in the retriever) with a graph of the same chunk ids and documents: chunk n mentions "
         f"what the graph service's own extraction (spaCy {settings.spacy_model}, as IngestChunks) found in passage "
-        f"n mod {len(pool)} of {' + '.join(f'{f}[:{c}]' if c else f for f, c in GRAPH_POOL.items())} ({extraction_s:.0f} s to extract, part of ingestion, not of "
+        f"n mod {len(pool)} (n = ordinal × 1000 + document) of {' + '.join(f'{f}[:{c}]' if c else f for f, c in GRAPH_POOL.items())} ({extraction_s:.0f} s to extract, part of ingestion, not of "
         f"the leg); copy k ≥ 1 of a passage renames the entities no other pool passage names ('name #k'), so rare "
         f"names stay rare and shared ones gain chunks as the corpus grows; written with GraphStore.replace_document "
         f"(the store's own MERGE statements, over Bolt) without the mesh's IngestChunks, whose spaCy pass would take "
@@ -1152,6 +1152,7 @@ async def run_graph_latency(
         settings.neo4j_database,
         max(settings.query_timeout_seconds, 120.0),  # bulk writes of 100 chunks a document
     )
+    store.attempts = 20  # ArcadeDB answers a write that follows a commit still in flight with a transient error
     access = DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
     leg = GraphServicer(store, extractor, access, settings)
     leg_uncapped = GraphServicer(store, extractor, access, uncapped)
@@ -1836,6 +1837,8 @@ async def main_async(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="ragmesh-bench-", dir=args.work_dir))
     extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0"}
+    if args.graph_latency:  # no community recompute of the 100k-chunk graph while the leg is timed
+        extra["GRAPH_COMMUNITY_INTERVAL_SECONDS"] = "86400"
     if args.torch_threads:
         import torch
 
