@@ -1086,8 +1086,10 @@ async def run_graph_latency(
     sources: Any,
     results: dict[str, Any],
     notes: list[str],
+    points: Sequence[int] = SCALE_POINTS,
 ) -> None:
-    """The graph leg's latency at 10k and 100k chunks, beside the search without it, on one scale index."""
+    """The graph leg's latency at `points` chunks (10k and 100k), beside the search without it, on one scale
+    index."""
     import numpy as np
 
     from ragmesh.graph.v1 import graph_pb2_grpc
@@ -1161,7 +1163,7 @@ async def run_graph_latency(
         async with insecure_channel(stack.addr("graph")) as channel:
             stub = graph_pb2_grpc.GraphServiceStub(channel)
             done = 0
-            for point in SCALE_POINTS:
+            for point in points:
                 per_document = point // SCALE_DOCUMENTS
                 label = f"{point // 1000}k"
                 row: dict[str, Any] = out.setdefault(label, {})
@@ -1894,7 +1896,15 @@ async def main_async(args: argparse.Namespace) -> int:
             await run_scale(stack, data_dir, model, args.latency_queries, sources, results, notes)
         if args.graph_latency or (not args.skip_scale and not args.skip_graph_latency):
             await run_graph_latency(
-                stack, data_dir, model, args.graph_queries, args.graph_uncapped_queries, sources, results, notes
+                stack,
+                data_dir,
+                model,
+                args.graph_queries,
+                args.graph_uncapped_queries,
+                sources,
+                results,
+                notes,
+                [int(p) for p in args.graph_points.split(",") if p.strip()],
             )
     except BaseException as exc:
         for logfile in sorted((work / "logs").glob("*.log")):
@@ -1953,6 +1963,11 @@ def main() -> None:
         action="store_true",
         help="only the graph leg's latency at 10k and 100k chunks, beside the search without it (no datasets; "
         "writes bench/results/retrieval-graph-latency.json unless --output is given)",
+    )
+    parser.add_argument(
+        "--graph-points",
+        default=",".join(str(p) for p in SCALE_POINTS),
+        help="chunk counts of the graph latency points",
     )
     parser.add_argument("--skip-graph-latency", action="store_true", help="skip the graph leg's latency points")
     parser.add_argument("--graph-queries", type=int, default=100, help="HotpotQA questions per graph latency point")
