@@ -73,6 +73,15 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
 # The sweep that chose the graph leg's default weight (RETRIEVER_GRAPH_WEIGHT); "hybrid+graph" is the default.
 GRAPH_WEIGHT_SWEEP = (0.1, 0.25, 1.0)
 CONFIGURATIONS.update({f"hybrid+graph@w={w}": {"graph_leg": True, "graph_weight": w} for w in GRAPH_WEIGHT_SWEEP})
+# HippoRAG 2 style seeding (#27): the walk also starts from the entities of the top p passages of a first search
+# (graph_seed_passages), fused at weight w; chosen on the tuning half of HotpotQA-100, reported on the held-out half.
+GRAPH_SEED_SWEEP = ((3, 0.1), (3, 0.25), (3, 0.5), (5, 0.1), (5, 0.25), (5, 0.5))
+CONFIGURATIONS.update(
+    {
+        f"hybrid+graph+seeds{p}@w={w}": {"graph_leg": True, "graph_seed_passages": p, "graph_weight": w}
+        for p, w in GRAPH_SEED_SWEEP
+    }
+)
 GRAPH_CONFIGURATIONS = {name for name, fields in CONFIGURATIONS.items() if fields.get("graph_leg")}
 # The sweep that chose the default alpha (RETRIEVER_ALPHA): plain hybrid at the other weights; "hybrid" is 0.4.
 ALPHA_SWEEP = (0.3, 0.5, 0.6, 0.7)
@@ -659,6 +668,7 @@ def scale_insert(
             "cfgs": [lexical[p][0] for p in picks],
             "heads": [lexical[p][1] for p in picks],
             "bodies": [lexical[p][2] for p in picks],
+            "ocr": [None] * len(picks),  # no OCR confidence: text chunks
         }
 
     with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
@@ -881,6 +891,298 @@ async def run_scale(
         for gateway in gateways.values():
             await gateway.close()
         await inproc.close()
+
+
+# ---------------------------------------------------------------- the graph leg at scale
+
+# the passages the scale graph is made of: folder → how many (from the start of its corpus; None = all)
+GRAPH_POOL: dict[str, int | None] = {"hotpotqa_train100": None, "squad_v1.1_dev": 1000}
+GRAPH_UNCAPPED = 1_000_000_000  # the subgraph caps of the "uncapped" in-process leg
+GRAPH_LOAD_CONCURRENCY = 1  # documents written at once (at 3, ArcadeDB gave up on concurrent MERGEs of shared entities)
+
+
+def graph_pool(data_dir: Path, extractor: Any) -> list[Any]:
+    """The graph service's extraction (spaCy NER and relations, as IngestChunks runs it) of every passage of
+    GRAPH_POOL, in that order: what a chunk of the scale graph is made of."""
+    from tqdm import tqdm
+
+    texts = [
+        d["text"]
+        for folder, count in GRAPH_POOL.items()
+        for d in read_jsonl(data_dir / folder / "corpus.jsonl")[:count]
+    ]
+    return [extractor.extract(t) for t in tqdm(texts, desc="graph pool extraction", unit="passage", file=sys.stderr)]
+
+
+def pool_entity_frequency(pool: list[Any]) -> dict[str, int]:
+    """Entity key → the number of pool passages that mention it."""
+    counts: dict[str, int] = {}
+    for found in pool:
+        for key in {e.key for e in found.entities}:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def replica(found: Any, copy: int, frequency: dict[str, int]) -> Any:
+    """Copy `copy` of a pool passage's extraction: copy 0 as extracted; a later copy gives each entity that only
+    one pool passage mentions a name of its own ("name #copy"), so that a larger graph has new rare names as a
+    larger corpus does, while the names several passages share (places, organisations) gain chunks."""
+    from ragmesh_graph.extract import ChunkEntities, Entity
+
+    if copy == 0:
+        return found
+
+    def key(k: str) -> str:
+        return f"{k} #{copy}" if frequency.get(k, 0) <= 1 else k
+
+    out = ChunkEntities()
+    out.entities = [
+        Entity(key(e.key), e.name + (f" #{copy}" if key(e.key) != e.key else ""), e.type) for e in found.entities
+    ]
+    out.relations.update({(key(a), key(b), predicate): n for (a, b, predicate), n in found.relations.items()})
+    out.surfaces = {key(k): set(v) for k, v in found.surfaces.items()}
+    return out
+
+
+async def graph_load(
+    store: Any, pool: list[Any], frequency: dict[str, int], document_ids: list[str], chunks: tuple[int, int]
+) -> int:
+    """Chunks chunks[0] .. chunks[1]-1 of every scale document into the graph with the store's own write
+    (`GraphStore.replace_document`, as IngestChunks writes a document after extraction and resolution): chunk o
+    of document d (the same chunk id as in the retriever, `scale_insert`) is chunk n = o × documents + d of the
+    graph and mentions what pool passage n mod len(pool) mentions, renamed by `replica` for copy n // len(pool). Returns the mention and relation rows written."""
+    from tqdm import tqdm
+
+    from ragmesh_graph.extract import Extracted, build_document_graph
+
+    first, last = chunks
+    rows = 0
+    gate = asyncio.Semaphore(GRAPH_LOAD_CONCURRENCY)
+    progress = tqdm(total=len(document_ids), desc=f"graph chunks {first}..{last - 1}/doc", file=sys.stderr)
+
+    async def one(d: int, doc_id: str) -> None:
+        nonlocal rows
+        async with gate:
+            numbers = [o * len(document_ids) + d for o in range(first, last)]  # 0 .. chunks-1, none twice
+            extracted = Extracted(
+                doc_id,
+                [
+                    (f"{doc_id}:{o}", replica(pool[n % len(pool)], n // len(pool), frequency))
+                    for o, n in zip(range(first, last), numbers, strict=True)
+                ],
+            )
+            graph = build_document_graph(extracted)
+            await store.replace_document(graph, OWNER, previous=False)
+        rows += len(graph.mentions) + len(graph.relations)
+        progress.update()
+
+    await asyncio.gather(*[one(d, doc_id) for d, doc_id in enumerate(document_ids)])
+    progress.close()
+    return rows
+
+
+def summary_ms(values: list[float]) -> dict[str, Any]:
+    return {
+        "p50_ms": round(percentile(values, 0.5), 1),
+        "p95_ms": round(percentile(values, 0.95), 1),
+        "queries": len(values),
+    }
+
+
+async def measure_graph_point(
+    label: str,
+    row: dict[str, Any],
+    gateway: Gateway,
+    stub: Any,
+    legs: tuple[Any, Any],
+    user: Any,
+    questions: list[str],
+    uncapped_queries: int,
+) -> None:
+    """One graph latency point: the four paths per question in turn (`timed`), then the uncapped leg alone."""
+    from ragmesh.graph.v1 import graph_pb2
+
+    leg, leg_uncapped = legs
+    warm = questions[:5]
+    plain = {**LATENCY_REQUEST, "graph_leg": False}
+    with_leg = {**LATENCY_REQUEST, "graph_leg": True}
+    degraded: list[str] = []
+    parts: dict[str, list[float]] = {}
+    sizes: dict[str, list[int]] = {"chunks walked": [], "entities": [], "relations": [], "seeds": []}
+    capped: list[bool] = []
+
+    def search(q: str, fields: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        async def call() -> None:
+            reply = await gateway.search(q, fields)
+            degraded.extend(f"{d.get('step')}: {d.get('reason')}" for d in reply.get("degraded") or [])
+
+        return call
+
+    def rank_rpc(q: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: stub.RankChunks(graph_pb2.RankChunksRequest(query=q), metadata=user.metadata(), timeout=120)
+
+    def in_process(q: str) -> Callable[[], Awaitable[Any]]:
+        async def call() -> None:
+            ranking = await leg.rank(user, q, set())
+            for name, value in ranking.timings().items():
+                parts.setdefault(name, []).append(value)
+            sizes["chunks walked"].append(ranking.chunks_walked)
+            sizes["entities"].append(len(ranking.subgraph.entities))
+            sizes["relations"].append(len(ranking.subgraph.relations))
+            sizes["seeds"].append(len(ranking.subgraph.seeds))
+            capped.append(bool(ranking.subgraph.capped))
+
+        return call
+
+    timings = await timed(
+        [(search(q, plain), search(q, with_leg), rank_rpc(q), in_process(q)) for q in warm + questions],
+        progress=f"graph latency {label}",
+    )
+    for name, values in zip(
+        ("search", "search + graph leg", "RankChunks (gRPC)", "leg in-process"), timings, strict=True
+    ):
+        row[name] = summary_ms(values)
+    kept = len(questions)  # the part lists hold the warm-up calls too: keep the timed ones
+    for name, values in parts.items():
+        row[f"leg part: {name.removesuffix('_ms')}"] = summary_ms(values[-kept:])
+    row["subgraph"] = {
+        name: {"p50": percentile([float(v) for v in values[-kept:]], 0.5), "max": max(values[-kept:])}
+        for name, values in sizes.items()
+    }
+    row["capped_queries"] = sum(capped[-kept:])
+    if degraded:
+        row["degraded"] = sorted(set(degraded))[:5]
+        row["degraded_queries"] = len(degraded)
+    log(
+        f"graph {label}: search p50 {row['search']['p50_ms']} ms, with the leg "
+        f"{row['search + graph leg']['p50_ms']} ms, RankChunks {row['RankChunks (gRPC)']['p50_ms']} ms"
+    )
+    free: list[float] = []
+    free_parts: dict[str, list[float]] = {}
+    free_sizes: list[int] = []
+    for q in questions[:uncapped_queries]:
+        t0 = time.perf_counter()
+        ranking = await leg_uncapped.rank(user, q, set())
+        free.append((time.perf_counter() - t0) * 1000)
+        free_sizes.append(ranking.chunks_walked)
+        for name, value in ranking.timings().items():
+            free_parts.setdefault(name, []).append(value)
+    row["leg in-process, uncapped"] = summary_ms(free)
+    for name, values in free_parts.items():
+        row[f"uncapped part: {name.removesuffix('_ms')}"] = summary_ms(values)
+    row["uncapped chunks walked"] = {
+        "p50": percentile([float(v) for v in free_sizes], 0.5),
+        "max": max(free_sizes),
+    }
+    log(f"graph {label}: uncapped in-process leg p50 {row['leg in-process, uncapped']['p50_ms']} ms")
+
+
+async def run_graph_latency(
+    stack: Any,
+    data_dir: Path,
+    embed_model: Any,
+    queries: int,
+    uncapped_queries: int,
+    sources: Any,
+    results: dict[str, Any],
+    notes: list[str],
+    points: Sequence[int] = SCALE_POINTS,
+) -> None:
+    """The graph leg's latency at `points` chunks (10k and 100k), beside the search without it, on one scale
+    index."""
+    import numpy as np
+
+    from ragmesh.graph.v1 import graph_pb2_grpc
+    from ragmesh_common.identity import UserContext
+    from ragmesh_common.server import insecure_channel
+    from ragmesh_graph.access import DocumentAccess
+    from ragmesh_graph.config import Settings as GraphSettings
+    from ragmesh_graph.nlp import Extractor
+    from ragmesh_graph.server import GraphServicer
+    from ragmesh_graph.store import GraphStore
+
+    saved = dict(os.environ)
+    os.environ.update(stack.env("graph"))
+    try:
+        settings = GraphSettings.from_env()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    uncapped = settings.model_copy(update={"ppr_max_chunks": GRAPH_UNCAPPED, "ppr_max_relations": GRAPH_UNCAPPED})
+    extractor = Extractor(settings.spacy_model, settings.max_entities_per_chunk)
+    started = time.perf_counter()
+    pool = graph_pool(data_dir, extractor)  # nothing else runs meanwhile (and a thread would outlive an interrupt)
+    extraction_s = time.perf_counter() - started
+    frequency = pool_entity_frequency(pool)
+    texts, vectors = sources if sources is not None else embed_scifact(data_dir, embed_model)
+    rng = np.random.default_rng(SCALE_SEED)
+    questions = [q["text"] for q in read_jsonl(data_dir / "hotpotqa_train100" / "queries.jsonl")][:queries]
+    user = UserContext("bench-all", "scale-all", ("scale-reader",)).signed_by(stack.internal_signer("bench"))
+    out: dict[str, Any] = results.setdefault("graph_latency", {})
+    out["pool"] = {
+        "passages": len(pool),
+        "folders": {folder: count or "all" for folder, count in GRAPH_POOL.items()},
+        "extraction_seconds": round(extraction_s, 1),
+        "entities_per_passage": round(statistics.fmean(len(f.entities) for f in pool), 2),
+        "relations_per_passage": round(statistics.fmean(len(f.relations) for f in pool), 2),
+    }
+    notes.append(
+        f"graph latency: the scale index of the latency section (1,000 documents, 10 then 100 chunks each, SciFact "
+        f"text and vectors in the retriever) with a graph of the same chunk ids and documents: chunk n mentions "
+        f"what the graph service's own extraction (spaCy {settings.spacy_model}, as IngestChunks) found in passage "
+        f"n mod {len(pool)} (n = ordinal × 1000 + document) of {' + '.join(f'{f}[:{c}]' if c else f for f, c in GRAPH_POOL.items())} ({extraction_s:.0f} s to extract, part of ingestion, not of "
+        f"the leg); copy k ≥ 1 of a passage renames the entities no other pool passage names ('name #k'), so rare "
+        f"names stay rare and shared ones gain chunks as the corpus grows; written with GraphStore.replace_document "
+        f"(the store's own MERGE statements, over Bolt) without the mesh's IngestChunks, whose spaCy pass would take "
+        f"hours for 100k chunks on 2 cores. Queries: the first {len(questions)} HotpotQA-100 questions (+5 warm-up "
+        f"calls), one at a time, the paths of each question in turn (which goes first rotates), as the unfiltered "
+        f"user (all 1,000 documents readable); top 10, hybrid, service defaults. Paths: search = POST /api/v1/search "
+        f"without the leg; search + graph leg = the same with graph_leg true (the gateway asks RankChunks, then "
+        f"the retriever fuses); RankChunks = the graph service over gRPC (end to end: NER of the question, "
+        f"subgraph over Bolt, permission check at the retriever, PageRank); the parts come from the same "
+        f"GraphServicer.rank run in this process against the same ArcadeDB and retriever (entities = the "
+        f"question's NER; fetch = the Bolt reads less the permission checks; access = CheckDocumentAccess calls; "
+        f"pagerank = networkx); 'uncapped' is that with GRAPH_PPR_MAX_CHUNKS/_MAX_RELATIONS lifted, on the first "
+        f"{uncapped_queries} questions"
+    )
+    reset_index(stack)
+    document_ids = scale_documents(stack)
+    store = GraphStore.connect(
+        settings.neo4j_uri,
+        settings.neo4j_user,
+        settings.neo4j_password,
+        settings.neo4j_database,
+        max(settings.query_timeout_seconds, 120.0),  # bulk writes of 100 chunks a document
+    )
+    store.attempts = 20  # ArcadeDB answers a write that follows a commit still in flight with a transient error
+    access = DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
+    leg = GraphServicer(store, extractor, access, settings)
+    leg_uncapped = GraphServicer(store, extractor, access, uncapped)
+    gateway = Gateway(stack.gateway_url, stack.token(user.user_id, user.department, list(user.roles)))
+    try:
+        async with insecure_channel(stack.addr("graph")) as channel:
+            stub = graph_pb2_grpc.GraphServiceStub(channel)
+            done = 0
+            for point in points:
+                per_document = point // SCALE_DOCUMENTS
+                label = f"{point // 1000}k"
+                row: dict[str, Any] = out.setdefault(label, {})
+                started = time.perf_counter()
+                await asyncio.to_thread(scale_insert, stack, texts, vectors, document_ids, (done, per_document), rng)
+                row["retriever_insert_seconds"] = round(time.perf_counter() - started, 1)
+                started = time.perf_counter()
+                written = await graph_load(store, pool, frequency, document_ids, (done, per_document))
+                row["graph_load_seconds"] = round(time.perf_counter() - started, 1)
+                row["graph_rows_written"] = written
+                log(f"graph {label}: {written} mention/relation rows in {row['graph_load_seconds']} s")
+                done = per_document
+                await measure_graph_point(
+                    label, row, gateway, stub, (leg, leg_uncapped), user, questions, uncapped_queries
+                )
+    finally:
+        await gateway.close()
+        await access.close()
+        await store.close()
 
 
 # ---------------------------------------------------------------- cost of the verified RLS identity
@@ -1498,6 +1800,14 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
             else:
                 out.append(f"| {key} | ×{v['p50_ratio']} | ×{v['p95_ratio']} | |")
         out.append("")
+    graph = results.get("graph_latency")
+    if graph:
+        out += ["## Graph leg latency", "", "| chunks | path | p50 | p95 | queries |", "|---|---|---|---|---|"]
+        for label, row in graph.items():
+            for key, v in row.items():
+                if isinstance(v, dict) and "p50_ms" in v:
+                    out.append(f"| {label} | {key} | {v['p50_ms']} ms | {v['p95_ms']} ms | {v['queries']} |")
+        out.append("")
     if notes:
         out += ["## Notes", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(out)
@@ -1515,7 +1825,11 @@ async def main_async(args: argparse.Namespace) -> int:
     if unknown:
         log(f"unknown dataset(s) {unknown}; choose from {', '.join(DATASETS)}")
         return 2
+    if args.graph_latency:
+        names = []  # the graph latency section alone
     missing = [DATASETS[n].folder for n in names if not (data_dir / DATASETS[n].folder).is_dir()]
+    if args.graph_latency or not (args.skip_scale or args.skip_graph_latency):
+        missing += [f for f in GRAPH_POOL if not (data_dir / f).is_dir()]
     if not args.skip_scale and not (data_dir / "beir_scifact").is_dir():
         missing.append("beir_scifact (the scale points replicate it)")
     if missing:
@@ -1525,6 +1839,8 @@ async def main_async(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="ragmesh-bench-", dir=args.work_dir))
     extra = {"GATEWAY_RATE_LIMIT_PER_MINUTE": "0"}
+    if args.graph_latency:  # no community recompute of the 100k-chunk graph while the leg is timed
+        extra["GRAPH_COMMUNITY_INTERVAL_SECONDS"] = "86400"
     if args.torch_threads:
         import torch
 
@@ -1576,8 +1892,20 @@ async def main_async(args: argparse.Namespace) -> int:
             )
             if name == "scifact":
                 sources = scifact_vectors(stack)
-        if not args.skip_scale:
+        if not args.skip_scale and not args.graph_latency:
             await run_scale(stack, data_dir, model, args.latency_queries, sources, results, notes)
+        if args.graph_latency or (not args.skip_scale and not args.skip_graph_latency):
+            await run_graph_latency(
+                stack,
+                data_dir,
+                model,
+                args.graph_queries,
+                args.graph_uncapped_queries,
+                sources,
+                results,
+                notes,
+                [int(p) for p in args.graph_points.split(",") if p.strip()],
+            )
     except BaseException as exc:
         for logfile in sorted((work / "logs").glob("*.log")):
             tail = logfile.read_text(errors="replace")[-1500:]
@@ -1613,7 +1941,7 @@ async def main_async(args: argparse.Namespace) -> int:
     output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(markdown(results, notes), flush=True)
     log(f"wrote {output}")
-    if not args.skip_scale:  # the scale section's second part: cost by readable documents, its own database
+    if not args.skip_scale and not args.graph_latency:  # the scale section's second part: by readable documents
         readers = argparse.Namespace(**vars(args))
         readers.output = str(output.parent / "readers.json")
         await run_readers(readers)
@@ -1629,6 +1957,22 @@ def main() -> None:
         "--configurations",
         default="",
         help="comma list of configuration names to run (default: all); e.g. hybrid,hybrid+graph",
+    )
+    parser.add_argument(
+        "--graph-latency",
+        action="store_true",
+        help="only the graph leg's latency at 10k and 100k chunks, beside the search without it (no datasets; "
+        "writes bench/results/retrieval-graph-latency.json unless --output is given)",
+    )
+    parser.add_argument(
+        "--graph-points",
+        default=",".join(str(p) for p in SCALE_POINTS),
+        help="chunk counts of the graph latency points",
+    )
+    parser.add_argument("--skip-graph-latency", action="store_true", help="skip the graph leg's latency points")
+    parser.add_argument("--graph-queries", type=int, default=100, help="HotpotQA questions per graph latency point")
+    parser.add_argument(
+        "--graph-uncapped-queries", type=int, default=20, help="of those, how many also run without the subgraph caps"
     )
     parser.add_argument("--squad-stride", type=int, default=10, help="evaluate every Nth SQuAD question (1 = all)")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries per latency point")
@@ -1686,6 +2030,8 @@ def main() -> None:
         if args.output == parser.get_default("output"):
             args.output = str(root / "bench" / "results" / "readers.json")
         sys.exit(asyncio.run(run_readers(args)))
+    if args.graph_latency and args.output == parser.get_default("output"):
+        args.output = str(root / "bench" / "results" / "retrieval-graph-latency.json")
     if args.rls_overhead:
         if args.output == parser.get_default("output"):
             args.output = str(root / "bench" / "results" / "rls-overhead.json")

@@ -538,3 +538,24 @@ async def test_graph_leg_down_degrades_to_two_legs() -> None:
     assert not mesh.retriever.requests["Search"].graph_scores
     assert {"step": "graph", "reason": "graph leg UNAVAILABLE; searched without it"} in prepared.degraded
     assert items  # the search still answered
+
+
+@pytest.mark.parametrize(("default", "asked", "seeds"), [(0, 2, 2), (3, None, 3), (3, 0, 0)])
+async def test_graph_leg_seeded_by_the_top_passages_of_a_first_search(
+    default: int, asked: int | None, seeds: int
+) -> None:
+    searches: list[int] = []  # graph scores each Search brought
+
+    def search(request: retriever_pb2.SearchRequest) -> retriever_pb2.SearchResponse:
+        searches.append(len(request.graph_scores))
+        return retriever_pb2.SearchResponse(
+            results=[hit("c1", 0.8), hit("c2", 0.6), hit("c3", 0.1, text=OFF_TEXT)], accessible_documents=2
+        )
+
+    mesh = FakeMesh(retriever=Stub(Search=search))
+    mesh.graph = Stub(RankChunks=_ranked(), GetContext=graph_pb2.GetContextResponse())
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, graph_leg="on", graph_seed_passages=default)
+    await orchestrator.search(USER, SearchRequest(query=RELATIONAL, graph_seed_passages=asked))
+    rank = mesh.graph.requests["RankChunks"]
+    assert [(c.document_id, c.chunk_id) for c in rank.seed_chunks] == [("d1", f"c{i}") for i in range(1, seeds + 1)]
+    assert searches == ([0, 1] if seeds else [1])  # the first search without the graph, then with its scores

@@ -7,6 +7,7 @@ chunk through it; a user who may not read it gets no mass there at all, and neve
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,8 +17,12 @@ import pytest
 
 from ragmesh.graph.v1 import graph_pb2, graph_pb2_grpc
 from ragmesh_common.context import UserContext
+from ragmesh_graph.access import DocumentAccess
+from ragmesh_graph.config import Settings
+from ragmesh_graph.nlp import Extractor
 from ragmesh_graph.ppr import chunk_scores
-from ragmesh_graph.store import EntityInfo, Subgraph, SubgraphMention, SubgraphRelation
+from ragmesh_graph.server import GraphServicer
+from ragmesh_graph.store import EntityInfo, GraphStore, Subgraph, SubgraphMention, SubgraphRelation
 
 from .conftest import ALICE, CAROL, Catalogue, ingest_request
 
@@ -122,3 +127,85 @@ def test_pagerank_prefers_the_bridge_over_a_hub() -> None:
     assert order[:2] == ["1", "2"]
     assert "9" not in order  # unreachable from the seed: no mass
     assert mass["seed"] > mass["bridge"] > 0
+
+
+@pytest.fixture
+async def hub(graph_as: GraphAs, documents: Catalogue) -> tuple[str, str]:
+    """A document whose seed chunk names a hub city that six more chunks name; returns (document, tag)."""
+    tag = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:6])
+    doc = documents.add(f"hub-{tag}", owner="alice")
+    texts = [f"Zorvan{tag} Agency moved to Hubcity{tag} Town."]
+    texts += [f"Hubcity{tag} Town hosts Festival{tag}{chr(ord('a') + i)} Fair." for i in range(6)]
+    async with graph_as(ALICE) as alice:
+        await alice.IngestChunks(ingest_request(doc, *texts), timeout=60)
+    return doc, tag
+
+
+def _servicer(graph_store: GraphStore, graph_settings: Settings, **caps: int) -> GraphServicer:
+    settings = graph_settings.model_copy(update={"ppr_hops": 1, **caps})
+    access = DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
+    return GraphServicer(graph_store, Extractor("", settings.max_entities_per_chunk), access, settings)
+
+
+async def test_subgraph_cap_bounds_the_walk_and_says_so(
+    graph_store: GraphStore, graph_settings: Settings, hub: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    doc, tag = hub
+    question = f"Where did Zorvan{tag} Agency move?"
+    free = await _servicer(graph_store, graph_settings).rank(ALICE, question, set())
+    assert free.chunks_walked == 7 and not free.subgraph.capped  # the seed's chunk, then the city's six others
+    with caplog.at_level(logging.INFO, logger="ragmesh_graph.server"):
+        capped = await _servicer(graph_store, graph_settings, ppr_max_chunks=3).rank(ALICE, question, set())
+    assert capped.chunks_walked == 3
+    assert "GRAPH_PPR_MAX_CHUNKS" in capped.subgraph.capped
+    assert any("GRAPH_PPR_MAX_CHUNKS" in r.getMessage() for r in caplog.records)
+    assert capped.chunks[0].chunk_id == f"{doc}:0"  # the seed's own chunk still ranks first
+    few = await _servicer(graph_store, graph_settings, ppr_max_relations=0).rank(ALICE, question, set())
+    assert not few.subgraph.relations and "GRAPH_PPR_MAX_RELATIONS" in few.subgraph.capped
+    assert all(v >= 0 for v in capped.timings().values())
+
+
+async def test_a_hub_seed_is_not_expanded_beside_a_specific_one(
+    graph_store: GraphStore, graph_settings: Settings, hub: tuple[str, str]
+) -> None:
+    _, tag = hub
+    both = f"Did Zorvan{tag} Agency go to Hubcity{tag} Town?"
+    ranking = await _servicer(graph_store, graph_settings, ppr_hub_chunks=3).rank(ALICE, both, set())
+    assert set(ranking.subgraph.seeds) == {f"zorvan{tag} agency", f"hubcity{tag} town"}
+    assert ranking.subgraph.hubs == 1
+    assert ranking.chunks_walked == 1  # the hub city's seven chunks are not read: only the agency's one
+    alone = await _servicer(graph_store, graph_settings, ppr_hub_chunks=3).rank(ALICE, f"Hubcity{tag} Town?", set())
+    assert alone.chunks_walked == 7  # a hub that is the only seed is expanded (within the chunk cap)
+
+
+async def test_seed_chunks_start_the_walk_only_where_readable(graph_as: GraphAs, bridge: tuple[str, str, str]) -> None:
+    """A question that names nothing the graph knows: the entities of the given seed passages start the walk; a
+    seed passage of a document the caller may not read adds nothing."""
+    public, private, product = bridge
+    seeded = graph_pb2.RankChunksRequest(
+        query="Which product is it?", seed_chunks=[graph_pb2.ChunkRef(document_id=public, chunk_id=f"{public}:0")]
+    )
+    hidden = graph_pb2.RankChunksRequest(
+        query="Which product is it?", seed_chunks=[graph_pb2.ChunkRef(document_id=private, chunk_id=f"{private}:0")]
+    )
+    async with graph_as(CAROL) as carol:
+        reached = await carol.RankChunks(seeded, timeout=60)
+    async with graph_as(ALICE) as alice:
+        walled = await alice.RankChunks(hidden, timeout=60)
+        alone = await alice.RankChunks(_rank("Which product is it?"), timeout=60)
+    assert {public, private, product} <= {c.document_id for c in reached.chunks}
+    assert reached.chunks[0].document_id == public
+    assert not walled.chunks and not walled.seeds
+    assert not alone.chunks
+
+
+async def test_bad_seed_chunks_are_invalid_argument(graph_stub: Stub) -> None:
+    bad = graph_pb2.RankChunksRequest(query="NASA", seed_chunks=[graph_pb2.ChunkRef(document_id="d", chunk_id=" ")])
+    too_many = graph_pb2.RankChunksRequest(
+        query="NASA", seed_chunks=[graph_pb2.ChunkRef(document_id="d", chunk_id=str(i)) for i in range(51)]
+    )
+    for request_, message in ((bad, "seed_chunks[0] needs"), (too_many, "at most 50 seed_chunks")):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await graph_stub.RankChunks(request_, timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in (err.value.details() or "")

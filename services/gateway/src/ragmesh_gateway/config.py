@@ -79,6 +79,9 @@ class Settings(ServiceSettings):
     # question as multi-hop or relational; routing is on in chat and off by default in search). Off: on
     # HotpotQA-100 the leg lowered R@2/R@5 at every weight measured (bench/results/retrieval-graph27-hotpotqa.json)
     graph_leg: Literal["on", "off", "auto"] = "off"
+    # the graph leg's walk also seeded by the entities of the top N passages of a first two-leg search (0 = the
+    # question's entities only; N > 0 costs a second search)
+    graph_seed_passages: int = Field(0, ge=0, le=50)
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

@@ -147,6 +147,13 @@ class SearchRequest(BaseModel):
         "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
     )
     graph_weight: float | None = Field(None, ge=0, le=10, description="The graph leg's fusion weight; null = default")
+    graph_seed_passages: int | None = Field(
+        None,
+        ge=0,
+        le=50,
+        description="The graph leg's walk also starts from the entities of the top N passages of a first search "
+        "(0 = the question's entities only); null = the deployment default (GATEWAY_GRAPH_SEED_PASSAGES)",
+    )
     graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 
 

@@ -92,6 +92,7 @@ async def open_runtime(
         candidates=settings.candidates,
         graph_enabled=settings.graph_enabled,
         graph_leg=settings.graph_leg,
+        graph_seed_passages=settings.graph_seed_passages,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,

@@ -49,11 +49,18 @@ class Settings(ServiceSettings):
     resolution_similarity: float = Field(0.9, gt=0, le=1)
     # The graph leg (RankChunks): PageRank damping (1 - restart probability), hops of the readable subgraph
     # around the question's entities, the chunk count above which an entity is not expanded, and the weight
-    # of entity-entity relations against entity-chunk mentions in the walk.
+    # of entity-entity relations against entity-chunk mentions in the walk. The size caps bound the subgraph read
+    # and walked per question (a cut is logged and traced): its chunks (the most specific entities expanded
+    # first) and its relations (the heaviest first).
     ppr_damping: float = Field(0.5, gt=0, lt=1)
     ppr_hops: int = Field(1, ge=1, le=3)
     ppr_hub_chunks: int = Field(200, ge=1)
     ppr_relation_weight: float = Field(1.0, ge=0)
+    ppr_max_chunks: int = Field(2000, ge=1)
+    ppr_max_relations: int = Field(5000, ge=0)
+    # The restart weight of the entities of a RankChunks request's seed_chunks (the i-th: this / (i + 1)) against
+    # 1 for an entity the question names
+    ppr_passage_seed_weight: float = Field(0.5, ge=0)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)  # read with them
 
     @field_validator("neo4j_uri")

@@ -3,7 +3,8 @@
 The walk runs on an undirected graph of entity nodes and chunk nodes: an entity–chunk edge per mention (weight
 1) and an entity–entity edge per related pair (its sentence count summed over the readable documents and
 predicates, times `relation_weight`). The restart distribution is the seed entities, each weighted by its
-specificity, 1 / (number of chunks that mention it) — HippoRAG's node specificity, so a name found in one
+seed weight (1 for an entity the question names; less for one of a top passage, `Subgraph.seed_weights`) times
+its specificity, 1 / (number of chunks that mention it) — HippoRAG's node specificity, so a name found in one
 chunk steers the walk more than one found everywhere. A chunk's score is the PageRank mass of the entities it
 mentions, each divided by the number of chunks that mention it (the mass an entity passes on is shared by its
 chunks; without this, every chunk naming a hub entity would score alike). networkx's `pagerank` (power
@@ -57,7 +58,9 @@ def chunk_scores(
                 pair_weight[(relation.a, relation.b)] += relation.weight
         for (a, b), weight in pair_weight.items():
             walk.add_edge(("e", a), ("e", b), weight=weight * relation_weight)
-    personalization = {("e", s): 1.0 / max(len(chunks_of[s]), 1) for s in seeds if ("e", s) in walk}
+    personalization = {
+        ("e", s): graph.seed_weights.get(s, 1.0) / max(len(chunks_of[s]), 1) for s in seeds if ("e", s) in walk
+    }
     if not personalization:
         return [], {}
     # only the seeds' components can hold mass (the power iteration would leave a vanishing remainder elsewhere)

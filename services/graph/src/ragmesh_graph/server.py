@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from dataclasses import dataclass
 
 from grpc import aio
 from opentelemetry import trace
@@ -24,11 +26,11 @@ from ragmesh_graph.access import AccessUnavailable, DocumentAccess
 from ragmesh_graph.config import CommunitySettings, Settings
 from ragmesh_graph.extract import build_document_graph, extract_document, normalise, query_keys
 from ragmesh_graph.nlp import Extractor
-from ragmesh_graph.ppr import chunk_scores
+from ragmesh_graph.ppr import ScoredChunk, chunk_scores
 from ragmesh_graph.recompute import CommunityRunner, Status
 from ragmesh_graph.reports import Report, Sentence, build_reports, map_report, plan_reports, relevant_communities
 from ragmesh_graph.resolve import lookup_keys, resolve
-from ragmesh_graph.store import EntityInfo, GraphStore, Readable
+from ragmesh_graph.store import EntityInfo, GraphStore, Readable, Subgraph, chunk_uid
 from ragmesh_graph.texts import ChunkTexts
 from ragmesh_graph.views import entity_id, entity_key, entity_mentions, readable_view, search_keys
 
@@ -40,11 +42,35 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
 DEFAULT_RANK_TOP_K = 50
 MAX_RANK_TOP_K = 1000
+MAX_SEED_CHUNKS = 50
 DEFAULT_ENTITY_SEARCH = 20
 MAX_ENTITY_SEARCH = 100
 MAX_ENTITY_CHUNKS = 50
 MAX_VIEW_ENTITIES = 5000  # entities whose readable mentions a collection question reads (whole communities)
 # lengths and counts (query, document_ids, ids): the shared request check (ragmesh_common.limits)
+
+
+@dataclass
+class Ranking:
+    """The graph leg's answer for one question: the chunks (best first), the subgraph walked, and the time of
+    each part in ms (the question's entities, the subgraph read over Bolt less the permission checks, the
+    permission checks at the catalogue, the PageRank)."""
+
+    chunks: list[ScoredChunk]
+    subgraph: Subgraph
+    chunks_walked: int
+    entities_ms: float
+    fetch_ms: float
+    access_ms: float
+    pagerank_ms: float
+
+    def timings(self) -> dict[str, float]:
+        return {
+            "entities_ms": self.entities_ms,
+            "fetch_ms": self.fetch_ms,
+            "access_ms": self.access_ms,
+            "pagerank_ms": self.pagerank_ms,
+        }
 
 
 def _document_id(value: str) -> str:
@@ -108,6 +134,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self.hops = settings.ppr_hops if settings else 2
         self.hub_chunks = settings.ppr_hub_chunks if settings else 200
         self.relation_weight = settings.ppr_relation_weight if settings else 1.0
+        self.max_chunks = settings.ppr_max_chunks if settings else 2000
+        self.max_relations = settings.ppr_max_relations if settings else 5000
+        self.passage_weight = settings.ppr_passage_seed_weight if settings else 0.5
         self.runner = runner
         self.texts = texts
 
@@ -237,32 +266,88 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             raise InvalidArgument("query is empty")
         if request.top_k < 0:
             raise InvalidArgument(f"top_k must be >= 0 (0 = {DEFAULT_RANK_TOP_K}), got {request.top_k}")
+        if len(request.seed_chunks) > MAX_SEED_CHUNKS:
+            raise InvalidArgument(f"at most {MAX_SEED_CHUNKS} seed_chunks, got {len(request.seed_chunks)}")
+        for i, ref in enumerate(request.seed_chunks):
+            if not ref.document_id.strip() or not ref.chunk_id.strip():
+                raise InvalidArgument(f"seed_chunks[{i}] needs a document_id and a chunk_id")
         user = await require_user(context)
         top_k = min(request.top_k or DEFAULT_RANK_TOP_K, MAX_RANK_TOP_K)
-        narrow = {d for d in request.document_ids if d}
-        may_read, asked, readable = self._reader(user, narrow, "graph leg")
-        with tracer.start_as_current_span("graph rank") as span:
-            keys = await asyncio.to_thread(self._query_keys, request.query)
-            subgraph = await self.store.neighbourhood(keys, may_read, hops=self.hops, hub_chunks=self.hub_chunks)
-            scored, _ = await asyncio.to_thread(
-                chunk_scores, subgraph, damping=self.damping, relation_weight=self.relation_weight
-            )
-            _trace_access(span, user, asked, readable, "graph leg")
-            chunks_walked = len({m.uid for m in subgraph.mentions})
-            span.set_attribute(attr.RAG_GRAPH_SEEDS, len(subgraph.seeds))
-            span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(subgraph.entities))
-            span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(subgraph.relations))
-            span.set_attribute(attr.RAG_CHUNK_COUNT, chunks_walked)
-        seeds = [subgraph.entities[k] for k in subgraph.seeds if k in subgraph.entities]
+        seed_chunks = [chunk_uid(ref.document_id, ref.chunk_id) for ref in request.seed_chunks]
+        with tracer.start_as_current_span("graph rank"):
+            ranking = await self.rank(user, request.query, {d for d in request.document_ids if d}, seed_chunks)
+        subgraph = ranking.subgraph
+        seeds = [subgraph.entities[k] for k in subgraph.named if k in subgraph.entities]
         return graph_pb2.RankChunksResponse(
             chunks=[
                 graph_pb2.ChunkScore(chunk_id=c.chunk_id, document_id=c.document_id, score=c.score)
-                for c in scored[:top_k]
+                for c in ranking.chunks[:top_k]
             ],
             seeds=[graph_pb2.Entity(name=e.name, type=e.type, mentions=e.mentions) for e in seeds],
             subgraph_entities=len(subgraph.entities),
-            subgraph_chunks=chunks_walked,
+            subgraph_chunks=ranking.chunks_walked,
         )
+
+    async def rank(
+        self, user: UserContext, query: str, narrow: set[str], seed_chunks: list[str] | None = None
+    ) -> Ranking:
+        """The graph leg for `query` as `user` (within `narrow` when given): the question's entities (and those of
+        the readable `seed_chunks`, chunk uids best first), the readable subgraph around them (its size capped by
+        GRAPH_PPR_MAX_CHUNKS / _MAX_RELATIONS), and the chunks by Personalized PageRank; each part's time, also
+        set on the current span."""
+        span = trace.get_current_span()
+        may_read, asked, readable = self._reader(user, narrow, "graph leg")
+        access_seconds = 0.0
+
+        async def timed_read(document_ids: set[str]) -> set[str]:
+            nonlocal access_seconds
+            started = time.perf_counter()
+            try:
+                return await may_read(document_ids)
+            finally:
+                access_seconds += time.perf_counter() - started
+
+        started = time.perf_counter()
+        keys = await asyncio.to_thread(self._query_keys, query)
+        entities_at = time.perf_counter()
+        subgraph = await self.store.neighbourhood(
+            keys,
+            timed_read,
+            hops=self.hops,
+            hub_chunks=self.hub_chunks,
+            max_chunks=self.max_chunks,
+            max_relations=self.max_relations,
+            seed_chunks=seed_chunks or (),
+            passage_weight=self.passage_weight,
+        )
+        fetched_at = time.perf_counter()
+        scored, _ = await asyncio.to_thread(
+            chunk_scores, subgraph, damping=self.damping, relation_weight=self.relation_weight
+        )
+        ranked_at = time.perf_counter()
+        _trace_access(span, user, asked, readable, "graph leg")
+        ranking = Ranking(
+            scored,
+            subgraph,
+            chunks_walked=len({m.uid for m in subgraph.mentions}),
+            entities_ms=(entities_at - started) * 1000,
+            fetch_ms=(fetched_at - entities_at - access_seconds) * 1000,
+            access_ms=access_seconds * 1000,
+            pagerank_ms=(ranked_at - fetched_at) * 1000,
+        )
+        span.set_attribute(attr.RAG_GRAPH_SEEDS, len(subgraph.seeds))
+        span.set_attribute(attr.RAG_GRAPH_ENTITIES, len(subgraph.entities))
+        span.set_attribute(attr.RAG_GRAPH_RELATIONS, len(subgraph.relations))
+        span.set_attribute(attr.RAG_CHUNK_COUNT, ranking.chunks_walked)
+        for name, value in ranking.timings().items():
+            span.set_attribute(f"rag.graph.{name}", round(value, 2))
+        if subgraph.capped:
+            logger.info("graph leg for %s: %s", user.user_id, subgraph.capped)
+            span.set_attribute(attr.RAG_DEGRADED, True)
+            span.add_event(
+                "degraded", {attr.RAG_STAGE: "graph subgraph cap", attr.RAG_DEGRADED_REASON: subgraph.capped}
+            )
+        return ranking
 
     @grpc_errors
     async def DeleteDocument(

@@ -174,16 +174,29 @@ ORDER BY weight DESC
 LIMIT $cap
 """
 # The readable subgraph (PageRank leg, communities): mentions and relations of readable documents only
-# One hop of the neighbourhood: the chunks that mention the keys, with every entity those chunks mention (the key
-# itself too: two MATCH clauses, since one pattern may not use a relationship twice); rows of
-# documents the catalogue does not admit are dropped before anything is built from them
-Q_MENTIONS_OF_ENTITIES = """
+# The neighbourhood reads in two steps per hop: how many chunks of each document mention each key (rows of
+# documents the catalogue does not admit are dropped), then, for the keys chosen to expand, at most $limit of
+# their chunks not read yet in admitted documents with every entity those chunks mention (the key itself too: two MATCH
+# clauses, since one pattern may not use a relationship twice)
+Q_MENTION_COUNTS = """
 UNWIND $keys AS k
-MATCH (e:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
+MATCH (:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
+RETURN k AS key, c.document_id AS document_id, count(c) AS chunks
+"""
+Q_ENTITIES_OF_CHUNKS = """
+UNWIND $uids AS u
+MATCH (c:Chunk {uid: u})-[:MENTIONS]->(e:Entity)
+RETURN c.uid AS uid, c.document_id AS document_id, e.key AS key
+"""
+Q_CHUNKS_OF_ENTITIES = """
+UNWIND $keys AS k
+MATCH (:Entity {key: k})<-[:MENTIONS]-(c:Chunk)
+WHERE c.document_id IN $document_ids AND NOT c.uid IN $seen
+WITH DISTINCT c
+ORDER BY c.uid
+LIMIT $limit
 MATCH (c)-[:MENTIONS]->(f:Entity)
-RETURN e.key AS seed, c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id, f.key AS key, f.name AS name,
-       f.type AS type
-LIMIT $cap
+RETURN c.uid AS uid, c.id AS chunk_id, c.document_id AS document_id, f.key AS key, f.name AS name, f.type AS type
 """
 Q_MENTIONS_OF_DOCUMENTS = """
 UNWIND $document_ids AS d
@@ -197,6 +210,8 @@ MATCH (a:Entity {key: k})-[r:RELATED]->(b:Entity)
 WHERE b.key IN $keys AND r.document_id IN $document_ids
 RETURN a.key AS a, b.key AS b, r.predicate AS predicate, r.weight AS weight, r.document_id AS document_id,
        r.chunk_ids AS chunk_ids
+ORDER BY weight DESC, a, b
+LIMIT $cap
 """
 Q_RELATIONS_OF_DOCUMENTS = """
 UNWIND $document_ids AS d
@@ -256,6 +271,10 @@ class Subgraph:
     documents: set[str] = field(default_factory=set)
     seeds: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)  # a seed key read through a readable alias → entity key
+    hubs: int = 0  # entities reached but not expanded: in more than the hub limit of readable chunks
+    seed_weights: dict[str, float] = field(default_factory=dict)  # seed → restart weight (1 = named in the question)
+    named: list[str] = field(default_factory=list)  # the seeds the question itself names (not only a seed passage)
+    capped: str = ""  # what the size caps left out (neighbourhood reads), "" when nothing
 
     def add_mention(self, row: Any) -> None:
         """A mention row (key, name, type, uid, chunk_id, document_id): the mention, and its entity counted."""
@@ -629,15 +648,25 @@ class GraphStore:
         *,
         hops: int = 2,
         hub_chunks: int = 200,
-        row_cap: int = 20_000,
+        max_chunks: int = 2000,
+        max_relations: int = 5000,
+        seed_chunks: Sequence[str] = (),
+        passage_weight: float = 0.5,
     ) -> Subgraph:
         """The readable subgraph around the entities named by `keys` (entity keys, or alias keys of a readable
-        document's merges): the seeds' mentions, then `hops` times the entities of the chunks reached and
-        their other chunks; an entity in more than `hub_chunks` chunks ("United States") is kept but not
-        expanded further unless it is a seed. Relations are those among the entities reached, recorded in the
-        documents reached. Every chunk, mention, relation and alias comes from a document `readable` admitted:
-        mass computed on it never flows through an unreadable document."""
-        if not keys:
+        document's merges): the seeds' chunks, then `hops` times the other chunks of the entities those chunks
+        mention. Before each hop the readable chunks of each key are counted (per document, the catalogue asked
+        about new documents), so that only what is expanded is read: an entity in more than `hub_chunks`
+        readable chunks ("United States") is kept but not expanded (a seed too, unless every seed is one), and
+        the keys are expanded most specific first while the subgraph stays within `max_chunks` chunks. What the
+        cap left out is said in `Subgraph.capped` (the caller logs and traces it). Relations are those among the
+        entities reached, recorded in the documents reached, at most `max_relations` (the heaviest first).
+        `seed_chunks` (chunk uids, best first: the top passages of a first search) add the entities they mention
+        as seeds, the i-th chunk's with weight `passage_weight` / (i + 1) (`Subgraph.seed_weights`; a key of the
+        question weighs 1, and a seed named several times sums its weights).
+        Every chunk, mention, relation and alias comes from a document `readable` admitted: mass computed on it
+        never flows through an unreadable document."""
+        if not keys and not seed_chunks:
             return Subgraph()
 
         async def work(tx: AsyncTransaction) -> Subgraph:
@@ -653,43 +682,92 @@ class GraphStore:
                 return [row for row in rows if row["document_id"] in allowed]
 
             graph = Subgraph()
-            for row in await admitted(await self._run(tx, Q_ALIASES, keys=keys)):
+            for row in await admitted(await self._run(tx, Q_ALIASES, keys=keys) if keys else []):
                 graph.aliases.setdefault(row["key"], row["entity"])
             seeds = list(dict.fromkeys([*keys, *graph.aliases.values()]))
+            named = set(seeds)
+            weights = dict.fromkeys(seeds, 1.0)
+            if seed_chunks:
+                position = {uid: i for i, uid in reversed(list(enumerate(seed_chunks)))}
+                rows = await admitted(await self._run(tx, Q_ENTITIES_OF_CHUNKS, uids=list(position)))
+                for row in sorted(rows, key=lambda r: (position[r["uid"]], r["key"])):
+                    weights[row["key"]] = weights.get(row["key"], 0.0) + passage_weight / (position[row["uid"]] + 1)
+                seeds = list(weights)
             seen_chunks: set[str] = set()
             expanded: set[str] = set()
             frontier = seeds
+            left_out: list[str] = []
             for hop in range(hops + 1):
-                rows = await admitted(await self._run(tx, Q_MENTIONS_OF_ENTITIES, keys=frontier, cap=row_cap))
+                counted: dict[str, int] = {}
+                documents: set[str] = set()
+                for row in await admitted(await self._run(tx, Q_MENTION_COUNTS, keys=frontier)):
+                    counted[row["key"]] = counted.get(row["key"], 0) + int(row["chunks"])
+                    documents.add(row["document_id"])
                 expanded.update(frontier)
-                chunks_of: dict[str, set[str]] = {}
-                for row in rows:
-                    chunks_of.setdefault(row["seed"], set()).add(row["uid"])
                 if hop == 0:
-                    graph.seeds = [k for k in seeds if k in chunks_of]
-                # a chunk new in this hop, reached from a seed of this hop that is not a hub (hop 0: any seed)
-                new_chunks = {
-                    row["uid"]
-                    for row in rows
-                    if row["uid"] not in seen_chunks and (hop == 0 or len(chunks_of[row["seed"]]) <= hub_chunks)
-                }
-                seen_chunks |= new_chunks
-                added: set[tuple[str, str]] = set()
-                for row in rows:
-                    if row["uid"] not in new_chunks or (row["uid"], row["key"]) in added:
-                        continue
-                    added.add((row["uid"], row["key"]))
-                    graph.add_mention(row)
-                    graph.documents.add(row["document_id"])
-                if hop == hops:
+                    graph.seeds = [k for k in seeds if counted.get(k)]
+                    graph.seed_weights = {k: weights[k] for k in graph.seeds}
+                    graph.named = [k for k in graph.seeds if k in named]
+                    specific = [k for k in graph.seeds if counted[k] <= hub_chunks]
+                    candidates = specific or graph.seeds
+                else:
+                    candidates = [k for k in frontier if 0 < counted.get(k, 0) <= hub_chunks]
+                graph.hubs += len([k for k in (graph.seeds if hop == 0 else frontier) if counted.get(k)]) - len(
+                    candidates
+                )
+                chosen: list[str] = []
+                budget = max_chunks - len(seen_chunks)
+                for key in sorted(candidates, key=lambda k: (counted[k], k)):  # the most specific first
+                    if counted[key] <= budget or (not chosen and budget > 0):
+                        chosen.append(key)
+                        budget -= counted[key]
+                    else:
+                        left_out.append(key)
+                if chosen:
+                    limit = max_chunks - len(seen_chunks)
+                    rows = await admitted(
+                        await self._run(
+                            tx,
+                            Q_CHUNKS_OF_ENTITIES,
+                            keys=chosen,
+                            document_ids=sorted(documents),
+                            seen=sorted(seen_chunks),
+                            limit=limit,
+                        )
+                    )
+                    read = {row["uid"] for row in rows}
+                    new_chunks = read - seen_chunks
+                    seen_chunks |= new_chunks
+                    for row in rows:
+                        if row["uid"] in new_chunks:
+                            graph.add_mention(row)
+                            graph.documents.add(row["document_id"])
+                    if len(read) >= limit and sum(counted[k] for k in chosen) > limit:
+                        left_out.append("chunks beyond the cap")
+                if hop == hops or len(seen_chunks) >= max_chunks:
                     break
                 frontier = [k for k in graph.entities if k not in expanded]
                 if not frontier:
                     break
+            if left_out:
+                graph.capped = (
+                    f"subgraph capped at {max_chunks} chunks (GRAPH_PPR_MAX_CHUNKS): "
+                    f"{len(left_out)} expansions left out"
+                )
             if graph.entities and graph.documents:
-                for row in await self._run(
-                    tx, Q_RELATIONS_AMONG, keys=sorted(graph.entities), document_ids=sorted(graph.documents)
-                ):
+                rows = await self._run(
+                    tx,
+                    Q_RELATIONS_AMONG,
+                    keys=sorted(graph.entities),
+                    document_ids=sorted(graph.documents),
+                    cap=max_relations + 1,
+                )
+                if len(rows) > max_relations:
+                    rows = rows[:max_relations]
+                    graph.capped = "; ".join(
+                        filter(None, [graph.capped, f"relations capped at {max_relations} (GRAPH_PPR_MAX_RELATIONS)"])
+                    )
+                for row in rows:
                     graph.add_relation(row)
             return graph
 

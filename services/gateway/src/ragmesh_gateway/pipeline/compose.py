@@ -64,6 +64,7 @@ class Orchestrator:
         candidates: int = 30,
         graph_enabled: bool = True,
         graph_leg: str = "off",
+        graph_seed_passages: int = 0,
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
@@ -80,6 +81,7 @@ class Orchestrator:
             default_context,
             graph_leg=graph_leg if graph_enabled else "off",
             graph_timeout=deadlines.graph,
+            graph_seed_passages=graph_seed_passages,
         )
         rerank = Rerank(mesh, deadlines.rerank)
         graph = Graph(mesh, deadlines.graph, enabled=graph_enabled)

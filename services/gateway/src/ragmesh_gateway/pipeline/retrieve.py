@@ -104,12 +104,14 @@ class Retrieve(Step):
         *,
         graph_leg: str = "auto",
         graph_timeout: float = 5.0,
+        graph_seed_passages: int = 0,
     ) -> None:
         self.mesh = mesh
         self.timeout = timeout
         self.default_context = default_context or {}
         self.graph_leg = graph_leg
         self.graph_timeout = graph_timeout
+        self.graph_seed_passages = graph_seed_passages
 
     def wants_graph(self, state: RequestState) -> bool:
         """The request's switch, else the default: on, off, or auto (the router's multi-hop/relational reading)."""
@@ -120,13 +122,17 @@ class Retrieve(Step):
             return state.route is not None and state.route.use_graph
         return self.graph_leg == "on"
 
-    async def graph_scores(self, state: RequestState, candidates: int) -> list[retriever_pb2.LegScore] | None:
-        """The graph leg's chunk scores for the question, or None (degraded, logged and traced) when the graph
-        cannot answer."""
+    async def graph_scores(
+        self, state: RequestState, candidates: int, seeds: list[graph_pb2.ChunkRef] | None = None
+    ) -> list[retriever_pb2.LegScore] | None:
+        """The graph leg's chunk scores for the question (its walk seeded also by the entities of `seeds`, the top
+        passages of a first search), or None (degraded, logged and traced) when the graph cannot answer."""
         with tracer.start_as_current_span("graph leg") as span:
             try:
                 reply = await self.mesh.graph.RankChunks(
-                    graph_pb2.RankChunksRequest(query=state.query, document_ids=state.document_ids, top_k=candidates),
+                    graph_pb2.RankChunksRequest(
+                        query=state.query, document_ids=state.document_ids, top_k=candidates, seed_chunks=seeds or []
+                    ),
                     metadata=state.user.metadata(),
                     timeout=self.graph_timeout,
                 )
@@ -149,18 +155,30 @@ class Retrieve(Step):
         )
         request.sub_queries.extend(sub_queries)
         graph_chunks: int | None = None
+        if state.query_vector is not None and state.request.alpha != 0:
+            # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
+            request.query_vector.extend(state.query_vector)
+        found: retriever_pb2.SearchResponse | None = None
         if self.wants_graph(state):
-            scores = await self.graph_scores(state, state.candidates)
+            asked = getattr(state.request, "graph_seed_passages", None)
+            seeding = self.graph_seed_passages if asked is None else asked
+            seeds: list[graph_pb2.ChunkRef] = []
+            if seeding:  # HippoRAG 2 style: the top passages of the two-leg search seed the walk too
+                found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
+                seeds = [
+                    graph_pb2.ChunkRef(document_id=r.chunk.document_id, chunk_id=r.chunk.chunk_id)
+                    for r in found.results[:seeding]
+                ]
+            scores = await self.graph_scores(state, state.candidates, seeds)
             if scores is not None:
                 graph_chunks = len(scores)
                 request.graph_scores.extend(scores)
                 weight = getattr(state.request, "graph_weight", None)
                 if weight is not None:
                     request.graph_weight = weight
-        if state.query_vector is not None and state.request.alpha != 0:
-            # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
-            request.query_vector.extend(state.query_vector)
-        found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
+                found = None  # searched again with the third leg
+        if found is None:
+            found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
         if found.vector_unavailable:
             state.degrade("embed", found.vector_unavailable)
         by_gateway = state.embed_ms is not None

@@ -50,6 +50,7 @@ class RankChunksRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
     TOP_K_FIELD_NUMBER: _builtins.int
+    SEED_CHUNKS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     top_k: _builtins.int
     """chunks returned, best first; 0 = 50"""
@@ -57,16 +58,24 @@ class RankChunksRequest(_message.Message):
     def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """narrows to these documents (never widens access); empty = all readable"""
 
+    @_builtins.property
+    def seed_chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChunkRef]:
+        """Chunks whose entities seed the walk besides the question's (HippoRAG 2 style: the top passages of a first
+        search, best first); the i-th one's entities restart with weight GRAPH_PPR_PASSAGE_SEED_WEIGHT / (i + 1).
+        Only those in documents the caller may read count.
+        """
+
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         document_ids: _abc.Iterable[_builtins.str] | None = ...,
         top_k: _builtins.int = ...,
+        seed_chunks: _abc.Iterable[Global___ChunkRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "query", b"query", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "query", b"query", "seed_chunks", b"seed_chunks", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
