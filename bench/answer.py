@@ -339,13 +339,16 @@ class Api:
             return None, f"{type(exc).__name__}: {exc}"
 
     async def status(self, token: str, document_id: str) -> tuple[str, str]:
-        """(status, error); ("missing", why) when the gateway does not answer 200."""
+        """(status, error); ("missing", why) when the gateway answers 404 or another 4xx; ("unreachable", why) when
+        it answers 5xx (a loaded gateway's catalogue call missing its deadline is a 503: ask again) or not at all."""
         import aiohttp
 
         try:
             async with self.session.get(
                 f"/api/v1/documents/{document_id}", headers=auth(token), timeout=aiohttp.ClientTimeout(total=60)
             ) as reply:
+                if reply.status >= 500:
+                    return "unreachable", f"http {reply.status}"
                 if reply.status != 200:
                     return "missing", f"http {reply.status}"
                 data = await reply.json()
@@ -477,6 +480,8 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
             if status == "ready":
                 del pending[key]
                 progress.update()
+            elif status == "unreachable":  # the gateway did not answer this time: ask again on the next round
+                break
             elif status in ("failed", "deleted", "missing"):
                 failures[key] = f"{status}: {error}"
                 del pending[key]

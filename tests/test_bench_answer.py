@@ -101,3 +101,36 @@ def test_every_question_names_the_uploads_it_needs() -> None:
     hotpot, hotpot_corpus = bench.hotpot_questions(DATA, 3)
     keys = {u.key for u in hotpot_corpus.uploads}
     assert all(len(q.documents) == 2 and set(q.documents) <= keys for q in hotpot)  # the two supporting passages
+
+
+async def test_a_gateway_busy_while_polling_is_asked_again_not_counted_as_a_failed_document(tmp_path: Path) -> None:
+    """A loaded gateway answers a document's GET with 503 when its catalogue call misses the deadline: the
+    document is still ingesting (or ready), so the bench asks again instead of recording it as not indexed."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    polls: list[int] = []
+
+    async def upload(request: web.Request) -> web.Response:
+        return web.json_response({"document_id": "d1"}, status=202)
+
+    async def status(request: web.Request) -> web.Response:
+        polls.append(1)
+        if len(polls) == 1:
+            return web.json_response({"detail": "the catalogue did not answer in time"}, status=503)
+        return web.json_response({"status": "ready"})
+
+    app = web.Application()
+    app.router.add_post("/api/v1/documents", upload)
+    app.router.add_get("/api/v1/documents/{id}", status)
+    async with TestServer(app) as server:
+        api = bench.Api(str(server.make_url("")))
+        await api.open()
+        try:
+            item = bench.Upload("squad:IBM", "IBM.md", "IBM", "# IBM\n\nFounded in 1911.\n", bench.SQUAD_DEPARTMENT)
+            tokens = {"squad": "t", "hotpotqa": "t"}
+            result = await bench.ingest(api, tokens, [item], tmp_path / bench.MANIFEST)
+        finally:
+            await api.close()
+    assert (result["failed"], result["not_ready"]) == (0, [])
+    assert len(polls) == 2
