@@ -129,6 +129,7 @@ class Question:
     text: str
     golds: list[str]  # gold answers (empty for off-topic)
     gold_passages: list[str]  # corpus ids of the gold / supporting passages
+    documents: list[str] = field(default_factory=list)  # the upload keys the question needs indexed
 
 
 @dataclass
@@ -144,6 +145,7 @@ class Upload:
 class Corpus:
     uploads: list[Upload] = field(default_factory=list)
     passage_tokens: dict[str, list[str]] = field(default_factory=dict)  # corpus id → normalised tokens
+    passage_upload: dict[str, str] = field(default_factory=dict)  # corpus id → the key of the upload holding it
 
 
 def half(qid: str) -> str:
@@ -178,6 +180,7 @@ def squad_questions(
         if passage["title"] in titles:
             by_title[passage["title"]].append(passage)
             corpus.passage_tokens[passage["_id"]] = normalize_answer(passage["text"]).split()
+            corpus.passage_upload[passage["_id"]] = f"squad:{passage['title']}"
     near = near_topic(by_title, questions, pool, qrels, neartopic, seed)
     held_out = {p for q in near for p in q.gold_passages}
     for title in sorted(by_title):
@@ -185,6 +188,8 @@ def squad_questions(
         corpus.uploads.append(
             Upload(f"squad:{title}", f"{safe_name(title)}.md", title, f"# {title}\n\n{body}\n", SQUAD_DEPARTMENT)
         )
+    for q in questions + near:  # a near-topic question needs its article (without the held-out paragraph)
+        q.documents = sorted({corpus.passage_upload[p] for p in q.gold_passages})
     return questions, corpus, near
 
 
@@ -245,6 +250,7 @@ def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus
     seen: set[str] = set()
     for passage in passages:  # the union of the questions' context passages; one document per title
         title = passage["title"]
+        corpus.passage_upload[passage["_id"]] = f"hotpotqa:{title}"
         if title in seen:
             continue
         seen.add(title)
@@ -258,6 +264,8 @@ def hotpot_questions(data_dir: Path, count: int) -> tuple[list[Question], Corpus
                 HOTPOT_DEPARTMENT,
             )
         )
+    for q in questions:
+        q.documents = sorted({corpus.passage_upload[p] for p in q.gold_passages if p in corpus.passage_upload})
     return questions, corpus
 
 
@@ -331,13 +339,16 @@ class Api:
             return None, f"{type(exc).__name__}: {exc}"
 
     async def status(self, token: str, document_id: str) -> tuple[str, str]:
-        """(status, error); ("missing", why) when the gateway does not answer 200."""
+        """(status, error); ("missing", why) when the gateway answers 404 or another 4xx; ("unreachable", why) when
+        it answers 5xx (a loaded gateway's catalogue call missing its deadline is a 503: ask again) or not at all."""
         import aiohttp
 
         try:
             async with self.session.get(
                 f"/api/v1/documents/{document_id}", headers=auth(token), timeout=aiohttp.ClientTimeout(total=60)
             ) as reply:
+                if reply.status >= 500:
+                    return "unreachable", f"http {reply.status}"
                 if reply.status != 200:
                     return "missing", f"http {reply.status}"
                 data = await reply.json()
@@ -469,6 +480,8 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
             if status == "ready":
                 del pending[key]
                 progress.update()
+            elif status == "unreachable":  # the gateway did not answer this time: ask again on the next round
+                break
             elif status in ("failed", "deleted", "missing"):
                 failures[key] = f"{status}: {error}"
                 del pending[key]
@@ -486,6 +499,7 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
         "uploaded": len(todo),
         "failed": len(failures),
         "failures": dict(list(failures.items())[:20]),
+        "not_ready": sorted(failures),  # every upload that never became ready: its questions score as not indexed
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -514,8 +528,16 @@ def trusted(final: dict[str, Any]) -> bool:
     return final.get("grounded") is True and final.get("verified", True) is not False and not final.get("warnings")
 
 
-def score(question: Question, result: dict[str, Any], texts: dict[str, str], corpus: Corpus) -> dict[str, Any]:
-    """One question's row: the reader scores, the grounding verdict and the retrieval ceilings."""
+def score(
+    question: Question,
+    result: dict[str, Any],
+    texts: dict[str, str],
+    corpus: Corpus,
+    not_ready: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """One question's row: the reader scores, the grounding verdict and the retrieval ceilings. `not_ready`: the
+    uploads that never became ready; a question that needs one is `indexed: false` (its miss is the ingestion's,
+    not the retriever's or the answerer's)."""
     final = result["final"] or {}
     is_answer = answered(result["final"])
     answer_text = str(final.get("answer") or "") if is_answer else ""
@@ -541,6 +563,7 @@ def score(question: Question, result: dict[str, Any], texts: dict[str, str], cor
         "total_s": result["total_s"],
         "error": result["error"],
         "answered": is_answer,
+        "indexed": not any(d in not_ready for d in question.documents),
         "sources": len(sources),
         "cited": sum(1 for s in sources if s.get("cited")),
     }
@@ -586,7 +609,18 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
     ttft = [r["ttft_s"] for r in answered_rows if r["ttft_s"] is not None]
     ttfs = [r["ttfs_s"] for r in answered_rows if r.get("ttfs_s") is not None]
     total = [r["total_s"] for r in rows if r["total_s"] is not None]
-    out: dict[str, Any] = {"questions": n}
+    indexed = [r for r in rows if r.get("indexed", True)]
+    out: dict[str, Any] = {
+        "questions": n,
+        # a question whose document never became ready is not a refusal: the run is invalid for it
+        "not_indexed": n - len(indexed),
+        # the answerer declined (no_sources by the relevance grade, or withheld by verification) although every
+        # document the question needs was indexed
+        "refused": sum(1 for r in indexed if r["outcome"] in ("no_sources", "withheld")),
+        "refused_no_sources": sum(1 for r in indexed if r["outcome"] == "no_sources"),
+        "refused_withheld": sum(1 for r in indexed if r["outcome"] == "withheld"),
+        "answered_rate_indexed": mean([float(r["answered"]) for r in indexed]),
+    }
     if offtopic:  # off-topic and near-topic: no answer exists in the index
         out["no_sources_rate"] = mean([float(r["outcome"] == "no_sources") for r in rows])
         # no answer at all reached the user: no_sources, or an answer the verifier withheld
@@ -639,14 +673,17 @@ def summarise(rows: list[dict[str, Any]], offtopic: bool) -> dict[str, Any]:
 
 
 def failure_stages(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Where each question that did not get a right answer failed: `retrieval` (no gold passage among the sources),
+    """Where each question that did not get a right answer failed: `not_indexed` (a document it needs never became
+    ready: the run's ingestion failed it, whatever the answer), `retrieval` (no gold passage among the sources),
     `grade` (no_sources although it was), `extraction` (nothing verified: withheld), `wrong_answer` (an answer
     shown that is wrong), `error` (any other outcome)."""
     stages: collections.Counter[str] = collections.Counter()
     for r in rows:
         if r["answered"] and not r.get("wrong_shown"):
             continue
-        if r["outcome"] not in ("answer", "withheld", "no_sources"):
+        if not r.get("indexed", True):
+            stages["not_indexed"] += 1
+        elif r["outcome"] not in ("answer", "withheld", "no_sources"):
             stages["error"] += 1
         elif not r.get("gold_in_sources") and r["outcome"] != "no_sources":
             stages["retrieval"] += 1
@@ -766,7 +803,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     corpora = {"squad": squad_corpus, "hotpotqa": hotpot_corpus, "offtopic": Corpus(), "neartopic": squad_corpus}
-    rows = [score(q, r, texts, corpora[q.dataset]) for (q, _), r in zip(asked, results, strict=True)]
+    not_ready = frozenset(ingestion["not_ready"])
+    rows = [score(q, r, texts, corpora[q.dataset], not_ready) for (q, _), r in zip(asked, results, strict=True)]
     for row, mode, result in zip(rows, modes, results, strict=True):
         row["mode"], row["steps"] = mode, result.get("steps", 0)
     report: dict[str, Any] = {}
@@ -799,6 +837,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": args.concurrency,
         "modes": args.modes,
         "ingestion": ingestion,
+        # every document indexed: otherwise the questions that need a missing one are reported as `not_indexed`
+        "valid": ingestion["failed"] == 0,
         "ask_seconds": round(ask_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "offtopic_key_terms_in_corpora": leaking,
@@ -828,6 +868,9 @@ SETS = ("squad", "hotpotqa", "offtopic", "neartopic")
 METRIC_ROWS = (
     ("false-grounded over answered", "false_grounded_over_answered"),
     ("answered rate", "answered_rate"),
+    ("not indexed (questions)", "not_indexed"),
+    ("refused (indexed; no sources / withheld)", None),
+    ("answered rate of the indexed", "answered_rate_indexed"),
     ("wrong shown without / with warning", None),
     ("overruled by the evidence", "overruled"),
     ("exact match", "exact_match"),
@@ -847,6 +890,7 @@ METRIC_ROWS = (
     ("total p50 / p95 s", None),
     ("time per question (mean s)", "total_mean_s"),
     ("agentic steps (mean)", "steps_mean"),
+    ("failure stages", None),
     ("outcomes", None),
 )
 
@@ -864,9 +908,11 @@ def cell(summary: dict[str, Any] | None, label: str, key: str | None) -> str:
         "first verified sentence p50 / p95 s": ("ttfs_p50_s", "ttfs_p95_s"),
         "wrong shown without / with warning": ("wrong_shown_without_warning", "wrong_shown_with_warning"),
         "total p50 / p95 s": ("total_p50_s", "total_p95_s"),
+        "refused (indexed; no sources / withheld)": ("refused_no_sources", "refused_withheld"),
     }
-    if label == "outcomes":
-        return ", ".join(f"{k} {v}" for k, v in summary.get("outcomes", {}).items())
+    if label in ("outcomes", "failure stages"):
+        counts = summary.get("outcomes" if label == "outcomes" else "failure_stages", {})
+        return ", ".join(f"{k} {v}" for k, v in counts.items())
     first, second = pair[label]
     if summary.get(first) is None and summary.get(second) is None:
         return ""
@@ -881,7 +927,19 @@ def markdown(report: dict[str, Any]) -> str:
         f"over {meta['hotpotqa_passages']} passages, off-topic {meta['offtopic']}, near-topic {meta['neartopic']}; "
         f"{meta['wall_seconds'] / 60:.1f} min"
     )
-    lines = [head, "", "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [head, ""]
+    ingestion = meta.get("ingestion", {})
+    if ingestion.get("failed"):
+        first_mode = [n for n in names if n.count("/") == 0 or n.endswith(f"/{meta['modes'][0]}")]
+        whole = [n for n in first_mode if not n.endswith(("/tuning", "/reporting"))]
+        missing = sum(report[n].get("not_indexed", 0) for n in whole)
+        lines += [
+            f"**INVALID RUN: {ingestion['failed']} of {ingestion['documents']} documents never became ready; "
+            f"{missing} questions need one (row `not indexed`, failure stage `not_indexed`), e.g. "
+            f"{next(iter(ingestion['failures'].items()))}**",
+            "",
+        ]
+    lines += ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for label, key in METRIC_ROWS:
         cells = [cell(report.get(n), label, key) for n in names]
         if any(cells):

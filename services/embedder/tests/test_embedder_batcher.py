@@ -150,3 +150,25 @@ def test_bad_settings_fail_fast_naming_the_variable(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=name):
         Settings.from_env()
+
+
+async def test_a_caller_that_gave_up_while_queued_is_not_embedded() -> None:
+    """Under load an Embed call can pass its deadline while queued behind others (gRPC cancels its handler): its
+    texts are dropped, so the model's time goes to the callers still waiting, not to answers nobody reads."""
+    encoder = SlowEncoder()
+    batcher = MicroBatcher(encoder, 2, 0)
+    batcher.start()
+    try:
+        first = asyncio.create_task(batcher.embed(["busy"], is_query=False))
+        await asyncio.sleep(0.01)  # the model is busy with "busy"
+        gone = asyncio.create_task(batcher.embed(["gave", "up"], is_query=False))
+        waiting = asyncio.create_task(batcher.embed(["still", "here"], is_query=False))
+        await asyncio.sleep(0)  # both queued behind "busy"
+        gone.cancel()  # its deadline passed
+        await first
+        result = await waiting
+    finally:
+        await batcher.stop()
+    assert encoder.started == [["busy"], ["still", "here"]]
+    assert [float(v[0]) for v in result] == [5, 4]
+    assert gone.cancelled()

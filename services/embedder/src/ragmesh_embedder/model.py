@@ -186,7 +186,9 @@ class MicroBatcher:
     The model runs in a worker thread, one batch at a time, so the event loop stays free. With `wait_ms`
     0 (the default) a request runs as soon as the model is free, and what arrives while it is busy forms
     the next batch (up to `batch_size` texts): batching under load, no added latency when idle. With
-    `wait_ms` > 0 an idle model also waits that long for company (throughput over latency).
+    `wait_ms` > 0 an idle model also waits that long for company (throughput over latency). A caller that gave
+    up while queued (its deadline passed, its call was cancelled) is dropped from the queue: its texts are not
+    embedded, so an overloaded embedder spends its time on the callers still waiting, not on answers nobody reads.
     """
 
     model: Encoder
@@ -219,6 +221,7 @@ class MicroBatcher:
         while True:
             await self._wakeup[is_query].wait()
             self._wakeup[is_query].clear()
+            queue[:] = [p for p in queue if not p.future.done()]  # callers that gave up while queued
             if not queue:
                 continue
             deadline = asyncio.get_running_loop().time() + self.wait_ms / 1000
@@ -235,11 +238,14 @@ class MicroBatcher:
             count = 0
             while queue and (not batch or count + len(queue[0].texts) <= self.batch_size):
                 item = queue.pop(0)
+                if item.future.done():  # gave up while the batch was forming
+                    continue
                 batch.append(item)
                 count += len(item.texts)
             if queue:
                 self._wakeup[is_query].set()  # leftovers form the next batch
-            await self._run(batch, is_query)
+            if batch:
+                await self._run(batch, is_query)
 
     async def _run(self, batch: list[_Pending], is_query: bool) -> None:
         texts = [t for p in batch for t in p.texts]

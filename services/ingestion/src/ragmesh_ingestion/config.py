@@ -21,7 +21,10 @@ from ragmesh_common.tokens import MAX_INGEST_TTL_SECONDS
 class Deadlines:
     """Per-hop gRPC deadlines in seconds."""
 
-    embed: float = 10.0  # per batch: six times this (a batch is up to 64 chunks, not one query)
+    # per Embed call of up to 64 texts (pipeline.EMBED_BATCH): the model's time for the batch and for the ones the
+    # embedder runs before it, which the worker bounds (pipeline.EMBED_IN_FLIGHT in flight per process), never the
+    # whole backlog of every document the worker ingests at once
+    embed: float = 60.0
     parse: float = 300.0
     index: float = 120.0
     # How long a hop whose service is down or restarting is waited for and retried (pipeline.Ingestor._step):
@@ -47,6 +50,7 @@ class Settings(ServiceSettings):
     )
     graph_enabled: bool = Field(True, validation_alias="GATEWAY_GRAPH_ENABLED")
     retry_budget_seconds: float = Field(Deadlines.retry_budget, gt=0, validation_alias="INGEST_RETRY_BUDGET_SECONDS")
+    embed_deadline_seconds: float = Field(Deadlines.embed, gt=0, validation_alias="INGEST_EMBED_DEADLINE_SECONDS")
 
     @property
     def broker_url(self) -> str:
@@ -55,4 +59,4 @@ class Settings(ServiceSettings):
 
     @property
     def deadlines(self) -> Deadlines:
-        return Deadlines(retry_budget=self.retry_budget_seconds)
+        return Deadlines(embed=self.embed_deadline_seconds, retry_budget=self.retry_budget_seconds)

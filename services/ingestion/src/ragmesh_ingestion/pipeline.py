@@ -17,6 +17,15 @@ A hop whose service is down, restarting or warming up (UNAVAILABLE) is waited fo
 (INGEST_RETRY_BUDGET_SECONDS, longer than any service's start), so a rolling deploy fails no upload; other
 transient failures (a deadline, an overloaded service) go back to the queue (worker.py, a few times).
 
+A slow machine fails no upload either. The embedder serves one batch at a time, so an Embed call's deadline
+would time the queue in front of it as much as the call: the embed calls in flight are bounded for the whole
+worker process (`embed_gate`, EMBED_IN_FLIGHT shared by every document it ingests at once, not per document),
+and an embed batch that still misses its deadline (INGEST_EMBED_DEADLINE_SECONDS) or is refused as overloaded
+is sent again within the retry budget, like an unavailable hop: embedding is a pure function, and only that
+batch is repeated, not the whole document. Before, eight documents each kept two 64-text batches queued at the
+embedder, a loaded machine needed minutes for the queue, every call timed out, and the whole document went
+back to the queue to be parsed and embedded again until its last attempt failed it.
+
 What the uploader sees of a failure (the document's `error`, the events' `message`) is the step and the cause,
 never gRPC's details, which name internal addresses (ragmesh_common.errors.public_message); the full details
 go to the log and the trace.
@@ -57,6 +66,9 @@ tracer = trace.get_tracer(__name__)
 EMBED_BATCH = 64
 EMBED_IN_FLIGHT = 2
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+WAITED_FOR = frozenset({grpc.StatusCode.UNAVAILABLE})  # what _step retries within the budget for any hop
+# ... and for a hop that may be repeated as it is (a pure function: embedding), a slow or overloaded service too
+WAITED_FOR_IDEMPOTENT = frozenset(TRANSIENT)
 RETRY_FIRST_SECONDS = 0.5  # an unavailable hop is tried again after this, doubling up to RETRY_MAX_SECONDS
 RETRY_MAX_SECONDS = 10.0
 T = TypeVar("T")
@@ -82,8 +94,11 @@ class Ingestor:
         reader: Callable[[Path], bytes] = Path.read_bytes,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        embed_gate: asyncio.Semaphore | None = None,
     ) -> None:
         self.mesh = mesh
+        # the embed calls in flight: the worker passes one gate for every document of its process (worker._Loop)
+        self.embed_gate = embed_gate or asyncio.Semaphore(EMBED_IN_FLIGHT)
         self.redis = redis
         self.deadlines = deadlines
         self.graph_enabled = graph_enabled
@@ -187,10 +202,17 @@ class Ingestor:
         finally:
             await self.publish(document_id, status_name(common_pb2.DOCUMENT_STATUS_FAILED), error=message)
 
-    async def _step(self, step: str, document_id: str, service: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _step(
+        self,
+        step: str,
+        document_id: str,
+        service: str,
+        call: Callable[[], Awaitable[T]],
+        waited_for: frozenset[grpc.StatusCode] = WAITED_FOR,
+    ) -> T:
         """One hop: waits until `service`'s channel is ready, calls, and while the service is unavailable (down,
-        restarting, warming up) waits and calls again with backoff, for up to the retry budget. The failed hop's
-        name travels with a final error to run()."""
+        restarting, warming up; or any code of `waited_for`) waits and calls again with backoff, for up to the
+        retry budget. The failed hop's name travels with a final error to run()."""
         started = self._clock()
         delay = RETRY_FIRST_SECONDS
         while True:
@@ -209,13 +231,14 @@ class Ingestor:
                 return await call()
             except aio.AioRpcError as exc:
                 left = self.deadlines.retry_budget - (self._clock() - started)
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or left <= delay:
+                if exc.code() not in waited_for or left <= delay:
                     exc._ragmesh_step = step  # type: ignore[attr-defined]
                     raise
                 logger.warning(
-                    "document %s: %s unavailable (%s); again in %.1f s, %.0f s of the retry budget left",
+                    "document %s: %s %s (%s); again in %.1f s, %.0f s of the retry budget left",
                     document_id,
                     step,
+                    exc.code().name,
                     exc.details(),
                     delay,
                     left,
@@ -323,25 +346,25 @@ class Ingestor:
         raise ValueError("the parser ended without a result")
 
     async def _embed(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> None:
-        """Embeds in batches, EMBED_IN_FLIGHT requests at a time, so that the embedder always has the next
-        batch queued (its micro-batcher) instead of waiting a round trip between batches."""
+        """Embeds in batches, EMBED_IN_FLIGHT requests at a time for the whole process (`embed_gate`), so that
+        the embedder always has the next batch queued (its micro-batcher) instead of waiting a round trip between
+        batches, and no call's deadline runs out behind a backlog of other documents' batches."""
         done = 0
-        gate = asyncio.Semaphore(EMBED_IN_FLIGHT)
 
         async def batch(part: list[common_pb2.Chunk]) -> None:
             nonlocal done
-            async with gate:
-                reply = await self._step(
-                    "embed",
-                    document_id,
-                    "embedder",
-                    lambda: self.mesh.embedder.Embed(
+
+            async def embed() -> embedder_pb2.EmbedResponse:
+                async with self.embed_gate:  # per attempt: a batch waiting out a backoff holds no slot
+                    reply: embedder_pb2.EmbedResponse = await self.mesh.embedder.Embed(
                         embedder_pb2.EmbedRequest(texts=[_embed_text(c) for c in part]),
                         metadata=user.metadata(),
-                        timeout=self.deadlines.embed * 6,
+                        timeout=self.deadlines.embed,
                         wait_for_ready=True,
-                    ),
-                )
+                    )
+                    return reply
+
+            reply = await self._step("embed", document_id, "embedder", embed, WAITED_FOR_IDEMPOTENT)
             if len(reply.vectors) != len(part):  # never index chunks without their vectors
                 raise ValueError(f"the embedder returned {len(reply.vectors)} vectors for {len(part)} texts")
             for chunk, vector in zip(part, reply.vectors, strict=True):

@@ -35,7 +35,7 @@ from ragmesh_common.tokens import TokenSigner, mint_ingest_token, public_keys_fr
 from ragmesh_ingestion.admission import Admitted, TaskRefused, admit, read_in_store
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Settings
-from ragmesh_ingestion.pipeline import Ingestor, TransientIngestError
+from ragmesh_ingestion.pipeline import EMBED_IN_FLIGHT, Ingestor, TransientIngestError
 
 setup_logging("ingest-worker")
 
@@ -110,20 +110,22 @@ class _Loop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.clients: Clients | None = None
         self.redis: Redis | None = None
+        self.embed_gate: asyncio.Semaphore | None = None  # the embed calls in flight for every document at once
 
-    def run(self, coroutine_of: Callable[[Clients, Redis], Coroutine[Any, Any, None]]) -> None:
+    def run(self, coroutine_of: Callable[[Clients, Redis, asyncio.Semaphore], Coroutine[Any, Any, None]]) -> None:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="ingest-loop", daemon=True).start()
                 self.clients, self.redis = asyncio.run_coroutine_threadsafe(self._connect(), loop).result()
+                self.embed_gate = asyncio.Semaphore(EMBED_IN_FLIGHT)
                 self._loop = loop
-        clients, redis = self.clients, self.redis
-        assert clients is not None and redis is not None
+        clients, redis, gate = self.clients, self.redis, self.embed_gate
+        assert clients is not None and redis is not None and gate is not None
         context = contextvars.copy_context()  # the task's span (Celery instrumentation) parents the ingestion's
 
         async def start() -> None:
-            await asyncio.get_running_loop().create_task(coroutine_of(clients, redis), context=context)
+            await asyncio.get_running_loop().create_task(coroutine_of(clients, redis, gate), context=context)
 
         asyncio.run_coroutine_threadsafe(start(), self._loop).result()
 
@@ -135,13 +137,22 @@ class _Loop:
 _loop = _Loop()
 
 
-async def _ingest(clients: Clients, redis: Redis, *, task: IngestTask, admitted: Admitted, final_attempt: bool) -> None:
+async def _ingest(
+    clients: Clients,
+    redis: Redis,
+    embed_gate: asyncio.Semaphore,
+    *,
+    task: IngestTask,
+    admitted: Admitted,
+    final_attempt: bool,
+) -> None:
     ingestor = Ingestor(
         clients,
         redis,
         settings.deadlines,
         graph_enabled=settings.graph_enabled,
         reader=lambda relative: read_in_store(settings.upload_dir, relative.as_posix()),
+        embed_gate=embed_gate,
     )
     await ingestor.run(
         task.document_id,
