@@ -291,3 +291,10 @@ def test_store_rejects_duplicate_names(store: ConnectorStore, base: Path) -> Non
     with pytest.raises(ConnectorExists):
         store.create(spec, "root")
     assert os.environ["CONNECTORS_ALLOWED_ROOTS"] == str(base)
+
+
+def test_the_connectors_role_reads_no_document_chunk_or_span(store: ConnectorStore) -> None:
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        for statement in ("SELECT count(*) FROM documents", "SELECT count(*) FROM chunks", "SELECT 1 FROM rag_traces"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
