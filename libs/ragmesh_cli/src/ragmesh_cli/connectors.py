@@ -15,7 +15,7 @@ from ragmesh_cli.client import Api, ApiError
 from ragmesh_cli.ingest import parse_acl
 from ragmesh_cli.main import JsonFlag, failing_clearly, print_json, state
 
-connectors_app = typer.Typer(
+connectors_app: typer.Typer = typer.Typer(
     no_args_is_help=True, help="Folders and web sites synced into documents (admin): list, add, run, runs, rm."
 )
 PATH = "/api/v1/admin/connectors"

@@ -315,7 +315,7 @@ class ConnectorStore:
         "FROM connectors c"
     )
 
-    def list(self) -> list[dict[str, Any]]:
+    def list_all(self) -> list[dict[str, Any]]:
         with self._connect() as conn:
             rows = conn.execute(self._SELECT + " ORDER BY c.name").fetchall()
         return [_json_ready(r) for r in rows]

@@ -152,7 +152,7 @@ async def create_connector(user: User, rt: RuntimeDep, spec: ConnectorIn) -> Any
 )
 async def list_connectors(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
-    return {"connectors": [_connector(r) for r in await _db(_store(rt).list)]}
+    return {"connectors": [_connector(r) for r in await _db(_store(rt).list_all)]}
 
 
 @router.get(

@@ -95,7 +95,7 @@ def real_root(root: str, allowed: Sequence[Path]) -> Path:
     try:
         real = Path(root).resolve(strict=True)
     except (OSError, RuntimeError) as exc:
-        raise SourceUnavailable(f"the root {root} cannot be opened: {exc.strerror or exc}") from None
+        raise SourceUnavailable(f"the root {root} cannot be opened: {getattr(exc, 'strerror', None) or exc}") from None
     if not real.is_dir():
         raise SourceUnavailable(f"the root {root} is not a folder")
     for base in allowed:
@@ -218,7 +218,7 @@ class FolderSource:
         except OSError as exc:
             return Failed(key, f"cannot read: {exc.strerror or exc}")
         filename = safe_filename(name)
-        problem = content_problem(filename, content, mime_type)
-        if problem:
-            return Skipped(key, problem)
+        bad = content_problem(filename, content, mime_type)
+        if bad:
+            return Skipped(key, bad)
         return Fetched(key, filename, mime_type, PurePosixPath(name).stem, content, acl, etag=stamp)

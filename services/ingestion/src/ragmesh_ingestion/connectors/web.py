@@ -49,6 +49,7 @@ MAX_REDIRECTS = 5
 MAX_SITEMAP_NESTING = 2
 MAX_LINKS_PER_PAGE = 1000
 MAX_ROBOTS_BYTES = 512 * 1024
+DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
 
 
 class _Cap(Exception):
@@ -195,14 +196,14 @@ class WebSource:
             try:
                 reply = self._read(client, f"{origin}/robots.txt", {}, MAX_ROBOTS_BYTES)
             except (httpx.HTTPError, _Refused):
-                parser.disallow_all = True  # unreachable: RFC 9309 says assume complete disallow
+                parser.parse(DISALLOW_ALL)  # unreachable: RFC 9309 says assume complete disallow
             else:
                 if 200 <= reply.status < 300:
                     parser.parse(reply.body.decode("utf-8", "replace").splitlines())
                 elif reply.status >= 500:
-                    parser.disallow_all = True
+                    parser.parse(DISALLOW_ALL)
                 else:  # 3xx (not followed) and 4xx: no rules
-                    parser.allow_all = True
+                    parser.parse([])
             self._robots[origin] = parser
         return parser.can_fetch(self.config.user_agent, url)
 
