@@ -1,7 +1,8 @@
-"""A folder connector through the public HTTP API on the real mesh: an admin adds it, Celery beat runs it on its
+"""Connectors through the public HTTP API on the real mesh. A folder connector: an admin adds it, Celery beat runs it on its
 schedule, its documents are ingested like uploads and answer a chat with citations for the readers its ACL mapping
 names only; edited and deleted files, and an ACL changed in the mapping file, reach the documents at the next run;
-deleting the connector deletes its documents.
+deleting the connector deletes its documents. A web connector crawls a site served by this test on loopback (never
+the internet): pages become documents, an edited page a new version, a page gone (404) a deleted document.
 
 Its documents are readable by departments conn-e2e, conn-hr and (after the change) conn-out only, and are deleted
 at the end (test_mesh_e2e asserts that carol, of sales, reads nothing)."""
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from ragmesh_dev.devstack import Stack
+from ragmesh_dev.websites import Site, serve
 
 from .conftest import SETTLE_SECONDS, auth, settled, wait_document
 
@@ -165,3 +167,63 @@ def test_folder_connector_end_to_end(
         assert time.monotonic() < deadline, "the connector was not deleted"
         time.sleep(1)
     assert connector_docs(client, tokens["ollie"]) == {} and connector_docs(client, tokens["cora"]) == {}
+
+
+def test_web_connector_end_to_end(client: httpx.Client, tokens: dict[str, str]) -> None:
+    site = Site()
+    server, _ = serve(site)
+    admin = tokens["admin"]
+    try:
+        site.pages["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private\n")
+        site.html("/", '<title>Plimsoll wiki</title><a href="/ferries">ferries</a> <a href="/private/x">x</a>')
+        site.html("/ferries", "<h1>Ferries</h1><p>The plimsoll ferry to Vardholm leaves every Tuesday at noon.</p>")
+        site.html("/private/x", "<p>The plimsoll vault code is never crawled.</p>")
+        body = {
+            "name": "e2e-site",
+            "kind": "web",
+            "config": {"seeds": [f"{site.base}/"], "allowed_hosts": [f"127.0.0.1:{site.port}"], "max_depth": 1},
+            "acl": {"departments": ["conn-e2e"]},
+        }
+        created = client.post("/api/v1/admin/connectors", headers=auth(admin), json=body)
+        assert created.status_code == 201, created.text
+        cid = created.json()["connector_id"]
+        queued = client.post(f"/api/v1/admin/connectors/{cid}/runs", headers=auth(admin)).json()
+        first = wait_run(client, admin, cid, queued["run_id"])
+        assert first["status"] == "succeeded" and first["counts"]["new"] == 2, first
+        assert any("robots.txt" in p["reason"] for p in first["problems"]) and not site.requested("/private/x")
+
+        docs = {
+            d["title"]: d
+            for d in client.get(
+                "/api/v1/documents", headers=auth(tokens["cora"]), params={"owner": "connector:e2e-site"}
+            ).json()["documents"]
+        }
+        ferries = next(d for d in docs.values() if d["filename"].startswith("ferries"))
+        assert wait_document(client, tokens["cora"], ferries["document_id"])["status"] == "ready"
+        hits = client.post(
+            "/api/v1/search",
+            headers=auth(tokens["cora"]),
+            json={"query": "plimsoll ferry Vardholm", "top_k": 5, "relevance_gate": False, "rerank": False},
+        ).json()["results"]
+        assert any(h["document_id"] == ferries["document_id"] for h in hits), hits
+        hidden = client.post(
+            "/api/v1/search",
+            headers=auth(tokens["ollie"]),
+            json={"query": "plimsoll ferry Vardholm", "top_k": 5, "relevance_gate": False, "rerank": False},
+        ).json()["results"]
+        assert all(h["document_id"] != ferries["document_id"] for h in hidden)
+
+        site.html("/", "<title>Plimsoll wiki</title><p>No links any more.</p>")
+        del site.pages["/ferries"]
+        queued = client.post(f"/api/v1/admin/connectors/{cid}/runs", headers=auth(admin)).json()
+        second = wait_run(client, admin, cid, queued["run_id"])
+        assert second["counts"]["deleted"] == 1 and second["counts"]["changed"] == 1, second
+        assert (
+            client.get(f"/api/v1/documents/{ferries['document_id']}", headers=auth(tokens["cora"])).status_code == 404
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        for connector in client.get("/api/v1/admin/connectors", headers=auth(admin)).json()["connectors"]:
+            if connector["name"] == "e2e-site":
+                client.delete(f"/api/v1/admin/connectors/{connector['connector_id']}", headers=auth(admin))
