@@ -113,7 +113,7 @@ def test_create_list_run_and_delete(app_for: Any, sent: list[tuple[str, str, str
     assert "team-share" in {c["name"] for c in listed}
 
     cid = connector["connector_id"]
-    run = admin.post(f"/api/v1/admin/connectors/{cid}/runs")
+    run = admin.post(f"/api/v1/admin/connectors/{cid}/runs", json={})  # as the CLI sends it
     assert run.status_code == 202 and run.json()["status"] == "queued" and run.json()["trigger"] == "manual"
     assert sent[-1][:2] == (cid, run.json()["run_id"]) and sent[-1][2] == "ingest"
     runs = admin.get(f"/api/v1/admin/connectors/{cid}/runs").json()["runs"]

@@ -79,10 +79,14 @@ def test_redirects_on_the_allow_list_are_followed(sites: tuple[Site, Site]) -> N
     site, _ = sites
     site.html("/", '<a href="/old">old</a>')
     site.pages["/old"] = (301, {"Location": "/new"}, b"")
-    site.html("/new", "<p>moved here</p>")
+    site.pages["/new"] = (
+        200,
+        {"Content-Type": "text/html; charset=latin-1"},
+        "<title>Caf\xe9</title>moved here".encode("latin-1"),
+    )
     found = by_key(crawl(site)[0])
     moved = found[f"{site.base}/old"]
-    assert isinstance(moved, Fetched) and b"moved here" in moved.content
+    assert isinstance(moved, Fetched) and b"moved here" in moved.content and moved.title == "Caf\xe9"
 
 
 def test_sitemap_seeds_and_conditional_get(sites: tuple[Site, Site]) -> None:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import codecs
 import mimetypes
 import time
 from collections import deque
@@ -114,6 +115,18 @@ def normal_url(url: str) -> str:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def charset(content_type: str) -> str:
+    """The charset a Content-Type names, if Python knows it; else UTF-8."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            try:
+                return codecs.lookup(value.strip().strip('"')).name
+            except LookupError:
+                break
+    return "utf-8"
 
 
 def page_filename(url: str, mime_type: str) -> str | None:
@@ -295,7 +308,7 @@ class WebSource:
         if MIME_TYPES.get(mime_type) == "html" or filename.endswith((".html", ".htm")):
             page = _PageParser()
             try:
-                page.feed(reply.body.decode(reply.headers.encoding or "utf-8", "replace"))
+                page.feed(reply.body.decode(charset(reply.headers.get("content-type", "")), "replace"))
                 page.close()
             except (AssertionError, ValueError):  # html.parser on broken markup
                 pass
