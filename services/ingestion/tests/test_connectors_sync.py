@@ -298,3 +298,42 @@ def test_the_connectors_role_reads_no_document_chunk_or_span(store: ConnectorSto
         for statement in ("SELECT count(*) FROM documents", "SELECT count(*) FROM chunks", "SELECT 1 FROM rag_traces"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
+
+
+def test_beat_tick_queues_a_run_for_each_due_connector(
+    store: ConnectorStore, base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beat's schedule names the tick; the tick (the worker's task) claims the due connectors and queues their runs."""
+    from ragmesh_common.connectors import RUN_TASK, TICK_TASK, configure_beat
+    from ragmesh_common.ingestion import QUEUE, create_celery
+    from ragmesh_common.testing import local_signer
+    from ragmesh_ingestion.config import Settings
+    from ragmesh_ingestion.connectors import tasks
+
+    app = create_celery("redis://127.0.0.1:1/0")
+    configure_beat(app, QUEUE, 30)
+    entry = app.conf.beat_schedule["connectors-tick"]
+    assert entry["task"] == TICK_TASK and entry["schedule"] == 30 and entry["options"]["queue"] == QUEUE
+
+    sent: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(tasks, "send_run", lambda _app, cid, rid, queue: sent.append((cid, rid, queue)))
+    monkeypatch.setenv("CONNECTORS_DSN", store.dsn)
+    settings = Settings(
+        parser_addr="x:1", embedder_addr="x:1", retriever_addr="x:1", graph_addr="x:1",
+        redis_url="redis://127.0.0.1:1/0", upload_dir=tmp_path / "uploads",
+    )  # fmt: skip
+    tasks.register(app, settings=settings, signer=local_signer(), loop_run=lambda _call: None)
+    assert RUN_TASK in app.tasks
+
+    spec = ConnectorIn(
+        name=f"b-{uuid.uuid4().hex[:8]}", kind="folder", config={"root": str(base)}, schedule_seconds=600
+    )
+    due = store.create(spec, "root")
+    manual = store.create(ConnectorIn(name=f"m-{uuid.uuid4().hex[:8]}", kind="folder", config={"root": str(base)}), "r")
+    app.tasks[TICK_TASK].run()
+    mine = [s for s in sent if s[0] in (due["connector_id"], manual["connector_id"])]
+    assert [s[0] for s in mine] == [due["connector_id"]] and mine[0][2] == QUEUE  # the manual one never ticks
+    (run,) = store.runs(due["connector_id"])
+    assert run["run_id"] == mine[0][1] and run["trigger"] == "schedule" and run["status"] == "queued"
+    app.tasks[TICK_TASK].run()  # not due again for ten minutes
+    assert len([s for s in sent if s[0] == due["connector_id"]]) == 1
