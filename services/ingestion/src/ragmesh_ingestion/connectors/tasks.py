@@ -74,11 +74,12 @@ def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_si
         store.start_run(run_id)
         deleting = connector["state"] == "deleting"
         engine = SyncEngine(store, make_sink(connector["name"]), connector_id, run_id)
-        with tracer.start_as_current_span("connector run"):
+        with tracer.start_as_current_span("connector run") as span:
             try:
                 report = engine.run(None if deleting else build_source(connector))
             except Exception as exc:
                 logger.exception("connector %s: run %s failed", connector["name"], run_id)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
                 store.finish_run(
                     run_id,
                     "failed",
@@ -87,6 +88,9 @@ def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_si
                     f"{type(exc).__name__}: {exc}",
                 )
                 return
+            if report.status != "succeeded":  # failed (the source) or partial (items): logged, and the span says so
+                logger.warning("connector %s: run %s %s: %s", connector["name"], run_id, report.status, report.message)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, f"connector run {report.status}"))
         store.finish_run(run_id, report.status, report.counts_json(), report.problems, report.message)
         logger.info("connector %s: run %s %s %s", connector["name"], run_id, report.status, report.counts_json())
         if deleting and report.status == "succeeded":
