@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
+import psycopg
 from opentelemetry import trace
 
 from ragmesh_common.connectors import (
@@ -126,9 +127,12 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
         if store is None:
             logger.warning("connectors tick ignored: %s is not set on the worker", DSN_ENV)
             return
-        for connector_id in store.claim_due():
-            run = store.queue_run(connector_id, "schedule")
-            send_run(app, connector_id, run["run_id"], QUEUE)
+        try:
+            for connector_id in store.claim_due():
+                run = store.queue_run(connector_id, "schedule")
+                send_run(app, connector_id, run["run_id"], QUEUE)
+        except (psycopg.Error, OSError) as exc:  # the next tick claims what this one could not
+            logger.warning("connectors tick: the connector store is unavailable: %s", exc)
 
     @app.task(name=RUN_TASK, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def connector_run(connector_id: str, run_id: str) -> None:
@@ -141,4 +145,7 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
         except ValueError:
             logger.warning("connector run refused: the connector and run ids must be UUIDs")
             return
-        run_connector(store, connector_id, run_id, make_sink)
+        try:
+            run_connector(store, connector_id, run_id, make_sink)
+        except (psycopg.Error, OSError) as exc:  # the store went away mid-run: the next run resumes after it
+            logger.error("connector run %s stopped: the connector store is unavailable: %s", run_id, exc)
