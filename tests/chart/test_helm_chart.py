@@ -121,7 +121,7 @@ def _check_crd_object(doc: dict[str, Any]) -> None:
 
 def test_gpu_limits_tolerations_and_cuda_images_only_on_embedder_and_reranker() -> None:
     deployments = _by_kind(_scenario_docs("gpu"), "Deployment")
-    assert set(deployments) == {"gateway", "worker", *GRPC_PORTS}
+    assert set(deployments) == {"gateway", "worker", "beat", *GRPC_PORTS}
     for name, dep in deployments.items():
         pod = dep["spec"]["template"]["spec"]
         container = _container(dep)
@@ -172,7 +172,7 @@ def test_pods_run_restricted(scenario: str) -> None:
     docs = _scenario_docs(scenario)
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "Job")]
     bundled = render_chart.load_values(SCENARIOS[scenario] / "values.yaml").get("modelServer", {}).get("enabled")
-    assert len(pods) == 9 + bool(bundled)  # 8 components + the migration job (+ the bundled model server)
+    assert len(pods) == 10 + bool(bundled)  # 9 components + the migration job (+ the bundled model server)
     for pod in pods:
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == 10001
@@ -264,7 +264,7 @@ def test_network_policies_admit_only_the_callers_by_default(scenario: str) -> No
     if model_server is not None:
         (rule,) = model_server["spec"]["ingress"]
         assert [f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in rule["from"]] == ["answerer"]
-    assert set(policies) - {"migrate", "ragmesh-default-deny"} == {"gateway", "worker", *GRPC_PORTS}
+    assert set(policies) - {"migrate", "ragmesh-default-deny"} == {"gateway", "worker", "beat", *GRPC_PORTS}
     (gateway_rule,) = policies["gateway"]["spec"]["ingress"]
     assert "from" not in gateway_rule and gateway_rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
     metrics_rule = {"ports": [{"port": 9464, "protocol": "TCP"}]}  # metrics.port; from metrics.scrapeFrom
@@ -294,7 +294,9 @@ def test_internal_identity_signing_key_only_in_gateway_and_worker(scenario: str)
     deployments.pop("model-server", None)  # the bundled model server: no identity of the mesh
     for name, dep in deployments.items():
         env = _env(_container(dep))
-        if name in ("gateway", "worker"):
+        if name == "beat":  # Celery beat sends the connectors' tick: it calls no service and signs nothing
+            assert "RAGMESH_INTERNAL_SIGNING_KEY" not in env and "RAGMESH_INTERNAL_PUBLIC_KEY" not in env
+        elif name in ("gateway", "worker"):
             assert env["RAGMESH_INTERNAL_SIGNING_KEY"] == {"secretKeyRef": {**secret, "key": "signing-key"}}, name
             assert env["RAGMESH_INTERNAL_TOKEN_TTL_SECONDS"] == "120"
             # the worker also verifies the gateway's ingestion tokens
@@ -451,7 +453,7 @@ def test_the_worker_verifies_ingestion_tokens_with_the_public_key() -> None:
 
 # ---------- least privilege: what each pod holds and what it may reach ----------
 
-COMPONENTS = ("gateway", "worker", *GRPC_PORTS)
+COMPONENTS = ("gateway", "worker", "beat", *GRPC_PORTS)
 PUBLIC_KEY = "ragmesh-internal-identity/public-key"
 SIGNING_KEY = "ragmesh-internal-identity/signing-key"
 APP_DSN = "ragmesh-postgres/app-dsn"
@@ -462,13 +464,16 @@ RLS_KEY = "ragmesh-postgres/rls-key"
 def expected_secrets(values: dict[str, Any]) -> dict[str, set[str]]:
     """Each component's secrets (Secret/key) for these values: the table the chart must match, written out."""
     expected = {name: {PUBLIC_KEY} for name in GRPC_PORTS} | {"gateway": {SIGNING_KEY}, "worker": {SIGNING_KEY}}
+    expected["beat"] = set()  # Celery beat: the broker only
+    for name in ("gateway", "worker"):  # the connectors' definitions, item states and run reports
+        expected[name] |= {"ragmesh-postgres/connectors-dsn"}
     expected["retriever"] |= {APP_DSN, RLS_KEY}
     expected["graph"] |= {"ragmesh-neo4j/username", "ragmesh-neo4j/password"}
     # the worker verifies the gateway's ingestion tokens; only the gateway and the worker talk to Redis
     expected["worker"] |= {PUBLIC_KEY}
     redis = values.get("stores", {}).get("redis", {})
     password = redis.get("passwordSecret", {})
-    for name in ("gateway", "worker"):
+    for name in ("gateway", "worker", "beat"):
         expected[name] |= {f"{password.get('name', 'ragmesh-redis')}/{password.get('key', 'password')}"}
         if redis.get("tls", {}).get("enabled"):
             ca = redis["tls"].get("caSecret", {})
@@ -536,8 +541,21 @@ def test_each_pod_holds_only_the_secrets_it_uses(scenario: str) -> None:
 # a store by the port its egress rule opens (network.egress.*)
 STORE_PORTS = {53: "dns", 5432: "postgres", 6379: "redis", 7687: "neo4j", 11434: "ollama", 4317: "otel", 443: "idp"}
 REACHES = {
-    "gateway": {"dns", "parser", "embedder", "retriever", "reranker", "graph", "answerer", "redis", "idp", "otel"},
-    "worker": {"dns", "parser", "embedder", "retriever", "graph", "redis", "otel"},
+    "gateway": {
+        "dns",
+        "parser",
+        "embedder",
+        "retriever",
+        "reranker",
+        "graph",
+        "answerer",
+        "redis",
+        "idp",
+        "otel",
+        "postgres",
+    },
+    "worker": {"dns", "parser", "embedder", "retriever", "graph", "redis", "otel", "postgres"},  # postgres: connectors
+    "beat": {"dns", "redis", "otel"},
     "retriever": {"dns", "embedder", "postgres", "otel"},
     "graph": {"dns", "retriever", "neo4j", "otel"},
     "answerer": {"dns", "ollama", "otel"},

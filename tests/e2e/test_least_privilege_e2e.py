@@ -21,8 +21,9 @@ from ragmesh_dev.devstack import SERVICES, Stack
 pytestmark = pytest.mark.e2e
 
 EXPECTED = {
-    "gateway": {"app_password", "jwt_secret", "signing_key"},
-    "ingest-worker": {"signing_key"},
+    "gateway": {"app_password", "jwt_secret", "signing_key", "connectors_password"},
+    "ingest-worker": {"signing_key", "connectors_password"},
+    "connectors-beat": set(),  # Celery beat: the broker only
     "retriever": {"app_password"},
     "graph": {"neo4j_password"},
     "parser": set(),
@@ -49,14 +50,19 @@ def test_each_running_process_holds_only_its_secrets(mesh: Stack) -> None:
         "jwt_secret": mesh.jwt_secret,
         "neo4j_password": mesh.secret("arcadedb_password"),
         "signing_key": mesh.internal_keys()[0].strip().splitlines()[1],
+        "connectors_password": mesh.secret("postgres_connectors_password"),
     }
-    assert {p.name for p in mesh.processes} == set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "llm"}
+    assert (
+        {p.name for p in mesh.processes}
+        == set(EXPECTED)
+        == {*SERVICES, "gateway", "ingest-worker", "connectors-beat", "llm"}
+    )
     seen = {p.name: held(environ(p.popen.pid), secrets) for p in mesh.processes}
     assert seen == EXPECTED
     traces_password = mesh.secret("postgres_traces_password")
     for process in mesh.processes:
         env = environ(process.popen.pid)
-        if process.name != "llm":
+        if process.name not in ("llm", "connectors-beat"):  # neither traces anything
             assert traces_password in env["RAG_TRACES_DSN"], process.name
 
 

@@ -68,7 +68,7 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{/* "true" when this component talks to Redis and verifies it against a CA from a Secret. */}}
 {{- define "ragmesh.redisCaOn" -}}
 {{- $tls := .root.Values.stores.redis.tls -}}
-{{- if and (has .name (list "gateway" "worker")) $tls.enabled $tls.caSecret.name -}}true{{- end -}}
+{{- if and (has .name (list "gateway" "worker" "beat")) $tls.enabled $tls.caSecret.name -}}true{{- end -}}
 {{- end -}}
 
 {{- define "ragmesh.secretEnv" -}}
@@ -189,6 +189,23 @@ win: ragmesh.env drops wired entries of the same name.
   value: {{ $v.uploads.mountPath | quote }}
 - name: GATEWAY_GRAPH_ENABLED
   value: {{ ne (toString $v.components.graph.enabled) "false" | quote }}
+{{ include "ragmesh.secretEnv" (dict "env" "CONNECTORS_DSN" "name" $v.stores.postgres.connectorsDsnSecret.name "key" $v.stores.postgres.connectorsDsnSecret.key) }}
+- name: CONNECTORS_ALLOWED_ROOTS
+  value: {{ join "," $v.connectors.allowedRoots | quote }}
+{{- end }}
+{{- if eq .name "beat" }}
+{{- $redis := $v.stores.redis }}
+- name: REDIS_URL
+  value: {{ $redis.url | quote }}
+{{- if $redis.passwordSecret.name }}
+{{ include "ragmesh.secretEnv" (dict "env" "REDIS_PASSWORD" "name" $redis.passwordSecret.name "key" $redis.passwordSecret.key) }}
+{{- end }}
+{{- if and $redis.tls.enabled $redis.tls.caSecret.name }}
+- name: REDIS_TLS_CA_FILE
+  value: {{ printf "%s/%s" (include "ragmesh.redisCaDir" .) $redis.tls.caSecret.key | quote }}
+{{- end }}
+- name: CONNECTORS_TICK_SECONDS
+  value: {{ $v.connectors.tickSeconds | quote }}
 {{- end }}
 {{- if eq .name "gateway" }}
 {{- if not (or $v.auth.jwtSecret.name (and $v.auth.jwtIssuer $v.auth.jwksUrl)) }}
@@ -298,7 +315,8 @@ calls. The secrets it holds are wired above (ragmesh.wiredEnv), each only into t
 {{- $stores = append $stores "postgres" -}}
 {{- if eq $v.retriever.backend "weaviate" }}{{ $stores = append $stores "weaviate" }}{{ end -}}
 {{- end -}}
-{{- if has .name (list "gateway" "worker") }}{{ $stores = append $stores "redis" }}{{ end -}}
+{{- if has .name (list "gateway" "worker" "beat") }}{{ $stores = append $stores "redis" }}{{ end -}}
+{{- if has .name (list "gateway" "worker") }}{{ $stores = append $stores "postgres" }}{{ end -}}
 {{- if eq .name "graph" }}{{ $stores = append $stores "neo4j" }}{{ end -}}
 {{- if and (eq .name "answerer") (not (and $v.modelServer.enabled (not $v.stores.openai.baseUrl))) }}{{ $stores = append $stores (ternary "openai" "ollama" (eq $v.stores.llm.backend "openai")) }}{{ end -}}
 {{- if and (eq .name "gateway") $v.auth.jwksUrl }}{{ $stores = append $stores "identityProvider" }}{{ end -}}

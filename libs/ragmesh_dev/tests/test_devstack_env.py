@@ -19,8 +19,9 @@ PORTS = {name: 1 for name in DEFAULT_PORTS}  # nothing here listens
 
 # process -> the secrets it may hold (by what they are, not by variable name)
 EXPECTED = {
-    "gateway": {"traces_dsn", "app_dsn", "jwt_secret", "signing_key", "redis_password"},
-    "ingest-worker": {"traces_dsn", "signing_key", "redis_password"},
+    "gateway": {"traces_dsn", "app_dsn", "jwt_secret", "signing_key", "redis_password", "connectors_dsn"},
+    "ingest-worker": {"traces_dsn", "signing_key", "redis_password", "connectors_dsn"},
+    "connectors-beat": {"redis_password"},
     "retriever": {"traces_dsn", "app_dsn"},
     "graph": {"traces_dsn", "neo4j_password"},
     "parser": {"traces_dsn"},
@@ -38,6 +39,7 @@ def secrets_of(stack: Stack) -> dict[str, str]:
         "jwt_secret": stack.jwt_secret,
         "neo4j_password": stack.secret("arcadedb_password"),
         "redis_password": stack.secret("redis_password"),
+        "connectors_dsn": stack.secret("postgres_connectors_password"),
         "signing_key": stack.internal_keys()[0].strip().splitlines()[1],  # a line of the private key's body
         "caller_key": stack.caller_keys()[0].strip().splitlines()[1],  # the dev caller's: no process holds it
         "postgres_owner_password": "",  # filled in below: the owner's password must reach no process at all
@@ -62,7 +64,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stack:
 
 def test_every_process_holds_exactly_the_secrets_it_uses(stack: Stack) -> None:
     secrets = {**secrets_of(stack), "postgres_owner_password": "owner-secret"}
-    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "llm"} == set(PROCESS_SECRETS)
+    assert set(EXPECTED) == {*SERVICES, "gateway", "ingest-worker", "connectors-beat", "llm"} == set(PROCESS_SECRETS)
     report = {}
     for process in EXPECTED:
         env = stack.env(process)

@@ -634,3 +634,9 @@ def token(
         raise typer.Exit(1) from None
     role_list = [r.strip() for r in roles.split(",") if r.strip()]
     sys.stdout.write(mint(secret, user.strip(), department.strip(), role_list, ttl) + "\n")
+
+
+# ---------- connectors (admin): connectors.py, which uses the helpers above ----------
+from ragmesh_cli.connectors import connectors_app  # noqa: E402
+
+app.add_typer(connectors_app, name="connectors")

@@ -101,6 +101,7 @@ TRACES_PASSWORD_SECRET = "postgres_traces_password"
 #   GATEWAY_JWT_SECRET            verifies (and could mint) user JWTs: the HTTP edge only
 #   NEO4J_PASSWORD                the graph store
 #   RAGMESH_INTERNAL_SIGNING_KEY  mints internal identities: the gateway, and the worker for the uploader
+#   CONNECTORS_DSN                the connectors role: connector definitions, item states, run reports (no document)
 PROCESS_SECRETS: dict[str, frozenset[str]] = {
     "gateway": frozenset(
         {
@@ -111,9 +112,11 @@ PROCESS_SECRETS: dict[str, frozenset[str]] = {
             "GATEWAY_JWT_SECRET",
             "RAGMESH_INTERNAL_SIGNING_KEY",
             "REDIS_URL",
+            "CONNECTORS_DSN",
         }
     ),
-    "ingest-worker": frozenset({"RAG_TRACES_DSN", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL"}),
+    "ingest-worker": frozenset({"RAG_TRACES_DSN", "RAGMESH_INTERNAL_SIGNING_KEY", "REDIS_URL", "CONNECTORS_DSN"}),
+    "connectors-beat": frozenset({"REDIS_URL"}),  # Celery beat: sends the connectors' tick, reads nothing
     "parser": frozenset({"RAG_TRACES_DSN"}),
     "embedder": frozenset({"RAG_TRACES_DSN"}),
     "retriever": frozenset({"RAG_TRACES_DSN", "RETRIEVER_DATABASE_URL", "RETRIEVER_RLS_KEY"}),
@@ -132,6 +135,7 @@ NEVER_INHERITED = frozenset(
         "RAGMESH_RLS_KEY",
         "RAGMESH_TRACES_PASSWORD",
         "RAGMESH_RETENTION_PASSWORD",
+        "RAGMESH_CONNECTORS_PASSWORD",
         "PGPASSWORD",
         *TLS_VARS,
     }
@@ -359,6 +363,7 @@ class Stack:
             "NEO4J_PASSWORD": self.secret("arcadedb_password"),
             "RAGMESH_INTERNAL_SIGNING_KEY": signing_key,
             "REDIS_URL": self.redis_url,  # carries the requirepass password
+            "CONNECTORS_DSN": self.role_dsn("ragmesh_connectors", "postgres_connectors_password"),
         }
         missing = SECRET_VARS - values.keys()
         assert not missing, f"PROCESS_SECRETS names variables the stack has no value for: {sorted(missing)}"
@@ -394,6 +399,8 @@ class Stack:
             "GATEWAY_PORT": str(self.ports["gateway"]),
             "GATEWAY_UPLOAD_DIR": str(self.data_dir / "uploads"),
             "INGEST_RESTORE_UNACKED_ON_START": "true",  # the stack runs exactly one ingest worker
+            # the folders a folder connector may sync (README, "Connectors")
+            "CONNECTORS_ALLOWED_ROOTS": os.environ.get("CONNECTORS_ALLOWED_ROOTS") or str(self.data_dir / "connectors"),
             **{f"{s.upper()}_ADDR": self.addr(s) for s in SERVICES},
             "RAGMESH_INTERNAL_PUBLIC_KEY": public_key,
             "RAGMESH_INTERNAL_CALLER_KEYS": self.caller_registry(),
@@ -489,6 +496,7 @@ class Stack:
             "RAGMESH_RLS_KEY": self.secret("rls_key"),
             "RAGMESH_TRACES_PASSWORD": self.secret(TRACES_PASSWORD_SECRET),
             "RAGMESH_RETENTION_PASSWORD": self.secret("postgres_retention_password"),
+            "RAGMESH_CONNECTORS_PASSWORD": self.secret("postgres_connectors_password"),
             "RETRIEVER_EMBEDDING_DIM": str(dim),
         }
         try:
@@ -562,8 +570,25 @@ class Stack:
                     "--without-heartbeat",
                 ],
             )
+            # Celery beat: the connectors' schedule (one process; its schedule file in the data folder)
+            (self.data_dir / "connectors").mkdir(parents=True, exist_ok=True)
+            beat = self._spawn(
+                "connectors-beat",
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "ragmesh_ingestion.connectors.beat",
+                    "beat",
+                    "--schedule",
+                    str(self.data_dir / "celerybeat-schedule"),
+                    "--loglevel=INFO",
+                ],
+            )
             self._wait_http(gateway, self.ports["gateway"], "/healthz", timeout)
             self._check_alive(worker)
+            self._check_alive(beat)
         except BaseException:
             self.stop()
             raise

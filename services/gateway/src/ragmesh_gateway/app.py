@@ -25,7 +25,7 @@ from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.messages import RequestLanguageMiddleware
 from ragmesh_gateway.metrics import GatewayMetrics, MetricsMiddleware
 from ragmesh_gateway.models import with_event_schemas
-from ragmesh_gateway.routers import admin, chat, conversations, documents, graph, health, openai, session
+from ragmesh_gateway.routers import admin, chat, connectors, conversations, documents, graph, health, openai, session
 from ragmesh_gateway.runtime import open_runtime
 from ragmesh_gateway.sessions import AdminSessions
 from ragmesh_gateway.validation import HeaderLimitMiddleware, StrictJSONRoute, validation_error_handler
@@ -153,6 +153,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.include_router(documents.router, max_body_size=settings.max_upload_bytes + settings.max_json_bytes)
     app.include_router(conversations.router)
     app.include_router(admin.router)
+    app.include_router(connectors.router)
     app.include_router(session.router)
     app.include_router(graph.router)
     app.include_router(health.router)

@@ -62,6 +62,9 @@ class Settings(ServiceSettings):
     # the retention role (ragmesh_retention): prunes rag_traces down to the floor the migration set
     traces_retention_dsn: str | None = Field(None, repr=False)
     upload_dir: Path
+    # connectors (routers/connectors.py): the connectors role's DSN; the base directories a folder connector may read
+    connectors_dsn: str | None = _env("CONNECTORS_DSN", None, repr=False)
+    connectors_allowed_roots: str = _env("CONNECTORS_ALLOWED_ROOTS", "")
     jwt_secret: str | None = Field(None, repr=False)
     jwt_issuer: str | None = None
     jwt_audience: str | None = None

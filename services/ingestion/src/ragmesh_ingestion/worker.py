@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from celery.signals import setup_logging as celery_setup_logging
 from celery.signals import worker_init
@@ -35,6 +35,7 @@ from ragmesh_common.tokens import TokenSigner, mint_ingest_token, public_keys_fr
 from ragmesh_ingestion.admission import Admitted, TaskRefused, admit, read_in_store
 from ragmesh_ingestion.clients import Clients
 from ragmesh_ingestion.config import Settings
+from ragmesh_ingestion.connectors.tasks import register as register_connectors
 from ragmesh_ingestion.pipeline import EMBED_IN_FLIGHT, Ingestor, TransientIngestError
 
 setup_logging("ingest-worker")
@@ -56,6 +57,7 @@ public_keys = public_keys_from_env("the worker verifies the ingestion token of e
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 MAX_RETRIES = 3
+T = TypeVar("T")
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]  # celery ships no type information
@@ -112,7 +114,7 @@ class _Loop:
         self.redis: Redis | None = None
         self.embed_gate: asyncio.Semaphore | None = None  # the embed calls in flight for every document at once
 
-    def run(self, coroutine_of: Callable[[Clients, Redis, asyncio.Semaphore], Coroutine[Any, Any, None]]) -> None:
+    def run(self, coroutine_of: Callable[[Clients, Redis, asyncio.Semaphore], Coroutine[Any, Any, T]]) -> T:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
@@ -124,10 +126,10 @@ class _Loop:
         assert clients is not None and redis is not None and gate is not None
         context = contextvars.copy_context()  # the task's span (Celery instrumentation) parents the ingestion's
 
-        async def start() -> None:
-            await asyncio.get_running_loop().create_task(coroutine_of(clients, redis, gate), context=context)
+        async def start() -> T:
+            return await asyncio.get_running_loop().create_task(coroutine_of(clients, redis, gate), context=context)
 
-        asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(start(), self._loop).result()
 
     @staticmethod
     async def _connect() -> tuple[Clients, Redis]:  # channels bind to the loop that creates them
@@ -206,3 +208,6 @@ def ingest_document(self: Any, *args: Any) -> None:  # self: the bound celery Ta
         )
         retry = IngestTask(task.document_id, token, task.path, task.filename, task.mime_type, task.version)
         raise self.retry(args=retry.args(), exc=exc, countdown=2**self.request.retries) from exc
+
+
+register_connectors(app, settings=settings, signer=signer, loop_run=_loop.run)  # connectors/tasks.py

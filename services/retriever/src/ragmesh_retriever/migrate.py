@@ -8,7 +8,9 @@ Roles (none superuser, none BYPASSRLS, so row-level security applies to every qu
   identity only through `rag_set_identity` with an assertion signed with the RLS key;
 - the traces role (`--traces-role`): INSERT on `rag_traces` and nothing else (RAG_TRACES_DSN);
 - the retention role (`--retention-role`): may only execute `rag_traces_prune`, whose floor
-  (`--traces-floor-hours`, `--traces-floor-rows`) only this migration sets.
+  (`--traces-floor-hours`, `--traces-floor-rows`) only this migration sets;
+- the connectors role (`--connectors-role`): the connector tables (ragmesh_common/sql/connectors.sql) and
+  nothing else (CONNECTORS_DSN of the gateway's admin API and the ingestion worker).
 A role given no password is created without LOGIN (its grants exist; nothing can connect as it).
 
 The services never run this. Secrets come from the environment so they never show in the process list:
@@ -34,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 TRACES_ROLE = "ragmesh_traces"
 RETENTION_ROLE = "ragmesh_retention"
+CONNECTORS_ROLE = "ragmesh_connectors"
 # Whatever the retention role asks, spans younger than a day and the newest 10,000 stay.
 TRACES_FLOOR_HOURS = 24.0
 TRACES_FLOOR_ROWS = 10_000
@@ -65,6 +68,8 @@ def apply_schema(
     retention_password: str | None = None,
     traces_floor_hours: float = TRACES_FLOOR_HOURS,
     traces_floor_rows: int = TRACES_FLOOR_ROWS,
+    connectors_role: str = CONNECTORS_ROLE,
+    connectors_password: str | None = None,
 ) -> None:
     if dim <= 0 or dim > 16000:
         raise ValueError(f"embedding dimension must be in 1..16000, got {dim}")
@@ -74,11 +79,13 @@ def apply_schema(
     parts = [
         files("ragmesh_retriever").joinpath("sql/schema.sql").read_text(),
         files("ragmesh_common").joinpath("sql/traces.sql").read_text(),
+        files("ragmesh_common").joinpath("sql/connectors.sql").read_text(),
     ]
     with psycopg.connect(owner_dsn, autocommit=True, connect_timeout=10) as conn:
         _role(conn, app_role, app_password)
         _role(conn, traces_role, traces_password)
         _role(conn, retention_role, retention_password)
+        _role(conn, connectors_role, connectors_password)
         current = conn.execute(
             "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('chunks') AND attname = 'embedding'"
         ).fetchone()
@@ -94,6 +101,7 @@ def apply_schema(
             "app_role": sql.Identifier(app_role).as_string(conn),
             "traces_role": sql.Identifier(traces_role).as_string(conn),
             "retention_role": sql.Identifier(retention_role).as_string(conn),
+            "connectors_role": sql.Identifier(connectors_role).as_string(conn),
             "dim": int(dim),
             "traces_floor_seconds": float(traces_floor_hours) * 3600,
             "traces_floor_rows": int(traces_floor_rows),
@@ -123,6 +131,8 @@ def main() -> None:
     parser.add_argument("--traces-password", default=os.environ.get("RAGMESH_TRACES_PASSWORD"))
     parser.add_argument("--retention-role", default=os.environ.get("RAGMESH_RETENTION_ROLE", RETENTION_ROLE))
     parser.add_argument("--retention-password", default=os.environ.get("RAGMESH_RETENTION_PASSWORD"))
+    parser.add_argument("--connectors-role", default=os.environ.get("RAGMESH_CONNECTORS_ROLE", CONNECTORS_ROLE))
+    parser.add_argument("--connectors-password", default=os.environ.get("RAGMESH_CONNECTORS_PASSWORD"))
     parser.add_argument("--traces-floor-hours", type=float, default=TRACES_FLOOR_HOURS)
     parser.add_argument("--traces-floor-rows", type=int, default=TRACES_FLOOR_ROWS)
     args = parser.parse_args()
@@ -143,6 +153,8 @@ def main() -> None:
         retention_password=args.retention_password,
         traces_floor_hours=args.traces_floor_hours,
         traces_floor_rows=args.traces_floor_rows,
+        connectors_role=args.connectors_role,
+        connectors_password=args.connectors_password,
     )
 
 
