@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 import grpc
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
@@ -67,8 +68,9 @@ def app_dsn(postgres) -> str:
     with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     owner = owner_dsn_of(postgres, name)
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)
-    return f"postgresql://ragmesh_app:app-pw@{postgres.host}:{postgres.port}/{name}"
+    password = str(conninfo_to_dict(postgres.app_dsn)["password"])  # the suite's: a role's password is cluster-wide
+    apply_schema(owner, postgres.app_role, password, DIM, rls_key=postgres.rls_key)
+    return f"postgresql://{postgres.app_role}:{password}@{postgres.host}:{postgres.port}/{name}"
 
 
 @pytest.fixture
@@ -738,8 +740,9 @@ async def test_the_schema_upgrades_an_index_written_before_heading_weights(app_d
         conn.execute(
             "CREATE INDEX postings_document_idx ON postings (document_id, term, level) INCLUDE (chunk_id, tf, doc_len)"
         )
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)
-    apply_schema(owner, "ragmesh_app", "app-pw", DIM, rls_key=postgres.rls_key)  # and again: every start applies it
+    password = str(conninfo_to_dict(postgres.app_dsn)["password"])
+    apply_schema(owner, postgres.app_role, password, DIM, rls_key=postgres.rls_key)
+    apply_schema(owner, postgres.app_role, password, DIM, rls_key=postgres.rls_key)  # and again: every start applies it
     with psycopg.connect(owner) as conn:
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
         assert {"postings_term_scope_idx", "postings_document_term_idx"} <= names

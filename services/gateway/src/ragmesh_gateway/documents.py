@@ -53,7 +53,9 @@ GENERIC_MIME_TYPES = frozenset({"", "application/octet-stream", "binary/octet-st
 EVENTS_SECONDS = 900  # an events stream ends after this even if the document is still ingesting
 EVENTS_POLL_SECONDS = 5.0  # without a message for this long, the catalogue is asked (the worker may be done)
 
-TRANSIENT_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+TRANSIENT_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+)
 TRANSIENT_RETRY_AFTER_S = 2  # Retry-After of a 503 for a hop that is down, slow or overloaded
 
 
