@@ -75,7 +75,8 @@ def wait_run(client: httpx.Client, token: str, connector_id: str, run_id: str | 
     deadline = time.monotonic() + SETTLE_SECONDS
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        runs = client.get(f"/api/v1/admin/connectors/{connector_id}/runs", headers=auth(token)).json()["runs"]
+        reply = client.get(f"/api/v1/admin/connectors/{connector_id}/runs", headers=auth(token))
+        runs = reply.json()["runs"] if reply.status_code == 200 else []  # else a 503 on a loaded machine: ask again
         for run in runs:
             if (run["run_id"] == run_id or (run_id is None and run["trigger"] == "schedule")) and run[
                 "status"
