@@ -10,7 +10,7 @@ at the end (test_mesh_e2e asserts that carol, of sales, reads nothing)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 from ragmesh_dev.devstack import Stack
 from ragmesh_dev.websites import Site, serve
 
-from .conftest import SETTLE_SECONDS, auth, settled, wait_document
+from .conftest import SETTLE_SECONDS, auth, settled
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +75,8 @@ def wait_run(client: httpx.Client, token: str, connector_id: str, run_id: str | 
     deadline = time.monotonic() + SETTLE_SECONDS
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        runs = client.get(f"/api/v1/admin/connectors/{connector_id}/runs", headers=auth(token)).json()["runs"]
+        reply = client.get(f"/api/v1/admin/connectors/{connector_id}/runs", headers=auth(token))
+        runs = reply.json()["runs"] if reply.status_code == 200 else []  # else a 503 on a loaded machine: ask again
         for run in runs:
             if (run["run_id"] == run_id or (run_id is None and run["trigger"] == "schedule")) and run[
                 "status"
@@ -83,6 +84,21 @@ def wait_run(client: httpx.Client, token: str, connector_id: str, run_id: str | 
                 return run
         time.sleep(1)
     raise AssertionError(f"run {run_id or 'scheduled'} did not finish: {runs}")
+
+
+def wait_document(
+    client: httpx.Client, token: str, document_id: str, done: Callable[[dict[str, Any]], bool] = settled
+) -> dict[str, Any]:
+    """The document once `done` holds. A reply that is not 200 (a catalogue deadline on a loaded machine) is asked
+    again; the document must be readable, so a 404 that lasts fails the wait."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    reply: httpx.Response | None = None
+    while time.monotonic() < deadline:
+        reply = client.get(f"/api/v1/documents/{document_id}", headers=auth(token))
+        if reply.status_code == 200 and done(reply.json()):
+            return reply.json()  # type: ignore[no-any-return]
+        time.sleep(0.5)
+    raise AssertionError(f"document {document_id} did not get there: {reply.text if reply else ''}")
 
 
 def connector_docs(client: httpx.Client, token: str) -> dict[str, dict[str, Any]]:

@@ -337,3 +337,28 @@ def test_beat_tick_queues_a_run_for_each_due_connector(
     assert run["run_id"] == mine[0][1] and run["trigger"] == "schedule" and run["status"] == "queued"
     app.tasks[TICK_TASK].run()  # not due again for ten minutes
     assert len([s for s in sent if s[0] == due["connector_id"]]) == 1
+
+
+def test_a_run_whose_store_is_down_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_port: int
+) -> None:
+    """The store unreachable: the tick logs it and ends; the run goes through Celery's retry (called directly, as
+    here, the retry raises the store's error instead of queueing the task again)."""
+    from ragmesh_common.connectors import RUN_TASK, TICK_TASK
+    from ragmesh_common.ingestion import create_celery
+    from ragmesh_common.testing import local_signer
+    from ragmesh_ingestion.config import Settings
+    from ragmesh_ingestion.connectors import tasks
+
+    monkeypatch.setenv("CONNECTORS_DSN", f"postgresql://nobody:x@127.0.0.1:{refused_port}/none")
+    app = create_celery("redis://127.0.0.1:1/0")
+    settings = Settings(
+        parser_addr="x:1", embedder_addr="x:1", retriever_addr="x:1", graph_addr="x:1",
+        redis_url="redis://127.0.0.1:1/0", upload_dir=tmp_path / "uploads",
+    )  # fmt: skip
+    tasks.register(app, settings=settings, signer=local_signer(), loop_run=lambda _call: None)
+    app.tasks[TICK_TASK].run()  # logged, not raised
+    retry = app.tasks[RUN_TASK]
+    assert retry.max_retries == tasks.STORE_RETRIES
+    with pytest.raises(psycopg.OperationalError):
+        retry(str(uuid.uuid4()), str(uuid.uuid4()))

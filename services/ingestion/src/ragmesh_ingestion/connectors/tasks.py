@@ -43,6 +43,8 @@ from ragmesh_ingestion.connectors.web import WebSource
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
+STORE_RETRIES = 10  # a run whose store was unreachable is tried again this often, STORE_RETRY_SECONDS apart
+STORE_RETRY_SECONDS = 30
 LoopRun = Callable[[Callable[[Clients, Any, Any], Coroutine[Any, Any, Any]]], Any]  # clients, redis, embed gate
 
 
@@ -134,8 +136,8 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
         except (psycopg.Error, OSError) as exc:  # the next tick claims what this one could not
             logger.warning("connectors tick: the connector store is unavailable: %s", exc)
 
-    @app.task(name=RUN_TASK, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
-    def connector_run(connector_id: str, run_id: str) -> None:
+    @app.task(name=RUN_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=STORE_RETRIES)  # type: ignore[untyped-decorator]
+    def connector_run(self: Any, connector_id: str, run_id: str) -> None:  # self: the bound celery Task
         """One connector run (queued by the tick or the admin API)."""
         if store is None:
             logger.error("connector run %s ignored: %s is not set on the worker", run_id, DSN_ENV)
@@ -147,5 +149,6 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
             return
         try:
             run_connector(store, connector_id, run_id, make_sink)
-        except (psycopg.Error, OSError) as exc:  # the store went away mid-run: the next run resumes after it
+        except (psycopg.Error, OSError) as exc:  # the store went away: the same run again later, after what it did
             logger.error("connector run %s stopped: the connector store is unavailable: %s", run_id, exc)
+            raise self.retry(countdown=STORE_RETRY_SECONDS, exc=exc) from exc
