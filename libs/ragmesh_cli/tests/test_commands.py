@@ -226,6 +226,28 @@ def test_ingest_waits_and_retries_when_the_gateway_is_busy(tmp_path: Path) -> No
     assert by_name["f2.txt"]["reason"] == "HTTP 503: parser: unavailable"
 
 
+def test_ingest_interrupted_stops_cleanly_with_a_summary_and_exit_130(tmp_path: Path) -> None:
+    """Ctrl-C (here raised during the fourth upload) ends the run at once: what finished is listed, the rest is
+    said to be left for a rerun, no traceback, exit code 130."""
+    for i in range(6):
+        (tmp_path / f"f{i}.txt").write_text(f"text {i}")
+    uploads: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/documents":
+            uploads.append(request.url.path)
+            if len(uploads) == 4:
+                raise KeyboardInterrupt
+            return httpx.Response(202, json=document(f"id-{len(uploads)}", status="queued"))
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    result = invoke(handler, "ingest", str(tmp_path), "--concurrency", "1", "--json")
+    assert result.exit_code == 130, result.output
+    assert [o["status"] for o in json.loads(result.stdout)] == ["queued"] * 3
+    assert "interrupted: 3 of 6 files done" in result.stderr and "Traceback" not in result.output
+    assert len(uploads) == 4  # nothing was sent after the interrupt
+
+
 # ---------- ask / search ----------
 FINAL = {
     "outcome": "answer",

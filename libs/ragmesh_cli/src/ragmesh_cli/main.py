@@ -162,10 +162,14 @@ def ingest(
     Files already among your documents (same bytes) are not sent again, so after Ctrl-C (exit code 130) the same
     command resumes where it stopped."""
     st = state(ctx)
-    with failing_clearly(st):
-        acl_fields = parse_acl(acl or [])
-        extensions = asyncio.run(accepted_extensions(st.settings))
-    files, skipped = collect(paths, extensions)
+    try:
+        with failing_clearly(st):
+            acl_fields = parse_acl(acl or [])
+            extensions = asyncio.run(accepted_extensions(st.settings))
+        files, skipped = collect(paths, extensions)
+    except KeyboardInterrupt:  # before anything was sent
+        st.err.print("[yellow]interrupted:[/] nothing uploaded")
+        raise typer.Exit(130) from None
     for o in skipped:
         st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
     outcomes: list[Outcome] = []
