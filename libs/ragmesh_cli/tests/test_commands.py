@@ -226,6 +226,40 @@ def test_ingest_waits_and_retries_when_the_gateway_is_busy(tmp_path: Path) -> No
     assert by_name["f2.txt"]["reason"] == "HTTP 503: parser: unavailable"
 
 
+def test_ingest_sends_an_upload_again_after_a_broken_connection(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A refused or reset connection is tried again (the server answers the same bytes as a duplicate if the first
+    try got through); after the last try the file is an error naming the gateway."""
+    for name in ("flaky.txt", "down.txt"):
+        (tmp_path / name).write_text(name)
+    tries: dict[str, int] = {}
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/api/v1/documents":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        name = "flaky.txt" if 'filename="flaky.txt"' in request.content.decode() else "down.txt"
+        tries[name] = tries.get(name, 0) + 1
+        if name == "down.txt" or tries[name] <= 2:
+            raise httpx.ConnectError("connection refused")
+        return httpx.Response(202, json=document("id-flaky", status="queued"))
+
+    result = invoke(handler, "ingest", str(tmp_path), "--json")
+    assert result.exit_code == 1, result.output
+    by_name = {Path(o["path"]).name: o for o in json.loads(result.stdout)}
+    assert by_name["flaky.txt"]["status"] == "queued" and tries["flaky.txt"] == 3
+    assert by_name["down.txt"]["status"] == "error" and tries["down.txt"] == 4
+    assert "cannot reach http://gw.test" in by_name["down.txt"]["reason"] and sorted(waits) == [1, 1, 2, 2, 4]
+
+
 def test_ingest_interrupted_stops_cleanly_with_a_summary_and_exit_130(tmp_path: Path) -> None:
     """Ctrl-C (here raised during the fourth upload) ends the run at once: what finished is listed, the rest is
     said to be left for a rerun, no traceback, exit code 130."""

@@ -81,7 +81,7 @@ def test_a_publish_slower_than_the_timeout_is_a_503_and_a_failed_document(tmp_pa
             reply = client.post("/api/v1/documents", files={"file": ("notes.md", CONTENT, "text/markdown")})
         finally:
             celery.release.set()  # the abandoned publish thread ends before the app does
-        assert reply.status_code == 503
+        assert reply.status_code == 503 and reply.headers["retry-after"] == "2"  # a client may upload again
         assert reply.json()["detail"] == "ingestion queue unavailable; the document was not queued"
         [update] = mesh.requests("UpdateDocumentStatus")
         assert update.status == common_pb2.DOCUMENT_STATUS_FAILED

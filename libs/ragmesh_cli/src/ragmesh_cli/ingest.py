@@ -36,6 +36,7 @@ POLL_INTERVAL_S = 1.0
 LOOKUP_BATCH = 500  # content hashes per lookup request (the gateway takes up to 1,000)
 MAX_RETRY_AFTER_S = 300.0  # a longer Retry-After is waited for this long, then the upload is tried again
 BUSY_STATUSES = (429, 503)
+TRANSPORT_RETRIES = 3  # an upload whose connection failed (refused, reset, timed out) is sent again, 1, 2, 4 s later
 
 
 @dataclass
@@ -275,12 +276,18 @@ class Ingest:
     async def upload(self, http: httpx.AsyncClient, path: Path) -> Outcome:
         content = await asyncio.to_thread(path.read_bytes)
         data = {"acl": self.acl_json} if self.acl_json else {}
-        try:
-            response = await self.busy_aware(
-                lambda: http.post("/api/v1/documents", files={"file": (path.name, content)}, data=data)
-            )
-        except httpx.TransportError as exc:
-            raise unreachable(self.settings.url, exc) from exc
+        for attempt in range(TRANSPORT_RETRIES + 1):
+            try:
+                response = await self.busy_aware(
+                    lambda: http.post("/api/v1/documents", files={"file": (path.name, content)}, data=data)
+                )
+                break
+            except httpx.TransportError as exc:
+                # safe to send again: the same bytes from the same owner are answered as a duplicate, not stored twice
+                if attempt == TRANSPORT_RETRIES:
+                    raise unreachable(self.settings.url, exc) from exc
+                logger.info("upload of %s: %s; again in %d s", path, type(exc).__name__, 2**attempt)
+                await asyncio.sleep(2**attempt)
         body = _json(response)
         if response.status_code == 415:
             return Outcome(path, "skipped", reason=error_message(body))

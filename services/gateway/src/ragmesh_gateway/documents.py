@@ -347,7 +347,11 @@ class DocumentLifecycle:
                 )
             except aio.AioRpcError as status_exc:
                 logger.error("could not mark %s failed: %s", document_id, status_exc.code().name)
-            raise HTTPException(503, "ingestion queue unavailable; the document was not queued") from exc
+            raise HTTPException(
+                503,
+                "ingestion queue unavailable; the document was not queued",
+                headers={"Retry-After": str(TRANSIENT_RETRY_AFTER_S)},
+            ) from exc
 
     def _ingest_token(self, user: UserContext, document_id: str, version: int, path: Path) -> str:
         """The task's grant: `user` may ingest `path` (its place in the upload store) as `version` of the document."""
