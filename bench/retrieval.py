@@ -896,7 +896,7 @@ async def run_scale(
 # ---------------------------------------------------------------- the graph leg at scale
 
 # the passages the scale graph is made of: folder → how many (from the start of its corpus; None = all)
-GRAPH_POOL: dict[str, int | None] = {"hotpotqa_train100": None, "squad_v1.1_dev": 1000}
+GRAPH_POOL: dict[str, int | None] = {"hotpotqa_train100": None}
 GRAPH_UNCAPPED = 1_000_000_000  # the subgraph caps of the "uncapped" in-process leg
 GRAPH_LOAD_CONCURRENCY = 1  # documents written at once (at 3, ArcadeDB gave up on concurrent MERGEs of shared entities)
 
@@ -979,6 +979,31 @@ async def graph_load(
     await asyncio.gather(*[one(d, doc_id) for d, doc_id in enumerate(document_ids)])
     progress.close()
     return rows
+
+
+async def embed_scifact_by_service(stack: Any, data_dir: Path, count: int = 1000) -> tuple[list[tuple[str, str]], Any]:
+    """`embed_scifact` through the mesh's embedder (EMBED_BATCH texts a call) instead of a model in this process."""
+    import numpy as np
+
+    from ragmesh.embedder.v1 import embedder_pb2, embedder_pb2_grpc
+    from ragmesh_common.identity import UserContext
+    from ragmesh_common.server import insecure_channel
+
+    corpus = read_jsonl(data_dir / "beir_scifact" / "corpus.jsonl")[:count]
+    texts = [(d["title"], d["text"]) for d in corpus]
+    inputs = [passage_embed_text(t, x) for t, x in texts]
+    user = UserContext("bench-embed", "bench", ()).signed_by(stack.internal_signer("bench"))
+    vectors: list[list[float]] = []
+    async with insecure_channel(stack.addr("embedder")) as channel:
+        stub = embedder_pb2_grpc.EmbedderServiceStub(channel)
+        for start in range(0, len(inputs), EMBED_BATCH):
+            reply = await stub.Embed(
+                embedder_pb2.EmbedRequest(texts=inputs[start : start + EMBED_BATCH], is_query=False),
+                metadata=user.metadata(),
+                timeout=300,
+            )
+            vectors += [list(v.values) for v in reply.vectors]
+    return texts, np.array(vectors, dtype=np.float32)
 
 
 def summary_ms(values: list[float]) -> dict[str, Any]:
@@ -1114,7 +1139,12 @@ async def run_graph_latency(
     pool = graph_pool(data_dir, extractor)  # nothing else runs meanwhile (and a thread would outlive an interrupt)
     extraction_s = time.perf_counter() - started
     frequency = pool_entity_frequency(pool)
-    texts, vectors = sources if sources is not None else embed_scifact(data_dir, embed_model)
+    if sources is not None:
+        texts, vectors = sources
+    elif embed_model is not None:
+        texts, vectors = embed_scifact(data_dir, embed_model)
+    else:  # --graph-latency alone: no model in this process (memory); the mesh's embedder embeds them
+        texts, vectors = await embed_scifact_by_service(stack, data_dir)
     rng = np.random.default_rng(SCALE_SEED)
     questions = [q["text"] for q in read_jsonl(data_dir / "hotpotqa_train100" / "queries.jsonl")][:queries]
     user = UserContext("bench-all", "scale-all", ("scale-reader",)).signed_by(stack.internal_signer("bench"))
@@ -1842,11 +1872,12 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.graph_latency:  # no community recompute of the 100k-chunk graph while the leg is timed
         extra["GRAPH_COMMUNITY_INTERVAL_SECONDS"] = "86400"
     if args.torch_threads:
-        import torch
-
         # for the services (torch and tokenizers read these at start) and for the in-process model
         extra.update(OMP_NUM_THREADS=str(args.torch_threads), MKL_NUM_THREADS=str(args.torch_threads))
-        torch.set_num_threads(args.torch_threads)
+        if not args.graph_latency:  # no model in this process then
+            import torch
+
+            torch.set_num_threads(args.torch_threads)
     if os.environ.get("RERANKER_MODEL"):
         extra["RERANKER_MODEL"] = os.environ["RERANKER_MODEL"]
     stack = Stack(work, ports={n: free_port() for n in DEFAULT_PORTS}, extra_env=extra)
@@ -1873,9 +1904,13 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         log(f"starting the mesh in {work}")
         stack.start(timeout=420)
-        log("loading the in-process embedder model")
-        # the services' passage handling, so the raw throughput embeds what the mesh embeds
-        model = EmbeddingModel(EmbedderSettings.defaults(long_text=os.environ.get("EMBEDDER_LONG_TEXT", "truncate")))
+        model = None
+        if not args.graph_latency:  # the graph latency section alone has the mesh's embedder embed (memory)
+            log("loading the in-process embedder model")
+            # the services' passage handling, so the raw throughput embeds what the mesh embeds
+            model = EmbeddingModel(
+                EmbedderSettings.defaults(long_text=os.environ.get("EMBEDDER_LONG_TEXT", "truncate"))
+            )
         sources = None
         order = sorted(names, key=lambda n: n == "scifact")  # SciFact last: its vectors seed the scale points
         for name in order:

@@ -161,7 +161,9 @@ async def test_subgraph_cap_bounds_the_walk_and_says_so(
     assert any("GRAPH_PPR_MAX_CHUNKS" in r.getMessage() for r in caplog.records)
     assert capped.chunks[0].chunk_id == f"{doc}:0"  # the seed's own chunk still ranks first
     few = await _servicer(graph_store, graph_settings, ppr_max_relations=0).rank(ALICE, question, set())
-    assert not few.subgraph.relations and "GRAPH_PPR_MAX_RELATIONS" in few.subgraph.capped
+    assert not few.subgraph.relations and not few.subgraph.capped  # 0: relations are not read at all
+    one = await _servicer(graph_store, graph_settings, ppr_max_relations=1).rank(ALICE, question, set())
+    assert len(one.subgraph.relations) == 1 and "GRAPH_PPR_MAX_RELATIONS" in one.subgraph.capped
     assert all(v >= 0 for v in capped.timings().values())
 
 

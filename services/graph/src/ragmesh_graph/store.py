@@ -754,7 +754,7 @@ class GraphStore:
                     f"subgraph capped at {max_chunks} chunks (GRAPH_PPR_MAX_CHUNKS): "
                     f"{len(left_out)} expansions left out"
                 )
-            if graph.entities and graph.documents:
+            if graph.entities and graph.documents and max_relations > 0:  # 0: mention edges only
                 rows = await self._run(
                     tx,
                     Q_RELATIONS_AMONG,
