@@ -123,7 +123,7 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
             timeout=settings.deadlines.embed,
         )  # fmt: skip
 
-    @app.task(name=TICK_TASK, ignore_result=True)  # type: ignore[untyped-decorator]  # celery ships no type information
+    @app.task(name=TICK_TASK, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]  # celery ships no type information
     def connectors_tick() -> None:
         """Queues a run for each scheduled connector that is due (sent by Celery beat)."""
         if store is None:
@@ -136,7 +136,7 @@ def register(app: Any, *, settings: Settings, signer: TokenSigner, loop_run: Loo
         except (psycopg.Error, OSError) as exc:  # the next tick claims what this one could not
             logger.warning("connectors tick: the connector store is unavailable: %s", exc)
 
-    @app.task(name=RUN_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=STORE_RETRIES)  # type: ignore[untyped-decorator]
+    @app.task(name=RUN_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=STORE_RETRIES, shared=False)  # type: ignore[untyped-decorator]
     def connector_run(self: Any, connector_id: str, run_id: str) -> None:  # self: the bound celery Task
         """One connector run (queued by the tick or the admin API)."""
         if store is None:
