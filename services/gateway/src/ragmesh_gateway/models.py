@@ -31,6 +31,17 @@ MAX_CONVERSATION_TITLE_CHARS = limits.CONVERSATION_TITLE.value
 MAX_FEEDBACK_COMMENT_CHARS = limits.FEEDBACK_COMMENT.value
 MAX_CONVERSATION_PAGE = 1000
 LANGUAGE_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$"  # a BCP 47 language tag (de, de-CH, fr-FR)
+# The search and chat requests' `language`: the hint a short or unclear query is analysed with.
+LanguageHint = Annotated[
+    str | None,
+    Field(
+        pattern=LANGUAGE_PATTERN,
+        max_length=35,
+        description="The user's language (ISO 639-1, e.g. de or de-CH), the hint the search analyses a short or unclear "
+        "query with (German stemming for a German user); null = the request's Accept-Language, else detected. A query "
+        "clearly written in one language is searched in that language",
+    ),
+]
 INT32_MAX = 2**31 - 1  # the catalogue's offsets are int32 on the wire
 
 Level = Literal["document", "section", "paragraph"]
@@ -63,14 +74,7 @@ class ChatRequest(BaseModel):
     history: list[Turn] = Field(default_factory=list, max_length=MAX_HISTORY_TURNS)
     top_k: int = Field(5, ge=1, le=limits.CHAT_TOP_K.value, description="Sources given to the answerer")
     alpha: float | None = Field(None, ge=0, le=1, description="Hybrid weight: 1 = vector only, 0 = BM25 only")
-    language: str | None = Field(
-        None,
-        pattern=LANGUAGE_PATTERN,
-        max_length=35,
-        description="The user's language (ISO 639-1, e.g. de or de-CH), the hint the search analyses a short or unclear "
-        "query with (German stemming for a German user); null = the request's Accept-Language, else detected. A query "
-        "clearly written in one language is searched in that language",
-    )
+    language: LanguageHint = None
     levels: list[Level] = Field(
         default_factory=list, max_length=3, description="Chunk levels to search (manual override); default paragraph"
     )
@@ -129,14 +133,7 @@ class SearchRequest(BaseModel):
     top_k: int = Field(10, ge=1, le=limits.SEARCH_TOP_K.value)
     candidates: int | None = Field(None, ge=1, le=limits.CANDIDATES.value, description="Retrieved before rerank/gating")
     alpha: float | None = Field(None, ge=0, le=1)
-    language: str | None = Field(
-        None,
-        pattern=LANGUAGE_PATTERN,
-        max_length=35,
-        description="The user's language (ISO 639-1, e.g. de or de-CH), the hint the search analyses a short or unclear "
-        "query with (German stemming for a German user); null = the request's Accept-Language, else detected. A query "
-        "clearly written in one language is searched in that language",
-    )
+    language: LanguageHint = None
     levels: list[Level] = Field(default_factory=list, max_length=3)
     document_ids: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_DOCUMENT_IDS)
     rerank: bool = False
