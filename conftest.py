@@ -83,6 +83,21 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]
 
 
 @pytest.fixture(scope="session")
+def connectors_dsn(postgres: PostgresInfo) -> str:
+    """The connector tables' role (CONNECTORS_DSN). The migration creates it without LOGIN; a password is given
+    here once for the session (a role's password is cluster-wide)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    password = secrets.token_urlsafe(12)
+    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER ROLE ragmesh_connectors LOGIN PASSWORD '{password}'")
+    params = conninfo_to_dict(postgres.owner_dsn)
+    params.update(user="ragmesh_connectors", password=password)
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared evaluation data not found at {SHARED_DATA}")

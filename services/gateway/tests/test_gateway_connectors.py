@@ -4,15 +4,12 @@ queue and listed with their reports."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh_cli.tokens import mint
 from ragmesh_gateway.app import create_app
@@ -32,16 +29,6 @@ class NoMesh:
 
     async def close(self) -> None:
         pass
-
-
-@pytest.fixture(scope="module")
-def connectors_dsn(postgres: Any) -> str:
-    password = secrets.token_urlsafe(12)
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"ALTER ROLE ragmesh_connectors LOGIN PASSWORD '{password}'")
-    params = conninfo_to_dict(postgres.owner_dsn)
-    params.update(user="ragmesh_connectors", password=password)
-    return make_conninfo(**params)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragmesh_common.connectors import ConnectorIn, ConnectorStore, allowed_roots, check_root
 from ragmesh_dev.websites import Site, serve
@@ -69,14 +67,9 @@ class FakeSink:
 
 
 @pytest.fixture(scope="module")
-def store(postgres: Any) -> ConnectorStore:
-    """The store as the connectors role (the migration creates it without LOGIN; a password is given here)."""
-    password = secrets.token_urlsafe(12)
-    with psycopg.connect(postgres.owner_dsn, autocommit=True) as conn:
-        conn.execute(f"ALTER ROLE ragmesh_connectors LOGIN PASSWORD '{password}'")
-    params = conninfo_to_dict(postgres.owner_dsn)
-    params.update(user="ragmesh_connectors", password=password)
-    return ConnectorStore(make_conninfo(**params))
+def store(connectors_dsn: str) -> ConnectorStore:
+    """The store as the connectors role (the suite's `connectors_dsn`)."""
+    return ConnectorStore(connectors_dsn)
 
 
 @pytest.fixture
