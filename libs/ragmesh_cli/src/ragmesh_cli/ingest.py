@@ -4,7 +4,12 @@ followed to ready or failed through its events stream, with polling where the st
 Resumable: before uploading, the files' SHA-256 are looked up (POST /api/v1/documents/lookup, `mine`), and a file
 whose bytes are already one of the caller's documents (not failed) is not sent again (`present`). So a run stopped
 with Ctrl-C, or broken off, is finished by running the same command again. The gateway's own duplicate check
-(same owner, same bytes) stays the backstop for a file whose upload was in flight at the interrupt.
+(same owner, same bytes) stays the backstop for a file whose upload was cut off (a second Ctrl-C, a lost
+connection).
+
+Stopping (`request_stop`, the first Ctrl-C): no new upload starts, the uploads in flight finish and are reported,
+following with --wait ends (those documents are reported as queued). So the summary lists every document the run
+created.
 
 Backpressure: an upload answered 429 or 503 with Retry-After is retried after that many seconds (every upload
 of the run pauses until then), not failed."""
@@ -12,6 +17,7 @@ of the run pauses until then), not failed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -37,6 +43,10 @@ LOOKUP_BATCH = 500  # content hashes per lookup request (the gateway takes up to
 MAX_RETRY_AFTER_S = 300.0  # a longer Retry-After is waited for this long, then the upload is tried again
 BUSY_STATUSES = (429, 503)
 TRANSPORT_RETRIES = 3  # an upload whose connection failed (refused, reset, timed out) is sent again, 1, 2, 4 s later
+
+
+class Stopped(Exception):
+    """A stop was requested while waiting to send (see `Ingest.request_stop`)."""
 
 
 @dataclass
@@ -186,10 +196,24 @@ class Ingest:
         self.on_status = on_status
         self.resume_at = 0.0  # monotonic time before which no upload starts (the gateway asked to wait)
         self.retries = 0  # uploads answered busy and tried again
+        self.stop_requested = False
+        self._stopping: asyncio.Event | None = None  # set in the run's loop when a stop is requested
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def request_stop(self) -> None:
+        """Stop starting uploads; those in flight finish. Safe from a signal handler, before, during or after
+        `run`."""
+        self.stop_requested = True
+        if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stopping.set)
 
     async def run(self, files: list[Path]) -> list[Outcome]:
-        """Every file's outcome. Cancelled (Ctrl-C), it stops at once: the outcomes reported through `on_done`
-        so far are what was done."""
+        """The outcome of every file the run got to: all of them, or after `request_stop` those finished or in
+        flight at the stop. Cancelled (a second Ctrl-C), it stops at once: the outcomes reported through
+        `on_done` so far are what was done."""
+        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        if self.stop_requested:
+            self._stopping.set()
         transport = self.settings.transport if isinstance(self.settings.transport, httpx.AsyncBaseTransport) else None
         async with httpx.AsyncClient(
             base_url=self.settings.url,
@@ -197,9 +221,15 @@ class Ingest:
             timeout=self.settings.timeout(),
             transport=transport,
         ) as http:
-            hashes = await asyncio.to_thread(content_hashes, files)
-            present = await self.lookup(http, sorted({h for h in hashes.values() if h}))
-            return list(await asyncio.gather(*(self.one(http, path, present.get(hashes[path], {})) for path in files)))
+            hashes = await asyncio.to_thread(content_hashes, files, lambda: self.stop_requested)
+            if self.stop_requested:
+                return []
+            try:
+                present = await self.lookup(http, sorted({h for h in hashes.values() if h}))
+            except Stopped:
+                return []
+            outcomes = await asyncio.gather(*(self.one(http, path, present.get(hashes[path], {})) for path in files))
+            return [o for o in outcomes if o is not None]
 
     async def lookup(self, http: httpx.AsyncClient, hashes: list[str]) -> dict[str, dict[str, Any]]:
         """{hash: document} for the hashes that are already the caller's documents, not failed. Where the gateway
@@ -235,7 +265,7 @@ class Ingest:
         while True:
             delay = self.resume_at - time.monotonic()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self.sleep_unless_stopped(delay)
             response = await send()
             wait_s = retry_after(response)
             if wait_s is None:
@@ -245,7 +275,19 @@ class Ingest:
             self.resume_at = max(self.resume_at, time.monotonic() + wait_s + random.uniform(0, 0.25))  # noqa: S311
             logger.info("gateway busy (HTTP %s); retrying in %.1f s", response.status_code, wait_s)
 
-    async def one(self, http: httpx.AsyncClient, path: Path, present: dict[str, Any]) -> Outcome:
+    async def sleep_unless_stopped(self, seconds: float) -> None:
+        """Sleeps; raises Stopped when a stop is requested meanwhile (nothing was sent: the file is not started)."""
+        stopping = self._stopping
+        if stopping is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), seconds)
+        if stopping.is_set():
+            raise Stopped
+
+    async def one(self, http: httpx.AsyncClient, path: Path, present: dict[str, Any]) -> Outcome | None:
+        """The file's outcome, reported through `on_done`; None for a file not started before a stop."""
         try:
             if present:
                 outcome = Outcome(
@@ -255,15 +297,17 @@ class Ingest:
                     f"already ingested ({present.get('status', '?')}); not uploaded again",
                 )
                 if self.wait and present.get("status") not in TERMINAL:
-                    async with self.followers:
-                        outcome = await self.follow(http, outcome)
+                    outcome = await self.follow_unless_stopped(http, outcome)
                 self.on_done(outcome)
                 return outcome
             async with self.uploads:
+                if self.stop_requested:
+                    return None
                 outcome = await self.upload(http, path)
             if self.wait and outcome.status == "queued":
-                async with self.followers:
-                    outcome = await self.follow(http, outcome)
+                outcome = await self.follow_unless_stopped(http, outcome)
+        except Stopped:  # waiting out the gateway's Retry-After when the stop came: never sent
+            return None
         except ApiError as exc:
             outcome = Outcome(path, "error", reason=str(exc))
         except OSError as exc:
@@ -306,6 +350,26 @@ class Ingest:
             )
         self.on_status(path, str(body.get("status", "queued")))
         return Outcome(path, "queued", document_id)
+
+    async def follow_unless_stopped(self, http: httpx.AsyncClient, outcome: Outcome) -> Outcome:
+        """`follow` (at most MAX_FOLLOWERS at once); after a stop request, `outcome` as it is (queued)."""
+        stopping = self._stopping
+        if stopping is None or stopping.is_set():
+            return outcome
+
+        async def slot() -> Outcome:
+            async with self.followers:
+                return await self.follow(http, outcome)
+
+        following, stopped = asyncio.ensure_future(slot()), asyncio.ensure_future(stopping.wait())
+        try:
+            await asyncio.wait({following, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (following, stopped):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(following, stopped, return_exceptions=True)
+        return following.result() if following.done() and not following.cancelled() else outcome
 
     async def follow(self, http: httpx.AsyncClient, outcome: Outcome) -> Outcome:
         """The document's final state: from its events stream, else by polling; `still <status>` past the deadline."""
@@ -375,10 +439,13 @@ class Ingest:
             return dict(body)
 
 
-def content_hashes(files: list[Path]) -> dict[Path, str]:
-    """Each file's hex SHA-256 (streamed, not read whole); "" for one that cannot be read (its upload says why)."""
+def content_hashes(files: list[Path], stopped: Callable[[], bool] = lambda: False) -> dict[Path, str]:
+    """Each file's hex SHA-256 (streamed, not read whole); "" for one that cannot be read (its upload says why).
+    Ends early, incomplete, once `stopped()`."""
     hashes: dict[Path, str] = {}
     for path in files:
+        if stopped():
+            break
         try:
             with path.open("rb") as handle:
                 hashes[path] = hashlib.file_digest(handle, "sha256").hexdigest()

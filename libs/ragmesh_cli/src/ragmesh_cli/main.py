@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -142,6 +145,84 @@ def print_json(st: State, data: Any) -> None:
 
 
 # ---------- ingest ----------
+class Interrupts:
+    """Ctrl-C for a long command, installed for all of it (so that no Ctrl-C meets Python's default handler
+    between two phases): the first calls `on_first` (stop cleanly), a second aborts (KeyboardInterrupt)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.on_first: Callable[[], None] = lambda: None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count > 1:
+            raise KeyboardInterrupt
+        self.on_first()
+
+    @contextmanager
+    def installed(self) -> Iterator[Interrupts]:
+        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+            yield self
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def upload_with_progress(
+    st: State,
+    files: list[Path],
+    skipped: list[Outcome],
+    interrupts: Interrupts,
+    acl_fields: dict[str, Any] | None,
+    concurrency: int,
+    wait: bool,
+    wait_timeout: float,
+) -> list[Outcome]:
+    """`ragmesh ingest`'s uploads under one progress bar; the outcomes of the files done. The first Ctrl-C lets
+    the uploads in flight finish (so that the outcomes list every document created), a second one aborts."""
+    for o in skipped:
+        st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
+    outcomes: list[Outcome] = []
+    if not files:
+        return outcomes
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    counts: Counter[str] = Counter()
+    with Progress(*columns, console=st.err, transient=False) as progress:
+        verb = "ingesting" if wait else "uploading"
+        task = progress.add_task(verb, total=len(files))
+
+        def done(outcome: Outcome) -> None:
+            outcomes.append(outcome)
+            counts[outcome.status] += 1
+            progress.update(task, advance=1, description=f"{verb} ({render.status_counts(counts)})")
+
+        runner = Ingest(
+            st.settings, acl=acl_fields, concurrency=concurrency, wait=wait, wait_timeout_s=wait_timeout, on_done=done
+        )
+
+        def stop() -> None:
+            runner.request_stop()
+            verb_now = "stopping: finishing the uploads in flight (Ctrl-C again to abort)"
+            progress.update(task, description=verb_now)
+
+        interrupts.on_first = stop
+        try:
+            with failing_clearly(st):
+                asyncio.run(runner.run(files))
+        except KeyboardInterrupt:  # the second Ctrl-C: asyncio.run cancelled the uploads; `outcomes` is what finished
+            interrupts.count = max(interrupts.count, 1)
+    return outcomes
+
+
 @app.command()
 def ingest(
     ctx: typer.Context,
@@ -162,60 +243,29 @@ def ingest(
     Files already among your documents (same bytes) are not sent again, so after Ctrl-C (exit code 130) the same
     command resumes where it stopped."""
     st = state(ctx)
-    try:
-        with failing_clearly(st):
-            acl_fields = parse_acl(acl or [])
-            extensions = asyncio.run(accepted_extensions(st.settings))
-        files, skipped = collect(paths, extensions)
-    except KeyboardInterrupt:  # before anything was sent
-        st.err.print("[yellow]interrupted:[/] nothing uploaded")
-        raise typer.Exit(130) from None
-    for o in skipped:
-        st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
-    outcomes: list[Outcome] = []
-    interrupted = False
-    if files:
-        columns = (
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        counts: Counter[str] = Counter()
-        with Progress(*columns, console=st.err, transient=False) as progress:
-            verb = "ingesting" if wait else "uploading"
-            task = progress.add_task(verb, total=len(files))
-
-            def done(outcome: Outcome) -> None:
-                outcomes.append(outcome)
-                counts[outcome.status] += 1
-                progress.update(task, advance=1, description=f"{verb} ({render.status_counts(counts)})")
-
-            runner = Ingest(
-                st.settings,
-                acl=acl_fields,
-                concurrency=concurrency,
-                wait=wait,
-                wait_timeout_s=wait_timeout,
-                on_done=done,
+    with Interrupts().installed() as interrupts:
+        try:
+            with failing_clearly(st):
+                acl_fields = parse_acl(acl or [])
+                extensions = asyncio.run(accepted_extensions(st.settings))
+            files, skipped = collect(paths, extensions)
+        except KeyboardInterrupt:  # a second Ctrl-C
+            interrupts.count = max(interrupts.count, 1)
+        if interrupts.count:  # before anything was sent
+            st.err.print("[yellow]interrupted:[/] nothing uploaded")
+            raise typer.Exit(130)
+        outcomes = upload_with_progress(st, files, skipped, interrupts, acl_fields, concurrency, wait, wait_timeout)
+        results = outcomes + skipped
+        if as_json:
+            print_json(st, [outcome_json(o) for o in results])
+        else:
+            render.ingest_summary(st.out, results)
+        if interrupts.count:
+            st.err.print(
+                f"[yellow]interrupted:[/] {len(outcomes)} of {len(files)} files done; run the same command again "
+                "to resume (files already ingested are not uploaded again)"
             )
-            try:
-                with failing_clearly(st):
-                    asyncio.run(runner.run(files))
-            except KeyboardInterrupt:  # asyncio.run cancelled the uploads; `outcomes` holds what finished
-                interrupted = True
-    results = outcomes + skipped
-    if as_json:
-        print_json(st, [outcome_json(o) for o in results])
-    else:
-        render.ingest_summary(st.out, results)
-    if interrupted:
-        st.err.print(
-            f"[yellow]interrupted:[/] {len(outcomes)} of {len(files)} files done; run the same command again to "
-            "resume (files already ingested are not uploaded again)"
-        )
-        raise typer.Exit(130)
+            raise typer.Exit(130)
     if not files:
         st.err.print("[red]error:[/] no supported files to upload")
         raise typer.Exit(1)
