@@ -134,7 +134,7 @@ class Question:
 
 @dataclass
 class Upload:
-    key: str  # dataset:name, stable between runs (the manifest's key)
+    key: str  # dataset:name, stable between runs (with the content's hash, the manifest's key)
     filename: str
     title: str
     content: str
@@ -338,6 +338,20 @@ class Api:
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
             return None, f"{type(exc).__name__}: {exc}"
 
+    async def delete(self, token: str, document_id: str) -> str:
+        """ "" when the document is gone (deleted now, or already), else why not."""
+        import aiohttp
+
+        try:
+            async with self.session.delete(
+                f"/api/v1/documents/{document_id}", headers=auth(token), timeout=aiohttp.ClientTimeout(total=120)
+            ) as reply:
+                return (
+                    "" if reply.status in (200, 202, 204, 404) else f"http {reply.status}: {(await reply.text())[:200]}"
+                )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+
     async def status(self, token: str, document_id: str) -> tuple[str, str]:
         """(status, error); ("missing", why) when the gateway answers 404 or another 4xx; ("unreachable", why) when
         it answers 5xx (a loaded gateway's catalogue call missing its deadline is a 503: ask again) or not at all."""
@@ -438,17 +452,38 @@ async def sse_events(stream: Any) -> Any:
 # ---------------------------------------------------------------- ingestion
 
 
+def manifest_key(item: Upload) -> str:
+    """The upload's key in the manifest: its stable name and its content (an article uploaded by an earlier run
+    with another paragraph held out is another document)."""
+    return f"{item.key}@{hashlib.sha256(item.content.encode()).hexdigest()[:16]}"
+
+
 async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manifest_path: Path) -> dict[str, Any]:
-    """Uploads what the manifest does not already hold as `ready`, UPLOADS_IN_FLIGHT at a time, and waits until
-    every document is ready or failed. Returns the counts and the wall time."""
+    """Deletes what an earlier run with the same data folder uploaded and this run does not (another sample,
+    another held-out paragraph: the index holds exactly this run's corpus), uploads what the manifest does not
+    already hold as `ready`, UPLOADS_IN_FLIGHT at a time, and waits until every document is ready or failed.
+    Returns the counts and the wall time."""
     from tqdm import tqdm
 
     manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     token_of = {SQUAD_DEPARTMENT: tokens["squad"], HOTPOT_DEPARTMENT: tokens["hotpotqa"]}
+    token_of_dataset = {"squad": tokens["squad"], "hotpotqa": tokens["hotpotqa"]}
+    wanted = {manifest_key(item) for item in uploads}
+    stale = {key: document_id for key, document_id in manifest.items() if key not in wanted}
+    removed = 0
+    for key, document_id in stale.items():
+        why = await api.delete(token_of_dataset.get(key.split(":", 1)[0], tokens["squad"]), document_id)
+        if why:
+            raise RuntimeError(f"cannot delete {key} ({document_id}) of an earlier run: {why}")
+        del manifest[key]
+        removed += 1
+    if removed:
+        manifest_path.write_text(json.dumps(manifest, indent=1))
+        bench.log(f"deleted {removed} documents of an earlier run that this run does not upload")
     reused = 0
     todo: list[Upload] = []
     for item in uploads:
-        document_id = manifest.get(item.key)
+        document_id = manifest.get(manifest_key(item))
         if document_id and (await api.status(token_of[item.department], document_id))[0] == "ready":
             reused += 1
         else:
@@ -464,19 +499,19 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
         if document_id is None:
             failures[item.key] = why
         else:
-            manifest[item.key] = document_id
+            manifest[manifest_key(item)] = document_id
         progress.update()
 
     await asyncio.gather(*[send(item) for item in todo])
     progress.close()
     manifest_path.write_text(json.dumps(manifest, indent=1))
-    pending = {item.key: item for item in todo if item.key in manifest}
+    pending = {item.key: item for item in todo if manifest_key(item) in manifest}
     progress = tqdm(total=len(pending), desc="ingest", unit="doc", file=sys.stderr, mininterval=2)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while pending and time.monotonic() < deadline:
         await asyncio.sleep(2)
         for key, item in list(pending.items()):
-            status, error = await api.status(token_of[item.department], manifest[key])
+            status, error = await api.status(token_of[item.department], manifest[manifest_key(item)])
             if status == "ready":
                 del pending[key]
                 progress.update()

@@ -1557,7 +1557,11 @@ async def readers_point(
     from ragmesh_retriever.server import make_backend
     from ragmesh_retriever.session import Database
 
-    overrides = {"bm25_document_first_max_docs": args.document_first_max_docs} if args.document_first_max_docs else {}
+    overrides: dict[str, Any] = (
+        {"bm25_document_first_max_docs": args.document_first_max_docs} if args.document_first_max_docs else {}
+    )
+    if args.vector_exact_max_chunks is not None:
+        overrides["vector_exact_max_chunks"] = args.vector_exact_max_chunks
     settings = Settings.defaults(dsn, rls_key=key, **overrides)
     with psycopg.connect(owner) as conn:
         bases = np.array(
@@ -1579,15 +1583,25 @@ async def readers_point(
     catalog = Catalog(db)
     list_max = getattr(backend, "scope_list_max", None)
 
-    async def search(user: Any, text: str, vector: list[float], alpha: float = settings.alpha) -> list[Any]:
+    # the same search with the vector leg always walking HNSW (no exact plan for small ACL scopes), timed beside
+    # the default for the readers searched by ACL scope
+    exact_max = getattr(backend, "vector_exact_max_chunks", 0)
+    walking = make_backend(settings.model_copy(update={"vector_exact_max_chunks": 0}), db) if exact_max else None
+    if walking is not None:
+        await walking.start()
+
+    async def search(
+        user: Any, text: str, vector: list[float], alpha: float = settings.alpha, using: Any = None
+    ) -> list[Any]:
+        engine = using or backend
         query = SearchQuery(text=text, vector=vector, top_k=10, alpha=alpha, candidates=settings.candidates)
         async with db.transaction(user) as conn:
             if code == "scopes":
                 scope, _ = await catalog.search_scope(conn, None, list_max)
             else:
                 scope, _ = await catalog.search_scope(conn, None)
-        lexical = await backend.lexical(user, query, scope)
-        return list(await backend.search(user, query, scope, lexical=lexical))
+        lexical = await engine.lexical(user, query, scope)
+        return list(await engine.search(user, query, scope, lexical=lexical))
 
     users = {name: UserContext(*ident) for name, (_, ident) in identities.items()}
     for name, user in users.items():  # every reader reads what it should
@@ -1598,15 +1612,22 @@ async def readers_point(
         if not await search(user, claims[0], qvecs[0]):
             raise RuntimeError(f"reader {name}: no results")
 
-    def call(u: Any, t: str, v: list[float]) -> Callable[[], Awaitable[Any]]:
-        return lambda: search(u, t, v)
+    def call(u: Any, t: str, v: list[float], using: Any = None) -> Callable[[], Awaitable[Any]]:
+        return lambda: search(u, t, v, using=using)
 
     names = list(users)
+    # (label, reader, backend): every reader with the service defaults; the readers whose scope is searched by ACL
+    # and small enough for the exact vector plan (one chunk per document here) also with the HNSW walk, side by side
+    paths = [(n, n, None) for n in names]
+    if walking is not None and list_max is not None:
+        paths += [
+            (f"{n} (vector leg: HNSW walk)", n, walking) for n in names if list_max < identities[n][0] <= exact_max
+        ]
     timings = await timed(
-        [tuple(call(users[n], t, v) for n in names) for t, v in zip(claims, qvecs, strict=True)],
+        [tuple(call(users[n], t, v, using) for _, n, using in paths) for t, v in zip(claims, qvecs, strict=True)],
         progress=f"readers {size}",
     )
-    for n, values in zip(names, timings, strict=True):
+    for n, values in zip([label for label, _, _ in paths], timings, strict=True):
         results["latency"][f"catalogue {size} reader {n}"] = {
             "p50_ms": round(percentile(values, 0.5), 1),
             "p95_ms": round(percentile(values, 0.95), 1),
@@ -1761,6 +1782,7 @@ async def run_readers(args: argparse.Namespace) -> int:
         "code": code,
         "label": args.readers_label,
         "document_first_max_docs": args.document_first_max_docs or "default",
+        "vector_exact_max_chunks": "default" if args.vector_exact_max_chunks is None else args.vector_exact_max_chunks,
         "catalogue_sizes": sizes,
         "owners": READER_OWNERS,
         "queries": args.latency_queries,
@@ -2039,6 +2061,12 @@ def main() -> None:
         action="store_true",
         help="only search latency by readable documents: one synthetic catalogue, readers of 10 / 1k / 10k / 100k "
         "documents side by side (no mesh; writes bench/results/readers.json unless --output is given)",
+    )
+    parser.add_argument(
+        "--vector-exact-max-chunks",
+        type=int,
+        default=None,
+        help="the retriever's RETRIEVER_VECTOR_EXACT_MAX_CHUNKS for --readers (default: its default)",
     )
     parser.add_argument("--readers-documents", type=int, default=100_000, help="documents of the full catalogue")
     parser.add_argument("--readers-small", type=int, default=1_000, help="documents of the small catalogue")

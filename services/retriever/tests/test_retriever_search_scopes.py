@@ -3,12 +3,15 @@
 The per-scope statistics are kept by triggers, so each change that moves a document between scopes is made
 here: an ACL change (and back), a document becoming ready and one failing, a re-index of a ready document and
 a deletion. After each, for a reader of several scopes: the same readable count, the same lexical hits with
-the same BM25 scores (1e-6, the statistics of exactly the readable documents), and the per-scope tables
-equal to a recount from the documents themselves.
+the same BM25 scores (1e-6, the statistics of exactly the readable documents), the same vector hits from each
+of the vector leg's three plans (listed documents, the exact plan of a small ACL scope, the HNSW walk through
+the permission filter) and none from an unreadable or unready document, and the per-scope tables equal to a
+recount from the documents themselves.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import AsyncIterator
 
@@ -21,7 +24,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common.identity import UserContext
 from ragmesh_common.testing import user as local_user
 from ragmesh_retriever.backends.base import SearchQuery
-from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend
+from ragmesh_retriever.backends.pgvector_backend import PgVectorBackend, _docs_param, vector_literal, vector_plan
 from ragmesh_retriever.catalog import Catalog
 from ragmesh_retriever.migrate import apply_schema
 from ragmesh_retriever.session import Database
@@ -68,7 +71,18 @@ async def _index(backend: PgVectorBackend, owner: UserContext, doc_id: str, text
         common_pb2.Chunk(chunk_id=f"{doc_id}:{i}", document_id=doc_id, level=3, ordinal=i, text=t)
         for i, t in enumerate(texts)
     ]
+    for chunk in chunks:
+        chunk.embedding.extend(_vector(chunk.text))
     await backend.index(owner, doc_id, chunks)
+
+
+def _vector(text: str) -> list[float]:
+    """A unit vector from the text's words (word i's hash picks a dimension), 384 wide."""
+    values = [0.0] * 384
+    for word in text.split():
+        values[int(uuid.uuid5(uuid.NAMESPACE_URL, word)) % 384] += 1.0
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
 
 
 async def _status(catalog: Catalog, owner: UserContext, doc_id: str, status: int) -> None:
@@ -92,6 +106,27 @@ async def _same_search(catalog: Catalog, backend: PgVectorBackend, owner_dsn: st
         assert exact.keys() == scopes.keys(), (step, text)
         for chunk_id, score in exact.items():
             assert scopes[chunk_id] == pytest.approx(score, abs=1e-6), (step, text, chunk_id)
+    readable_now = await _readable_ready_chunks(owner_dsn)
+    for text in QUERIES:  # the vector leg: listed, exact over a small ACL scope, the HNSW walk; all the same
+        query = SearchQuery(text=text, vector=_vector(text), top_k=50, alpha=1.0, candidates=200)
+        plans = {}
+        for plan, (scope, exact_max) in {
+            "listed": (listed, 0),
+            "exact": (by_scope, 10_000),
+            "hnsw_in_scopes": (by_scope, 0),
+        }.items():
+            backend.vector_exact_max_chunks = exact_max
+            hits = await backend.search(READER, query, scope, lexical={})
+            plans[plan] = sorted((h.chunk.chunk_id, round(h.vector or 0.0, 5)) for h in hits)
+            # the leg itself, before the details statement (which reads only ready, readable chunks again)
+            params = {"levels": [3], "docs": _docs_param(scope), "k": 200, "vec": vector_literal(query.vector or [])}
+            async with backend._vector_transaction(READER, 200, scope.document_ids is not None) as conn:
+                assert await backend._vector_plan(conn, scope, [3], 200) == plan
+                leg = await backend._vector_leg(conn, params, plan)
+            assert sorted((c, round(v, 5)) for c, v in leg.items()) == plans[plan], (step, text, plan)
+        assert plans["listed"] == plans["exact"] == plans["hnsw_in_scopes"], (step, text, plans)
+        # top 50 of a few chunks: every readable ready chunk, and nothing else
+        assert {c for c, _ in plans["exact"]} == readable_now, (step, text)
     with psycopg.connect(owner_dsn) as conn:  # the per-scope tables are sums of what is there now
         kept = conn.execute(
             "SELECT scope_id, level, n_chunks, total_len FROM lex_scope_stats WHERE n_chunks <> 0 ORDER BY 1, 2"
@@ -114,6 +149,17 @@ async def _same_search(catalog: Catalog, backend: PgVectorBackend, owner_dsn: st
             "WHERE p.scope_id IS DISTINCT FROM CASE WHEN d.status = 'ready' THEN d.scope_id END"
         ).fetchone()
         assert stray == (0,), step
+
+
+async def _readable_ready_chunks(owner_dsn: str) -> set[str]:
+    """The chunks of the ready documents READER may read, by the ACL itself (as the table's owner, no RLS)."""
+    with psycopg.connect(owner_dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.status = 'ready' AND ("
+            "'scope-eng' = ANY(d.acl_departments) OR 'scope-reader' = ANY(d.acl_users) "
+            "OR 'scope-auditor' = ANY(d.acl_roles) OR d.acl_public)"
+        ).fetchall()
+    return {r[0] for r in rows}
 
 
 async def test_search_by_scope_equals_search_by_listed_documents(scoped, owner_dsn) -> None:
@@ -155,3 +201,15 @@ async def test_search_by_scope_equals_search_by_listed_documents(scoped, owner_d
     await _same_search(catalog, backend, owner_dsn, "a ready document re-indexed")
     await catalog.delete(OWNER_B, audit)
     await _same_search(catalog, backend, owner_dsn, "a readable document deleted")
+
+
+def test_the_vector_plan_scores_a_selective_scope_exactly_and_walks_the_graph_for_a_broad_one() -> None:
+    # readable² ≤ pool × catalogue: exact; the numbers of bench/results/readers.json (100k chunks, pool 100)
+    assert vector_plan(1_000, 100_000, 100, 20_000) == "exact"  # 1 %: 10k candidates walked for 100 kept
+    assert vector_plan(10_000, 100_000, 100, 20_000) == "hnsw_in_scopes"  # 10 %
+    assert vector_plan(100_000, 100_000, 100, 200_000) == "hnsw_in_scopes"
+    assert vector_plan(1_000, 1_000, 100, 20_000) == "hnsw_in_scopes"  # everything readable: the graph is cheap
+    assert vector_plan(3_000, 10_000_000, 100, 20_000) == "exact"
+    assert vector_plan(30_000, 100_000_000, 100, 20_000) == "hnsw_in_scopes"  # above the cap: never exact
+    assert vector_plan(50, 0.0, 100, 20_000) == "exact"  # no estimate yet: a tiny scope is still exact
+    assert vector_plan(500, 0.0, 100, 20_000) == "hnsw_in_scopes"

@@ -35,6 +35,10 @@ RAG_SEARCH_RESULTS = "rag.search.results"
 RAG_SEARCH_ACCESSIBLE_DOCS = "rag.search.accessible_documents"
 RAG_SEARCH_LEXICAL_HITS = "rag.search.lexical_hits"
 RAG_SEARCH_LEXICAL_PLAN = "rag.search.lexical_plan"  # term_first | document_first
+RAG_SEARCH_VECTOR_PLAN = "rag.search.vector_plan"  # listed | exact | hnsw_in_scopes
+RAG_SEARCH_READABLE_CHUNKS = (
+    "rag.search.readable_chunks"  # ready chunks an ACL-scope search may read (exact plan check)
+)
 RAG_SEARCH_LANGUAGES = "rag.search.languages"  # the languages the lexical leg searched, the query's first
 RAG_SEARCH_LANGUAGE_CHOICE = "rag.search.language_choice"  # detected | hint | default | close
 RAG_SEARCH_LANGUAGE_HINT = "rag.search.language_hint"  # the user's language (request field or Accept-Language)

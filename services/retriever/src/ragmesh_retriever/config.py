@@ -23,6 +23,7 @@ BM25_B = 0.4
 LANGUAGE_MARGIN = 0.5
 SHORT_QUERY_WORDS = 6
 UNCOVERED_ALPHA = 0.4
+VECTOR_EXACT_MAX_CHUNKS = 20000
 
 
 class Settings(ServiceSettings):
@@ -43,6 +44,10 @@ class Settings(ServiceSettings):
     # impact-ordered postings read per query term (bounded lexical work)
     bm25_postings_per_term: int = Field(2000, ge=1)
     bm25_document_first_max_docs: int = 200  # up to this many readable documents: postings by document
+    # a scope searched by ACL (more readable documents than the above) with at most this many ready chunks at
+    # the searched levels: the vector leg scores them exactly instead of walking HNSW through the permission
+    # filter, which reads ~1/selectivity candidates per kept one (0 = always HNSW); README "Search cost"
+    vector_exact_max_chunks: int = Field(VECTOR_EXACT_MAX_CHUNKS, ge=0)
     candidates: int = 100  # per-leg candidate pool before fusion
     # The graph leg's weight in the fusion when a search brings graph scores and no graph_weight of its own
     graph_weight: float = Field(0.5, ge=0, le=10)

@@ -159,6 +159,20 @@ ORDER BY c.embedding <=> %(vec)s::vector
 LIMIT %(k)s
 """
 
+# A scope of few readable chunks among many (1 % of the catalogue: the HNSW walk with the permission filter
+# reads ~100 candidates per kept one): the readable documents' chunks scored exactly. The distance is computed in a
+# materialized CTE, so the planner cannot walk the HNSW index instead; the documents come by their scope
+# (documents_ready_scope_idx), their chunks by chunks_document_idx, all under row-level security.
+_VECTOR_EXACT_IN_SCOPES = """
+WITH scored AS MATERIALIZED (
+    SELECT c.id, c.embedding <=> %(vec)s::vector AS distance FROM chunks c
+    WHERE c.document_id IN (
+        SELECT d.id FROM documents d WHERE d.status = 'ready' AND d.scope_id IN (SELECT s.id FROM rag_scopes s)
+    ) AND c.level = ANY(%(levels)s) AND c.embedding IS NOT NULL
+)
+SELECT id, 1 - distance AS sim FROM scored ORDER BY distance, id LIMIT %(k)s
+"""
+
 _DETAILS_COLUMNS = """
 SELECT c.id, c.document_id, c.level, c.parent_id, c.ordinal, c.section_path, c.page, c.kind, c.title, c.text,
        CASE WHEN c.embedding IS NULL OR %(vec)s::text IS NULL THEN NULL
@@ -188,6 +202,19 @@ def uuid_array_literal(ids: list[str]) -> str:
     if ids and not _UUID_LIST.fullmatch(joined):
         raise InvalidArgument("document ids must be UUIDs")
     return "{" + joined + "}"
+
+
+def vector_plan(readable: int, catalogue: float, pool: int, max_chunks: int) -> str:
+    """`exact` or `hnsw_in_scopes` for a vector leg over ACL scopes. Scoring the `readable` chunks exactly costs
+    about `readable` distance computations; walking the HNSW graph through the permission filter reads about
+    `pool` / selectivity = `pool` × `catalogue` / `readable` candidates, each about as dear (measured, 384-d, 100k
+    chunks: 1 % readable, 19 ms exact vs 110 ms walking; 10 %, 94 vs 29 ms). So exact while readable² ≤ pool ×
+    catalogue, and never above `max_chunks`. A catalogue never analysed (no estimate) counts as the readable
+    chunks alone."""
+    if readable > max_chunks:
+        return "hnsw_in_scopes"
+    catalogue = max(catalogue, float(readable))
+    return "exact" if float(readable) * readable <= pool * catalogue else "hnsw_in_scopes"
 
 
 def _docs_param(scope: Scope) -> str | None:
@@ -249,6 +276,7 @@ class PgVectorBackend:
         ef_search: int = 100,
         postings_per_term: int = 2000,
         document_first_max_docs: int = 200,
+        vector_exact_max_chunks: int = 0,
     ) -> None:
         self.db = db
         self.dimension = dimension
@@ -261,6 +289,9 @@ class PgVectorBackend:
         self.document_first_max_docs = document_first_max_docs
         # a scope the document-first plan would not take is searched by ACL scope, never listed
         self.scope_list_max: int | None = document_first_max_docs
+        # a scope searched by ACL with at most this many ready chunks at the searched levels may be scored exactly
+        # instead of walking the HNSW graph through the permission filter (`vector_plan`; 0 = always the graph)
+        self.vector_exact_max_chunks = vector_exact_max_chunks
 
     async def start(self) -> None:
         await asyncio.to_thread(warm_up)
@@ -347,12 +378,15 @@ class PgVectorBackend:
         docs = _docs_param(scope)
         base = {"levels": query.levels, "docs": docs, "k": pool, "cfg": self.cfg}
         listed = scope.document_ids is not None
+        plan = "listed" if listed else "hnsw_in_scopes"
 
         async def vector_leg() -> dict[str, float]:
+            nonlocal plan
             if not query.vector or query.alpha <= 0.0:
                 return {}
             async with self._vector_transaction(user, pool, listed) as conn:
-                return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)}, listed)
+                plan = await self._vector_plan(conn, scope, query.levels, pool)
+                return await self._vector_leg(conn, {**base, "vec": vector_literal(query.vector)}, plan)
 
         # the two legs run at once, each on a connection (and a server process) of its own, under the user
         lex, vector = await asyncio.gather(
@@ -377,7 +411,7 @@ class PgVectorBackend:
                 if expanded is not None:
                     expanded_query = True
                     async with self._vector_transaction(user, pool, listed) as vconn:
-                        vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)}, listed)
+                        vector = await self._vector_leg(vconn, {**base, "vec": vector_literal(expanded)}, plan)
                     fused = fuse(query.fusion, lex, vector, query.alpha, query.graph, query.graph_weight)
             top = fused[: query.top_k]
             cur = await conn.execute(
@@ -448,20 +482,42 @@ class PgVectorBackend:
             merged = merge_languages(rankings)
             return dict(sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[: base["k"]])
 
+    async def _vector_plan(self, conn: Any, scope: Scope, levels: Sequence[int], pool: int) -> str:
+        """How the vector leg reads: `listed` (the documents' ids given), `exact` or `hnsw_in_scopes` for a scope
+        searched by ACL (`vector_plan`), from the ready chunks at `levels` the user may read (the readable
+        scopes' statistics) and the catalogue's chunks (the planner's estimate)."""
+        if scope.document_ids is not None:
+            return "listed"
+        if self.vector_exact_max_chunks <= 0:
+            return "hnsw_in_scopes"
+        cur = await conn.execute(
+            "SELECT (SELECT coalesce(sum(n_chunks), 0) FROM lex_scope_stats WHERE level = ANY(%s)), "
+            "(SELECT reltuples FROM pg_class WHERE oid = 'chunks'::regclass)",
+            (list(levels),),
+        )
+        row = await cur.fetchone()
+        readable, catalogue = (int(row[0]), float(row[1] or 0)) if row else (0, 0.0)
+        span = trace.get_current_span()
+        span.set_attribute(attr.RAG_SEARCH_READABLE_CHUNKS, readable)
+        return vector_plan(readable, catalogue, pool, self.vector_exact_max_chunks)
+
     def _vector_transaction(self, user: UserContext, pool: int, listed: bool = True) -> Any:
         """A transaction as `user` with the HNSW search settings for a candidate pool of `pool`. Over ACL scopes
-        (not `listed`) sorting is off: the planner cannot estimate how many candidates the permission filter
-        keeps and would otherwise sort every readable chunk instead of walking the HNSW graph (measured: the
-        whole catalogue read for a user who reads it all)."""
+        (not `listed`) sorting is off, so that the planner walks the HNSW graph: it cannot estimate how many
+        candidates the permission filter keeps and would otherwise sort every readable chunk (measured: the
+        whole catalogue read for a user who reads it all). The exact plan sorts its scored chunks in memory
+        all the same (its ORDER BY over a materialized CTE has no other way)."""
         settings = {"hnsw.ef_search": str(max(self.ef_search, pool)), "hnsw.iterative_scan": "relaxed_order"}
         if not listed:
             settings["enable_sort"] = "off"
         return self.db.transaction(user, settings)
 
     @staticmethod
-    async def _vector_leg(conn: Any, params: dict[str, Any], listed: bool) -> dict[str, float]:
-        with tracer.start_as_current_span("vector leg"):
-            cur = await conn.execute(_VECTOR if listed else _VECTOR_IN_SCOPES, params)
+    async def _vector_leg(conn: Any, params: dict[str, Any], plan: str) -> dict[str, float]:
+        statement = {"listed": _VECTOR, "exact": _VECTOR_EXACT_IN_SCOPES, "hnsw_in_scopes": _VECTOR_IN_SCOPES}[plan]
+        with tracer.start_as_current_span("vector leg") as span:
+            span.set_attribute(attr.RAG_SEARCH_VECTOR_PLAN, plan)
+            cur = await conn.execute(statement, params)
             return {r[0]: float(r[1]) for r in await cur.fetchall()}
 
     @staticmethod
