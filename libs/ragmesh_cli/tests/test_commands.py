@@ -262,9 +262,30 @@ def test_ingest_sends_an_upload_again_after_a_broken_connection(
     assert "cannot reach http://gw.test" in by_name["down.txt"]["reason"] and sorted(waits) == [1, 1, 2, 2, 4]
 
 
-def test_ingest_ctrl_c_lets_the_uploads_in_flight_finish_then_stops_with_exit_130(tmp_path: Path) -> None:
-    """A real SIGINT during the fourth upload: that upload finishes and is listed (every document the run created
-    is in the summary), no fifth one starts, the rest is said to be left for a rerun, exit code 130."""
+def _signal_ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _second_ctrl_c() -> None:
+    raise KeyboardInterrupt  # what the command's handler raises on a second Ctrl-C
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "done"),
+    [
+        # the first Ctrl-C (a real SIGINT): the upload in flight finishes and is listed, no new one starts
+        (_signal_ctrl_c, ["id-1", "id-2", "id-3", "id-4"]),
+        # a second Ctrl-C: the run ends at once, the upload in flight is not listed
+        (_second_ctrl_c, ["id-1", "id-2", "id-3"]),
+    ],
+    ids=["first-ctrl-c", "second-ctrl-c"],
+)
+def test_ingest_interrupted_during_the_fourth_upload_stops_with_a_summary_and_exit_130(
+    tmp_path: Path, interrupt: Callable[[], None], done: list[str]
+) -> None:
+    """Ctrl-C during the fourth upload: what finished is listed (after the first Ctrl-C, every document the run
+    created), no fifth upload starts, the rest is said to be left for a rerun, no traceback, exit code 130, and
+    the command's own SIGINT handling ends with it."""
     for i in range(6):
         (tmp_path / f"f{i}.txt").write_text(f"text {i}")
     uploads: list[str] = []
@@ -273,39 +294,17 @@ def test_ingest_ctrl_c_lets_the_uploads_in_flight_finish_then_stops_with_exit_13
         if request.url.path == "/api/v1/documents":
             uploads.append(request.url.path)
             if len(uploads) == 4:
-                os.kill(os.getpid(), signal.SIGINT)
+                interrupt()
             return httpx.Response(202, json=document(f"id-{len(uploads)}", status="queued"))
         return httpx.Response(404, json={"detail": "Not Found"})
 
     before = signal.getsignal(signal.SIGINT)
     result = invoke(handler, "ingest", str(tmp_path), "--concurrency", "1", "--json")
     assert result.exit_code == 130, result.output
-    assert [o["document_id"] for o in json.loads(result.stdout)] == ["id-1", "id-2", "id-3", "id-4"]
-    assert "interrupted: 4 of 6 files done" in result.stderr and "Traceback" not in result.output
+    assert [o["document_id"] for o in json.loads(result.stdout)] == done
+    assert f"interrupted: {len(done)} of 6 files done" in result.stderr and "Traceback" not in result.output
     assert len(uploads) == 4  # nothing was sent after the interrupt
-    assert signal.getsignal(signal.SIGINT) is before  # the command's own handling ends with it
-
-
-def test_ingest_second_ctrl_c_aborts_at_once_with_a_summary_and_exit_130(tmp_path: Path) -> None:
-    """A second Ctrl-C (here KeyboardInterrupt, which the handler raises then, during the fourth upload) ends the
-    run at once: what finished is listed, the rest is said to be left for a rerun, no traceback, exit code 130."""
-    for i in range(6):
-        (tmp_path / f"f{i}.txt").write_text(f"text {i}")
-    uploads: list[str] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/api/v1/documents":
-            uploads.append(request.url.path)
-            if len(uploads) == 4:
-                raise KeyboardInterrupt
-            return httpx.Response(202, json=document(f"id-{len(uploads)}", status="queued"))
-        return httpx.Response(404, json={"detail": "Not Found"})
-
-    result = invoke(handler, "ingest", str(tmp_path), "--concurrency", "1", "--json")
-    assert result.exit_code == 130, result.output
-    assert [o["status"] for o in json.loads(result.stdout)] == ["queued"] * 3
-    assert "interrupted: 3 of 6 files done" in result.stderr and "Traceback" not in result.output
-    assert len(uploads) == 4  # nothing was sent after the interrupt
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 # ---------- ask / search ----------
