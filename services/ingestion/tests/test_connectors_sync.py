@@ -67,9 +67,38 @@ class FakeSink:
 
 
 @pytest.fixture(scope="module")
-def store(connectors_dsn: str) -> ConnectorStore:
+def store(connectors_dsn: str) -> Iterator[ConnectorStore]:
     """The store as the connectors role (the suite's `connectors_dsn`)."""
-    return ConnectorStore(connectors_dsn)
+    store = ConnectorStore(connectors_dsn)
+    yield store
+    store.close()
+
+
+def test_the_store_reuses_its_connections_and_keeps_run_locks_off_them(connectors_dsn: str) -> None:
+    """Calls share the pool's connections (one backend while one at a time); a run's advisory lock is taken on a
+    connection of its own, so it never stays on a pooled connection after the run."""
+    store = ConnectorStore(connectors_dsn, pool_size=1)
+    try:
+        backends = set()
+        for _ in range(5):
+            with store._connect() as conn:
+                row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
+                backends.add(row["pid"] if row else None)
+        assert len(backends) == 1
+        connector_id = str(uuid.uuid4())
+        with store.run_lock(connector_id) as locked:
+            assert locked
+            with store._connect() as conn:  # the pooled connection holds no lock of the run
+                held = conn.execute(
+                    "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+                ).fetchone()
+                assert held is not None and held["n"] == 0
+            with store.run_lock(connector_id) as again:  # one run per connector at a time
+                assert not again
+        with store.run_lock(connector_id) as after:  # released with the run
+            assert after
+    finally:
+        store.close()
 
 
 @pytest.fixture

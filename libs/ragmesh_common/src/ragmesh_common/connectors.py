@@ -13,6 +13,7 @@ item is done and one report per run. The gateway enqueues manual runs and reads 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ragmesh_common.identity import IDENTIFIER_PATTERN
@@ -42,6 +44,7 @@ MAX_PROBLEMS = 200  # problems kept in one run's report (the counts stay exact)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 DB_TIMEOUT_SECONDS = 10
 STATEMENT_TIMEOUT_MS = 30_000
+POOL_SIZE = 4  # connections per process (the gateway's request threads, a worker's connector runs)
 
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 MAX_ACL_ENTRIES = 100
@@ -263,22 +266,46 @@ _RUN_COLUMNS = (
 
 
 class ConnectorStore:
-    """The connector tables, through short connections as the connectors role (blocking: the gateway calls it in
-    a thread, the worker's tasks run in threads). Every connection has a connect and a statement timeout."""
+    """The connector tables as the connectors role (blocking: the gateway calls it in a thread, the worker's tasks
+    run in threads), through a pool of at most `pool_size` connections opened on first use (so a process that
+    forks, as Celery's prefork worker does, opens it in the child that uses it). Every connection has a connect
+    and a statement timeout; taking one from a full pool waits at most DB_TIMEOUT_SECONDS (psycopg_pool's
+    PoolTimeout, a psycopg error). `close()` closes the pool."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, pool_size: int = POOL_SIZE) -> None:
         self.dsn = dsn
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            dsn,
+            connection_class=psycopg.Connection[dict[str, Any]],
+            min_size=1,
+            max_size=max(1, pool_size),
+            open=False,
+            timeout=DB_TIMEOUT_SECONDS,
+            name="connectors",
+            check=ConnectionPool.check_connection,  # a connection the server dropped is replaced, not handed out
+            kwargs=self._connection_options(),
+        )
+        self._opened = threading.Lock()
+
+    @staticmethod
+    def _connection_options() -> dict[str, Any]:
+        return {
+            "connect_timeout": DB_TIMEOUT_SECONDS,
+            "autocommit": True,
+            "row_factory": dict_row,
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        }
 
     @contextmanager
     def _connect(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        with psycopg.connect(
-            self.dsn,
-            connect_timeout=DB_TIMEOUT_SECONDS,
-            autocommit=True,
-            row_factory=dict_row,
-            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-        ) as conn:
+        with self._opened:
+            if self._pool.closed:
+                self._pool.open(wait=False)
+        with self._pool.connection() as conn:
             yield conn
+
+    def close(self) -> None:
+        self._pool.close()
 
     # connectors
     def create(self, spec: ConnectorIn, created_by: str) -> dict[str, Any]:
@@ -400,9 +427,10 @@ class ConnectorStore:
 
     @contextmanager
     def run_lock(self, connector_id: str) -> Iterator[bool]:
-        """Whether this process may run the connector now: a session advisory lock on a connection held for the
-        run, so it is released when the run ends or its worker dies."""
-        with self._connect() as conn:
+        """Whether this process may run the connector now: a session advisory lock on a connection of its own (not
+        the pool's: a session lock must never outlive the run on a reused connection) held for the run, so it is
+        released when the run ends or its worker dies."""
+        with psycopg.connect(self.dsn, **self._connection_options()) as conn:
             row = conn.execute(
                 "SELECT pg_try_advisory_lock(hashtextextended('ragmesh-connector:' || %s, 0)) AS locked",
                 (connector_id,),

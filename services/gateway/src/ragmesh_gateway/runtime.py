@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException
 from redis.asyncio import Redis
 
+from ragmesh_common.connectors import ConnectorStore
 from ragmesh_common.context import UserContext
 from ragmesh_common.ingestion import create_celery
 from ragmesh_common.tokens import TokenSigner
@@ -63,6 +64,7 @@ class Runtime:
     traces: TraceStore | None  # None without GATEWAY_TRACES_DSN
     conversations: ConversationClient
     cache: SemanticCache | None = None  # None with GATEWAY_CACHE_ENABLED=false
+    connectors: ConnectorStore | None = None  # None without CONNECTORS_DSN
 
 
 @asynccontextmanager
@@ -114,6 +116,7 @@ async def open_runtime(
         if retention.enabled and settings.traces_retention_dsn:
             background.append(asyncio.create_task(traces.keep_bounded(retention)))
     settings.upload_dir.mkdir(parents=True, exist_ok=True)
+    connectors = ConnectorStore(settings.connectors_dsn) if settings.connectors_dsn else None
     try:
         yield Runtime(
             settings=settings,
@@ -125,10 +128,13 @@ async def open_runtime(
             traces=traces,
             conversations=ConversationClient(mesh, settings.deadlines.retrieve),
             cache=cache,
+            connectors=connectors,
         )
     finally:
         for task in background:
             task.cancel()
+        if connectors is not None:
+            await asyncio.to_thread(connectors.close)
         if traces:
             await traces.close()
         await redis.aclose()

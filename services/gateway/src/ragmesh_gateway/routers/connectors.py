@@ -85,10 +85,9 @@ class ConnectorDeleted(Reply):
 
 
 def _store(rt: Runtime) -> ConnectorStore:
-    dsn = rt.settings.connectors_dsn
-    if not dsn:
+    if rt.connectors is None:
         raise HTTPException(503, "connectors are not configured (CONNECTORS_DSN)")
-    return ConnectorStore(dsn)
+    return rt.connectors
 
 
 async def _db(call: Any, *args: Any) -> Any:
