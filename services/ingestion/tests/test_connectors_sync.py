@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from prometheus_client import REGISTRY
 
 from ragmesh_common.connectors import ConnectorIn, ConnectorStore, allowed_roots, check_root
 from ragmesh_dev.websites import Site, serve
@@ -158,6 +159,12 @@ def test_folder_sync_new_unchanged_changed_deleted_and_acl(store: ConnectorStore
     sink.calls.clear()
     second = run(store, connector, sink)
     assert second["counts"]["unchanged"] == 2 and second["counts"]["new"] == 0 and sink.calls == []
+    # the worker's metrics count the runs and their items by connector id (not by its name)
+    labels = {"connector_id": connector["connector_id"], "kind": "folder"}
+    assert REGISTRY.get_sample_value("ragmesh_connector_runs_total", {**labels, "status": "succeeded"}) == 2
+    assert REGISTRY.get_sample_value("ragmesh_connector_items_total", {**labels, "outcome": "new"}) == 2
+    assert REGISTRY.get_sample_value("ragmesh_connector_items_total", {**labels, "outcome": "unchanged"}) == 2
+    assert REGISTRY.get_sample_value("ragmesh_connector_items_total", {**labels, "outcome": "skipped"}) == 6
 
     (share / "a.md").write_text("# Alpha\n\nThe alpha project ships in May.\n")
     (share / "hr" / "pay.txt").unlink()

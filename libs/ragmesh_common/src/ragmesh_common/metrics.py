@@ -13,9 +13,12 @@ Prometheus' text format on RAGMESH_METRICS_PORT (plaintext HTTP, the metrics onl
   queue and its model's token use.
 - `ragmesh_ingestion_documents_total{outcome}`, `ragmesh_ingestion_failures_total{stage}`,
   `ragmesh_ingestion_backlog`: the ingest worker (its metrics port: RAGMESH_METRICS_PORT of its process).
+- `ragmesh_connector_runs_total{connector_id, kind, status}`, `ragmesh_connector_items_total{connector_id, kind,
+  outcome}`, `ragmesh_connector_run_seconds{kind}`: the worker's connector runs (the connector's UUID, not its
+  admin-given name, which could say what the source holds).
 
 No label holds a user, a department, a document or a question: label values are service, method and stage names,
-status codes and the configured model's name.
+status codes, connector ids and the configured model's name.
 """
 
 from __future__ import annotations
@@ -71,6 +74,19 @@ INGEST_FAILURES = Counter(
     "ragmesh_ingestion_failures", "Ingestion runs that failed, by the stage that failed them", ["stage"]
 )
 INGEST_BACKLOG = Gauge("ragmesh_ingestion_backlog", "Ingestion tasks waiting in the broker's queue")
+CONNECTOR_RUNS = Counter(
+    "ragmesh_connector_runs",
+    "Connector runs by connector (its id), kind (folder, web) and status (succeeded, partial, failed, skipped)",
+    ["connector_id", "kind", "status"],
+)
+CONNECTOR_ITEMS = Counter(
+    "ragmesh_connector_items",
+    "Items a connector's runs handled, by outcome (new, changed, unchanged, deleted, acl_changed, skipped, failed)",
+    ["connector_id", "kind", "outcome"],
+)
+CONNECTOR_RUN_SECONDS = Histogram(
+    "ragmesh_connector_run_seconds", "A connector run's duration", ["kind"], buckets=(*RPC_BUCKETS, 900, 3600)
+)
 
 
 def split_method(full: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
@@ -18,6 +19,7 @@ from typing import Any
 import psycopg
 from opentelemetry import trace
 
+from ragmesh_common import metrics
 from ragmesh_common.connectors import (
     DSN_ENV,
     RUN_TASK,
@@ -60,6 +62,16 @@ def connector_user(name: str, signer: TokenSigner) -> UserContext:
     return UserContext(owner_of(name), roles=("connector",)).signed_by(signer)
 
 
+def count_run(connector: dict[str, Any], status: str, counts: dict[str, int], seconds: float) -> None:
+    """The run in the worker's metrics (`ragmesh_common.metrics`: by connector id and kind)."""
+    connector_id, kind = str(connector["connector_id"]), str(connector["kind"])
+    metrics.CONNECTOR_RUNS.labels(connector_id, kind, status).inc()
+    for outcome, n in counts.items():
+        if n:
+            metrics.CONNECTOR_ITEMS.labels(connector_id, kind, outcome).inc(n)
+    metrics.CONNECTOR_RUN_SECONDS.labels(kind).observe(seconds)
+
+
 def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_sink: Callable[[str], Any]) -> None:
     """One run of one connector (`make_sink(name)` gives the sink that acts as its identity)."""
     connector, run = store.get(connector_id), store.get_run(run_id)
@@ -70,6 +82,7 @@ def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_si
         if not locked:
             if run["status"] == "queued":
                 store.finish_run(run_id, "skipped", {}, [], "another run of this connector was in progress")
+                metrics.CONNECTOR_RUNS.labels(str(connector["connector_id"]), str(connector["kind"]), "skipped").inc()
             return
         stale = store.interrupt_stale(connector_id, run_id)
         if stale:
@@ -77,24 +90,22 @@ def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_si
         store.start_run(run_id)
         deleting = connector["state"] == "deleting"
         engine = SyncEngine(store, make_sink(connector["name"]), connector_id, run_id)
+        started = time.perf_counter()
         with tracer.start_as_current_span("connector run") as span:
             try:
                 report = engine.run(None if deleting else build_source(connector))
             except Exception as exc:
                 logger.exception("connector %s: run %s failed", connector["name"], run_id)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
-                store.finish_run(
-                    run_id,
-                    "failed",
-                    engine.report.counts_json(),
-                    engine.report.problems,
-                    f"{type(exc).__name__}: {exc}",
-                )
+                counts = engine.report.counts_json()
+                store.finish_run(run_id, "failed", counts, engine.report.problems, f"{type(exc).__name__}: {exc}")
+                count_run(connector, "failed", counts, time.perf_counter() - started)
                 return
             if report.status != "succeeded":  # failed (the source) or partial (items): logged, and the span says so
                 logger.warning("connector %s: run %s %s: %s", connector["name"], run_id, report.status, report.message)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, f"connector run {report.status}"))
         store.finish_run(run_id, report.status, report.counts_json(), report.problems, report.message)
+        count_run(connector, report.status, report.counts_json(), time.perf_counter() - started)
         logger.info("connector %s: run %s %s %s", connector["name"], run_id, report.status, report.counts_json())
         if deleting and report.status == "succeeded":
             store.delete(connector_id)
