@@ -228,8 +228,6 @@ class Walk:
     bridges: list[str] = field(default_factory=list)  # the entities that fill the next `#1`, best first
     seen_titles: set[str] = field(default_factory=set)  # the titles of the evidence in hand
     fetched_titles: set[str] = field(default_factory=set)  # the titles fetched (each once per request)
-    # the last planned sub-question, as searched ("" when its bridge slot found nothing to fill), its decision
-    last: tuple[str, str, str] | None = None
 
 
 class Iterate(Step):
@@ -266,11 +264,9 @@ class Iterate(Step):
             if cut:
                 self._cut(state, index, sub_question, cut)
                 break
-            query, bridged = fill(sub_question, walk.bridges), bool(walk.bridges)
+            query = fill(sub_question, walk.bridges)
             record, found = await self._one(state, index, sub_question, query, walk.deadline)
             state.agent_steps.append(record)
-            if not walk.pending:
-                walk.last = (sub_question, query if bridged else "", record["decision"])
             if found.outcome in SCOPE_OUTCOMES:  # no readable scope: the same for every step
                 scope = found
                 break
@@ -290,12 +286,6 @@ class Iterate(Step):
                 await self._use_tools(state, self.tools, walk, sub_question, query, found, evidence)
                 if record["decision"] in ("found", "retried"):
                     record["bridge"] = walk.bridges[0] if walk.bridges else None
-        state.answer_question = bridged_question(walk.last)
-        if state.answer_question:
-            state.notes.append(
-                f"The answer is to {state.answer_question!r}: the last step's question, with what the steps before it "
-                "found."
-            )
         return self._finish(state, walk.per_step, scope, best)
 
     def _room(self, state: RequestState, walk: Walk) -> bool:
@@ -481,22 +471,6 @@ class Iterate(Step):
             )
         found = sum(1 for s in steps if s["decision"] in ("found", "retried") and s["tool"] == "search")
         return {"steps": len(steps), "found": found, "relevant": len(state.results)}
-
-
-_WH_START = re.compile(r"^\s*(?:who|whom|whose|what|which|when|where|how|why)\b", re.IGNORECASE)
-
-
-def bridged_question(last: tuple[str, str, str] | None) -> str | None:
-    """The question the answer should answer instead of the whole one: the last planned sub-question when it was
-    a question with a bridge slot (`#1`), filled and found ("Who directed #1?" → "Who directed Love Forecast?").
-    A multi-hop question's answer sits in a sentence about the last hop, which need not name the first hop's
-    entities, so the whole question does not find it. None otherwise (the answer answers the whole question)."""
-    if last is None:
-        return None
-    sub_question, query, decision = last
-    if BRIDGE not in sub_question or decision not in ("found", "retried") or not _WH_START.match(sub_question):
-        return None
-    return query or None
 
 
 def fill(sub_question: str, bridges: list[str]) -> str:

@@ -55,7 +55,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
     request = state.request
     assert isinstance(request, ChatRequest)  # the answer steps are in the chat pipeline only
     return answerer_pb2.AnswerRequest(
-        question=state.answer_question or state.query,
+        question=state.query,
         sources=state.results[: request.top_k],
         graph_facts=state.facts,
         max_tokens=state.answer_max_tokens or request.max_tokens,

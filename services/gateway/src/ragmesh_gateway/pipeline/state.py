@@ -61,9 +61,6 @@ class RequestState:
     # step (as the `step` events show it), the LLM tokens the agent spent, a search cut by the time limit
     mode: str = "direct"
     sub_questions: list[str] = field(default_factory=list)
-    # the question the answer step answers when not `query`: a multi-step plan's last sub-question with its bridge
-    # filled in ("Who directed Love Forecast?" for "Who directed the film in which X made his debut?")
-    answer_question: str | None = None
     agent_steps: list[dict[str, Any]] = field(default_factory=list)
     llm_tokens: int = 0
     answer_max_tokens: int | None = None  # the answer's reply cap lowered by the LLM token bound
