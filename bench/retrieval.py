@@ -130,6 +130,7 @@ QUERY_CONCURRENCY = 4  # concurrent search requests while measuring quality
 SUMMARY_WORDS = 120
 SCALE_DOCUMENTS = 1000
 SCALE_POINTS = (10_000, 100_000)
+GRAPH_INGEST_TRIES = 3  # a graph IngestChunks that missed a deadline or found the service away, tried this often
 SCALE_ONE_PCT_DOCS = 10  # documents the 1 % user may read
 SCALE_NOISE_SIGMA = 0.01  # per dimension; for 384-d unit vectors cos(original, noisy) ≈ 0.98
 SCALE_SEED = 20240601
@@ -250,6 +251,7 @@ async def index_corpus(
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
     IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
     behind the model."""
+    import grpc
     from tqdm import tqdm
 
     from ragmesh.common.v1 import common_pb2
@@ -345,18 +347,29 @@ async def index_corpus(
                 )
                 if graph:  # what the ingestion worker sends the graph: the paragraph chunks
                     for r in requests:
-                        await graph_stub.IngestChunks(
-                            graph_pb2.IngestChunksRequest(
-                                document_id=r.document_id,
-                                chunks=[
-                                    graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=r.document_id, text=c.text)
-                                    for c in r.chunks
-                                    if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH
-                                ],
-                            ),
-                            metadata=user.metadata(),
-                            timeout=300,
+                        request = graph_pb2.IngestChunksRequest(
+                            document_id=r.document_id,
+                            chunks=[
+                                graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=r.document_id, text=c.text)
+                                for c in r.chunks
+                                if c.level == common_pb2.CHUNK_LEVEL_PARAGRAPH
+                            ],
                         )
+                        # as the ingestion worker does, a transient failure is tried again (IngestChunks replaces
+                        # the document's graph: idempotent); a loaded graph service misses its own deadlines
+                        for attempt in range(GRAPH_INGEST_TRIES):
+                            try:
+                                await graph_stub.IngestChunks(request, metadata=user.metadata(), timeout=300)
+                                break
+                            except grpc.aio.AioRpcError as exc:
+                                transient = exc.code() in (
+                                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.UNAVAILABLE,
+                                )
+                                if not transient or attempt == GRAPH_INGEST_TRIES - 1:
+                                    raise
+                                log(f"graph IngestChunks {r.document_id}: {exc.code().name}; trying again")
+                                await asyncio.sleep(2**attempt)
                 await asyncio.gather(
                     *[
                         retriever.UpdateDocumentStatus(
