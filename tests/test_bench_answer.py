@@ -134,3 +134,46 @@ async def test_a_gateway_busy_while_polling_is_asked_again_not_counted_as_a_fail
             await api.close()
     assert (result["failed"], result["not_ready"]) == (0, [])
     assert len(polls) == 2
+
+
+async def test_a_reused_data_folder_holds_exactly_this_runs_corpus(tmp_path: Path) -> None:
+    """A second run with the same --data-dir reuses an upload whose content it would send again, uploads an
+    article whose content changed (another paragraph held out) as a new document, and deletes what the earlier
+    run uploaded and this one does not, so no held-out paragraph stays in the index."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    uploaded: list[str] = []
+    deleted: list[str] = []
+
+    async def upload(request: web.Request) -> web.Response:
+        form = await request.post()
+        uploaded.append(str(form["title"]))
+        return web.json_response({"document_id": f"id-{len(uploaded)}"}, status=202)
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ready"})
+
+    async def delete(request: web.Request) -> web.Response:
+        deleted.append(request.match_info["id"])
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/api/v1/documents", upload)
+    app.router.add_get("/api/v1/documents/{id}", status)
+    app.router.add_delete("/api/v1/documents/{id}", delete)
+    tokens = {"squad": "t", "hotpotqa": "t"}
+    ibm = bench.Upload("squad:IBM", "IBM.md", "IBM", "# IBM\n\nFounded in 1911.\n\nHeld out.\n", bench.SQUAD_DEPARTMENT)
+    acme = bench.Upload("squad:Acme", "Acme.md", "Acme", "# Acme\n\nAnvils.\n", bench.SQUAD_DEPARTMENT)
+    async with TestServer(app) as server:
+        api = bench.Api(str(server.make_url("")))
+        await api.open()
+        try:
+            first = await bench.ingest(api, tokens, [ibm, acme], tmp_path / bench.MANIFEST)
+            changed = bench.Upload("squad:IBM", "IBM.md", "IBM", "# IBM\n\nFounded in 1911.\n", bench.SQUAD_DEPARTMENT)
+            second = await bench.ingest(api, tokens, [changed, acme], tmp_path / bench.MANIFEST)
+        finally:
+            await api.close()
+    assert (first["uploaded"], first["reused"]) == (2, 0)
+    assert (second["uploaded"], second["reused"]) == (1, 1) and uploaded == ["IBM", "Acme", "IBM"]
+    assert deleted == ["id-1"]  # the first run's IBM, with the paragraph this run holds out
