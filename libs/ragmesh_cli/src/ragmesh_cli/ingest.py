@@ -196,22 +196,22 @@ class Ingest:
         self.on_status = on_status
         self.resume_at = 0.0  # monotonic time before which no upload starts (the gateway asked to wait)
         self.retries = 0  # uploads answered busy and tried again
-        self.stop_requested = False
-        self._stopping: asyncio.Event | None = None  # set in the run's loop when a stop is requested
+        self.stop_requested = False  # read at once by the hashing thread and before each upload
+        self._stopping = asyncio.Event()  # the same, for what waits in the run's loop (set on that loop)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def request_stop(self) -> None:
         """Stop starting uploads; those in flight finish. Safe from a signal handler, before, during or after
         `run`."""
         self.stop_requested = True
-        if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
+        if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stopping.set)
 
     async def run(self, files: list[Path]) -> list[Outcome]:
         """The outcome of every file the run got to: all of them, or after `request_stop` those finished or in
         flight at the stop. Cancelled (a second Ctrl-C), it stops at once: the outcomes reported through
         `on_done` so far are what was done."""
-        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         if self.stop_requested:
             self._stopping.set()
         transport = self.settings.transport if isinstance(self.settings.transport, httpx.AsyncBaseTransport) else None
@@ -277,13 +277,9 @@ class Ingest:
 
     async def sleep_unless_stopped(self, seconds: float) -> None:
         """Sleeps; raises Stopped when a stop is requested meanwhile (nothing was sent: the file is not started)."""
-        stopping = self._stopping
-        if stopping is None:
-            await asyncio.sleep(seconds)
-            return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), seconds)
-        if stopping.is_set():
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        if self._stopping.is_set():
             raise Stopped
 
     async def one(self, http: httpx.AsyncClient, path: Path, present: dict[str, Any]) -> Outcome | None:
@@ -353,15 +349,14 @@ class Ingest:
 
     async def follow_unless_stopped(self, http: httpx.AsyncClient, outcome: Outcome) -> Outcome:
         """`follow` (at most MAX_FOLLOWERS at once); after a stop request, `outcome` as it is (queued)."""
-        stopping = self._stopping
-        if stopping is None or stopping.is_set():
+        if self._stopping.is_set():
             return outcome
 
         async def slot() -> Outcome:
             async with self.followers:
                 return await self.follow(http, outcome)
 
-        following, stopped = asyncio.ensure_future(slot()), asyncio.ensure_future(stopping.wait())
+        following, stopped = asyncio.ensure_future(slot()), asyncio.ensure_future(self._stopping.wait())
         try:
             await asyncio.wait({following, stopped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
