@@ -467,12 +467,11 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
 
     manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     token_of = {SQUAD_DEPARTMENT: tokens["squad"], HOTPOT_DEPARTMENT: tokens["hotpotqa"]}
-    token_of_dataset = {"squad": tokens["squad"], "hotpotqa": tokens["hotpotqa"]}
     wanted = {manifest_key(item) for item in uploads}
     stale = {key: document_id for key, document_id in manifest.items() if key not in wanted}
     removed = 0
     for key, document_id in stale.items():
-        why = await api.delete(token_of_dataset.get(key.split(":", 1)[0], tokens["squad"]), document_id)
+        why = await api.delete(tokens.get(key.split(":", 1)[0], tokens["squad"]), document_id)  # dataset:name@…
         if why:
             raise RuntimeError(f"cannot delete {key} ({document_id}) of an earlier run: {why}")
         del manifest[key]
