@@ -152,6 +152,16 @@ def write_report(
     print(f"[bench] wrote {output}")
 
 
+def _graph_transient(exc: BaseException) -> bool:
+    """A graph call that missed a deadline or found the service away (tried again; anything else is not)."""
+    import grpc
+
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() in (
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAVAILABLE,
+    )
+
+
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
@@ -251,7 +261,7 @@ async def index_corpus(
     see `passage_splitter`; by default the whole passage), Embed (at most EMBED_BATCH texts a call),
     IndexChunks, UpdateDocumentStatus(READY); BATCHES_IN_FLIGHT batches overlap so the mesh overhead hides
     behind the model."""
-    import grpc
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
     from tqdm import tqdm
 
     from ragmesh.common.v1 import common_pb2
@@ -357,19 +367,17 @@ async def index_corpus(
                         )
                         # as the ingestion worker does, a transient failure is tried again (IngestChunks replaces
                         # the document's graph: idempotent); a loaded graph service misses its own deadlines
-                        for attempt in range(GRAPH_INGEST_TRIES):
-                            try:
+                        async for attempt in AsyncRetrying(
+                            retry=retry_if_exception(_graph_transient),
+                            stop=stop_after_attempt(GRAPH_INGEST_TRIES),
+                            wait=wait_exponential(multiplier=1),  # 1 s, then 2 s
+                            before_sleep=lambda state: log(
+                                f"graph IngestChunks: {state.outcome.exception() if state.outcome else ''}; again"
+                            ),
+                            reraise=True,
+                        ):
+                            with attempt:
                                 await graph_stub.IngestChunks(request, metadata=user.metadata(), timeout=300)
-                                break
-                            except grpc.aio.AioRpcError as exc:
-                                transient = exc.code() in (
-                                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                                    grpc.StatusCode.UNAVAILABLE,
-                                )
-                                if not transient or attempt == GRAPH_INGEST_TRIES - 1:
-                                    raise
-                                log(f"graph IngestChunks {r.document_id}: {exc.code().name}; trying again")
-                                await asyncio.sleep(2**attempt)
                 await asyncio.gather(
                     *[
                         retriever.UpdateDocumentStatus(
