@@ -629,6 +629,14 @@ def score(
     row["answer_in_sources"] = any(
         contains_gold(texts.get(str(s.get("chunk_id")), str(s.get("snippet") or "")), question.golds) for s in sources
     )
+    # for reading a miss: which sources the user got (gold ones marked), and what each agentic step did
+    row["source_titles"] = [f"{s.get('title')}{' *' if g else ''}" for s, g in zip(sources, found, strict=True)]
+    row["gold_titles"] = list(question.gold_passages)
+    row["agent_steps"] = [
+        {k: s.get(k) for k in ("tool", "sub_question", "query", "decision", "bridge", "sources")}
+        for s in final.get("steps") or []
+        if isinstance(s, dict)
+    ]
     return row
 
 

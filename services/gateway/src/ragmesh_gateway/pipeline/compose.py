@@ -25,7 +25,7 @@ from ragmesh_gateway.config import Deadlines
 from ragmesh_gateway.grading import Thresholds
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, SearchRequest
-from ragmesh_gateway.pipeline.agentic import DirectOnly, Iterate, PlanStep
+from ragmesh_gateway.pipeline.agentic import ClauseParser, DirectOnly, Iterate, PlanStep
 from ragmesh_gateway.pipeline.answer import Answer, Verify
 from ragmesh_gateway.pipeline.budget import AnswerBudget
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
@@ -45,11 +45,13 @@ from ragmesh_gateway.pipeline.understand import Understand
 
 @dataclass(frozen=True)
 class AgentBounds:
-    """The bounds of a multi-step answer (GATEWAY_AGENT_MAX_STEPS, _MAX_SECONDS, _MAX_LLM_TOKENS)."""
+    """The bounds of a multi-step answer (GATEWAY_AGENT_MAX_STEPS, _MAX_SECONDS, _MAX_LLM_TOKENS), and the spaCy
+    pipeline its planner parses described entities with (GATEWAY_PLANNER_SPACY_MODEL; "": the rules alone)."""
 
     max_steps: int = 6
     max_seconds: float = 60.0
     max_llm_tokens: int = 4000
+    planner_model: str = ""
 
 
 class Orchestrator:
@@ -100,7 +102,7 @@ class Orchestrator:
                 Conversation(mesh, deadlines.retrieve),
                 understand,
                 CacheLookup(mesh, cache, deadlines.embed),
-                PlanStep(mesh, deadlines.rewrite, agent.max_llm_tokens),
+                PlanStep(mesh, deadlines.rewrite, agent.max_llm_tokens, ClauseParser(agent.planner_model)),
                 DirectOnly(retrieve),
                 DirectOnly(rerank),
                 DirectOnly(grade),
