@@ -370,19 +370,19 @@ class Iterate(Step):
                 scope = found
                 break
             scope = scope or found
-            evidence: list[str] = []
+            named: list[str] = []  # the evidence's entities, bridges first (`bridge_entities`), once per step
             if record["decision"] in ("found", "retried"):
                 walk.per_step.append(found.results)
                 best = best or found.relevance
                 walk.seen_titles.update(title_key(r.chunk.title) for r in found.results)
-                evidence = bridge_entities(found.results, query)
-                walk.bridges = evidence or walk.bridges
+                named = bridge_entities(found.results, query, limit=len(found.results[:2]) * FETCH_TITLES)
+                walk.bridges = named[:3] or walk.bridges
                 record["bridge"] = walk.bridges[0] if walk.bridges else None
             elif record.get("cut"):
                 self._cut(state, index, sub_question, record["cut"])
                 break
             if self.tools is not None:
-                await self._use_tools(state, self.tools, walk, sub_question, query, found, evidence)
+                await self._use_tools(state, self.tools, walk, sub_question, query, found, named)
                 if record["decision"] in ("found", "retried"):
                     record["bridge"] = walk.bridges[0] if walk.bridges else None
         return self._finish(state, walk.per_step, scope, best)
@@ -399,14 +399,15 @@ class Iterate(Step):
         sub_question: str,
         query: str,
         found: RequestState,
-        evidence: list[str],
+        named: list[str],
     ) -> None:
         """After a search: the graph's neighbours when a later sub-question needs a bridge the evidence does not
         give; then one fetch_section call for the documents titled by the entities the evidence names (when a
         bridge is needed, or the question is multi-hop and no comparison) and by the names the query gives,
-        those not among the evidence first. The first entity with a document of its own becomes the bridge."""
+        those not among the evidence first. The first entity with a document of its own becomes the bridge.
+        `named`: the entities the step's evidence names, bridges first (empty when the step found none)."""
         needs_bridge = any(BRIDGE in p for p in walk.pending)
-        if needs_bridge and not evidence and tools.graph_allowed(state) and self._room(state, walk):
+        if needs_bridge and not named and tools.graph_allowed(state) and self._room(state, walk):
             call = await self._tool(state, sub_question, tools.graph_neighbours(state, query))
             walk.bridges = call.names[:3] or walk.bridges
         # the entities the evidence names lead on in any multi-hop question (its bridge may be unplanned: "one
@@ -416,7 +417,7 @@ class Iterate(Step):
         # the names the question gives first: a document titled by one is what the question is about
         names = names_asked(state.query, query)
         if leads_on:
-            names += bridge_entities(found.results, query, limit=FETCH_TITLES) if evidence else list(walk.bridges)
+            names += named[:FETCH_TITLES] if named else list(walk.bridges)
         # "Trent Reznor of Nine Inch Nails": the entity spotter joins two names over "of"; each may be a title
         names = [part for n in names for part in (n, *n.split(" of ", 1)) if part]
         keys = {n: title_key(n) for n in names}
@@ -430,9 +431,8 @@ class Iterate(Step):
         walk.per_step.extend([call.chunks] if call.chunks else [])
         has_document = {title_key(c.chunk.title) for c in call.chunks}
         with_document = [n for n in titles if keys[n] in has_document and n not in query]
-        if not with_document and evidence:
+        if not with_document and named:
             # none fetched: an entity the evidence names whose own document is already in hand
-            named = bridge_entities(found.results, query, limit=len(found.results[:2]) * FETCH_TITLES)
             with_document = [n for n in named if title_key(n) in walk.seen_titles]
         if needs_bridge and with_document:
             walk.bridges = list(dict.fromkeys([with_document[0], *walk.bridges]))

@@ -104,9 +104,10 @@ def run_connector(store: ConnectorStore, connector_id: str, run_id: str, make_si
             if report.status != "succeeded":  # failed (the source) or partial (items): logged, and the span says so
                 logger.warning("connector %s: run %s %s: %s", connector["name"], run_id, report.status, report.message)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, f"connector run {report.status}"))
-        store.finish_run(run_id, report.status, report.counts_json(), report.problems, report.message)
-        count_run(connector, report.status, report.counts_json(), time.perf_counter() - started)
-        logger.info("connector %s: run %s %s %s", connector["name"], run_id, report.status, report.counts_json())
+        counts = report.counts_json()
+        store.finish_run(run_id, report.status, counts, report.problems, report.message)
+        count_run(connector, report.status, counts, time.perf_counter() - started)
+        logger.info("connector %s: run %s %s %s", connector["name"], run_id, report.status, counts)
         if deleting and report.status == "succeeded":
             store.delete(connector_id)
 
