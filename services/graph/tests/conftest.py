@@ -165,6 +165,7 @@ async def graph_store(graph_settings: Settings) -> AsyncIterator[GraphStore]:
         graph_settings.neo4j_database,
         graph_settings.query_timeout_seconds,
     )
+    await store.setup_schema()  # idempotent: the constraints a test relies on, whichever test runs first
     yield store
     await store.close()
 

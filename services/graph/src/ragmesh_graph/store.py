@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,21 @@ T = TypeVar("T")
 Readable = Callable[[set[str]], Awaitable[set[str]]]
 
 RETRYABLE = (ConstraintError, TransientError, ServiceUnavailable, SessionExpired)
+# ArcadeDB's Bolt server answers every internal failure as Neo.DatabaseError.General.UnknownError; a lock it could
+# not take ("Error in execution in lock", seen on the first read after a 2.4M-row load) or a concurrent
+# modification is transient there, as Neo4j's own TransientError is
+_LOCK_CONFLICT = re.compile(r"\block(?:ing|ed)?\b|concurrent\s*modification", re.IGNORECASE)
+
+
+def lock_conflict(exc: Exception) -> bool:
+    """A database error that is a lock or concurrent-modification conflict (retried like a TransientError)."""
+    return (
+        isinstance(exc, Neo4jError)
+        and (exc.code or "").startswith("Neo.DatabaseError.")
+        and bool(_LOCK_CONFLICT.search(exc.message or ""))
+    )
+
+
 RELATION_TYPE = "RELATED"
 BATCH_ROWS = 500
 HOP_ROW_CAP = 1000  # relations read per hop, the heaviest first
@@ -400,20 +416,20 @@ class GraphStore:
                         result = await work(tx)
                         await tx.commit()
                         return result
-            except RETRYABLE as exc:
+            except TimeoutError:
+                raise TimeoutError(
+                    f"graph {what} took longer than {self.timeout:.0f}s (GRAPH_QUERY_TIMEOUT_SECONDS)"
+                ) from None
+            except (*RETRYABLE, Neo4jError) as exc:
+                if isinstance(exc, Neo4jError) and "TimedOut" in (exc.code or ""):
+                    raise TimeoutError(f"graph {what} timed out in the database: {exc.code}") from exc
+                if not isinstance(exc, RETRYABLE) and not lock_conflict(exc):
+                    raise
                 if attempt == self.attempts:
                     raise Unavailable(f"graph {what} failed after {attempt} attempts: {exc}") from exc
                 logger.info("graph %s: %s on attempt %d/%d, retrying", what, type(exc).__name__, attempt, self.attempts)
                 await asyncio.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
                 delay = min(delay * 2, 2.0)
-            except TimeoutError:
-                raise TimeoutError(
-                    f"graph {what} took longer than {self.timeout:.0f}s (GRAPH_QUERY_TIMEOUT_SECONDS)"
-                ) from None
-            except Neo4jError as exc:
-                if "TimedOut" in (exc.code or ""):
-                    raise TimeoutError(f"graph {what} timed out in the database: {exc.code}") from exc
-                raise
         raise AssertionError("unreachable")
 
     @staticmethod
