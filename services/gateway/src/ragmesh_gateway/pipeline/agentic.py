@@ -225,13 +225,13 @@ def _lead_sentence(results: list[common_pb2.ScoredChunk], asked: str, wanted: se
     return best
 
 
-def _by_nearness(sentence: str, asked: str, names: list[str]) -> list[str]:
-    """`names` ordered by how near each stands to a word the query asks in the sentence, in words between them
+def _by_nearness(sentence: str, asks: set[str], names: list[str]) -> list[str]:
+    """`names` ordered by how near each stands to a word the query asks (`asks`: `_relation_stems`, so the words
+    of the query's own names are no anchor: they name what is known) in the sentence, in words between them
     ("made his big screen debut in [Love Forecast]"; a name after the word wins a tie, as an object follows its
-    verb); the words of the query's own names are no anchor (they name what is known)."""
-    wanted = _relation_stems(asked)
+    verb)."""
     spans = [(m.start(), m.end()) for m in re.finditer(r"\w+", sentence)]
-    anchors = [i for i, (s, e) in enumerate(spans) if stem(sentence[s:e]) in wanted]
+    anchors = [i for i, (s, e) in enumerate(spans) if stem(sentence[s:e]) in asks]
 
     def distance(name: str) -> float:
         at = sentence.find(name)
@@ -264,10 +264,13 @@ def lead_names(results: list[common_pb2.ScoredChunk], asked: str, *, relation: b
     """The names of the evidence sentence that ties the query best that the query does not give, nearest to the
     query's words first. `relation`: the sentence must hold a word the query asks of its names (not only the
     names), as in a document fetched because the query names it."""
-    wanted = _relation_stems(asked) if relation else content_stems(asked)
-    lead = _lead_sentence(results, asked, wanted)
+    asks = _relation_stems(asked) if relation else None  # the query's names spotted once per call at most
+    lead = _lead_sentence(results, asked, asks if asks is not None else content_stems(asked))
+    if not lead:
+        return []
     new, found = _unnamed(asked), list[str]()
-    for name in _by_nearness(lead, asked, [n for n in names_in(lead) if is_name(n)]) if lead else []:
+    names = [n for n in names_in(lead) if is_name(n)]
+    for name in _by_nearness(lead, asks if asks is not None else _relation_stems(asked), names):
         if new(name, found):
             found.append(name)
     return found
