@@ -149,7 +149,10 @@ def serve(fd: int) -> None:
             reply = ("invalid", str(exc))
         except MemoryError:
             reply = ("memory", "")
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which logs it
+        except Exception as exc:  # reported to the parent, which logs it
+            # the whole traceback here: the reply keeps 500 characters, and a library's message may be a traceback
+            # of its own whose last line, the cause, is cut (rapidocr's ONNXRuntimeError)
+            logger.exception("parser worker: %s failed", job.filename)
             reply = ("error", f"{type(exc).__name__}: {exc}"[:500])
         del job
         try:
