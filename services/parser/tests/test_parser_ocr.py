@@ -15,6 +15,7 @@ from ragmesh.parser.v1 import parser_pb2, parser_pb2_grpc
 from ragmesh_common.formats import MAX_IMAGE_PIXELS
 from ragmesh_dev import scans
 from ragmesh_parser.converter import DocumentParser, OcrSettings, page_needs_ocr
+from ragmesh_parser.ocr import OcrEngine
 
 NORMANS = (
     "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in France.",
@@ -145,3 +146,26 @@ def test_ocr_time_per_document_is_bounded_and_the_pages_left_are_reported() -> N
     parsed = parser.parse("long.pdf", scans.scanned_pdf(pages, dpi=100), "pdf")
     assert parsed.ocr_pages == 1 and {b.page for b in parsed.blocks} == {1}  # the first page is always read
     assert any("PARSER_OCR_MAX_SECONDS" in w and "page(s) 2-3 were not read" in w for w in parsed.warnings)
+
+
+def test_an_allocation_that_fails_inside_onnxruntime_is_a_memory_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the worker's RLIMIT_AS, onnxruntime fails with a C++ std::bad_alloc that rapidocr wraps in its own
+    error; the worker answers a MemoryError as the memory limit (INVALID_ARGUMENT), anything else as an error."""
+    engine = OcrEngine()
+    page = Image.new("L", (64, 64), 255)
+
+    def fails(message: str) -> None:
+        def run(*args: object, **kwargs: object) -> None:
+            try:
+                raise RuntimeError(message)  # onnxruntime's RuntimeException
+            except RuntimeError as cause:
+                raise ValueError("Traceback (most recent call last): ...") from cause  # rapidocr's wrapper
+
+        monkeypatch.setattr(engine, "_engine", run)
+
+    fails("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : ... ReorderInput node. Status Message: std::bad_alloc")
+    with pytest.raises(MemoryError):
+        engine.read(page, 1.0)
+    fails("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input")
+    with pytest.raises(ValueError):
+        engine.read(page, 1.0)

@@ -108,6 +108,18 @@ def _ranges(pages: list[int]) -> str:
     return ", ".join(out)
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation that failed inside a native library: onnxruntime answers a C++ `std::bad_alloc` (what the
+    parser worker's RLIMIT_AS causes) as a RuntimeException naming it, which rapidocr wraps in its own
+    ONNXRuntimeError; Python's MemoryError never comes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryError) or "bad_alloc" in str(seen) or "Failed to allocate memory" in str(seen):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 class OcrEngine:
     """RapidOCR, built once per worker process. `read` is not re-entrant: one page at a time."""
 
@@ -130,7 +142,12 @@ class OcrEngine:
     def _run(self, image: Image.Image) -> list[tuple[np.ndarray[Any, Any], str, float]]:
         from rapidocr.utils.output import RapidOCROutput
 
-        result = self._engine(np.asarray(image.convert("RGB")), use_cls=False)
+        try:
+            result = self._engine(np.asarray(image.convert("RGB")), use_cls=False)
+        except Exception as exc:
+            if out_of_memory(exc):  # the worker's memory limit (RLIMIT_AS), hit inside onnxruntime
+                raise MemoryError(f"OCR ran out of memory: {exc.__class__.__name__}") from exc
+            raise
         # an empty page gives an output of one of the partial kinds (detection only, nothing recognised)
         if not isinstance(result, RapidOCROutput) or result.boxes is None or result.txts is None:
             return []
