@@ -39,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -787,13 +788,18 @@ class InProcess:
 
 
 async def timed(
-    rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]], warmup: int = 5, progress: str | None = None
+    rounds: Sequence[Sequence[Callable[[], Awaitable[Any]]]],
+    warmup: int = 5,
+    progress: str | None = None,
+    failures: list[Counter[str]] | None = None,
 ) -> list[list[float]]:
     """Milliseconds of each path's calls, one call at a time (latency, not throughput). A round holds one call
     per path for the same query. The paths take turns within each round, and the first path rotates from
     round to round, so that drift of a shared machine (background work after a bulk load, a neighbour's
     load) hits every path alike instead of one block of queries. The first `warmup` rounds are not kept.
-    With `progress`, a progress bar of that name counts the rounds."""
+    With `progress`, a progress bar of that name counts the rounds. With `failures` (one Counter per path), a
+    call that raises is counted there by its error's first line (warm-up rounds too) and its time is not kept,
+    and the rounds go on; without it the first error stops the bench."""
     from tqdm import tqdm
 
     paths = len(rounds[0]) if rounds else 0
@@ -804,10 +810,28 @@ async def timed(
         for k in range(paths):
             path = (i + k) % paths
             started = time.perf_counter()
-            await calls[path]()
+            try:
+                await calls[path]()
+            except Exception as exc:
+                if failures is None:
+                    raise
+                reason = failure_reason(exc)
+                failures[path][reason] += 1
+                log(f"round {i}, path {path}: failed after {time.perf_counter() - started:.1f} s: {reason}")
+                continue
             if i >= warmup:
                 out[path].append((time.perf_counter() - started) * 1000)
     return out
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed call in one line: a gRPC error's code and details, else the exception's type and first line."""
+    code = getattr(exc, "code", None)
+    details = getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{code().name}: {str(details() or '').splitlines()[0][:160] if details() else ''}"
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
 
 
 async def run_scale(
@@ -1080,47 +1104,65 @@ async def measure_graph_point(
 
         return call
 
+    # a failed call (a dropped Bolt connection past the read budget at 100k chunks) is counted on its path and
+    # the rounds go on: one error must not cost the whole point (and the hour its graph took to load)
+    failures: list[Counter[str]] = [Counter() for _ in range(4)]
     timings = await timed(
         [(search(q, plain), search(q, with_leg), rank_rpc(q), in_process(q)) for q in warm + questions],
         progress=f"graph latency {label}",
+        failures=failures,
     )
-    for name, values in zip(
-        ("search", "search + graph leg", "RankChunks (gRPC)", "leg in-process"), timings, strict=True
+    for name, values, failed in zip(
+        ("search", "search + graph leg", "RankChunks (gRPC)", "leg in-process"), timings, failures, strict=True
     ):
-        row[name] = summary_ms(values)
+        row[name] = summary_ms(values) if values else {"queries": 0}
+        if failed:
+            row[name]["failed"] = sum(failed.values())
+            row[name]["failures"] = dict(failed.most_common(5))
     kept = len(questions)  # the part lists hold the warm-up calls too: keep the timed ones
     for name, values in parts.items():
         row[f"leg part: {name.removesuffix('_ms')}"] = summary_ms(values[-kept:])
     row["subgraph"] = {
         name: {"p50": percentile([float(v) for v in values[-kept:]], 0.5), "max": max(values[-kept:])}
         for name, values in sizes.items()
+        if values
     }
     row["capped_queries"] = sum(capped[-kept:])
     if degraded:
         row["degraded"] = sorted(set(degraded))[:5]
         row["degraded_queries"] = len(degraded)
     log(
-        f"graph {label}: search p50 {row['search']['p50_ms']} ms, with the leg "
-        f"{row['search + graph leg']['p50_ms']} ms, RankChunks {row['RankChunks (gRPC)']['p50_ms']} ms"
+        f"graph {label}: search p50 {row['search'].get('p50_ms')} ms, with the leg "
+        f"{row['search + graph leg'].get('p50_ms')} ms, RankChunks {row['RankChunks (gRPC)'].get('p50_ms')} ms"
     )
     free: list[float] = []
     free_parts: dict[str, list[float]] = {}
     free_sizes: list[int] = []
+    free_failed: Counter[str] = Counter()
     for q in questions[:uncapped_queries]:
         t0 = time.perf_counter()
-        ranking = await leg_uncapped.rank(user, q, set())
+        try:
+            ranking = await leg_uncapped.rank(user, q, set())
+        except Exception as exc:  # noqa: BLE001 - counted and reported, like `timed`
+            free_failed[failure_reason(exc)] += 1
+            log(f"graph {label}: uncapped leg failed after {time.perf_counter() - t0:.1f} s: {failure_reason(exc)}")
+            continue
         free.append((time.perf_counter() - t0) * 1000)
         free_sizes.append(ranking.chunks_walked)
         for name, value in ranking.timings().items():
             free_parts.setdefault(name, []).append(value)
-    row["leg in-process, uncapped"] = summary_ms(free)
+    row["leg in-process, uncapped"] = summary_ms(free) if free else {"queries": 0}
+    if free_failed:
+        row["leg in-process, uncapped"]["failed"] = sum(free_failed.values())
+        row["leg in-process, uncapped"]["failures"] = dict(free_failed.most_common(5))
     for name, values in free_parts.items():
         row[f"uncapped part: {name.removesuffix('_ms')}"] = summary_ms(values)
-    row["uncapped chunks walked"] = {
-        "p50": percentile([float(v) for v in free_sizes], 0.5),
-        "max": max(free_sizes),
-    }
-    log(f"graph {label}: uncapped in-process leg p50 {row['leg in-process, uncapped']['p50_ms']} ms")
+    if free_sizes:
+        row["uncapped chunks walked"] = {
+            "p50": percentile([float(v) for v in free_sizes], 0.5),
+            "max": max(free_sizes),
+        }
+    log(f"graph {label}: uncapped in-process leg p50 {row['leg in-process, uncapped'].get('p50_ms')} ms")
 
 
 async def run_graph_latency(
@@ -1875,11 +1917,19 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
         out.append("")
     graph = results.get("graph_latency")
     if graph:
-        out += ["## Graph leg latency", "", "| chunks | path | p50 | p95 | queries |", "|---|---|---|---|---|"]
+        out += [
+            "## Graph leg latency",
+            "",
+            "| chunks | path | p50 | p95 | queries | failed |",
+            "|---|---|---|---|---|---|",
+        ]
         for label, row in graph.items():
             for key, v in row.items():
-                if isinstance(v, dict) and "p50_ms" in v:
-                    out.append(f"| {label} | {key} | {v['p50_ms']} ms | {v['p95_ms']} ms | {v['queries']} |")
+                if isinstance(v, dict) and ("p50_ms" in v or "failed" in v):
+                    out.append(
+                        f"| {label} | {key} | {v.get('p50_ms', '—')} ms | {v.get('p95_ms', '—')} ms | "
+                        f"{v['queries']} | {v.get('failed', 0)} |"
+                    )
         out.append("")
     if notes:
         out += ["## Notes", "", *[f"- {n}" for n in notes], ""]
