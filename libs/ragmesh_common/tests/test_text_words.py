@@ -39,6 +39,8 @@ def test_question_types() -> None:
     assert question_type("Who founded IBM?") is AnswerType.PERSON
     assert question_type("Where is IBM headquartered?") is AnswerType.PLACE
     assert question_type("In which city was it founded?") is AnswerType.PLACE
+    assert question_type("Scott Howell has worked with the mayor of what city?") is AnswerType.PLACE
+    assert question_type("Toad Hall is in a university located in what Australian city?") is AnswerType.PLACE
     assert question_type("What is the capital?") is AnswerType.OTHER
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)
@@ -53,3 +55,27 @@ def test_word_families_match_but_not_mere_prefixes() -> None:
     question = Question.parse("Which government department operated the mine?")
     assert question.coverage("The mine's operation by the governing department")[2] == list(question.focus)
     assert question.coverage("The partisans' mine")[2] == ["mine"]
+
+
+def test_yes_no_questions_and_the_choices_a_question_offers() -> None:
+    assert question_type("Are Christopher Nolan and Sathish Kalathil both film directors?") is AnswerType.YES_NO
+    # the sentence that asks decides, not the statement before it
+    assert question_type("The director X has an OBE. Does the director Y also have one?") is AnswerType.YES_NO
+    assert question_type("Ist IBM ein Unternehmen?") is AnswerType.YES_NO
+    assert question_type("Is it abstract or concrete?") is AnswerType.OTHER  # an alternative, not yes or no
+    assert question_type("Was ist IBM?") is AnswerType.OTHER
+    choice = Question.parse("Who is the oldest, Sid Haig or Vic Darchinyan?")
+    assert choice.answer_type is AnswerType.PERSON and choice.options == ("Sid Haig", "Vic Darchinyan")
+    assert Question.parse("Which band was formed first The Exies or Circus Diablo ?").options == (
+        "Exies",
+        "Circus Diablo",
+    )
+    assert Question.parse("Which is older, Bank of America or IBM?").options == ("Bank of America", "IBM")
+    assert Question.parse("Is a problem instance abstract or concrete?").options == ("abstract", "concrete")
+    # a list in a wh-question, or a clause after "or", offers no choice
+    assert Question.parse("Who would teach from a work like the Quran, Torah or Bible?").options == ()
+    assert Question.parse("Would opportunities be the same in each subject, or would they vary?").options == ()
+    assert choice.option_of("Sidney Eddie Haig") == "Sid Haig" and choice.offers("Vic Darchinyan")
+    assert choice.option_of("Sid Haig or Vic Darchinyan") is None and not choice.offers("an actor")
+    hyphens = Question.parse("Were Tesla's experiments high-voltage or low-voltage?")
+    assert hyphens.option_of("high-voltage") == "high-voltage"  # "voltage" tells neither apart

@@ -99,3 +99,54 @@ def test_a_derived_word_of_the_question_covers_it(reader: Reader) -> None:
     assert check(reader, "When was penicillin discovered?", "1928", source)
     # nothing about a patent: no extracted answer
     assert reader.extract(Question.parse("When was penicillin patented?"), reader.sentences([source])) is None
+
+
+BANDS = (
+    ("The Exies are an American rock band formed in 1997 in Los Angeles.", "The Exies"),
+    ("Circus Diablo was an American rock band formed in 2006 by Billy Duffy.", "Circus Diablo"),
+)
+PEOPLE = (
+    ("Sid Haig (born Sidney Eddie Mosesian; July 14, 1939) is an American actor.", "Sid Haig"),
+    ("Vic Darchinyan (born 7 January 1976) is an Armenian-Australian boxer.", "Vic Darchinyan"),
+)
+
+
+def test_a_choice_between_two_options_is_settled_by_their_dates(reader: Reader) -> None:
+    first = "Which band was formed first, The Exies or Circus Diablo?"
+    span = reader.extract(Question.parse(first), reader.sentences(list(BANDS)))
+    assert span is not None and span.text == "Exies" and span.sentence.text.startswith("The Exies are")
+    assert check(reader, first, "The Exies", *BANDS)
+    assert not check(reader, first, "Circus Diablo", *BANDS)  # named by the question, but the later one
+    assert not check(reader, first, "American", *BANDS)  # a span of the evidence, but no choice offered
+    last = "Which band was formed last, The Exies or Circus Diablo?"
+    later = reader.extract(Question.parse(last), reader.sentences(list(BANDS)))
+    assert later is not None and later.text == "Circus Diablo"
+    # "oldest" asks when each was born; a full date and a day-first date compare
+    oldest = reader.extract(
+        Question.parse("Who is the oldest, Sid Haig or Vic Darchinyan?"), reader.sentences(list(PEOPLE))
+    )
+    assert oldest is not None and oldest.text == "Sid Haig"
+
+
+def test_a_choice_the_evidence_does_not_settle_gets_no_answer(reader: Reader) -> None:
+    # no date compares them ("larger", "American"): no option is more right than the other
+    assert (
+        reader.extract(
+            Question.parse("Which singer is American, The Exies or Circus Diablo?"), reader.sentences(list(BANDS))
+        )
+        is None
+    )
+    assert not check(reader, "Which singer is American, The Exies or Circus Diablo?", "The Exies", *BANDS)
+    # one option's date is missing from the evidence
+    only_one = reader.sentences([BANDS[0], ("Circus Diablo was an American rock band.", "Circus Diablo")])
+    assert reader.extract(Question.parse("Which band was formed first, The Exies or Circus Diablo?"), only_one) is None
+    # the same year: no order
+    same = reader.sentences([BANDS[0], ("Circus Diablo was an American rock band formed in 1997.", "Circus Diablo")])
+    assert reader.extract(Question.parse("Which band was formed first, The Exies or Circus Diablo?"), same) is None
+
+
+def test_a_yes_no_question_takes_no_span(reader: Reader) -> None:
+    question = "Are The Exies and Circus Diablo both American bands?"
+    assert reader.extract(Question.parse(question), reader.sentences(list(BANDS))) is None
+    result = reader.check(Question.parse(question), "1997", reader.sentences(list(BANDS)))
+    assert not result.accepted and "yes or no" in result.reason

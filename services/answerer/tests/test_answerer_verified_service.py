@@ -86,19 +86,31 @@ async def service(chat: ScriptedChat) -> AsyncIterator[GrpcService]:
 
 
 async def _answer(
-    service: GrpcService, question: str, sources: list[common_pb2.ScoredChunk], *, stream_draft: bool = False
+    service: GrpcService,
+    question: str,
+    sources: list[common_pb2.ScoredChunk],
+    *,
+    stream_draft: bool = False,
+    resolved: str = "",
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     """(the streamed text: verified sentences, or raw tokens with `stream_draft`, the final message)."""
-    text, final = await _events(service, question, sources, stream_draft=stream_draft)
+    text, final = await _events(service, question, sources, stream_draft=stream_draft, resolved=resolved)
     return text, final
 
 
 async def _events(
-    service: GrpcService, question: str, sources: list[common_pb2.ScoredChunk], *, stream_draft: bool = False
+    service: GrpcService,
+    question: str,
+    sources: list[common_pb2.ScoredChunk],
+    *,
+    stream_draft: bool = False,
+    resolved: str = "",
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
-        request = answerer_pb2.AnswerRequest(question=question, sources=sources, stream_draft=stream_draft)
+        request = answerer_pb2.AnswerRequest(
+            question=question, sources=sources, stream_draft=stream_draft, resolved_question=resolved
+        )
         tokens, sentences, final = [], [], None
         async for event in stub.Answer(request, timeout=30):
             if event.HasField("final"):
@@ -287,3 +299,62 @@ async def test_invalid_utf8_on_the_wire_is_invalid_argument(service: GrpcService
                     pass
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "UTF-8" in (err.value.details() or "")
+
+
+EXIES = common_pb2.ScoredChunk(
+    score=0.8,
+    chunk=common_pb2.Chunk(
+        chunk_id="exies-1", title="The Exies", text="The Exies are an American rock band formed in 1997 in Los Angeles."
+    ),
+)
+DIABLO = common_pb2.ScoredChunk(
+    score=0.7,
+    chunk=common_pb2.Chunk(
+        chunk_id="diablo-1", title="Circus Diablo", text="Circus Diablo was an American rock band formed in 2006."
+    ),
+)
+
+
+async def test_a_choice_is_answered_by_the_option_the_dates_settle(service: GrpcService, chat: ScriptedChat) -> None:
+    chat.reply = "Circus Diablo was formed first."  # the model guesses the wrong one
+    streamed, final = await _answer(
+        service, "Which band was formed first, The Exies or Circus Diablo?", [EXIES, DIABLO]
+    )
+    assert "Circus Diablo was formed first" not in streamed
+    assert final.verified and final.overruled and final.short_answer == "Exies"
+    assert final.answer == "The Exies are an American rock band formed in 1997 in Los Angeles. [1]" == streamed
+
+
+async def test_a_yes_no_question_is_not_verified_from_a_span(service: GrpcService, chat: ScriptedChat) -> None:
+    chat.reply = "Yes, they are both American rock bands formed in 1997."
+    streamed, final = await _answer(service, "Are The Exies and Circus Diablo both American bands?", [EXIES, DIABLO])
+    assert streamed == ""  # before: "1997" or "American" came back as the verified short answer
+    assert final.withheld and not final.verified and final.answer.startswith("I could not verify an answer")
+    assert "formed in 1997" in final.answer  # the quotes, shown unverified
+
+
+TOWN = common_pb2.ScoredChunk(
+    score=0.8,
+    chunk=common_pb2.Chunk(
+        chunk_id="town-1",
+        title="Harbor Town",
+        text="Harbor Town was the setting of the 1960 film Gull Song, produced by Ben Ortiz.",
+    ),
+)
+GULL = common_pb2.ScoredChunk(
+    score=0.7,
+    chunk=common_pb2.Chunk(
+        chunk_id="gull-1", title="Gull Song", text="Gull Song is a 1960 film directed by Ada Brill."
+    ),
+)
+
+
+async def test_a_multi_step_answer_is_checked_against_its_resolved_question(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    chat.reply = "Ben Ortiz directed it."
+    question = "Who directed the film that was set in Harbor Town?"
+    _, final = await _answer(service, question, [TOWN, GULL], resolved="Who directed Gull Song?")
+    assert final.verified and final.short_answer == "Ada Brill"  # the last step's question, its bridge filled
+    assert "Ben Ortiz" not in final.answer
+    assert chat.messages[-1]["content"].rstrip().endswith(question)  # the model is still asked the user's question

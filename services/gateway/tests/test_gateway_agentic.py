@@ -29,6 +29,7 @@ from ragmesh_gateway.pipeline.agentic import (
     names_in,
     plan_by_rules,
     question_names,
+    resolved_question,
     wants_agentic,
 )
 from ragmesh_gateway.pipeline.budget import estimate_tokens
@@ -262,6 +263,37 @@ async def test_a_bridge_question_searches_the_bridge_entity_found_in_the_first_s
     assert {s["document_id"] for s in final["sources"]} == {"d1", "d2"}  # the evidence of both steps
     # every search carried the asking user's identity (the retriever applies its row-level security)
     assert all(metadata == USER.metadata() for _, metadata in corpus.searches)
+
+
+async def test_the_answer_is_checked_against_the_last_steps_question_with_its_bridge_filled() -> None:
+    town = chunk("c1", "d1", "Harbor Town was the setting of the 1960 film Gull Song.", "Harbor Town")
+    film = chunk("c2", "d2", "Gull Song is a 1960 film directed by Ada Brill.", "Gull Song")
+    mesh = answering_mesh(Corpus(town, film))
+    _, events = await chat(mesh, "Who directed the film that was shot in Harbor Town?")
+    assert [s["query"] for s in events[-1]["data"]["steps"] if s["tool"] == "search"][-1] == "Who directed Gull Song?"
+    assert mesh.answerer.requests["Answer"].question == "Who directed the film that was shot in Harbor Town?"
+    assert mesh.answerer.requests["Answer"].resolved_question == "Who directed Gull Song?"
+    assert any("'Who directed Gull Song?'" in note for note in events[-1]["data"]["notes"])
+
+
+def test_a_keyword_query_or_a_verbless_cut_is_no_resolved_question() -> None:
+    def step(sub: str, query: str, decision: str = "found") -> dict[str, Any]:
+        return {"tool": "search", "sub_question": sub, "queries": [query], "query": query, "decision": decision}
+
+    assert resolved_question([step("x", "x"), step(f"Who directed {BRIDGE}", "Who directed Gull Song")]) == (
+        "Who directed Gull Song"
+    )
+    assert resolved_question([step(f"When was {BRIDGE}?", "When was Boston Beer Company?")]) == ""  # verb cut off
+    assert resolved_question([step(f"{BRIDGE} film directors", "Gull Song film directors")]) == ""  # keywords
+    assert resolved_question([step(f"Who wrote it? {BRIDGE}", "Who wrote it? Gull Song")]) == ""  # appended
+    # the last search that found evidence decides: here the user's own question, not a bridge
+    assert (
+        resolved_question(
+            [step(f"Who directed {BRIDGE}", "Who directed Gull Song"), step("Who is Ada Brill?", "Who is Ada Brill?")]
+        )
+        == ""
+    )
+    assert resolved_question([step(f"Who directed {BRIDGE}", "Who directed Gull Song", "gave_up")]) == ""
 
 
 async def test_direct_mode_searches_once_and_lists_no_steps() -> None:

@@ -99,6 +99,7 @@ class AnswerInput:
     temperature: float | None = None  # None = the service default
     stream_draft: bool = False  # also yield the raw draft's pieces (str)
     deadline: float | None = None  # the caller's deadline (time.monotonic()); bounds the generation
+    resolved_question: str = ""  # a multi-step answer's last question, bridge filled: what the answer is checked on
 
 
 class Answerer:
@@ -126,6 +127,10 @@ class Answerer:
         malformed = check_form(request.question, limits.QUESTION.value, request.history)
         if malformed is not None:
             raise InvalidArgument(f"question refused: {malformed.reason}")
+        if request.resolved_question:
+            malformed = check_form(request.resolved_question, limits.QUESTION.value, ())
+            if malformed is not None:
+                raise InvalidArgument(f"resolved_question refused: {malformed.reason}")
         if not request.sources:
             raise InvalidArgument("at least one source is required (answers without sources are not generated here)")
         if not 0 <= request.max_tokens <= MAX_TOKENS_LIMIT:
@@ -143,7 +148,8 @@ class Answerer:
         max_tokens, temperature = self._validate(request)
         if self.reader is None:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
-        question = Question.parse(request.question)
+        # a multi-step answer's last question, its bridge filled, says what the answer must be tied to
+        question = Question.parse(request.resolved_question or request.question)
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences)

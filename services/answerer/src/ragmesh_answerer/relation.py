@@ -7,6 +7,9 @@ was IBM founded?": both sentences name IBM and a year. This module reads the evi
 1. **Type.** The span is of the kind the question asks (`ragmesh_common.text.questions`): when → a DATE entity
    or a year; how many/much → a number (CARDINAL, QUANTITY, MONEY, PERCENT, or a spelled number); who → a
    PERSON, ORG or NORP entity; where → GPE, LOC, FAC (or ORG). Other questions take any entity or noun phrase.
+   A question that offers choices ("Who is the oldest, A or B?") takes only a span naming one of them; a
+   yes/no question takes no span (a yes or a no is no span of the evidence: the answer is withheld, the
+   quotes shown).
 2. **About the question.** Its sentence (with the source's heading, and the names of the previous sentence
    when it opens with a pronoun) contains the question's key terms: `coverage` = the weighted share found
    (a name or acronym counts 2, any other key term 1, by stem).
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragmesh_answerer import comparison
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_common.text.names import names
 from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
@@ -214,9 +218,9 @@ class Reader:
                     continue
                 seen.add((start, end))
                 piece = doc[start:end]
-                if _restates(piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
+                if _restates_not_chosen(question, piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
                     continue
-                typed = _of_type(question.answer_type, label, piece.text)
+                typed = _of_type(question.answer_type, label, piece.text) and question.offers(piece.text)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
                 spans.append(
                     Span(
@@ -238,7 +242,10 @@ class Reader:
     def extract(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
         """The best span of the asked type in a sentence about the question, or None: when no sentence covers
         `ANSWER_MIN_COVERAGE` of the question, or another sentence offers a different answer within `SENTENCE_MARGIN`
-        (the same sentence in two overlapping chunks, or the same answer twice, is no rival)."""
+        (the same sentence in two overlapping chunks, or the same answer twice, is no rival). A question that
+        offers a choice gets the option the evidence's dates settle (`choose`), or None."""
+        if question.options:
+            return self.choose(question, sentences)
         typed = [c for c in self.candidates(question, sentences) if c.typed]
         if not typed or typed[0].coverage < ANSWER_MIN_COVERAGE:
             return None
@@ -253,12 +260,43 @@ class Reader:
             return None
         return best
 
+    def choose(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
+        """The option of a choice question that the evidence's dates settle (`comparison`): each option's date is
+        the extractive answer to the question asked of that option alone; the answer is the winning option
+        where its date is stated. None when the choice is not between dates, a date is missing, or they tie."""
+        order = comparison.date_order(question)
+        if order is None:
+            return None
+        dated: list[tuple[tuple[int, int, int], str, Span]] = []
+        for option in question.options:
+            span = self.extract(comparison.option_question(question, option), sentences)
+            key = comparison.date_key(span.text) if span is not None else None
+            if span is None or key is None:
+                logger.debug("choice not settled: no date for %r", option)
+                return None
+            dated.append((key, option, span))
+        first = comparison.compare(dated[0][0], dated[1][0])
+        if first is None:
+            return None
+        _, option, span = dated[0] if first == order else dated[1]
+        # the option where its date is stated (its name in that sentence, else in its source's other sentences)
+        same_source = [s for s in sentences if s.source_index == span.sentence.source_index]
+        for sentence in [span.sentence, *(s for s in same_source if s != span.sentence)]:
+            where = comparison.mention(option, sentence.text)
+            if where is not None:
+                return Span(sentence, *where, "CHOICE", True, span.coverage, span.tie, span.near, 0.0, 1.0)
+        return None
+
     def check(self, question: Question, answer: str, sentences: Sequence[Sentence]) -> Check:
         """Is `answer` what the evidence says to `question` (see the module docstring)?"""
         answer = _clean(answer)
         if not answer or (not words(answer) and not numbers(answer)):
             return Check(False, "the answer is empty")
-        if _restates(answer, question.key_stems(), numbers(question.text)):
+        if question.options:
+            return _settled(question, answer, self.choose(question, sentences))
+        if question.answer_type is AnswerType.YES_NO:
+            return Check(False, "the question asks yes or no, which no span of the evidence states")
+        if _restates_not_chosen(question, answer, question.key_stems(), numbers(question.text)):
             return Check(False, "it only restates the question: it adds nothing that answers it")
         candidates = self.candidates(question, sentences, CHECK_REQUIRES_RELATION)
         best = next((c for c in candidates if c.typed), None)
@@ -280,7 +318,7 @@ class Reader:
             anchors = [t.i for t in doc if _is_key(t, keys)]
             label = _label_of(doc, piece.start, piece.end)
             tie = _tie(doc, range(piece.start, piece.end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
-            typed = _of_type(question.answer_type, label, piece.text)
+            typed = _of_type(question.answer_type, label, piece.text) and question.offers(piece.text)
             near, overlap = _near(range(piece.start, piece.end), anchors), _overlap(piece.text, keys)
             role = float(piece.root.i in role_fillers(doc, self.roles(question)))
             scored.append(Span(sentence, start, end, label, typed, round(cov, 4), round(tie, 4), near, overlap, role))
@@ -450,9 +488,24 @@ def _label_of(doc: Any, start: int, end: int) -> str:
     return "NP"
 
 
+def _settled(question: Question, answer: str, chosen: Span | None) -> Check:
+    """A choice's answer is right when it names the option the evidence settles (`Reader.choose`)."""
+    options = " or ".join(f'"{o}"' for o in question.options)
+    named = question.option_of(answer)
+    if named is None:
+        return Check(False, f"it is not one of the question's choices ({options})", best=chosen)
+    if chosen is None:
+        return Check(False, f"the evidence does not settle the choice between {options}", best=chosen)
+    if question.option_of(chosen.text) != named:
+        return Check(False, f'the evidence settles the choice for "{chosen.text}"', best=chosen)
+    return Check(True, "", chosen, chosen)
+
+
 def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     if kind is AnswerType.OTHER:
         return True
+    if kind is AnswerType.YES_NO:  # a yes or a no is no span of the evidence: nothing is extracted or accepted
+        return False
     if label in TYPE_LABELS[kind]:
         return True
     if kind is AnswerType.DATE:
@@ -460,6 +513,13 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     if kind is AnswerType.NUMBER:
         return label == "NUM" or bool(numbers(text))
     return False
+
+
+def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:
+    """`_restates`, but a choice the question offers is an answer although the question names it."""
+    if question.options and question.offers(text):
+        return False
+    return _restates(text, keys, asked)
 
 
 def _restates(text: str, keys: set[str], asked: Sequence[NumberToken] = ()) -> bool:

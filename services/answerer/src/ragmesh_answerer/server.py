@@ -150,6 +150,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             temperature=request.temperature if request.HasField("temperature") else None,
             stream_draft=request.stream_draft,
             deadline=_deadline(context),
+            resolved_question=request.resolved_question,
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())

@@ -1,11 +1,15 @@
 """What a question asks: its answer type and its key terms.
 
 `question_type(text)`: when / what year → `DATE`; how many, how much, what percentage → `NUMBER`; who →
-`PERSON` (a person or an organisation); where, in which country/city → `PLACE`; anything else `OTHER`
+`PERSON` (a person or an organisation); where, in which country/city → `PLACE`; a question its last sentence
+asks with a leading verb and no wh-word or alternative ("Are X and Y both film directors?", "Does Z also have
+one?", "Ist X …?") → `YES_NO`, which no span of a document answers as such; anything else `OTHER`
 (English, German, French). `Question.parse` adds the key terms: names (lower-cased words of the names the
 question states), acronyms (all caps, which also match the words they abbreviate) and focus terms (the
-other content words, compared by stem and word family: "government" matches "governed"); `coverage` and `missing_key_terms` say how much of the question a
-text mentions.
+other content words, compared by stem and word family: "government" matches "governed"); `coverage` and
+`missing_key_terms` say how much of the question a text mentions. `options` are the alternatives a question
+offers at its end ("Which band was formed first, The Exies or Circus Diablo?", "Is it abstract or
+concrete?"): its answer is one of them (`offers`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class AnswerType(enum.Enum):
     NUMBER = "number"
     PERSON = "person"
     PLACE = "place"
+    YES_NO = "yes or no"
     OTHER = "other"
 
 
@@ -47,14 +52,95 @@ _NUMBER_Q = re.compile(
 _PERSON_Q = re.compile(r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b", re.IGNORECASE)
 _PLACE_Q = re.compile(
     r"^\s*(?:where|wo|woher|wohin|où)\b"
-    r"|\b(?:in|from|to)\s+(?:what|which)\s+(?:country|city|state|town|region|province|county|continent)\b"
-    r"|^\s*(?:what|which)\s+(?:country|city|state|town|region|province|county|continent)\b",
+    # "in which country", "of what city", "in what Australian city"
+    r"|\b(?:in|from|to|of|at|near)\s+(?:what|which)\s+(?:[^\W\d_]+\s+)?"
+    r"(?:country|city|state|town|region|province|county|continent)\b"
+    r"|^\s*(?:what|which)\s+(?:[^\W\d_]+\s+)?(?:country|city|state|town|region|province|county|continent)\b",
     re.IGNORECASE,
 )
 
 
+# The verb a yes/no question opens with (English, German; French "est-ce que").
+_POLAR_Q = re.compile(
+    r"^\s*(?:(?:is|are|was|were|am|do|does|did|has|have|had|can|could|will|would|should|shall|may|might|must)"
+    r"(?:n't)?|ist|sind|war|waren|hat|haben|hatte|hatten|kann|können|gibt|wird|werden|est-ce\s+que)\s+\w",
+    re.IGNORECASE,
+)
+_WH = re.compile(
+    r"\b(?:who|whom|whose|what|which|when|where|why|how|wer|wen|wem|was|welche[rsmn]?|wann|wo|warum|wie"
+    r"|qui|que|quel(?:le)?s?|quand|où|pourquoi|comment)\b",
+    re.IGNORECASE,
+)
+# "…, A or B?" / "… A oder B?" / "… A ou B?": the alternatives at the question's end
+_ALTERNATIVE = re.compile(r"^(?P<before>.*?)\s+(?:or|oder|ou)\s+(?P<after>[^,;:]+?)\s*\?*\s*$", re.IGNORECASE)
+# a choice between named things: the wh-phrase then its verb ("Which band was formed first, …", "Who is the
+# oldest, …", "Which came first …"), not a wh-question that lists things ("… from the Quran, Torah or Bible?")
+_CHOICE_Q = re.compile(
+    r"^\s*(?:which|what|who)(?:\s+[^\W\d_]+)?\s+(?:is|are|was|were|came|comes|has|had|did|does)\b", re.IGNORECASE
+)
+_LINKS = frozenset(["of", "the", "de", "von", "van", "der", "du", "la", "le", "and", "&"])
+_TOKENS = re.compile(r"[^\s,;:?!()\"“”]+")
+
+
+def _name_run(tokens: list[str]) -> str:
+    """The capitalised words `tokens` start with (linking words inside: "Bank of America"), articles aside."""
+    while tokens and tokens[0].lower() in ("the", "a", "an"):
+        tokens = tokens[1:]
+    run: list[str] = []
+    for token in tokens:
+        if token[:1].isupper() or token[:1].isdigit() or (run and token.lower() in _LINKS):
+            run.append(token)
+        else:
+            break
+    while run and run[-1].lower() in _LINKS:
+        run.pop()
+    return " ".join(run)
+
+
+def last_sentence(text: str) -> str:
+    """The sentence that asks: "The director X has an OBE. Does Y also have one?" → "Does Y also have one?"."""
+    parts = [p for p in re.split(r"(?<=[.?!])\s+(?=[A-Z\u00c0-\u00de])", text.strip()) if p.strip()]
+    return parts[-1] if parts else text
+
+
+def question_options(text: str) -> tuple[str, ...]:
+    """The alternatives the question ends with, or (). A wh-question that chooses ("Who is the oldest, Sid Haig
+    or Vic Darchinyan?") offers the names beside its "or"; a question that opens with its verb offers the
+    words beside it ("Is a problem instance abstract or concrete?" → abstract, concrete)."""
+    asked = last_sentence(normalise(text))
+    found = _ALTERNATIVE.match(asked)
+    if not found:
+        return ()
+    before = _TOKENS.findall(found.group("before"))
+    after = _TOKENS.findall(found.group("after"))
+    if not before or not after:
+        return ()
+    if _POLAR_Q.match(asked):
+        left, right = before[-1].strip(".'’"), after[0].strip(".'’")
+        if right.lower() in STOP_WORDS or left.lower() in STOP_WORDS:
+            return ()  # "…, or would they vary?": a clause, not a word, on one side
+    elif _CHOICE_Q.match(asked):
+        tail = re.split(r",", found.group("before"))[-1]
+        # the capitalised run that ends right before "or" (read backwards), and the one after it
+        words_before = _TOKENS.findall(tail)
+        start = len(words_before)
+        while start > 0 and (
+            words_before[start - 1][:1].isupper()
+            or words_before[start - 1][:1].isdigit()
+            or words_before[start - 1].lower() in _LINKS
+        ):
+            start -= 1
+        left, right = _name_run(words_before[start:]), _name_run(after)
+    else:
+        return ()
+    return (left, right) if left and right and left.lower() != right.lower() else ()
+
+
 def question_type(text: str) -> AnswerType:
     text = normalise(text).strip()
+    asked = last_sentence(text)
+    if _POLAR_Q.match(asked) and not _WH.search(asked) and not _ALTERNATIVE.match(asked):
+        return AnswerType.YES_NO
     if _DATE_Q.search(text):
         return AnswerType.DATE
     if _NUMBER_Q.search(text):
@@ -73,6 +159,7 @@ class Question:
     entities: tuple[str, ...]  # name words of the question (lowercase)
     acronyms: tuple[str, ...]  # all-caps tokens, which also match the words they abbreviate
     focus: tuple[str, ...]  # the other key terms (compared by stem)
+    options: tuple[str, ...] = ()  # the alternatives it offers ("…, A or B?"): the answer is one of them
 
     @classmethod
     def parse(cls, question: str) -> Question:
@@ -89,7 +176,20 @@ class Question:
                 if w not in STOP_WORDS and w not in QUESTION_WORDS and w not in named and len(w) > 1
             )
         )
-        return cls(text, question_type(text), entities, acronyms, focus)
+        return cls(text, question_type(text), entities, acronyms, focus, question_options(text))
+
+    def offers(self, answer: str) -> bool:
+        """`answer` is one of the question's options (any answer, when it offers none)."""
+        return not self.options or self.option_of(answer) is not None
+
+    def option_of(self, answer: str) -> str | None:
+        """The option `answer` names: the one it shares a word with, when that is exactly one ("Nick Hexum" for
+        the option "Nick Hexum"; not "Mark King or Nick Hexum"); words all options share tell none apart."""
+        said = {stem(w) for w in words(answer) if w not in STOP_WORDS}
+        stems = [{stem(w) for w in words(o) if w not in STOP_WORDS} for o in self.options]
+        shared = set.intersection(*stems) if stems else set()  # "voltage" of "high-voltage or low-voltage"
+        matching = [o for o, own in zip(self.options, stems, strict=True) if said & (own - shared)]
+        return matching[0] if len(matching) == 1 else None
 
     def key_terms(self) -> int:
         return len(self.entities) + len(self.acronyms) + len(self.focus)

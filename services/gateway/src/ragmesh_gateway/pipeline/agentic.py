@@ -483,6 +483,12 @@ class Iterate(Step):
                 await self._use_tools(state, self.tools, walk, sub_question, query, found, named)
                 if record["decision"] in ("found", "retried"):
                     record["bridge"] = walk.bridges[0] if walk.bridges else None
+        state.resolved_question = resolved_question(state.agent_steps)
+        if state.resolved_question:
+            state.notes.append(
+                f"The answer was checked against the last step's question, its bridge filled in: "
+                f"{state.resolved_question!r}."
+            )
         return self._finish(state, walk.per_step, scope, best)
 
     def _room(self, state: RequestState, walk: Walk) -> bool:
@@ -675,6 +681,29 @@ class Iterate(Step):
             )
         found = sum(1 for s in steps if s["decision"] in ("found", "retried") and s["tool"] == "search")
         return {"steps": len(steps), "found": found, "relevant": len(state.results)}
+
+
+_ASKS = re.compile(r"^\s*(?:who|whom|whose|what|which|when|where|how|in\s+(?:what|which))\b", re.IGNORECASE)
+# "When was #1?", "What office did #1?": the cut left the question its auxiliary but not its verb
+_VERBLESS = re.compile(rf"\b(?:is|are|was|were|do|does|did|has|have|had)\s+{re.escape(BRIDGE)}\W*$", re.IGNORECASE)
+
+
+def resolved_question(steps: list[dict[str, Any]]) -> str:
+    """The question the answer is checked on: the last search that found evidence, when it asked a planned
+    question with its bridge filled in ("Who directed #1?" → "Who directed Love Forecast?"); else "" (the
+    user's question). A keyword sub-query, the question with a bridge name appended after it, or a question the
+    planner's cut left without its verb ("When was #1?" for "When was the company founded for which …") is
+    none."""
+    for step in reversed(steps):
+        if step.get("tool") != "search" or step.get("decision") not in ("found", "retried"):
+            continue
+        sub = step.get("sub_question", "")
+        asked = (step.get("queries") or [step.get("query", "")])[0]  # a retry's keywords are no question
+        whole = BRIDGE in sub and "?" not in sub.split(BRIDGE, 1)[0] and not _VERBLESS.search(sub)
+        if whole and BRIDGE not in asked and _ASKS.match(asked):
+            return str(asked)
+        return ""
+    return ""
 
 
 def fill(sub_question: str, bridges: list[str]) -> str:

@@ -61,6 +61,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         max_tokens=state.answer_max_tokens or request.max_tokens,
         history=state.answer_history(),
         stream_draft=request.stream_draft,
+        resolved_question=state.resolved_question,
     )
 
 

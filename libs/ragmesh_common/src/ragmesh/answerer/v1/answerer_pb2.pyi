@@ -149,6 +149,7 @@ class AnswerRequest(_message.Message):
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     TEMPERATURE_FIELD_NUMBER: _builtins.int
     STREAM_DRAFT_FIELD_NUMBER: _builtins.int
+    RESOLVED_QUESTION_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     max_tokens: _builtins.int
     """0 = service default"""
@@ -157,6 +158,12 @@ class AnswerRequest(_message.Message):
     stream_draft: _builtins.bool
     """Also stream the model's unverified draft as `token` events (debugging, demos); by default only
     verified sentences are streamed (`sentence` events).
+    """
+    resolved_question: _builtins.str
+    """The question as the last step of a multi-step answer asked it, its bridge filled in by what the step
+    before found ("Who directed Love Forecast?" for "Who directed the film in which Jung Joon-young made his
+    debut?"). When set, the short answer is extracted and checked against it; the model is still asked
+    `question`. Empty: `question` itself.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]: ...
@@ -174,10 +181,11 @@ class AnswerRequest(_message.Message):
         max_tokens: _builtins.int = ...,
         temperature: _builtins.float | None = ...,
         stream_draft: _builtins.bool = ...,
+        resolved_question: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "sources", b"sources", "stream_draft", b"stream_draft", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
