@@ -322,7 +322,16 @@ async def test_a_choice_is_answered_by_the_option_the_dates_settle(service: Grpc
     )
     assert "Circus Diablo was formed first" not in streamed
     assert final.verified and final.overruled and final.short_answer == "Exies"
-    assert final.answer == "The Exies are an American rock band formed in 1997 in Los Angeles. [1]" == streamed
+    # the sentence that states the answer's date, then the other option's: the comparison the user can check
+    assert (
+        final.answer
+        == streamed
+        == (
+            "The Exies are an American rock band formed in 1997 in Los Angeles. [1] "
+            "Circus Diablo was an American rock band formed in 2006. [2]"
+        )
+    )
+    assert [c.chunk_id for c in final.citations] == ["exies-1", "diablo-1"]
 
 
 async def test_a_yes_no_question_is_not_verified_from_a_span(service: GrpcService, chat: ScriptedChat) -> None:

@@ -334,6 +334,15 @@ async def test_the_model_plans_when_the_rules_find_no_split() -> None:
     assert prepared.llm_tokens > 0
 
 
+async def test_a_model_plan_that_echoes_the_prompt_is_no_first_step() -> None:
+    corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"))
+    echo = answerer_pb2.RewriteResponse(question="To answer that question, I will first look up one thing.")
+    prepared, _ = await chat(answering_mesh(corpus, Rewrite=echo), "Dawn Harbor: later career", mode="agentic")
+    assert prepared.sub_questions == ["Dawn Harbor: later career"]  # one step: the question itself
+    assert corpus.searches[0][0] == "Dawn Harbor: later career"
+    assert any("not about the question" in note for note in prepared.notes)
+
+
 async def test_a_failed_or_unaffordable_model_plan_degrades_to_one_step() -> None:
     corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"))
     mesh = answering_mesh(corpus, Rewrite=rpc_error(grpc.StatusCode.UNAVAILABLE))

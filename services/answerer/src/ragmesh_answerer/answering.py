@@ -389,14 +389,18 @@ class _Gate:
         return []  # a later sentence that fails is not shown
 
     def _overrule(self) -> list[Sentence]:
+        """The evidence speaks: the sentence that states the short answer (and those it rests on: a choice's
+        other dated option), each with its source marker."""
         assert self.span is not None
         self.overruled, self.closed = True, True
-        where = self.span.sentence
-        sentence = Sentence(
-            len(self.sent), f"{where.text} [{where.source_index + 1}]", (where.source_index,), extractive=True
-        )
-        self.sent.append(sentence)
-        return [sentence]
+        out: list[Sentence] = []
+        for where in (self.span.sentence, *self.span.also):
+            sentence = Sentence(
+                len(self.sent), f"{where.text} [{where.source_index + 1}]", (where.source_index,), extractive=True
+            )
+            self.sent.append(sentence)
+            out.append(sentence)
+        return out
 
 
 def _states(text: str, span: Span) -> bool:

@@ -108,6 +108,8 @@ class Span:
     near: float = 0.0  # 1 / (1 + words between the span and the nearest question term)
     overlap: float = 0.0  # share of the span's content words that are the question's own
     role: float = 0.0  # 1 when the span fills the role the question's wh-word plays (see `roles`)
+    # the other sentences the answer rests on (a choice: where the other option's date is stated)
+    also: tuple[Sentence, ...] = ()
 
     @property
     def text(self) -> str:
@@ -278,13 +280,14 @@ class Reader:
         first = comparison.compare(dated[0][0], dated[1][0])
         if first is None:
             return None
-        _, option, span = dated[0] if first == order else dated[1]
+        (_, option, span), (_, _, other) = dated if first == order else dated[::-1]
         # the option where its date is stated (its name in that sentence, else in its source's other sentences)
         same_source = [s for s in sentences if s.source_index == span.sentence.source_index]
         for sentence in [span.sentence, *(s for s in same_source if s != span.sentence)]:
             where = comparison.mention(option, sentence.text)
             if where is not None:
-                return Span(sentence, *where, "CHOICE", True, span.coverage, span.tie, span.near, 0.0, 1.0)
+                also = tuple(dict.fromkeys(s for s in (span.sentence, other.sentence) if s != sentence))
+                return Span(sentence, *where, "CHOICE", True, span.coverage, span.tie, span.near, 0.0, 1.0, also)
         return None
 
     def check(self, question: Question, answer: str, sentences: Sequence[Sentence]) -> Check:

@@ -412,6 +412,10 @@ class PlanStep(Step):
         first = " ".join(reply.question.split())
         if not first or first.lower() in (LLM_ASK.lower(), state.query.lower()):
             return Plan([], "none", "the model found no first step")
+        if not content_stems(first) & content_stems(state.query):
+            # "To answer that question, I will first look up one thing.": the prompt echoed, not a lookup
+            state.notes.append("The multi-step plan's first lookup was not about the question: searched it as one.")
+            return Plan([], "none", "the model's first step is not about the question")
         return Plan([first, f"{state.query} {BRIDGE}"], "llm", "the model's first step, then the question")
 
 
