@@ -1,7 +1,8 @@
 """What a question asks: its answer type and its key terms.
 
-`question_type(text)`: when / what year → `DATE`; how many, how much, what percentage → `NUMBER`; who →
-`PERSON` (a person or an organisation); where, in which country/city → `PLACE`; a question its last sentence
+`question_type(text)`: when / what year → `DATE`; how many, how much, what percentage, what is the population
+(number, amount, height, length, area, capacity) of → `NUMBER`; who, "… by whom" → `PERSON` (a person or an
+organisation); where, in (or of) which country/city, in what Australian city → `PLACE`; a question its last sentence
 asks with a leading verb and no wh-word or alternative ("Are X and Y both film directors?", "Does Z also have
 one?", "Ist X …?") → `YES_NO`, which no span of a document answers as such; anything else `OTHER`
 (English, German, French). `Question.parse` adds the key terms: names (lower-cased words of the names the
@@ -46,10 +47,13 @@ _DATE_Q = re.compile(
 _NUMBER_Q = re.compile(
     r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
     r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
+    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+(?:population|number|amount|height|length|area|capacity)\b"
     r"|\bcombien\b",
     re.IGNORECASE,
 )
-_PERSON_Q = re.compile(r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b", re.IGNORECASE)
+_PERSON_Q = re.compile(
+    r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b|\b(?:by|with|to|for|from)\s+whom\b", re.IGNORECASE
+)
 _PLACE_Q = re.compile(
     r"^\s*(?:where|wo|woher|wohin|où)\b"
     # "in which country", "of what city", "in what Australian city"
