@@ -41,6 +41,7 @@ def test_question_types() -> None:
     assert question_type("In which city was it founded?") is AnswerType.PLACE
     assert question_type("Scott Howell has worked with the mayor of what city?") is AnswerType.PLACE
     assert question_type("Toad Hall is in a university located in what Australian city?") is AnswerType.PLACE
+    assert question_type("What articles state that powers remain with member states?") is AnswerType.OTHER
     assert question_type("Kate Ramsay is a character from a soap opera created by whom?") is AnswerType.PERSON
     assert question_type("At the 2011 census, what was the population of the city?") is AnswerType.NUMBER
     assert question_type("What is the capital?") is AnswerType.OTHER

@@ -56,10 +56,11 @@ _PERSON_Q = re.compile(
 )
 _PLACE_Q = re.compile(
     r"^\s*(?:where|wo|woher|wohin|où)\b"
-    # "in which country", "of what city", "in what Australian city"
-    r"|\b(?:in|from|to|of|at|near)\s+(?:what|which)\s+(?:[^\W\d_]+\s+)?"
-    r"(?:country|city|state|town|region|province|county|continent)\b"
-    r"|^\s*(?:what|which)\s+(?:[^\W\d_]+\s+)?(?:country|city|state|town|region|province|county|continent)\b",
+    # "in which country", "of what city", "in what Australian city" ("state" only right after the wh-word:
+    # "What articles state that …" asks no place)
+    r"|\b(?:in|from|to|of|at|near)\s+(?:what|which)\s+"
+    r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent))\b"
+    r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent))\b",
     re.IGNORECASE,
 )
 
