@@ -3,7 +3,6 @@ or a retrieval miss, so an invalid run (documents that failed ingestion) cannot 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -11,18 +10,15 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
+from bench_modules import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
 
 def _load() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "bench"))  # answer.py imports its sibling retrieval.py
-    spec = importlib.util.spec_from_file_location("bench_answer", ROOT / "bench" / "answer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("answer")
 
 
 bench = _load()

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "embedder.py"
+sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
+from bench_modules import load_bench
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_embedder", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("embedder")
 
 
 def test_bench_counts_texts_and_model_calls() -> None:

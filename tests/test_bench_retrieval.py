@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -12,16 +11,12 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "retrieval.py"
+sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
+from bench_modules import load_bench
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_retrieval", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("retrieval")
 
 
 def _rounds(count: int, fail_at: set[int]) -> list[tuple[Callable[[], Awaitable[None]], ...]]:

@@ -301,18 +301,12 @@ async def test_invalid_utf8_on_the_wire_is_invalid_argument(service: GrpcService
     assert "UTF-8" in (err.value.details() or "")
 
 
-EXIES = common_pb2.ScoredChunk(
-    score=0.8,
-    chunk=common_pb2.Chunk(
-        chunk_id="exies-1", title="The Exies", text="The Exies are an American rock band formed in 1997 in Los Angeles."
-    ),
-)
-DIABLO = common_pb2.ScoredChunk(
-    score=0.7,
-    chunk=common_pb2.Chunk(
-        chunk_id="diablo-1", title="Circus Diablo", text="Circus Diablo was an American rock band formed in 2006."
-    ),
-)
+def _source(chunk_id: str, title: str, text: str, score: float = 0.8) -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(score=score, chunk=common_pb2.Chunk(chunk_id=chunk_id, title=title, text=text))
+
+
+EXIES = _source("exies-1", "The Exies", "The Exies are an American rock band formed in 1997 in Los Angeles.")
+DIABLO = _source("diablo-1", "Circus Diablo", "Circus Diablo was an American rock band formed in 2006.", 0.7)
 
 
 async def test_a_choice_is_answered_by_the_option_the_dates_settle(service: GrpcService, chat: ScriptedChat) -> None:
@@ -342,20 +336,10 @@ async def test_a_yes_no_question_is_not_verified_from_a_span(service: GrpcServic
     assert "formed in 1997" in final.answer  # the quotes, shown unverified
 
 
-TOWN = common_pb2.ScoredChunk(
-    score=0.8,
-    chunk=common_pb2.Chunk(
-        chunk_id="town-1",
-        title="Harbor Town",
-        text="Harbor Town was the setting of the 1960 film Gull Song, produced by Ben Ortiz.",
-    ),
+TOWN = _source(
+    "town-1", "Harbor Town", "Harbor Town was the setting of the 1960 film Gull Song, produced by Ben Ortiz."
 )
-GULL = common_pb2.ScoredChunk(
-    score=0.7,
-    chunk=common_pb2.Chunk(
-        chunk_id="gull-1", title="Gull Song", text="Gull Song is a 1960 film directed by Ada Brill."
-    ),
-)
+GULL = _source("gull-1", "Gull Song", "Gull Song is a 1960 film directed by Ada Brill.", 0.7)
 
 
 async def test_a_multi_step_answer_is_checked_against_its_resolved_question(
