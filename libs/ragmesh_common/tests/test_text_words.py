@@ -44,6 +44,7 @@ def test_question_types() -> None:
     assert question_type("What articles state that powers remain with member states?") is AnswerType.OTHER
     assert question_type("Kate Ramsay is a character from a soap opera created by whom?") is AnswerType.PERSON
     assert question_type("At the 2011 census, what was the population of the city?") is AnswerType.NUMBER
+    assert question_type("What was Fresno's population in 2010?") is AnswerType.NUMBER
     assert question_type("What is the capital?") is AnswerType.OTHER
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)

@@ -47,7 +47,8 @@ _DATE_Q = re.compile(
 _NUMBER_Q = re.compile(
     r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
     r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
-    r"|\bwhat\s+(?:is|was|are|were)\s+the\s+(?:population|number|amount|height|length|area|capacity)\b"
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|[^\W\d_][\w.-]*['’]s)\s+"
+    r"(?:population|number|amount|height|length|area|capacity)\b"
     r"|\bcombien\b",
     re.IGNORECASE,
 )
