@@ -75,9 +75,15 @@ def test_yes_no_questions_and_the_choices_a_question_offers() -> None:
         "Circus Diablo",
     )
     assert Question.parse("Which is older, Bank of America or IBM?").options == ("Bank of America", "IBM")
+    assert Question.parse("Which of the two bands was formed first, Mudhoney or Nirvana?").options == (
+        "Mudhoney",
+        "Nirvana",
+    )
     assert Question.parse("Is a problem instance abstract or concrete?").options == ("abstract", "concrete")
     # a list in a wh-question, or a clause after "or", offers no choice
     assert Question.parse("Who would teach from a work like the Quran, Torah or Bible?").options == ()
+    assert Question.parse("What is an example of a problem not known to exist in P or NP-complete?").options == ()
+    assert Question.parse("Who is on the same level as accountants (Chartered or CPA)?").options == ()
     assert Question.parse("Would opportunities be the same in each subject, or would they vary?").options == ()
     assert choice.option_of("Sidney Eddie Haig") == "Sid Haig" and choice.offers("Vic Darchinyan")
     assert choice.option_of("Sid Haig or Vic Darchinyan") is None and not choice.offers("an actor")

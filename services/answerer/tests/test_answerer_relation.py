@@ -128,6 +128,25 @@ def test_a_choice_between_two_options_is_settled_by_their_dates(reader: Reader) 
     assert oldest is not None and oldest.text == "Sid Haig"
 
 
+SINGERS = (
+    ("Mark King (born 1958) is an English musician, singer and bass player.", "Mark King"),
+    ('Nicholas Lofton "Nick" Hexum is an American singer, songwriter and musician.', "Nick Hexum"),
+)
+
+
+def test_a_choice_of_a_property_goes_to_the_option_whose_sentence_states_it(reader: Reader) -> None:
+    question = "Which singer is American, Mark King or Nick Hexum?"
+    span = reader.extract(Question.parse(question), reader.sentences(list(SINGERS)))
+    assert span is not None and span.text == "Hexum" and [s.text for s in span.also] == [SINGERS[0][0]]
+    assert check(reader, question, "Nick Hexum", *SINGERS)
+    assert not check(reader, question, "Mark King", *SINGERS)
+    # the other option's evidence is missing: its absence says nothing, no answer
+    assert reader.extract(Question.parse(question), reader.sentences([SINGERS[1]])) is None
+    # both state it: no answer
+    both = (SINGERS[1], ("Mark King is an American singer.", "Mark King"))
+    assert reader.extract(Question.parse(question), reader.sentences(list(both))) is None
+
+
 def test_a_choice_the_evidence_does_not_settle_gets_no_answer(reader: Reader) -> None:
     # no date compares them ("larger", "American"): no option is more right than the other
     assert (

@@ -1,11 +1,15 @@
-"""Choices settled by dates: "Which band was formed first, The Exies or Circus Diablo?".
+"""Choices the evidence settles: "Which band was formed first, The Exies or Circus Diablo?".
 
 A question that offers two options (`Question.options`) is answered by one of them only when the evidence
-settles the choice. Here that means a date comparison: the question asks which came first or last (`first`,
-`earlier`, `older`, `oldest`, … or `later`, `last`, `younger`, `newest`, …), each option's own date is the
-extractive answer to the question asked of that option alone ("When was The Exies band formed?"; "older" and
-"younger" ask when the option was born), and the two dates differ. Any other choice (which is larger, which
-is American) is not settled here: the answer is withheld and the quotes shown.
+settles the choice:
+- by dates, when the question asks which came first or last (`first`, `earlier`, `older`, `oldest`, … or
+  `later`, `last`, `younger`, `newest`, …): each option's own date is the extractive answer to the question
+  asked of that option alone ("When was The Exies band formed?"; "older" and "younger" ask when the option was
+  born), and the two dates differ;
+- else by what the question says of the answer ("Which singer is American, Mark King or Nick Hexum?" →
+  american, singer; `property_question`): one option's sentence states all of it, and every sentence about
+  the other option misses some of it (the other option must have evidence: its absence settles nothing).
+Any other choice (which is larger: "larger" is never stated) is not settled: the answer is withheld.
 """
 
 from __future__ import annotations
@@ -77,6 +81,25 @@ def option_question(question: Question, option: str) -> Question:
         (),
         tuple(focus),
     )
+
+
+def property_question(question: Question) -> Question:
+    """What a choice asks of each option besides the options themselves: the question's other names and terms
+    ("Which singer is American, A or B?" → american, singer), the choice's cue words aside."""
+    mine = {w for o in question.options for w in words(o)}
+    return Question(
+        question.text,
+        AnswerType.OTHER,
+        tuple(e for e in question.entities if e not in mine),
+        tuple(a for a in question.acronyms if a.lower() not in mine),
+        tuple(f for f in question.focus if f not in mine and f not in CUES),
+    )
+
+
+def states_all(asked: Question, text: str) -> bool:
+    """`text` states every name and term of `asked` (by stem and word family)."""
+    entities, acronyms, focus = asked.coverage(text)
+    return (len(entities), len(acronyms), len(focus)) == (len(asked.entities), len(asked.acronyms), len(asked.focus))
 
 
 def date_key(text: str) -> tuple[int, int, int] | None:

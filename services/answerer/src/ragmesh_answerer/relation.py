@@ -263,12 +263,14 @@ class Reader:
         return best
 
     def choose(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
-        """The option of a choice question that the evidence's dates settle (`comparison`): each option's date is
-        the extractive answer to the question asked of that option alone; the answer is the winning option
-        where its date is stated. None when the choice is not between dates, a date is missing, or they tie."""
+        """The option of a choice question the evidence settles (`comparison`), quoted where it is settled, or
+        None. A question about which came first or last compares the options' dates: each is the extractive
+        answer to the question asked of that option alone. Any other choice ("Which singer is American, A or
+        B?") goes to the option whose own sentence states every other term of the question, when the other
+        option's sentences state not all of them."""
         order = comparison.date_order(question)
         if order is None:
-            return None
+            return self._choose_by_terms(question, sentences)
         dated: list[tuple[tuple[int, int, int], str, Span]] = []
         for option in question.options:
             span = self.extract(comparison.option_question(question, option), sentences)
@@ -281,14 +283,27 @@ class Reader:
         if first is None:
             return None
         (_, option, span), (_, _, other) = dated if first == order else dated[::-1]
-        # the option where its date is stated (its name in that sentence, else in its source's other sentences)
-        same_source = [s for s in sentences if s.source_index == span.sentence.source_index]
-        for sentence in [span.sentence, *(s for s in same_source if s != span.sentence)]:
-            where = comparison.mention(option, sentence.text)
-            if where is not None:
-                also = tuple(dict.fromkeys(s for s in (span.sentence, other.sentence) if s != sentence))
-                return Span(sentence, *where, "CHOICE", True, span.coverage, span.tie, span.near, 0.0, 1.0, also)
-        return None
+        return _choice_span(option, span.sentence, (other.sentence,), sentences)
+
+    @staticmethod
+    def _choose_by_terms(question: Question, sentences: Sequence[Sentence]) -> Span | None:
+        stating: dict[str, list[Sentence]] = {}
+        about: dict[str, list[Sentence]] = {}
+        asked = comparison.property_question(question)
+        if not asked.key_terms():
+            return None  # nothing but the options to tell them apart
+        for option in question.options:
+            for sentence in sentences:
+                if comparison.mention(option, sentence.context) is None:
+                    continue
+                about.setdefault(option, []).append(sentence)
+                if comparison.states_all(asked, sentence.context):
+                    stating.setdefault(option, []).append(sentence)
+        if len(stating) != 1 or len(about) != len(question.options):
+            return None  # neither or both state it, or one option's evidence is missing: no answer
+        [(option, found)] = stating.items()
+        other = next(s for o, said in about.items() if o != option for s in said)
+        return _choice_span(option, found[0], (other,), sentences)
 
     def check(self, question: Question, answer: str, sentences: Sequence[Sentence]) -> Check:
         """Is `answer` what the evidence says to `question` (see the module docstring)?"""
@@ -489,6 +504,20 @@ def _label_of(doc: Any, start: int, end: int) -> str:
     if any(t.like_num for t in doc[start:end]):
         return "NUM"
     return "NP"
+
+
+def _choice_span(
+    option: str, settles: Sentence, also: tuple[Sentence, ...], sentences: Sequence[Sentence]
+) -> Span | None:
+    """The chosen option where the sentence that settles it names it (else another sentence of its source),
+    with the sentences it rests on besides."""
+    same_source = [s for s in sentences if s.source_index == settles.source_index and s != settles]
+    for sentence in (settles, *same_source):
+        where = comparison.mention(option, sentence.text)
+        if where is not None:
+            rest = tuple(dict.fromkeys(s for s in (settles, *also) if s != sentence))
+            return Span(sentence, *where, "CHOICE", True, 1.0, 1.0, 1.0, 0.0, 1.0, rest)
+    return None
 
 
 def _settled(question: Question, answer: str, chosen: Span | None) -> Check:

@@ -82,7 +82,11 @@ _ALTERNATIVE = re.compile(r"^(?P<before>.*?)\s+(?:or|oder|ou)\s+(?P<after>[^,;:]
 # a choice between named things: the wh-phrase then its verb ("Which band was formed first, …", "Who is the
 # oldest, …", "Which came first …"), not a wh-question that lists things ("… from the Quran, Torah or Bible?")
 _CHOICE_Q = re.compile(
-    r"^\s*(?:which|what|who)(?:\s+[^\W\d_]+)?\s+(?:is|are|was|were|came|comes|has|had|did|does)\b", re.IGNORECASE
+    r"^\s*(?:which|what|who)(?:\s+[^\W\d_]+){0,4}?\s+(?:is|are|was|were|came|comes|has|had|did|does)\b",
+    re.IGNORECASE,
+)
+_PREPOSITIONS = frozenset(
+    ["in", "of", "from", "with", "to", "for", "by", "as", "at", "on", "like", "into", "than", "between", "and"]
 )
 _LINKS = frozenset(["of", "the", "de", "von", "van", "der", "du", "la", "le", "and", "&"])
 _TOKENS = re.compile(r"[^\s,;:?!()\"“”]+")
@@ -136,6 +140,9 @@ def question_options(text: str) -> tuple[str, ...]:
             or words_before[start - 1].lower() in _LINKS
         ):
             start -= 1
+        previous = words_before[start - 1].lower() if start > 0 else ""
+        if previous in _PREPOSITIONS or tail.count("(") > tail.count(")"):
+            return ()  # "… not known to exist in P or NP-complete?", "(Chartered or CPA)": no choice offered
         left, right = _name_run(words_before[start:]), _name_run(after)
     else:
         return ()
