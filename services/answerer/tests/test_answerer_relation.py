@@ -169,3 +169,14 @@ def test_a_yes_no_question_takes_no_span(reader: Reader) -> None:
     assert reader.extract(Question.parse(question), reader.sentences(list(BANDS))) is None
     result = reader.check(Question.parse(question), "1997", reader.sentences(list(BANDS)))
     assert not result.accepted and "yes or no" in result.reason
+
+
+def test_a_date_range_answers_with_the_side_the_question_asks_for(reader: Reader) -> None:
+    jin = ("The Jin dynasty (1115–1234) ruled northern China.", "Jin dynasty")
+    sentences = reader.sentences([jin])
+    end = reader.extract(Question.parse("When did the Jin dynasty end?"), sentences)
+    assert end is not None and end.text == "1234" and jin[0][end.source_start : end.source_end] == "1234"
+    began = reader.extract(Question.parse("When was the Jin dynasty founded?"), sentences)
+    assert began is not None and began.text == "1115"
+    ruled = reader.extract(Question.parse("When did the Jin dynasty rule northern China?"), sentences)
+    assert ruled is not None and ruled.text == "1115–1234"  # neither end asked: the whole range

@@ -224,11 +224,14 @@ class Reader:
                     continue
                 typed = _of_type(question.answer_type, label, piece.text) and question.offers(piece.text)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
+                first, last = piece.start_char, piece.end_char
+                if question.answer_type is AnswerType.DATE:
+                    first, last = _range_side(question.text, piece.text, first)
                 spans.append(
                     Span(
                         sentence,
-                        piece.start_char,
-                        piece.end_char,
+                        first,
+                        last,
                         label,
                         typed,
                         round(cov, 4),
@@ -518,6 +521,27 @@ def _choice_span(
             rest = tuple(dict.fromkeys(s for s in (settles, *also) if s != sentence))
             return Span(sentence, *where, "CHOICE", True, 1.0, 1.0, 1.0, 0.0, 1.0, rest)
     return None
+
+
+# "1115–1234" answers "When did the dynasty end?" with its second date, "When was it founded?" with its first
+_DATE_RANGE = re.compile(r"^(?P<a>.*?\d.*?)\s*(?:[–—-]|\bto\b|\buntil\b)\s*(?P<b>\D*\d.*)$")
+_ENDS = re.compile(
+    r"\b(?:end(?:ed|s)?|die[ds]?|death|clos(?:e[ds]?|ing)|collapsed?|fell|fall|abolished|dissolved|finish(?:ed)?)\b",
+    re.IGNORECASE,
+)
+_STARTS = re.compile(
+    r"\b(?:beg[ia]n|start(?:ed|s)?|found(?:ed)?|establish(?:ed)?|born|open(?:ed)?|created?|formed)\b", re.IGNORECASE
+)
+
+
+def _range_side(question: str, text: str, start: int) -> tuple[int, int]:
+    """The offsets of the side of a date range the question asks for (its end, or its start), else the whole."""
+    found = _DATE_RANGE.match(text)
+    ends, starts = bool(_ENDS.search(question)), bool(_STARTS.search(question))
+    if found is None or ends == starts or not (has_date(found["a"]) and has_date(found["b"])):
+        return start, start + len(text)
+    side = "b" if ends else "a"
+    return start + found.start(side), start + found.end(side)
 
 
 def _settled(question: Question, answer: str, chosen: Span | None) -> Check:
