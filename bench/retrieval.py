@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import hashlib
 import json
 import math
@@ -792,6 +793,7 @@ async def timed(
     warmup: int = 5,
     progress: str | None = None,
     failures: list[Counter[str]] | None = None,
+    call_timeout: float | None = None,
 ) -> list[list[float]]:
     """Milliseconds of each path's calls, one call at a time (latency, not throughput). A round holds one call
     per path for the same query. The paths take turns within each round, and the first path rotates from
@@ -799,7 +801,8 @@ async def timed(
     load) hits every path alike instead of one block of queries. The first `warmup` rounds are not kept.
     With `progress`, a progress bar of that name counts the rounds. With `failures` (one Counter per path), a
     call that raises is counted there by its error's first line (warm-up rounds too) and its time is not kept,
-    and the rounds go on; without it the first error stops the bench."""
+    and the rounds go on; without it the first error stops the bench. `call_timeout`: a call still running
+    after that many seconds is cancelled and fails (a read that hangs on a dropped connection)."""
     from tqdm import tqdm
 
     paths = len(rounds[0]) if rounds else 0
@@ -811,7 +814,7 @@ async def timed(
             path = (i + k) % paths
             started = time.perf_counter()
             try:
-                await calls[path]()
+                await asyncio.wait_for(calls[path](), call_timeout)
             except Exception as exc:
                 if failures is None:
                     raise
@@ -1107,11 +1110,16 @@ async def measure_graph_point(
     # a failed call (a dropped Bolt connection past the read budget at 100k chunks) is counted on its path and
     # the rounds go on: one error must not cost the whole point (and the hour its graph took to load)
     failures: list[Counter[str]] = [Counter() for _ in range(4)]
+    # a hang that even the call timeout does not end (the event loop itself blocked) leaves every thread's stack
+    # in the log, every few minutes, to say where it hung
+    faulthandler.dump_traceback_later(GRAPH_CALL_TIMEOUT * 3, repeat=True)
     timings = await timed(
         [(search(q, plain), search(q, with_leg), rank_rpc(q), in_process(q)) for q in warm + questions],
         progress=f"graph latency {label}",
         failures=failures,
+        call_timeout=GRAPH_CALL_TIMEOUT,
     )
+    faulthandler.cancel_dump_traceback_later()
     for name, values, failed in zip(
         ("search", "search + graph leg", "RankChunks (gRPC)", "leg in-process"), timings, failures, strict=True
     ):
@@ -1142,7 +1150,7 @@ async def measure_graph_point(
     for q in questions[:uncapped_queries]:
         t0 = time.perf_counter()
         try:
-            ranking = await leg_uncapped.rank(user, q, set())
+            ranking = await asyncio.wait_for(leg_uncapped.rank(user, q, set()), GRAPH_CALL_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - counted and reported, like `timed`
             free_failed[failure_reason(exc)] += 1
             log(f"graph {label}: uncapped leg failed after {time.perf_counter() - t0:.1f} s: {failure_reason(exc)}")
@@ -1163,6 +1171,14 @@ async def measure_graph_point(
             "max": max(free_sizes),
         }
     log(f"graph {label}: uncapped in-process leg p50 {row['leg in-process, uncapped'].get('p50_ms')} ms")
+
+
+# ArcadeDB answers a write that follows a commit still in flight with a transient error: the load retries more
+GRAPH_LOAD_ATTEMPTS = 20
+GRAPH_READ_ATTEMPTS = 6  # the graph service's own (GraphStore's default)
+# a call of the graph latency bench still running after this long fails (a read that hangs on a dropped Bolt
+# connection): ten of the service's 10 s read budgets
+GRAPH_CALL_TIMEOUT = 100.0
 
 
 async def run_graph_latency(
@@ -1240,14 +1256,11 @@ async def run_graph_latency(
     )
     reset_index(stack)
     document_ids = scale_documents(stack)
+    load_timeout = max(settings.query_timeout_seconds, 120.0)  # bulk writes of 100 chunks a document
     store = GraphStore.connect(
-        settings.neo4j_uri,
-        settings.neo4j_user,
-        settings.neo4j_password,
-        settings.neo4j_database,
-        max(settings.query_timeout_seconds, 120.0),  # bulk writes of 100 chunks a document
+        settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password, settings.neo4j_database, load_timeout
     )
-    store.attempts = 20  # ArcadeDB answers a write that follows a commit still in flight with a transient error
+    store.attempts = GRAPH_LOAD_ATTEMPTS
     access = DocumentAccess(settings.retriever_addr, timeout=settings.access_timeout_seconds)
     leg = GraphServicer(store, extractor, access, settings)
     leg_uncapped = GraphServicer(store, extractor, access, uncapped)
@@ -1269,9 +1282,14 @@ async def run_graph_latency(
                 row["graph_rows_written"] = written
                 log(f"graph {label}: {written} mention/relation rows in {row['graph_load_seconds']} s")
                 done = per_document
-                await measure_graph_point(
-                    label, row, gateway, stub, (leg, leg_uncapped), user, questions, uncapped_queries
-                )
+                # the in-process leg reads like the service does: its read budget and retries, not the load's
+                store.timeout, store.attempts = settings.query_timeout_seconds, GRAPH_READ_ATTEMPTS
+                try:
+                    await measure_graph_point(
+                        label, row, gateway, stub, (leg, leg_uncapped), user, questions, uncapped_queries
+                    )
+                finally:
+                    store.timeout, store.attempts = load_timeout, GRAPH_LOAD_ATTEMPTS
     finally:
         await gateway.close()
         await access.close()

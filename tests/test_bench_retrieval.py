@@ -50,3 +50,17 @@ def test_without_a_failure_count_the_first_error_stops_the_bench() -> None:
     bench = _load()
     with pytest.raises(TimeoutError):
         asyncio.run(bench.timed(_rounds(4, {2}), warmup=0))
+
+
+def test_a_call_that_hangs_past_the_call_timeout_fails_on_its_path() -> None:
+    bench = _load()
+
+    async def hangs() -> None:
+        await asyncio.sleep(3600)
+
+    async def ok() -> None:
+        return None
+
+    failures: list[Counter[str]] = [Counter(), Counter()]
+    timings = asyncio.run(bench.timed([(ok, hangs)] * 3, warmup=0, failures=failures, call_timeout=0.01))
+    assert [len(t) for t in timings] == [3, 0] and sum(failures[1].values()) == 3
