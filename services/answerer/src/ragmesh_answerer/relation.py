@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import re2
+
 from ragmesh_answerer import comparison
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_common.text.names import names
@@ -524,7 +526,8 @@ def _choice_span(
 
 
 # "1115–1234" answers "When did the dynasty end?" with its second date, "When was it founded?" with its first
-_DATE_RANGE = re.compile(r"^(?P<a>.*?\d.*?)\s*(?:[–—-]|\bto\b|\buntil\b)\s*(?P<b>\D*\d.*)$")
+# (RE2: linear; Python's engine backtracks quadratically over a long run of digits)
+_DATE_RANGE = re2.compile(r"^(.*?\d.*?)\s*(?:[–—-]|\bto\b|\buntil\b)\s*(\D*\d.*)$")
 _ENDS = re.compile(
     r"\b(?:end(?:ed|s)?|die[ds]?|death|clos(?:e[ds]?|ing)|collapsed?|fell|fall|abolished|dissolved|finish(?:ed)?)\b",
     re.IGNORECASE,
@@ -538,9 +541,9 @@ def _range_side(question: str, text: str, start: int) -> tuple[int, int]:
     """The offsets of the side of a date range the question asks for (its end, or its start), else the whole."""
     found = _DATE_RANGE.match(text)
     ends, starts = bool(_ENDS.search(question)), bool(_STARTS.search(question))
-    if found is None or ends == starts or not (has_date(found["a"]) and has_date(found["b"])):
+    if found is None or ends == starts or not (has_date(found.group(1)) and has_date(found.group(2))):
         return start, start + len(text)
-    side = "b" if ends else "a"
+    side = 2 if ends else 1
     return start + found.start(side), start + found.end(side)
 
 

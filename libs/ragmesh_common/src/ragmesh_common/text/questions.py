@@ -19,6 +19,8 @@ import enum
 import re
 from dataclasses import dataclass
 
+import re2
+
 from ragmesh_common.text.names import acronym_in, names
 from ragmesh_common.text.numbers import strip_numbers
 from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, related, stem, words
@@ -77,8 +79,9 @@ _WH = re.compile(
     r"|qui|que|quel(?:le)?s?|quand|où|pourquoi|comment)\b",
     re.IGNORECASE,
 )
-# "…, A or B?" / "… A oder B?" / "… A ou B?": the alternatives at the question's end
-_ALTERNATIVE = re.compile(r"^(?P<before>.*?)\s+(?:or|oder|ou)\s+(?P<after>[^,;:]+?)\s*\?*\s*$", re.IGNORECASE)
+# "…, A or B?" / "… A oder B?" / "… A ou B?": the alternatives at the question's end (RE2: linear; Python's
+# engine backtracks quadratically over a long run of spaces)
+_ALTERNATIVE = re2.compile(r"(?i)^(.*?)\s+(?:or|oder|ou)\s+([^,;:]+?)\s*\?*\s*$")
 # a choice between named things: the wh-phrase then its verb ("Which band was formed first, …", "Who is the
 # oldest, …", "Which came first …"), not a wh-question that lists things ("… from the Quran, Torah or Bible?")
 _CHOICE_Q = re.compile(
@@ -121,8 +124,8 @@ def question_options(text: str) -> tuple[str, ...]:
     found = _ALTERNATIVE.match(asked)
     if not found:
         return ()
-    before = _TOKENS.findall(found.group("before"))
-    after = _TOKENS.findall(found.group("after"))
+    before = _TOKENS.findall(found.group(1))
+    after = _TOKENS.findall(found.group(2))
     if not before or not after:
         return ()
     if _POLAR_Q.match(asked):
@@ -130,7 +133,7 @@ def question_options(text: str) -> tuple[str, ...]:
         if right.lower() in STOP_WORDS or left.lower() in STOP_WORDS:
             return ()  # "…, or would they vary?": a clause, not a word, on one side
     elif _CHOICE_Q.match(asked):
-        tail = re.split(r",", found.group("before"))[-1]
+        tail = found.group(1).rsplit(",", 1)[-1]
         # the capitalised run that ends right before "or" (read backwards), and the one after it
         words_before = _TOKENS.findall(tail)
         start = len(words_before)
