@@ -95,13 +95,18 @@ _LINKS = frozenset(["of", "the", "de", "von", "van", "der", "du", "la", "le", "a
 _TOKENS = re.compile(r"[^\s,;:?!()\"“”]+")
 
 
+def _in_name(token: str) -> bool:
+    """A word a name can hold: capitalised, a number, or a linking word ("of" in "Bank of America")."""
+    return token[:1].isupper() or token[:1].isdigit() or token.lower() in _LINKS
+
+
 def _name_run(tokens: list[str]) -> str:
     """The capitalised words `tokens` start with (linking words inside: "Bank of America"), articles aside."""
     while tokens and tokens[0].lower() in ("the", "a", "an"):
         tokens = tokens[1:]
     run: list[str] = []
     for token in tokens:
-        if token[:1].isupper() or token[:1].isdigit() or (run and token.lower() in _LINKS):
+        if (token[:1].isupper() or token[:1].isdigit()) or (run and _in_name(token)):
             run.append(token)
         else:
             break
@@ -137,11 +142,7 @@ def question_options(text: str) -> tuple[str, ...]:
         # the capitalised run that ends right before "or" (read backwards), and the one after it
         words_before = _TOKENS.findall(tail)
         start = len(words_before)
-        while start > 0 and (
-            words_before[start - 1][:1].isupper()
-            or words_before[start - 1][:1].isdigit()
-            or words_before[start - 1].lower() in _LINKS
-        ):
+        while start > 0 and _in_name(words_before[start - 1]):
             start -= 1
         previous = words_before[start - 1].lower() if start > 0 else ""
         if previous in _PREPOSITIONS or tail.count("(") > tail.count(")"):
