@@ -24,6 +24,14 @@ def test_one_stemmer_meets_inflections_and_possessives() -> None:
     assert stem("founded") == stem("founder") == stem("founding") == stem("founds") == "found"
     assert stem("companies") == stem("company") == "company"
     assert stem("IBM's") == "ibm"
+    # a silent final "e" and the "e" an inflection absorbed meet ("practice" / "practiced" / "practices")
+    assert stem("practice") == stem("practiced") == stem("practices") == stem("practicing")
+    assert stem("discontinue") == stem("discontinued") and stem("game") == stem("games")
+    assert stem("agree") == stem("agreed") == stem("agrees") == stem("agreeing")
+    assert stem("employee") == stem("employees") != stem("employer")
+    # irregular past forms are their verb; "found" stays the root of "founded"
+    assert stem("won") == stem("win") and stem("brought") == stem("bringing") and stem("taken") == stem("takes")
+    assert stem("found") == stem("founded") != stem("find")
 
 
 def test_numbers_compare_by_value() -> None:
@@ -45,9 +53,16 @@ def test_question_types() -> None:
     assert question_type("Kate Ramsay is a character from a soap opera created by whom?") is AnswerType.PERSON
     assert question_type("At the 2011 census, what was the population of the city?") is AnswerType.NUMBER
     assert question_type("What was Fresno's population in 2010?") is AnswerType.NUMBER
+    assert question_type("What is the city's total population?") is AnswerType.NUMBER
+    assert question_type("At the 2011 census, what was its population?") is AnswerType.NUMBER
+    assert question_type("What was the population's main religion?") is AnswerType.OTHER
+    assert question_type("A soap opera created by who?") is AnswerType.PERSON
     assert question_type("What is the capital?") is AnswerType.OTHER
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)
+    # "located" only asks where: a sentence saying "X in Wellington" states it
+    assert Question.parse("Where is Marsden School located?").focus == ()
+    assert Question.parse("Which school is located in Wellington?").focus == ("school", "located")
 
 
 def test_word_families_match_but_not_mere_prefixes() -> None:

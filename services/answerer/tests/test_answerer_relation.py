@@ -180,3 +180,18 @@ def test_a_date_range_answers_with_the_side_the_question_asks_for(reader: Reader
     assert began is not None and began.text == "1115"
     ruled = reader.extract(Question.parse("When did the Jin dynasty rule northern China?"), sentences)
     assert ruled is not None and ruled.text == "1115–1234"  # neither end asked: the whole range
+
+
+def test_the_noun_a_wh_word_asks_for_is_not_required_of_the_evidence(reader: Reader) -> None:
+    question = Question.parse("What sport attracts tourists to Jacksonville?")
+    assert reader.about(question).focus == ("attracts", "tourists")  # "sport" names the answer's kind
+    assert reader.about(Question.parse("What attracts tourists to Jacksonville?")).focus == ("attracts", "tourists")
+    # a sentence that answers names the sport, not the word "sport": it covers the whole question
+    said = reader.sentences([("In Jacksonville, golf attracts tourists from the north.", "")])
+    best = reader.candidates(question, said)[0]
+    assert best.coverage == 1.0
+    # where the evidence does say "sport", it counts as a term of the question
+    named = reader.sentences([("In Jacksonville, the sport of golf attracts tourists.", "")])
+    assert reader.candidates(question, named)[0].coverage == 1.0
+    span = reader.extract(question, said)
+    assert span is not None and span.text == "golf"

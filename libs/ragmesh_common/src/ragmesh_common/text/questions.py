@@ -49,13 +49,13 @@ _DATE_Q = re.compile(
 _NUMBER_Q = re.compile(
     r"\bhow\s+(?:many|much|long|old|far|big|large|often|tall|high)\b"
     r"|\bwhat\s+(?:percentage|percent|share|number|amount)\b|\bwie\s+(?:viele?|lange|alt|oft|hoch)\b"
-    r"|\bwhat\s+(?:is|was|are|were)\s+(?:the|[^\W\d_][\w.-]*['’]s)\s+"
-    r"(?:population|number|amount|height|length|area|capacity)\b"
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:[^\W\d_][\w.-]*(?:['’]s)?\s+){1,3}?"
+    r"(?:population|number|amount|height|length|area|capacity)\b(?!['’])"
     r"|\bcombien\b",
     re.IGNORECASE,
 )
 _PERSON_Q = re.compile(
-    r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b|\b(?:by|with|to|for|from)\s+whom\b", re.IGNORECASE
+    r"^\s*(?:who|whom|whose|wer|wem|wen|wessen|qui)\b|\b(?:by|with|to|for|from)\s+whom?\b", re.IGNORECASE
 )
 _PLACE_Q = re.compile(
     r"^\s*(?:where|wo|woher|wohin|où)\b"
@@ -153,6 +153,10 @@ def question_options(text: str) -> tuple[str, ...]:
     return (left, right) if left and right and left.lower() != right.lower() else ()
 
 
+# Verbs a where-question uses only to ask where: they say nothing the place does not.
+_PLACE_VERBS = frozenset({"located", "situated", "sited", "lie", "lies"})
+
+
 def question_type(text: str) -> AnswerType:
     text = normalise(text).strip()
     asked = last_sentence(text)
@@ -193,7 +197,10 @@ class Question:
                 if w not in STOP_WORDS and w not in QUESTION_WORDS and w not in named and len(w) > 1
             )
         )
-        return cls(text, question_type(text), entities, acronyms, focus, question_options(text))
+        kind = question_type(text)
+        if kind is AnswerType.PLACE:  # "Where is X located?": "where" asks it, the sentence may just say "X in Y"
+            focus = tuple(w for w in focus if w not in _PLACE_VERBS)
+        return cls(text, kind, entities, acronyms, focus, question_options(text))
 
     def offers(self, answer: str) -> bool:
         """`answer` is one of the question's options (any answer, when it offers none)."""

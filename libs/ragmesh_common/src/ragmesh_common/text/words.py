@@ -3,7 +3,8 @@
 - `normalise`: NFKC (full-width digits, ligatures) before anything else;
 - `words`: lower-cased letter runs (`WORD`); `terms`: letter/digit runs with an inner apostrophe (`TERM`);
 - `stem`: a light suffix stripper applied to both sides of a comparison ("founded" ~ "founder" ~ "founding");
-  a possessive is dropped first and a stem keeps at least 3 characters;
+  a possessive is dropped first, an irregular past form becomes its verb ("won" ~ "win", "brought" ~ "bring"),
+  a final silent "e" goes ("practice" ~ "practiced", "game" ~ "games") and a stem keeps at least 3 characters;
 - `STOP_WORDS`: English stop words, the pieces of contractions ("don't" -> "don") and answer boilerplate
   ("according", "answer"); `QUESTION_WORDS`: the words that frame a question without saying what it is about
   (English, German and French question words and verbs of asking); `content_words`, `content_stems`.
@@ -39,6 +40,112 @@ SUFFIXES = (
     "s",
 )
 _POSSESSIVE = re.compile(r"['’]s?$")
+# Past tenses and participles of common irregular English verbs -> the verb ("won" -> "win"). Left out: forms
+# that are also other words a question asks about ("found": to found; "left", "lay", "bound", "born", "ground",
+# "wound", "saw", "felt", "lead", "rose").
+_IRREGULAR_FORMS = {
+    "arise": "arose arisen",
+    "awake": "awoke awoken",
+    "bear": "bore borne",
+    "beat": "beaten",
+    "become": "became",
+    "begin": "began begun",
+    "bend": "bent",
+    "bite": "bit bitten",
+    "bleed": "bled",
+    "blow": "blew blown",
+    "break": "broke broken",
+    "breed": "bred",
+    "bring": "brought",
+    "build": "built",
+    "burn": "burnt",
+    "buy": "bought",
+    "catch": "caught",
+    "choose": "chose chosen",
+    "come": "came",
+    "creep": "crept",
+    "deal": "dealt",
+    "dig": "dug",
+    "draw": "drew drawn",
+    "drink": "drank drunk",
+    "drive": "drove driven",
+    "eat": "ate eaten",
+    "fall": "fell fallen",
+    "feed": "fed",
+    "fight": "fought",
+    "flee": "fled",
+    "fly": "flew flown",
+    "forbid": "forbade forbidden",
+    "forget": "forgot forgotten",
+    "forgive": "forgave forgiven",
+    "freeze": "froze frozen",
+    "give": "gave given",
+    "go": "went gone",
+    "grow": "grew grown",
+    "hang": "hung",
+    "hear": "heard",
+    "hide": "hid hidden",
+    "hold": "held",
+    "keep": "kept",
+    "know": "knew known",
+    "lend": "lent",
+    "lose": "lost",
+    "make": "made",
+    "mean": "meant",
+    "meet": "met",
+    "overcome": "overcame",
+    "overtake": "overtook overtaken",
+    "pay": "paid",
+    "rebuild": "rebuilt",
+    "ride": "rode ridden",
+    "ring": "rang rung",
+    "rise": "risen",
+    "run": "ran",
+    "say": "said",
+    "see": "seen",
+    "seek": "sought",
+    "sell": "sold",
+    "send": "sent",
+    "shake": "shook shaken",
+    "shine": "shone",
+    "shoot": "shot",
+    "shrink": "shrank shrunk",
+    "sing": "sang sung",
+    "sink": "sank sunk",
+    "sit": "sat",
+    "sleep": "slept",
+    "speak": "spoke spoken",
+    "spend": "spent",
+    "spin": "spun",
+    "spring": "sprang sprung",
+    "stand": "stood",
+    "steal": "stole stolen",
+    "stick": "stuck",
+    "strike": "struck stricken",
+    "strive": "strove striven",
+    "swear": "swore sworn",
+    "sweep": "swept",
+    "swim": "swam swum",
+    "swing": "swung",
+    "take": "took taken",
+    "teach": "taught",
+    "tear": "tore torn",
+    "tell": "told",
+    "think": "thought",
+    "throw": "threw thrown",
+    "understand": "understood",
+    "undertake": "undertook undertaken",
+    "uphold": "upheld",
+    "wake": "woke woken",
+    "wear": "wore worn",
+    "weave": "wove woven",
+    "weep": "wept",
+    "win": "won",
+    "withdraw": "withdrew withdrawn",
+    "withhold": "withheld",
+    "write": "wrote written",
+}
+IRREGULAR_PAST: dict[str, str] = {form: verb for verb, forms in _IRREGULAR_FORMS.items() for form in forms.split()}
 
 STOP_WORDS: frozenset[str] = ENGLISH | frozenset(
     [
@@ -160,10 +267,15 @@ def normalise(text: str) -> str:
 def stem(word: str) -> str:
     """The word's stem (see the module docstring)."""
     word = _POSSESSIVE.sub("", word.lower()) or word.lower()
+    word = IRREGULAR_PAST.get(word, word)
     for suffix in SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
-    return word
+            word = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            if suffix in ("es", "ed", "edly"):  # "practices" -> "practic", "agreed" -> "agre": the "e" went with it
+                return word
+            break
+    # "practice" / "practiced" -> "practic", "agree" / "agreed" -> "agre"
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
 # What a derived word adds to its root ("govern" + "ment", "discover" + "y", "retir" + "ement"); compared after the
