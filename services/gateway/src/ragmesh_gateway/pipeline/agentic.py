@@ -72,9 +72,19 @@ _DESCRIPTION = re.compile(
     r"\b(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?-i:[a-z][\w-]*)\s+(?-i:who|that|which|whose|where)\s+[^?]+",
     re.IGNORECASE,
 )
+# A description by a participle that ends the question: "… from an Australian soap opera created by who?",
+# "… a university located in what city?": the noun is found first, then the participle's question is asked of it.
+_PARTICIPLE_ASKS = re.compile(
+    r"\b(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?-i:[a-z][\w-]*)\s+(?P<verb>(?-i:[a-z]+))\s+"
+    r"(?P<prep>by|in|at|on|from|for|during)\s+(?P<asked>(?:who|whom|what|which)\b[^?,;]{0,40}?)\s*\?*\s*$",
+    re.IGNORECASE,
+)
 # "… both <a> and <b>?" ending the question: the same question is asked of each side
 _BOTH_SIDES = re.compile(r"\bboth\s+(?P<a>[^?,;]+?)\s+and\s+(?P<b>[^?,;]+?)\s*\?*\s*$", re.IGNORECASE)
-_ASKS = re.compile(r"^\s*(?:who|whom|whose|what|which|when|where|how|in\s+(?:what|which))\b", re.IGNORECASE)
+_ASKS = re.compile(
+    r"^\s*(?:who|whom|whose|what|which|when|where|how|(?:in|by|at|on|from|for|during)\s+(?:what|which|whom))\b",
+    re.IGNORECASE,
+)
 # "When was #1?", "What office did #1?": the cut left the question its auxiliary but not its verb
 _VERBLESS = re.compile(rf"\b(?:is|are|was|were|do|does|did|has|have|had)\s+{re.escape(BRIDGE)}\W*$", re.IGNORECASE)
 # The LLM fallback's turn: the model rewrites "the first thing to look up" into a standalone question.
@@ -224,6 +234,9 @@ def plan_by_rules(
             # the names the rest of the question gives anchor the description ("X's novel was published by a…")
             anchors = [e for e in extract_entities(outer) if is_name(e) and e.lower() not in inner.lower()]
             return Plan([" ".join([inner, *anchors]), outer], "rules", "a described entity: find it, then ask")
+        participle = participle_question(q, words)
+        if participle is not None:
+            return Plan(list(participle), "rules", "an entity described by a participle: find it, then ask")
         if len(plan.sub_queries) >= 2:
             return Plan(list(plan.sub_queries), "rules", "one search per named entity")
         # "Who performed in both X and the band Y?": the question asked of each side (a side need not be a name)
@@ -234,6 +247,29 @@ def plan_by_rules(
         # a bridge without a clause to cut: the whole question, then the bridge entity with what is asked
         return Plan([q, f"{BRIDGE} {_terms(q)}".strip()], "rules", "bridge: the question, then its bridge entity")
     return Plan([], "none", "no rule splits the question")
+
+
+def participle_question(question: str, words: list[Tagged] | None = None) -> tuple[str, str] | None:
+    """(what finds the described noun, the question asked of it) for a question that ends in a participle's
+    question about a noun ("Kate Ramsay is a character from an Australian soap opera created by who?" →
+    "Kate Ramsay is a character from an Australian soap opera", "Who created #1?"; "… a university located in
+    what city?" → "In what city was #1 located?"), or None. The verb must be a past participle: tagged VBN
+    by the parse, else (no parse) a regular "-ed" form; "by" turns the question active for a regular verb, whose
+    past tense is its participle ("By whom was #1 written?" for an irregular one)."""
+    found = _PARTICIPLE_ASKS.search(question)
+    if found is None or found.start() == 0:
+        return None
+    verb, prep, asked = found["verb"], found["prep"].lower(), found["asked"].strip()
+    tagged = next((w for w in words or () if w.start == found.start("verb")), None)
+    if (tagged.tag != "VBN") if tagged is not None else not verb.endswith("ed"):
+        return None
+    inner = question[: found.start("verb")].strip(" ,")
+    if len(inner.split()) < 3:
+        return None
+    person = asked.lower() in ("who", "whom")
+    if prep == "by" and verb.endswith("ed"):
+        return inner, f"{'Who' if person else asked[:1].upper() + asked[1:]} {verb} {BRIDGE}?"
+    return inner, f"{prep.capitalize()} {'whom' if person else asked} was {BRIDGE} {verb}?"
 
 
 _APOSTROPHE_GAP = ("' ", "’ ")  # "Dunkin' Brands": a name the spotter cuts at its apostrophe
