@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from ragmesh_common.text.numbers import MONTHS
+from ragmesh_common.text.numbers import MONTH_NUMBER, YEAR
 from ragmesh_common.text.questions import AnswerType, Question, last_sentence
 from ragmesh_common.text.words import stem, words
 
@@ -27,29 +27,7 @@ LATER = frozenset(["later", "latest", "last", "younger", "youngest", "newer", "n
 BIRTH = frozenset(["older", "oldest", "younger", "youngest"])
 CUES = EARLIER | LATER
 
-_YEAR = re.compile(r"(?<!\d)(1[0-9]\d\d|20\d\d)(?!\d)")
 _DAY = re.compile(r"(?<!\d)([0-3]?\d)(?!\d)")
-_MONTH_NUMBER = {
-    name: i + 1
-    for i, group in enumerate(
-        [
-            ("january", "jan", "januar", "janvier"),
-            ("february", "feb", "februar", "février"),
-            ("march", "mar", "märz", "mars"),
-            ("april", "apr", "avril"),
-            ("may", "mai"),
-            ("june", "jun", "juni", "juin"),
-            ("july", "jul", "juli", "juillet"),
-            ("august", "aug", "août"),
-            ("september", "sep", "sept", "septembre"),
-            ("october", "oct", "oktober", "octobre"),
-            ("november", "nov", "novembre"),
-            ("december", "dec", "dezember", "décembre"),
-        ]
-    )
-    for name in group
-    if name in MONTHS
-}
 
 
 def date_order(question: Question) -> int | None:
@@ -106,13 +84,13 @@ def date_key(text: str) -> tuple[int, int, int] | None:
     """(year, month, day) of a date as written ("July 14, 1939", "14 July 1939", "1997"); 0 for a part it
     does not state; None without a year."""
     lowered = unicodedata.normalize("NFKC", text).lower()
-    years = _YEAR.findall(lowered)
+    years = YEAR.findall(lowered)
     if not years:
         return None
-    month = next((_MONTH_NUMBER[w] for w in re.findall(r"[^\W\d_]+", lowered) if w in _MONTH_NUMBER), 0)
+    month = next((MONTH_NUMBER[w] for w in re.findall(r"[^\W\d_]+", lowered) if w in MONTH_NUMBER), 0)
     day = 0
     if month:
-        days = [int(d) for d in _DAY.findall(_YEAR.sub(" ", lowered)) if 1 <= int(d) <= 31]
+        days = [int(d) for d in _DAY.findall(YEAR.sub(" ", lowered)) if 1 <= int(d) <= 31]
         day = days[0] if days else 0
     return int(years[0]), month, day
 

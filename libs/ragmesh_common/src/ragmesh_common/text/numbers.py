@@ -4,7 +4,8 @@
 decimal comma `3,5`), ordinal or plural suffixes (`3rd`, `1990s`), a scale word (`$5 million` = `5m` =
 `5,000,000`, also German/French scales), percentages (`15%` = `15 percent`) and number words up to
 ninety-nine; `number_supported` matches a claimed number to the evidence by value (scaled or as written).
-`MONTHS` holds English, German and French month names; `has_date` says whether a text states a year or month.
+`MONTHS` (and `MONTH_NUMBER`: name → 1..12) holds English, German and French month names; `YEAR` finds a year;
+`has_date` says whether a text states a year or month.
 """
 
 from __future__ import annotations
@@ -82,53 +83,28 @@ _NUMBER_WORD = re.compile(
     rf"|\b(?P<single>{'|'.join(_UNITS)})\b",
     re.IGNORECASE,
 )
-MONTHS = frozenset(
-    [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-        "januar",
-        "februar",
-        "märz",
-        "juni",
-        "juli",
-        "oktober",
-        "dezember",
-        "janvier",
-        "février",
-        "mars",
-        "avril",
-        "mai",
-        "juin",
-        "juillet",
-        "août",
-        "septembre",
-        "octobre",
-        "novembre",
-        "décembre",
-    ]
-)
+# Month names (English, German, French, with abbreviations) and their numbers.
+MONTH_NUMBER: dict[str, int] = {
+    name: i + 1
+    for i, group in enumerate(
+        [
+            ("january", "jan", "januar", "janvier"),
+            ("february", "feb", "februar", "février"),
+            ("march", "mar", "märz", "mars"),
+            ("april", "apr", "avril"),
+            ("may", "mai"),
+            ("june", "jun", "juni", "juin"),
+            ("july", "jul", "juli", "juillet"),
+            ("august", "aug", "août"),
+            ("september", "sep", "sept", "septembre"),
+            ("october", "oct", "oktober", "octobre"),
+            ("november", "nov", "novembre"),
+            ("december", "dec", "dezember", "décembre"),
+        ]
+    )
+    for name in group
+}
+MONTHS = frozenset(MONTH_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -178,13 +154,14 @@ def number_supported(claim: NumberToken, evidence: Sequence[NumberToken]) -> boo
     return False
 
 
-_YEAR = re.compile(r"(?<!\d)(?:1[0-9]\d\d|20\d\d)(?!\d)")
+# A year from 1000 to 2099 standing alone (its digits are the one group).
+YEAR = re.compile(r"(?<!\d)(1[0-9]\d\d|20\d\d)(?!\d)")
 
 
 def has_date(text: str) -> bool:
     """`text` states a year or names a month."""
     lowered = unicodedata.normalize("NFKC", text).lower()
-    return bool(_YEAR.search(lowered)) or any(w in MONTHS for w in re.findall(r"[^\W\d_]+", lowered))
+    return bool(YEAR.search(lowered)) or any(w in MONTHS for w in re.findall(r"[^\W\d_]+", lowered))
 
 
 def strip_numbers(text: str) -> str:
