@@ -226,3 +226,21 @@ async def test_a_caller_that_leaves_while_streaming_frees_the_slot_and_the_model
         await channel.close()
         await service.stop()
         instrumentor.uninstrument()
+
+
+async def test_an_answer_whose_server_reports_no_token_usage_is_logged_as_unknown(
+    gated, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat, stub = gated
+    chat.gate.set()
+
+    async def no_usage(*args: object, result: Generation, **kwargs: object) -> AsyncIterator[str]:
+        result.text, result.done_reason = ANSWER, "stop"  # llama.cpp's server sends no usage in the stream
+        yield ANSWER
+
+    chat.stream = no_usage  # type: ignore[method-assign]
+    with caplog.at_level("INFO", logger="ragmesh_answerer.server"):
+        events = await _drain(stub.Answer(REQUEST, timeout=60))
+    assert events[-1].HasField("final")
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("answered:")]
+    assert logged and logged[-1].endswith("unknown tokens")

@@ -194,10 +194,10 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
                         )
                     else:
                         logger.info(
-                            "answered: grounding %.2f, %d citations, %d tokens",
+                            "answered: grounding %.2f, %d citations, %s tokens",
                             item.grounding_score,
                             len(item.citations),
-                            item.completion_tokens,
+                            "unknown" if item.completion_tokens is None else item.completion_tokens,
                         )
                         yield answerer_pb2.AnswerEvent(final=_final(item))
         finally:
