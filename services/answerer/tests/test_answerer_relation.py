@@ -195,3 +195,14 @@ def test_the_noun_a_wh_word_asks_for_is_not_required_of_the_evidence(reader: Rea
     assert reader.candidates(question, named)[0].coverage == 1.0
     span = reader.extract(question, said)
     assert span is not None and span.text == "golf"
+
+
+def test_a_name_of_the_asked_kind_fills_the_questions_role(reader: Reader) -> None:
+    plans = (
+        "In 2008, the University of Chicago announced plans to establish the Milton Friedman Institute.",
+        "UChicago",
+    )
+    question = "What institute did the university announce in 2008?"
+    # "What institute" asks for a name whose head is "institute": the sentence's other noun phrases are no answer
+    assert check(reader, question, "Milton Friedman Institute", plans)
+    assert not check(reader, question, "plans", plans)
