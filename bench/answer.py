@@ -352,6 +352,21 @@ class Api:
         except (TimeoutError, aiohttp.ClientError) as exc:
             return f"{type(exc).__name__}: {exc}"
 
+    async def clear_cache(self, token: str) -> int:
+        """Drops the semantic cache (an admin's `DELETE /api/v1/admin/cache`): a kept data folder's Redis still
+        holds the answers an earlier run's code made, and a hit would serve them as this run's. Raises when the
+        gateway does not clear it: a run that may measure another code's answers is no measurement."""
+        import aiohttp
+
+        async with self.session.delete(
+            "/api/v1/admin/cache", headers=auth(token), timeout=aiohttp.ClientTimeout(total=60)
+        ) as reply:
+            if reply.status == 409:  # the cache is off: nothing can be served from it
+                return 0
+            if reply.status != 200:
+                raise RuntimeError(f"the semantic cache was not cleared: http {reply.status}: {await reply.text()}")
+            return int((await reply.json())["cleared"])
+
     async def status(self, token: str, document_id: str) -> tuple[str, str]:
         """(status, error); ("missing", why) when the gateway answers 404 or another 4xx; ("unreachable", why) when
         it answers 5xx (a loaded gateway's catalogue call missing its deadline is a 503: ask again) or not at all."""
@@ -818,6 +833,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         ingestion = await ingest(api, tokens, uploads, work / MANIFEST)
         bench.log(f"ingestion: {ingestion}")
+        cleared = await api.clear_cache(stack.token("bench-admin", "bench-admin", ["admin"]))
+        bench.log(f"semantic cache cleared: {cleared} answers of an earlier run dropped")
         asked = (
             [(q, tokens["squad"]) for q in squad]
             + [(q, tokens["hotpotqa"]) for q in hotpot]
@@ -879,6 +896,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": args.concurrency,
         "modes": args.modes,
         "ingestion": ingestion,
+        "cache_cleared_at_start": cleared,  # answers an earlier run on the same data folder had cached
         # every document indexed: otherwise the questions that need a missing one are reported as `not_indexed`
         "valid": ingestion["failed"] == 0,
         "ask_seconds": round(ask_seconds, 1),

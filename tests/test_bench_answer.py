@@ -173,3 +173,32 @@ async def test_a_reused_data_folder_holds_exactly_this_runs_corpus(tmp_path: Pat
     assert (first["uploaded"], first["reused"]) == (2, 0)
     assert (second["uploaded"], second["reused"]) == (1, 1) and uploaded == ["IBM", "Acme", "IBM"]
     assert deleted == ["id-1"]  # the first run's IBM, with the paragraph this run holds out
+
+
+async def test_the_run_clears_the_semantic_cache_and_refuses_to_go_on_when_it_cannot(tmp_path: Path) -> None:
+    """A kept data folder's Redis holds the answers an earlier run's code made: served from the cache, they would
+    count as this run's. The bench clears it first; a refusal stops the run (a cache that is off is fine)."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    replies = [(200, {"cleared": 7}), (409, {"detail": "the semantic cache is off"}), (403, {"detail": "admins"})]
+    seen: list[str] = []
+
+    async def clear(request: web.Request) -> web.Response:
+        seen.append(request.headers["Authorization"])
+        status, body = replies[len(seen) - 1]
+        return web.json_response(body, status=status)
+
+    app = web.Application()
+    app.router.add_delete("/api/v1/admin/cache", clear)
+    async with TestServer(app) as server:
+        api = bench.Api(str(server.make_url("")))
+        await api.open()
+        try:
+            assert await api.clear_cache("admin-token") == 7
+            assert await api.clear_cache("admin-token") == 0
+            with pytest.raises(RuntimeError, match="not cleared: http 403"):
+                await api.clear_cache("not-an-admin")
+        finally:
+            await api.close()
+    assert seen[0] == "Bearer admin-token"

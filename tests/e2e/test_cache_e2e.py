@@ -188,6 +188,10 @@ def test_the_cache_never_serves_a_source_the_asker_cannot_read(mesh: Stack) -> N
             fuzz(run, rng, people, docs)
             stats = run.call("GET", "/api/v1/admin/cache", "ca-admin").json()
             assert run.call("GET", "/api/v1/admin/cache", ann).status_code == 403
+            assert run.call("DELETE", "/api/v1/admin/cache", ann).status_code == 403
+            cleared = run.call("DELETE", "/api/v1/admin/cache", "ca-admin")
+            assert cleared.status_code == 200 and cleared.json()["cleared"] == stats["entries"], cleared.text
+            assert run.call("GET", "/api/v1/admin/cache", "ca-admin").json()["entries"] == 0
         finally:
             for doc in docs:
                 if not doc.deleted:

@@ -206,3 +206,14 @@ def test_a_name_of_the_asked_kind_fills_the_questions_role(reader: Reader) -> No
     # "What institute" asks for a name whose head is "institute": the sentence's other noun phrases are no answer
     assert check(reader, question, "Milton Friedman Institute", plans)
     assert not check(reader, question, "plans", plans)
+
+
+def test_a_date_counts_nothing_a_population_question_asks(reader: Reader) -> None:
+    town = ("Ada Brill was born on 2 June 1961 in Young, a town in New South Wales.", "Ada Brill")
+    census = ("At the 2011 census, Young had a population of 6,960.", "Young")
+    # the sentence about where she was born covers the question well; its date is still no population
+    question = "At the 2011 census, what was the population of the town where Ada Brill was born?"
+    assert not check(reader, question, "2 June 1961", town)
+    assert reader.extract(Question.parse(question), reader.sentences([town])) is None
+    assert check(reader, "At the 2011 census, what was the population of Young?", "6,960", town, census)
+    assert check(reader, "How many years did the war last?", "five years", ("The war lasted five years.", "War"))

@@ -147,6 +147,25 @@ async def test_invalidation_drops_the_entries_of_a_document(redis: Redis) -> Non
 
 
 @pytest.mark.asyncio
+async def test_a_clear_drops_every_entry_and_keeps_the_counters(redis: Redis) -> None:
+    access = Access()
+    access.docs = {"d1": ("s1", {"alice"}), "d2": ("s2", {"alice"})}
+    cache = make_cache(redis, access)
+    await redis.set("unrelated:key", "kept")  # another user of the same Redis (the broker, rate limits)
+    await put(cache, "b", vec(1), ["d1"])
+    await put(cache, "other", vec(5), ["d1", "d2"])
+    assert (await cache.lookup(ALICE, "b", vec(1))).hit is not None
+    assert await cache.clear() == 2
+    assert (await cache.lookup(ALICE, "b", vec(1))).candidates == 0
+    assert (await cache.lookup(ALICE, "other", vec(5))).candidates == 0
+    assert await redis.keys("ragmesh:cache:[evod]:*") == [] and await redis.get("unrelated:key") == b"kept"
+    stats = await cache.stats()
+    assert stats["entries"] == 0 and stats["cleared"] == 2 and stats["stores"] == 2
+    await put(cache, "b", vec(1), ["d1"])  # the cache fills again as before
+    assert (await cache.lookup(ALICE, "b", vec(1))).hit is not None
+
+
+@pytest.mark.asyncio
 async def test_a_source_not_readable_at_store_time_is_not_cached(redis: Redis) -> None:
     access = Access()
     access.docs = {"d1": ("s1", {"bob"})}
@@ -260,6 +279,18 @@ def test_a_hit_through_the_api_says_so_and_matches_the_spec(tmp_path: Path, flus
         assert stats["hits"] == 2 and stats["misses"] == 2 and stats["hit_rate"] == 0.5
     for bob in client_for(tmp_path, mesh, flushed, "bob"):
         assert bob.get("/api/v1/admin/cache").status_code == 403
+        assert bob.delete("/api/v1/admin/cache").status_code == 403  # and nothing is dropped
+    # an admin clears it (after an upgrade of the model or the answer path): the next ask is answered anew
+    for admin in client_for(tmp_path, mesh, flushed, "admin"):
+        cleared = admin.delete("/api/v1/admin/cache")
+        assert cleared.status_code == 200 and cleared.json() == {"cleared": 2}  # both option buckets' answers
+        assert problems(spec, response_schema(spec, "/api/v1/admin/cache", "delete"), cleared.json()) == []
+        assert admin.get("/api/v1/admin/cache").json()["entries"] == 0
+        assert admin.get("/api/v1/admin/cache").json()["cleared"] == 2
+        assert "ragmesh_cache_cleared_total 2.0" in admin.get("/metrics").text
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        again = alice.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()
+        assert again["cache_hit"] is False and mesh.answers == 4
 
 
 def test_the_ingestion_backlog_is_the_broker_queue_length_for_admins_only(tmp_path: Path, flushed: str) -> None:
@@ -351,3 +382,13 @@ def test_metrics_count_hits_misses_stores_and_refusals_by_reason_without_user_la
         assert metric(text, 'ragmesh_cache_refusals_total{reason="changed"}') == 1
         cache_lines = [line for line in text.splitlines() if line.startswith("ragmesh_cache_")]
         assert cache_lines and not any(w in line for line in cache_lines for w in ("alice", "bob", DOC_ID, "IBM"))
+
+
+def test_clearing_a_cache_that_is_off_says_so(tmp_path: Path) -> None:
+    config = settings(tmp_path).model_copy(update={"cache_enabled": False})
+    token = mint(SECRET, "admin", "eng", ["admin"])
+    with TestClient(
+        create_app(config, mesh=CacheMesh(VERIFIED)), headers={"Authorization": f"Bearer {token}"}
+    ) as admin:
+        refused = admin.delete("/api/v1/admin/cache")
+        assert refused.status_code == 409 and "GATEWAY_CACHE_ENABLED" in refused.text

@@ -44,7 +44,7 @@ import re2
 from ragmesh_answerer import comparison
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_common.text.names import names
-from ragmesh_common.text.numbers import NumberToken, has_date, number_supported, numbers
+from ragmesh_common.text.numbers import MONTHS, NumberToken, has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import content_stems, normalise, related, stem, words
@@ -616,6 +616,8 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
         return True
     if kind is AnswerType.YES_NO:  # a yes or a no is no span of the evidence: nothing is extracted or accepted
         return False
+    if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and _names_month(text):
+        return False  # "2 June 1961" counts nothing: a how-many or population question's DATE is a span of years
     if label in TYPE_LABELS[kind]:
         return True
     if kind is AnswerType.DATE:
@@ -623,6 +625,10 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     if kind is AnswerType.NUMBER:
         return label == "NUM" or bool(numbers(text))
     return False
+
+
+def _names_month(text: str) -> bool:
+    return any(w in MONTHS for w in words(text))
 
 
 def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:

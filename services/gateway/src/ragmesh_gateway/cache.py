@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 PREFIX = "ragmesh:cache"
 STATS_KEY = f"{PREFIX}:stats"
 ALL_KEY = f"{PREFIX}:all"  # zset "bucket|entry" -> stored time: the global cap and the TTL sweep
-STATS = ("hits", "misses", "refused", "stores", "invalidated", "errors")
+STATS = ("hits", "misses", "refused", "stores", "invalidated", "errors", "cleared")
 MAX_TRIES = 3  # close entries checked for access per lookup before it counts as a miss
 
 # The readable documents' stamps among the given ids, and the asker's accessible-document count.
@@ -275,6 +275,23 @@ class SemanticCache:
             await self.count("invalidated", len(members))
             logger.info("semantic cache: %d entries of document %s dropped", len(members), document_id)
         return len(members)
+
+    async def clear(self) -> int:
+        """Drops every entry (after an upgrade of the model or the answer path: answers made by the old one
+        are not served for the rest of their TTL); the counters stay. Returns how many entries there were."""
+        entries = int(await self.redis.zcard(ALL_KEY))
+        batch: list[bytes] = []
+        async for key in self.redis.scan_iter(match=f"{PREFIX}:[evod]:*", count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                await self.redis.delete(*batch)
+                batch.clear()
+        if batch:
+            await self.redis.delete(*batch)
+        await self.redis.delete(ALL_KEY)
+        await self.count("cleared", entries)
+        logger.info("semantic cache cleared: %d entries dropped", entries)
+        return entries
 
     async def stats(self) -> dict[str, Any]:
         raw = await self.redis.hgetall(STATS_KEY)

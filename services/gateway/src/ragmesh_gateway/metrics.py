@@ -95,6 +95,9 @@ class GatewayMetrics:
         self.cache_invalidations = Counter(
             "ragmesh_cache_invalidations", "Cached answers dropped by a document change", registry=self.registry
         )
+        self.cache_cleared = Counter(
+            "ragmesh_cache_cleared", "Cached answers dropped by an admin's clear", registry=self.registry
+        )
         for result in CACHE_RESULTS.values():  # every series from the start: a rate over a scrape with none is 0
             self.cache_lookups.labels(result)
         for reason in CACHE_REFUSALS:
@@ -112,6 +115,8 @@ class GatewayMetrics:
             self.cache_errors.inc(n)
         elif stat == "invalidated":
             self.cache_invalidations.inc(n)
+        elif stat == "cleared":
+            self.cache_cleared.inc(n)
 
     def stages(self, pipeline: str, records: Iterable[dict[str, Any]]) -> None:
         """Step records (`{"stage", "ms", ...}`): each step's time."""

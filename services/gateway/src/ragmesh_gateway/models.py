@@ -868,8 +868,15 @@ class CacheStats(Reply):
     stores: int
     invalidated: int = Field(description="entries dropped on a document's change or deletion")
     errors: int = Field(description="lookups not made: Redis or the access check unavailable")
+    cleared: int = Field(0, description="entries dropped by an admin's clear (DELETE /api/v1/admin/cache)")
     entries: int
     hit_rate: float | None = Field(None, description="hits / (hits + misses); null before any lookup")
+
+
+class CacheCleared(Reply):
+    """What an admin's clear of the semantic cache dropped."""
+
+    cleared: int = Field(description="cached answers dropped (every user's, every option bucket)")
 
 
 class Health(Reply):

@@ -19,6 +19,7 @@ from ragmesh_gateway.auth import require_admin
 from ragmesh_gateway.deps import ConversationsDep, RuntimeDep, User
 from ragmesh_gateway.models import (
     MAX_CONVERSATION_PAGE,
+    CacheCleared,
     CacheStats,
     FeedbackList,
     IngestionBacklog,
@@ -201,10 +202,39 @@ async def cache_stats(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
     if rt.cache is None:
         return CacheStats(
-            enabled=False, hits=0, misses=0, refused=0, stores=0, invalidated=0, errors=0, entries=0, hit_rate=None
+            enabled=False,
+            hits=0,
+            misses=0,
+            refused=0,
+            stores=0,
+            invalidated=0,
+            errors=0,
+            cleared=0,
+            entries=0,
+            hit_rate=None,
         )
     try:
         return CacheStats(enabled=True, **await rt.cache.stats())
     except (RedisError, OSError) as exc:
         logger.error("semantic cache statistics unavailable: %s", exc)
         raise HTTPException(503, f"the cache's Redis is unavailable ({type(exc).__name__})") from exc
+
+
+@router.delete(
+    "/api/v1/admin/cache",
+    tags=["admin"],
+    summary="Drop every cached answer (admin only): after a model or answer-path upgrade",
+    response_model=CacheCleared,
+    responses=error_responses(401, 403, 409, 503),
+)
+async def cache_clear(user: User, rt: RuntimeDep) -> Any:
+    require_admin(user)
+    if rt.cache is None:
+        raise HTTPException(409, "the semantic cache is off (GATEWAY_CACHE_ENABLED): nothing to clear")
+    try:
+        cleared = await rt.cache.clear()
+    except (RedisError, OSError) as exc:
+        logger.error("semantic cache not cleared: %s", exc)
+        raise HTTPException(503, f"the cache's Redis is unavailable ({type(exc).__name__})") from exc
+    logger.warning("semantic cache cleared by admin %s: %d entries", user.user_id, cleared)
+    return CacheCleared(cleared=cleared)
