@@ -659,3 +659,26 @@ def test_token_mints_the_gateways_dev_jwt(tmp_path: Path) -> None:
         app, ["token", "--user", "dana", "--data-dir", str(tmp_path / "none")], env={"GATEWAY_JWT_SECRET": ""}
     )
     assert result.exit_code == 1 and "no dev signing key" in result.stderr
+
+
+def test_cache_stats_and_clear_for_admins() -> None:
+    stats = {"enabled": True, "hits": 3, "misses": 1, "refused": 0, "stores": 2, "invalidated": 1, "errors": 0}
+    stats |= {"cleared": 0, "entries": 2, "hit_rate": 0.75}
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if request.headers["authorization"] != "Bearer admin":
+            return httpx.Response(403, json={"detail": "admin role required"})
+        assert request.url.path == "/api/v1/admin/cache"
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"cleared": 2})
+        return httpx.Response(200, json=stats)
+
+    result = invoke(handler, "--token", "admin", "cache")
+    assert result.exit_code == 0, result.output
+    assert "2 entries; hit rate 75.0% (3 hits, 1 misses)" in result.stdout
+    result = invoke(handler, "--token", "admin", "cache", "clear")
+    assert result.exit_code == 0 and "2 cached answers dropped" in result.stdout and calls[-1] == "DELETE"
+    result = invoke(handler, "cache", "clear")
+    assert result.exit_code == 1 and result.stderr.strip() == "error: HTTP 403: admin role required"

@@ -83,12 +83,16 @@ app = typer.Typer(
 )
 docs_app = typer.Typer(no_args_is_help=True, help="List, show and delete documents you may read.")
 traces_app = typer.Typer(invoke_without_command=True, help="Recent request traces (admin); `traces show ID` for one.")
+cache_app = typer.Typer(
+    invoke_without_command=True, help="The semantic cache's counters (admin); `cache clear` empties it."
+)
 conversations_app = typer.Typer(
     no_args_is_help=True, help="Your conversations kept on the server: list, show, rm, export (rated turns)."
 )
 app.add_typer(docs_app, name="docs")
 app.add_typer(conversations_app, name="conversations")
 app.add_typer(traces_app, name="traces")
+app.add_typer(cache_app, name="cache")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table (for scripts)")]
 
@@ -660,6 +664,39 @@ def traces_show(
         print_json(st, body)
     else:
         render.trace_spans(st.out, body)
+
+
+# ---------- cache ----------
+@cache_app.callback()
+def cache(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """The semantic cache's hit rate, entries and counters, all gateways together (needs the admin role)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    st = state(ctx)
+    with failing_clearly(st), Api(st.settings) as api:
+        body = api.get("/api/v1/admin/cache")
+    if as_json:
+        print_json(st, body)
+        return
+    if not body.get("enabled"):
+        st.out.print("the semantic cache is off (GATEWAY_CACHE_ENABLED)")
+        return
+    rate = body.get("hit_rate")
+    st.out.print(
+        f"{body['entries']} entries; hit rate {'-' if rate is None else f'{rate:.1%}'} "
+        f"({body['hits']} hits, {body['misses']} misses); {body['stores']} stored, {body['refused']} refused, "
+        f"{body['invalidated']} invalidated, {body.get('cleared', 0)} cleared, {body['errors']} errors"
+    )
+
+
+@cache_app.command("clear")
+def cache_clear(ctx: typer.Context) -> None:
+    """Drop every cached answer, every user's (after an upgrade of the model or the answer path; no document
+    changes: the next question is answered anew)."""
+    st = state(ctx)
+    with failing_clearly(st), Api(st.settings) as api:
+        body = api.delete("/api/v1/admin/cache")
+    st.out.print(f"{body['cleared']} cached answers dropped")
 
 
 # ---------- token ----------
