@@ -225,7 +225,7 @@ async def cache_stats(user: User, rt: RuntimeDep) -> Any:
     tags=["admin"],
     summary="Drop every cached answer (admin only): after a model or answer-path upgrade",
     response_model=CacheCleared,
-    responses=error_responses(401, 403, 409, 503),
+    responses=error_responses(401, 403, 409, 422, 503),
 )
 async def cache_clear(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
