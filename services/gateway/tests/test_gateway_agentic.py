@@ -203,6 +203,11 @@ async def test_a_cut_that_took_the_questions_verb_gives_it_back() -> None:
         "the company for which Ada Brill resigned to be a lobbyist",
         f"When was {BRIDGE} founded?",
     ]
+    # … or before the relative pronoun itself
+    assert await planned("When was the Danish singer born who is known for her deep voice?") == [
+        "the Danish singer who is known for her deep voice",
+        f"When was {BRIDGE} born?",
+    ]
     # without the parse nothing moves (the resolved-question guard then leaves the user's question to the check)
     alone = "In what year was the man that resigned as the mayor of Port Ellis before Ada Brill born?"
     assert plan_by_rules(alone, route(alone)).sub_questions[1] == f"In what year was {BRIDGE}?"

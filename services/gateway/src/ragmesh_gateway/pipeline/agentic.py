@@ -179,8 +179,9 @@ def question_verb_end(description: tuple[int, int], words: list[Tagged]) -> tupl
     ("When was [the man that resigned before Weizman born]?"), and the words to put back after the bridge:
     the description's last verb (and the adverbs or particles after it) when it comes after the description's
     relative pronoun; else a stranded preposition ("… from?"); else the participle right after the described
-    noun when "for which"/"by whom" follows ("When was [the company founded for which …]?" → "When was #1
-    founded?"). (description's end, "") when none applies."""
+    noun when "for which"/"by whom" or a relative pronoun follows ("When was [the company founded for which …]?"
+    → "When was #1 founded?", "When was [the singer born who …]?" → "When was #1 born?"). (description's end,
+    "") when none applies."""
     start, end = description
     inside = [w for w in words if start <= w.start and w.end <= end]
     pronoun = next((i for i, w in enumerate(inside) if w.tag in ("WDT", "WP") or w.text.lower() == "that"), None)
@@ -191,9 +192,12 @@ def question_verb_end(description: tuple[int, int], words: list[Tagged]) -> tupl
             return tail[verb].start, ""
         if tail[-1].tag in ("IN", "RP") and not tail[-1].text[:1].isupper():
             return tail[-1].start, ""
-    for i in range(1, min(len(inside) - 2, 6)):
-        noun, participle, prep, rel = inside[i - 1], inside[i], inside[i + 1], inside[i + 2]
-        if noun.tag.startswith("NN") and participle.tag == "VBN" and prep.tag == "IN" and rel.tag in ("WDT", "WP"):
+    for i in range(1, min(len(inside) - 1, 6)):
+        noun, participle, after = inside[i - 1], inside[i], inside[i + 1]
+        if not noun.tag.startswith("NN") or participle.tag != "VBN":
+            continue
+        rel = inside[i + 2] if after.tag == "IN" and i + 2 < len(inside) else after  # "for which" or "who"
+        if rel.tag in ("WDT", "WP"):
             return end, participle.text
     return end, ""
 
