@@ -44,7 +44,7 @@ import re2
 from ragmesh_answerer import comparison
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_common.text.names import names
-from ragmesh_common.text.numbers import MONTHS, NumberToken, has_date, number_supported, numbers
+from ragmesh_common.text.numbers import NumberToken, has_date, names_month, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import content_stems, normalise, related, stem, words
@@ -186,21 +186,17 @@ class Reader:
             self._cache.popitem(last=False)
         return docs
 
-    def about(self, question: Question) -> Question:
-        """The question as the evidence must state it: without the noun its wh-word asks for ("What sport
-        attracts tourists?" → "sport"), which a sentence answering it names rarely ("… tourism related to golf")."""
-        noun = self.asked_noun(question)
-        if not CLASS_NOUN_OPTIONAL or noun is None or noun.lower_ not in question.focus:
-            return question
-        return dataclasses.replace(question, focus=tuple(f for f in question.focus if f != noun.lower_))
-
-    def asked_noun(self, question: Question) -> Any:
-        """The noun the question's wh-word determines ("What *sport* …?"), a token of the question's parse, or None."""
+    def about(self, question: Question) -> tuple[Question, Any]:
+        """(the question as the evidence must state it, the noun its wh-word asks for or None): "What sport
+        attracts tourists?" → the question without "sport", which a sentence answering it names rarely ("…
+        tourism related to golf"), and the token "sport" of the question's parse (`KIND_HEAD_ROLE`)."""
         doc = self._parse([question.text])[0]
         wh = next((t for t in doc if t.tag_ in _WH_TAGS), None)
-        if wh is None or wh.dep_ != "det" or wh.head.pos_ != "NOUN":
-            return None
-        return wh.head
+        noun = wh.head if wh is not None and wh.dep_ == "det" and wh.head.pos_ == "NOUN" else None
+        kind = noun if KIND_HEAD_ROLE else None
+        if not CLASS_NOUN_OPTIONAL or noun is None or noun.lower_ not in question.focus:
+            return question, kind
+        return dataclasses.replace(question, focus=tuple(f for f in question.focus if f != noun.lower_)), kind
 
     def roles(self, question: Question) -> list[Role]:
         """The roles the answer plays in the question's parse (see `question_roles`)."""
@@ -236,8 +232,7 @@ class Reader:
         keys = question.key_stems()
         asked = numbers(question.text)
         wanted = self.roles(question)
-        about = self.about(question)
-        kind = self.asked_noun(question) if KIND_HEAD_ROLE else None
+        about, kind = self.about(question)
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = _coverage_either(question, about, sentence.context)
@@ -358,7 +353,8 @@ class Reader:
         if best is None or best.coverage < MIN_COVERAGE:
             return Check(False, "no evidence sentence is about the question", best=best)
         scored: list[Span] = []
-        about = self.about(question)
+        about, kind = self.about(question)
+        keys, wanted = question.key_stems(), self.roles(question)
         for sentence, start, end in occurrences:
             cov = _coverage_either(question, about, sentence.context)
             if cov <= 0 or (CHECK_REQUIRES_RELATION and _missing_either(question, about, sentence.context)):
@@ -367,16 +363,13 @@ class Reader:
             piece = doc.char_span(start, end, alignment_mode="expand")
             if piece is None:
                 continue
-            keys = question.key_stems()
             anchors = [t.i for t in doc if _is_key(t, keys)]
             label = _label_of(doc, piece.start, piece.end)
             tie = _tie(doc, range(piece.start, piece.end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
             typed = _of_type(question.answer_type, label, piece.text) and question.offers(piece.text)
             near, overlap = _near(range(piece.start, piece.end), anchors), _overlap(piece.text, keys)
-            kind = self.asked_noun(question) if KIND_HEAD_ROLE else None
             role = float(
-                piece.root.i in role_fillers(doc, self.roles(question))
-                or (cov >= MIN_COVERAGE and _names_kind(piece, kind))
+                piece.root.i in role_fillers(doc, wanted) or (cov >= MIN_COVERAGE and _names_kind(piece, kind))
             )
             scored.append(Span(sentence, start, end, label, typed, round(cov, 4), round(tie, 4), near, overlap, role))
         if not scored:
@@ -616,7 +609,7 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
         return True
     if kind is AnswerType.YES_NO:  # a yes or a no is no span of the evidence: nothing is extracted or accepted
         return False
-    if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and _names_month(text):
+    if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and names_month(text):
         return False  # "2 June 1961" counts nothing: a how-many or population question's DATE is a span of years
     if label in TYPE_LABELS[kind]:
         return True
@@ -625,10 +618,6 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     if kind is AnswerType.NUMBER:
         return label == "NUM" or bool(numbers(text))
     return False
-
-
-def _names_month(text: str) -> bool:
-    return any(w in MONTHS for w in words(text))
 
 
 def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:

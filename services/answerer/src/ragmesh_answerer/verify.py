@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ragmesh_answerer.grounding import clean_sentence, markers
 from ragmesh_common.text.names import capitalised, name_supported, names
-from ragmesh_common.text.numbers import MONTHS, NumberToken, number_supported, numbers
+from ragmesh_common.text.numbers import NumberToken, names_month, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import content_stems, words
@@ -58,7 +58,7 @@ class Verdict(enum.Enum):
 def type_problem(answer_type: AnswerType, sentence: str, question: Question) -> str | None:
     """Why `sentence` is not an answer of the asked type, or None."""
     if answer_type is AnswerType.DATE:
-        if not numbers(sentence, number_words=False) and not any(w in MONTHS for w in words(sentence)):
+        if not numbers(sentence, number_words=False) and not names_month(sentence):
             return "the question asks when, but the answer states no date or year"
     elif answer_type is AnswerType.NUMBER:
         if not numbers(sentence):

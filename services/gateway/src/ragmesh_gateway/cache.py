@@ -290,7 +290,6 @@ class SemanticCache:
             await self.redis.delete(*batch)
         await self.redis.delete(ALL_KEY)
         await self.count("cleared", entries)
-        logger.info("semantic cache cleared: %d entries dropped", entries)
         return entries
 
     async def stats(self) -> dict[str, Any]:

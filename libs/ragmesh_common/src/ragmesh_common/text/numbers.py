@@ -5,7 +5,7 @@ decimal comma `3,5`), ordinal or plural suffixes (`3rd`, `1990s`), a scale word 
 `5,000,000`, also German/French scales), percentages (`15%` = `15 percent`) and number words up to
 ninety-nine; `number_supported` matches a claimed number to the evidence by value (scaled or as written).
 `MONTHS` (and `MONTH_NUMBER`: name → 1..12) holds English, German and French month names; `YEAR` finds a year;
-`has_date` says whether a text states a year or month.
+`names_month` / `has_date` say whether a text names a month / states a year or month.
 """
 
 from __future__ import annotations
@@ -158,10 +158,14 @@ def number_supported(claim: NumberToken, evidence: Sequence[NumberToken]) -> boo
 YEAR = re.compile(r"(?<!\d)(1[0-9]\d\d|20\d\d)(?!\d)")
 
 
+def names_month(text: str) -> bool:
+    """A word of `text` is a month's name ("2 June 1961", "im März")."""
+    return any(w in MONTHS for w in re.findall(r"[^\W\d_]+", unicodedata.normalize("NFKC", text).lower()))
+
+
 def has_date(text: str) -> bool:
     """`text` states a year or names a month."""
-    lowered = unicodedata.normalize("NFKC", text).lower()
-    return bool(YEAR.search(lowered)) or any(w in MONTHS for w in re.findall(r"[^\W\d_]+", lowered))
+    return bool(YEAR.search(unicodedata.normalize("NFKC", text))) or names_month(text)
 
 
 def strip_numbers(text: str) -> str:

@@ -278,7 +278,7 @@ def clause_question(question: str, description: tuple[int, int], outer: str) -> 
     if pronoun is None or _ASKS_ANYWHERE.search(outer.replace(BRIDGE, " ")):
         return None
     clause = question[pronoun.end() : end].strip(" ,")
-    if not _CLAUSE_ASKS.search(clause.rstrip("?")) and not _CLAUSE_ASKS.search(clause):
+    if not _CLAUSE_ASKS.search(clause):
         return None
     noun = question[: pronoun.start()].strip(" ,")
     if len(noun.split()) < 3 or len(clause.split()) < 2:

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from ragmesh_common.ingestion import QUEUE as INGEST_QUEUE
 from ragmesh_gateway.auth import require_admin
+from ragmesh_gateway.cache import STATS as CACHE_STATS
 from ragmesh_gateway.deps import ConversationsDep, RuntimeDep, User
 from ragmesh_gateway.models import (
     MAX_CONVERSATION_PAGE,
@@ -33,8 +34,6 @@ from ragmesh_gateway.traces import TraceFilter, TraceStore
 from ragmesh_gateway.validation import StrictJSONRoute, Text
 
 logger = logging.getLogger(__name__)
-# CacheStats' counters: all 0 while the cache is off
-CACHE_COUNTS = ("hits", "misses", "refused", "stores", "invalidated", "errors", "cleared", "entries")
 
 TRACE_ID_PATTERN = "^[0-9a-f]{32}$"
 
@@ -203,7 +202,9 @@ async def ingestion_backlog(user: User, rt: RuntimeDep) -> Any:
 async def cache_stats(user: User, rt: RuntimeDep) -> Any:
     require_admin(user)
     if rt.cache is None:
-        return CacheStats.model_validate({"enabled": False, "hit_rate": None, **dict.fromkeys(CACHE_COUNTS, 0)})
+        return CacheStats.model_validate(
+            {"enabled": False, "hit_rate": None, **dict.fromkeys((*CACHE_STATS, "entries"), 0)}
+        )
     try:
         return CacheStats(enabled=True, **await rt.cache.stats())
     except (RedisError, OSError) as exc:
