@@ -553,15 +553,34 @@ async def ingest(api: Api, tokens: dict[str, str], uploads: list[Upload], manife
     }
 
 
-def chunk_texts(stack: Any, chunk_ids: set[str]) -> dict[str, str]:
-    """Full chunk texts (the API's sources carry a 320-character snippet), read as the database owner."""
+def chunk_rows(stack: Any, chunk_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Full chunk rows (the API's sources carry a 320-character snippet): text, title and section path, as the
+    answerer received them, read as the database owner."""
     import psycopg
 
     if not chunk_ids:
         return {}
     with psycopg.connect(stack.postgres.owner_dsn(), autocommit=True) as conn:
-        rows = conn.execute("SELECT id, text FROM chunks WHERE id = ANY(%s)", (sorted(chunk_ids),)).fetchall()
-    return {row[0]: row[1] for row in rows}
+        rows = conn.execute(
+            "SELECT id, text, title, section_path FROM chunks WHERE id = ANY(%s)", (sorted(chunk_ids),)
+        ).fetchall()
+    return {row[0]: {"text": row[1], "title": row[2], "section_path": list(row[3] or [])} for row in rows}
+
+
+def replay_line(row: dict[str, Any], final: dict[str, Any] | None, chunks: dict[str, dict[str, Any]]) -> str:
+    """One line of `--sources-out`: the question, its live verdict and every source given to the answerer, in
+    order, with its full text (what `bench/replay.py` runs the extractive decision on again, offline)."""
+    sources = (final or {}).get("sources") or []
+    kept = ("dataset", "id", "half", "mode", "question", "golds", "answered", "false_grounded", "em", "f1")
+    line = {k: row.get(k) for k in kept}
+    line["short_answer"] = row.get("short_answer") if row.get("answered") else ""
+    line["sources"] = [
+        chunks.get(str(s.get("chunk_id")))
+        or {"text": str(s.get("snippet") or ""), "title": s.get("title") or "", "section_path": []}
+        for s in sources
+        if isinstance(s, dict)
+    ]
+    return json.dumps(line, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------- scoring
@@ -855,7 +874,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in (r["final"].get("sources") or [])
             if isinstance(s, dict)
         }
-        texts = chunk_texts(stack, cited_ids)
+        chunks = chunk_rows(stack, cited_ids)
+        texts = {k: v["text"] for k, v in chunks.items()}
     finally:
         await api.close()
         stack.stop()
@@ -921,6 +941,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         with Path(args.details).open("w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if args.sources_out:
+        Path(args.sources_out).parent.mkdir(parents=True, exist_ok=True)
+        with Path(args.sources_out).open("w", encoding="utf-8") as handle:
+            for row, result in zip(rows, results, strict=True):
+                handle.write(replay_line(row, result.get("final"), chunks) + "\n")
     return report
 
 
@@ -1038,6 +1063,11 @@ def main() -> None:
     parser.add_argument("--offtopic-file", default=str(root / "bench" / "offtopic.txt"))
     parser.add_argument("--output", default=str(root / "bench" / "results" / "answer.json"))
     parser.add_argument("--details", default=None, help="also write one JSON line per question here")
+    parser.add_argument(
+        "--sources-out",
+        default=None,
+        help="also write each question with the full text of every source it was answered from (bench/replay.py)",
+    )
     args = parser.parse_args()
     if args.squad < 0 or args.hotpot < 0 or (args.offtopic or 0) < 0 or args.limit < 0 or args.concurrency < 1:
         parser.error("counts must be >= 0 and --concurrency >= 1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ragmesh_common.text.numbers import has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question, question_type
 from ragmesh_common.text.sentences import sentence_spans, split_sentences
-from ragmesh_common.text.words import content_words, related, stem
+from ragmesh_common.text.words import MAX_SPECIFICITY, MIN_SPECIFICITY, content_words, related, specificity, stem
 
 
 def test_content_words_drop_stop_words_and_keep_numbers() -> None:
@@ -104,3 +104,11 @@ def test_yes_no_questions_and_the_choices_a_question_offers() -> None:
     assert choice.option_of("Sid Haig or Vic Darchinyan") is None and not choice.offers("an actor")
     hyphens = Question.parse("Were Tesla's experiments high-voltage or low-voltage?")
     assert hyphens.option_of("high-voltage") == "high-voltage"  # "voltage" tells neither apart
+
+
+def test_specificity_weighs_rare_words_above_common_ones() -> None:
+    assert specificity("korfball") == MAX_SPECIFICITY  # rare: says what a question is about
+    assert specificity("team") < specificity("membrane") < specificity("korfball")
+    assert specificity("the") == MIN_SPECIFICITY
+    assert specificity("xqzvbnw") == MAX_SPECIFICITY  # unknown to the list: a name, a misspelling
+    assert specificity("team", "zz") == 1.0  # a language without a frequency list: every word the same

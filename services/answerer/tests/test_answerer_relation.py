@@ -221,3 +221,24 @@ def test_a_date_counts_nothing_a_population_question_asks(reader: Reader) -> Non
     assert reader.extract(Question.parse(question), reader.sentences([town])) is None
     assert check(reader, "At the 2011 census, what was the population of Young?", "6,960", town, census)
     assert check(reader, "How many years did the war last?", "five years", ("The war lasted five years.", "War"))
+
+
+def test_a_sentence_without_the_questions_rare_term_is_not_about_it(reader: Reader) -> None:
+    question = Question.parse("How many players are on a korfball team?")
+    # "players" and "team" are common words; "korfball" says what the question is about
+    other = reader.sentences([("The club fielded two teams in 1990, each with eleven players.", "Club history")])
+    assert reader.extract(question, other) is None
+    said = reader.sentences([("A korfball team has eight players on the court.", "Korfball")])
+    span = reader.extract(question, said)
+    assert span is not None and span.text == "eight"
+
+
+def test_a_phrase_that_points_elsewhere_is_no_answer(reader: Reader) -> None:
+    question = Question.parse("What was the most important change to land tenure?")
+    vague = reader.sentences([("During this period, the important changes to land tenure occurred.", "Kenya")])
+    texts = {c.text for c in reader.candidates(question, vague)}
+    assert "period" not in texts and "this period" not in texts  # points at a period named elsewhere
+    assert reader.extract(question, vague) is None
+    named = reader.sentences([("The most important change to land tenure was the Swynnerton Plan.", "Kenya")])
+    span = reader.extract(question, named)
+    assert span is not None and span.text == "Swynnerton Plan"

@@ -7,11 +7,15 @@
   a final silent "e" goes ("practice" ~ "practiced", "game" ~ "games") and a stem keeps at least 3 characters;
 - `STOP_WORDS`: English stop words, the pieces of contractions ("don't" -> "don") and answer boilerplate
   ("according", "answer"); `QUESTION_WORDS`: the words that frame a question without saying what it is about
-  (English, German and French question words and verbs of asking); `content_words`, `content_stems`.
+  (English, German and French question words and verbs of asking); `content_words`, `content_stems`;
+- `specificity`: how much a word says about what a text is about, from its frequency in general use (the
+  `wordfreq` package's Zipf scale): "pickleball" 2.0, "team" 0.67 — an inverse document frequency that needs no
+  corpus.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -321,3 +325,25 @@ def content_words(text: str) -> set[str]:
 def content_stems(text: str) -> set[str]:
     """Stems of the content words of `text`, numbers and their scale words left out (compared as numbers)."""
     return {stem(w) for w in words(strip_numbers(text)) if w not in STOP_WORDS and len(w) > 1}
+
+
+# `specificity`: (SPECIFIC_ZIPF - Zipf frequency) / SPECIFIC_SCALE, clipped to [MIN_, MAX_SPECIFICITY]. A Zipf value
+# is log10 of a word's frequency per billion words: "the" 7.7, "team" 5.7, "membrane" 3.8, "pickleball" 1.6.
+SPECIFIC_ZIPF = 7.0
+SPECIFIC_SCALE = 2.0
+MIN_SPECIFICITY = 0.5
+MAX_SPECIFICITY = 2.0
+
+
+@functools.lru_cache(maxsize=65536)
+def specificity(word: str, language: str = "en") -> float:
+    """The weight of `word` among a question's terms: 0.5 for the commonest words up to 2.0 for rare ones (and
+    for words the frequency list of `language` does not know: a name, a misspelling, another language's word),
+    so that a sentence sharing a question's common words but not its rare one is not about the question."""
+    from wordfreq import zipf_frequency  # loads its frequency list on first use
+
+    try:
+        zipf = zipf_frequency(word, language)
+    except LookupError:  # a language wordfreq has no list for: every word counts the same
+        return 1.0
+    return min(MAX_SPECIFICITY, max(MIN_SPECIFICITY, (SPECIFIC_ZIPF - zipf) / SPECIFIC_SCALE))

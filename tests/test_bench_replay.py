@@ -1,0 +1,80 @@
+"""bench/replay.py: the answerer's extractive decision, rerun offline on the sources a live run recorded
+(bench/answer.py --sources-out), is scored as the live bench scores an answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
+from bench_modules import load_bench
+
+answer = load_bench("answer")
+replay = load_bench("replay")
+
+IBM = {
+    "text": "IBM was founded in 1911 in Endicott, New York. It was renamed in 1924.",
+    "title": "IBM",
+    "section_path": ["History"],
+}
+
+
+def _line(dataset: str, question: str, golds: list[str], answered: bool, *sources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dataset": dataset,
+        "id": question,
+        "half": "tuning",
+        "mode": "auto",
+        "question": question,
+        "golds": golds,
+        "answered": answered,
+        "sources": list(sources),
+    }
+
+
+@pytest.fixture(scope="module")
+def reader() -> Any:
+    return replay.relation.Reader(replay.relation.load_model(replay.Settings.model_fields["spacy_model"].default))
+
+
+def test_a_replayed_answer_is_scored_like_a_live_one(reader: Any) -> None:
+    right = replay.replay(reader, _line("squad", "When was IBM founded?", ["1911"], True, IBM))
+    assert right["answered"] and right["em"] == 1.0 and not right["false_grounded"]
+    wrong = replay.replay(reader, _line("squad", "When was IBM founded?", ["1896"], True, IBM))
+    assert wrong["answered"] and wrong["false_grounded"]  # the evidence sentence does not hold the gold either
+    # an off-topic question has no answer in the index: any answer is wrong
+    off = replay.replay(reader, _line("offtopic", "When was IBM founded?", [], False, IBM))
+    assert off["false_grounded"] and not off["live_answered"]
+    none = replay.replay(reader, _line("squad", "Who painted the Mona Lisa?", ["Leonardo"], False, IBM))
+    assert not none["answered"] and not none["false_grounded"] and none["f1"] == 0.0
+    summary = replay.summarise([right, wrong, none])
+    assert summary["answered"] == 2 and summary["false_grounded_over_answered"] == 0.5
+    assert summary["agrees_with_live"] == 1.0
+
+
+def test_constants_are_overridden_by_name_and_only_numbers_or_booleans() -> None:
+    before = replay.relation.ANSWER_MIN_COVERAGE
+    try:
+        assert replay.override(["ANSWER_MIN_COVERAGE=0.9"]) == {"ANSWER_MIN_COVERAGE": 0.9}
+        assert replay.relation.ANSWER_MIN_COVERAGE == 0.9
+    finally:
+        replay.relation.ANSWER_MIN_COVERAGE = before
+    for bad in ("NO_SUCH_CONSTANT=1", "ANSWER_MIN_COVERAGE", "logger=1"):
+        with pytest.raises(SystemExit):
+            replay.override([bad])
+
+
+def test_the_live_bench_writes_every_source_in_full() -> None:
+    row = {"dataset": "squad", "id": "q1", "half": "tuning", "mode": "auto", "question": "Q?", "golds": ["a"]}
+    row |= {"answered": True, "false_grounded": False, "em": 1.0, "f1": 1.0, "short_answer": "a"}
+    final = {
+        "sources": [{"chunk_id": "c1", "snippet": "cut…"}, {"chunk_id": "c2", "snippet": "only this", "title": "T"}]
+    }
+    line = json.loads(answer.replay_line(row, final, {"c1": IBM}))
+    assert line["sources"][0] == IBM  # the chunk's full text, title and section path from the database
+    assert line["sources"][1] == {"text": "only this", "title": "T", "section_path": []}  # not found: the snippet
+    assert line["short_answer"] == "a" and line["golds"] == ["a"]
