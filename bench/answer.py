@@ -574,6 +574,8 @@ def replay_line(row: dict[str, Any], final: dict[str, Any] | None, chunks: dict[
     kept = ("dataset", "id", "half", "mode", "question", "golds", "answered", "false_grounded", "em", "f1")
     line = {k: row.get(k) for k in kept}
     line["short_answer"] = row.get("short_answer") if row.get("answered") else ""
+    # a multi-step answer is checked on its last step's question with the bridge filled in: replay needs the steps
+    line["steps"] = [s for s in (final or {}).get("steps") or [] if isinstance(s, dict)]
     line["sources"] = [
         chunks.get(str(s.get("chunk_id")))
         or {"text": str(s.get("snippet") or ""), "title": s.get("title") or "", "section_path": []}

@@ -19,8 +19,10 @@ questions, and how often the replay answers exactly when the live run did (`agre
 live run's model or gate decided differently, or the code changed since the sources were recorded). Off- and
 near-topic questions have no answer in the index: every answer is wrong.
 
-Multi-step (agentic) rows are left out: their answer is checked on the resolved last question, which the
-sources file does not hold. Tune on the tuning half only; the reporting half is reported.
+A multi-step answer (a row with agentic `steps`) is checked, as live, on its last step's question with the
+bridge filled in (`ragmesh_gateway.pipeline.agentic.resolved_question` over the recorded steps); rows of an older
+file without `steps` from an agentic run are left out. Tune on the tuning half only; the reporting half is
+reported.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ragmesh_answerer import relation  # noqa: E402
 from ragmesh_answerer.config import Settings  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
+from ragmesh_gateway.pipeline.agentic import resolved_question  # noqa: E402
 
 UNANSWERABLE = frozenset({"offtopic", "neartopic"})
 
@@ -71,7 +74,8 @@ def replay(reader: relation.Reader, line: dict[str, Any]) -> dict[str, Any]:
         for s in line["sources"]
     ]
     sentences = reader.sentences([(s.text, s.heading_text) for s in sources])
-    span = reader.extract(Question.parse(line["question"]), sentences) if sentences else None
+    asked = resolved_question(line["steps"]) if line.get("steps") else ""
+    span = reader.extract(Question.parse(asked or line["question"]), sentences) if sentences else None
     row = {"answered": span is not None, "live_answered": bool(line.get("answered"))}
     golds = list(line.get("golds") or [])
     if line["dataset"] in UNANSWERABLE:
@@ -121,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     applied = override(args.set)
     lines = [json.loads(raw) for raw in Path(args.sources).read_text(encoding="utf-8").splitlines() if raw.strip()]
-    lines = [line for line in lines if line.get("mode") != "agentic"]
+    lines = [line for line in lines if line.get("mode") != "agentic" or "steps" in line]
     reader = relation.Reader(relation.load_model(args.spacy_model))
     started = time.perf_counter()
     rows = []

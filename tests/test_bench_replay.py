@@ -56,6 +56,22 @@ def test_a_replayed_answer_is_scored_like_a_live_one(reader: Any) -> None:
     assert summary["agrees_with_live"] == 1.0
 
 
+def test_a_multi_step_answer_is_replayed_on_its_resolved_question(reader: Any) -> None:
+    flint = {"text": "IBM was founded in 1911 by Charles Flint in Endicott.", "title": "IBM", "section_path": []}
+    line = _line(
+        "hotpotqa", "Who founded the company whose first plant was in Endicott?", ["Charles Flint"], True, flint
+    )
+    line["steps"] = [
+        {"tool": "search", "sub_question": "the company whose first plant was in Endicott", "query": "…",
+         "decision": "found", "bridge": "IBM"},
+        {"tool": "search", "sub_question": "Who founded #1?", "query": "Who founded IBM?",
+         "queries": ["Who founded IBM?"], "decision": "found"},
+    ]  # fmt: skip
+    assert replay.resolved_question(line["steps"]) == "Who founded IBM?"
+    row = replay.replay(reader, line)
+    assert row["answered"] and row["short_answer"] == "Charles Flint" and row["em"] == 1.0
+
+
 def test_constants_are_overridden_by_name_and_only_numbers_or_booleans() -> None:
     before = replay.relation.ANSWER_MIN_COVERAGE
     try:
@@ -72,9 +88,11 @@ def test_the_live_bench_writes_every_source_in_full() -> None:
     row = {"dataset": "squad", "id": "q1", "half": "tuning", "mode": "auto", "question": "Q?", "golds": ["a"]}
     row |= {"answered": True, "false_grounded": False, "em": 1.0, "f1": 1.0, "short_answer": "a"}
     final = {
-        "sources": [{"chunk_id": "c1", "snippet": "cut…"}, {"chunk_id": "c2", "snippet": "only this", "title": "T"}]
+        "sources": [{"chunk_id": "c1", "snippet": "cut…"}, {"chunk_id": "c2", "snippet": "only this", "title": "T"}],
+        "steps": [{"tool": "search", "sub_question": "Who?", "query": "Who?", "decision": "found"}],
     }
     line = json.loads(answer.replay_line(row, final, {"c1": IBM}))
     assert line["sources"][0] == IBM  # the chunk's full text, title and section path from the database
     assert line["sources"][1] == {"text": "only this", "title": "T", "section_path": []}  # not found: the snippet
     assert line["short_answer"] == "a" and line["golds"] == ["a"]
+    assert line["steps"] == final["steps"]  # what the resolved question is taken from
