@@ -10,7 +10,8 @@ is what the user is shown when the model does not state it). A live run of `benc
 reruns only that decision on the same sources, so a change to `ragmesh_answerer.relation` or to the text
 library is measured in seconds. `--set NAME=VALUE` overrides one of `relation`'s constants for the run.
 
-Per set and half (the same split by question id as the live bench): answered rate, false-grounded over answered
+Per set (and chat mode, when the live run asked in several) and half (the same split by question id as the live
+bench): answered rate, false-grounded over answered
 (an answer whose F1 is below 0.5 and whose evidence sentence does not contain a gold answer: the live bench's
 rule, with the evidence sentence standing for the shown answer: a lower bound, as the model's own sentence, when
 it verifies, is shown instead and may not hold the gold; `wrong_span_over_answered`, the share whose span itself
@@ -131,12 +132,13 @@ def main() -> None:
     rows = []
     for line in lines:
         row = replay(reader, line)
-        row.update({k: line.get(k) for k in ("dataset", "id", "half", "question", "golds")})
+        row.update({k: line.get(k) for k in ("dataset", "id", "half", "mode", "question", "golds")})
         rows.append(row)
     groups: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for row in rows:
-        groups[row["dataset"]].append(row)
-        groups[f"{row['dataset']}/{row['half']}"].append(row)
+        name = row["dataset"] if row["mode"] in ("auto", None) else f"{row['dataset']}/{row['mode']}"
+        groups[name].append(row)
+        groups[f"{name}/{row['half']}"].append(row)
     report: dict[str, Any] = {name: summarise(group) for name, group in sorted(groups.items())}
     report["meta"] = {
         "sources": args.sources,

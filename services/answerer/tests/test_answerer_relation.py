@@ -242,3 +242,14 @@ def test_a_phrase_that_points_elsewhere_is_no_answer(reader: Reader) -> None:
     named = reader.sentences([("The most important change to land tenure was the Swynnerton Plan.", "Kenya")])
     span = reader.extract(question, named)
     assert span is not None and span.text == "Swynnerton Plan"
+
+
+def test_a_nationality_that_describes_someone_is_not_who(reader: Reader) -> None:
+    question = "Who recorded the single Sunny Days?"
+    described = ("Sunny Days was recorded by a Jamaican reggae singer in 1971.", "Sunny Days")
+    assert not check(reader, question, "Jamaican", described)  # says what the singer is, not who
+    assert reader.extract(Question.parse(question), reader.sentences([described])) is None
+    named = ("Sunny Days was recorded by Lee Perry in 1971.", "Sunny Days")
+    assert check(reader, question, "Lee Perry", described, named)
+    # a group as the one who did it is an answer
+    assert check(reader, "Who opposed the bill?", "Republicans", ("The Republicans opposed the bill in 1990.", "Bill"))
