@@ -11,14 +11,16 @@ reruns only that decision on the same sources, so a change to `ragmesh_answerer.
 library is measured in seconds. `--set NAME=VALUE` overrides one of `relation`'s constants for the run.
 
 Per set (and chat mode, when the live run asked in several) and half (the same split by question id as the live
-bench): answered rate, false-grounded over answered
-(an answer whose F1 is below 0.5 and whose evidence sentence does not contain a gold answer: the live bench's
-rule, with the evidence sentence standing for the shown answer: a lower bound, as the model's own sentence, when
-it verifies, is shown instead and may not hold the gold; `wrong_span_over_answered`, the share whose span itself
-is wrong, is the upper bound), exact match and F1 of the span over all
-questions, and how often the replay answers exactly when the live run did (`agrees_with_live`: below 1.0 the
-live run's model or gate decided differently, or the code changed since the sources were recorded). Off- and
-near-topic questions have no answer in the index: every answer is wrong.
+bench):
+- answered rate;
+- false-grounded over answered: span F1 below 0.5 and an evidence sentence without a gold answer (the live
+  bench's rule with the evidence sentence standing for the shown answer; a lower bound, as the model's own
+  sentence, when it verifies, is shown instead and may not hold the gold);
+- `wrong_span_over_answered`: the span itself wrong (the upper bound);
+- exact match and F1 of the span over all questions;
+- `agrees_with_live`: how often the replay answers exactly when the live run did (below 1.0: the live run's model
+  or gate decided differently, or the code changed since the sources were recorded).
+Off- and near-topic questions have no answer in the index: every answer is wrong.
 
 A multi-step answer (a row with agentic `steps`) is checked, as live, on its last step's question with the
 bridge filled in (`ragmesh_gateway.pipeline.agentic.resolved_question` over the recorded steps); rows of an older

@@ -38,6 +38,7 @@ from ragmesh_common.telemetry import llm_content_attributes, llm_output_attribut
 from ragmesh_common.text.numbers import number_supported, numbers
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import sentence_spans
+from ragmesh_common.text.words import specificity
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -111,8 +112,10 @@ class Answerer:
         self.reader = reader
 
     async def load_reader(self) -> None:
-        """Loads the spaCy pipeline once (in a thread: it takes seconds); the service is SERVING only after."""
+        """Loads the spaCy pipeline and the word frequencies of the term weights once (in a thread: it takes
+        seconds); the service is SERVING only after."""
         if self.reader is None:
+            await asyncio.to_thread(specificity, "the")
             self.reader = Reader(await asyncio.to_thread(load_model, self.settings.spacy_model))
 
     def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
