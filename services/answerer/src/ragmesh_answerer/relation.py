@@ -258,11 +258,7 @@ class Reader:
                 piece = doc[start:end]
                 if _restates_not_chosen(question, piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
                     continue
-                typed = (
-                    _of_type(question.answer_type, label, piece.text)
-                    and question.offers(piece.text)
-                    and not _describes_someone(question.answer_type, label, piece)
-                )
+                typed = _typed(question, label, piece)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
                 first, last = piece.start_char, piece.end_char
                 if question.answer_type is AnswerType.DATE:
@@ -380,11 +376,7 @@ class Reader:
             anchors = [t.i for t in doc if _is_key(t, keys)]
             label = _label_of(doc, piece.start, piece.end)
             tie = _tie(doc, range(piece.start, piece.end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
-            typed = (
-                _of_type(question.answer_type, label, piece.text)
-                and question.offers(piece.text)
-                and not _describes_someone(question.answer_type, label, piece)
-            )
+            typed = _typed(question, label, piece)
             near, overlap = _near(range(piece.start, piece.end), anchors), _overlap(piece.text, keys)
             role = float(
                 piece.root.i in role_fillers(doc, wanted) or (cov >= MIN_COVERAGE and _names_kind(piece, kind))
@@ -498,7 +490,8 @@ def _lemma(token: Any) -> str:
 
 
 def coverage(question: Question, context: str) -> float:
-    """The weighted share of the question's key terms that `context` contains (names and acronyms count 2)."""
+    """The weighted share of the question's key terms that `context` contains (names and acronyms count 2, other
+    terms their specificity)."""
     entities, acronyms, focus = question.coverage(context)
     weight = _specificity if SPECIFIC_TERMS else (lambda _: 1.0)
     total = 2 * len(question.entities) + 2 * len(question.acronyms) + sum(weight(f) for f in question.focus)
@@ -661,6 +654,15 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
 # 44 -> 43 ("German" for "Who was a prominent Huguenot in Holland?"), EM unchanged; HotpotQA-100 direct + agentic
 # (78 answers) answered 25 -> 24, false-grounded 11 -> 10 ("Jamaican" for "Who produced <the single>?").
 NORP_MODIFIER_NO_WHO = True
+
+
+def _typed(question: Question, label: str, piece: Any) -> bool:
+    """The span (`piece`, with its NER label) is of the kind the question asks for, and one of its options."""
+    return (
+        _of_type(question.answer_type, label, piece.text)
+        and question.offers(piece.text)
+        and not _describes_someone(question.answer_type, label, piece)
+    )
 
 
 def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:
