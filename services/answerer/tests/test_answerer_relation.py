@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from ragmesh_answerer import relation, span_model
 from ragmesh_answerer.answering import Answerer, AnswerInput
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Reader, load_model
+from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import Unavailable
-from ragmesh_common.text.questions import Question
+from ragmesh_common.text.questions import AnswerType, Question
 
 IBM = (
     "IBM was founded in 1911 in Endicott, New York, by Charles Flint. It was renamed International Business "
@@ -253,3 +255,59 @@ def test_a_nationality_that_describes_someone_is_not_who(reader: Reader) -> None
     assert check(reader, question, "Lee Perry", described, named)
     # a group as the one who did it is an answer
     assert check(reader, "Who opposed the bill?", "Republicans", ("The Republicans opposed the bill in 1990.", "Bill"))
+
+
+def test_the_learned_ranking_answers_above_its_confidence_only(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
+    question, sentences = Question.parse("When was IBM founded?"), reader.sentences([IBM])
+    span = reader.extract(question, sentences)
+    assert relation.LEARNED_RANKING and span is not None and span.text == "1911" and span.learned != 0.0
+    ranked = [c for c in reader.candidates(question, sentences, learned=True) if c.typed]
+    assert ranked[0].text == "1911" and ranked[0].learned > max(c.learned for c in ranked[1:])
+    monkeypatch.setattr(relation, "CONFIDENCE_SHIFT", 1.0)  # no probability reaches the threshold + 1
+    assert reader.extract(question, sentences) is None
+
+
+def test_every_learned_weight_is_a_feature_the_reader_computes(reader: Reader) -> None:
+    question, sentences = Question.parse("When was IBM founded?"), reader.sentences([IBM])
+    span = next(c for c in reader.candidates(question, sentences, learned=True) if c.typed)
+    computed = set(relation.span_features(question, span, 1.0, 1, 1.0))
+    prefixes = ("label:", "kind:", "dep:", "before:", "after:", "wh:")
+    fixed = {n for n in computed if not n.startswith(prefixes)}
+    assert {n for n in span_model.RANKING if not n.startswith(prefixes)} <= fixed
+    abstain = set(relation.abstain_features(question.answer_type, 1.0, 0.5, 1.0, 0.7, 0.7, 0.5, 3))
+    kinds = {f"kind:{k.name.lower()}" for k in AnswerType}
+    own = {n for n in span_model.ABSTAIN if n != "bias" and not n.startswith("top:")}
+    assert own <= abstain | kinds
+    top = {n.removeprefix("top:") for n in span_model.ABSTAIN if n.startswith("top:")}
+    assert {n for n in top if not n.startswith(prefixes)} <= fixed
+    assert 0.0 < span_model.MIN_CONFIDENCE < 1.0
+
+
+def test_the_check_can_weigh_the_learned_ranking(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(relation, "LEARNED_CHECK", True)  # measured, not the default (see relation.LEARNED_CHECK)
+    assert check(reader, "When was IBM founded?", "1911", IBM)
+    assert not check(reader, "When was IBM founded?", "1912", IBM)
+    monkeypatch.setattr(relation, "LEARNED_MARGIN", 0.0)  # only the best span itself
+    verdict = reader.check(Question.parse("When was IBM founded?"), "1924", reader.sentences([IBM]))
+    assert not verdict.accepted and verdict.best is not None and verdict.best.text == "1911"
+    assert verdict.span is not None and verdict.span.learned < verdict.best.learned
+
+
+def test_the_confidence_an_answer_needs_is_a_setting() -> None:
+    nlp = load_model(Settings.defaults("http://unused").spacy_model)
+    question, sources = Question.parse("When was IBM founded?"), [IBM]
+    strict = Reader(nlp, min_confidence=1.0)  # nothing is that sure
+    assert strict.extract(question, strict.sentences(sources)) is None
+    lenient = Reader(nlp, min_confidence=0.0)
+    assert lenient.extract(question, lenient.sentences(sources)) is not None
+    assert Settings.defaults("http://unused").answer_min_confidence is None  # the fitted default
+    assert 0.0 < relation.min_confidence() < 1.0
+    with pytest.raises(ConfigError, match="ANSWERER_ANSWER_MIN_CONFIDENCE"):
+        Settings.defaults("http://unused", answer_min_confidence=1.5)
+
+
+async def test_the_service_reader_takes_the_setting() -> None:
+    settings = Settings.defaults("http://unused", answer_min_confidence=0.9)
+    answerer = Answerer(settings, OllamaChat("http://unused", settings.model, 1.0))
+    await answerer.load_reader()
+    assert answerer.reader is not None and answerer.reader.min_confidence == 0.9

@@ -116,7 +116,8 @@ class Answerer:
         seconds); the service is SERVING only after."""
         if self.reader is None:
             await asyncio.to_thread(specificity, "the")
-            self.reader = Reader(await asyncio.to_thread(load_model, self.settings.spacy_model))
+            nlp = await asyncio.to_thread(load_model, self.settings.spacy_model)
+            self.reader = Reader(nlp, self.settings.answer_min_confidence)
 
     def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
         return check_input(question, limits.QUESTION.value, history)
