@@ -265,6 +265,9 @@ def test_the_learned_ranking_answers_above_its_confidence_only(reader: Reader, m
     assert ranked[0].text == "1911" and ranked[0].learned > max(c.learned for c in ranked[1:])
     monkeypatch.setattr(relation, "CONFIDENCE_SHIFT", 1.0)  # no probability reaches the threshold + 1
     assert reader.extract(question, sentences) is None
+    monkeypatch.setattr(relation, "CONFIDENCE_SHIFT", 0.0)
+    monkeypatch.setitem(span_model.ABSTAIN, "bias", -1e4)  # a far-out logit is a probability of 0, not an error
+    assert reader.extract(question, sentences) is None
 
 
 def test_every_learned_weight_is_a_feature_the_reader_computes(reader: Reader) -> None:

@@ -978,7 +978,7 @@ def _confidence(question: Question, best: Span, typed: Sequence[Span]) -> float:
         _features_of(question, best, typed) if ABSTAIN_READS_TOP else None,
     )
     z = span_model.ABSTAIN.get("bias", 0.0) + learned_logit(features, span_model.ABSTAIN)
-    return 1.0 / (1.0 + math.exp(-z))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))  # clipped: exp of a large number overflows
 
 
 LEARNED_RANKING = True
