@@ -4,7 +4,7 @@ hand-set decision it is compared with is `Reader.extract`'s, and the module it w
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
