@@ -127,11 +127,7 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
         sources = [(corpus[p]["text"], corpus[p]["title"]) for p in pids]
         sentences = reader.sentences(sources)
         spans = [c for c in reader.candidates(question, sentences, learned=True) if c.typed]
-        top_coverage = max((s.coverage for s in spans), default=0.0)
-        repeats = collections.Counter(relation._norm(s.text) for s in spans)
-        by_source: dict[int, float] = {}
-        for s in spans:
-            by_source[s.sentence.source_index] = max(by_source.get(s.sentence.source_index, 0.0), s.coverage)
+        pool = relation.Pool.of(spans)
         cands = []
         for span in spans:
             em = 0.0 if unanswerable else max(exact_match(span.text, g) for g in golds)
@@ -139,13 +135,7 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
             grounded = not unanswerable and (f1 >= F1_WRONG or contains_gold(span.sentence.text, golds))
             cands.append(
                 {
-                    "features": relation.span_features(
-                        question,
-                        span,
-                        top_coverage,
-                        repeats[relation._norm(span.text)],
-                        by_source[span.sentence.source_index],
-                    ),
+                    "features": pool.features(question, span),
                     "em": em,
                     "f1": f1,
                     "grounded": grounded,
@@ -161,11 +151,23 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "unanswerable": unanswerable,
                 "kind": question.answer_type.value,
                 "candidates": cands,
+                "by_score": _index_of(reader.extract_by_score(question, sentences), spans),
             }
         )
         if len(rows) % 250 == 0:
             print(f"  {len(rows)} questions, {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return rows
+
+
+def _index_of(chosen: relation.Span | None, spans: list[relation.Span]) -> int | None:
+    """Where the hand-set decision's span is among the candidates (None: it withheld)."""
+    if chosen is None:
+        return None
+    where = (chosen.sentence, chosen.start, chosen.end)
+    found = next((i for i, s in enumerate(spans) if (s.sentence, s.start, s.end) == where), None)
+    if found is None:
+        raise RuntimeError(f"the hand-set answer {chosen.text!r} is no candidate of the learned ranking")
+    return found
 
 
 # ---------------------------------------------------------------------- fitting
@@ -224,21 +226,12 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 2000) -> 
 def top_of(row: dict[str, Any], logits: np.ndarray) -> tuple[int, dict[str, float]]:
     """The chosen candidate and the features the answer-or-withhold model reads (`relation.abstain_features`)."""
     best = int(np.argmax(logits))
-    norms = [c["norm"] for c in row["candidates"]]
-    others = [logits[i] for i in range(len(logits)) if norms[i] != norms[best]]
-    shares = np.exp(logits - logits.max())
-    chosen = row["candidates"][best]["features"]
-    top_coverage = chosen["coverage"] - chosen["coverage_gap"]
     return best, relation.abstain_features(
         AnswerType(row["kind"]),
-        float(logits[best]),
-        float(shares[best] / shares.sum()),
-        float(logits[best] - max(others)) if others else None,
-        chosen["coverage"],
-        top_coverage,
-        chosen["tie"],
-        len(logits),
-        chosen,
+        [float(v) for v in logits],
+        [c["norm"] for c in row["candidates"]],
+        best,
+        row["candidates"][best]["features"],
     )
 
 
@@ -264,27 +257,6 @@ def evaluate(rows: list[dict[str, Any]], decisions: list[tuple[int, bool] | None
     }
 
 
-def legacy_extract(row: dict[str, Any]) -> tuple[int, bool] | None:
-    """The hand-set decision of `Reader.extract` (LEARNED_RANKING off) on the built candidates: the best by the
-    hand score, answered above the coverage gates and by a margin over another sentence's different answer."""
-    cands = row["candidates"]
-    if not cands:
-        return None
-    order = sorted(range(len(cands)), key=lambda i: cands[i]["legacy"][0])
-    best = cands[order[0]]
-    f = best["features"]
-    ok = f["coverage"] >= relation.ANSWER_MIN_COVERAGE and (
-        f["coverage"] >= relation.CONFIDENT_COVERAGE or f["role"] or f["tie"] >= relation.LOW_COVERAGE_TIE
-    )
-    rival = next(
-        (cands[i] for i in order[1:] if cands[i]["sentence"] != best["sentence"] and cands[i]["norm"] != best["norm"]),
-        None,
-    )
-    if ok and rival is not None and -best["legacy"][0] + rival["legacy"][0] < relation.SENTENCE_MARGIN:
-        ok = False
-    return order[0], ok
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="fit the answerer's span ranking on SQuAD's tuning half")
     parser.add_argument("--questions", type=int, default=3000, help="tuning-half questions to build")
@@ -308,7 +280,6 @@ def main() -> None:
         rows = build(args)
         if cache is not None:
             cache.write_text(json.dumps(rows), encoding="utf-8")
-    rows = [r for r in rows if r["candidates"]] + [r for r in rows if not r["candidates"]]
     with_candidates = [r for r in rows if r["candidates"]]
     names, xs = design(with_candidates)
     by_id = {r["id"]: i for i, r in enumerate(with_candidates)}
@@ -337,7 +308,9 @@ def main() -> None:
         (int(np.argmin([c["legacy"][0] for c in r["candidates"]])), True) if r["candidates"] else None for r in validate
     ]
     report["validate_legacy_order_always_answer"] = evaluate(validate, legacy)
-    report["validate_legacy_extract"] = evaluate(validate, [legacy_extract(r) for r in validate])
+    report["validate_legacy_extract"] = evaluate(
+        validate, [(r["by_score"], True) if r["by_score"] is not None else None for r in validate]
+    )
     best_l2, best_top1 = 0.0, -1.0
     for l2 in (1e-4, 1e-3, 1e-2):
         w = fit_ranking(*ranking_set("fit"), l2=l2)

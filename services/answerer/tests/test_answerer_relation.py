@@ -3,6 +3,8 @@ rejected, and nothing extracted when no sentence answers the question as asked."
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ragmesh_answerer import relation, span_model
@@ -272,18 +274,41 @@ def test_the_learned_ranking_answers_above_its_confidence_only(reader: Reader, m
 
 def test_every_learned_weight_is_a_feature_the_reader_computes(reader: Reader) -> None:
     question, sentences = Question.parse("When was IBM founded?"), reader.sentences([IBM])
-    span = next(c for c in reader.candidates(question, sentences, learned=True) if c.typed)
-    computed = set(relation.span_features(question, span, 1.0, 1, 1.0))
+    typed = [c for c in reader.candidates(question, sentences, learned=True) if c.typed]
+    top = relation.Pool.of(typed).features(question, typed[0])
+    computed = set(top)
     prefixes = ("label:", "kind:", "dep:", "before:", "after:", "wh:")
     fixed = {n for n in computed if not n.startswith(prefixes)}
     assert {n for n in span_model.RANKING if not n.startswith(prefixes)} <= fixed
-    abstain = set(relation.abstain_features(question.answer_type, 1.0, 0.5, 1.0, 0.7, 0.7, 0.5, 3))
+    logits, texts = [c.learned for c in typed], [c.text for c in typed]
+    abstain = set(relation.abstain_features(question.answer_type, logits, texts, 0, top))
     kinds = {f"kind:{k.name.lower()}" for k in AnswerType}
     own = {n for n in span_model.ABSTAIN if n != "bias" and not n.startswith("top:")}
     assert own <= abstain | kinds
-    top = {n.removeprefix("top:") for n in span_model.ABSTAIN if n.startswith("top:")}
-    assert {n for n in top if not n.startswith(prefixes)} <= fixed
+    read = {n.removeprefix("top:") for n in span_model.ABSTAIN if n.startswith("top:")}
+    assert {n for n in read if not n.startswith(prefixes)} <= fixed
     assert 0.0 < span_model.MIN_CONFIDENCE < 1.0
+
+
+def test_the_answer_or_withhold_features_of_the_chosen_span() -> None:
+    top = {"coverage": 0.8, "coverage_gap": -0.2, "tie": 0.5}
+    features = relation.abstain_features(AnswerType.DATE, [2.0, 1.0, 2.0], ["1911", "1924", "1911"], 0, top)
+    assert features["share"] == pytest.approx(math.exp(2) / (2 * math.exp(2) + math.exp(1)))
+    assert features["margin"] == pytest.approx(1.0)  # over "1924": the same answer twice is no rival
+    assert features["top_coverage"] == pytest.approx(1.0) and features["kind:date"] == 1.0
+    assert features["top:tie"] == 0.5 and features["candidates"] == pytest.approx(math.log1p(3))
+    alone = relation.abstain_features(AnswerType.DATE, [2.0, 2.0], ["1911", "1911"], 0, top)
+    assert alone["margin"] == relation.MARGIN_CAP  # no different answer at all
+
+
+def test_without_the_learned_ranking_extract_is_the_hand_set_decision(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question, sentences = Question.parse("When was IBM founded?"), reader.sentences([IBM])
+    by_score = reader.extract_by_score(question, sentences)
+    assert by_score is not None and by_score.text == "1911" and by_score.learned == 0.0
+    monkeypatch.setattr(relation, "LEARNED_RANKING", False)
+    assert reader.extract(question, sentences) == by_score
 
 
 def test_the_check_can_weigh_the_learned_ranking(reader: Reader, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,3 +339,12 @@ async def test_the_service_reader_takes_the_setting() -> None:
     answerer = Answerer(settings, OllamaChat("http://unused", settings.model, 1.0))
     await answerer.load_reader()
     assert answerer.reader is not None and answerer.reader.min_confidence == 0.9
+
+
+def test_a_sentence_repeating_the_questions_word_pairs_says_so(reader: Reader) -> None:
+    question = Question.parse("When was IBM founded?")  # pairs: "was IBM", "IBM founded" ("when was": stop words)
+    sources = [("Charles Flint saw IBM founded in 1911.", "IBM"), ("Kodak was founded in 1888.", "Kodak")]
+    typed = [c for c in reader.candidates(question, reader.sentences(sources), learned=True) if c.typed]
+    pairs = {c.text: dict(c.syntax)["bigrams"] for c in typed}
+    assert pairs["1911"] == pytest.approx(1 / 2)
+    assert pairs["1888"] == 0.0

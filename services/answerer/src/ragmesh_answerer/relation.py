@@ -273,6 +273,7 @@ class Reader:
                 continue
             anchors = [t.i for t in doc if _is_key(t, keys)]
             fillers = role_fillers(doc, wanted)
+            pairs = _pair_share(doc, asking) if asking is not None else 0.0
             seen: set[tuple[int, int]] = set()
             for start, end, label in _doc_candidates(doc):
                 if (start, end) in seen:
@@ -298,7 +299,9 @@ class Reader:
                         _near(range(start, end), anchors),
                         _overlap(piece.text, keys),
                         float(piece.root.i in fillers or (cov >= MIN_COVERAGE and _names_kind(piece, kind))),
-                        syntax=_syntax(doc, start, end, keys, asking, kind) if asking is not None and typed else (),
+                        syntax=_syntax(doc, start, end, keys, asking, kind, pairs)
+                        if asking is not None and typed
+                        else (),
                     )
                 )
         if learned:
@@ -317,6 +320,10 @@ class Reader:
             return self.choose(question, sentences)
         if LEARNED_RANKING:
             return self._extract_learned(question, sentences)
+        return self.extract_by_score(question, sentences)
+
+    def extract_by_score(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
+        """`extract` by the hand-set score and gates (`LEARNED_RANKING` off; bench/span_ranker.py's baseline)."""
         typed = [c for c in self.candidates(question, sentences) if c.typed]
         if not typed or typed[0].coverage < ANSWER_MIN_COVERAGE:
             return None
@@ -333,7 +340,7 @@ class Reader:
 
     def _extract_learned(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
         """The learned ranking's top span of the asked type, when the answer-or-withhold model's confidence in it
-        is at least `span_model.MIN_CONFIDENCE`."""
+        is at least `min_confidence` (the reader's, else the default)."""
         typed = [c for c in self.candidates(question, sentences, learned=True) if c.typed]
         if not typed:
             return None
@@ -341,7 +348,7 @@ class Reader:
         if LEARNED_KEEPS_GATES and best.coverage < ANSWER_MIN_COVERAGE:
             return None
         needed = self.min_confidence if self.min_confidence is not None else min_confidence()
-        return best if _confidence(question, best, typed) >= needed else None
+        return best if _confidence(question, typed) >= needed else None
 
     def choose(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
         """The option of a choice question the evidence settles (`comparison`), quoted where it is settled, or
@@ -425,31 +432,20 @@ class Reader:
             role = float(
                 piece.root.i in role_fillers(doc, wanted) or (cov >= MIN_COVERAGE and _names_kind(piece, kind))
             )
-            syntax = _syntax(doc, piece.start, piece.end, keys, asking, kind) if asking is not None and typed else ()
-            scored.append(
-                Span(
-                    sentence,
-                    start,
-                    end,
-                    label,
-                    typed,
-                    round(cov, 4),
-                    round(tie, 4),
-                    near,
-                    overlap,
-                    role,
-                    (),
-                    0.0,
-                    syntax,
-                )
+            syntax = (
+                _syntax(doc, piece.start, piece.end, keys, asking, kind, _pair_share(doc, asking))
+                if asking is not None and typed
+                else ()
             )
+            found = Span(sentence, start, end, label, typed, round(cov, 4), round(tie, 4), near, overlap, role)
+            scored.append(dataclasses.replace(found, syntax=syntax))
         if not scored:
             return Check(False, "where the evidence states it, it is not about the question", best=best)
         if learned:
             typed_candidates = [c for c in candidates if c.typed]
             scored = [
                 dataclasses.replace(
-                    s, learned=learned_logit(_features_of(question, s, [*typed_candidates, s]), span_model.RANKING)
+                    s, learned=learned_logit(Pool.of([*typed_candidates, s]).features(question, s), span_model.RANKING)
                 )
                 if s.typed
                 else s
@@ -896,29 +892,26 @@ def learned_logit(features: dict[str, float], weights: dict[str, float]) -> floa
 
 
 def abstain_features(
-    kind: AnswerType,
-    logit: float,
-    share: float,
-    margin: float | None,
-    coverage: float,
-    top_coverage: float,
-    tie: float,
-    count: int,
-    top: dict[str, float] | None = None,
+    kind: AnswerType, logits: Sequence[float], texts: Sequence[str], best: int, top: dict[str, float]
 ) -> dict[str, float]:
-    """What the answer-or-withhold model reads of the top candidate: its logit, its softmax share among all
-    candidates, its margin over the best different answer (capped; none: the cap), its sentence's coverage and
-    the best coverage of any sentence, its tie, and how many candidates there were."""
+    """What the answer-or-withhold model reads of the chosen candidate `best` among a question's candidates (their
+    `logits`, and their `texts` normalised by `_norm`): its logit, its softmax share, its margin over the best
+    different answer (capped; none: the cap), its sentence's coverage and the best coverage of any sentence, its
+    tie, how many candidates there were, the question's kind, and its ranking features `top`."""
+    highest = max(logits)
+    share = math.exp(logits[best] - highest) / sum(math.exp(v - highest) for v in logits)
+    others = [v for v, text in zip(logits, texts, strict=True) if text != texts[best]]
+    margin = logits[best] - max(others) if others else MARGIN_CAP
     return {
-        "logit": logit,
+        "logit": logits[best],
         "share": share,
-        "margin": min(margin, MARGIN_CAP) if margin is not None else MARGIN_CAP,
-        "coverage": coverage,
-        "top_coverage": top_coverage,
-        "tie": tie,
-        "candidates": math.log1p(count),
+        "margin": min(margin, MARGIN_CAP),
+        "coverage": top["coverage"],
+        "top_coverage": top["coverage"] - top["coverage_gap"],
+        "tie": top["tie"],
+        "candidates": math.log1p(len(logits)),
         f"kind:{kind.name.lower()}": 1.0,
-        **{f"top:{name}": value for name, value in (top or {}).items() if ABSTAIN_READS_TOP},
+        **{f"top:{name}": value for name, value in top.items()},
     }
 
 
@@ -930,52 +923,54 @@ def min_confidence() -> float:
     return span_model.MIN_CONFIDENCE + CONFIDENCE_SHIFT
 
 
-def _features_of(question: Question, span: Span, typed: Sequence[Span]) -> dict[str, float]:
-    """`span_features` of one of the `typed` candidates, with the question-wide parts computed over all of them."""
-    same = [s for s in typed if _norm(s.text) == _norm(span.text)]
-    source = max(s.coverage for s in typed if s.sentence.source_index == span.sentence.source_index)
-    return span_features(question, span, max(s.coverage for s in typed), len(same), source)
+@dataclass(frozen=True)
+class Pool:
+    """The question-wide parts of `span_features`, over one question's candidates of the asked type: the best
+    coverage of any sentence, how many candidates state each text, each source's best coverage."""
+
+    top_coverage: float
+    repeats: dict[str, int]
+    by_source: dict[int, float]
+
+    @classmethod
+    def of(cls, typed: Sequence[Span]) -> Pool:
+        repeats: dict[str, int] = {}
+        by_source: dict[int, float] = {}
+        for s in typed:
+            repeats[_norm(s.text)] = repeats.get(_norm(s.text), 0) + 1
+            by_source[s.sentence.source_index] = max(by_source.get(s.sentence.source_index, 0.0), s.coverage)
+        return cls(max((s.coverage for s in typed), default=0.0), repeats, by_source)
+
+    def features(self, question: Question, span: Span) -> dict[str, float]:
+        """`span_features` of one of the pool's spans."""
+        return span_features(
+            question,
+            span,
+            self.top_coverage,
+            self.repeats[_norm(span.text)],
+            self.by_source[span.sentence.source_index],
+        )
 
 
 def _learned(question: Question, spans: list[Span]) -> list[Span]:
     """The spans with the learned ranking's logit of those of the asked type (features over the typed ones, as
     fitted by bench/span_ranker.py)."""
-    typed = [s for s in spans if s.typed]
-    top_coverage = max((s.coverage for s in typed), default=0.0)
-    repeats: dict[str, int] = {}
-    by_source: dict[int, float] = {}
-    for s in typed:
-        repeats[_norm(s.text)] = repeats.get(_norm(s.text), 0) + 1
-        by_source[s.sentence.source_index] = max(by_source.get(s.sentence.source_index, 0.0), s.coverage)
+    pool = Pool.of([s for s in spans if s.typed])
     return [
-        dataclasses.replace(
-            s,
-            learned=learned_logit(
-                span_features(question, s, top_coverage, repeats[_norm(s.text)], by_source[s.sentence.source_index]),
-                span_model.RANKING,
-            ),
-        )
-        if s.typed
-        else s
+        dataclasses.replace(s, learned=learned_logit(pool.features(question, s), span_model.RANKING)) if s.typed else s
         for s in spans
     ]
 
 
-def _confidence(question: Question, best: Span, typed: Sequence[Span]) -> float:
-    """The answer-or-withhold model's probability that `best` (the first of `typed`) is right."""
-    top = max(s.learned for s in typed)
-    total = sum(math.exp(s.learned - top) for s in typed)
-    others = [s.learned for s in typed if _norm(s.text) != _norm(best.text)]
+def _confidence(question: Question, typed: Sequence[Span]) -> float:
+    """The answer-or-withhold model's probability that the first of `typed` (ranked by the learned logit) is
+    right."""
     features = abstain_features(
         question.answer_type,
-        best.learned,
-        math.exp(best.learned - top) / total,
-        best.learned - max(others) if others else None,
-        best.coverage,
-        max(s.coverage for s in typed),
-        best.tie,
-        len(typed),
-        _features_of(question, best, typed) if ABSTAIN_READS_TOP else None,
+        [s.learned for s in typed],
+        [_norm(s.text) for s in typed],
+        0,
+        Pool.of(typed).features(question, typed[0]),
     )
     z = span_model.ABSTAIN.get("bias", 0.0) + learned_logit(features, span_model.ABSTAIN)
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))  # clipped: exp of a large number overflows
@@ -983,7 +978,6 @@ def _confidence(question: Question, best: Span, typed: Sequence[Span]) -> float:
 
 LEARNED_RANKING = True
 LEARNED_KEEPS_GATES = False
-ABSTAIN_READS_TOP = True
 # `check` with the learned ranking: a given answer is accepted within `LEARNED_MARGIN` logits of the best span
 # instead of the hand-set score within `MARGIN`. Not kept: bench/verifier.py's tuning halves, accepts right /
 # rejects wrong, hand-set SQuAD 0.840 / 0.835, HotpotQA 0.649 / 0.825; learned at a margin of 1: 0.645 / 0.953,
@@ -1019,11 +1013,14 @@ def _asking(doc: Any) -> Asking:
     return Asking(word, lemmas, bigrams)
 
 
-def _syntax(doc: Any, start: int, end: int, keys: set[str], asking: Asking, kind: Any) -> tuple[tuple[str, float], ...]:
+def _syntax(
+    doc: Any, start: int, end: int, keys: set[str], asking: Asking, kind: Any, pairs: float
+) -> tuple[tuple[str, float], ...]:
     """Where the span doc[start:end] sits in its sentence: its root's dependency label, the parts of speech beside
     it, whether the word that governs it (past a preposition) is a word of the question, question terms in a
-    window left and right of it, the question's bigrams the sentence repeats, and the wh-word crossed with the
-    span's kind, and whether the span names the noun the wh-word asks for (`Reader.about`)."""
+    window left and right of it, the share of the question's word pairs the sentence repeats (`pairs`, from
+    `_pair_share`), the wh-word crossed with the span's kind, and whether the span names the noun the wh-word asks
+    for (`Reader.about`)."""
     piece = doc[start:end]
     root = piece.root
     governor = root.head
@@ -1033,9 +1030,6 @@ def _syntax(doc: Any, start: int, end: int, keys: set[str], asking: Asking, kind
     after = doc[end].pos_ if end < len(doc) else "EDGE"
     left = sum(_is_key(t, keys) for t in doc[max(0, start - 4) : start])
     right = sum(_is_key(t, keys) for t in doc[end : end + 4])
-    plain = [t.lower_ for t in doc if t.is_alpha]
-    said = set(itertools.pairwise(plain))
-    bigrams = len(asking.bigrams & said) / len(asking.bigrams) if asking.bigrams else 0.0
     label = _label_of(doc, start, end)
     named = label == "NP" and any(t.ent_type_ for t in piece)
     return (
@@ -1048,6 +1042,14 @@ def _syntax(doc: Any, start: int, end: int, keys: set[str], asking: Asking, kind
         ("governor_asked", float(governor.i != root.i and governor.lemma_.lower() in asking.lemmas)),
         ("left_terms", min(left, 3) / 3),
         ("right_terms", min(right, 3) / 3),
-        ("bigrams", bigrams),
+        ("bigrams", pairs),
         (f"wh:{asking.wh}:{_LABEL_GROUPS.get(label, 'other')}", 1.0),
     )
+
+
+def _pair_share(doc: Any, asking: Asking) -> float:
+    """The share of the question's word pairs (`Asking.bigrams`) that the sentence `doc` repeats."""
+    if not asking.bigrams:
+        return 0.0
+    plain = [t.lower_ for t in doc if t.is_alpha]
+    return len(asking.bigrams & set(itertools.pairwise(plain))) / len(asking.bigrams)
