@@ -1670,6 +1670,16 @@ async def readers_point(
     walking = make_backend(settings.model_copy(update={"vector_exact_max_chunks": 0}), db) if exact_max else None
     if walking is not None:
         await walking.start()
+    # the same search with every query term reading as many postings (the cap before weighted quotas), timed
+    # beside the default for the readers whose lexical leg reads term first
+    per_term = getattr(backend, "postings_per_term", 0)
+    flat = (
+        make_backend(settings.model_copy(update={"bm25_min_postings_per_term": per_term}), db)
+        if per_term and getattr(backend, "min_postings_per_term", per_term) < per_term
+        else None
+    )
+    if flat is not None:
+        await flat.start()
 
     async def search(
         user: Any, text: str, vector: list[float], alpha: float = settings.alpha, using: Any = None
@@ -1703,6 +1713,13 @@ async def readers_point(
     if walking is not None and list_max is not None:
         paths += [
             (f"{n} (vector leg: HNSW walk)", n, walking) for n in names if list_max < identities[n][0] <= exact_max
+        ]
+    if flat is not None:
+        first_by_document = getattr(backend, "document_first_max_docs", 0)
+        paths += [
+            (f"{n} (BM25: every term {per_term} postings)", n, flat)
+            for n in names
+            if identities[n][0] > first_by_document
         ]
     timings = await timed(
         [tuple(call(users[n], t, v, using) for _, n, using in paths) for t, v in zip(claims, qvecs, strict=True)],

@@ -594,6 +594,31 @@ async def test_term_first_plan_reads_each_terms_strongest_postings_first(app_dsn
     assert got == pytest.approx(full)  # a reader of few documents gets every posting of theirs
 
 
+async def test_term_first_plan_reads_fewer_postings_of_a_less_weighted_term(app_dsn) -> None:
+    # "kiwi" in one chunk (a high idf), "filler" in all eight (an idf near 0)
+    texts = ["kiwi filler"] + [" ".join(["filler"] * (i + 1) + ["pad"] * (7 - i)) for i in range(7)]
+    request = retriever_pb2.SearchRequest(query="kiwi filler", top_k=10, alpha=0.0)
+    async with retriever_on(app_dsn) as exact:
+        await add_document(exact, ALICE, "fruit", [(t, unit(i)) for i, t in enumerate(texts)])
+        full = {r.chunk.text: r.lexical_score for r in (await exact.Search(request, metadata=ALICE.metadata())).results}
+    assert len(full) == 8
+    flat_settings = dict(bm25_postings_per_term=4, bm25_min_postings_per_term=4, bm25_document_first_max_docs=0)
+    async with retriever_on(app_dsn, **flat_settings) as flat:
+        every = {r.chunk.text: r.lexical_score for r in (await flat.Search(request, metadata=ALICE.metadata())).results}
+    weighted_settings = dict(bm25_postings_per_term=4, bm25_min_postings_per_term=1, bm25_document_first_max_docs=0)
+    async with retriever_on(app_dsn, **weighted_settings) as weighted:
+        got = {
+            r.chunk.text: r.lexical_score for r in (await weighted.Search(request, metadata=ALICE.metadata())).results
+        }
+    # every term reads 4 postings: "kiwi" its one, "filler" its strongest 4 (the kiwi chunk may be among them)
+    assert 4 <= len(every) <= 5
+    # weighted: "kiwi" reads up to 4 (it has one); "filler", ~3 % of its weight, reads the floor of 1
+    assert "kiwi filler" in got and len(got) <= 2 and set(got) <= set(every)
+    # what is read is scored exactly as without a bound; the kiwi chunk may miss its filler posting only
+    for text, score in got.items():
+        assert score == pytest.approx(full[text]) or (text == "kiwi filler" and score < full[text])
+
+
 async def test_lexical_leg_of_a_reader_of_few_documents_is_theirs_only(app_dsn) -> None:
     async with retriever_on(app_dsn, bm25_postings_per_term=1, bm25_document_first_max_docs=1) as stub:
         await add_document(stub, BOB, "hr", [("salary salary salary review", unit(0))])

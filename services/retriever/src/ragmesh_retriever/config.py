@@ -43,6 +43,9 @@ class Settings(ServiceSettings):
     bm25_heading_weight: float = Field(HEADING_WEIGHT, ge=0, le=100)
     # impact-ordered postings read per query term (bounded lexical work)
     bm25_postings_per_term: int = Field(2000, ge=1)
+    # a less weighted (more common) term reads fewer, in proportion to its idf weight, down to this many (equal
+    # to bm25_postings_per_term: every term reads as many); README "Search cost and what a user may read"
+    bm25_min_postings_per_term: int = Field(200, ge=1)
     bm25_document_first_max_docs: int = 200  # up to this many readable documents: postings by document
     # a scope searched by ACL (more readable documents than the above) with at most this many ready chunks at
     # the searched levels: the vector leg scores them exactly instead of walking HNSW through the permission

@@ -743,6 +743,7 @@ def make_backend(settings: Settings, db: Database) -> SearchBackend:
         heading_weight=settings.bm25_heading_weight,
         ef_search=settings.ef_search,
         postings_per_term=settings.bm25_postings_per_term,
+        min_postings_per_term=settings.bm25_min_postings_per_term,
         document_first_max_docs=settings.bm25_document_first_max_docs,
         vector_exact_max_chunks=settings.vector_exact_max_chunks,
     )

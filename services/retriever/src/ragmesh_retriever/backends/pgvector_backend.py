@@ -86,25 +86,34 @@ WITH qa AS (
            %(k1)s::float8 * (1.0::float8 - %(b)s::float8) AS norm_base,
            %(k1)s::float8 * %(b)s::float8 / avgdl AS norm_len
     FROM tdf WHERE df > 0
+), budget AS (
+    -- per term, the postings a term-first plan reads (impact order): the most weighted term of the level reads
+    -- %(per_term)s, a term of a third of its weight a third as many (each of its postings adds at most a third
+    -- as much to a score), never fewer than %(min_per_term)s; a term with fewer readable postings reads them all
+    SELECT w.*, least(%(per_term)s::int, greatest(%(min_per_term)s::int,
+               ceil(%(per_term)s::float8 * w.weight / nullif(max(w.weight) OVER (PARTITION BY w.level), 0))::int
+           )) AS quota
+    FROM w
 )
 SELECT p.chunk_id,
        sum(w.weight * p.tf * (%(k1)s::float8 + 1.0::float8) / (p.tf + w.norm_base + w.norm_len * p.doc_len)) AS score,
        -- the score of a chunk matching every term without limit: what scores of two analyses are divided by
        (SELECT max(lw.s) FROM (SELECT sum(w2.weight) AS s FROM w w2 GROUP BY w2.level) lw)
            * (%(k1)s::float8 + 1.0::float8) AS bound
-FROM w CROSS JOIN LATERAL {postings} p
+FROM budget w CROSS JOIN LATERAL {postings} p
 GROUP BY p.chunk_id
 ORDER BY score DESC, p.chunk_id
 LIMIT %(k)s
 """
-# Term first (many readable documents): a term's postings strongest first, at most %(per_term)s of them;
-# exact whenever the term's readable postings are fewer, otherwise the weakest, which add the least, are
-# left out (impact-ordered early termination, so the work per term is bounded at any corpus size).
+# Term first (many readable documents): a term's postings strongest first, at most its quota (`budget`:
+# %(per_term)s for the most weighted term, fewer for a common one); exact whenever the term's readable
+# postings are fewer, otherwise the weakest, which add the least, are left out (impact-ordered early
+# termination, so the work per query is bounded at any corpus size).
 _POSTINGS_BY_TERM = """(
     SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
     WHERE p.term = w.term AND p.level = w.level AND p.document_id = ANY(%(docs)s::uuid[])
     ORDER BY p.impact DESC
-    LIMIT %(per_term)s
+    LIMIT w.quota
 )"""
 # Document first (few readable documents): every posting of the query terms in those documents, exact;
 # a user who may read 1 % of a large corpus never walks the other 99 %'s postings.
@@ -130,7 +139,7 @@ _POSTINGS_IN_SCOPES = """(
     SELECT p.chunk_id, p.tf + %(head_extra)s::real * p.tf_head AS tf, p.doc_len FROM postings p
     WHERE p.term = w.term AND p.level = w.level
     ORDER BY p.impact DESC
-    LIMIT %(per_term)s
+    LIMIT w.quota
 )"""
 
 
@@ -275,6 +284,7 @@ class PgVectorBackend:
         heading_weight: float = 1.0,
         ef_search: int = 100,
         postings_per_term: int = 2000,
+        min_postings_per_term: int = 2000,
         document_first_max_docs: int = 200,
         vector_exact_max_chunks: int = 0,
     ) -> None:
@@ -286,6 +296,7 @@ class PgVectorBackend:
         self.heading_weight = heading_weight
         self.ef_search = ef_search
         self.postings_per_term = postings_per_term
+        self.min_postings_per_term = min(min_postings_per_term, postings_per_term)
         self.document_first_max_docs = document_first_max_docs
         # a scope the document-first plan would not take is searched by ACL scope, never listed
         self.scope_list_max: int | None = document_first_max_docs
@@ -473,6 +484,7 @@ class PgVectorBackend:
                             "b": self.b,
                             "head_extra": self.heading_weight - 1.0,
                             "per_term": self.postings_per_term,
+                            "min_per_term": self.min_postings_per_term,
                         },
                     )
                     rows = await cur.fetchall()
