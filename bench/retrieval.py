@@ -59,6 +59,7 @@ BASE_REQUEST: dict[str, Any] = {
     "fusion": "relative_score",
     "context": None,
     "graph_leg": False,
+    "linked_documents": 0,
 }
 CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "bm25": {"alpha": 0.0},
@@ -71,6 +72,9 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "hybrid+rerank": {"rerank": True},  # only when a reranker model is configured (RERANKER_MODEL)
     # the graph leg (graph RankChunks, Personalized PageRank from the question's entities) fused as a third leg
     "hybrid+graph": {"graph_leg": True},
+    # the documents the question and its top 2 passages name, placed right after them (gateway `link`, #27)
+    "hybrid+links": {"linked_documents": 1},
+    "hybrid+links@2": {"linked_documents": 2},
 }
 # The sweep that chose the graph leg's default weight (RETRIEVER_GRAPH_WEIGHT); "hybrid+graph" is the default.
 GRAPH_WEIGHT_SWEEP = (0.1, 0.25, 1.0)
@@ -519,8 +523,20 @@ async def evaluate(
         for half, parity in (("tune", 0), ("held_out", 1)):
             ids = [q["_id"] for i, q in enumerate(queries) if i % 2 == parity]
             result[half] = {m: round(statistics.fmean(per_query[i][m] for i in ids), 4) for m in dataset.metrics}
+        # and bench/answer.py's halves (sha256 of the question id: even first byte = tuning), the split the answer
+        # and agent benches tune on, so a change read from their tuning half is reported on questions never read
+        for half in ("tuning", "reporting"):
+            ids = [q["_id"] for q in queries if id_half(q["_id"]) == half]
+            result[f"by_id_{half}"] = {
+                m: round(statistics.fmean(per_query[i][m] for i in ids), 4) for m in dataset.metrics
+            }
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result, sorted(degraded)
+
+
+def id_half(qid: str) -> str:
+    """bench/answer.py's split of a question: sha256 of its id, even first byte = tuning, odd = reporting."""
+    return "tuning" if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0 else "reporting"
 
 
 def reranker_reason() -> str | None:
@@ -1921,7 +1937,10 @@ def markdown(results: dict[str, Any], notes: list[str]) -> str:
             for m in dataset.metrics:
                 anchor = dataset.anchors.get(f"{config} {m}", "")
                 halves = (
-                    f" (tune {values['tune'][m]:.4f}, held-out {values['held_out'][m]:.4f})" if "tune" in values else ""
+                    f" (tune {values['tune'][m]:.4f}, held-out {values['held_out'][m]:.4f}; by id: tuning "
+                    f"{values['by_id_tuning'][m]:.4f}, reporting {values['by_id_reporting'][m]:.4f})"
+                    if "tune" in values
+                    else ""
                 )
                 lines.append(f"| {name} | {config} | {m} | {values[m]:.4f}{halves} | {anchor} |")
             if values.get("degraded"):

@@ -70,6 +70,7 @@ RAG_GRAPH_UNREADABLE_DOCS = "rag.graph.unreadable_documents"  # asked for, but t
 RAG_GRAPH_SEEDS = "rag.graph.seeds"  # question entities found in the readable graph (PageRank seeds)
 RAG_GRAPH_MERGES = "rag.graph.merges"  # entity-resolution merges of an ingested document
 RAG_SEARCH_GRAPH_HITS = "rag.search.graph_hits"  # chunks the graph leg scored
+RAG_SEARCH_LINKED = "rag.search.linked"  # documents the top passages name, placed after them (gateway `link`)
 # answer and guardrails
 RAG_GUARDRAIL_RULES = "rag.guardrail.rules"
 RAG_GUARDRAIL_ALLOWED = "rag.guardrail.allowed"

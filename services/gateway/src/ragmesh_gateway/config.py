@@ -85,6 +85,10 @@ class Settings(ServiceSettings):
     # the graph leg's walk also seeded by the entities of the top N passages of a first two-leg search (0 = the
     # question's entities only; N > 0 costs a second search)
     graph_seed_passages: int = Field(0, ge=0, le=50)
+    # the documents the question and its top passages name (their titles), placed right after those passages
+    # (pipeline/link.py); 0 = off; per request `linked_documents`
+    linked_documents: int = Field(1, ge=0, le=10)
+    link_passages: int = Field(2, ge=1, le=20)
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

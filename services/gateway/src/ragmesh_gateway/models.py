@@ -88,6 +88,13 @@ class ChatRequest(BaseModel):
         description="The graph leg: chunks ranked by Personalized PageRank from the question's entities over your readable "
         "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
     )
+    linked_documents: int | None = Field(
+        None,
+        ge=0,
+        le=10,
+        description="Documents the question and its top passages name (by title), placed right after those passages "
+        "(0 = off); null = the deployment default (GATEWAY_LINKED_DOCUMENTS)",
+    )
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     context: ContextIn | None = Field(None, description="Context assembly override")
@@ -150,6 +157,13 @@ class SearchRequest(BaseModel):
         le=50,
         description="The graph leg's walk also starts from the entities of the top N passages of a first search "
         "(0 = the question's entities only); null = the deployment default (GATEWAY_GRAPH_SEED_PASSAGES)",
+    )
+    linked_documents: int | None = Field(
+        None,
+        ge=0,
+        le=10,
+        description="Documents the question and its top passages name (by title), placed right after those passages "
+        "(0 = off); null = the deployment default (GATEWAY_LINKED_DOCUMENTS)",
     )
     graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 

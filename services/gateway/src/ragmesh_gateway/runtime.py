@@ -95,6 +95,8 @@ async def open_runtime(
         graph_enabled=settings.graph_enabled,
         graph_leg=settings.graph_leg,
         graph_seed_passages=settings.graph_seed_passages,
+        linked_documents=settings.linked_documents,
+        link_passages=settings.link_passages,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,

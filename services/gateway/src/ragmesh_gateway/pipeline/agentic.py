@@ -41,7 +41,7 @@ from ragmesh_gateway.models import ChatRequest, Outcome
 from ragmesh_gateway.pipeline.budget import estimate_tokens
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms
-from ragmesh_gateway.pipeline.tools import FETCH_TITLES, ToolCall, Tools, title_key
+from ragmesh_gateway.pipeline.tools import FETCH_TITLES, ToolCall, Tools, names_in, title_key
 from ragmesh_gateway.query import Route, route
 
 logger = logging.getLogger(__name__)
@@ -308,32 +308,6 @@ def participle_question(question: str, words: list[Tagged] | None = None) -> tup
     if prep == "by" and verb.endswith("ed"):
         return inner, f"{'Who' if person else asked[:1].upper() + asked[1:]} {verb} {BRIDGE}?"
     return inner, f"{prep.capitalize()} {'whom' if person else asked} was {BRIDGE} {verb}?"
-
-
-_APOSTROPHE_GAP = ("' ", "’ ")  # "Dunkin' Brands": a name the spotter cuts at its apostrophe
-
-
-def names_in(text: str) -> list[str]:
-    """The entities of a text (`extract_entities`), a name cut at an apostrophe joined again ("Dunkin' Brands",
-    not "Dunkin" and "Brands")."""
-    mentions = spot(text, for_question=True)
-    out: list[str] = []
-    joined_last = False
-    for i, mention in enumerate(mentions):
-        if joined_last:
-            joined_last = False
-            continue
-        after = mention.start + len(mention.text)
-        nxt = mentions[i + 1] if i + 1 < len(mentions) else None
-        if nxt is not None and text[after : nxt.start] in _APOSTROPHE_GAP:
-            out.append(text[mention.start : nxt.start + len(nxt.text)])
-            joined_last = True
-        else:
-            out.append(mention.text)
-    first: dict[str, str] = {}
-    for name in out:
-        first.setdefault(name.lower(), name)  # the first of each, case aside
-    return list(first.values())
 
 
 _NUMBER = re.compile(r"\b\d{2,}\b")  # a year or a count the query gives: evidence that lacks it is about something else

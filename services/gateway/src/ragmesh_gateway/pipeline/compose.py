@@ -35,6 +35,7 @@ from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
 from ragmesh_gateway.pipeline.graph import Graph
 from ragmesh_gateway.pipeline.guard import Guard
+from ragmesh_gateway.pipeline.link import Link
 from ragmesh_gateway.pipeline.rerank import Rerank
 from ragmesh_gateway.pipeline.retrieve import Retrieve
 from ragmesh_gateway.pipeline.state import RequestState
@@ -67,6 +68,8 @@ class Orchestrator:
         graph_enabled: bool = True,
         graph_leg: str = "off",
         graph_seed_passages: int = 0,
+        linked_documents: int = 0,
+        link_passages: int = 2,
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
@@ -86,6 +89,7 @@ class Orchestrator:
             graph_seed_passages=graph_seed_passages,
         )
         rerank = Rerank(mesh, deadlines.rerank)
+        link = Link(mesh, deadlines.retrieve, default=linked_documents, passages=link_passages)
         graph = Graph(mesh, deadlines.graph, enabled=graph_enabled)
         grade = Grade(
             mesh,
@@ -106,6 +110,7 @@ class Orchestrator:
                 DirectOnly(retrieve),
                 DirectOnly(rerank),
                 DirectOnly(grade),
+                DirectOnly(link),
                 Iterate(
                     [retrieve, rerank, grade],
                     max_steps=agent.max_steps,
@@ -124,7 +129,7 @@ class Orchestrator:
             ],
             finish=[RecordTurn(mesh, deadlines.retrieve)],
         )
-        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade, graph])
+        self.search_pipeline = Pipeline(before=[understand, retrieve, rerank, grade, link, graph])
 
     async def prepare(self, user: UserContext, request: ChatRequest) -> RequestState:
         """The chat's steps before the response. Raises StepFailed (4xx/503) before any byte is streamed."""

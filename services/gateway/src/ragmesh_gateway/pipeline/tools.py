@@ -27,6 +27,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common.text.entities import spot
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline.state import RequestState
 
@@ -48,6 +49,32 @@ def title_key(title: str) -> str:
     """A title as FetchSection matches it: lower case, without a trailing "(…)" or ", …" qualifier, punctuation
     as spaces."""
     return _PUNCTUATION.sub(" ", _COMMA_QUALIFIER.sub("", _QUALIFIER.sub("", title)).lower()).strip()
+
+
+_APOSTROPHE_GAP = ("' ", "’ ")  # "Dunkin' Brands": a name the spotter cuts at its apostrophe
+
+
+def names_in(text: str) -> list[str]:
+    """The entities of a text (`extract_entities`), a name cut at an apostrophe joined again ("Dunkin' Brands",
+    not "Dunkin" and "Brands")."""
+    mentions = spot(text, for_question=True)
+    out: list[str] = []
+    joined_last = False
+    for i, mention in enumerate(mentions):
+        if joined_last:
+            joined_last = False
+            continue
+        after = mention.start + len(mention.text)
+        nxt = mentions[i + 1] if i + 1 < len(mentions) else None
+        if nxt is not None and text[after : nxt.start] in _APOSTROPHE_GAP:
+            out.append(text[mention.start : nxt.start + len(nxt.text)])
+            joined_last = True
+        else:
+            out.append(mention.text)
+    first: dict[str, str] = {}
+    for name in out:
+        first.setdefault(name.lower(), name)  # the first of each, case aside
+    return list(first.values())
 
 
 @dataclass
