@@ -149,6 +149,7 @@ def settings(tmp_path: Path) -> Settings:
         answerer_addr="x:1",
         redis_url="redis://127.0.0.1:1/0",
         cache_enabled=False,  # a fake mesh without an embedder; the cache: test_gateway_cache.py
+        linked_documents=0,  # fake retrievers without FetchSection; the link step: test_gateway_link.py
         traces_dsn=None,
         upload_dir=tmp_path / "uploads",
         jwt_secret=SECRET,

@@ -112,6 +112,7 @@ def settings(tmp_path: Path) -> Iterator[Settings]:
         answerer_addr=addr,
         redis_url="redis://127.0.0.1:9/0",
         cache_enabled=False,  # a fake mesh without an embedder; the cache: test_gateway_cache.py
+        linked_documents=0,  # a fake retriever without FetchSection; the link step: test_gateway_link.py
         traces_dsn=None,
         upload_dir=tmp_path / "uploads",
         jwt_secret=SECRET,

@@ -101,3 +101,14 @@ def test_place_moves_a_lower_ranked_document_up_with_its_own_chunk() -> None:
     new = chunk("n1", "d9", "…", "New", 0.0)
     assert [r.chunk.chunk_id for r in place(results, [new], 1)] == ["t1", "n1", "t2", "t3", "t4"]
     assert place(results, [], 2) == results
+
+
+async def test_an_agentic_chat_links_after_its_merged_steps() -> None:
+    from test_gateway_agentic import BRIDGE_QUESTION
+
+    corpus = Corpus(chunk("c1", "d1", FILM, "Dawn Harbor"), chunk("c2", "d2", QUILL, "Mara Quill"))
+    orchestrator = Orchestrator(answering_mesh(corpus), Deadlines(), min_relevance=0.25, linked_documents=1)
+    prepared = await orchestrator.prepare(USER, ChatRequest(question=BRIDGE_QUESTION, mode="agentic"))  # type: ignore[arg-type]
+    stages = [s["stage"] for s in prepared.stages]
+    assert "iterate" in stages and stages.index("link") > stages.index("iterate")
+    assert {r.chunk.document_id for r in prepared.results} >= {"d1", "d2"}

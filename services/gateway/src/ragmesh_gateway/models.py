@@ -287,7 +287,7 @@ class Citation(Reply):
 
 
 class Degradation(Reply):
-    step: str = Field(description="the optional step that did not do its part: embed, rewrite, rerank, graph")
+    step: str = Field(description="the optional step that did not do its part: embed, rewrite, rerank, link, graph")
     reason: str
 
 
@@ -364,6 +364,7 @@ class Stage(StrEnum):
     RETRIEVE = "retrieve"
     RERANK = "rerank"
     GRADE = "grade"
+    LINK = "link"
     GRAPH = "graph"
     COMMUNITIES = "communities"
     ANSWER = "answer"
@@ -378,7 +379,7 @@ class StageRecord(Reply):
 
     stage: Stage
     ms: float | None = Field(None, description="the step's time (done)")
-    degraded: bool | None = Field(None, description="an optional step that degraded (embed, rerank, graph)")
+    degraded: bool | None = Field(None, description="an optional step that degraded (embed, rerank, link, graph)")
     query: str | None = Field(None, description="understand: the question searched")
     rewritten: bool | None = Field(None, description="understand: the follow-up was rewritten")
     kind: str | None = Field(None, description="understand: the question's kind (router)")
@@ -390,6 +391,8 @@ class StageRecord(Reply):
     strategy: str | None = None
     grade: str | None = Field(None, description="grade: correct, ambiguous or incorrect")
     relevant: int | None = Field(None, description="grade: the candidates kept")
+    linked: int | None = Field(None, description="link: documents the top passages name, placed after them")
+    titles: int | None = Field(None, description="link: names looked up as document titles")
     facts: int | None = Field(None, description="graph: relations given to the answerer")
     entities: int | None = Field(None, description="graph: entities the question names")
     reports: int | None = Field(None, description="communities: community reports the answer draws on")

@@ -3,7 +3,7 @@
 Each step (`step.Step`) is one class that owns its span, its stage record, its timeout and its degrade rule,
 and reads and writes one `RequestState`; `compose.Orchestrator` lists them into the chat and search pipelines.
 Required steps (guardrail, understand, retrieve, grade, answer, verify) fail the request with the step named;
-optional ones (rerank, graph; the embedder inside retrieve, the rewrite model inside understand) degrade, and
+optional ones (rerank, link, graph; the embedder inside retrieve, the rewrite model inside understand) degrade, and
 every degradation is logged, recorded on the span and reported in the final event.
 """
 

@@ -110,13 +110,13 @@ class Orchestrator:
                 DirectOnly(retrieve),
                 DirectOnly(rerank),
                 DirectOnly(grade),
-                DirectOnly(link),
                 Iterate(
                     [retrieve, rerank, grade],
                     max_steps=agent.max_steps,
                     max_seconds=agent.max_seconds,
                     tools=Tools(mesh, deadlines.retrieve, deadlines.graph, graph_enabled=graph_enabled),
                 ),
+                link,  # after the direct search's grade, or after the agent's merged steps
                 Communities(mesh, deadlines.communities, enabled=graph_enabled),
                 AnswerBudget(agent.max_llm_tokens),
             ],
