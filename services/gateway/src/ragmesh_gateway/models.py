@@ -48,6 +48,19 @@ Level = Literal["document", "section", "paragraph"]
 
 
 # ---------- requests ----------
+
+# linked documents (pipeline/link.py), a field of chat and search alike
+LinkedDocuments = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=10,
+        description="Documents the question and its top passages name (by title), placed right after those passages "
+        "(0 = off); null = the deployment default (GATEWAY_LINKED_DOCUMENTS)",
+    ),
+]
+
+
 class Turn(BaseModel):
     role: Literal["user", "assistant"]
     content: Text = Field(max_length=limits.TURN.value)
@@ -88,13 +101,7 @@ class ChatRequest(BaseModel):
         description="The graph leg: chunks ranked by Personalized PageRank from the question's entities over your readable "
         "entity graph, fused with BM25 and vector; null = the deployment default (GATEWAY_GRAPH_LEG)",
     )
-    linked_documents: int | None = Field(
-        None,
-        ge=0,
-        le=10,
-        description="Documents the question and its top passages name (by title), placed right after those passages "
-        "(0 = off); null = the deployment default (GATEWAY_LINKED_DOCUMENTS)",
-    )
+    linked_documents: LinkedDocuments = None
     max_tokens: int = Field(0, ge=0, le=1024, description="0 = the answerer's default")
     strategy: Literal["direct", "summary_first"] | None = Field(None, description="Manual strategy override")
     context: ContextIn | None = Field(None, description="Context assembly override")
@@ -158,13 +165,7 @@ class SearchRequest(BaseModel):
         description="The graph leg's walk also starts from the entities of the top N passages of a first search "
         "(0 = the question's entities only); null = the deployment default (GATEWAY_GRAPH_SEED_PASSAGES)",
     )
-    linked_documents: int | None = Field(
-        None,
-        ge=0,
-        le=10,
-        description="Documents the question and its top passages name (by title), placed right after those passages "
-        "(0 = off); null = the deployment default (GATEWAY_LINKED_DOCUMENTS)",
-    )
+    linked_documents: LinkedDocuments = None
     graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 
 
