@@ -18,6 +18,8 @@ class CommunitySettings(ServiceSettings):
     levels: int = Field(default=2, ge=1, le=4)  # hierarchy depth
     min_split: int = Field(default=8, ge=2)  # a community this large is split again at the next level
     chunk_weight: float = Field(default=6.0, ge=0)  # weight of a chunk co-mention against a sentence relation
+    # Leiden iterations per partition (bounded work; "until stable" once ran for over 12 minutes)
+    leiden_iterations: int = Field(default=10, ge=1, le=100)
     # Recompute: a background task recomputes when ingest or delete changed the graph, at most once per interval.
     interval_seconds: float = Field(default=60.0, gt=0)
     recompute_timeout_seconds: float = Field(default=300.0, gt=0)

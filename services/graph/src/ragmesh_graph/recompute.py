@@ -70,6 +70,7 @@ class CommunityRunner:
                             resolution=self.settings.resolution,
                             levels=self.settings.levels,
                             min_split=self.settings.min_split,
+                            iterations=self.settings.leiden_iterations,
                         )
                 except (TimeoutError, Exception) as exc:  # noqa: BLE001 - any failure keeps the last hierarchy
                     logger.warning("community recompute (%s) failed, keeping the last one: %s", reason, exc)
