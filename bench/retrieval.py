@@ -535,7 +535,8 @@ async def evaluate(
 
 
 def id_half(qid: str) -> str:
-    """bench/answer.py's split of a question: sha256 of its id, even first byte = tuning, odd = reporting."""
+    """The split of the answer, agent, verifier and span benches (bench/answer.py's `half`): sha256 of the
+    question id, even first byte = tuning, odd = reporting."""
     return "tuning" if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0 else "reporting"
 
 

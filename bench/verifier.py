@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import random
 import re
@@ -44,6 +43,7 @@ for src in (ROOT / "services").glob("*/src"):
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay import override  # noqa: E402
+from retrieval import id_half  # noqa: E402
 
 from ragmesh_answerer.evidence import select_evidence  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
@@ -66,7 +66,7 @@ class Case:
 
     @property
     def half(self) -> str:
-        return "tuning" if hashlib.sha256(self.qid.encode()).digest()[0] % 2 == 0 else "reporting"
+        return id_half(self.qid)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -54,10 +54,10 @@ class Link(Step):
         wanted = self.wanted(state)
         top = state.results[: self.passages]
         have = {title_key(r.chunk.title) for r in top}
-        names = [*names_in(state.query), *(n for r in top for n in names_in(r.chunk.text))]
-        keys = {n: title_key(n) for n in names}
-        titles = [n for n in dict.fromkeys(names) if len(keys[n]) >= MIN_KEY and keys[n] not in have]
-        titles = list({keys[n]: n for n in reversed(titles)}.values())[::-1][:LINK_TITLES]  # one per key, first kept
+        by_key: dict[str, str] = {}  # one name per title key, the first given
+        for name in [*names_in(state.query), *(n for r in top for n in names_in(r.chunk.text))]:
+            by_key.setdefault(title_key(name), name)
+        titles = [n for key, n in by_key.items() if len(key) >= MIN_KEY and key not in have][:LINK_TITLES]
         if not titles:
             return {"linked": 0, "titles": 0}
         reply = await self.mesh.retriever.FetchSection(
@@ -110,11 +110,8 @@ def place(
         ranked = next((r for r in tail if r.chunk.document_id == doc), None)
         if ranked is not None:
             tail.remove(ranked)
-            chosen = common_pb2.ScoredChunk()
-            chosen.CopyFrom(ranked)
-        else:
-            chosen = common_pb2.ScoredChunk()
-            chosen.CopyFrom(item)
+        chosen = common_pb2.ScoredChunk()
+        chosen.CopyFrom(ranked if ranked is not None else item)
         chosen.score = max(chosen.score, floor)
         moved.append(chosen)
     return head + moved + tail
