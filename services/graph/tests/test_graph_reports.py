@@ -29,6 +29,26 @@ def test_leiden_finds_the_planted_groups_and_splits_hierarchically() -> None:
     assert again.communities == hierarchy.communities  # seeded: the same graph, the same communities
 
 
+def test_leiden_runs_a_bounded_number_of_iterations(monkeypatch) -> None:
+    """Never "until stable" (-1): that once held a core for over 12 minutes; the setting reaches every split."""
+    asked: list[int] = []
+    find = communities.leidenalg.find_partition
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs["n_iterations"])
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(communities.leidenalg, "find_partition", recording)
+    graph = communities.build_graph(RIVER + SPACE, planted())
+    communities.detect(graph, resolution=1.0, levels=2, min_split=4)
+    assert asked and set(asked) == {communities.ITERATIONS} and communities.ITERATIONS > 0
+    asked.clear()
+    bounded = communities.detect(graph, resolution=1.0, levels=2, min_split=4, iterations=3)
+    assert len(asked) > 1 and set(asked) == {3}  # the top level and each split
+    assert sorted(sorted(c.members) for c in bounded.level(0)) == [sorted(SPACE), sorted(RIVER)]
+    assert CommunitySettings().leiden_iterations == communities.ITERATIONS
+
+
 def test_chunk_co_mentions_add_weight() -> None:
     weights = communities.edge_weights([("a", "b", 1.0)], [["a", "b", "c"]], chunk_weight=2.0)
     assert weights == {("a", "b"): 2.0, ("a", "c"): 1.0, ("b", "c"): 1.0}
