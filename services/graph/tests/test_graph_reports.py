@@ -3,7 +3,13 @@ the view (one user's readable part of the graph) and the readable texts hold."""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 from itertools import combinations
+from pathlib import Path
+
+import igraph
+import pytest
 
 from ragmesh_graph import communities, reports
 from ragmesh_graph.config import CommunitySettings
@@ -32,13 +38,13 @@ def test_leiden_finds_the_planted_groups_and_splits_hierarchically() -> None:
 def test_leiden_runs_a_bounded_number_of_iterations(monkeypatch) -> None:
     """Never "until stable" (-1): that once held a core for over 12 minutes; the setting reaches every split."""
     asked: list[int] = []
-    find = communities.leidenalg.find_partition
+    leiden = igraph.Graph.community_leiden
 
-    def recording(*args, **kwargs):
+    def recording(self, *args, **kwargs):
         asked.append(kwargs["n_iterations"])
-        return find(*args, **kwargs)
+        return leiden(self, *args, **kwargs)
 
-    monkeypatch.setattr(communities.leidenalg, "find_partition", recording)
+    monkeypatch.setattr(igraph.Graph, "community_leiden", recording)
     graph = communities.build_graph(RIVER + SPACE, planted())
     communities.detect(graph, resolution=1.0, levels=2, min_split=4)
     assert asked and set(asked) == {communities.ITERATIONS} and communities.ITERATIONS > 0
@@ -47,6 +53,29 @@ def test_leiden_runs_a_bounded_number_of_iterations(monkeypatch) -> None:
     assert len(asked) > 1 and set(asked) == {3}  # the top level and each split
     assert sorted(sorted(c.members) for c in bounded.level(0)) == [sorted(SPACE), sorted(RIVER)]
     assert CommunitySettings().leiden_iterations == communities.ITERATIONS
+
+
+def _cycle_graph() -> igraph.Graph:
+    """A 23-entity sub-community of the SQuAD graph (names replaced by numbers) on which leidenalg's node moves
+    never ended (stop 43: over 11 minutes holding the GIL; 20 s here before the test was stopped)."""
+    data = json.loads((Path(__file__).parent / "data" / "leiden_cycle.json").read_text())
+    weights = {(f"e{a:02d}", f"e{b:02d}"): float(w) for a, b, w in data["edges"]}
+    return communities.build_graph([f"e{i:02d}" for i in range(data["vertices"])], weights)
+
+
+async def test_a_graph_that_made_leiden_cycle_is_partitioned() -> None:
+    hierarchy = await communities.detect_in_child(_cycle_graph(), timeout=60, resolution=2.5, levels=2, min_split=8)
+    assert hierarchy.level(0) and set(hierarchy.of_entity) <= {f"e{i:02d}" for i in range(23)}
+    assert (
+        hierarchy.communities == communities.detect(_cycle_graph(), resolution=2.5, levels=2, min_split=8).communities
+    )
+
+
+async def test_a_detection_past_its_timeout_is_stopped() -> None:
+    graph = communities.build_graph(RIVER + SPACE, planted())
+    with pytest.raises(TimeoutError, match="stopped"):
+        await communities.detect_in_child(graph, timeout=0.001, resolution=1.0)
+    assert not multiprocessing.active_children()  # the child was ended, not left running
 
 
 def test_chunk_co_mentions_add_weight() -> None:

@@ -1,10 +1,10 @@
-"""Hierarchical Leiden communities over the entity graph (leidenalg + igraph), pure functions.
+"""Hierarchical Leiden communities over the entity graph (igraph's Leiden), pure functions.
 
 The graph the communities are found in has one node per entity and one weighted edge per entity pair: the
 relations' weights summed over documents, plus the entities' co-mention in a chunk (each chunk that mentions
 n entities adds 1/(n-1) to each of its pairs, the clique expansion of the chunk as a hyperedge, so that a long
-list of names in one chunk does not outweigh a sentence that relates two). Level 0 is Leiden (modularity,
-`resolution` from settings) over the whole graph; each level-0 community with at least `min_split` members is
+list of names in one chunk does not outweigh a sentence that relates two). Level 0 is Leiden (igraph's
+`community_leiden`: modularity with `resolution` from settings) over the whole graph; each level-0 community with at least `min_split` members is
 split again by Leiden over its own subgraph (level 1), and so on for `levels` levels. Seeded: the same graph
 gives the same communities.
 
@@ -14,13 +14,17 @@ a community (reports.py) is built per request from the members, relations and ch
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+import random
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
+from multiprocessing.connection import Connection
+from typing import Any
 
 import igraph
-import leidenalg
 
 SEED = 42
 MAX_CHUNK_PAIRS = 300  # co-mention pairs taken from one chunk (the most mentioned entities first)
@@ -76,24 +80,26 @@ def build_graph(nodes: Iterable[str], weights: dict[tuple[str, str], float]) -> 
     return graph
 
 
-# Leiden iterations per partition. "Until stable" (-1) ran one recompute for over 12 minutes on a 13k-entity
-# graph (stop 42; the run before it, 11 s), holding the GIL and a core of a 2-core machine: bounded work instead
-# (leidenalg's own default is 2; each further iteration only refines a partition that is already good).
+# Leiden iterations per partition: bounded work (each further iteration only refines a partition that is
+# already good). leidenalg's Leiden (RBConfiguration, the same objective) is no longer used: its node moves
+# cycled without end on some graphs whatever the iteration bound (a 23-entity, 153-edge sub-community of the
+# SQuAD graph held the GIL for over 11 minutes, stop 43; the same graph with every weight ×1000, or another
+# seed, took 4 ms), and igraph's own implementation partitions it in 1 ms.
 ITERATIONS = 10
 
 
 def _leiden(graph: igraph.Graph, resolution: float, iterations: int = ITERATIONS) -> list[list[int]]:
-    """Communities of `graph` as lists of vertex indices, the largest first (ties by smallest member name)."""
+    """Communities of `graph` as lists of vertex indices, the largest first (ties by smallest member name).
+    Seeded: igraph draws from a generator seeded with SEED for this call (then its default again)."""
     if graph.ecount() == 0:
         return [[v] for v in range(graph.vcount())]
-    partition = leidenalg.find_partition(
-        graph,
-        leidenalg.RBConfigurationVertexPartition,
-        weights="weight",
-        resolution_parameter=resolution,
-        n_iterations=iterations,
-        seed=SEED,
-    )
+    igraph.set_random_number_generator(random.Random(SEED))
+    try:
+        partition = graph.community_leiden(
+            objective_function="modularity", weights="weight", resolution=resolution, n_iterations=iterations
+        )
+    finally:
+        igraph.set_random_number_generator(random)
     groups = [list(group) for group in partition if group]
     names = graph.vs["name"]
     return sorted(groups, key=lambda g: (-len(g), min(names[v] for v in g)))
@@ -143,3 +149,48 @@ def centrality(members: Iterable[str], weights: dict[tuple[str, str], float]) ->
         return dict.fromkeys(nodes, 1.0 / len(nodes))
     ranks = graph.pagerank(weights="weight", directed=False)
     return {name: float(rank) for name, rank in zip(graph.vs["name"], ranks, strict=True)}
+
+
+def _detect_child(
+    connection: Connection,
+    names: list[str],
+    edges: list[tuple[int, int]],
+    weights: list[float],
+    options: dict[str, Any],
+) -> None:
+    """`detect` in a child process (`detect_in_child`): the graph comes as plain lists, the hierarchy goes back."""
+    graph = igraph.Graph(n=len(names), edges=edges, directed=False)
+    graph.vs["name"] = names
+    graph.es["weight"] = weights
+    connection.send(detect(graph, **options))
+    connection.close()
+
+
+async def detect_in_child(graph: igraph.Graph, *, timeout: float, **options: Any) -> Hierarchy:
+    """`detect(graph, **options)` in a child process, stopped (killed) after `timeout` seconds.
+
+    A partition runs in C for as long as it takes and holds the GIL meanwhile: in the service's own process a
+    slow one starves every request, and a thread cannot be stopped. A child holds neither, and a timeout ends
+    it (TimeoutError). Spawned, not forked: the service runs threads (gRPC, the event loop's workers)."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_detect_child,
+        args=(sender, graph.vs["name"], graph.get_edgelist(), graph.es["weight"], options),
+        name="graph communities",
+        daemon=True,
+    )
+    child.start()
+    sender.close()
+    try:
+        if not await asyncio.to_thread(receiver.poll, timeout):
+            raise TimeoutError(f"community detection ran past {timeout:.0f} s and was stopped")
+        hierarchy: Hierarchy = receiver.recv()
+        return hierarchy
+    except EOFError as exc:
+        raise RuntimeError(f"community detection ended without a result (exit code {child.exitcode})") from exc
+    finally:
+        if child.is_alive():
+            child.kill()
+        await asyncio.to_thread(child.join, 5)
+        receiver.close()

@@ -2,7 +2,8 @@
 
 Every GRAPH_COMMUNITY_INTERVAL_SECONDS the graph's size (chunks/entities/relations, views.signature) is read;
 when it differs from the last computation's, the whole graph is read and the hierarchy recomputed (Leiden runs
-in a thread). So an ingest or a delete, on any replica, is reflected within an interval after it, and a
+in a child process, stopped at GRAPH_COMMUNITY_RECOMPUTE_TIMEOUT_SECONDS: it holds no core or GIL of the
+service's). So an ingest or a delete, on any replica, is reflected within an interval after it, and a
 restarted service computes once at start. Admins see the state (GetCommunityStatus) and may force a run
 (RecomputeCommunities). The hierarchy lives in memory: each replica computes its own (seeded, so the same).
 """
@@ -64,9 +65,9 @@ class CommunityRunner:
                             whole.relations, whole.chunk_mentions.values(), self.settings.chunk_weight
                         )
                         graph = communities.build_graph(whole.entities, weights)
-                        hierarchy = await asyncio.to_thread(
-                            communities.detect,
+                        hierarchy = await communities.detect_in_child(
                             graph,
+                            timeout=self.settings.recompute_timeout_seconds,
                             resolution=self.settings.resolution,
                             levels=self.settings.levels,
                             min_split=self.settings.min_split,
