@@ -185,3 +185,32 @@ def test_entities_facts_and_communities_show_only_readable_documents(
     assert after.status_code == 200, after.text
     text = json.dumps(after.json()).lower()
     assert "tavish" not in text and "elena marsh" not in text and "quendrith" not in text
+
+
+def test_a_title_is_its_documents_topic_for_readers_only_and_follows_a_retitle(
+    client: httpx.Client, tokens: dict[str, str]
+) -> None:
+    """A document's title that reads as a name is its topic entity, mentioned by every chunk even where the text
+    never names it (services/graph/README.md, "Topics"): seen by the document's readers only, and a PATCH of the
+    title moves the topic before the reply returns."""
+    text = b"It opened in 1903 on the harbour front and keeps the old coastal charts of the province.\n"
+    reply = upload(client, tokens["gina"], "Orvanne_Gallery.txt", text, acl={"departments": [DEPARTMENT]})
+    assert reply.status_code == 202, reply.text
+    document_id = reply.json()["document_id"]
+    try:
+        assert wait_document(client, tokens["gina"], document_id, settled)["status"] == "ready"
+        topic = entity_named(client, tokens["ravi"], "orvanne")
+        assert topic["name"] == "Orvanne Gallery"
+        assert topic["chunk_ids"] and all(c.startswith(document_id) for c in topic["chunk_ids"])
+        assert entities(client, tokens["omar"], "orvanne") == []  # not a reader: not even the name
+
+        patched = client.patch(
+            f"/api/v1/documents/{document_id}", headers=auth(tokens["gina"]), json={"title": "Brisk Harbour Museum"}
+        )
+        assert patched.status_code == 200, patched.text
+        assert entities(client, tokens["ravi"], "orvanne") == []
+        renamed = entities(client, tokens["ravi"], "brisk harbour")
+        assert [e["name"] for e in renamed] == ["Brisk Harbour Museum"]
+        assert set(renamed[0]["chunk_ids"]) == set(topic["chunk_ids"])
+    finally:
+        client.delete(f"/api/v1/documents/{document_id}", headers=auth(tokens["gina"]))

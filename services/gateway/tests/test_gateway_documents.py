@@ -4,6 +4,7 @@ chunks, list filters and the admin problems view (the HTTP status and what reach
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 from grpc import aio
 
 from ragmesh.common.v1 import common_pb2
+from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_cli.tokens import mint
@@ -125,7 +127,7 @@ class FakeMesh:
             ),
             CheckDocumentAccess=retriever_pb2.CheckDocumentAccessResponse(readable_ids=[DOC_ID]),
         )
-        self.graph = Stub(self.calls)
+        self.graph = Stub(self.calls, IngestChunks=graph_pb2.IngestChunksResponse(entities=1))
         self.answerer = Stub(self.calls)
         self.reranker = Stub(self.calls)
         self.embedder = Stub(self.calls)
@@ -266,6 +268,35 @@ def test_patch_sends_only_what_is_given(client: TestClient, mesh: FakeMesh) -> N
     assert mesh.requests("UpdateDocument")[1].HasField("acl")
     client.patch(f"/api/v1/documents/{DOC_ID}", json={"title": "New"})
     assert mesh.requests("UpdateDocument")[2].title == "New" and not mesh.requests("UpdateDocument")[2].HasField("acl")
+
+
+def test_a_new_title_rewrites_the_documents_graph_and_an_acl_change_does_not(
+    client: TestClient, mesh: FakeMesh
+) -> None:
+    mesh.retriever.replies["UpdateDocument"] = retriever_pb2.UpdateDocumentResponse(document=document(title="New"))
+    mesh.retriever.replies["ListChunks"] = retriever_pb2.ListChunksResponse(
+        chunks=[retriever_pb2.ListedChunk(chunk_id="c1", level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="hello")]
+    )
+    assert client.patch(f"/api/v1/documents/{DOC_ID}", json={"acl": {"users": ["bob"]}}).status_code == 200
+    assert not mesh.requests("IngestChunks")
+    assert client.patch(f"/api/v1/documents/{DOC_ID}", json={"title": "New"}).status_code == 200
+    [listed] = mesh.requests("ListChunks")
+    assert listed.level == common_pb2.CHUNK_LEVEL_PARAGRAPH
+    [written] = mesh.requests("IngestChunks")
+    assert (written.document_id, written.title) == (DOC_ID, "New")
+    assert [(c.chunk_id, c.text) for c in written.chunks] == [("c1", "hello")]
+
+
+def test_a_graph_that_cannot_take_the_new_title_leaves_the_title_changed(
+    client: TestClient, mesh: FakeMesh, caplog: pytest.LogCaptureFixture
+) -> None:
+    mesh.graph.replies["IngestChunks"] = rpc_error(grpc.StatusCode.UNAVAILABLE, "down")
+    with caplog.at_level(logging.WARNING):
+        reply = client.patch(f"/api/v1/documents/{DOC_ID}", json={"title": "New"})
+    assert reply.status_code == 200
+    assert "not retitled: UNAVAILABLE" in caplog.text
+    # a cursor that does not move ends the read (the fake's ListChunks always answers "n1")
+    assert len(mesh.requests("ListChunks")) == 2
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from ragmesh_graph.extract import (
     build_document_graph,
     extract_document,
     normalise,
+    topic_name,
 )
 from ragmesh_graph.extract import RuleExtractor as EntityExtractor
 
@@ -84,3 +85,40 @@ def test_document_graph_aggregates_weights_and_chunks() -> None:
     assert set(graph.entities) == {"nasa", "ibm"}
     stats = graph.relations[("ibm", "nasa", PREDICATE_COOCCURS)]
     assert stats.weight == 2 and stats.chunk_ids == ["d:0", "d:1"]
+
+
+def test_a_title_that_reads_as_a_name_is_the_topic_of_every_chunk() -> None:
+    extracted = extract_document(
+        EntityExtractor(),
+        "d",
+        [("d:0", "It was founded in 1901."), ("d:1", "Acme Corp trains nurses there.")],
+        title="Velmora Institute (school)",
+    )
+    graph = build_document_graph(extracted)
+    assert graph.entities["velmora institute"].name == "Velmora Institute"
+    assert ("velmora institute", "d:0") in graph.mentions and ("velmora institute", "d:1") in graph.mentions
+    assert graph.surfaces[("velmora institute", "d:0")] == {"Velmora Institute"}
+    # mentions only: the topic relates to nothing a sentence did not relate it to
+    assert all("velmora institute" not in (a, b) for a, b, _ in graph.relations)
+    untitled = build_document_graph(extract_document(EntityExtractor(), "d", [("d:0", "It was founded in 1901.")]))
+    assert not untitled.entities
+
+
+def test_a_topic_already_named_in_a_chunk_is_one_mention_with_both_surfaces() -> None:
+    extracted = extract_document(EntityExtractor(), "d", [("d:0", "The ACME Corp. story.")], title="Acme Corp")
+    graph = build_document_graph(extracted)
+    assert [key for key, _ in graph.mentions] == ["acme corp"]
+    assert graph.surfaces[("acme corp", "d:0")] == {"ACME Corp", "Acme Corp"}
+
+
+def test_topic_names_of_titles() -> None:
+    assert topic_name("Kiss and Tell (1945 film)") == "Kiss and Tell"
+    assert topic_name("Travel_Policy.pdf") == "Travel Policy"
+    assert topic_name("  Quarterly   report 2023.DOCX ") == "Quarterly report 2023"
+    assert topic_name("Shirley Temple") == "Shirley Temple"
+    assert topic_name("Émile Zola") == "Émile Zola"
+    # not a name: nothing left, no capitalised word (a file name), or longer than a question is matched on
+    assert topic_name("") == topic_name("(draft)") == topic_name("1999") == topic_name("2023-01-05.pdf") == ""
+    assert topic_name("scan_0001.pdf") == topic_name("final_v2") == topic_name("IMG_2041.jpg") == ""
+    assert topic_name("shared") == topic_name("README") == ""
+    assert topic_name("Minutes of the meeting of the board held in March") == ""

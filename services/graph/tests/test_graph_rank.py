@@ -211,3 +211,29 @@ async def test_bad_seed_chunks_are_invalid_argument(graph_stub: Stub) -> None:
             await graph_stub.RankChunks(request_, timeout=30)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert message in (err.value.details() or "")
+
+
+async def test_a_titled_document_is_reached_through_its_topic_only_by_its_readers(
+    graph_as: GraphAs, documents: Catalogue
+) -> None:
+    """The page about an entity often names it only in its title (HippoRAG indexes "title + text"): the title
+    is the topic of its chunks, so a question about what a readable passage names reaches that page. A copy the
+    asker may not read gets no mass, and one ingested without its title is reached by nothing."""
+    tag = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:6])
+    school = f"Velmora{tag} Institute"
+    mention = documents.add(f"mention-{tag}", owner="alice", readers={"carol"})
+    about = documents.add(f"about-{tag}", owner="alice", readers={"carol"})
+    hidden = documents.add(f"hidden-{tag}", owner="alice")
+    untitled = documents.add(f"untitled-{tag}", owner="alice", readers={"carol"})
+    page = "It was founded in 1901 and trains nurses."
+    async with graph_as(ALICE) as alice:
+        await alice.IngestChunks(ingest_request(mention, f"Dana Kirsch{tag} studied at the {school}."), timeout=60)
+        for document_id, title in ((about, f"{school} (school)"), (hidden, school), (untitled, "")):
+            request = ingest_request(document_id, page)
+            request.title = title
+            await alice.IngestChunks(request, timeout=60)
+    async with graph_as(CAROL) as carol:
+        reached = await carol.RankChunks(_rank(f"When was the school Dana Kirsch{tag} studied at founded?"), timeout=60)
+    found = [c.document_id for c in reached.chunks]
+    assert found[:2] == [mention, about]  # the passage the question names, then the page its name leads to
+    assert hidden not in found and untitled not in found

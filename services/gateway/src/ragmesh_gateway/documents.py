@@ -29,6 +29,7 @@ from celery import Celery
 from fastapi import HTTPException, UploadFile
 from google.protobuf.json_format import MessageToDict
 from grpc import aio
+from opentelemetry import trace
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
@@ -36,6 +37,7 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.parser.v1 import parser_pb2
 from ragmesh.retriever.v1 import retriever_pb2
+from ragmesh_common import attributes as attr
 from ragmesh_common.errors import redact_addresses
 from ragmesh_common.identity import UserContext
 from ragmesh_common.ingestion import TERMINAL, IngestTask, channel_name, event, send_ingest, status_name
@@ -57,6 +59,7 @@ TRANSIENT_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
 )
 TRANSIENT_RETRY_AFTER_S = 2  # Retry-After of a 503 for a hop that is down, slow or overloaded
+RETITLE_PAGES = 20  # ListChunks pages of 1,000 paragraphs read to write a retitled document's graph again
 
 
 def document_json(doc: common_pb2.Document) -> dict[str, Any]:
@@ -430,6 +433,8 @@ class DocumentLifecycle:
         except aio.AioRpcError as exc:
             raise rpc_http_error(exc, "catalogue") from exc
         await self._invalidate(reply.document.document_id)
+        if patch.title is not None and self.settings.graph_enabled:
+            await self._retitle_graph(user, reply.document.document_id, reply.document.title)
         logger.info(
             "document %s updated by %s: %s",
             document_id,
@@ -437,6 +442,39 @@ class DocumentLifecycle:
             ", ".join(name for name in ("title", "acl") if getattr(patch, name) is not None),
         )
         return document_json(reply.document)
+
+    async def _retitle_graph(self, user: UserContext, document_id: str, title: str) -> None:
+        """The graph's topic of the document (its title, services/graph/README.md) follows a new title: the
+        document's paragraphs are written to the graph again with it (IngestChunks replaces the document's
+        part). The title change stands if this fails: logged and traced, and the graph keeps the old topic until
+        the document is ingested again."""
+        chunks: list[graph_pb2.GraphChunk] = []
+        cursor = ""
+        span = trace.get_current_span()
+        try:
+            for _ in range(RETITLE_PAGES):
+                page = await self.mesh.retriever.ListChunks(
+                    retriever_pb2.ListChunksRequest(
+                        document_id=document_id, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, limit=1000, cursor=cursor
+                    ),
+                    metadata=user.metadata(),
+                    timeout=self.settings.deadlines.retrieve,
+                )
+                chunks += [
+                    graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text) for c in page.chunks
+                ]
+                if not page.next_cursor or page.next_cursor == cursor:
+                    break
+                cursor = page.next_cursor
+            if chunks:  # nothing indexed yet: the ingestion writes the graph with the title it finds then
+                await self.mesh.graph.IngestChunks(
+                    graph_pb2.IngestChunksRequest(document_id=document_id, title=title, chunks=chunks),
+                    metadata=user.metadata(),
+                    timeout=self.settings.deadlines.index,
+                )
+        except aio.AioRpcError as exc:
+            logger.warning("graph topic of %s not retitled: %s", document_id, exc.code().name)
+            span.add_event("degraded", {attr.RAG_STAGE: "graph retitle", attr.RAG_DEGRADED_REASON: exc.code().name})
 
     async def audit(self, user: UserContext, document_id: uuid.UUID, *, limit: int, cursor: str) -> dict[str, Any]:
         try:

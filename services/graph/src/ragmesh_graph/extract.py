@@ -32,6 +32,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*[-*•]\s)")
 _WORD = re.compile(r"[A-Za-z0-9À-ÖØ-öø-ÿ]+(?:[-'’.&][A-Za-z0-9À-ÖØ-öø-ÿ]+)*")
 _NON_KEY = re.compile(r"[^\w&+#.\- ]+")
 _TYPES = {KIND_QUOTED: TYPE_TERM, KIND_ACRONYM: TYPE_ACRONYM}
+_FILE_EXTENSION = re.compile(
+    r"\.(?:pdf|docx?|pptx?|xlsx?|odt|rtf|html?|md|markdown|txt|csv|json|png|jpe?g|tiff?|bmp|webp)$", re.IGNORECASE
+)
+_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
+_CAPITALISED = re.compile(r"(?<![^\W\d_])[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]")  # a word that starts "Xx"
 
 
 @dataclass(frozen=True)
@@ -226,8 +231,45 @@ class Extracted:
         return [pair for _, found in self.chunks for pair in found.appositions]
 
 
-def extract_document(extractor: Extractor, document_id: str, chunks: list[tuple[str, str]]) -> Extracted:
-    return Extracted(document_id, [(chunk_id, extractor.extract(text)) for chunk_id, text in chunks])
+def extract_document(
+    extractor: Extractor, document_id: str, chunks: list[tuple[str, str]], title: str = ""
+) -> Extracted:
+    """Each chunk's entities; the document's topic (`topic_entity` of its `title`) is one of every chunk's."""
+    extracted = Extracted(document_id, [(chunk_id, extractor.extract(text)) for chunk_id, text in chunks])
+    topic = topic_entity(extractor, title)
+    if topic is not None:
+        for _, found in extracted.chunks:
+            if all(entity.key != topic.key for entity in found.entities):
+                found.entities.append(topic)
+            found.surfaces.setdefault(topic.key, set()).add(topic.name)
+    return extracted
+
+
+def topic_name(title: str) -> str:
+    """The name a document's title gives its topic, "" when the title does not read as a name.
+
+    A file name's extension and underscores and a trailing qualifier go ("Travel_Policy.pdf" → "Travel Policy",
+    "Kiss and Tell (1945 film)" → "Kiss and Tell"). A title with no capitalised word (the parser's fallback, a
+    file name such as "scan_0001" or "final_v2"; a script without case) or of more than `MAX_QUERY_NGRAM` words
+    (longer than any name a question is matched on) names no topic.
+    """
+    name = _FILE_EXTENSION.sub("", " ".join(title.split())).replace("_", " ")
+    name = " ".join(_QUALIFIER.sub("", name).split())
+    key = normalise(name)
+    if len(key) < 2 or not _CAPITALISED.search(name) or len(key.split()) > MAX_QUERY_NGRAM:
+        return ""
+    return name
+
+
+def topic_entity(extractor: Extractor, title: str) -> Entity | None:
+    """The document's topic entity (HippoRAG indexes "title + text" passages: the page about an entity mentions
+    it): typed as the extractor reads the title when it reads it whole as one entity, else a name."""
+    name = topic_name(title)
+    if not name:
+        return None
+    key = normalise(name)
+    typed = next((e.type for e in extractor.question_entities(name) if e.key == key), TYPE_NAME)
+    return Entity(key, name, typed)
 
 
 def build_document_graph(

@@ -136,7 +136,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self.relation_weight = settings.ppr_relation_weight if settings else 1.0
         self.max_chunks = settings.ppr_max_chunks if settings else 2000
         self.max_relations = settings.ppr_max_relations if settings else 5000
-        self.passage_weight = settings.ppr_passage_seed_weight if settings else 0.5
+        self.passage_weight = settings.ppr_passage_seed_weight if settings else 1.0
         self.runner = runner
         self.texts = texts
 
@@ -200,7 +200,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         with tracer.start_as_current_span("graph ingest") as span:
             span.set_attribute(attr.RAG_DOCUMENT_ID, document_id)
             span.set_attribute(attr.RAG_CHUNK_COUNT, len(chunks))
-            extracted = await asyncio.to_thread(extract_document, self.extractor, document_id, chunks)
+            extracted = await asyncio.to_thread(extract_document, self.extractor, document_id, chunks, request.title)
             keys, acronyms, firsts = lookup_keys(extracted)
             known = await self.store.known(keys, acronyms, firsts)
             resolution = resolve(extracted, known, self.similarity)

@@ -280,7 +280,7 @@ class Ingestor:
         # version's graph waits until its chunks are swapped in, so that a run superseded by a newer upload
         # (refused at IndexChunks) never replaces the newer version's graph
         in_parallel = self.graph_enabled and not VERSION.get()
-        graph = asyncio.create_task(self._graph(document_id, user, chunks)) if in_parallel else None
+        graph = asyncio.create_task(self._graph(document_id, user, chunks, parsed.title)) if in_parallel else None
         try:
             await self._embed(document_id, user, chunks)
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
@@ -298,7 +298,7 @@ class Ingestor:
             if graph is not None:
                 graph_note = await graph
             else:
-                graph_note = await self._graph(document_id, user, chunks) if self.graph_enabled else ""
+                graph_note = await self._graph(document_id, user, chunks, parsed.title) if self.graph_enabled else ""
         finally:
             if graph is not None and not graph.done():
                 graph.cancel()
@@ -389,11 +389,12 @@ class Ingestor:
             for task in tasks:
                 task.cancel()
 
-    async def _graph(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk]) -> str:
+    async def _graph(self, document_id: str, user: UserContext, chunks: list[common_pb2.Chunk], title: str) -> str:
         try:
             reply = await self.mesh.graph.IngestChunks(
                 graph_pb2.IngestChunksRequest(
                     document_id=document_id,
+                    title=title,
                     chunks=[
                         graph_pb2.GraphChunk(chunk_id=c.chunk_id, document_id=document_id, text=c.text)
                         for c in chunks

@@ -148,7 +148,13 @@ class IngestChunksRequest(_message.Message):
 
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     CHUNKS_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
+    title: _builtins.str
+    """The document's title: when it reads as a name (a file name's extension and a trailing "(qualifier)" aside,
+    at most 6 words), it is the document's topic entity, mentioned by every chunk (HippoRAG's "title + text"
+    passages): a mention of that name elsewhere leads the graph to this document. "" = no topic.
+    """
     @_builtins.property
     def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphChunk]: ...
     def __init__(
@@ -156,10 +162,11 @@ class IngestChunksRequest(_message.Message):
         *,
         document_id: _builtins.str = ...,
         chunks: _abc.Iterable[Global___GraphChunk] | None = ...,
+        title: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "document_id", b"document_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "document_id", b"document_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
