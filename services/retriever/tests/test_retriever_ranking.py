@@ -184,6 +184,9 @@ def test_graph_leg_is_added_on_top_and_brings_its_own_chunks() -> None:
     )
     with pytest.raises(ValueError, match="graph_weight"):
         fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75, graph, -1.0)
+    # scaled by the best mass, not min-max: the least of the chunks the walk reached keeps its share
+    reached = {f.chunk_id: f for f in fuse(Fusion.RELATIVE_SCORE, lexical, vector, 0.75, {"c": 0.02, "e": 0.01}, 0.4)}
+    assert reached["e"].score == pytest.approx(0.4 * 0.5)
 
 
 def test_graph_leg_in_ranked_fusion_adds_a_reciprocal_rank() -> None:

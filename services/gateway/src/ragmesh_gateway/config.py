@@ -83,8 +83,8 @@ class Settings(ServiceSettings):
     # HotpotQA-100 the leg lowered R@2/R@5 at every weight measured (bench/results/retrieval-graph27-hotpotqa.json)
     graph_leg: Literal["on", "off", "auto"] = "off"
     # the graph leg's walk also seeded by the entities of the top N passages of a first two-leg search (0 = the
-    # question's entities only; N > 0 costs a second search)
-    graph_seed_passages: int = Field(0, ge=0, le=50)
+    # question's entities only; N > 0 costs a second search); 2: the tuning half's best (bench/README.md)
+    graph_seed_passages: int = Field(2, ge=0, le=50)
     # the documents the question and its top passages name (their titles), placed right after those passages
     # (pipeline/link.py); 0 = off; per request `linked_documents`
     linked_documents: int = Field(1, ge=0, le=10)

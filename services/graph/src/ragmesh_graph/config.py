@@ -18,7 +18,7 @@ class CommunitySettings(ServiceSettings):
     levels: int = Field(default=2, ge=1, le=4)  # hierarchy depth
     min_split: int = Field(default=8, ge=2)  # a community this large is split again at the next level
     chunk_weight: float = Field(default=6.0, ge=0)  # weight of a chunk co-mention against a sentence relation
-    # Leiden iterations per partition (bounded work; "until stable" once ran for over 12 minutes)
+    # Leiden iterations per partition (bounded work)
     leiden_iterations: int = Field(default=10, ge=1, le=100)
     # Recompute: a background task recomputes when ingest or delete changed the graph, at most once per interval.
     interval_seconds: float = Field(default=60.0, gt=0)
@@ -62,7 +62,7 @@ class Settings(ServiceSettings):
     ppr_max_relations: int = Field(5000, ge=0)
     # The restart weight of the entities of a RankChunks request's seed_chunks (the i-th: this / (i + 1)) against
     # 1 for an entity the question names
-    ppr_passage_seed_weight: float = Field(0.5, ge=0)
+    ppr_passage_seed_weight: float = Field(1.0, ge=0)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)  # read with them
 
     @field_validator("neo4j_uri")

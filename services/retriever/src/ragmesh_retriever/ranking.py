@@ -12,8 +12,9 @@ leg's result set, 1 when all scores are equal — so one outlier at the top or b
 stretch or squash every other score of that leg.
 
 The graph leg (the graph service's Personalized PageRank scores, handed in by the gateway) is a third leg
-fused the same way and ADDED on top of the two: normalised like the others (min-max, or the distribution for
-DBSF; rank for rankedFusion) and weighted by `graph_weight`, so alpha keeps its meaning and a graph weight of 0
+fused the same way and ADDED on top of the two: normalised by its best score for relativeScoreFusion (a mass
+of 0 is a chunk the walk never reached, so the least reached chunk is not set to 0 as min-max would), by the
+distribution for DBSF, by rank for rankedFusion; and weighted by `graph_weight`, so alpha keeps its meaning and a graph weight of 0
 (or no graph scores) gives exactly the two-leg ranking. A chunk only the graph found enters the ranking too.
 
 Languages: a short query searched in several languages (`analysis.choose_languages`) has one BM25 ranking per
@@ -72,6 +73,16 @@ def _normalise(scores: Mapping[str, float]) -> dict[str, float]:
     return {key: (value - low) / span for key, value in scores.items()}
 
 
+def _by_max(scores: Mapping[str, float]) -> dict[str, float]:
+    """Graph-leg scores over the best one: a PageRank mass of 0 means the walk never reached the chunk, so the
+    least of the chunks it reached is not scaled down to what an unreached chunk gets (min-max would give the
+    weakest of three reached chunks nothing at all)."""
+    high = max(scores.values(), default=0.0)
+    if high <= 0:
+        return {}
+    return {key: max(value, 0.0) / high for key, value in scores.items()}
+
+
 def _standardise(scores: Mapping[str, float]) -> dict[str, float]:
     if not scores:
         return {}
@@ -121,8 +132,20 @@ def fuse(
         for rank, key in enumerate(sorted(graph, key=lambda k: -graph[k])):
             combined[key] = combined.get(key, 0.0) + graph_weight / (RRF_K + rank)
         return _ordered(combined, lexical, vector, graph)
-    scale = _standardise if fusion is Fusion.DISTRIBUTION_BASED else _normalise
-    return _weighted(scale(lexical), scale(vector), alpha, lexical, vector, scale(graph), graph_weight, graph)
+    if fusion is Fusion.DISTRIBUTION_BASED:
+        return _weighted(
+            _standardise(lexical),
+            _standardise(vector),
+            alpha,
+            lexical,
+            vector,
+            _standardise(graph),
+            graph_weight,
+            graph,
+        )
+    return _weighted(
+        _normalise(lexical), _normalise(vector), alpha, lexical, vector, _by_max(graph), graph_weight, graph
+    )
 
 
 def relative_score_fusion(lexical: Mapping[str, float], vector: Mapping[str, float], alpha: float) -> list[Fused]:

@@ -52,7 +52,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         candidates: int,
         embedder: QueryEmbedder | None = None,
         stuck_after_seconds: float = 900.0,
-        graph_weight: float = 0.5,
+        graph_weight: float = 2.0,
         languages: LanguagePolicy | None = None,
     ) -> None:
         self.catalog = catalog
