@@ -35,7 +35,7 @@ _TYPES = {KIND_QUOTED: TYPE_TERM, KIND_ACRONYM: TYPE_ACRONYM}
 _FILE_EXTENSION = re.compile(
     r"\.(?:pdf|docx?|pptx?|xlsx?|odt|rtf|html?|md|markdown|txt|csv|json|png|jpe?g|tiff?|bmp|webp)$", re.IGNORECASE
 )
-_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
+_QUALIFIER = re.compile(r"\([^()]*\)$")  # on a stripped name: no run of spaces to backtrack over
 _CAPITALISED = re.compile(r"(?<![^\W\d_])[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]")  # a word that starts "Xx"
 
 
@@ -254,7 +254,7 @@ def topic_name(title: str) -> str:
     (longer than any name a question is matched on) names no topic.
     """
     name = _FILE_EXTENSION.sub("", " ".join(title.split())).replace("_", " ")
-    name = " ".join(_QUALIFIER.sub("", name).split())
+    name = " ".join(_QUALIFIER.sub("", name.strip()).split())
     key = normalise(name)
     if len(key) < 2 or not _CAPITALISED.search(name) or len(key.split()) > MAX_QUERY_NGRAM:
         return ""
