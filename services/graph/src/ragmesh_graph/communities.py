@@ -4,8 +4,9 @@ The graph the communities are found in has one node per entity and one weighted 
 relations' weights summed over documents, plus the entities' co-mention in a chunk (each chunk that mentions
 n entities adds 1/(n-1) to each of its pairs, the clique expansion of the chunk as a hyperedge, so that a long
 list of names in one chunk does not outweigh a sentence that relates two). Level 0 is Leiden (igraph's
-`community_leiden`: modularity with `resolution` from settings) over the whole graph; each level-0 community with at least `min_split` members is
-split again by Leiden over its own subgraph (level 1), and so on for `levels` levels. Seeded: the same graph
+`community_leiden`: modularity with `resolution` from settings) over the whole graph; each level-0 community
+with at least `min_split` members is split again by Leiden over its own subgraph (level 1), and so on for
+`levels` levels. Seeded: the same graph
 gives the same communities.
 
 What is computed here is the grouping only, of every entity in the store; it holds no text. What a user sees of
@@ -152,17 +153,11 @@ def centrality(members: Iterable[str], weights: dict[tuple[str, str], float]) ->
 
 
 def _detect_child(
-    connection: Connection,
-    names: list[str],
-    edges: list[tuple[int, int]],
-    weights: list[float],
-    options: dict[str, Any],
+    connection: Connection, names: list[str], weights: dict[tuple[str, str], float], options: dict[str, Any]
 ) -> None:
-    """`detect` in a child process (`detect_in_child`): the graph comes as plain lists, the hierarchy goes back."""
-    graph = igraph.Graph(n=len(names), edges=edges, directed=False)
-    graph.vs["name"] = names
-    graph.es["weight"] = weights
-    connection.send(detect(graph, **options))
+    """`detect` in a child process (`detect_in_child`): the graph comes as `build_graph`'s inputs, the hierarchy
+    goes back."""
+    connection.send(detect(build_graph(names, weights), **options))
     connection.close()
 
 
@@ -172,11 +167,13 @@ async def detect_in_child(graph: igraph.Graph, *, timeout: float, **options: Any
     A partition runs in C for as long as it takes and holds the GIL meanwhile: in the service's own process a
     slow one starves every request, and a thread cannot be stopped. A child holds neither, and a timeout ends
     it (TimeoutError). Spawned, not forked: the service runs threads (gRPC, the event loop's workers)."""
+    names: list[str] = graph.vs["name"]
+    weights = {(names[a], names[b]): w for (a, b), w in zip(graph.get_edgelist(), graph.es["weight"], strict=True)}
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(
         target=_detect_child,
-        args=(sender, graph.vs["name"], graph.get_edgelist(), graph.es["weight"], options),
+        args=(sender, names, weights, options),
         name="graph communities",
         daemon=True,
     )

@@ -14,8 +14,8 @@ stretch or squash every other score of that leg.
 The graph leg (the graph service's Personalized PageRank scores, handed in by the gateway) is a third leg
 fused the same way and ADDED on top of the two: normalised by its best score for relativeScoreFusion (a mass
 of 0 is a chunk the walk never reached, so the least reached chunk is not set to 0 as min-max would), by the
-distribution for DBSF, by rank for rankedFusion; and weighted by `graph_weight`, so alpha keeps its meaning and a graph weight of 0
-(or no graph scores) gives exactly the two-leg ranking. A chunk only the graph found enters the ranking too.
+distribution for DBSF, by rank for rankedFusion; and weighted by `graph_weight`, so alpha keeps its meaning
+and a graph weight of 0 (or no graph scores) gives exactly the two-leg ranking. A chunk only the graph found enters the ranking too.
 
 Languages: a short query searched in several languages (`analysis.choose_languages`) has one BM25 ranking per
 language; `merge_languages` puts them on one scale, each score divided by its analysis's BM25 bound (what a chunk
@@ -132,20 +132,9 @@ def fuse(
         for rank, key in enumerate(sorted(graph, key=lambda k: -graph[k])):
             combined[key] = combined.get(key, 0.0) + graph_weight / (RRF_K + rank)
         return _ordered(combined, lexical, vector, graph)
-    if fusion is Fusion.DISTRIBUTION_BASED:
-        return _weighted(
-            _standardise(lexical),
-            _standardise(vector),
-            alpha,
-            lexical,
-            vector,
-            _standardise(graph),
-            graph_weight,
-            graph,
-        )
-    return _weighted(
-        _normalise(lexical), _normalise(vector), alpha, lexical, vector, _by_max(graph), graph_weight, graph
-    )
+    scale = _standardise if fusion is Fusion.DISTRIBUTION_BASED else _normalise
+    scale_graph = _standardise if fusion is Fusion.DISTRIBUTION_BASED else _by_max
+    return _weighted(scale(lexical), scale(vector), alpha, lexical, vector, scale_graph(graph), graph_weight, graph)
 
 
 def relative_score_fusion(lexical: Mapping[str, float], vector: Mapping[str, float], alpha: float) -> list[Fused]:
