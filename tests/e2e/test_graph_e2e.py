@@ -191,8 +191,8 @@ def test_a_title_is_its_documents_topic_for_readers_only_and_follows_a_retitle(
     client: httpx.Client, tokens: dict[str, str]
 ) -> None:
     """A document's title that reads as a name is its topic entity, mentioned by every chunk even where the text
-    never names it (services/graph/README.md, "Topics"): seen by the document's readers only, and a PATCH of the
-    title moves the topic before the reply returns."""
+    never names it (services/graph/README.md, "Topics"): seen by the document's readers only, a PATCH of the
+    title moves the topic before the reply returns, and revoking access or deleting the document removes it."""
     text = b"It opened in 1903 on the harbour front and keeps the old coastal charts of the province.\n"
     reply = upload(client, tokens["gina"], "Orvanne_Gallery.txt", text, acl={"departments": [DEPARTMENT]})
     assert reply.status_code == 202, reply.text
@@ -212,5 +212,15 @@ def test_a_title_is_its_documents_topic_for_readers_only_and_follows_a_retitle(
         renamed = entities(client, tokens["ravi"], "brisk harbour")
         assert [e["name"] for e in renamed] == ["Brisk Harbour Museum"]
         assert set(renamed[0]["chunk_ids"]) == set(topic["chunk_ids"])
+
+        # the topic follows access like any mention: revoked, then deleted, it is gone at the next read
+        private = client.patch(
+            f"/api/v1/documents/{document_id}", headers=auth(tokens["gina"]), json={"acl": {"users": ["gina"]}}
+        )
+        assert private.status_code == 200, private.text
+        assert entities(client, tokens["ravi"], "brisk harbour") == []
+        assert entities(client, tokens["gina"], "brisk harbour")
+        assert client.delete(f"/api/v1/documents/{document_id}", headers=auth(tokens["gina"])).status_code == 200
+        assert entities(client, tokens["gina"], "brisk harbour") == []
     finally:
         client.delete(f"/api/v1/documents/{document_id}", headers=auth(tokens["gina"]))
