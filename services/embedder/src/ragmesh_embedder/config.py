@@ -58,7 +58,9 @@ class Settings(ServiceSettings):
     max_length: int = Field(256, ge=1)
     device: str = "auto"  # auto: cuda when torch sees a GPU, else cpu
     batch_size: int = Field(32, ge=1)
-    fp16: bool = False  # unset: on when the device is cuda
+    # off on every device: the same vectors from CPU and GPU replicas (an index built on one is searched by the
+    # other), and for MiniLM no faster on a GPU (bench/results/embedder-device-h200.json); on for large models
+    fp16: bool = False
     max_texts: int = Field(512, ge=1)
     batch_wait_ms: int = Field(0, ge=0)
     # a passage longer than max_length: truncate, or mean of overlapping windows
@@ -67,7 +69,7 @@ class Settings(ServiceSettings):
     @model_validator(mode="before")
     @classmethod
     def _resolve(cls, data: Any) -> Any:
-        """The defaults that depend on the machine or on another setting: model, pooling, device, fp16."""
+        """The defaults that depend on the machine or on another setting: model, pooling, device."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -79,7 +81,6 @@ class Settings(ServiceSettings):
             data["pooling"] = folder_pooling(model) or "mean"
         device = str(data.get("device") or "auto")
         data["device"] = device = auto_device() if device == "auto" else device
-        data.setdefault("fp16", device.startswith("cuda"))
         return data
 
     @classmethod
