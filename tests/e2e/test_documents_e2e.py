@@ -185,6 +185,25 @@ def test_acl_change_applies_to_the_next_search_and_chat(
     assert back.status_code == 200 and not search(client, tokens["otto"], "zorblax reactor", reactor)
 
 
+def test_an_uploads_title_is_kept_and_without_one_the_documents_heading_titles_it(
+    client: httpx.Client, tokens: dict[str, str], owned: list[str]
+) -> None:
+    content = b"# Glimmerwort field notes\n\nThe glimmerwort beds were weeded on Tuesday by the north crew.\n"
+    headers = auth(tokens["olga"])
+    titled = client.post(
+        "/api/v1/documents", headers=headers, files={"file": ("notes_v1.md", content)}, data={"title": "Crew log"}
+    )
+    untitled = upload(client, tokens["olga"], "notes_v2.md", content + b"\nSecond copy.\n")
+    assert titled.status_code == untitled.status_code == 202, (titled.text, untitled.text)
+    assert (titled.json()["title"], titled.json()["title_given"]) == ("Crew log", True)
+    assert (untitled.json()["title"], untitled.json()["title_given"]) == ("notes_v2", False)  # until parsed
+    owned.extend([titled.json()["document_id"], untitled.json()["document_id"]])
+    kept = wait_document(client, tokens["olga"], titled.json()["document_id"], settled)
+    parsed = wait_document(client, tokens["olga"], untitled.json()["document_id"], settled)
+    assert (kept["status"], kept["title"]) == ("ready", "Crew log")  # the parser's heading did not replace it
+    assert (parsed["status"], parsed["title"]) == ("ready", "Glimmerwort field notes")
+
+
 def test_list_filters_and_cursor_paging(
     client: httpx.Client, tokens: dict[str, str], reactor: str, owned: list[str]
 ) -> None:

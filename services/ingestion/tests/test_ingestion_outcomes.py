@@ -78,8 +78,9 @@ def _mesh(parsed: parser_pb2.ParseResponse) -> tuple[SimpleNamespace, list[Any],
     async def index(request: Any, **_: Any) -> None:
         calls.append("index")
 
-    async def update(request: Any, **_: Any) -> None:
+    async def update(request: Any, **_: Any) -> common_pb2.Document:
         statuses.append(request)
+        return common_pb2.Document(document_id=request.document_id)
 
     async def parse_stream(request: Any, **options: Any) -> Any:
         yield parser_pb2.ParseStreamResponse(response=await parse(request.request, **options))

@@ -250,6 +250,25 @@ async def test_a_new_version_is_ingested_under_its_number(tmp_path: Path) -> Non
     assert len(graph) == 1 and graph[0].document_id == DOC  # the graph replaces the document's data (graph tests)
 
 
+@pytest.mark.parametrize(
+    "catalogued, topic",
+    [
+        (common_pb2.Document(title="a", title_given=False), "T"),  # the file-name stem: the parser's title wins
+        (common_pb2.Document(title="Q3 figures", title_given=True), "Q3 figures"),  # a person's title is kept
+    ],
+)
+async def test_the_graph_topic_is_the_title_a_person_chose_else_the_parsed_one(
+    tmp_path: Path, catalogued: common_pb2.Document, topic: str
+) -> None:
+    clients = FakeClients()
+    clients.retriever.replies["UpdateDocumentStatus"] = catalogued
+    await ingest(tmp_path, clients)
+    graph = [r for name, r in clients.calls if name == "IngestChunks"]
+    assert [r.title for r in graph] == [topic]
+    ready = [r for name, r in clients.calls if name == "UpdateDocumentStatus" and status_name(r.status) == "ready"]
+    assert ready[0].title == "T"  # the catalogue decides whether the parsed title replaces the one it has
+
+
 async def test_a_superseded_version_stops_without_failing_the_document(tmp_path: Path) -> None:
     clients = FakeClients()
     clients.retriever.replies["IndexChunks"] = rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "version 2 superseded")

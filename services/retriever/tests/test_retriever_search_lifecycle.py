@@ -65,11 +65,17 @@ async def ready_document(
     acl: common_pb2.Acl | None = None,
     content: bytes | None = None,
     tag: str = "v1",
+    title_given: bool = True,
 ) -> str:
+    """A ready document `{title}.md`; without `title_given` it is titled by its file name, as an upload without a
+    title is."""
     doc = await create_document(
         stub,
         retriever_pb2.CreateOrGetDocumentRequest(
-            title=title, filename=f"{title}.md", acl=acl, content_sha256=sha(content) if content else ""
+            title=title if title_given else "",
+            filename=f"{title}.md",
+            acl=acl,
+            content_sha256=sha(content) if content else "",
         ),
         metadata=user.metadata(),
     )
@@ -128,12 +134,58 @@ async def test_create_or_get_deduplicates_per_owner(stub: Stub) -> None:
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "content_sha256" in (error.details() or "")
 
 
+async def test_a_title_a_person_chose_is_kept_and_a_file_name_title_gives_way_to_the_parsed_one(stub: Stub) -> None:
+    async def ready(doc_id: str, title: str, version: int = 0) -> common_pb2.Document:
+        return await stub.UpdateDocumentStatus(
+            retriever_pb2.UpdateDocumentStatusRequest(document_id=doc_id, status=READY, title=title, version=version),
+            metadata=ALICE.metadata(),
+        )
+
+    named = await create_document(
+        stub, retriever_pb2.CreateOrGetDocumentRequest(filename="Plan_v2.md"), metadata=ALICE.metadata()
+    )
+    assert (named.title, named.title_given) == ("Plan_v2", False)  # the file name's stem until parsed
+    assert (await ready(named.document_id, "Roadmap 2026")).title == "Roadmap 2026"
+    given = await create_document(
+        stub,
+        retriever_pb2.CreateOrGetDocumentRequest(title="  Q3 figures ", filename="q3.xlsx"),
+        metadata=ALICE.metadata(),
+    )
+    assert (given.title, given.title_given) == ("Q3 figures", True)
+    assert (await ready(given.document_id, "Sheet1")).title == "Q3 figures"  # ingestion keeps it
+    # a person confirms the parsed title: from then on it is theirs, and a new version's parsed title does not move it
+    kept = await stub.UpdateDocument(
+        retriever_pb2.UpdateDocumentRequest(document_id=named.document_id, title="Roadmap 2026"),
+        metadata=ALICE.metadata(),
+    )
+    assert (kept.document.title, kept.document.title_given) == ("Roadmap 2026", True)
+    begun = await stub.BeginNewVersion(
+        retriever_pb2.BeginNewVersionRequest(
+            document_id=named.document_id, filename="Plan_v3.md", size_bytes=2, content_sha256=sha(b"v3")
+        ),
+        metadata=ALICE.metadata(),
+    )
+    await ready(named.document_id, "Draft", begun.version)
+    await stub.IndexChunks(
+        retriever_pb2.IndexChunksRequest(
+            document_id=named.document_id,
+            chunks=chunks_of(named.document_id, "v3", ["roadmap item one"]),
+            version=begun.version,
+        ),
+        metadata=ALICE.metadata(),
+    )
+    after = await stub.GetDocument(
+        retriever_pb2.GetDocumentRequest(document_id=named.document_id), metadata=ALICE.metadata()
+    )
+    assert (after.version, after.filename, after.title) == (begun.version, "Plan_v3.md", "Roadmap 2026")
+
+
 async def test_new_version_swaps_chunks_without_a_gap(stub: Stub) -> None:
     """A reader searching and listing chunks while a new version is indexed sees the old version's chunks or the
     new version's, in every reply: never both, never neither."""
     old_texts = [f"quarterly ledger entry {i} old" for i in range(150)]
     new_texts = [f"quarterly ledger entry {i} new" for i in range(200)]
-    doc_id = await ready_document(stub, ALICE, "ledger", old_texts, content=b"v1")
+    doc_id = await ready_document(stub, ALICE, "ledger", old_texts, content=b"v1", title_given=False)
     begun = await stub.BeginNewVersion(
         retriever_pb2.BeginNewVersionRequest(
             document_id=doc_id,

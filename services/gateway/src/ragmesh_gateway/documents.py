@@ -203,7 +203,7 @@ class DocumentLifecycle:
         try:
             reply = await self.mesh.retriever.CreateOrGetDocument(
                 retriever_pb2.CreateOrGetDocumentRequest(
-                    title=title or Path(filename).stem,
+                    title=title,  # none given: the catalogue titles it by the file name until the parser finds one
                     filename=filename,
                     mime_type=mime_type,
                     acl=common_pb2.Acl(**acl_in.model_dump()),

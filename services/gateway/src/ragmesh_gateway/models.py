@@ -718,6 +718,10 @@ class DocumentOut(Reply):
     )
     pending_status: str = Field(description="the pending version's status ('' when none)")
     pending_error: str
+    title_given: bool = Field(
+        description="a person chose the title (upload, connector source, update): ingestion keeps it; otherwise "
+        "the file name's stem until the parser finds the document's own title"
+    )
 
 
 class UploadResponse(DocumentOut):

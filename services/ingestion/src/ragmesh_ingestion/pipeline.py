@@ -119,8 +119,8 @@ class Ingestor:
 
     async def _status(
         self, user: UserContext, document_id: str, status: common_pb2.DocumentStatus.ValueType, **fields: Any
-    ) -> None:
-        await self._step(
+    ) -> common_pb2.Document:
+        return await self._step(
             "ingest",  # a refused status (a superseded version) is the run's, not a hop's
             document_id,
             "retriever",
@@ -141,10 +141,12 @@ class Ingestor:
         status: common_pb2.DocumentStatus.ValueType,
         fields: dict[str, Any] | None = None,
         **extra: Any,
-    ) -> None:
-        """Records `status` in the catalogue (with `fields`), then publishes it (with `extra`)."""
-        await self._status(user, document_id, status, **(fields or {}))
+    ) -> common_pb2.Document:
+        """Records `status` in the catalogue (with `fields`), then publishes it (with `extra`); the document as
+        the catalogue has it now."""
+        document = await self._status(user, document_id, status, **(fields or {}))
         await self.publish(document_id, status_name(status), **extra)
+        return document
 
     async def run(
         self,
@@ -265,7 +267,7 @@ class Ingestor:
         # `chunks` in events is what the API's chunk_count and the CLI say: the paragraph chunks (the document and
         # section summaries are embedded and indexed too, and counted as `embedded` of `to_embed`)
         paragraphs = sum(1 for c in chunks if c.level in (0, common_pb2.CHUNK_LEVEL_PARAGRAPH))
-        await self.advance(
+        document = await self.advance(
             user,
             document_id,
             common_pb2.DOCUMENT_STATUS_EMBEDDING,
@@ -280,7 +282,9 @@ class Ingestor:
         # version's graph waits until its chunks are swapped in, so that a run superseded by a newer upload
         # (refused at IndexChunks) never replaces the newer version's graph
         in_parallel = self.graph_enabled and not VERSION.get()
-        graph = asyncio.create_task(self._graph(document_id, user, chunks, parsed.title)) if in_parallel else None
+        # the graph's topic is the document's title: one a person chose, else the one the parser found
+        topic = document.title if document.title_given else parsed.title
+        graph = asyncio.create_task(self._graph(document_id, user, chunks, topic)) if in_parallel else None
         try:
             await self._embed(document_id, user, chunks)
             await self.advance(user, document_id, common_pb2.DOCUMENT_STATUS_INDEXING, progress=0.85)
@@ -298,7 +302,7 @@ class Ingestor:
             if graph is not None:
                 graph_note = await graph
             else:
-                graph_note = await self._graph(document_id, user, chunks, parsed.title) if self.graph_enabled else ""
+                graph_note = await self._graph(document_id, user, chunks, topic) if self.graph_enabled else ""
         finally:
             if graph is not None and not graph.done():
                 graph.cancel()

@@ -12,6 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePath
 from typing import Any
 
 import psycopg
@@ -143,10 +144,10 @@ class Catalog:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
             f"INSERT INTO documents (title, filename, mime_type, owner_user, owner_department, acl_public, "
-            f"acl_departments, acl_roles, acl_users, size_bytes, content_sha256) "
-            f"VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING {COLUMNS}",
+            f"acl_departments, acl_roles, acl_users, size_bytes, content_sha256, title_given) "
+            f"VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING {COLUMNS}",
             (
-                title.strip() or filename,
+                title.strip() or PurePath(filename).stem or filename,
                 filename,
                 mime_type,
                 user.user_id,
@@ -157,6 +158,7 @@ class Catalog:
                 cleaned["users"],
                 size_bytes,
                 sha,
+                bool(title.strip()),
             ),
         )
         row = await cur.fetchone()
@@ -300,8 +302,8 @@ class Catalog:
                 if request.page_count:
                     sets.append("page_count = %s")
                     params.append(request.page_count)
-                if request.title:
-                    sets.append("title = %s")
+                if request.title:  # the parser's title: it replaces the file-name stem, not a title a person chose
+                    sets.append("title = CASE WHEN title_given THEN title ELSE %s END")
                     params.append(request.title)
                 if request.summary:
                     sets.append("summary = %s")
@@ -430,7 +432,7 @@ class Catalog:
             assert row is not None
             before: dict[str, Any] = {}
             after: dict[str, Any] = {}
-            if has_title and title != row["title"]:
+            if has_title and (title != row["title"] or not row["title_given"]):  # a title chosen now is kept
                 before["title"], after["title"] = row["title"], title
             if acl is not None:
                 old = acl_json(row["acl_public"], row["acl_departments"], row["acl_roles"], row["acl_users"])
@@ -442,10 +444,12 @@ class Catalog:
                 row["acl_public"], row["acl_departments"], row["acl_roles"], row["acl_users"]
             )
             await cur.execute(
-                f"UPDATE documents SET title = %s, acl_public = %s, acl_departments = %s, acl_roles = %s, "
-                f"acl_users = %s, updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
+                f"UPDATE documents SET title = %s, title_given = title_given OR %s, acl_public = %s, "
+                f"acl_departments = %s, acl_roles = %s, acl_users = %s, updated_at = now() WHERE id = %s "
+                f"RETURNING {COLUMNS}",
                 (
                     after.get("title", row["title"]),
+                    "title" in after,
                     new_acl["public"],
                     new_acl["departments"],
                     new_acl["roles"],

@@ -31,7 +31,7 @@ STATUS_VALUES = {name: value for value, name in STATUS_NAMES.items()}
 COLUMNS = (
     "id, title, filename, mime_type, owner_user, owner_department, acl_public, acl_departments, "
     "acl_roles, acl_users, status, error, chunk_count, page_count, size_bytes, summary, created_at, updated_at, "
-    "content_sha256, version, warnings, pending_version, pending_status, pending_error"
+    "content_sha256, version, warnings, pending_version, pending_status, pending_error, title_given"
 )
 
 
@@ -67,6 +67,7 @@ def document_message(row: dict[str, Any]) -> common_pb2.Document:
         pending_version=row["pending_version"],
         pending_error=row["pending_error"],
         pending_status=STATUS_VALUES.get(row["pending_status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
+        title_given=row["title_given"],
     )
 
 
@@ -161,7 +162,7 @@ async def finish_index(conn: psycopg.AsyncConnection[Any], target: IndexTarget, 
     await conn.execute(
         "UPDATE documents SET chunk_count = %s, version = pending_version, filename = pending_filename, "
         "mime_type = pending_mime_type, size_bytes = pending_size_bytes, content_sha256 = pending_sha256, "
-        "title = coalesce(nullif(pending_meta->>'title', ''), title), "
+        "title = CASE WHEN title_given THEN title ELSE coalesce(nullif(pending_meta->>'title', ''), title) END, "
         "summary = coalesce(nullif(pending_meta->>'summary', ''), summary), "
         "page_count = coalesce((pending_meta->>'page_count')::integer, page_count), "
         "warnings = coalesce(ARRAY(SELECT jsonb_array_elements_text(pending_meta->'warnings')), '{}'), "

@@ -24,7 +24,7 @@ class Fetched:
     key: str
     filename: str
     mime_type: str
-    title: str
+    title: str  # the source's own title (an HTML page's <title>); "" when it has none
     content: bytes
     acl: dict[str, Any]
     etag: str = ""

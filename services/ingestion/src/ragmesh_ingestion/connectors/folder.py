@@ -221,4 +221,5 @@ class FolderSource:
         bad = content_problem(filename, content, mime_type)
         if bad:
             return Skipped(key, bad)
-        return Fetched(key, filename, mime_type, PurePosixPath(name).stem, content, acl, etag=stamp)
+        # no title of its own: the catalogue titles it by the file name until the parser finds the document's title
+        return Fetched(key, filename, mime_type, "", content, acl, etag=stamp)

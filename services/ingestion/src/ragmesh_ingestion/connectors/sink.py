@@ -108,7 +108,7 @@ class MeshSink:
             "catalogue",
             lambda c: c.retriever.CreateOrGetDocument(
                 retriever_pb2.CreateOrGetDocumentRequest(
-                    title=item.title or Path(item.filename).stem,
+                    title=item.title,  # none: the file name's stem until the parser finds the document's title
                     filename=item.filename,
                     mime_type=item.mime_type,
                     acl=_acl(acl),

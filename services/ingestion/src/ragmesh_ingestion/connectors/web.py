@@ -304,7 +304,7 @@ class WebSource:
         filename = page_filename(reply.url, mime_type)
         if filename is None:
             return Skipped(url, f"unsupported content type {mime_type or '(none)'}"), []
-        title, links = PurePosixPath(urlsplit(reply.url).path).stem or urlsplit(reply.url).hostname or url, []
+        title, links = "", []  # a page without a <title>: the catalogue titles it by its file name
         if MIME_TYPES.get(mime_type) == "html" or filename.endswith((".html", ".htm")):
             page = _PageParser()
             try:

@@ -144,6 +144,9 @@ ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_mime_type text NOT NULL D
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_size_bytes bigint NOT NULL DEFAULT 0;
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_sha256 text NOT NULL DEFAULT '';
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_meta jsonb NOT NULL DEFAULT '{{}}';
+-- A title a person chose (at upload, from a connector's source, by an update) is kept by ingestion, which
+-- otherwise replaces the file-name stem with the title the parser finds.
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS title_given boolean NOT NULL DEFAULT false;
 -- Who may read a document, as one array of grants: 'u:<user>' (the owner and each ACL user), 'public',
 -- 'd:<department>' and 'r:<role>'. The read policy compares it with the verified identity's grants in one
 -- array overlap, so a statement verifies the identity once per scan of `documents`, not once per ACL clause.
