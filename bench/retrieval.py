@@ -73,6 +73,16 @@ CONFIGURATIONS: dict[str, dict[str, Any]] = {
     # the graph leg with the deployment's defaults (graph RankChunks: Personalized PageRank from the question's
     # entities and those of the top 2 passages of a first search) fused as a third leg
     "hybrid+graph": {"graph_leg": True},
+    # GATEWAY_GRAPH_LEG=auto: the leg only for the questions the router reads as multi-hop or relational
+    # (`Route.use_graph`, decided here per question as the gateway decides it; see Gateway.search)
+    "hybrid+graph(auto)": {"graph_leg": "auto"},
+    "hybrid+links+graph(auto)": {"graph_leg": "auto", "linked_documents": 1},
+    # the leg placing its best documents right after the search's top 2 passages instead of fusing (#27, stop 44)
+    "hybrid+graph-after": {"graph_leg": True, "graph_placement": "after"},
+    "hybrid+graph-after@2": {"graph_leg": True, "graph_placement": "after", "graph_placed": 2},
+    "hybrid+graph-after(auto)": {"graph_leg": "auto", "graph_placement": "after"},
+    "hybrid+graph-after@2(auto)": {"graph_leg": "auto", "graph_placement": "after", "graph_placed": 2},
+    "hybrid+links+graph-after": {"graph_leg": True, "graph_placement": "after", "linked_documents": 1},
     # the documents the question and its top 2 passages name, placed right after them (gateway `link`, #27)
     "hybrid+links": {"linked_documents": 1},
     "hybrid+links@2": {"linked_documents": 2},
@@ -466,6 +476,10 @@ class Gateway:
         self.client: Any = None  # opened on first use, inside the running event loop (aiohttp requires it)
 
     async def search(self, query: str, fields: dict[str, Any]) -> dict[str, Any]:
+        if fields.get("graph_leg") == "auto":  # what the gateway's `auto` default decides, per question
+            from ragmesh_gateway.query.router import route
+
+            fields = {**fields, "graph_leg": route(query).use_graph}
         body = {**fields, "query": query}
         if self.kind == "httpx":
             import httpx

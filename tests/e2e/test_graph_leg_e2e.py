@@ -50,8 +50,11 @@ def add(client: httpx.Client, token: str, title: str, text: str, departments: li
     return str(doc["document_id"])
 
 
-def found(client: httpx.Client, token: str, graph_leg: bool) -> tuple[list[str], dict[str, Any]]:
+def found(
+    client: httpx.Client, token: str, graph_leg: bool, placement: str = "fuse"
+) -> tuple[list[str], dict[str, Any]]:
     body: dict[str, Any] = {
+        "graph_placement": placement,
         "query": QUESTION,
         "top_k": 5,
         "graph_leg": graph_leg,
@@ -79,3 +82,9 @@ def test_the_graph_leg_reaches_a_page_through_its_title_only_for_its_readers(
     assert mill in walked[:2] and page in walked[:3], walked
     hidden, _ = found(client, tokens["bob"], graph_leg=True)
     assert mill in hidden and page not in hidden  # bob may not read the page: no mass reaches it
+    # placed after instead of fused: the search's own top 2 stay, the leg's document comes third
+    placed, reply = found(client, tokens["ada"], graph_leg=True, placement="after")
+    assert not reply.get("degraded"), reply.get("degraded")
+    assert placed[:2] == alone[:2] and placed[2] == page, (placed, alone)
+    hidden, _ = found(client, tokens["bob"], graph_leg=True, placement="after")
+    assert page not in hidden

@@ -559,3 +559,61 @@ async def test_graph_leg_seeded_by_the_top_passages_of_a_first_search(
     rank = mesh.graph.requests["RankChunks"]
     assert [(c.document_id, c.chunk_id) for c in rank.seed_chunks] == [("d1", f"c{i}") for i in range(1, seeds + 1)]
     assert searches == ([0, 1] if seeds else [1])  # the first search without the graph, then with its scores
+
+
+def in_document(chunk_id: str, document_id: str, score: float) -> common_pb2.ScoredChunk:
+    scored = hit(chunk_id, score)
+    scored.chunk.document_id = document_id
+    return scored
+
+
+@pytest.mark.parametrize(
+    ("placed", "order"),
+    [(1, ["a1", "b1", "e1", "c1", "d1"]), (2, ["a1", "b1", "e1", "d1", "c1"])],
+)
+async def test_graph_placement_after_keeps_the_search_order_and_places_the_legs_documents_after_the_top(
+    placed: int, order: list[str]
+) -> None:
+    searches: list[int] = []
+
+    def search(request: retriever_pb2.SearchRequest) -> retriever_pb2.SearchResponse:
+        searches.append(len(request.graph_scores))
+        ranked = [in_document(f"{d}1", d, s) for d, s in (("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6))]
+        return retriever_pb2.SearchResponse(results=ranked, accessible_documents=5)
+
+    fetched = retriever_pb2.FetchSectionResponse(results=[in_document("e1", "e", 0.0)], documents=1)
+    mesh = FakeMesh(retriever=Stub(Search=search, FetchSection=fetched))
+    # the walk's best: a chunk of a top document (already there), one the search did not find (e), then d; an
+    # unreached chunk (mass 0) is never placed
+    ranked = [("a2", "a", 0.5), ("e1", "e", 0.3), ("d1", "d", 0.2), ("c1", "c", 0.0)]
+    mesh.graph = Stub(
+        RankChunks=graph_pb2.RankChunksResponse(
+            chunks=[graph_pb2.ChunkScore(chunk_id=c, document_id=d, score=s) for c, d, s in ranked]
+        ),
+        GetContext=graph_pb2.GetContextResponse(),
+    )
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.0, graph_leg="on", graph_placement="after")
+    _, items = await orchestrator.search(
+        USER, SearchRequest(query=RELATIONAL, top_k=5, graph_placed=placed, relevance_gate=False)
+    )
+    assert [i.chunk.chunk_id for i in items] == order
+    assert searches == [0]  # one two-leg search: its order stands, no third leg in the fusion
+    assert mesh.retriever.requests["FetchSection"].document_id == "e"  # as the user, like any read
+
+
+async def test_graph_placement_fetch_failure_keeps_the_search_order() -> None:
+    results = [in_document(f"{d}1", d, s) for d, s in (("a", 0.9), ("b", 0.8), ("c", 0.7))]
+    mesh = FakeMesh(
+        retriever=Stub(
+            Search=retriever_pb2.SearchResponse(results=results, accessible_documents=4),
+            FetchSection=rpc_error(grpc.StatusCode.UNAVAILABLE),
+        )
+    )
+    mesh.graph = Stub(
+        RankChunks=graph_pb2.RankChunksResponse(chunks=[graph_pb2.ChunkScore(chunk_id="e1", document_id="e", score=1)]),
+        GetContext=graph_pb2.GetContextResponse(),
+    )
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.0, graph_leg="on", graph_placement="after")
+    prepared, items = await orchestrator.search(USER, SearchRequest(query=RELATIONAL, top_k=5, relevance_gate=False))
+    assert [i.chunk.chunk_id for i in items] == ["a1", "b1", "c1"]
+    assert {"step": "graph", "reason": "graph placement UNAVAILABLE; the search's order kept"} in prepared.degraded

@@ -79,12 +79,17 @@ class Settings(ServiceSettings):
     token_cache_seconds: float = 300.0
     graph_enabled: bool = True
     # the graph leg of retrieval when a request does not say: on, off, or auto (when the query router reads the
-    # question as multi-hop or relational; routing is on in chat and off by default in search). Off: on
-    # HotpotQA-100 the leg lowered R@2/R@5 at every weight measured (bench/results/retrieval-graph27-hotpotqa.json)
+    # question as multi-hop or relational; routing is on in chat and off by default in search). Off: the linked
+    # documents do better on HotpotQA-100 and the leg adds nothing on top of them (bench/README.md, stops 43-44)
     graph_leg: Literal["on", "off", "auto"] = "off"
     # the graph leg's walk also seeded by the entities of the top N passages of a first two-leg search (0 = the
     # question's entities only; N > 0 costs a second search); 2: the tuning half's best (bench/README.md)
     graph_seed_passages: int = Field(2, ge=0, le=50)
+    # how the leg's ranking enters the results: `fuse` (a third leg of the retriever's fusion, weighted by
+    # RETRIEVER_GRAPH_WEIGHT) or `after` (the search's own order, with the documents of the leg's best chunks that
+    # are not among the top GATEWAY_LINK_PASSAGES passages placed right after them: GATEWAY_GRAPH_PLACED of them)
+    graph_placement: Literal["fuse", "after"] = "fuse"
+    graph_placed: int = Field(1, ge=1, le=10)
     # the documents the question and its top passages name (their titles), placed right after those passages
     # (pipeline/link.py); 0 = off; per request `linked_documents`
     linked_documents: int = Field(1, ge=0, le=10)

@@ -165,6 +165,15 @@ class SearchRequest(BaseModel):
         description="The graph leg's walk also starts from the entities of the top N passages of a first search "
         "(0 = the question's entities only); null = the deployment default (GATEWAY_GRAPH_SEED_PASSAGES)",
     )
+    graph_placement: Literal["fuse", "after"] | None = Field(
+        None,
+        description="fuse: the graph leg is a third leg of the fusion; after: the search's own order, with the "
+        "documents of the leg's best chunks placed right after the top passages; null = the deployment default "
+        "(GATEWAY_GRAPH_PLACEMENT)",
+    )
+    graph_placed: int | None = Field(
+        None, ge=1, le=10, description="With placement `after`: documents placed; null = default (GATEWAY_GRAPH_PLACED)"
+    )
     linked_documents: LinkedDocuments = None
     graph: bool = Field(False, description="Add `graph`: the entities the query names and their facts")
 

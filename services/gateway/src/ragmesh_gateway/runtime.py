@@ -95,6 +95,8 @@ async def open_runtime(
         graph_enabled=settings.graph_enabled,
         graph_leg=settings.graph_leg,
         graph_seed_passages=settings.graph_seed_passages,
+        graph_placement=settings.graph_placement,
+        graph_placed=settings.graph_placed,
         linked_documents=settings.linked_documents,
         link_passages=settings.link_passages,
         relevance=settings.relevance,

@@ -68,6 +68,8 @@ class Orchestrator:
         graph_enabled: bool = True,
         graph_leg: str = "off",
         graph_seed_passages: int = 0,
+        graph_placement: str = "fuse",
+        graph_placed: int = 1,
         linked_documents: int = 0,
         link_passages: int = 2,
         default_context: dict[str, Any] | None = None,
@@ -87,6 +89,9 @@ class Orchestrator:
             graph_leg=graph_leg if graph_enabled else "off",
             graph_timeout=deadlines.graph,
             graph_seed_passages=graph_seed_passages,
+            graph_placement=graph_placement,
+            graph_placed=graph_placed,
+            placed_after=link_passages,
         )
         rerank = Rerank(mesh, deadlines.rerank)
         link = Link(mesh, deadlines.retrieve, default=linked_documents, passages=link_passages)

@@ -6,7 +6,9 @@ The document counts decide the outcomes that are not an answer (no permission, e
 The graph leg: when the request asks for it (`graph_leg`) or the deployment's default says so (GATEWAY_GRAPH_LEG,
 default off: on, off, or auto = when the router reads the question as multi-hop or relational), the graph's RankChunks is
 asked first, as the same user (the graph reads only documents the catalogue says the user may read), and its
-chunk scores go to the retriever as a third leg of the fusion. A graph that cannot answer degrades the search to
+chunk scores go to the retriever as a third leg of the fusion (GATEWAY_GRAPH_PLACEMENT `fuse`), or, with `after`,
+the two-leg search's order stands and the documents of the leg's best chunks that are not among its top passages
+go right after them, as linked documents do (pipeline/link.py). A graph that cannot answer degrades the search to
 two legs (the `graph` stage says so); it never fails the request."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import Outcome, SearchRequest
+from ragmesh_gateway.pipeline.link import place
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
 
@@ -105,6 +108,9 @@ class Retrieve(Step):
         graph_leg: str = "auto",
         graph_timeout: float = 5.0,
         graph_seed_passages: int = 0,
+        graph_placement: str = "fuse",
+        graph_placed: int = 1,
+        placed_after: int = 2,
     ) -> None:
         self.mesh = mesh
         self.timeout = timeout
@@ -112,6 +118,9 @@ class Retrieve(Step):
         self.graph_leg = graph_leg
         self.graph_timeout = graph_timeout
         self.graph_seed_passages = graph_seed_passages
+        self.graph_placement = graph_placement
+        self.graph_placed = graph_placed
+        self.placed_after = placed_after
 
     def wants_graph(self, state: RequestState) -> bool:
         """The request's switch, else the default: on, off, or auto (the router's multi-hop/relational reading)."""
@@ -124,7 +133,7 @@ class Retrieve(Step):
 
     async def graph_scores(
         self, state: RequestState, candidates: int, seeds: list[graph_pb2.ChunkRef] | None = None
-    ) -> list[retriever_pb2.LegScore] | None:
+    ) -> list[graph_pb2.ChunkScore] | None:
         """The graph leg's chunk scores for the question (its walk seeded also by the entities of `seeds`, the top
         passages of a first search), or None (degraded, logged and traced) when the graph cannot answer."""
         with tracer.start_as_current_span("graph leg") as span:
@@ -141,7 +150,42 @@ class Retrieve(Step):
                 return None
             span.set_attribute(attr.RAG_GRAPH_SEEDS, len(reply.seeds))
             span.set_attribute(attr.RAG_SEARCH_GRAPH_HITS, len(reply.chunks))
-        return [retriever_pb2.LegScore(chunk_id=c.chunk_id, score=c.score) for c in reply.chunks]
+        return list(reply.chunks)
+
+    async def place_graph(
+        self, state: RequestState, results: list[common_pb2.ScoredChunk], ranked: list[graph_pb2.ChunkScore]
+    ) -> list[common_pb2.ScoredChunk]:
+        """`results` with the documents of the graph's best chunks (`ranked`, best first; those the walk reached)
+        that are not among the top `placed_after` passages placed right after them: `graph_placed` documents, each
+        with its best chunk in `results`, or its beginning when the search did not find it (FetchSection, as the
+        user). A failed fetch keeps the search's order (degraded, traced)."""
+        top = {r.chunk.document_id for r in results[: self.placed_after]}
+        count = getattr(state.request, "graph_placed", None) or self.graph_placed
+        wanted: list[str] = []
+        for chunk in ranked:
+            if chunk.score > 0 and chunk.document_id not in top and chunk.document_id not in wanted:
+                wanted.append(chunk.document_id)
+                if len(wanted) == count:
+                    break
+        chosen: list[common_pb2.ScoredChunk] = []
+        for document_id in wanted:
+            found = next((r for r in results if r.chunk.document_id == document_id), None)
+            if found is None:
+                try:
+                    reply = await self.mesh.retriever.FetchSection(
+                        retriever_pb2.FetchSectionRequest(
+                            document_id=document_id, document_ids=state.document_ids, limit=1
+                        ),
+                        metadata=state.user.metadata(),
+                        timeout=self.timeout,
+                    )
+                except aio.AioRpcError as exc:
+                    state.degrade("graph", f"graph placement {exc.code().name}; the search's order kept")
+                    return results
+                found = reply.results[0] if reply.results else None
+            if found is not None:
+                chosen.append(found)
+        return place(results, chosen, self.placed_after)
 
     async def run(self, state: RequestState) -> dict[str, Any]:
         sub_queries = list(state.route.sub_queries) if state.route is not None else []
@@ -159,11 +203,13 @@ class Retrieve(Step):
             # the cache step embedded the question: not embedded twice (alpha 0 is lexical only: no vector leg)
             request.query_vector.extend(state.query_vector)
         found: retriever_pb2.SearchResponse | None = None
+        placed: list[graph_pb2.ChunkScore] = []
         if self.wants_graph(state):
             asked = getattr(state.request, "graph_seed_passages", None)
             seeding = self.graph_seed_passages if asked is None else asked
+            placement = getattr(state.request, "graph_placement", None) or self.graph_placement
             seeds: list[graph_pb2.ChunkRef] = []
-            if seeding:  # HippoRAG 2 style: the top passages of the two-leg search seed the walk too
+            if seeding or placement == "after":  # HippoRAG 2 style: the top passages seed the walk too
                 found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
                 seeds = [
                     graph_pb2.ChunkRef(document_id=r.chunk.document_id, chunk_id=r.chunk.chunk_id)
@@ -172,11 +218,16 @@ class Retrieve(Step):
             scores = await self.graph_scores(state, state.candidates, seeds)
             if scores is not None:
                 graph_chunks = len(scores)
-                request.graph_scores.extend(scores)
-                weight = getattr(state.request, "graph_weight", None)
-                if weight is not None:
-                    request.graph_weight = weight
-                found = None  # searched again with the third leg
+                if placement == "after":
+                    placed = scores  # the two-leg search's order stands; its documents go after the top passages
+                else:
+                    request.graph_scores.extend(
+                        retriever_pb2.LegScore(chunk_id=c.chunk_id, score=c.score) for c in scores
+                    )
+                    weight = getattr(state.request, "graph_weight", None)
+                    if weight is not None:
+                        request.graph_weight = weight
+                    found = None  # searched again with the third leg
         if found is None:
             found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
         if found.vector_unavailable:
@@ -191,6 +242,8 @@ class Retrieve(Step):
             }
         )
         state.results = list(found.results)
+        if placed:
+            state.results = await self.place_graph(state, state.results, placed)
         state.accessible = found.accessible_documents
         state.ingesting = found.ingesting_documents
         state.vector_used = not found.vector_unavailable and state.request.alpha != 0
