@@ -202,6 +202,14 @@ def test_an_uploads_title_is_kept_and_without_one_the_documents_heading_titles_i
     parsed = wait_document(client, tokens["olga"], untitled.json()["document_id"], settled)
     assert (kept["status"], kept["title"]) == ("ready", "Crew log")  # the parser's heading did not replace it
     assert (parsed["status"], parsed["title"]) == ("ready", "Glimmerwort field notes")
+    hits = client.post(
+        "/api/v1/search",
+        headers=headers,
+        json={"query": "glimmerwort beds weeded", "top_k": 5, "relevance_gate": False, "rerank": False},
+    ).json()["results"]
+    titles = {h["document_id"]: h["title"] for h in hits}
+    assert titles.get(kept["document_id"]) == "Crew log"  # what sources show is the title the person gave
+    assert titles.get(parsed["document_id"]) == "Glimmerwort field notes"
 
 
 def test_list_filters_and_cursor_paging(

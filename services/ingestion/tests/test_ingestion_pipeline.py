@@ -265,6 +265,8 @@ async def test_the_graph_topic_is_the_title_a_person_chose_else_the_parsed_one(
     await ingest(tmp_path, clients)
     graph = [r for name, r in clients.calls if name == "IngestChunks"]
     assert [r.title for r in graph] == [topic]
+    indexed = [c.title for name, r in clients.calls if name == "IndexChunks" for c in r.chunks]
+    assert indexed == (["Q3 figures"] * 2 if catalogued.title_given else ["", ""])  # else the parser's own
     ready = [r for name, r in clients.calls if name == "UpdateDocumentStatus" and status_name(r.status) == "ready"]
     assert ready[0].title == "T"  # the catalogue decides whether the parsed title replaces the one it has
 

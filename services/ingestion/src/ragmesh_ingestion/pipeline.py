@@ -282,8 +282,12 @@ class Ingestor:
         # version's graph waits until its chunks are swapped in, so that a run superseded by a newer upload
         # (refused at IndexChunks) never replaces the newer version's graph
         in_parallel = self.graph_enabled and not VERSION.get()
-        # the graph's topic is the document's title: one a person chose, else the one the parser found
+        # the graph's topic is the document's title: one a person chose, else the one the parser found; a chosen
+        # title is also its chunks' title (what sources show, and the lexical leg weighs as a heading)
         topic = document.title if document.title_given else parsed.title
+        if document.title_given:
+            for chunk in chunks:
+                chunk.title = document.title
         graph = asyncio.create_task(self._graph(document_id, user, chunks, topic)) if in_parallel else None
         try:
             await self._embed(document_id, user, chunks)
