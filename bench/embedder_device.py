@@ -6,7 +6,7 @@ Each configuration starts the real embedder service (`build_service`, the settin
 EMBEDDER_*) on loopback and embeds SciFact's corpus (title and text) and its 300 test queries through gRPC,
 `--call-size` texts per call and `--concurrency` calls in flight, as the ingestion workers and the gateway do.
 Reported per configuration: the device and precision the settings resolved (`auto` is the production default:
-cuda in fp16 where torch sees a GPU, else the CPU in fp32), passages per second, nDCG@10 of cosine ranking, and
+cuda where torch sees a GPU, else the CPU; fp32 unless EMBEDDER_FP16 or a `:fp16` suffix), passages per second, nDCG@10 of cosine ranking, and
 against the first configuration: the cosine between the two vectors of each text (min and mean) and the overlap
 of each query's top 10. A GPU is the point of the comparison; on a machine without one, `auto` is the CPU again.
 """

@@ -53,9 +53,11 @@ def auth(token: str) -> dict[str, str]:
 
 
 def upload(
-    client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None
+    client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None, title: str = ""
 ) -> httpx.Response:
     data = {"acl": json.dumps(acl)} if acl is not None else {}
+    if title:
+        data["title"] = title
     return client.post("/api/v1/documents", headers=auth(token), files={"file": (name, content)}, data=data)
 
 
@@ -84,7 +86,14 @@ def wait_document(
 
 def upload_ready(client: httpx.Client, token: str, path: Path) -> str:
     """Uploads a file and waits until it is ready; its document id."""
-    reply = upload(client, token, path.name, path.read_bytes())
+    return uploaded_ready(client, token, path.name, path.read_bytes())
+
+
+def uploaded_ready(
+    client: httpx.Client, token: str, name: str, content: bytes, acl: dict[str, Any] | None = None, title: str = ""
+) -> str:
+    """Uploads `content` as `name` (with `acl` and `title` when given) and waits until it is ready; its id."""
+    reply = upload(client, token, name, content, acl, title)
     assert reply.status_code == 202, reply.text
     doc = wait_document(client, token, reply.json()["document_id"])
     assert doc["status"] == "ready", doc

@@ -190,9 +190,7 @@ def test_an_uploads_title_is_kept_and_without_one_the_documents_heading_titles_i
 ) -> None:
     content = b"# Glimmerwort field notes\n\nThe glimmerwort beds were weeded on Tuesday by the north crew.\n"
     headers = auth(tokens["olga"])
-    titled = client.post(
-        "/api/v1/documents", headers=headers, files={"file": ("notes_v1.md", content)}, data={"title": "Crew log"}
-    )
+    titled = upload(client, tokens["olga"], "notes_v1.md", content, title="Crew log")
     untitled = upload(client, tokens["olga"], "notes_v2.md", content + b"\nSecond copy.\n")
     assert titled.status_code == untitled.status_code == 202, (titled.text, untitled.text)
     assert (titled.json()["title"], titled.json()["title_given"]) == ("Crew log", True)

@@ -4,7 +4,6 @@ page's topic entity), only by a user who may read it, and the search alone does 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 
 from ragmesh_dev.devstack import Stack
 
-from .conftest import auth, wait_document
+from .conftest import auth, uploaded_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -38,16 +37,7 @@ def tokens(mesh: Stack) -> dict[str, str]:
 
 def add(client: httpx.Client, token: str, title: str, text: str, departments: list[str]) -> str:
     """A plain-text upload: the parser titles it by its file name ("Orla_Penhallow.txt" → "Orla_Penhallow")."""
-    reply = client.post(
-        "/api/v1/documents",
-        headers=auth(token),
-        files={"file": (f"{title.replace(' ', '_')}.txt", text.encode())},
-        data={"acl": json.dumps({"departments": departments})},
-    )
-    assert reply.status_code == 202, reply.text
-    doc = wait_document(client, token, reply.json()["document_id"])
-    assert doc["status"] == "ready", doc
-    return str(doc["document_id"])
+    return uploaded_ready(client, token, f"{title.replace(' ', '_')}.txt", text.encode(), {"departments": departments})
 
 
 def found(

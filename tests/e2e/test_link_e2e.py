@@ -4,7 +4,6 @@ follows an ACL change and a deletion at the next search."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 
 from ragmesh_dev.devstack import Stack
 
-from .conftest import auth, wait_document
+from .conftest import auth, uploaded_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -37,16 +36,7 @@ def tokens(mesh: Stack) -> dict[str, str]:
 
 
 def add(client: httpx.Client, token: str, name: str, title: str, text: str, departments: list[str]) -> str:
-    reply = client.post(
-        "/api/v1/documents",
-        headers=auth(token),
-        files={"file": (f"link-{name}.md", text.encode())},
-        data={"title": title, "acl": json.dumps({"departments": departments})},
-    )
-    assert reply.status_code == 202, reply.text
-    doc = wait_document(client, token, reply.json()["document_id"])
-    assert doc["status"] == "ready", doc
-    return str(doc["document_id"])
+    return uploaded_ready(client, token, f"link-{name}.md", text.encode(), {"departments": departments}, title)
 
 
 def found(client: httpx.Client, token: str, linked: int = 1) -> list[str]:

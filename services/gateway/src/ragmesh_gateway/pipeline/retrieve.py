@@ -209,7 +209,9 @@ class Retrieve(Step):
             seeding = self.graph_seed_passages if asked is None else asked
             placement = getattr(state.request, "graph_placement", None) or self.graph_placement
             seeds: list[graph_pb2.ChunkRef] = []
-            if seeding or placement == "after":  # HippoRAG 2 style: the top passages seed the walk too
+            # the two-leg search first: its top passages seed the walk too (HippoRAG 2 style), and placed after, its
+            # order is the answer's
+            if seeding or placement == "after":
                 found = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
                 seeds = [
                     graph_pb2.ChunkRef(document_id=r.chunk.document_id, chunk_id=r.chunk.chunk_id)
