@@ -50,6 +50,7 @@ from answer import F1_WRONG, contains_gold, exact_match, token_f1  # noqa: E402
 from ragmesh_answerer import relation  # noqa: E402
 from ragmesh_answerer.config import Settings  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
+from ragmesh_common.text import questions  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
 from ragmesh_gateway.pipeline.agentic import resolved_question  # noqa: E402
 
@@ -57,15 +58,19 @@ UNANSWERABLE = frozenset({"offtopic", "neartopic"})
 
 
 def override(assignments: list[str]) -> dict[str, float | bool]:
-    """Applies `NAME=VALUE` to `relation`'s module constants (numbers and booleans only); returns what was set."""
+    """Applies `NAME=VALUE` to the module constants (numbers and booleans only) of `relation`, else of the
+    question parser (`SYNONYM_SENSES`); returns what was set."""
     applied: dict[str, float | bool] = {}
     for item in assignments:
         name, sep, raw = item.partition("=")
-        current = getattr(relation, name, None)
+        module = relation if hasattr(relation, name) else questions
+        current = getattr(module, name, None)
         if not sep or not name.isupper() or isinstance(current, str) or not isinstance(current, int | float):
-            raise SystemExit(f"--set {item!r}: not a numeric or boolean constant of ragmesh_answerer.relation")
+            raise SystemExit(f"--set {item!r}: not a numeric or boolean constant of relation or text.questions")
         value: float | bool = raw.lower() in ("1", "true", "yes") if isinstance(current, bool) else float(raw)
-        setattr(relation, name, value)
+        if isinstance(current, int) and not isinstance(current, bool):
+            value = int(value)
+        setattr(module, name, value)
         applied[name] = value
     return applied
 

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ragmesh_common.text import questions
 from ragmesh_common.text.numbers import has_date, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question, question_type
 from ragmesh_common.text.sentences import sentence_spans, split_sentences
-from ragmesh_common.text.words import MAX_SPECIFICITY, MIN_SPECIFICITY, content_words, related, specificity, stem
+from ragmesh_common.text.words import (
+    MAX_SPECIFICITY,
+    MIN_SPECIFICITY,
+    content_words,
+    related,
+    same_sense,
+    specificity,
+    stem,
+)
 
 
 def test_content_words_drop_stop_words_and_keep_numbers() -> None:
@@ -112,3 +123,24 @@ def test_specificity_weighs_rare_words_above_common_ones() -> None:
     assert specificity("the") == MIN_SPECIFICITY
     assert specificity("xqzvbnw") == MAX_SPECIFICITY  # unknown to the list: a name, a misspelling
     assert specificity("team", "zz") == 1.0  # a language without a frequency list: every word the same
+
+
+def test_a_sentence_that_says_a_question_term_in_other_words_covers_it() -> None:
+    """WordNet synonyms in their commonest senses count as the question's word (inflections found by WordNet)."""
+    assert same_sense("sent", "shipped", 2) and same_sense("founded", "established", 2)
+    assert same_sense("died", "perished", 2)
+    assert not same_sense("sent", "painted", 2) and not same_sense("founded", "closed", 2)
+    assert not same_sense("sent", "shipped", 0)  # 0 senses: stems and word families only
+    question = Question.parse("Where was Tesla's property sent?")
+    assert question.coverage("Tesla's entire estate was shipped to Belgrade")[2] == ["sent"]
+    assert question.coverage("Tesla's entire estate was painted in Belgrade")[2] == []
+    assert question.says("shipped") and not question.says("painted")
+    established = Question.parse("When was the company founded?")
+    assert established.coverage("The company was established in 1911.")[2] == ["company", "founded"]
+
+
+def test_synonyms_with_the_parser_setting_off_are_only_word_families(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(questions, "SYNONYM_SENSES", 0)
+    question = Question.parse("Where was Tesla's property sent?")
+    assert question.coverage("Tesla's entire estate was shipped to Belgrade")[2] == []
+    assert not question.says("shipped")

@@ -15,6 +15,7 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Reader, load_model
 from ragmesh_common.config import ConfigError
 from ragmesh_common.errors import Unavailable
+from ragmesh_common.text import questions
 from ragmesh_common.text.questions import AnswerType, Question
 
 IBM = (
@@ -103,6 +104,34 @@ def test_a_derived_word_of_the_question_covers_it(reader: Reader) -> None:
     assert check(reader, "When was penicillin discovered?", "1928", source)
     # nothing about a patent: no extracted answer
     assert reader.extract(Question.parse("When was penicillin patented?"), reader.sentences([source])) is None
+
+
+TESLA = (
+    "In 1952, following pressure from his nephew, Tesla's entire estate was shipped to Belgrade in 80 trunks.",
+    "Nikola Tesla",
+)
+
+
+def test_a_sentence_that_says_the_questions_word_in_other_words_answers_it(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WordNet synonyms ("sent" / "shipped") count as the question's word (`questions.SYNONYM_SENSES`)."""
+    assert check(reader, "Where was Tesla's property sent?", "Belgrade", TESLA)
+    best = reader.candidates(Question.parse("Where was Tesla's property sent?"), reader.sentences([TESLA]))
+    assert best and best[0].text == "Belgrade"
+    assert not check(reader, "Where was Tesla's property painted?", "Belgrade", TESLA)  # no word of painting
+    monkeypatch.setattr(questions, "SYNONYM_SENSES", 0)
+    assert not check(reader, "Where was Tesla's property sent?", "Belgrade", TESLA)  # stems alone: not about it
+
+
+def test_a_where_question_is_answered_by_a_phrase_a_place_preposition_governs(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = ("Much of the work of the Scottish Parliament is done in committee.", "Scottish Parliament")
+    assert check(reader, "Where is much of the work of the Scottish Parliament done?", "committee", source)
+    assert not check(reader, "Where is much of the work of the Scottish Parliament done?", "work", source)
+    monkeypatch.setattr(relation, "PLACE_PHRASES", False)
+    assert not check(reader, "Where is much of the work of the Scottish Parliament done?", "committee", source)
 
 
 BANDS = (

@@ -35,10 +35,11 @@ from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
 from ragmesh_common.metrics import count_generation
 from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
+from ragmesh_common.text import questions
 from ragmesh_common.text.numbers import number_supported, numbers
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import sentence_spans
-from ragmesh_common.text.words import specificity
+from ragmesh_common.text.words import same_sense, specificity
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -112,10 +113,11 @@ class Answerer:
         self.reader = reader
 
     async def load_reader(self) -> None:
-        """Loads the spaCy pipeline and the word frequencies of the term weights once (in a thread: it takes
-        seconds); the service is SERVING only after."""
+        """Loads the spaCy pipeline, the word frequencies of the term weights and WordNet (synonyms of the
+        question's terms) once (in a thread: it takes seconds); the service is SERVING only after."""
         if self.reader is None:
             await asyncio.to_thread(specificity, "the")
+            await asyncio.to_thread(same_sense, "answer", "reply", questions.SYNONYM_SENSES)
             nlp = await asyncio.to_thread(load_model, self.settings.spacy_model)
             self.reader = Reader(nlp, self.settings.answer_min_confidence)
 

@@ -271,7 +271,7 @@ class Reader:
             cov = _coverage_either(question, about, sentence.context)
             if cov <= 0 or (require_relation and _missing_either(question, about, sentence.context)):
                 continue
-            anchors = [t.i for t in doc if _is_key(t, keys)]
+            anchors = [t.i for t in doc if _is_key(t, keys) or question.says(t.text)]
             fillers = role_fillers(doc, wanted)
             pairs = _pair_share(doc, asking) if asking is not None else 0.0
             seen: set[tuple[int, int]] = set()
@@ -424,7 +424,7 @@ class Reader:
             piece = doc.char_span(start, end, alignment_mode="expand")
             if piece is None:
                 continue
-            anchors = [t.i for t in doc if _is_key(t, keys)]
+            anchors = [t.i for t in doc if _is_key(t, keys) or question.says(t.text)]
             label = _label_of(doc, piece.start, piece.end)
             tie = _tie(doc, range(piece.start, piece.end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
             typed = _typed(question, label, piece)
@@ -729,10 +729,27 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
 NORP_MODIFIER_NO_WHO = True
 
 
+# A where-question is also answered by a noun phrase a place preposition governs ("done *in committee*", "sent *to
+# the front*"), not only by a named place.
+PLACE_PHRASES = True
+_PLACE_PREPOSITIONS = frozenset({"in", "at", "on", "into", "onto", "near", "within", "inside", "throughout", "to"})
+
+
+def _place_phrase(kind: AnswerType, label: str, piece: Any) -> bool:
+    root = piece.root
+    return (
+        PLACE_PHRASES
+        and kind is AnswerType.PLACE
+        and label == "NP"
+        and root.dep_ == "pobj"
+        and root.head.lower_ in _PLACE_PREPOSITIONS
+    )
+
+
 def _typed(question: Question, label: str, piece: Any) -> bool:
     """The span (`piece`, with its NER label) is of the kind the question asks for, and one of its options."""
     return (
-        _of_type(question.answer_type, label, piece.text)
+        (_of_type(question.answer_type, label, piece.text) or _place_phrase(question.answer_type, label, piece))
         and question.offers(piece.text)
         and not _describes_someone(question.answer_type, label, piece)
     )

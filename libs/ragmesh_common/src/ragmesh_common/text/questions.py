@@ -7,7 +7,8 @@ asks with a leading verb and no wh-word or alternative ("Are X and Y both film d
 one?", "Ist X …?") → `YES_NO`, which no span of a document answers as such; anything else `OTHER`
 (English, German, French). `Question.parse` adds the key terms: names (lower-cased words of the names the
 question states), acronyms (all caps, which also match the words they abbreviate) and focus terms (the
-other content words, compared by stem and word family: "government" matches "governed"); `coverage` and
+other content words, compared by stem and word family: "government" matches "governed", and by WordNet sense:
+"shipped" matches "sent", `SYNONYM_SENSES`); `coverage` and
 `missing_key_terms` say how much of the question a text mentions. `options` are the alternatives a question
 offers at its end ("Which band was formed first, The Exies or Circus Diablo?", "Is it abstract or
 concrete?"): its answer is one of them (`offers`).
@@ -23,7 +24,11 @@ import re2
 
 from ragmesh_common.text.names import acronym_in, names
 from ragmesh_common.text.numbers import strip_numbers
-from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, related, stem, words
+from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, related, same_sense, stem, words
+
+# A focus term also counts as found when a word of the text can mean the same (`words.same_sense` in the words'
+# `SYNONYM_SENSES` commonest senses: "shipped" for "sent", "established" for "founded"); 0: stems and families only.
+SYNONYM_SENSES = 2
 
 
 def _family_in(root: str, stems: set[str]) -> bool:
@@ -227,8 +232,16 @@ class Question:
         text_stems = {stem(w) for w in text_words}
         entities = [e for e in self.entities if e in text_words or stem(e) in text_stems]
         acronyms = [a for a in self.acronyms if a.lower() in text_words or acronym_in(a, text)]
-        focus = [f for f in self.focus if _family_in(stem(f), text_stems)]
+        focus = [f for f in self.focus if _family_in(stem(f), text_stems) or self._synonym_in(f, text_words)]
         return entities, acronyms, focus
+
+    def _synonym_in(self, term: str, text_words: set[str]) -> bool:
+        return any(same_sense(term, w, SYNONYM_SENSES) for w in text_words if w not in STOP_WORDS)
+
+    def says(self, word: str) -> bool:
+        """`word` may mean one of the focus terms (`SYNONYM_SENSES`; a word of their family is a key stem already)."""
+        w = word.lower()
+        return any(same_sense(f, w, SYNONYM_SENSES) for f in self.focus)
 
     def missing_key_terms(self, text: str) -> list[str]:
         """Why `text` is not about the question ([] when it is): the key terms it lacks, if too many."""

