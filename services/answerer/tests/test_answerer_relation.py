@@ -134,6 +134,25 @@ def test_a_where_question_is_answered_by_a_phrase_a_place_preposition_governs(
     assert not check(reader, "Where is much of the work of the Scottish Parliament done?", "committee", source)
 
 
+FILM = (
+    ("Spider-Man is a 2002 American superhero film directed by Sam Raimi.", "Spider-Man (2002 film)"),
+    ("Samuel Raimi (born October 23, 1959) is an American filmmaker.", "Sam Raimi"),
+    ("Tobey Maguire (born June 27, 1975) is an American actor.", "Tobey Maguire"),
+)
+
+
+def test_a_page_another_source_names_is_read_in_that_sources_context(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Multi-hop: the film's page names "Sam Raimi", so the page titled "Sam Raimi" is about the film's director
+    and states when he was born; the actor's page, which no source names, is not (`BRIDGE_CONTEXT`)."""
+    question = "When was the director of the 2002 film Spider-Man born?"
+    assert check(reader, question, "October 23, 1959", *FILM)
+    assert not check(reader, question, "June 27, 1975", *FILM)
+    monkeypatch.setattr(relation, "BRIDGE_CONTEXT", False)
+    assert not check(reader, question, "October 23, 1959", *FILM)
+
+
 BANDS = (
     ("The Exies are an American rock band formed in 1997 in Los Angeles.", "The Exies"),
     ("Circus Diablo was an American rock band formed in 2006 by Billy Duffy.", "Circus Diablo"),

@@ -59,6 +59,7 @@ import re2
 
 from ragmesh_answerer import comparison, span_model
 from ragmesh_answerer.grounding import clean_sentence
+from ragmesh_answerer.prompting import SECTION_SEPARATOR
 from ragmesh_common.text.names import names
 from ragmesh_common.text.numbers import NumberToken, has_date, names_month, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
@@ -248,7 +249,7 @@ class Reader:
                 if heading:
                     context = f"{heading}\n{context}"
                 found.append(Sentence(i, s, e, sentence, context))
-        return found
+        return _bridged(found, sources) if BRIDGE_CONTEXT else found
 
     def candidates(
         self,
@@ -635,6 +636,32 @@ def _points_elsewhere(doc: Any, start: int) -> bool:
     """A phrase led by a demonstrative ("this period", "that year") refers to something said elsewhere: it is no
     answer by itself."""
     return POINTING_SPANS and doc[start].lower_ in _DEMONSTRATIVES and doc[start].dep_ == "det"
+
+
+# Multi-hop: a source whose title (its heading's first part) another source's sentence names ("… directed by *Sam Raimi*" → the page "Sam
+# Raimi") is read in that sentence's context too, so its sentences can be about what the naming sentence is about.
+BRIDGE_CONTEXT = True
+_BRIDGE_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def _bridged(found: list[Sentence], sources: Sequence[tuple[str, str]]) -> list[Sentence]:
+    titles = [_BRIDGE_QUALIFIER.sub("", heading.split(SECTION_SEPARATOR)[0]).strip() for _, heading in sources]
+    bridges: dict[int, list[str]] = {}
+    for i, name in enumerate(titles):
+        if len(name) < 3 or not any(c.isupper() for c in name):
+            continue
+        pattern = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
+        naming = [x.text for x in found if titles[x.source_index] != name and pattern.search(x.text)]
+        if naming:
+            bridges[i] = list(dict.fromkeys(naming))[:2]
+    if not bridges:
+        return found
+    return [
+        dataclasses.replace(x, context=" ".join([*bridges[x.source_index], x.context]))
+        if x.source_index in bridges
+        else x
+        for x in found
+    ]
 
 
 def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
