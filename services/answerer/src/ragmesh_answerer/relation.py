@@ -641,7 +641,7 @@ def _points_elsewhere(doc: Any, start: int) -> bool:
 # Multi-hop: a source whose title (its heading's first part) another source's sentence names ("… directed by *Sam Raimi*" → the page "Sam
 # Raimi") is read in that sentence's context too, so its sentences can be about what the naming sentence is about.
 BRIDGE_CONTEXT = True
-_BRIDGE_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
+_BRIDGE_QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any heading
 
 
 def _bridged(found: list[Sentence], sources: Sequence[tuple[str, str]]) -> list[Sentence]:
