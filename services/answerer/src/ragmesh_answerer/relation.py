@@ -60,7 +60,7 @@ import re2
 from ragmesh_answerer import comparison, span_model
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_answerer.prompting import SECTION_SEPARATOR
-from ragmesh_common.text.names import names
+from ragmesh_common.text.names import names, without_qualifier
 from ragmesh_common.text.numbers import NumberToken, has_date, names_month, number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
@@ -638,14 +638,14 @@ def _points_elsewhere(doc: Any, start: int) -> bool:
     return POINTING_SPANS and doc[start].lower_ in _DEMONSTRATIVES and doc[start].dep_ == "det"
 
 
-# Multi-hop: a source whose title (its heading's first part) another source's sentence names ("… directed by *Sam Raimi*" → the page "Sam
-# Raimi") is read in that sentence's context too, so its sentences can be about what the naming sentence is about.
+# Multi-hop: a source whose title (its heading's first part) another source's sentence names ("… directed by
+# *Sam Raimi*" → the page "Sam Raimi") is read in that sentence's context too, so its sentences can be about what
+# the naming sentence is about.
 BRIDGE_CONTEXT = True
-_BRIDGE_QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any heading
 
 
 def _bridged(found: list[Sentence], sources: Sequence[tuple[str, str]]) -> list[Sentence]:
-    titles = [_BRIDGE_QUALIFIER.sub("", heading.split(SECTION_SEPARATOR)[0]).strip() for _, heading in sources]
+    titles = [without_qualifier(heading.split(SECTION_SEPARATOR)[0]).strip() for _, heading in sources]
     bridges: dict[int, list[str]] = {}
     for i, name in enumerate(titles):
         if len(name) < 3 or not any(c.isupper() for c in name):

@@ -4,18 +4,27 @@
 (IBM, McKinsey) or followed by another capitalised word (Jane Miller). `capitalised(text)`: every capitalised
 content word, the start included. `name_supported(name, words, text)`: every part of the name is a word of
 the evidence (by stem, same initial), or an acronym whose letters start consecutive words of it
-(CEO = chief executive officer).
+(CEO = chief executive officer). `without_qualifier(title)`: a title without its trailing "(…)" qualifier
+("Kiss and Tell (1945 film)" → "Kiss and Tell").
 """
 
 from __future__ import annotations
 
 import re
 
+import re2
+
 from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, stem, words
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _NOT_NAMES = frozenset(["answer", "quote", "quotes"])
+_QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any title
+
+
+def without_qualifier(title: str) -> str:
+    """`title` without a trailing "(…)" qualifier and the spaces around it."""
+    return str(_QUALIFIER.sub("", title))
 
 
 def names(text: str) -> list[str]:

@@ -236,7 +236,7 @@ class Question:
         return entities, acronyms, focus
 
     def _synonym_in(self, term: str, text_words: set[str]) -> bool:
-        return any(same_sense(term, w, SYNONYM_SENSES) for w in text_words if w not in STOP_WORDS)
+        return any(same_sense(term, w, SYNONYM_SENSES) for w in text_words)  # stop words have no senses
 
     def says(self, word: str) -> bool:
         """`word` may mean one of the focus terms (`SYNONYM_SENSES`; a word of their family is a key stem already)."""

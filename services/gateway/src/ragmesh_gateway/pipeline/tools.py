@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import re2
 from grpc import aio
 from opentelemetry import trace
 
@@ -28,6 +27,7 @@ from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_common.text.entities import spot
+from ragmesh_common.text.names import without_qualifier
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.pipeline.state import RequestState
 
@@ -40,7 +40,6 @@ FETCH_DOCUMENTS = 2  # documents of one call
 FETCH_TITLES = 16  # titles asked for in one call
 NEIGHBOURS = 10  # graph relations asked for
 
-_QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any title
 _COMMA_QUALIFIER = re.compile(r",.*$", re.DOTALL)
 _PUNCTUATION = re.compile(r"[\W_]+")
 
@@ -48,7 +47,7 @@ _PUNCTUATION = re.compile(r"[\W_]+")
 def title_key(title: str) -> str:
     """A title as FetchSection matches it: lower case, without a trailing "(…)" or ", …" qualifier, punctuation
     as spaces."""
-    return _PUNCTUATION.sub(" ", _COMMA_QUALIFIER.sub("", _QUALIFIER.sub("", title)).lower()).strip()
+    return _PUNCTUATION.sub(" ", _COMMA_QUALIFIER.sub("", without_qualifier(title)).lower()).strip()
 
 
 _APOSTROPHE_GAP = ("' ", "’ ")  # "Dunkin' Brands": a name the spotter cuts at its apostrophe
