@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -21,3 +22,22 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+SQUAD_PARAGRAPHS = (
+    ("IBM_0", "IBM", "IBM was founded in 1911 in Endicott, New York. It was renamed in 1924."),
+    ("Kodak_0", "Kodak", "Kodak was founded in 1888 by George Eastman in Rochester."),
+)
+
+
+def write_squad(root: Path, questions: list[tuple[str, str, str, str]]) -> None:
+    """A two-paragraph SQuAD folder in the shared data's layout (`root`/squad_v1.1_dev) with `questions`:
+    (id, text, answer, the id of the paragraph that answers it)."""
+    data = root / "squad_v1.1_dev"
+    (data / "qrels").mkdir(parents=True)
+    rows = [json.dumps({"_id": pid, "title": title, "text": text}) for pid, title, text in SQUAD_PARAGRAPHS]
+    (data / "corpus.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    queries = [json.dumps({"_id": qid, "text": text, "answers": [answer]}) for qid, text, answer, _ in questions]
+    (data / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    qrels = "".join(f"{qid}\t{pid}\t1\n" for qid, _, _, pid in questions)
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels, encoding="utf-8")

@@ -4,33 +4,24 @@ what the answerer loads (the adapter's names match the base model's layers; a mi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
-from bench_modules import load_bench
+from bench_modules import load_bench, write_squad
 
 qa = load_bench("qa_reader")
 
 
 def _squad(root: Path, ids: dict[str, str]) -> None:
-    data = root / "squad_v1.1_dev"
-    (data / "qrels").mkdir(parents=True)
-    paragraphs = [
-        ("IBM_0", "IBM", "IBM was founded in 1911 in Endicott, New York. It was renamed in 1924."),
-        ("Kodak_0", "Kodak", "Kodak was founded in 1888 by George Eastman in Rochester."),
-    ]
-    rows = [json.dumps({"_id": pid, "title": title, "text": text}) for pid, title, text in paragraphs]
-    (data / "corpus.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    questions = [
-        {"_id": ids["fit"], "text": "When was IBM founded?", "answers": ["1911"]},
-        {"_id": ids["validate"], "text": "Who founded Kodak?", "answers": ["George Eastman"]},
-        {"_id": ids["reporting"], "text": "When was Kodak founded?", "answers": ["1888"]},
-    ]
-    (data / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n", encoding="utf-8")
-    qrels = [f"{ids['fit']}\tIBM_0\t1", f"{ids['validate']}\tKodak_0\t1", f"{ids['reporting']}\tKodak_0\t1"]
-    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n", encoding="utf-8")
+    write_squad(
+        root,
+        [
+            (ids["fit"], "When was IBM founded?", "1911", "IBM_0"),
+            (ids["validate"], "Who founded Kodak?", "George Eastman", "Kodak_0"),
+            (ids["reporting"], "When was Kodak founded?", "1888", "Kodak_0"),
+        ],
+    )
 
 
 def _ids() -> dict[str, str]:

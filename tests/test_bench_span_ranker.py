@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
-from bench_modules import load_bench
+from bench_modules import load_bench, write_squad
 
 ranker = load_bench("span_ranker")
 
@@ -45,24 +44,9 @@ def test_the_logistic_fit_separates_and_keeps_its_bias() -> None:
     assert w[-1] < 0  # the bias: at x = 0 the answer is wrong
 
 
-def _squad(root: Path, qid: str) -> None:
-    """A two-paragraph SQuAD folder in the shared data's layout, with one question."""
-    data = root / "squad_v1.1_dev"
-    (data / "qrels").mkdir(parents=True)
-    paragraphs = [
-        ("IBM_0", "IBM", "IBM was founded in 1911 in Endicott, New York. It was renamed in 1924."),
-        ("Kodak_0", "Kodak", "Kodak was founded in 1888 by George Eastman in Rochester."),
-    ]
-    rows = [json.dumps({"_id": pid, "title": title, "text": text}) for pid, title, text in paragraphs]
-    (data / "corpus.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    question = {"_id": qid, "text": "When was IBM founded?", "answers": ["1911"]}
-    (data / "queries.jsonl").write_text(json.dumps(question) + "\n", encoding="utf-8")
-    (data / "qrels" / "test.tsv").write_text(f"query-id\tcorpus-id\tscore\n{qid}\tIBM_0\t1\n", encoding="utf-8")
-
-
 def test_a_built_question_holds_its_labelled_candidates_and_the_hand_set_decision(tmp_path: Path) -> None:
     qid = next(f"q{i}" for i in range(100) if ranker.half(f"q{i}") == "tuning")  # the reporting half is never read
-    _squad(tmp_path, qid)
+    write_squad(tmp_path, [(qid, "When was IBM founded?", "1911", "IBM_0")])
     args = argparse.Namespace(
         questions=10,
         sources=2,
