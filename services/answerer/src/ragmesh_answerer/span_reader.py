@@ -159,7 +159,5 @@ class SpanReader:
             start = logits[row, :, 0].tolist()
             end = logits[row, :, 1].tolist()
             offsets = [tuple(encoded["offset_mapping"][row][i].tolist()) for i in context]
-            windows.setdefault(source, []).append(
-                Window(offsets, context[0], start, end, start[0] + end[0])
-            )
+            windows.setdefault(source, []).append(Window(offsets, context[0], start, end, start[0] + end[0]))
         return Reading(windows)
