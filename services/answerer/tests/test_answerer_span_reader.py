@@ -90,3 +90,17 @@ def test_check_compares_a_given_answer_with_the_best_span_by_reading_too(
     assert reader.check(question, "1924", sentences, reading).accepted
     monkeypatch.setattr(relation, "READING_CHECK", False)  # off: the hand-set check, as without a reading
     assert not reader.check(question, "1924", sentences, reading).accepted
+
+
+def test_check_accepts_what_the_reader_reads_best_where_no_sentence_covers_the_question(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = Question.parse("How many people work there?")  # no word of IBM's sentences but "there"
+    sentences = reader.sentences([(IBM, "IBM")])
+    reading = spans.read(question.text, [IBM])
+    assert reader.check(question, "288,000", sentences, reading).accepted
+    assert not reader.check(question, "1911", sentences, reading).accepted  # not what the reader reads
+    assert not reader.check(question, "288,000", sentences).accepted  # without the reader: nothing covers it
+    monkeypatch.setattr(relation, "READING_RESCUE_MIN", 1e9)  # the rule off
+    refused = reader.check(question, "288,000", sentences, reading)
+    assert not refused.accepted and refused.reason == "no evidence sentence is about the question"
