@@ -104,3 +104,11 @@ def test_check_accepts_what_the_reader_reads_best_where_no_sentence_covers_the_q
     monkeypatch.setattr(relation, "READING_RESCUE_MIN", 1e9)  # the rule off
     refused = reader.check(question, "288,000", sentences, reading)
     assert not refused.accepted and refused.reason == "no evidence sentence is about the question"
+
+
+def test_no_sources_and_a_very_long_question_are_read_without_error(spans: SpanReader) -> None:
+    assert spans.read("Who founded IBM?", []).windows == {}
+    long_question = "Who founded IBM? " + "Please answer with care and precision. " * 80  # far over a window
+    reading = spans.read(long_question, [IBM])
+    start = IBM.index("Charles Flint")
+    assert reading.score(0, start, start + len("Charles Flint")) is not None

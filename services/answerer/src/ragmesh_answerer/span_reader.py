@@ -26,6 +26,7 @@ ADAPTER = Path(__file__).resolve().parent / "data" / "span_reader.safetensors"
 MAX_LENGTH = 320  # tokens of question + source per window (as fitted)
 STRIDE = 96  # tokens two windows of a long source share
 MAX_ANSWER_TOKENS = 30  # the longest span `best` considers
+MAX_QUESTION_TOKENS = 64  # a longer question is cut to its first 64 tokens for reading
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,11 @@ class SpanReader:
         """The logits of every window of every source for `question`."""
         torch = self._torch
         windows: dict[int, list[Window]] = {}
+        if not sources:
+            return Reading({})
+        pieces = self._tokenizer.tokenize(question)
+        if len(pieces) > MAX_QUESTION_TOKENS:  # a long question would leave no room for the source in a window
+            question = self._tokenizer.convert_tokens_to_string(pieces[:MAX_QUESTION_TOKENS])
         encoded = self._tokenizer(
             [question] * len(sources),
             list(sources),
@@ -141,8 +147,6 @@ class SpanReader:
             padding=True,
             return_tensors="pt",
         )
-        if not len(sources):
-            return Reading({})
         with torch.no_grad():
             hidden = self._model(
                 input_ids=encoded["input_ids"],
