@@ -5,6 +5,7 @@ changed source is never served, `cache: false` bypasses it, and only verified an
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -291,6 +292,31 @@ def test_a_hit_through_the_api_says_so_and_matches_the_spec(tmp_path: Path, flus
     for alice in client_for(tmp_path, mesh, flushed, "alice"):
         again = alice.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()
         assert again["cache_hit"] is False and mesh.answers == 4
+
+
+class CloseMesh(CacheMesh):
+    """An embedder that cannot tell "when" from "where" nor one year from another (MiniLM puts "When was IBM
+    founded?" and "Where was IBM founded?" above the 0.95 cosine of a hit)."""
+
+    async def _embed(self, request: embedder_pb2.EmbedRequest, **_: Any) -> embedder_pb2.EmbedResponse:
+        text = re.sub(r"\d", "#", request.texts[0].lower().rstrip("?").replace("where", "when"))
+        return embedder_pb2.EmbedResponse(vectors=[embedder_pb2.Vector(values=vec(hash(text) % 1000))])
+
+
+def test_a_question_asking_for_another_kind_of_answer_or_other_numbers_never_borrows_an_answer(
+    tmp_path: Path, flushed: str
+) -> None:
+    mesh = CloseMesh(VERIFIED)
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        alice.post("/api/v1/chat", json={"question": "When was IBM founded?"})
+        assert alice.post("/api/v1/chat", json={"question": "when was IBM founded"}).json()["cache_hit"] is True
+        where = alice.post("/api/v1/chat", json={"question": "Where was IBM founded?"}).json()
+        assert where["cache_hit"] is False and mesh.answers == 2  # a place is asked for, not a date
+        alice.post("/api/v1/chat", json={"question": "How many employees did IBM have in 2019?"})
+        other_year = alice.post("/api/v1/chat", json={"question": "How many employees did IBM have in 2020?"}).json()
+        assert other_year["cache_hit"] is False and mesh.answers == 4
+        same_year = alice.post("/api/v1/chat", json={"question": "How many employees did IBM have in 2019"}).json()
+        assert same_year["cache_hit"] is True and mesh.answers == 4
 
 
 def test_the_ingestion_backlog_is_the_broker_queue_length_for_admins_only(tmp_path: Path, flushed: str) -> None:

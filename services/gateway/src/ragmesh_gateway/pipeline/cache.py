@@ -24,6 +24,8 @@ from redis.exceptions import RedisError
 
 from ragmesh.embedder.v1 import embedder_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common.text.numbers import numbers
+from ragmesh_common.text.questions import Question
 from ragmesh_gateway.cache import SemanticCache, option_key
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest
@@ -42,6 +44,16 @@ def request_options(request: ChatRequest) -> dict[str, Any]:
     """Every option of the chat that changes its answer (filters, document ids, levels, mode, model, ...): a
     field added to ChatRequest is part of the key unless named in NOT_OPTIONS."""
     return request.model_dump(mode="json", exclude=set(NOT_OPTIONS))
+
+
+def asks(question: str) -> dict[str, Any]:
+    """What an embedding cannot tell apart in two close questions, so part of the bucket: the kind of answer the
+    question asks for ("When was IBM founded?" and "Where was IBM founded?" embed at a cosine above 0.95) and the
+    numbers it names (a question about 2019 never borrows the answer about 2020)."""
+    return {
+        "asks": Question.parse(question).answer_type.value,
+        "numbers": sorted({round(n.value, 6) for n in numbers(question)}),
+    }
 
 
 def cache_wanted(state: RequestState, cache: SemanticCache | None) -> bool:
@@ -77,6 +89,7 @@ class CacheLookup(Step):
         options = request_options(state.request)
         if state.language:  # Accept-Language changes how a short question is searched
             options["language"] = state.language
+        options.update(asks(state.query))
         state.cache_bucket = option_key(options)
         span = trace.get_current_span()
         try:
