@@ -201,7 +201,6 @@ def build(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "question": question,
                 "typed": typed,
                 "reading": reading,
-                "best_reading": reading.best(),
                 "labels": [
                     (
                         max((exact_match(s.text, g) for g in golds), default=0.0),
@@ -250,7 +249,7 @@ def tune(args: argparse.Namespace) -> None:
         ranked = relation.read(row["typed"], row["reading"], weight)
         z = relation.abstain_logit(row["question"], ranked)
         score, gap = relation.reading_features(ranked, row["reading"])
-        index = row["typed"].index(next(s for s in row["typed"] if s == ranked[0]))
+        index = row["typed"].index(ranked[0])  # its labels' place (spans compare by value)
         feats.append([z, score, gap])
         labels.append(float(row["labels"][index][2]))
         chosen.append((row, index))

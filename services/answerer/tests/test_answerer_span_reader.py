@@ -56,7 +56,7 @@ def test_a_score_is_the_best_over_the_windows_of_a_long_source(spans: SpanReader
     assert len(reading.windows[0]) > 1
     start = text.index("Charles Flint")
     flint = reading.score(0, start, start + len("Charles Flint"))
-    assert flint is not None and flint == reading.best()
+    assert flint is not None and flint == reading.best
     assert reading.score(5, 0, 4) is None  # a source that was not read
 
 
@@ -72,6 +72,26 @@ def test_extract_weighs_the_reading_and_can_be_switched_off(spans: SpanReader, r
     assert found is not None and found.text == "Charles Flint"
     # without a reading (the reader off or failed) the learned ranking decides alone: no reading scores
     assert all(s.reading == 0.0 for s in reader.ranked(question, sentences))
+
+
+def test_the_reading_moves_the_order_and_the_decision(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "IBM was founded in 1911 in Endicott, New York, as the Computing-Tabulating-Recording Company."
+    question = Question.parse("In which city was IBM founded?")
+    sentences = reader.sentences([(text, "IBM history")])
+    reading = spans.read(question.text, [text])
+    # the learned ranking alone is not confident enough to answer; with the reading it answers the city
+    assert reader.extract(question, sentences) is None
+    found = reader.extract(question, sentences, reading)
+    assert found is not None and found.text == "Endicott"
+    # the order follows the reading as its weight grows
+    monkeypatch.setattr(relation, "READING_WEIGHT", 100.0)
+    ranked = reader.ranked(question, sentences, reading)
+    assert [s.reading for s in ranked] == sorted((s.reading for s in ranked), reverse=True)
+    assert reader.weighs_reading(question)
+    assert not reader.weighs_reading(Question.parse("Did Tesla die in 1943?"))  # yes or no
+    assert not reader.weighs_reading(Question.parse("Which was founded first, IBM or Kodak?"))
 
 
 def test_check_compares_a_given_answer_with_the_best_span_by_reading_too(

@@ -176,7 +176,11 @@ class Answerer:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
         # a multi-step answer's last question, its bridge filled, says what the answer must be tied to
         question = Question.parse(request.resolved_question or request.question)
-        reading = await self._read(request.resolved_question or request.question, request.sources)
+        reading = (
+            await self._read(request.resolved_question or request.question, request.sources)
+            if self.reader.weighs_reading(question)
+            else None
+        )
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences, reading)

@@ -358,6 +358,12 @@ class Reader:
         needed = self.min_confidence if self.min_confidence is not None else min_confidence(reading is not None)
         return best if confidence(question, typed, reading) >= needed else None
 
+    @staticmethod
+    def weighs_reading(question: Question) -> bool:
+        """Does `extract` weigh a reading for this question? Not for a choice (`choose` decides) nor a yes/no
+        question (no span is of its type): the caller need not read the sources then."""
+        return READING and not question.options and question.answer_type is not AnswerType.YES_NO
+
     def ranked(self, question: Question, sentences: Sequence[Sentence], reading: Reading | None = None) -> list[Span]:
         """The candidates of the asked type, best first: by the learned logit, plus `READING_WEIGHT` × the reading
         score with `reading`."""
@@ -424,17 +430,17 @@ class Reader:
             return Check(False, "the question asks yes or no, which no span of the evidence states")
         if _restates_not_chosen(question, answer, question.key_stems(), numbers(question.text)):
             return Check(False, "it only restates the question: it adds nothing that answers it")
-        reads = reading is not None and READING and READING_CHECK
-        learned = LEARNED_RANKING and (LEARNED_CHECK or reads)
+        reads = reading if READING and READING_CHECK else None  # the reading the check weighs, if any
+        learned = LEARNED_RANKING and (LEARNED_CHECK or reads is not None)
         candidates = self.candidates(question, sentences, CHECK_REQUIRES_RELATION, learned=learned)
-        if reads and reading is not None:
-            candidates = read([c for c in candidates if c.typed], reading, READING_WEIGHT)
+        if reads is not None:
+            candidates = read([c for c in candidates if c.typed], reads, READING_WEIGHT)
         best = next((c for c in candidates if c.typed), None)
         occurrences = _occurrences(answer, sentences)
         if not occurrences:
             return Check(False, "the evidence does not state it", best=best)
         if best is None or best.coverage < MIN_COVERAGE:
-            if reads and reading is not None and _read_as_best(occurrences, reading):
+            if reads is not None and _read_as_best(occurrences, reads):
                 return Check(True, "", best=best)
             return Check(False, "no evidence sentence is about the question", best=best)
         scored: list[Span] = []
@@ -476,8 +482,8 @@ class Reader:
                 else s
                 for s in scored
             ]
-            if reads and reading is not None:
-                scored = _with_reading(scored, reading)
+            if reads is not None:
+                scored = _with_reading(scored, reads)
             span = max(scored, key=lambda s: (s.typed, _overlaps(s, best), s.learned + READING_WEIGHT * s.reading))
         else:
             span = max(scored, key=lambda s: (s.typed, _overlaps(s, best), s.score))
@@ -487,7 +493,7 @@ class Reader:
             return Check(False, "the sentence that states it is not about the question", span, best)
         if _overlaps(span, best):
             return Check(True, "", span, best)
-        if reads:
+        if reads is not None:
             combined = span.learned + READING_WEIGHT * span.reading
             if combined >= best.learned + READING_WEIGHT * best.reading - READING_CHECK_MARGIN:
                 return Check(True, "", span, best)
@@ -1050,7 +1056,7 @@ def read(typed: Sequence[Span], reading: Reading, weight: float) -> list[Span]:
 def _read_as_best(occurrences: Sequence[tuple[Sentence, int, int]], reading: Reading) -> bool:
     """Does the reader read one of the answer's occurrences as its best span of all the sources (within
     `READING_RESCUE_GAP`, and at least `READING_RESCUE_MIN`)?"""
-    top = reading.best()
+    top = reading.best
     for sentence, start, end in occurrences:
         value = reading.score(sentence.source_index, sentence.start + start, sentence.start + end)
         if value is not None and value >= READING_RESCUE_MIN and value >= top - READING_RESCUE_GAP:
@@ -1080,7 +1086,7 @@ def abstain_logit(question: Question, typed: Sequence[Span]) -> float:
 
 def reading_features(typed: Sequence[Span], reading: Reading) -> tuple[float, float]:
     """(the first span's reading score, how far it is below the best span the reader finds in any source)."""
-    return typed[0].reading, typed[0].reading - max(READING_FLOOR, reading.best())
+    return typed[0].reading, typed[0].reading - max(READING_FLOOR, reading.best)
 
 
 def confidence(question: Question, typed: Sequence[Span], reading: Reading | None = None) -> float:

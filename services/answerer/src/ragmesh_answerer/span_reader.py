@@ -14,6 +14,7 @@ answer with it than say the window holds no answer. `relation` adds it to the le
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ class Reading:
             best = value if best is None else max(best, value)
         return best
 
+    @functools.cached_property
     def best(self) -> float:
-        """The best reading score of any span of at most `MAX_ANSWER_TOKENS` tokens in any source."""
+        """The best reading score of any span of at most `MAX_ANSWER_TOKENS` tokens in any source (computed once:
+        the confidence and each check of a question read it)."""
         top = -1e9
         for windows in self.windows.values():
             for w in windows:
