@@ -1,6 +1,6 @@
 """Semantic cache benchmark: hit rate on paraphrased questions, hit and miss latency side by side, and leaks.
 
-    make bench-cache                       # 30 SQuAD questions
+    make bench-cache                       # 60 SQuAD questions
     python bench/cache.py --limit 10       # a quicker run
 
 Starts the whole mesh with its embedded defaults (`ragmesh_dev.devstack.Stack`), uploads the gold paragraph of
@@ -229,7 +229,7 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--limit", type=int, default=30, help="SQuAD questions (each with a paraphrase)")
+    parser.add_argument("--limit", type=int, default=60, help="SQuAD questions (each with a paraphrase)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--eval-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "cache.json"))

@@ -76,6 +76,39 @@ def test_question_types() -> None:
     assert Question.parse("Which school is located in Wellington?").focus == ("school", "located")
 
 
+def test_a_request_around_the_question_does_not_hide_what_it_asks() -> None:
+    """Users frame questions ("Can you tell me who …"); the frame is neither the type nor a key term."""
+    framed = Question.parse("Can you tell me who was Kennedy's vice president?")
+    plain = Question.parse("Who was Kennedy's vice president?")
+    assert framed.answer_type is plain.answer_type is AnswerType.PERSON
+    assert (framed.entities, framed.focus) == (plain.entities, plain.focus) == (("kennedy",), ("vice", "president"))
+    assert question_type("Do you know where the factories are?") is AnswerType.PLACE
+    assert question_type("Tell me when IBM was founded") is AnswerType.DATE
+    assert question_type("Could you please tell me how many people work at IBM?") is AnswerType.NUMBER
+    assert question_type("I'd like to know who founded IBM.") is AnswerType.PERSON
+    assert question_type("Do you know if IBM is older than Apple?") is AnswerType.YES_NO
+    german = Question.parse("Können Sie mir sagen, wann IBM gegründet wurde?")
+    assert german.answer_type is AnswerType.DATE and german.focus == ("gegründet",)  # nor "sagen", "mir", "wurde"
+    french = Question.parse("Pouvez-vous me dire quand IBM a été fondée ?")
+    assert french.answer_type is AnswerType.DATE and french.focus == ("fondée",)  # nor "dire", "été"
+    assert question_type("Dites-moi où se trouve le siège d'IBM.") is AnswerType.PLACE
+    # a request with no question in it, and a question that merely opens like one, stay what they were
+    assert question_type("Can you tell me about IBM?") is AnswerType.OTHER
+    assert question_type("Can you swim?") is AnswerType.YES_NO
+    assert question_type("Do you know Fresno?") is AnswerType.YES_NO
+
+
+def test_what_place_and_what_time_ask_where_and_when() -> None:
+    place = Question.parse("In what place was IBM founded?")
+    assert place.answer_type is AnswerType.PLACE and place.focus == ("founded",)  # "place" is no key term
+    assert question_type("What location did they choose?") is AnswerType.PLACE
+    time = Question.parse("At what time did the age of imperialism end?")
+    assert time.answer_type is AnswerType.DATE and "time" not in time.focus
+    assert question_type("What time zone is Fresno in?") is AnswerType.OTHER
+    # a rank ("what place did ABC find itself in") is asked after a comma, not by an opening "what place"
+    assert question_type("In the 1965-66 season, what place did ABC find itself in?") is AnswerType.OTHER
+
+
 def test_word_families_match_but_not_mere_prefixes() -> None:
     assert related(stem("government"), stem("governed"))
     assert related(stem("discovered"), stem("discovery"))

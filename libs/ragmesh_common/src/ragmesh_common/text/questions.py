@@ -1,8 +1,9 @@
 """What a question asks: its answer type and its key terms.
 
-`question_type(text)`: when / what year → `DATE`; how many, how much, what percentage, what is the population
+`question_type(text)`: when / what year / what time → `DATE`; how many, how much, what percentage, what is the population
 (number, amount, height, length, area, capacity) of → `NUMBER`; who, "… by whom" → `PERSON` (a person or an
-organisation); where, in (or of) which country/city, in what Australian city → `PLACE`; a question its last sentence
+organisation); where, in (or of) which country/city/place, in what Australian city → `PLACE`; a request around the question
+("Can you tell me who …", "Können Sie mir sagen, wann …") does not hide what it asks (`asked_question`); a question its last sentence
 asks with a leading verb and no wh-word or alternative ("Are X and Y both film directors?", "Does Z also have
 one?", "Ist X …?") → `YES_NO`, which no span of a document answers as such; anything else `OTHER`
 (English, German, French). `Question.parse` adds the key terms: names (lower-cased words of the names the
@@ -48,6 +49,7 @@ class AnswerType(enum.Enum):
 _DATE_Q = re.compile(
     r"^\s*(?:when|since\s+when|wann|seit\s+wann|quand|depuis\s+quand)\b"
     r"|\b(?:what|which|in\s+what|in\s+which)\s+(?:year|date|month|day|decade|century)\b"
+    r"|\bwhat\s+time\b(?!\s+zone)"
     r"|\bin\s+welchem\s+jahr\b|\ben\s+quelle\s+année\b|\bà\s+quelle\s+date\b",
     re.IGNORECASE,
 )
@@ -67,8 +69,8 @@ _PLACE_Q = re.compile(
     # "in which country", "of what city", "in what Australian city" ("state" only right after the wh-word:
     # "What articles state that …" asks no place)
     r"|\b(?:in|from|to|of|at|near)\s+(?:what|which)\s+"
-    r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent))\b"
-    r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent))\b",
+    r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location))\b"
+    r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location))\b",
     re.IGNORECASE,
 )
 
@@ -160,10 +162,47 @@ def question_options(text: str) -> tuple[str, ...]:
 
 # Verbs a where-question uses only to ask where: they say nothing the place does not.
 _PLACE_VERBS = frozenset({"located", "situated", "sited", "lie", "lies"})
+# Nouns that only say what kind of answer is asked ("In what place …?" is "Where …?"): no key term.
+_ASKING = re.compile(r"\b(?:what|which)\s+(\w+)", re.IGNORECASE)
+_ASKING_NOUNS = {AnswerType.PLACE: frozenset({"place", "location"}), AnswerType.DATE: frozenset({"time"})}
+
+
+# A request around the question ("Can you tell me who …", "Do you know where …", "Tell me when …", "Können Sie mir
+# sagen, wann …", "Pouvez-vous me dire quand …"): the question is what follows it. A request to tell is one
+# whatever follows ("Can you tell me about IBM?" asks no yes or no); "do you know" only before an embedded question
+# ("Do you know Fresno?" is a yes/no question).
+_FRAME = re.compile(
+    r"^\s*(?:please\s+)?(?:(?P<tell>"
+    r"(?:can|could|would|will)\s+(?:you|anyone|someone)\s+(?:please\s+)?(?:tell|show|explain\s+to)\s+(?:me|us)"
+    r"|(?:tell|show)\s+(?:me|us)(?:\s+please)?"
+    r"|(?:können|könnten|kannst|könntest)\s+(?:sie|du)\s+mir\s+(?:bitte\s+)?sagen|(?:sagen\s+sie|sag)\s+mir(?:\s+bitte)?"
+    r"|(?:pouvez|pourriez)-vous\s+me\s+dire|(?:peux|pourrais)-tu\s+me\s+dire|(?:dites|dis)-moi"
+    r")|(?:do|does)\s+(?:you|anyone|someone)\s+know|i(?:\s+would|['’]d)\s+like\s+to\s+know"
+    r"|i\s+(?:want|need)\s+to\s+know|i\s+wonder(?:ed)?|wissen\s+sie|weißt\s+du|savez-vous|sais-tu"
+    r")\s*[,:]?\s+(?=\w)",
+    re.IGNORECASE,
+)
+# What an embedded yes/no question opens with after its frame ("Do you know if …", "… ob …", "… si …").
+_EMBEDDED_POLAR = re.compile(r"^(?:if|whether|ob|si|s')\b", re.IGNORECASE)
+
+
+def asked_question(text: str) -> str:
+    """`text` without a request around it: "Can you tell me who founded IBM?" → "who founded IBM?"."""
+    found = _FRAME.match(text)
+    if not found:
+        return text
+    rest = text[found.end() :]
+    if found.group("tell") or _EMBEDDED_POLAR.match(rest) or _WH.match(rest):
+        return rest
+    return text
 
 
 def question_type(text: str) -> AnswerType:
     text = normalise(text).strip()
+    framed = asked_question(text)
+    if framed != text and _EMBEDDED_POLAR.match(framed):
+        return AnswerType.YES_NO
+    text = framed
     asked = last_sentence(text)
     if _POLAR_Q.match(asked) and not _WH.search(asked) and not _ALTERNATIVE.match(asked):
         return AnswerType.YES_NO
@@ -190,7 +229,8 @@ class Question:
     @classmethod
     def parse(cls, question: str) -> Question:
         text = normalise(question).strip()
-        raw_names = [n for n in names(text) if n.lower() not in QUESTION_WORDS]
+        asked = asked_question(text)  # the request around it is no key term ("tell", "sagen", "dire")
+        raw_names = [n for n in names(asked) if n.lower() not in QUESTION_WORDS]
         acronyms = tuple(dict.fromkeys(n for n in raw_names if n.isupper() and 2 <= len(n) <= 6))
         entity_words = [w for n in raw_names if n not in acronyms for w in words(n) if len(w) >= 2]
         entities = tuple(dict.fromkeys(entity_words))
@@ -198,13 +238,16 @@ class Question:
         focus = tuple(
             dict.fromkeys(
                 w
-                for w in words(strip_numbers(text))
+                for w in words(strip_numbers(asked))
                 if w not in STOP_WORDS and w not in QUESTION_WORDS and w not in named and len(w) > 1
             )
         )
         kind = question_type(text)
         if kind is AnswerType.PLACE:  # "Where is X located?": "where" asks it, the sentence may just say "X in Y"
             focus = tuple(w for w in focus if w not in _PLACE_VERBS)
+        asking = _ASKING_NOUNS.get(kind)
+        if asking and (found := _ASKING.search(asked)) and found.group(1).lower() in asking:
+            focus = tuple(w for w in focus if w != found.group(1).lower())  # "in what place", "at what time"
         return cls(text, kind, entities, acronyms, focus, question_options(text))
 
     def offers(self, answer: str) -> bool:
