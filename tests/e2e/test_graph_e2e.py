@@ -157,6 +157,9 @@ def test_entities_facts_and_communities_show_only_readable_documents(
         body = chat.json()
         assert body["graph"] and body["graph"]["communities"], body.get("graph")
         assert any(p["stage"] == "communities" and p.get("reports") for p in body["progress"])
+        # a summary of the readable sentences about the topic, each cited and verified (not "could not verify")
+        assert body["verified"] and not body["withheld"], body["answer"]
+        assert "velmora" in body["answer"].lower() and body["citations"], body["answer"]
         conforms("/api/v1/chat", "post", body)
         cited = {s["document_id"] for s in body["sources"]}
         if hidden is None:

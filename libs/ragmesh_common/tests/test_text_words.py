@@ -29,6 +29,11 @@ def test_sentences_split_at_punctuation_and_line_breaks_not_abbreviations() -> N
     assert [text[s:e] for s, e in sentence_spans(text)] == ["Dr. Smith met J. Doe, e.g. in Paris.", "Then he left."]
     cited = "It debuted in 1981.[12] The company later found success."
     assert [cited[s:e] for s, e in sentence_spans(cited)] == ["It debuted in 1981.", "The company later found success."]
+    dotted = "It held the record for most annual U.S. patents for 29 years. It sold its PC division in 2005."
+    assert [dotted[s:e] for s, e in sentence_spans(dotted)] == [
+        "It held the record for most annual U.S. patents for 29 years.",
+        "It sold its PC division in 2005.",
+    ]
 
 
 def test_one_stemmer_meets_inflections_and_possessives() -> None:

@@ -105,11 +105,12 @@ async def _events(
     *,
     stream_draft: bool = False,
     resolved: str = "",
+    summary: bool = False,
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
         request = answerer_pb2.AnswerRequest(
-            question=question, sources=sources, stream_draft=stream_draft, resolved_question=resolved
+            question=question, sources=sources, stream_draft=stream_draft, resolved_question=resolved, summary=summary
         )
         tokens, sentences, final = [], [], None
         async for event in stub.Answer(request, timeout=30):
@@ -351,3 +352,63 @@ async def test_a_multi_step_answer_is_checked_against_its_resolved_question(
     assert final.verified and final.short_answer == "Ada Brill"  # the last step's question, its bridge filled
     assert "Ben Ortiz" not in final.answer
     assert chat.messages[-1]["content"].rstrip().endswith(question)  # the model is still asked the user's question
+
+
+HISTORY = common_pb2.ScoredChunk(
+    score=0.9,
+    chunk=common_pb2.Chunk(
+        chunk_id="ibm-h",
+        title="IBM",
+        section_path=["History"],
+        text="History\nIBM was founded in 1911 as the Computing-Tabulating-Recording Company. It was renamed in 1924. "
+        "IBM held the record for most annual U.S. patents for 29 years.[7] IBM was founded in 1911 as the "
+        "Computing-Tabulating-Recording Company, a holding company.",
+    ),
+)
+PRODUCTS = common_pb2.ScoredChunk(
+    score=0.7,
+    chunk=common_pb2.Chunk(
+        chunk_id="ibm-p",
+        title="IBM products",
+        text="| IBM product | IBM launch year | IBM division |\n"
+        "The IBM Personal Computer debuted in 1981 with DOS from Microsoft. The cafeteria serves lasagna on "
+        "Fridays and soup on Mondays. IBM sold its microcomputer division to Lenovo in 2005.",
+    ),
+)
+
+
+async def test_a_summary_question_gets_the_sources_sentences_about_its_topic_each_cited_and_verified(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    chat.reply, chat.messages = "IBM was founded in 1924.", []
+    streamed, final = await _events(service, "Summarise what we know about IBM", [HISTORY, PRODUCTS], summary=True)
+    assert final.verified and final.grounded and not final.withheld and not final.HasField("answer_span")
+    assert (
+        final.answer
+        == streamed
+        == (
+            "IBM was founded in 1911 as the Computing-Tabulating-Recording Company. [1] "
+            "IBM held the record for most annual U.S. patents for 29 years. [1] "
+            "The IBM Personal Computer debuted in 1981 with DOS from Microsoft. [2] "
+            "IBM sold its microcomputer division to Lenovo in 2005. [2]"
+        )
+    )  # in source order, two a source; not the heading, the pronoun's sentence, the repeat, the cafeteria, the
+    # table row, nor the document's own reference marker "[7]"
+    assert chat.messages == [] and (final.usage.input_tokens, final.usage.output_tokens) == (0, 0)  # no model
+    assert [c.source_index for c in final.citations] == [0, 1]
+    assert len(final.sentences) == 4 and all(s.supported for s in final.sentences)
+    assert not any(s.short_answer for s in final.sentences)
+    for quote in final.evidence:  # every sentence is an exact slice of its source
+        source = (HISTORY, PRODUCTS)[quote.source_index].chunk.text
+        assert source[quote.start : quote.end] == quote.text
+
+
+async def test_without_the_summary_flag_the_same_question_is_withheld_and_off_topic_sources_say_nothing(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    chat.reply = "IBM was founded in 1924."
+    _, extractive = await _events(service, "Summarise what we know about IBM", [HISTORY, PRODUCTS])
+    assert extractive.withheld  # no span answers a summary question: why the gateway asks for a summary
+    streamed, final = await _events(service, "Give me an overview of Northwind", [HISTORY, PRODUCTS], summary=True)
+    assert final.withheld and not final.verified and streamed == ""  # no sentence names the topic
+    assert final.answer.startswith("I could not verify an answer")

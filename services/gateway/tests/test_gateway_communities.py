@@ -15,6 +15,7 @@ from ragmesh.graph.v1 import graph_pb2
 from ragmesh_common.testing import user
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
+from ragmesh_gateway.pipeline.answer import answer_request
 from ragmesh_gateway.pipeline.communities import MAX_SENTENCES, Communities, reduce_reports
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.query.router import is_collection_question, route
@@ -156,3 +157,21 @@ async def test_a_down_graph_degrades_to_the_retrieved_sources() -> None:
         {"step": "communities", "reason": "graph UNAVAILABLE; answered from retrieval without community reports"}
     ]
     assert [s.chunk.chunk_id for s in state.results] == ["r:0"]
+
+
+@pytest.mark.parametrize(
+    ("question", "summary"),
+    [
+        ("Summarise what we know about the Rhine", True),  # a collection question
+        ("What are the main themes in my documents?", True),
+        ("Give me an overview of IBM", True),  # an overview, searched summaries first
+        ("Summarize the travel policy", True),
+        ("When was IBM founded?", False),
+        ("How many employees does IBM have?", False),  # aggregative, but one number answers it
+        ("List all the products of IBM", False),
+    ],
+)
+def test_the_answerer_is_asked_for_a_summary_only_for_collection_and_overview_questions(
+    question: str, summary: bool
+) -> None:
+    assert answer_request(chat_state(question)).summary is summary

@@ -9,6 +9,9 @@
    passes verification (`verify.py`); the first one must also state the extracted short answer. When it does
    not, the model is overruled: generation stops and the evidence sentence that states the short answer is
    sent instead. A sentence that fails is never sent; raw draft tokens only with `stream_draft`.
+4. A question about a collection or a topic as a whole (`summary`: the gateway's router says so) has no span to
+   extract: its answer is the sources' own sentences about its topic, each cited and verified (`summary.py`);
+   the model is not asked. No sentence about the topic: "what the documents say", as in 2.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
+from ragmesh_answerer.summary import Summary, summarise
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
@@ -103,6 +107,7 @@ class AnswerInput:
     stream_draft: bool = False  # also yield the raw draft's pieces (str)
     deadline: float | None = None  # the caller's deadline (time.monotonic()); bounds the generation
     resolved_question: str = ""  # a multi-step answer's last question, bridge filled: what the answer is checked on
+    summary: bool = False  # a question about a collection or a topic as a whole: the sources' sentences (summary.py)
 
 
 class Answerer:
@@ -174,6 +179,22 @@ class Answerer:
         max_tokens, temperature = self._validate(request)
         if self.reader is None:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
+        if request.summary:
+            with tracer.start_as_current_span("summarise") as span:
+                summary = summarise(request.question, request.sources, self.settings.min_sentence_support)
+                span.set_attribute(attr.RAG_ANSWER_VERIFIED, summary is not None)
+            if summary is not None:
+                result = self._summary_result(summary, request.sources)
+                for n, quote in enumerate(summary.sentences):
+                    yield Sentence(n, f"{quote.text} [{quote.source_index + 1}]", (quote.source_index,), True)
+                yield result
+                return
+            logger.info("no sentence of %d sources is about the topic of a summary question", len(request.sources))
+            quotes = select_evidence(
+                request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
+            )
+            yield self._documents_say(quotes, request.sources, Generation(prompt_tokens=0, completion_tokens=0), [])
+            return
         # a multi-step answer's last question, its bridge filled, says what the answer must be tied to
         question = Question.parse(request.resolved_question or request.question)
         reading = (
@@ -262,6 +283,24 @@ class Answerer:
         for sentence in gate.finish():
             yield sentence
         yield self.check_output(generation, request.question, request.sources, quotes, max_tokens, gate)
+
+    def _summary_result(self, summary: Summary, sources: Sequence[Source]) -> AnswerResult:
+        """A verified summary: the sources' own sentences, each cited; the model was not asked."""
+        cited = sorted({q.source_index for q in summary.sentences})
+        return AnswerResult(
+            answer=summary.text,
+            citations=[Citation(i, sources[i].chunk_id, 1.0) for i in cited],
+            grounding_score=1.0,
+            grounded=True,
+            model=self.llm.model,
+            prompt_tokens=0,
+            completion_tokens=0,
+            short_answer=summary.sentences[0].text,
+            evidence=list(summary.sentences),
+            sentences=summary.verification.sentences,
+            verified=True,
+            withheld=False,
+        )
 
     def _documents_say(
         self,

@@ -49,7 +49,7 @@ class EvidenceQuote:
         return Quote(self.source_index, self.text, self.heading)
 
 
-def _is_heading(sentence: str) -> bool:
+def is_heading(sentence: str) -> bool:
     stripped = sentence.strip()
     if _HEADING.match(stripped):
         return True
@@ -98,7 +98,7 @@ def select_evidence(
         spans_by_source.append(spans)
         for k, (s, e) in enumerate(spans):
             sentence = source.text[s:e]
-            if _is_heading(sentence) or not words(sentence):
+            if is_heading(sentence) or not words(sentence):
                 continue
             scored = sentence
             if k > 0 and PRONOUN_START.match(sentence):  # "Its headquarters…" is about the previous subject
@@ -151,7 +151,7 @@ def _opening(
     """Nothing shares a key term: the first two sentences of the top-ranked source, so the model still has
     something to say; verification then finds whether it answers the question (usually not)."""
     for i, source in enumerate(sources):
-        spans = [(s, e) for s, e in spans_by_source[i] if not _is_heading(source.text[s:e])][:2]
+        spans = [(s, e) for s, e in spans_by_source[i] if not is_heading(source.text[s:e])][:2]
         if spans:
             start, end = _clip(source.text, spans[0][0], spans[-1][1], q)
             return [EvidenceQuote(i, source.chunk_id, source.text[start:end], start, end, source.heading_text)]

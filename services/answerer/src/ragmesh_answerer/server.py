@@ -151,6 +151,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             stream_draft=request.stream_draft,
             deadline=_deadline(context),
             resolved_question=request.resolved_question,
+            summary=request.summary,
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())

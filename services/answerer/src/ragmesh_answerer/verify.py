@@ -145,8 +145,12 @@ def _units(quotes: Sequence[Quote]) -> list[Quote]:
     return units
 
 
-def verify(question: str, answer: str, quotes: Sequence[Quote], threshold: float) -> Verification:
-    """Checks every sentence of `answer` against `quotes` (see the module docstring)."""
+def verify(
+    question: str, answer: str, quotes: Sequence[Quote], threshold: float, *, summary: bool = False
+) -> Verification:
+    """Checks every sentence of `answer` against `quotes` (see the module docstring). A `summary` (the answer to
+    a question about a collection or a topic as a whole, `summary.py`) has no short answer: every sentence is
+    checked for attribution and stated tokens only."""
     q = Question.parse(question)
     units = _units(quotes)
     contexts = [unit.context for unit in units]
@@ -158,7 +162,7 @@ def verify(question: str, answer: str, quotes: Sequence[Quote], threshold: float
         verdict = _check_sentence(sentence, units, unit_stems, unit_words, unit_numbers, threshold)
         verdicts.append(verdict)
     checkable = [v for v in verdicts if v.checkable]
-    short = checkable[0] if checkable else None
+    short = checkable[0] if checkable and not summary else None
     if short is not None:
         short.short_answer = True
         if short.supported:

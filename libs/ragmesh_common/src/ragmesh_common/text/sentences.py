@@ -2,7 +2,7 @@
 
 A text is split at line breaks and at `.`, `!` or `?` (optionally followed by citation markers such as `[12]`
 and a closing quote or bracket) before whitespace, but not after a common abbreviation ("e.g.", "Dr.", "z.B.") or a single letter
-("J. Smith"); spans exclude the outer whitespace.
+("J. Smith"), nor before a word in lower case ("U.S. patents", "a.m. and"); spans exclude the outer whitespace.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             last_word = _LAST_WORD.search(text[start:cut])
             if last_word and (last_word.group(1).lower() in ABBREVIATIONS or len(last_word.group(1)) == 1):
                 continue
+            if line.group(0)[end_match.end() : end_match.end() + 1].islower():
+                continue  # "… most annual U.S. patents …": a sentence does not open in lower case
             spans.append((start, cut))
             start = line.start() + end_match.end()
         spans.append((start, line.end()))

@@ -62,7 +62,15 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         history=state.answer_history(),
         stream_draft=request.stream_draft,
         resolved_question=state.resolved_question,
+        summary=asks_summary(state),
     )
+
+
+def asks_summary(state: RequestState) -> bool:
+    """A question about a collection or a topic as a whole (the router's collection question, or an overview it
+    searches summaries first for): the answerer summarises the sources instead of extracting a span."""
+    route = state.route
+    return route is not None and (route.collection or route.strategy == "summary_first")
 
 
 class Answer(Step):

@@ -150,6 +150,7 @@ class AnswerRequest(_message.Message):
     TEMPERATURE_FIELD_NUMBER: _builtins.int
     STREAM_DRAFT_FIELD_NUMBER: _builtins.int
     RESOLVED_QUESTION_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     max_tokens: _builtins.int
     """0 = service default"""
@@ -164,6 +165,12 @@ class AnswerRequest(_message.Message):
     before found ("Who directed Love Forecast?" for "Who directed the film in which Jung Joon-young made his
     debut?"). When set, the short answer is extracted and checked against it; the model is still asked
     `question`. Empty: `question` itself.
+    """
+    summary: _builtins.bool
+    """A question about a collection or a topic as a whole ("Summarise what we know about X", "What are the main
+    themes in my documents?", "Give me an overview of the travel policy"): no span answers it, so the answer is
+    the sources' own sentences about its topic, each cited and verified, without a short-answer check; the model
+    is not asked. The gateway sets it for the router's collection and overview questions.
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]: ...
@@ -182,10 +189,11 @@ class AnswerRequest(_message.Message):
         temperature: _builtins.float | None = ...,
         stream_draft: _builtins.bool = ...,
         resolved_question: _builtins.str = ...,
+        summary: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "summary", b"summary", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015

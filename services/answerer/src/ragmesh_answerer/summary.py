@@ -1,0 +1,147 @@
+"""summary: the answer to a question about a collection or a topic as a whole.
+
+"Summarise what we know about IBM", "What are the main themes in my documents?", "Give me an overview of the
+travel policy": the gateway's router marks these (a collection question, answered from community reports, or an
+overview searched summaries first) and sends `AnswerRequest.summary`. No span answers such a question, so the
+extractive short answer and its checks (answer type, on-question) do not apply; before this, every such question
+was withheld as "no passage ties an answer of the asked type to the question".
+
+The answer is the sources' own sentences. Those that name the question's topic (its key terms without the words
+that only ask for a summary: "summarise", "themes", "documents"; every sentence when the question names no
+topic) are ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection
+scores), then by the caller's order of sources and their place in the source. At most `PER_SOURCE` are taken from
+one source and `SENTENCES` in all, never a heading, a table row, a fragment of fewer than `MIN_WORDS` words, a
+sentence that opens with a pronoun (out of its context "It was renamed in 1924" says nothing), nor one that mostly
+repeats a sentence already taken (`REPEAT_OVERLAP` of its words); a document's own reference markers ending a
+sentence ("[16]") are left out of its quote. They are shown in source order, each with its source marker, and
+verified as any answer sentence is (attribution and stated tokens, `verify(..., summary=True)`); a
+sentence that fails is left out. No sentence about the topic: None, and the caller shows what the documents say,
+unverified. The model is not asked: SmolLM2-135M condensing a dozen sentences adds errors, not meaning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragmesh_answerer.evidence import EvidenceQuote, is_heading, score_sentence
+from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.verify import Verification, verify
+from ragmesh_common.text.questions import Question
+from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
+from ragmesh_common.text.words import stem, words
+
+_REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference markers ending a sentence
+
+SENTENCES = 6
+PER_SOURCE = 2
+MIN_WORDS = 5
+REPEAT_OVERLAP = 0.6
+
+# Words that ask for a summary and say nothing about its topic ("the main themes in my documents about X").
+_ASKING = frozenset(
+    stem(w)
+    for w in [
+        "summarise",
+        "summarize",
+        "summary",
+        "overview",
+        "gist",
+        "brief",
+        "briefly",
+        "outline",
+        "recap",
+        "theme",
+        "topic",
+        "idea",
+        "issue",
+        "subject",
+        "trend",
+        "point",
+        "takeaway",
+        "finding",
+        "main",
+        "key",
+        "major",
+        "common",
+        "recurring",
+        "overall",
+        "central",
+        "top",
+        "general",
+        "whole",
+        "entire",
+        "everything",
+        "document",
+        "file",
+        "collection",
+        "corpus",
+        "data",
+        "source",
+        "say",
+        "know",
+        "tell",
+        "give",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Summary:
+    sentences: list[EvidenceQuote]  # in the order shown; each an exact slice of its source's text
+    verification: Verification
+
+    @property
+    def text(self) -> str:
+        return " ".join(f"{q.text} [{q.source_index + 1}]" for q in self.sentences)
+
+
+def topic(question: str) -> Question:
+    """The question's key terms without those that only ask for a summary."""
+    parsed = Question.parse(question)
+    return dataclasses.replace(parsed, focus=tuple(f for f in parsed.focus if stem(f) not in _ASKING))
+
+
+def summarise(question: str, sources: Sequence[Source], threshold: float) -> Summary | None:
+    """The verified sentences that best summarise the sources about the question's topic (module docstring)."""
+    about = topic(question)
+    named = about.key_terms() > 0
+    candidates: list[tuple[float, int, int, EvidenceQuote]] = []
+    for i, source in enumerate(sources):
+        for k, (s, e) in enumerate(sentence_spans(source.text)):
+            text = _REFERENCES.sub("", source.text[s:e].strip())  # "… six Turing Awards.[16]": not our [n]
+            if is_heading(text) or text.startswith("|") or len(words(text)) < MIN_WORDS or PRONOUN_START.match(text):
+                continue
+            score = score_sentence(about, text) if named else 1.0
+            if score <= 0:
+                continue
+            start = s + source.text[s:e].index(text)
+            quote = EvidenceQuote(i, source.chunk_id, text, start, start + len(text), source.heading_text, score)
+            candidates.append((-score, i, k, quote))
+    candidates.sort(key=lambda c: c[:3])
+    chosen: list[EvidenceQuote] = []
+    taken: dict[int, int] = {}
+    for _, i, _, quote in candidates:
+        if len(chosen) >= SENTENCES:
+            break
+        if taken.get(i, 0) >= PER_SOURCE or any(_repeats(quote.text, q.text) for q in chosen):
+            continue
+        chosen.append(quote)
+        taken[i] = taken.get(i, 0) + 1
+    chosen.sort(key=lambda q: (q.source_index, q.start))
+    kept: list[EvidenceQuote] = []
+    for quote in chosen:  # each sentence checked against its own quote, as the gate checks a model's sentence
+        checked = verify(question, f"{quote.text} [1]", [quote.as_quote()], threshold, summary=True)
+        if checked.verified:
+            kept.append(quote)
+    if not kept:
+        return None
+    answer = " ".join(f"{q.text} [{n}]" for n, q in enumerate(kept, 1))
+    return Summary(kept, verify(question, answer, [q.as_quote() for q in kept], threshold, summary=True))
+
+
+def _repeats(text: str, other: str) -> bool:
+    mine, theirs = set(words(text)), set(words(other))
+    return bool(mine) and len(mine & theirs) >= REPEAT_OVERLAP * min(len(mine), len(theirs))
