@@ -13,7 +13,9 @@ Then 20 collection-level questions (written for this corpus, below) go through t
 gateway's `communities` step runs (`reports.build_reports` over every paragraph, readable to the one user, the
 graph service's reply `server.report_pb` with its map step, then the gateway's `reduce_reports` into a chat's
 5 sources): the number of distinct documents (paragraphs) and of distinct articles among the sources the answer
-is given to cite is reported per question (the answerer's own choice of citations is not measured here).
+is given to cite is reported per question, and (since stop 47) the answer itself: the answerer's summary of those
+sources (`ragmesh_answerer.summary`, what the gateway asks for on a collection question), its verified sentences,
+and the documents and articles they cite.
 
     python bench/communities.py [--data-dir ../shared/data] [--output bench/results/communities.json]
 
@@ -31,6 +33,9 @@ from pathlib import Path
 
 from sklearn.metrics import adjusted_mutual_info_score
 
+from ragmesh_answerer.config import Settings as AnswererSettings
+from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.summary import summarise
 from ragmesh_gateway.pipeline.communities import reduce_reports
 from ragmesh_graph import communities, reports
 from ragmesh_graph.config import CommunitySettings
@@ -124,6 +129,7 @@ def main() -> None:
     article_of = {row["_id"]: row["title"] for row in corpus}
     view = reports.GraphView(names=names, weights=weights, chunk_mentions={u: sorted(k) for u, k in mentions.items()})
     answered = []
+    threshold = AnswererSettings.model_fields["min_sentence_support"].default
     for question in QUESTIONS:
         chosen = reports.relevant_communities(
             hierarchy, view, query_keys(question, extractor.question_entities(question)), question, settings
@@ -134,18 +140,36 @@ def main() -> None:
         # a chat's default top_k (5 sources)
         sources, _, _ = reduce_reports([report_pb(r, question, settings) for r in built], args.top_k)
         documents = sorted({s.chunk.document_id for s in sources})
+        # the answer the answerer gives from those sources (a summary: the gateway asks for one for a collection
+        # question): its verified sentences and the documents they cite
+        summary = summarise(
+            question,
+            [Source(s.chunk.chunk_id, s.chunk.title, tuple(s.chunk.section_path), s.chunk.text) for s in sources],
+            threshold,
+        )
+        answer_documents = (
+            sorted({sources[q.source_index].chunk.document_id for q in summary.sentences}) if summary else []
+        )
         answered.append(
             {
                 "question": question,
                 "communities": [r.title for r in built],
                 "cited_documents": len(documents),
                 "cited_articles": len({article_of[d] for d in documents}),
+                "answer": summary.text if summary else None,
+                "answer_documents": len(answer_documents),
+                "answer_articles": sorted({article_of[d] for d in answer_documents}),
                 "sources": [{"document_id": s.chunk.document_id, "text": s.chunk.text} for s in sources],
             }
         )
-        print(f"{len(documents):3d} docs / {len({article_of[d] for d in documents})} articles  {question}")
+        print(
+            f"{len(documents):3d} docs / {len({article_of[d] for d in documents})} articles; answer "
+            f"{len(answer_documents)} docs {sorted({article_of[d] for d in answer_documents})}  {question}"
+        )
     at_least_3 = sum(1 for a in answered if a["cited_documents"] >= 3)
-    print(f"{at_least_3}/{len(QUESTIONS)} questions cite >= 3 distinct documents")
+    answers_3 = sum(1 for a in answered if a["answer_documents"] >= 3)
+    print(f"{at_least_3}/{len(QUESTIONS)} questions' sources hold >= 3 distinct documents")
+    print(f"{answers_3}/{len(QUESTIONS)} answers cite >= 3 distinct documents")
     result = {
         "dataset": "squad_v1.1_dev paragraphs (2067, 48 articles)",
         "extractor": extractor.name,
@@ -159,6 +183,8 @@ def main() -> None:
         "detect_seconds": round(detect_s, 1),
         "global_questions": len(QUESTIONS),
         "global_questions_citing_3_documents": at_least_3,
+        "global_answers_citing_3_documents": answers_3,
+        "global_questions_answered": sum(1 for a in answered if a["answer"]),
         "answers": answered,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -120,3 +120,22 @@ def test_a_question_naming_nothing_readable_gets_the_largest_readable_communitie
         hierarchy, view, ["rhine"], "What are the main themes in my documents?", settings
     )
     assert [c.members for c, _ in chosen] == [tuple(sorted(SPACE))]  # the river community has no readable member
+
+
+def test_the_words_that_ask_for_themes_are_not_entities_of_the_question() -> None:
+    """ "the main themes … about NASA": "main" is the river Main's key too, but it asks, it names nothing."""
+    settings = CommunitySettings()
+    river = [*RIVER, "main"]
+    weights = {**planted(), **{(k, "main") if k < "main" else ("main", k): 3.0 for k in RIVER}}
+    hierarchy = communities.detect(communities.build_graph(river + SPACE, weights), resolution=1.0, levels=1)
+    view = reports.GraphView(names={k: k.title() for k in river + SPACE}, weights={}, chunk_mentions={})
+    question = "What are the main themes in my documents about NASA?"
+    chosen = reports.relevant_communities(hierarchy, view, ["main", "themes", "nasa"], question, settings)
+    assert [c.members for c, _ in chosen] == [tuple(sorted(SPACE))]
+    keys = ["main", "main themes", "nasa", "key", "rhine"]
+    assert reports.topic_keys(keys, question) == ["main themes", "nasa", "rhine"]
+    # a question that names the Main (capitalised) as its topic still finds it
+    chosen = reports.relevant_communities(
+        hierarchy, view, ["the main", "main"], "What do my documents say about the Main?", settings
+    )
+    assert chosen and all("main" in c.members for c, _ in chosen)

@@ -9,7 +9,9 @@ was withheld as "no passage ties an answer of the asked type to the question".
 The answer is the sources' own sentences. Those that name the question's topic (its key terms without the words
 that only ask for a summary: "summarise", "themes", "documents"; every sentence when the question names no
 topic) are ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection
-scores), then by the caller's order of sources and their place in the source. At most `PER_SOURCE` are taken from
+scores), then the other sentences of sources (with their headings) that name it (`IN_TOPIC_SOURCE`: "the
+disease" in a text on the Black Death), then by the caller's order of sources and their place in the source;
+a source that never names the topic gives nothing. At most `PER_SOURCE` are taken from
 one source and `SENTENCES` in all, never a heading, a table row, a fragment of fewer than `MIN_WORDS` words, a
 sentence that opens with a pronoun (out of its context "It was renamed in 1924" says nothing), nor one that mostly
 repeats a sentence already taken (`REPEAT_OVERLAP` of its words); a document's own reference markers ending a
@@ -36,6 +38,7 @@ from ragmesh_common.text.words import stem, words
 _REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference markers ending a sentence
 
 SENTENCES = 6
+IN_TOPIC_SOURCE = 0.5  # the score of a sentence that does not name the topic in a source that does
 PER_SOURCE = 2
 MIN_WORDS = 5
 REPEAT_OVERLAP = 0.6
@@ -110,11 +113,13 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
     named = about.key_terms() > 0
     candidates: list[tuple[float, int, int, EvidenceQuote]] = []
     for i, source in enumerate(sources):
+        # a source about the topic lends its other sentences a little of it ("the plague" in a text on the Black Death)
+        lent = IN_TOPIC_SOURCE if named and score_sentence(about, f"{source.heading_text}\n{source.text}") > 0 else 0.0
         for k, (s, e) in enumerate(sentence_spans(source.text)):
             text = _REFERENCES.sub("", source.text[s:e].strip())  # "… six Turing Awards.[16]": not our [n]
             if is_heading(text) or text.startswith("|") or len(words(text)) < MIN_WORDS or PRONOUN_START.match(text):
                 continue
-            score = score_sentence(about, text) if named else 1.0
+            score = (score_sentence(about, text) or lent) if named else 1.0
             if score <= 0:
                 continue
             start = s + source.text[s:e].index(text)

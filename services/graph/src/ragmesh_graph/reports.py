@@ -55,8 +55,27 @@ _ASKING = frozenset(
         "collection",
         "files",
         "file",
+        "major",
+        "common",
+        "recurring",
+        "overall",
+        "central",
+        "top",
+        "issues",
+        "subjects",
+        "trends",
+        "takeaways",
+        "findings",
     ]
 )
+
+
+def topic_keys(keys: list[str], question: str) -> list[str]:
+    """The question's keys without the single words that only ask for a collection answer: "main" of "the main
+    themes" is not the river Main (which pulled the Rhine's communities into every "main themes" question). Such
+    a word the question capitalises after its first word names something ("… about the Main?") and stays."""
+    named = {w.lower() for w in re.findall(r"(?<=\s)[A-Z][a-z]+\b", question)}
+    return [k for k in keys if k not in _ASKING or k in named]
 
 
 @dataclass(frozen=True)
@@ -120,7 +139,7 @@ def relevant_communities(
     def size(community: Community) -> int:
         return sum(1 for m in community.members if m in readable)
 
-    named = [k for k in query_keys if k in readable]
+    named = [k for k in topic_keys(query_keys, question) if k in readable]
     scored: dict[str, float] = {}
     if named:
         tops = {hierarchy.of_entity[k][0] for k in named if k in hierarchy.of_entity}

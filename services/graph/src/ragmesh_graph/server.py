@@ -28,7 +28,15 @@ from ragmesh_graph.extract import build_document_graph, extract_document, normal
 from ragmesh_graph.nlp import Extractor
 from ragmesh_graph.ppr import ScoredChunk, chunk_scores
 from ragmesh_graph.recompute import CommunityRunner, Status
-from ragmesh_graph.reports import Report, Sentence, build_reports, map_report, plan_reports, relevant_communities
+from ragmesh_graph.reports import (
+    Report,
+    Sentence,
+    build_reports,
+    map_report,
+    plan_reports,
+    relevant_communities,
+    topic_keys,
+)
 from ragmesh_graph.resolve import lookup_keys, resolve
 from ragmesh_graph.store import EntityInfo, GraphStore, Readable, Subgraph, chunk_uid
 from ragmesh_graph.texts import ChunkTexts
@@ -468,7 +476,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         with tracer.start_as_current_span("graph community reports") as span:
             may_read, asked, readable = self._reader(user, {d for d in request.document_ids if d}, "community reports")
             keys = await asyncio.to_thread(self._query_keys, request.query)
-            named = [k for k in keys if k in hierarchy.of_entity]
+            named = [k for k in topic_keys(keys, request.query) if k in hierarchy.of_entity]
             tops = {hierarchy.of_entity[k][0] for k in named}
             candidates: set[str] = set()
             for community in hierarchy.level(0):  # the largest first: a question naming nothing reads the largest
