@@ -360,7 +360,8 @@ HISTORY = common_pb2.ScoredChunk(
         chunk_id="ibm-h",
         title="IBM",
         section_path=["History"],
-        text="History\nIBM was founded in 1911 as the Computing-Tabulating-Recording Company. It was renamed in 1924. "
+        text="History\noperations of IBM expanded to Europe and Asia in 1914.\n"
+        "IBM was founded in 1911 as the Computing-Tabulating-Recording Company. It was renamed in 1924. "
         "IBM held the record for most annual U.S. patents for 29 years.[7] IBM was founded in 1911 as the "
         "Computing-Tabulating-Recording Company, a holding company.",
     ),
@@ -392,8 +393,8 @@ async def test_a_summary_question_gets_the_sources_sentences_about_its_topic_eac
             "The IBM Personal Computer debuted in 1981 with DOS from Microsoft. [2] "
             "IBM sold its microcomputer division to Lenovo in 2005. [2]"
         )
-    )  # in source order, two a source; not the heading, the pronoun's sentence, the repeat, the cafeteria, the
-    # table row, nor the document's own reference marker "[7]"
+    )  # in source order, two a source; not the heading, the fragment, the pronoun's sentence, the repeat, the
+    # cafeteria, the table row, nor the document's own reference marker "[7]"
     assert chat.messages == [] and (final.usage.input_tokens, final.usage.output_tokens) == (0, 0)  # no model
     assert [c.source_index for c in final.citations] == [0, 1]
     assert len(final.sentences) == 4 and all(s.supported for s in final.sentences)

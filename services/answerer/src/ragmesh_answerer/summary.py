@@ -6,19 +6,19 @@ overview searched summaries first) and sends `AnswerRequest.summary`. No span an
 extractive short answer and its checks (answer type, on-question) do not apply; before this, every such question
 was withheld as "no passage ties an answer of the asked type to the question".
 
-The answer is the sources' own sentences. Those that name the question's topic (its key terms without the words
-that only ask for a summary: "summarise", "themes", "documents"; every sentence when the question names no
-topic) are ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection
-scores), then the other sentences of sources (with their headings) that name it (`IN_TOPIC_SOURCE`: "the
-disease" in a text on the Black Death), then by the caller's order of sources and their place in the source;
-a source that never names the topic gives nothing. At most `PER_SOURCE` are taken from
-one source and `SENTENCES` in all, never a heading, a table row, a fragment of fewer than `MIN_WORDS` words, a
-sentence that opens with a pronoun (out of its context "It was renamed in 1924" says nothing), nor one that mostly
-repeats a sentence already taken (`REPEAT_OVERLAP` of its words); a document's own reference markers ending a
-sentence ("[16]") are left out of its quote. They are shown in source order, each with its source marker, and
-verified as any answer sentence is (attribution and stated tokens, `verify(..., summary=True)`); a
-sentence that fails is left out. No sentence about the topic: None, and the caller shows what the documents say,
-unverified. The model is not asked: SmolLM2-135M condensing a dozen sentences adds errors, not meaning.
+The answer is the sources' own sentences. Those that name the question's topic (its key terms without the words that
+only ask for a summary: "summarise", "themes", "documents"; every sentence when the question names no topic) are
+ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection scores), then
+the other sentences of sources (with their headings) that name it (`IN_TOPIC_SOURCE`: "the disease" in a text on the
+Black Death), then by the caller's order of sources and their place in the source; a source that never names the
+topic gives nothing. At most `PER_SOURCE` are taken from one source and `SENTENCES` in all, never a heading, a table
+row, a fragment (fewer than `MIN_WORDS` words, or opening in lower case), a sentence that opens with a pronoun (out
+of its context "It was renamed in 1924" says nothing), nor one that mostly repeats a sentence already taken
+(`REPEAT_OVERLAP` of its words); a document's own reference markers ending a sentence ("[16]") are left out of its
+quote. They are shown in source order, each with its source marker, and verified as any answer sentence is
+(attribution and stated tokens, `verify(..., summary=True)`); a sentence that fails is left out. No sentence about
+the topic: None, and the caller shows what the documents say, unverified. The model is not asked: SmolLM2-135M
+condensing a dozen sentences adds errors, not meaning.
 """
 
 from __future__ import annotations
@@ -117,7 +117,13 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
         lent = IN_TOPIC_SOURCE if named and score_sentence(about, f"{source.heading_text}\n{source.text}") > 0 else 0.0
         for k, (s, e) in enumerate(sentence_spans(source.text)):
             text = _REFERENCES.sub("", source.text[s:e].strip())  # "… six Turing Awards.[16]": not our [n]
-            if is_heading(text) or text.startswith("|") or len(words(text)) < MIN_WORDS or PRONOUN_START.match(text):
+            if (
+                is_heading(text)
+                or text.startswith("|")
+                or text[:1].islower()  # a fragment a split left ("operations expanded to Europe.")
+                or len(words(text)) < MIN_WORDS
+                or PRONOUN_START.match(text)
+            ):
                 continue
             score = (score_sentence(about, text) or lent) if named else 1.0
             if score <= 0:
