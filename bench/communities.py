@@ -15,7 +15,9 @@ graph service's reply `server.report_pb` with its map step, then the gateway's `
 5 sources): the number of distinct documents (paragraphs) and of distinct articles among the sources the answer
 is given to cite is reported per question, and (since stop 47) the answer itself: the answerer's summary of those
 sources (`ragmesh_answerer.summary`, what the gateway asks for on a collection question), its verified sentences,
-and the documents and articles they cite.
+and the documents and articles they cite. Between the two, the gateway's on-topic check (`on_topic`): a report
+source that does not name the question's topic gives its place to a search passage that does; the search is a
+stand-in here (TF-IDF cosine over the paragraphs' text, top 5), as the bench has no retriever.
 
     python bench/communities.py [--data-dir ../shared/data] [--output bench/results/communities.json]
 
@@ -31,12 +33,15 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import adjusted_mutual_info_score
 
+from ragmesh.common.v1 import common_pb2
 from ragmesh_answerer.config import Settings as AnswererSettings
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.summary import summarise
-from ragmesh_gateway.pipeline.communities import reduce_reports
+from ragmesh_common.text.questions import Question
+from ragmesh_gateway.pipeline.communities import on_topic, reduce_reports
 from ragmesh_graph import communities, reports
 from ragmesh_graph.config import CommunitySettings
 from ragmesh_graph.extract import build_document_graph, extract_document, query_keys
@@ -130,6 +135,8 @@ def main() -> None:
     view = reports.GraphView(names=names, weights=weights, chunk_mentions={u: sorted(k) for u, k in mentions.items()})
     answered = []
     threshold = AnswererSettings.model_fields["min_sentence_support"].default
+    tfidf = TfidfVectorizer(stop_words="english", sublinear_tf=True)
+    matrix = tfidf.fit_transform([row["text"] for row in corpus])
     for question in QUESTIONS:
         chosen = reports.relevant_communities(
             hierarchy, view, query_keys(question, extractor.question_entities(question)), question, settings
@@ -138,8 +145,19 @@ def main() -> None:
         built = reports.build_reports(plans, texts, names, settings)
         # what the graph service replies (report_pb: summary and map step) and the gateway's reduce of it, with
         # a chat's default top_k (5 sources)
-        sources, _, _ = reduce_reports([report_pb(r, question, settings) for r in built], args.top_k)
+        sources, records, _ = reduce_reports([report_pb(r, question, settings) for r in built], args.top_k)
         documents = sorted({s.chunk.document_id for s in sources})
+        # the gateway's on-topic check: a report source that does not name the topic gives its place to a passage
+        # of the search that does (the search here: TF-IDF cosine over the paragraphs, a stand-in for the retriever)
+        scores = (tfidf.transform([question]) @ matrix.T).toarray()[0]
+        searched = [
+            common_pb2.ScoredChunk(
+                chunk=common_pb2.Chunk(chunk_id="p0", document_id=corpus[i]["_id"], text=corpus[i]["text"]),
+                score=float(scores[i]),
+            )
+            for i in scores.argsort()[::-1][: args.top_k]
+        ]
+        sources, _, from_search = on_topic(Question.parse(question).topic(), sources, records, searched)
         # the answer the answerer gives from those sources (a summary: the gateway asks for one for a collection
         # question): its verified sentences and the documents they cite
         summary = summarise(
@@ -156,6 +174,7 @@ def main() -> None:
                 "communities": [r.title for r in built],
                 "cited_documents": len(documents),
                 "cited_articles": len({article_of[d] for d in documents}),
+                "search_sources": from_search,
                 "answer": summary.text if summary else None,
                 "answer_documents": len(answer_documents),
                 "answer_articles": sorted({article_of[d] for d in answer_documents}),

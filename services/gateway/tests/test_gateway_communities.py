@@ -175,3 +175,49 @@ def test_the_answerer_is_asked_for_a_summary_only_for_collection_and_overview_qu
     question: str, summary: bool
 ) -> None:
     assert answer_request(chat_state(question)).summary is summary
+
+
+def passage(chunk_id: str, text: str, title: str = "") -> common_pb2.ScoredChunk:
+    return common_pb2.ScoredChunk(
+        chunk=common_pb2.Chunk(chunk_id=chunk_id, document_id=chunk_id.split(":")[0], text=text, title=title)
+    )
+
+
+OFF_TOPIC = graph_pb2.GetCommunityReportsResponse(
+    reports=[
+        report("1.0", "Scottish Parliament · Holyrood", ("The Scotland Act created the Parliament.", "s1", "s1:0")),
+        report("1.1", "Pharmacy · Hygieia", ("Pharmacists dispense drugs.", "p2", "p2:0")),
+        report("1.2", "Black Death · Europe", ("The plague killed millions.", "b1", "b1:0")),
+    ]
+)
+
+
+async def test_report_sources_off_the_topic_give_their_places_to_search_passages_on_it() -> None:
+    state = chat_state("Summarise what we know about pharmacy")
+    state.results = [
+        passage("p1:0", "A pharmacy dispenses medication."),
+        passage("x1:0", "The Rhine flows past Basel."),  # found by the search, but not about pharmacy
+        passage("p3:0", "Pharmacy organizations use the Bowl of Hygieia."),
+    ]
+    record = await step(FakeGraph(OFF_TOPIC)).execute(state)
+    assert record is not None and record["searched"] == 2
+    # the report on pharmacy first (its title names it), then the search's pharmacy passages; no Parliament, plague
+    assert [s.chunk.chunk_id for s in state.results] == ["p2:0", "p1:0", "p3:0"]
+    assert state.graph is not None
+    assert [(c["title"], c["sources"]) for c in state.graph["communities"]] == [("Pharmacy · Hygieia", [1])]
+    assert state.facts == ["theme — Pharmacy · Hygieia — Pharmacy, Hygieia"]
+
+
+async def test_reports_stay_when_nothing_names_the_topic_or_the_question_names_none() -> None:
+    for question in ("Summarise what we know about the steam engine", "What are the main themes in my documents?"):
+        state = chat_state(question)
+        state.results = [passage("x1:0", "The Rhine flows past Basel.")]
+        record = await step(FakeGraph(OFF_TOPIC)).execute(state)
+        assert record is not None and record["searched"] == 0, question
+        assert [s.chunk.chunk_id for s in state.results] == ["s1:0", "p2:0", "b1:0"], question
+    # a report about the topic keeps its place; those about something else leave even with nothing to fill them
+    state = chat_state("Summarise what we know about the Scotland Act")
+    state.results = [passage("p1:0", "A pharmacy dispenses medication.")]
+    record = await step(FakeGraph(OFF_TOPIC)).execute(state)
+    assert record is not None and record["searched"] == 0
+    assert [s.chunk.chunk_id for s in state.results] == ["s1:0"]

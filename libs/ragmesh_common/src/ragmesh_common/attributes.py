@@ -66,6 +66,7 @@ RAG_GRAPH_ENTITIES = "rag.graph.entities"
 RAG_GRAPH_RELATIONS = "rag.graph.relations"
 RAG_GRAPH_DEPTH = "rag.graph.depth"
 RAG_GRAPH_COMMUNITIES = "rag.graph.communities"  # community reports a collection-level question is answered from
+RAG_GRAPH_SEARCHED_SOURCES = "rag.graph.searched_sources"  # search passages on the topic in place of off-topic reports
 RAG_GRAPH_UNREADABLE_DOCS = "rag.graph.unreadable_documents"  # asked for, but the catalogue says not readable
 RAG_GRAPH_SEEDS = "rag.graph.seeds"  # question entities found in the readable graph (PageRank seeds)
 RAG_GRAPH_MERGES = "rag.graph.merges"  # entity-resolution merges of an ingested document

@@ -23,7 +23,6 @@ condensing a dozen sentences adds errors, not meaning.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.verify import Verification, verify
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
-from ragmesh_common.text.words import stem, words
+from ragmesh_common.text.words import words
 
 _REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference markers ending a sentence
 
@@ -42,53 +41,6 @@ IN_TOPIC_SOURCE = 0.5  # the score of a sentence that does not name the topic in
 PER_SOURCE = 2
 MIN_WORDS = 5
 REPEAT_OVERLAP = 0.6
-
-# Words that ask for a summary and say nothing about its topic ("the main themes in my documents about X").
-_ASKING = frozenset(
-    stem(w)
-    for w in [
-        "summarise",
-        "summarize",
-        "summary",
-        "overview",
-        "gist",
-        "brief",
-        "briefly",
-        "outline",
-        "recap",
-        "theme",
-        "topic",
-        "idea",
-        "issue",
-        "subject",
-        "trend",
-        "point",
-        "takeaway",
-        "finding",
-        "main",
-        "key",
-        "major",
-        "common",
-        "recurring",
-        "overall",
-        "central",
-        "top",
-        "general",
-        "whole",
-        "entire",
-        "everything",
-        "document",
-        "file",
-        "collection",
-        "corpus",
-        "data",
-        "source",
-        "say",
-        "know",
-        "tell",
-        "give",
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -101,15 +53,9 @@ class Summary:
         return " ".join(f"{q.text} [{q.source_index + 1}]" for q in self.sentences)
 
 
-def topic(question: str) -> Question:
-    """The question's key terms without those that only ask for a summary."""
-    parsed = Question.parse(question)
-    return dataclasses.replace(parsed, focus=tuple(f for f in parsed.focus if stem(f) not in _ASKING))
-
-
 def summarise(question: str, sources: Sequence[Source], threshold: float) -> Summary | None:
     """The verified sentences that best summarise the sources about the question's topic (module docstring)."""
-    about = topic(question)
+    about = Question.parse(question).topic()
     named = about.key_terms() > 0
     candidates: list[tuple[float, int, int, EvidenceQuote]] = []
     for i, source in enumerate(sources):

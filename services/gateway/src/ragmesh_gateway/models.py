@@ -407,6 +407,9 @@ class StageRecord(Reply):
     entities: int | None = Field(None, description="graph: entities the question names")
     reports: int | None = Field(None, description="communities: community reports the answer draws on")
     sentences: int | None = Field(None, description="communities: report sentences kept by the reduce")
+    searched: int | None = Field(
+        None, description="communities: search passages on the question's topic in place of report sources that are not"
+    )
     position: int | None = Field(None, description="answer queued: the place in the answerer's queue")
     estimated_wait_s: float | None = None
     first_token_ms: float | None = Field(None, description="answer done: time to the first streamed draft token")

@@ -20,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ragmesh_common.text.questions import SUMMARY_WORDS
 from ragmesh_common.text.stopwords import ENGLISH
 from ragmesh_graph.communities import Community, Hierarchy, centrality
 from ragmesh_graph.config import CommunitySettings
@@ -27,47 +28,6 @@ from ragmesh_graph.extract import normalise, sentences
 
 MAX_SENTENCE_CHARS = 600
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'-]+")
-# Words of a collection-level question that say what is asked, not what about (never topic words).
-_ASKING = frozenset(
-    [
-        "main",
-        "theme",
-        "themes",
-        "topic",
-        "topics",
-        "summarise",
-        "summarize",
-        "summary",
-        "overview",
-        "document",
-        "documents",
-        "say",
-        "says",
-        "know",
-        "key",
-        "points",
-        "idea",
-        "ideas",
-        "gist",
-        "give",
-        "tell",
-        "describe",
-        "collection",
-        "files",
-        "file",
-        "major",
-        "common",
-        "recurring",
-        "overall",
-        "central",
-        "top",
-        "issues",
-        "subjects",
-        "trends",
-        "takeaways",
-        "findings",
-    ]
-)
 
 
 def topic_keys(keys: list[str], question: str) -> list[str]:
@@ -75,7 +35,7 @@ def topic_keys(keys: list[str], question: str) -> list[str]:
     themes" is not the river Main (which pulled the Rhine's communities into every "main themes" question). Such
     a word the question capitalises after its first word names something ("… about the Main?") and stays."""
     named = {w.lower() for w in re.findall(r"(?<=\s)[A-Z][a-z]+\b", question)}
-    return [k for k in keys if k not in _ASKING or k in named]
+    return [k for k in keys if k not in SUMMARY_WORDS or k in named]
 
 
 @dataclass(frozen=True)
@@ -123,7 +83,7 @@ class Report:
 
 
 def content_words(text: str) -> set[str]:
-    return {w for w in _WORDS.findall(normalise(text)) if w not in ENGLISH and w not in _ASKING and len(w) > 2}
+    return {w for w in _WORDS.findall(normalise(text)) if w not in ENGLISH and w not in SUMMARY_WORDS and len(w) > 2}
 
 
 def relevant_communities(

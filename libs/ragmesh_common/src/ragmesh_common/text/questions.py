@@ -17,6 +17,7 @@ concrete?"): its answer is one of them (`offers`).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass
@@ -160,6 +161,70 @@ def question_options(text: str) -> tuple[str, ...]:
     return (left, right) if left and right and left.lower() != right.lower() else ()
 
 
+# Words that ask for a summary or for the themes of a collection and say nothing about its topic ("the main themes
+# in my documents about X", "Summarise what we know about Y"): the summary's topic (`Question.topic`) and the graph's
+# community choice leave them out.
+SUMMARY_WORDS = frozenset(
+    [
+        "summarise",
+        "summarize",
+        "summary",
+        "summaries",
+        "overview",
+        "overviews",
+        "gist",
+        "brief",
+        "briefly",
+        "outline",
+        "recap",
+        "describe",
+        "theme",
+        "themes",
+        "topic",
+        "topics",
+        "idea",
+        "ideas",
+        "issue",
+        "issues",
+        "subject",
+        "subjects",
+        "trend",
+        "trends",
+        "point",
+        "points",
+        "takeaway",
+        "takeaways",
+        "finding",
+        "findings",
+        "main",
+        "key",
+        "major",
+        "common",
+        "recurring",
+        "overall",
+        "central",
+        "top",
+        "general",
+        "whole",
+        "entire",
+        "everything",
+        "document",
+        "documents",
+        "file",
+        "files",
+        "collection",
+        "corpus",
+        "data",
+        "source",
+        "sources",
+        "say",
+        "says",
+        "know",
+        "tell",
+        "give",
+    ]
+)
+
 # Verbs a where-question uses only to ask where: they say nothing the place does not.
 _PLACE_VERBS = frozenset({"located", "situated", "sited", "lie", "lies"})
 # Nouns that only say what kind of answer is asked ("In what place …?" is "Where …?"): no key term.
@@ -262,6 +327,16 @@ class Question:
         shared = set.intersection(*stems) if stems else set()  # "voltage" of "high-voltage or low-voltage"
         matching = [o for o, own in zip(self.options, stems, strict=True) if said & (own - shared)]
         return matching[0] if len(matching) == 1 else None
+
+    def topic(self) -> Question:
+        """The question without the key terms that only ask for a summary or the themes of a collection
+        ("Summarise what we know about IBM", "the main themes in my documents about X": `SUMMARY_WORDS`)."""
+        return dataclasses.replace(self, focus=tuple(f for f in self.focus if f not in SUMMARY_WORDS))
+
+    def about(self, text: str) -> bool:
+        """`text` names one of the question's key terms (any text, when it has none)."""
+        entities, acronyms, focus = self.coverage(text)
+        return not self.key_terms() or bool(entities or acronyms or focus)
 
     def key_terms(self) -> int:
         return len(self.entities) + len(self.acronyms) + len(self.focus)

@@ -7,11 +7,14 @@ The graph service builds the reports of the relevant communities from chunks thi
 the sentences ranked by centrality) and maps each to the sentences that best answer the question. This step is
 the reduce: it takes the reports' partial answers round-robin, by report relevance, so the answer draws on
 every relevant community; each chunk they come from becomes a source (its text: those sentences, its title: the
-report's), and the answer step answers from them with citations. The reports go in the reply's `graph.communities`.
+report's), and the answer step answers from them with citations (a summary: `AnswerRequest.summary`). A source
+that does not name the question's topic gives its place to a search passage that does (`on_topic`). The reports
+go in the reply's `graph.communities`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grpc import aio
@@ -20,6 +23,7 @@ from opentelemetry import trace
 from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common.text.questions import Question
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest, Outcome
 from ragmesh_gateway.pipeline.state import RequestState
@@ -87,6 +91,35 @@ def reduce_reports(
     return sources, records, kept
 
 
+def on_topic(
+    about: Question,
+    sources: list[common_pb2.ScoredChunk],
+    records: list[dict[str, Any]],
+    searched: Sequence[common_pb2.ScoredChunk],
+) -> tuple[list[common_pb2.ScoredChunk], list[dict[str, Any]], int]:
+    """The reduce's sources that name the question's topic (their text or their report's title), then the
+    search's passages that name it in the places of the others; the number of those passages. Reports chosen by
+    the question's words can be about something else ("Summarise what we know about pharmacy" when no entity
+    is pharmacy), while the search found the pharmacy passages. Nothing of the search names the topic either:
+    the reports stay as they were (the answer then says what they say, unverified). The communities' `sources`
+    are renumbered, and a community none of whose sources is kept leaves the records."""
+    kept = [i for i, s in enumerate(sources) if about.about(f"{s.chunk.title}\n{s.chunk.text}")]
+    if len(kept) == len(sources):
+        return sources, records, 0
+    have = {(sources[i].chunk.document_id, sources[i].chunk.chunk_id) for i in kept}
+    extra = [
+        r
+        for r in searched
+        if (r.chunk.document_id, r.chunk.chunk_id) not in have and about.about(f"{r.chunk.title}\n{r.chunk.text}")
+    ]
+    extra = extra[: len(sources) - len(kept)]
+    if not kept and not extra:
+        return sources, records, 0
+    number = {old + 1: new + 1 for new, old in enumerate(kept)}
+    renumbered = [{**record, "sources": [number[n] for n in record["sources"] if n in number]} for record in records]
+    return [sources[i] for i in kept] + extra, [r for r in renumbered if r["sources"]], len(extra)
+
+
 class Communities(Step):
     name = "communities"
     span = "graph communities"
@@ -119,13 +152,15 @@ class Communities(Step):
         if not reports:
             return {"reports": 0, "sentences": 0}
         sources, records, kept = reduce_reports(reports, state.request.top_k)
+        sources, records, searched = on_topic(Question.parse(state.query).topic(), sources, records, state.results)
+        span.set_attribute(attr.RAG_GRAPH_SEARCHED_SOURCES, searched)
         state.results = sources
         state.outcome = Outcome.ANSWER
         state.facts = [f"theme — {record['title']} — {', '.join(record['key_entities'][:6])}" for record in records[:6]]
         graph = state.graph or {"entities": [], "facts": [], "communities": []}
         graph["communities"] = records
         state.graph = graph
-        return {"reports": len(reports), "sentences": kept}
+        return {"reports": len(reports), "sentences": kept, "searched": searched}
 
     def degraded_reason(self, exc: aio.AioRpcError) -> str:
         return f"graph {exc.code().name}; answered from retrieval without community reports"
