@@ -93,7 +93,20 @@ CONFIGURATIONS.update({f"hybrid+graph@w={w}": {"graph_leg": True, "graph_weight"
 # HippoRAG 2 style seeding (#27): the walk also starts from the entities of the top p passages of a first search
 # (graph_seed_passages), fused at weight w; chosen on the tuning half of HotpotQA-100 (bench/answer.py's id
 # halves, `by_id_tuning`), reported on the other: 2 passages at weight 2 are the defaults (stop 43).
-GRAPH_SEED_SWEEP = ((2, 0.5), (2, 1.0), (2, 2.0), (3, 0.1), (3, 0.25), (3, 0.5), (5, 0.1), (5, 0.25), (5, 0.5))
+GRAPH_SEED_SWEEP = (
+    (2, 0.5),
+    (2, 1.0),
+    (2, 2.0),
+    (2, 3.0),
+    (2, 4.0),
+    (3, 0.1),
+    (3, 0.25),
+    (3, 0.5),
+    (3, 2.0),
+    (5, 0.1),
+    (5, 0.25),
+    (5, 0.5),
+)
 CONFIGURATIONS.update(
     {
         f"hybrid+graph+seeds{p}@w={w}": {"graph_leg": True, "graph_seed_passages": p, "graph_weight": w}
