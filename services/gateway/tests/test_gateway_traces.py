@@ -143,3 +143,42 @@ async def test_filters_paging_and_step_percentiles(postgres) -> None:
         assert await store.stats(UserContext("someone", "ops", ("employee",)), window) == []
     finally:
         await store.close()
+
+
+def test_what_an_untraced_request_calls_is_not_traced_either(tmp_path: Path) -> None:
+    """A readiness probe's Redis PING, the dashboard's cache counters: instrumentation is off for the whole of an
+    untraced request (else each call starts a one-span trace of its own), and on for every other request."""
+    from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from ragmesh_gateway.app import UntracedCalls
+
+    async def calls(request: Request) -> JSONResponse:
+        return JSONResponse({"traced": is_instrumentation_enabled()})
+
+    paths = ["/readyz", "/healthz", "/metrics", "/api/v1/admin/cache", "/api/v1/traces", "/api/v1/chat", "/v1/models"]
+    app = Starlette(routes=[Route(path, calls) for path in paths])
+    client = TestClient(UntracedCalls(app))
+    traced = {path: client.get(path).json()["traced"] for path in paths}
+    assert traced == {
+        "/readyz": False,
+        "/healthz": False,
+        "/metrics": False,
+        "/api/v1/admin/cache": False,
+        "/api/v1/traces": False,
+        "/api/v1/chat": True,
+        "/v1/models": True,
+    }
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_gateway_bad_input import FakeMesh, settings
+
+    from ragmesh_gateway.app import create_app
+
+    gateway = create_app(settings(tmp_path), mesh=FakeMesh())
+    assert any(m.cls is UntracedCalls for m in gateway.user_middleware)  # the gateway runs behind it

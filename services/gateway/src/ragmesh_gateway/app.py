@@ -16,7 +16,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.types import Scope
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragmesh_common.tokens import TokenSigner
 from ragmesh_gateway.auth import Authenticator
@@ -38,6 +39,22 @@ UNTRACED_PREFIXES = ("/api/v1/traces", "/api/v1/admin/", "/admin/", "/docs", "/r
 def untraced(scope: Scope) -> bool:
     path = str(scope.get("path", ""))
     return path in UNTRACED_PATHS or path.startswith(UNTRACED_PREFIXES)
+
+
+class UntracedCalls:
+    """What an untraced request calls is not traced either: without the request's server span, each Redis,
+    database or gRPC call it makes would start a trace of its own (a readiness probe's Redis PING every few
+    seconds filled the trace list with one-span "PING" traces, and the dashboard's cache page with "ZCARD")."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and untraced(scope):
+            with suppress_instrumentation():
+                await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _listed(value: str) -> list[str]:
@@ -147,6 +164,7 @@ def create_app(settings: Settings, *, mesh: Mesh | None = None, signer: TokenSig
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_route("/metrics", metrics.scrape, include_in_schema=False)
     app.add_middleware(RequestLanguageMiddleware)  # Accept-Language for the messages a user reads (messages.py)
+    app.add_middleware(UntracedCalls)
     add_cors(app, settings)
     app.include_router(chat.router)
     app.include_router(openai.router)  # /v1: the OpenAI-compatible chat
