@@ -1739,6 +1739,13 @@ async def readers_point(
     )
     if flat is not None:
         await flat.start()
+    # the same search with another budget for the query's most weighted term (`--compare-postings-per-term`)
+    other_budget = getattr(args, "compare_postings_per_term", 0)
+    budget = (
+        make_backend(settings.model_copy(update={"bm25_postings_per_term": other_budget}), db) if other_budget else None
+    )
+    if budget is not None:
+        await budget.start()
 
     async def search(
         user: Any, text: str, vector: list[float], alpha: float = settings.alpha, using: Any = None
@@ -1777,6 +1784,13 @@ async def readers_point(
         first_by_document = getattr(backend, "document_first_max_docs", 0)
         paths += [
             (f"{n} (BM25: every term {per_term} postings)", n, flat)
+            for n in names
+            if identities[n][0] > first_by_document
+        ]
+    if budget is not None:
+        first_by_document = getattr(backend, "document_first_max_docs", 0)
+        paths += [
+            (f"{n} (BM25: the top term {other_budget} postings)", n, budget)
             for n in names
             if identities[n][0] > first_by_document
         ]
@@ -2239,6 +2253,12 @@ def main() -> None:
     parser.add_argument("--readers-documents", type=int, default=100_000, help="documents of the full catalogue")
     parser.add_argument("--readers-small", type=int, default=1_000, help="documents of the small catalogue")
     parser.add_argument("--readers-label", default="after", help="key of this run in the results file")
+    parser.add_argument(
+        "--compare-postings-per-term",
+        type=int,
+        default=0,
+        help="--readers: also time the term-first readers with this RETRIEVER_BM25_POSTINGS_PER_TERM, side by side",
+    )
     parser.add_argument("--recall-queries", type=int, default=50, help="queries per recall@10 point")
     parser.add_argument(
         "--document-first-max-docs",
