@@ -372,6 +372,8 @@ PRODUCTS = common_pb2.ScoredChunk(
         chunk_id="ibm-p",
         title="IBM products",
         text="| IBM product | IBM launch year | IBM division |\n"
+        "SELECT IBM_PRODUCT FROM IBM_CATALOG WHERE IBM_YEAR = 1981.\n"
+        "IBM_PRODUCT_ID WHEN IBM_DIVISION THEN IBM_SYSTEM .\n"
         "The IBM Personal Computer debuted in 1981 with DOS from Microsoft. The cafeteria serves lasagna on "
         "Fridays and soup on Mondays. IBM sold its microcomputer division to Lenovo in 2005.",
     ),
@@ -394,7 +396,7 @@ async def test_a_summary_question_gets_the_sources_sentences_about_its_topic_eac
             "IBM sold its microcomputer division to Lenovo in 2005. [2]"
         )
     )  # in source order, two a source; not the heading, the fragment, the pronoun's sentence, the repeat, the
-    # cafeteria, the table row, nor the document's own reference marker "[7]"
+    # cafeteria, the table row, the code, nor the document's own reference marker "[7]"
     assert chat.messages == [] and (final.usage.input_tokens, final.usage.output_tokens) == (0, 0)  # no model
     assert [c.source_index for c in final.citations] == [0, 1]
     assert len(final.sentences) == 4 and all(s.supported for s in final.sentences)

@@ -12,7 +12,7 @@ ranked by how much of the topic they name (names and acronyms 2, other terms 1, 
 the other sentences of sources (with their headings) that name it (`IN_TOPIC_SOURCE`: "the disease" in a text on the
 Black Death), then by the caller's order of sources and their place in the source; a source that never names the
 topic gives nothing. At most `PER_SOURCE` are taken from one source and `SENTENCES` in all, never a heading, a table
-row, a fragment (fewer than `MIN_WORDS` words, or opening in lower case), a sentence that opens with a pronoun (out
+row, a fragment (fewer than `MIN_WORDS` words, or opening in lower case), code (`_prose`), a sentence that opens with a pronoun (out
 of its context "It was renamed in 1924" says nothing), nor one that mostly repeats a sentence already taken
 (`REPEAT_OVERLAP` of its words); a document's own reference markers ending a sentence ("[16]") are left out of its
 quote. They are shown in source order, each with its source marker, and verified as any answer sentence is
@@ -35,6 +35,11 @@ from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import words
 
 _REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference markers ending a sentence
+
+_LOWER_WORD = re.compile(r"[^\W\d_A-Z]{2,}(?:['’-][^\W\d_]+)*")  # a word in lower case ("don't", "well-known")
+_CODE = re.compile(r"[={}<>]")  # an assignment, a comparison, a block: code ("WHERE id = 1")
+MIN_PROSE_WORDS = 3
+MIN_PROSE_SHARE = 0.3
 
 SENTENCES = 6
 IN_TOPIC_SOURCE = 0.5  # the score of a sentence that does not name the topic in a source that does
@@ -68,6 +73,7 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
                 or text.startswith("|")
                 or text[:1].islower()  # a fragment a split left ("operations expanded to Europe.")
                 or len(words(text)) < MIN_WORDS
+                or not _prose(text)
                 or PRONOUN_START.match(text)
             ):
                 continue
@@ -97,6 +103,17 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
         return None
     answer = " ".join(f"{q.text} [{n}]" for n, q in enumerate(kept, 1))
     return Summary(kept, verify(question, answer, [q.as_quote() for q in kept], threshold, summary=True))
+
+
+def _prose(text: str) -> bool:
+    """A sentence, not code or a list of identifiers ("CUSTOMER_TAX_ID WHEN QSYS2 ."): no `=`, `<`, `>` or braces,
+    at least `MIN_PROSE_WORDS` words in lower case, and at least `MIN_PROSE_SHARE` of its tokens (a German
+    sentence capitalises its nouns)."""
+    if _CODE.search(text):
+        return False
+    tokens = text.split()
+    lower = [t for t in tokens if _LOWER_WORD.fullmatch(t.strip(".,;:!?()\"'’”“"))]
+    return len(lower) >= MIN_PROSE_WORDS and len(lower) >= MIN_PROSE_SHARE * len(tokens)
 
 
 def _repeats(text: str, other: str) -> bool:
