@@ -374,6 +374,7 @@ PRODUCTS = common_pb2.ScoredChunk(
         text="| IBM product | IBM launch year | IBM division |\n"
         "SELECT IBM_PRODUCT FROM IBM_CATALOG WHERE IBM_YEAR = 1981.\n"
         "IBM_PRODUCT_ID WHEN IBM_DIVISION THEN IBM_SYSTEM .\n"
+        "Figure 7 IBM advice with no IBM_KEY THEN C .\n"
         "The IBM Personal Computer debuted in 1981 with DOS from Microsoft. The cafeteria serves lasagna on "
         "Fridays and soup on Mondays. IBM sold its microcomputer division to Lenovo in 2005.",
     ),
@@ -415,3 +416,36 @@ async def test_without_the_summary_flag_the_same_question_is_withheld_and_off_to
     streamed, final = await _events(service, "Give me an overview of Northwind", [HISTORY, PRODUCTS], summary=True)
     assert final.withheld and not final.verified and streamed == ""  # no sentence names the topic
     assert final.answer.startswith("I could not verify an answer")
+
+
+CUSTOMERS = common_pb2.ScoredChunk(
+    score=0.9,
+    chunk=common_pb2.Chunk(
+        chunk_id="csv-1",
+        title="customers",
+        kind=common_pb2.CHUNK_KIND_TABLE,
+        text="| Index | First Name | Last Name | Company | Country |\n"
+        "| 1 | Sheryl | Baxter | Rasmussen Group | Chile |\n"
+        "| 2 | Preston | Lozano | Vega-Gentry | Djibouti |",
+    ),
+)
+
+
+async def test_a_table_cell_answers_what_no_sentence_states(service: GrpcService, chat: ScriptedChat) -> None:
+    chat.reply = "Sheryl Baxter works for Rasmussen Group. [1]"
+    streamed, final = await _events(service, "Which company does Sheryl Baxter work for?", [CAFETERIA, CUSTOMERS])
+    assert final.verified and not final.withheld and final.short_answer == "Rasmussen Group"
+    span = final.answer_span
+    text = CUSTOMERS.chunk.text
+    assert span.source_index == 1 and text[span.start : span.end] == "Rasmussen Group"
+    assert span.quote == text[span.quote_start : span.quote_end] == "| 1 | Sheryl | Baxter | Rasmussen Group | Chile |"
+    assert final.answer == streamed == "Sheryl Baxter works for Rasmussen Group. [2]"
+    # the model saw the row first
+    assert chat.messages[-1]["content"].startswith("Quotes:\n[1] | 1 | Sheryl | Baxter | Rasmussen Group")
+    chat.reply = "Sheryl Baxter works for Vega-Gentry."  # the wrong row's company: overruled by the row
+    _, wrong = await _events(service, "Which company does Sheryl Baxter work for?", [CUSTOMERS])
+    assert wrong.verified and wrong.overruled and wrong.short_answer == "Rasmussen Group"
+    assert wrong.answer == "| 1 | Sheryl | Baxter | Rasmussen Group | Chile | [1]"
+    # a question the table does not settle (no row names her) is withheld as before
+    _, unknown = await _events(service, "Which company does Jane Doe work for?", [CUSTOMERS])
+    assert unknown.withheld and not unknown.verified

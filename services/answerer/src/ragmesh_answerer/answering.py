@@ -12,6 +12,9 @@
 4. A question about a collection or a topic as a whole (`summary`: the gateway's router says so) has no span to
    extract: its answer is the sources' own sentences about its topic, each cited and verified (`summary.py`);
    the model is not asked. No sentence about the topic: "what the documents say", as in 2.
+5. No sentence states an answer, but a table among the sources does: the cell of the one row that names the
+   question's names, in the one column whose header names its other key terms (`tables.py`), is the span, its
+   row the evidence sentence.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
+from ragmesh_answerer.tables import TABLE
+from ragmesh_answerer.tables import lookup as table_lookup
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
@@ -42,7 +47,7 @@ from ragmesh_common.metrics import count_generation
 from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
 from ragmesh_common.text import questions
 from ragmesh_common.text.numbers import number_supported, numbers
-from ragmesh_common.text.questions import Question
+from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import sentence_spans
 from ragmesh_common.text.words import same_sense, specificity
 
@@ -205,6 +210,8 @@ class Answerer:
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences, reading)
+            if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
+                found = table_lookup(question, request.sources)  # a row's cell: no sentence states it
         quotes = select_evidence(
             request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
         )
@@ -490,18 +497,22 @@ def _answer_quote_first(quotes: list[EvidenceQuote], span: Span, sources: Sequen
     """The quotes with the sentence that states the short answer first (added when evidence selection left it
     out), so that the model sees it and phrases around it."""
     where = span.sentence
+    heading = sources[where.source_index].heading_text
+    table = span.label == TABLE
+    if table:  # a row is read with its table's header (the column names say what its cells are)
+        heading = "\n".join(part for part in (heading, where.context.split("\n", 1)[0]) if part)
     inside = [
         q for q in quotes if q.source_index == where.source_index and q.start <= where.start and where.end <= q.end
     ]
     rest = [q for q in quotes if q not in inside]
-    first = inside or [
+    first = ([] if table else inside) or [
         EvidenceQuote(
             where.source_index,
             sources[where.source_index].chunk_id,
             where.text,
             where.start,
             where.end,
-            sources[where.source_index].heading_text,
+            heading,
             span.score,
         )
     ]

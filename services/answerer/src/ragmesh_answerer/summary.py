@@ -38,6 +38,7 @@ _REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference 
 
 _LOWER_WORD = re.compile(r"[^\W\d_A-Z]{2,}(?:['’-][^\W\d_]+)*")  # a word in lower case ("don't", "well-known")
 _CODE = re.compile(r"[={}<>]")  # an assignment, a comparison, a block: code ("WHERE id = 1")
+_LOOSE_STOP = re.compile(r"\s\.$")  # a full stop after a space: tokens of code ("… THEN C .")
 MIN_PROSE_WORDS = 3
 MIN_PROSE_SHARE = 0.3
 
@@ -107,9 +108,9 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
 
 def _prose(text: str) -> bool:
     """A sentence, not code or a list of identifiers ("CUSTOMER_TAX_ID WHEN QSYS2 ."): no `=`, `<`, `>` or braces,
-    at least `MIN_PROSE_WORDS` words in lower case, and at least `MIN_PROSE_SHARE` of its tokens (a German
-    sentence capitalises its nouns)."""
-    if _CODE.search(text):
+    no full stop after a space, at least `MIN_PROSE_WORDS` words in lower case, and at least `MIN_PROSE_SHARE` of
+    its tokens (a German sentence capitalises its nouns)."""
+    if _CODE.search(text) or _LOOSE_STOP.search(text):
         return False
     tokens = text.split()
     lower = [t for t in tokens if _LOWER_WORD.fullmatch(t.strip(".,;:!?()\"'’”“"))]
