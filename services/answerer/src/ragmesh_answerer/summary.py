@@ -27,6 +27,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import re2
+
 from ragmesh_answerer.evidence import EvidenceQuote, is_heading, score_sentence
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.verify import Verification, verify
@@ -34,7 +36,8 @@ from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import words
 
-_REFERENCES = re.compile(r"(?:\s*\[\d{1,4}\])+$")  # a document's own reference markers ending a sentence
+# a document's own reference markers ending a sentence (RE2: linear on a long run of spaces)
+_REFERENCES = re2.compile(r"(?:\s*\[\d{1,4}\])+$")
 
 _LOWER_WORD = re.compile(r"[^\W\d_A-Z]{2,}(?:['’-][^\W\d_]+)*")  # a word in lower case ("don't", "well-known")
 _CODE = re.compile(r"[={}<>]")  # an assignment, a comparison, a block: code ("WHERE id = 1")
