@@ -1780,20 +1780,14 @@ async def readers_point(
         paths += [
             (f"{n} (vector leg: HNSW walk)", n, walking) for n in names if list_max < identities[n][0] <= exact_max
         ]
-    if flat is not None:
-        first_by_document = getattr(backend, "document_first_max_docs", 0)
-        paths += [
-            (f"{n} (BM25: every term {per_term} postings)", n, flat)
-            for n in names
-            if identities[n][0] > first_by_document
-        ]
-    if budget is not None:
-        first_by_document = getattr(backend, "document_first_max_docs", 0)
-        paths += [
-            (f"{n} (BM25: the top term {other_budget} postings)", n, budget)
-            for n in names
-            if identities[n][0] > first_by_document
-        ]
+    # the other BM25 budgets, for the readers whose lexical leg reads term first
+    first_by_document = getattr(backend, "document_first_max_docs", 0)
+    for variant, label in (
+        (flat, f"BM25: every term {per_term} postings"),
+        (budget, f"BM25: the top term {other_budget} postings"),
+    ):
+        if variant is not None:
+            paths += [(f"{n} ({label})", n, variant) for n in names if identities[n][0] > first_by_document]
     timings = await timed(
         [tuple(call(users[n], t, v, using) for _, n, using in paths) for t, v in zip(claims, qvecs, strict=True)],
         progress=f"readers {size}",
