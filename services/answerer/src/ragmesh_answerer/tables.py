@@ -23,7 +23,7 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Sentence, Span
 from ragmesh_common.text.numbers import numbers
 from ragmesh_common.text.questions import AnswerType, Question
-from ragmesh_common.text.words import related, stem, words
+from ragmesh_common.text.words import family_in, stem, words
 
 _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\s|:-]+$")
@@ -92,7 +92,7 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                 answers = [
                     k
                     for k, head in enumerate(heads)
-                    if k not in holding and row[k].text and any(_names(f, head) for f in wanted)
+                    if k not in holding and row[k].text and any(family_in(f, head) for f in wanted)
                 ]
                 for k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
@@ -101,7 +101,3 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                     found.append(Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0))
     # one answer, though several copies of a table may state it (the same list exported twice)
     return found[0] if len({span.text.casefold() for span in found}) == 1 else None
-
-
-def _names(term: str, head: set[str]) -> bool:
-    return term in head or any(related(term, h) for h in head if h[:4] == term[:4])

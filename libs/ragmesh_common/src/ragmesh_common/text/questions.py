@@ -26,16 +26,11 @@ import re2
 
 from ragmesh_common.text.names import acronym_in, names
 from ragmesh_common.text.numbers import strip_numbers
-from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, related, same_sense, stem, words
+from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, family_in, normalise, same_sense, stem, words
 
 # A focus term also counts as found when a word of the text can mean the same (`words.same_sense` in the words'
 # `SYNONYM_SENSES` commonest senses: "shipped" for "sent", "established" for "founded"); 0: stems and families only.
 SYNONYM_SENSES = 2
-
-
-def _family_in(root: str, stems: set[str]) -> bool:
-    """`root` or a word of its family ("founding" for "foundation") is among `stems`."""
-    return root in stems or any(related(root, s) for s in stems if s[:4] == root[:4])
 
 
 class AnswerType(enum.Enum):
@@ -350,7 +345,7 @@ class Question:
         text_stems = {stem(w) for w in text_words}
         entities = [e for e in self.entities if e in text_words or stem(e) in text_stems]
         acronyms = [a for a in self.acronyms if a.lower() in text_words or acronym_in(a, text)]
-        focus = [f for f in self.focus if _family_in(stem(f), text_stems) or self._synonym_in(f, text_words)]
+        focus = [f for f in self.focus if family_in(stem(f), text_stems) or self._synonym_in(f, text_words)]
         return entities, acronyms, focus
 
     def _synonym_in(self, term: str, text_words: set[str]) -> bool:

@@ -305,6 +305,11 @@ def related(a: str, b: str) -> bool:
     return extra in DERIVATIONS or (extra[0] == "e" and extra[1:] in DERIVATIONS)
 
 
+def family_in(root: str, stems: set[str]) -> bool:
+    """`root` or a word of its family ("founding" for "foundation") is among `stems`."""
+    return root in stems or any(related(root, s) for s in stems if s[:4] == root[:4])
+
+
 def words(text: str) -> list[str]:
     """The lower-cased letter runs of `text` (digits split words)."""
     return WORD.findall(normalise(text).lower())
