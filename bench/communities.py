@@ -162,7 +162,7 @@ def main() -> None:
         # question): its verified sentences and the documents they cite
         summary = summarise(
             question,
-            [Source(s.chunk.chunk_id, s.chunk.title, tuple(s.chunk.section_path), s.chunk.text) for s in sources],
+            [Source.from_proto(s) for s in sources],
             threshold,
         )
         answer_documents = (

@@ -189,16 +189,12 @@ class Answerer:
                 summary = summarise(request.question, request.sources, self.settings.min_sentence_support)
                 span.set_attribute(attr.RAG_ANSWER_VERIFIED, summary is not None)
             if summary is not None:
-                result = self._summary_result(summary, request.sources)
-                for n, quote in enumerate(summary.sentences):
-                    yield Sentence(n, f"{quote.text} [{quote.source_index + 1}]", (quote.source_index,), True)
-                yield result
+                for n, (quote, shown) in enumerate(zip(summary.sentences, summary.shown, strict=True)):
+                    yield Sentence(n, shown, (quote.source_index,), True)
+                yield self._summary_result(summary, request.sources)
                 return
             logger.info("no sentence of %d sources is about the topic of a summary question", len(request.sources))
-            quotes = select_evidence(
-                request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
-            )
-            yield self._documents_say(quotes, request.sources, Generation(prompt_tokens=0, completion_tokens=0), [])
+            yield self._unasked(self._quotes(request), request.sources)
             return
         # a multi-step answer's last question, its bridge filled, says what the answer must be tied to
         question = Question.parse(request.resolved_question or request.question)
@@ -212,14 +208,11 @@ class Answerer:
             found = self.reader.extract(question, evidence_sentences, reading)
             if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
                 found = table_lookup(question, request.sources)  # a row's cell: no sentence states it
-        quotes = select_evidence(
-            request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
-        )
+        quotes = self._quotes(request)
         if found is None:
             logger.info("no sentence of %d sources answers the question as asked", len(request.sources))
             if not request.stream_draft:
-                # the model was not asked: it used no tokens
-                yield self._documents_say(quotes, request.sources, Generation(prompt_tokens=0, completion_tokens=0), [])
+                yield self._unasked(quotes, request.sources)
                 return
         else:
             quotes = _answer_quote_first(quotes, found, request.sources)
@@ -290,6 +283,15 @@ class Answerer:
         for sentence in gate.finish():
             yield sentence
         yield self.check_output(generation, request.question, request.sources, quotes, max_tokens, gate)
+
+    def _quotes(self, request: AnswerInput) -> list[EvidenceQuote]:
+        return select_evidence(
+            request.question, request.sources, self.settings.max_quotes, self.settings.max_context_chars
+        )
+
+    def _unasked(self, quotes: Sequence[EvidenceQuote], sources: Sequence[Source]) -> AnswerResult:
+        """What the documents say, the model not asked (it used no tokens)."""
+        return self._documents_say(quotes, sources, Generation(prompt_tokens=0, completion_tokens=0), [])
 
     def _summary_result(self, summary: Summary, sources: Sequence[Source]) -> AnswerResult:
         """A verified summary: the sources' own sentences, each cited; the model was not asked."""

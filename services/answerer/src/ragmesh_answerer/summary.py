@@ -58,8 +58,13 @@ class Summary:
     verification: Verification
 
     @property
+    def shown(self) -> list[str]:
+        """Each sentence as the user reads it: with its source's marker (1-based)."""
+        return [f"{q.text} [{q.source_index + 1}]" for q in self.sentences]
+
+    @property
     def text(self) -> str:
-        return " ".join(f"{q.text} [{q.source_index + 1}]" for q in self.sentences)
+        return " ".join(self.shown)
 
 
 def summarise(question: str, sources: Sequence[Source], threshold: float) -> Summary | None:
@@ -69,7 +74,7 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
     candidates: list[tuple[float, int, int, EvidenceQuote]] = []
     for i, source in enumerate(sources):
         # a source about the topic lends its other sentences a little of it ("the plague" in a text on the Black Death)
-        lent = IN_TOPIC_SOURCE if named and score_sentence(about, f"{source.heading_text}\n{source.text}") > 0 else 0.0
+        lent = IN_TOPIC_SOURCE if named and about.about(f"{source.heading_text}\n{source.text}") else 0.0
         for k, (s, e) in enumerate(sentence_spans(source.text)):
             text = _REFERENCES.sub("", source.text[s:e].strip())  # "… six Turing Awards.[16]": not our [n]
             if (
