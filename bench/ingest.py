@@ -391,7 +391,7 @@ def run_bulk(args: argparse.Namespace, stack: Any, data_dir: Path, work: Path) -
     began = time.monotonic()
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while first.poll() is None and owned(dsn, owner)["documents"] < args.bulk // 2:
-        time.sleep(1.0)
+        time.sleep(0.1)  # small files upload at tens per second: a coarser poll lands the Ctrl-C after the last
     first.send_signal(signal.SIGINT)
     out, err = first.communicate(timeout=300)
     done = json.loads(out) if out.strip() else []
@@ -432,6 +432,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(args.data_dir).resolve()
     corpus = bench.read_jsonl(data / "beir_scifact" / "corpus.jsonl")[: args.short]
     texts = [(row["_id"], (row.get("title", "") + "\n\n" + row["text"]).strip()) for row in corpus]
+    if args.work_dir:
+        Path(args.work_dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ragmesh-ingest-", dir=args.work_dir))
     pdf = work / f"squad-{args.pdf_pages}pages.pdf"
     pages = write_text_pdf(pdf, squad_blocks(data), args.pdf_pages) if args.pdf_pages else 0

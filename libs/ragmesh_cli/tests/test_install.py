@@ -23,7 +23,7 @@ def test_dev_paths_writes_a_ragmesh_launcher_that_runs(tmp_path: Path) -> None:
     dev_paths = load_dev_paths()
     assert str(ROOT / "libs" / "ragmesh_cli" / "src") in dev_paths.source_paths(ROOT)
     scripts = dev_paths.console_scripts(ROOT)
-    assert scripts["ragmesh"] == "ragmesh_cli.main:app"
+    assert scripts["ragmesh"] == "ragmesh_cli.main:run"
     [launcher] = dev_paths.write_launchers({"ragmesh": scripts["ragmesh"]}, tmp_path, sys.executable)
     assert os.access(launcher, os.X_OK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(dev_paths.source_paths(ROOT))}
@@ -39,3 +39,44 @@ def test_dev_paths_writes_a_ragmesh_launcher_that_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 1 and done.stderr.startswith("error: cannot reach http://127.0.0.1:1")
+
+
+TEARDOWN_CTRL_C = """
+import os, subprocess, sys, time
+marker = sys.argv[1]
+
+
+class SlowTeardown:  # a module global: torn down after the interpreter has reset its signal handlers
+    def __del__(self):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+slow = SlowTeardown()
+# Ctrl-C from outside once the command is done, while the process tears down
+code = f"import os, signal, time; time.sleep(0.2); os.kill({os.getpid()}, signal.SIGINT); open({marker!r}, 'w').close()"
+subprocess.Popen([sys.executable, "-c", code])
+sys.argv = ["ragmesh", "--help"]
+from ragmesh_cli.main import run
+run()
+"""
+
+
+def test_a_ctrl_c_while_the_finished_command_tears_down_keeps_its_exit_code(tmp_path: Path) -> None:
+    """Found by the bulk-ingest e2e (CI, loaded machine): a Ctrl-C that reached `ragmesh ingest` just as it ended
+    killed it by the signal (status -2) instead of exit 0 or 130. The launcher blocks it once the command is done."""
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN_CTRL_C)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(load_dev_paths().source_paths(ROOT))}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "signalled")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert (tmp_path / "signalled").exists()
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "Usage" in done.stdout

@@ -1,5 +1,5 @@
 """`python -m ragmesh_cli` runs the `ragmesh` command."""
 
-from ragmesh_cli.main import app
+from ragmesh_cli.main import run
 
-app(prog_name="ragmesh")
+run()

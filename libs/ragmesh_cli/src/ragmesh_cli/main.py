@@ -731,3 +731,17 @@ def token(
 from ragmesh_cli.connectors import connectors_app  # noqa: E402
 
 app.add_typer(connectors_app, name="connectors")
+
+
+def run() -> None:
+    """The `ragmesh` launcher: the app, then Ctrl-C blocked until the process is gone. Once the command is done, a
+    Ctrl-C changes nothing: without this, one that arrived while Python tears the process down (tens of ms after
+    a bulk `ragmesh ingest`, once the interpreter has reset its handlers) killed it by the signal (exit status
+    -2 / 130 from the shell) instead of the command's own exit code; blocked, it is dropped with the process."""
+    try:
+        app(prog_name="ragmesh")
+    except KeyboardInterrupt:  # one that arrived after click's own handling, as the command returned
+        raise SystemExit(130) from None
+    finally:
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
