@@ -85,6 +85,31 @@ def test_document_chunk_has_extractive_summary(chunker: Chunker) -> None:
     assert len(summary.text.split()) <= 121
 
 
+async def test_a_deck_of_headings_only_is_text_not_a_failure(parser_stub, documents: Path) -> None:
+    """Found uploading the shared PPTX files: powerpoint_bad_text.pptx (one title, which Docling's ground truth
+    keeps) failed with "no extractable text", as its only text was a heading. Now its heading is a paragraph."""
+    path = documents / "pptx" / "sources" / "powerpoint_bad_text.pptx"
+    reply = await parser_stub.Parse(parser_pb2.ParseRequest(filename=path.name, content=path.read_bytes()), timeout=60)
+    paragraphs = [c for c in reply.chunks if c.level == LEVEL_PARAGRAPH]
+    assert len(paragraphs) == 1 and paragraphs[0].text.startswith("X-Library The fully customisable")
+    assert paragraphs[0].section_path == [paragraphs[0].text] and paragraphs[0].parent_id.endswith(":1")
+
+
+def test_headings_become_paragraphs_only_when_nothing_else_is_text(chunker: Chunker) -> None:
+    blocks = [
+        Block("heading", "Agenda", section_path=["Agenda"]),
+        Block("heading", "Q3", section_path=["Agenda", "Q3"]),
+    ]
+    chunks = chunker.chunk(ParsedDocument("Deck", "pptx", 0, blocks, "simple"), "x")
+    assert [(c.text, c.section_path) for c in chunks if c.level == "paragraph"] == [
+        ("Agenda", ["Agenda"]),
+        ("Q3", ["Agenda", "Q3"]),
+    ]
+    blocks.append(Block("paragraph", "Revenue grew.", section_path=["Agenda", "Q3"]))
+    chunks = chunker.chunk(ParsedDocument("Deck", "pptx", 0, blocks, "simple"), "x")
+    assert [c.text for c in chunks if c.level == "paragraph"] == ["Revenue grew."]
+
+
 BAD_INPUTS = [
     ("empty.md", b"", "empty"),
     ("random.docx", bytes(range(256)) * 8, "random.docx"),

@@ -107,3 +107,23 @@ async def test_inline_code_and_links_stay_in_one_paragraph(parser_stub) -> None:
     assert [b.kind for b in body] == ["paragraph", "table"]
     assert body[0].text == "Run make run to start the mesh, then call POST /api/v1/chat (with a token)."
     assert body[0].section_path == ["Setup"]
+
+
+async def test_form_fields_sheet_names_and_chart_data_are_kept(parser_stub, documents: Path) -> None:
+    """Found by comparing every shared sample's words with Docling's own Markdown: an HTML form's key-value
+    fields, a workbook's sheet names and a chart's data were dropped ("What is the telephone number of the
+    restaurant?" found nothing)."""
+    reply = await parse(parser_stub, documents / "html/sources/kvp_data_example.html")
+    texts = [b.text for b in reply.blocks if b.kind == "paragraph"]
+    assert "Telephone: (123) 456-7890" in texts and "Receipt date: 16/03/2026" in texts
+    assert "Server: Quack Quackling" in " ".join(c.text for c in reply.chunks if c.level == 3)
+
+    reply = await parse(parser_stub, documents / "xlsx/sources/xlsx_01.xlsx")
+    assert [h.text for h in reply.headings] == ["Sheet1", "Sheet2", "Sheet3"] and reply.title == "xlsx_01"
+    tables = [b for b in reply.blocks if b.kind == "table"]
+    assert list(tables[0].section_path) == ["Sheet1"] and list(tables[-1].section_path) == ["Sheet3"]
+
+    reply = await parse(parser_stub, documents / "pptx/sources/pptx_chart.pptx")
+    chart = next(b for b in reply.blocks if b.kind == "table")
+    assert chart.text.splitlines()[:2] == ["|  | Freshwater Ducks | Saltwater Ducks |", "| 2019 | 120 | 80 |"]
+    assert chart.page == 1 and list(chart.section_path) == ["Quarterly Duck Survey"]

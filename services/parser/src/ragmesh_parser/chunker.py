@@ -217,6 +217,12 @@ class Chunker:
                 flush()
             pending.append(block)
         flush()
+        if sections and not any(c.level == LEVEL_PARAGRAPH for c in chunks):
+            # headings only (a title slide, a deck of titles): they are the document's text, not a failure with
+            # "no extractable text"; each its own paragraph under its section, so search finds and cites it
+            for sec in sections:
+                heading = sec.chunk.section_path[-1]
+                add(LEVEL_PARAGRAPH, sec.chunk.chunk_id, sec.chunk.section_path, sec.chunk.page, heading, "paragraph")
 
         for sec in sections:  # heading path, then the start of the section's text, within the limit
             head = sec.chunk.text

@@ -207,7 +207,8 @@ class DocumentParser:
             hint = " (a scanned PDF? OCR is not enabled)" if fmt == "pdf" and self._engine is None else ""
             raise InvalidArgument(f"{filename}: no text content found in the {fmt} file{hint}")
         headings = [b for b in blocks if b.kind == "heading"]
-        title = headings[0].text if headings else stem
+        # a workbook's headings are its sheet names ("Sheet1"): its title is its file's name
+        title = headings[0].text if headings and fmt != "xlsx" else stem
         return ParsedDocument(
             title=title,
             format=fmt,

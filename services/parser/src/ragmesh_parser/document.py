@@ -11,10 +11,12 @@ from docling_core.types.doc import (
     CoordOrigin,
     DocItemLabel,
     DoclingDocument,
+    FieldItem,
     GroupItem,
     GroupLabel,
     ListItem,
     NodeItem,
+    PictureItem,
     SectionHeaderItem,
     TableItem,
     TextItem,
@@ -31,6 +33,11 @@ _PARAGRAPH_LABELS = {
     DocItemLabel.FORMULA,
     DocItemLabel.CHECKBOX_SELECTED,
     DocItemLabel.CHECKBOX_UNSELECTED,
+    # a form's parts outside a field item (a field item is one "key: value" paragraph, `_field_text`)
+    DocItemLabel.FIELD_HEADING,
+    DocItemLabel.FIELD_KEY,
+    DocItemLabel.FIELD_VALUE,
+    DocItemLabel.FIELD_HINT,
 }
 _KIND_BY_LABEL = {DocItemLabel.LIST_ITEM: "list_item", DocItemLabel.CODE: "code", DocItemLabel.CAPTION: "caption"}
 
@@ -103,7 +110,7 @@ def _table_rows(item: TableItem) -> list[list[str]]:
     return [row for row in rows if any(row)]
 
 
-def _bbox(item: TextItem | TableItem, doc: DoclingDocument, fmt: str) -> tuple[int, BBox | None]:
+def _bbox(item: TextItem | TableItem | PictureItem, doc: DoclingDocument, fmt: str) -> tuple[int, BBox | None]:
     if not item.prov:
         return 0, None
     prov = item.prov[0]
@@ -143,6 +150,28 @@ def join_inline(parts: list[str]) -> str:
     return str(_NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text)))
 
 
+def _chart_rows(item: PictureItem) -> list[list[str]]:
+    """The data table of a chart picture (`meta.tabular_chart`: a PPTX or XLSX chart's series by category), as
+    rows; [] for any other picture. Docling's Markdown prints it under the image; we dropped it with the image."""
+    chart = getattr(item.meta, "tabular_chart", None) if item.meta is not None else None
+    data = getattr(chart, "chart_data", None)
+    if data is None:
+        return []
+    rows = [[clean_text(cell.text) for cell in row] for row in data.grid]
+    return [row for row in rows if any(row)]
+
+
+def _field_text(runs: list[TextItem]) -> str:
+    """A form field (Docling's key-value items: an HTML receipt's "Telephone" / "(123) 456-7890") as one line,
+    "Telephone: (123) 456-7890", so that search and answers read the key with its value; its marker ("3") is
+    left out. Before, the whole field region was dropped: not one of its labels was a paragraph's."""
+    key = " ".join(clean_text(r.text) for r in runs if r.label in (DocItemLabel.FIELD_HEADING, DocItemLabel.FIELD_KEY))
+    value = " ".join(clean_text(r.text) for r in runs if r.label in (DocItemLabel.FIELD_VALUE, DocItemLabel.FIELD_HINT))
+    if key and value:
+        return f"{key.rstrip(':')}: {value}"
+    return key or value or " ".join(clean_text(r.text) for r in runs if r.label != DocItemLabel.MARKER).strip()
+
+
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
     """Body items in reading order as blocks; heading levels compressed to 1..n, section paths attached.
 
@@ -157,6 +186,10 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
             consumed.add(item.self_ref)
             continue
         if isinstance(item, GroupItem):
+            if item.label == GroupLabel.SHEET and clean_text(item.name):
+                # a workbook's sheet name heads its tables ("Duck Observations"), as in Docling's own Markdown
+                raw.append((Block("heading", clean_text(item.name)), 1))
+                continue
             if item.label == GroupLabel.INLINE:
                 consumed.add(item.self_ref)
                 runs = _inline_texts(item, doc)
@@ -167,6 +200,20 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
                 kind = "list_item" if isinstance(parent, ListItem) else "paragraph"
                 page, box = _bbox(runs[0], doc, fmt)
                 raw.append((Block(kind, text, page=page, bbox=box), -1))
+            continue
+        if isinstance(item, FieldItem):
+            consumed.add(item.self_ref)
+            runs = _inline_texts(item, doc)
+            text = _field_text(runs)
+            if text:
+                page, box = _bbox(runs[0], doc, fmt)
+                raw.append((Block("paragraph", text, page=page, bbox=box), -1))
+            continue
+        if isinstance(item, PictureItem):
+            rows = _chart_rows(item)  # a chart's own data (PPTX, XLSX): its numbers, read as a table
+            if rows:
+                page, box = _bbox(item, doc, fmt)
+                raw.append((Block("table", table_text(rows), page=page, bbox=box, rows=rows), -1))
             continue
         if isinstance(item, TableItem):
             consumed.add(item.self_ref)
