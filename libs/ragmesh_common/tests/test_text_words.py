@@ -114,6 +114,16 @@ def test_what_place_and_what_time_ask_where_and_when() -> None:
     assert question_type("In the 1965-66 season, what place did ABC find itself in?") is AnswerType.OTHER
 
 
+def test_what_is_the_date_asks_when() -> None:
+    """Found asking an HTML receipt: "What was the receipt date?" was typed other and answered "table service"."""
+    assert question_type("What was the receipt date?") is AnswerType.DATE
+    assert question_type("What is the date of the merger?") is AnswerType.DATE
+    assert question_type("What is the release date of the album?") is AnswerType.DATE
+    assert question_type("What was the deadline for entries?") is AnswerType.DATE
+    assert question_type("What are the dates' origins?") is AnswerType.OTHER
+    assert question_type("What did they update?") is AnswerType.OTHER
+
+
 def test_word_families_match_but_not_mere_prefixes() -> None:
     assert related(stem("government"), stem("governed"))
     assert related(stem("discovered"), stem("discovery"))

@@ -296,6 +296,36 @@ def test_a_phrase_that_points_elsewhere_is_no_answer(reader: Reader) -> None:
     assert span is not None and span.text == "Swynnerton Plan"
 
 
+def test_a_placeholder_or_a_piece_of_a_hyphenated_word_is_no_answer(reader: Reader) -> None:
+    """Found asking the shared samples: "What does a respectful duck eat?" was answered "interesting things"
+    (verified) from the line that introduces the food table, and "What is the X-Library?" was answered "X"."""
+    question = Question.parse("What does a respectful duck eat?")
+    intro = reader.sentences([("Here are some interesting things a respectful duck could eat:", "Let's eat")])
+    assert not {c.text for c in reader.candidates(question, intro)} & {"interesting things", "things"}
+    assert reader.extract(question, intro) is None
+    # in a sentence that does not announce what follows, such a phrase may be the answer
+    question = Question.parse("What are malum prohibitum considerations?")
+    said = reader.sentences([("Malum prohibitum considerations are things that are a matter of custom.", "Law")])
+    assert any(c.text.startswith("things") for c in reader.candidates(question, said))
+    question = Question.parse("What is the X-Library?")
+    title = "X-Library The fully customisable and copyright-free standard content template collection"
+    texts = {c.text for c in reader.candidates(question, reader.sentences([(title, "X-Library")]))}
+    assert "X" not in texts and "Library" not in texts
+    # a name inside a hyphenated word still answers ("French" of "French-speaking")
+    question = Question.parse("Which language is spoken in Wallonia?")
+    said = reader.sentences([("Wallonia is a French-speaking region of Belgium.", "Wallonia")])
+    assert "French" in {c.text for c in reader.candidates(question, said)}
+
+
+def test_a_table_row_is_no_sentence_and_a_lone_year_counts_nothing(reader: Reader) -> None:
+    """"How many saltwater ducks were observed in 2021?" was answered 120 from a chart's rows read as a sentence,
+    and "How many ducks …?" by the caption's "Year" (spaCy: DATE)."""
+    chart = "Wild Duck Observations by Year\n|  | Freshwater Ducks | Saltwater Ducks |\n| 2021 | 150 | 110 |"
+    sentences = reader.sentences([(chart, "Quarterly Duck Survey")])
+    assert [s.text for s in sentences] == ["Wild Duck Observations by Year"]
+    assert reader.extract(Question.parse("How many ducks were observed in 2021?"), sentences) is None
+
+
 def test_a_nationality_that_describes_someone_is_not_who(reader: Reader) -> None:
     question = "Who recorded the single Sunny Days?"
     described = ("Sunny Days was recorded by a Jamaican reggae singer in 1971.", "Sunny Days")

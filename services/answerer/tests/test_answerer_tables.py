@@ -64,3 +64,83 @@ def test_copies_of_a_table_agree_and_a_conflicting_copy_settles_nothing() -> Non
     assert span is not None and span.text == "Rasmussen Group" and span.sentence.source_index == 0
     other = Source("c3", "customers 2019", (), CUSTOMERS.replace("Rasmussen Group", "Orion Holdings"))
     assert lookup(question, [*SOURCES, other]) is None
+
+
+FOODS = (
+    "Here are some interesting things a respectful duck could eat:\n\n"
+    "|  | Food | Calories per portion |\n"
+    "| Leaves | Ash, Elm, Maple | 50 |\n"
+    "| Berries | Blueberry, Strawberry, Cranberry | 150 |\n"
+    "| Grain | Corn, Buckwheat, Barley | 200 |\n"
+)
+
+
+def test_a_question_without_names_finds_its_row_by_a_key_term_when_row_and_header_hold_them_all() -> None:
+    """Found with word_sample.docx: "How many calories per portion do berries have?" was withheld with the table
+    quoted (no capitalised name, so no row). Docling's table here has no |---| rule and an empty corner cell."""
+    sources = [Source("c1", "Swimming in the lake", (), FOODS)]
+
+    def ask(question: str) -> str | None:
+        span = lookup(Question.parse(question), sources)
+        return span.text if span else None
+
+    assert ask("How many calories per portion do berries have?") == "150"
+    assert ask("What is the calories per portion of grain?") == "200"
+    assert ask("What food are berries?") == "Blueberry, Strawberry, Cranberry"
+    assert ask("Which grains could a duck eat?") is None  # "duck" and "eat" are in no row nor header
+    assert ask("How many portions?") is None  # no row term
+    assert ask("How many calories do apples have?") is None  # no row says apples
+    # a row term alone or a column term alone settles nothing
+    assert lookup(Question.parse("How many berries?"), sources) is None
+
+
+def test_a_chart_row_found_by_its_year_in_the_column_that_names_the_most() -> None:
+    chart = (
+        "Wild Duck Observations by Year\n"
+        "|  | Freshwater Ducks | Saltwater Ducks |\n"
+        "| 2019 | 120 | 80 |\n"
+        "| 2021 | 150 | 110 |\n"
+    )
+    sources = [Source("c1", "Quarterly Duck Survey", (), chart)]
+
+    def ask(question: str) -> str | None:
+        span = lookup(Question.parse(question), sources)
+        return span.text if span else None
+
+    assert ask("How many saltwater ducks were observed in 2021?") == "110"  # "observed": the caption says it
+    assert ask("How many freshwater ducks were there in 2019?") == "120"
+    assert ask("How many ducks were observed in 2021?") is None  # both columns name ducks
+    assert ask("How many saltwater ducks were observed in 2023?") is None  # no such row
+    assert ask("How many saltwater ducks were counted in 2021?") is None  # nothing says "counted"
+
+
+RECEIPT = (
+    "Receipt documentation for table service:\n"
+    "Restaurant: Docling\n"
+    "Telephone: (123) 456-7890\n"
+    "Server: Quack Quackling\n"
+    "Order Number: 12345\n"
+    "Number of guests: 5\n"
+    "Receipt date: 16/03/2026\n"
+)
+
+
+def test_a_form_field_answers_when_its_key_names_the_question() -> None:
+    sources = [Source("c1", "HEADER", (), RECEIPT)]
+
+    def ask(question: str) -> str | None:
+        span = lookup(Question.parse(question), sources)
+        return span.text if span else None
+
+    assert ask("Who was the server?") == "Quack Quackling"
+    assert ask("What is the telephone number of the restaurant?") == "(123) 456-7890"  # the one with a number
+    assert ask("What is the order number?") == "12345"
+    assert ask("How many guests were there?") == "5"
+    assert ask("What was the receipt date?") == "16/03/2026"
+    span = lookup(Question.parse("Who was the server?"), sources)
+    assert span is not None and span.sentence.text == "Server: Quack Quackling"
+    assert RECEIPT[span.source_start : span.source_end] == "Quack Quackling"
+    assert ask("Who was the server at IBM?") is None  # the receipt never names IBM
+    assert ask("Where is the restaurant?") is None  # "Restaurant: Docling" names it, it does not place it
+    assert ask("When was the receipt issued?") is None  # nothing says "issued"
+    assert ask("What is the dining type?") is None  # no such field

@@ -449,3 +449,50 @@ async def test_a_table_cell_answers_what_no_sentence_states(service: GrpcService
     # a question the table does not settle (no row names her) is withheld as before
     _, unknown = await _events(service, "Which company does Jane Doe work for?", [CUSTOMERS])
     assert unknown.withheld and not unknown.verified
+
+
+CHART = common_pb2.ScoredChunk(
+    score=0.9,
+    chunk=common_pb2.Chunk(
+        chunk_id="pptx-1",
+        title="Quarterly Duck Survey",
+        kind=common_pb2.CHUNK_KIND_TABLE,
+        text="Wild Duck Observations by Year\n"
+        "|  | Freshwater Ducks | Saltwater Ducks |\n"
+        "| 2019 | 120 | 80 |\n"
+        "| 2020 | 130 | 95 |\n"
+        "| 2021 | 150 | 110 |",
+    ),
+)
+RECEIPT = common_pb2.ScoredChunk(
+    score=0.9,
+    chunk=common_pb2.Chunk(
+        chunk_id="html-1",
+        title="HEADER",
+        text="Receipt documentation for table service:\nRestaurant: Docling\nTelephone: (123) 456-7890\n"
+        "Server: Quack Quackling\nOrder Number: 12345\nNumber of guests: 5\nReceipt date: 16/03/2026",
+    ),
+)
+
+
+async def test_a_chart_row_and_a_form_field_answer_and_a_row_is_never_read_as_a_sentence(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared PPTX chart and HTML receipt: "How many saltwater ducks were observed in 2021?" was
+    answered 120 (verified; the first number of the table read as one sentence), the receipt's fields withheld."""
+    chat.reply = "The documents do not say."
+    _, final = await _events(service, "How many saltwater ducks were observed in 2021?", [CHART])
+    assert final.verified and final.short_answer == "110"
+    assert final.answer_span.quote == "| 2021 | 150 | 110 |"
+    _, both = await _events(service, "How many ducks were observed in 2021?", [CHART])
+    assert both.withheld and not both.verified  # two columns name ducks: the table does not settle it
+    for question, expected in [
+        ("What is the telephone number of the restaurant?", "(123) 456-7890"),
+        ("Who was the server?", "Quack Quackling"),
+        ("How many guests were there?", "5"),
+        ("What was the receipt date?", "16/03/2026"),
+    ]:
+        _, final = await _events(service, question, [RECEIPT])
+        assert final.verified and final.short_answer == expected, question
+    _, elsewhere = await _events(service, "Who was the server at IBM?", [RECEIPT])
+    assert elsewhere.withheld and not elsewhere.verified

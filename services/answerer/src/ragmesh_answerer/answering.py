@@ -13,8 +13,9 @@
    extract: its answer is the sources' own sentences about its topic, each cited and verified (`summary.py`);
    the model is not asked. No sentence about the topic: "what the documents say", as in 2.
 5. No sentence states an answer, but a table among the sources does: the cell of the one row that names the
-   question's names, in the one column whose header names its other key terms (`tables.py`), is the span, its
-   row the evidence sentence.
+   question's names (or its key terms, or its year), in the one column whose header names its other key terms
+   (`tables.py`), is the span, its row the evidence sentence; a form's "Key: value" line likewise. A table's
+   rows are never read as sentences.
 """
 
 from __future__ import annotations

@@ -118,7 +118,12 @@ TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
     AnswerType.PERSON: frozenset({"PERSON", "ORG", "NORP"}),
     AnswerType.PLACE: frozenset({"GPE", "LOC", "FAC", "ORG"}),
 }
+_TABLE_ROW = re.compile(r"^\|.*\|$")
 _PRONOUNS = frozenset({"it", "he", "she", "they", "them", "this", "that", "these", "those", "which", "who", "what"})
+# A phrase headed by one of these, in a sentence that ends with a colon, stands for what follows it ("Here are
+# some interesting things a duck could eat:" then a table): no answer by itself, like a pronoun. ("Things that
+# are a matter of custom" in a sentence of its own is one.)
+_PLACEHOLDERS = frozenset({"thing", "item", "stuff", "following", "example", "one"})
 
 
 @dataclass(frozen=True)
@@ -242,8 +247,8 @@ class Reader:
             spans = sentence_spans(text)
             for k, (s, e) in enumerate(spans):
                 sentence = text[s:e]
-                if not words(sentence):
-                    continue
+                if not words(sentence) or _TABLE_ROW.match(sentence):
+                    continue  # a table's row is no sentence: its header is lines away (`tables.lookup` reads it)
                 context = sentence
                 if k > 0 and PRONOUN_START.match(sentence):
                     prev = text[spans[k - 1][0] : spans[k - 1][1]]
@@ -700,13 +705,33 @@ def _bridged(found: list[Sentence], sources: Sequence[tuple[str, str]]) -> list[
     ]
 
 
+def _in_compound(doc: Any, start: int, end: int) -> bool:
+    """The phrase is part of a hyphenated word ("X" of "X-Library", "Library" of it): no answer by itself. Noun
+    phrases only: a name may well be one ("French" of "a French-speaking region")."""
+
+    def joined(left: int) -> bool:  # doc[left], "-", doc[left + 2] written as one word of letters
+        if left < 0 or left + 2 >= len(doc) or doc[left + 1].text != "-":
+            return False
+        glued = not doc[left].whitespace_ and not doc[left + 1].whitespace_
+        return glued and doc[left].is_alpha and doc[left + 2].is_alpha
+
+    return joined(end - 1) or joined(start - 2)
+
+
 def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
     found = [(*_trim(doc, e.start, e.end, e.label_), e.label_) for e in doc.ents if not _points_elsewhere(doc, e.start)]
     for t in doc:
         if t.like_num and not t.ent_type_:
             found.append((t.i, t.i + 1, "NUM"))
+    announces = doc.text.rstrip().endswith(":")
     for chunk in doc.noun_chunks:
-        if chunk.root.lower_ in _PRONOUNS or chunk.root.pos_ == "PRON" or _points_elsewhere(doc, chunk.start):
+        if (
+            chunk.root.lower_ in _PRONOUNS
+            or chunk.root.pos_ == "PRON"
+            or (chunk.root.lemma_.lower() in _PLACEHOLDERS and announces)
+            or _points_elsewhere(doc, chunk.start)
+            or _in_compound(doc, chunk.start, chunk.end)
+        ):
             continue
         found.append((*_trim(doc, chunk.start, chunk.end, "NP"), "NP"))
     return found
@@ -777,6 +802,8 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
         return False
     if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and names_month(text):
         return False  # "2 June 1961" counts nothing: a how-many or population question's DATE is a span of years
+    if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and len(text.split()) == 1 and not numbers(text):
+        return False  # nor does a lone "Year" ("Wild Duck Observations by Year", a chart's caption)
     if label in TYPE_LABELS[kind]:
         return True
     if kind is AnswerType.DATE:

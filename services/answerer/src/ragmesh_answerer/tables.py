@@ -9,7 +9,12 @@ acronym of the question, the columns whose header names one of its other key ter
 cell, a `Span` (label `TABLE`) of the row's line, whose context is the header and the row (what coverage and the
 evidence read); a when-question needs a cell with a number, a how-many question a number. Copies of a table
 that state the same cell count once. Rows or columns that give different cells, a question without a name to
-find the row by, or an empty cell → None: the table does not settle it.
+find the row by, or an empty cell → None: the table does not settle it. A question without names finds its row
+by a key term in the row's cells instead ("How many calories per portion do berries have?": the row "Berries",
+the column "Calories per portion"), or by one of its numbers ("… in 2021?"), but only when the row, the column's
+header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
+the most. A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way:
+the value of the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Sentence, Span
+from ragmesh_common.text.names import acronym_in
 from ragmesh_common.text.numbers import numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.words import family_in, stem, words
@@ -74,10 +80,12 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     """The one cell of the sources' tables that answers `question`, or None (module docstring)."""
     names = {*question.entities, *(a.lower() for a in question.acronyms)}
     wanted = {stem(f) for f in question.focus}
-    if not names or not wanted:
+    if not wanted:
         return None
     found: list[Span] = []
+    asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
+        said = {stem(w) for w in words(source.text)}
         for header, rows in tables(source.text):
             columns = cells(header)
             heads = [{stem(w) for w in words(c.text)} for c in columns]
@@ -85,19 +93,94 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                 row = cells(line)
                 if len(row) != len(columns):
                     continue
-                said = [set(words(c.text)) for c in row]
-                if not names <= set().union(*said):
-                    continue
-                holding = {k for k, w in enumerate(said) if w & names}
-                answers = [
-                    k
-                    for k, head in enumerate(heads)
-                    if k not in holding and row[k].text and any(family_in(f, head) for f in wanted)
-                ]
+                answers = _named(row, heads, names, wanted) if names else _labelled(row, heads, wanted, asked, said)
                 for k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
                     sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
                     found.append(Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0))
+    if not found:
+        found = _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice)
     return found[0] if len({span.text.casefold() for span in found}) == 1 else None
+
+
+# A form's field on a line of its own: "Telephone: (123) 456-7890", "Receipt date: 16/03/2026" (the parser writes
+# a form's key-value items so); the key at most six words, no table row, no sentence before the colon.
+_FIELD = re.compile(
+    r"^[ \t]*(?P<key>[^\W\d_][^:|\n.!?]{0,60}?)[ \t]*:[ \t]+(?P<value>[^\s|][^\n|]{0,200}?)[ \t]*$", re.M
+)
+
+
+_ASKS_NUMBER = frozenset({stem("number"), stem("amount")})
+
+
+def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
+    """The values of the sources' "Key: value" lines whose key names the most of the question's key terms ("Who
+    was the server?" → "Server: Quack Quackling"): of the asked type (a number for when and how many), every
+    other key term and name of the question said elsewhere in the same source. All of them, best first; the
+    caller answers only when they agree."""
+    wanted = {stem(f) for f in question.focus}
+    if question.answer_type is AnswerType.NUMBER and len(wanted) > 1:
+        wanted -= _ASKS_NUMBER  # "What is the telephone number …": "number" says what is asked, like "how many"
+    if question.answer_type is AnswerType.PLACE:
+        return []  # "Where is the restaurant?" is not its "Restaurant: Docling"
+    best: list[tuple[int, Span]] = []
+    for i, source in enumerate(sources):
+        said = {stem(w) for w in words(source.text)}
+        named = all(family_in(stem(e), said) for e in question.entities)
+        if not named or not all(acronym_in(a, source.text) for a in question.acronyms):
+            continue
+        for match in _FIELD.finditer(source.text):
+            key = {stem(w) for w in words(match.group("key"))}
+            if len(words(match.group("key"))) > 6:
+                continue
+            by_key = {f for f in wanted if family_in(f, key)}
+            if not by_key or not all(family_in(f, said) for f in wanted - by_key):
+                continue
+            value = match.group("value")
+            if question.answer_type in NUMERIC and not numbers(value):
+                continue
+            line = match.group(0).strip()
+            offset = source.text.index(line, match.start())
+            sentence = Sentence(i, offset, offset + len(line), line, line)
+            start = match.start("value") - offset
+            best.append((len(by_key), Span(sentence, start, start + len(value), TABLE, True, 1.0, 1.0)))
+    top = max((n for n, _ in best), default=0)
+    return [span for n, span in best if n == top]
+
+
+def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[str]) -> list[int]:
+    """The columns that answer a question with names: the row holds every name, the column's header one of the
+    other key terms (not a column that holds a name)."""
+    said = [set(words(c.text)) for c in row]
+    if not names <= set().union(*said):
+        return []
+    holding = {k for k, w in enumerate(said) if w & names}
+    return [
+        k
+        for k, head in enumerate(heads)
+        if k not in holding and row[k].text and any(family_in(f, head) for f in wanted)
+    ]
+
+
+def _labelled(row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], said: set[str]) -> list[int]:
+    """The columns that answer a question without names ("How many calories per portion do berries have?",
+    "How many saltwater ducks were observed in 2021?"): the row's other cells hold some of its key terms
+    ("Berries") or one of its numbers ("2021"), the column's header others ("Calories per portion", "Saltwater
+    Ducks"), and the source says the rest (the table's caption: "Wild Duck Observations by Year"). Of a row's
+    columns, those whose header holds the most key terms ("Saltwater Ducks" over "Freshwater Ducks")."""
+    cells_said = [{stem(w) for w in words(c.text)} for c in row]
+    found: list[tuple[int, int]] = []
+    for k, head in enumerate(heads):
+        if not row[k].text:
+            continue
+        others = [j for j in range(len(row)) if j != k]
+        by_column = {f for f in wanted if family_in(f, head)}
+        by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
+        numbered = any(row[j].text.strip() in asked for j in others)
+        rest = wanted - by_column - by_row
+        if by_column and (by_row or numbered) and all(family_in(f, said) for f in rest):
+            found.append((len(by_column), k))
+    top = max((n for n, _ in found), default=0)
+    return [k for n, k in found if n == top]

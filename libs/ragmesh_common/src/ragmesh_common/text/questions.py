@@ -46,6 +46,8 @@ _DATE_Q = re.compile(
     r"^\s*(?:when|since\s+when|wann|seit\s+wann|quand|depuis\s+quand)\b"
     r"|\b(?:what|which|in\s+what|in\s+which)\s+(?:year|date|month|day|decade|century)\b"
     r"|\bwhat\s+time\b(?!\s+zone)"
+    # "What was the receipt date?", "What is the date of the merger?" (as _NUMBER_Q's "What is the population …")
+    r"|\bwhat\s+(?:is|was|are|were)\s+(?:[^\W\d_][\w.-]*(?:['’]s)?\s+){0,3}?(?:date|birthday|deadline)\b(?!['’])"
     r"|\bin\s+welchem\s+jahr\b|\ben\s+quelle\s+année\b|\bà\s+quelle\s+date\b",
     re.IGNORECASE,
 )
