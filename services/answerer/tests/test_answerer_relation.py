@@ -318,7 +318,7 @@ def test_a_placeholder_or_a_piece_of_a_hyphenated_word_is_no_answer(reader: Read
 
 
 def test_a_table_row_is_no_sentence_and_a_lone_year_counts_nothing(reader: Reader) -> None:
-    """"How many saltwater ducks were observed in 2021?" was answered 120 from a chart's rows read as a sentence,
+    """ "How many saltwater ducks were observed in 2021?" was answered 120 from a chart's rows read as a sentence,
     and "How many ducks …?" by the caption's "Year" (spaCy: DATE)."""
     chart = "Wild Duck Observations by Year\n|  | Freshwater Ducks | Saltwater Ducks |\n| 2021 | 150 | 110 |"
     sentences = reader.sentences([(chart, "Quarterly Duck Survey")])
