@@ -323,6 +323,11 @@ def test_a_table_row_is_no_sentence_and_a_lone_year_counts_nothing(reader: Reade
     chart = "Wild Duck Observations by Year\n|  | Freshwater Ducks | Saltwater Ducks |\n| 2021 | 150 | 110 |"
     sentences = reader.sentences([(chart, "Quarterly Duck Survey")])
     assert [s.text for s in sentences] == ["Wild Duck Observations by Year"]
+    # nor rows run together (a section chunk indexed before the parser kept tables out of it)
+    flat = "Wild Duck Observations by Year | | Freshwater Ducks | Saltwater Ducks | | 2021 | 150 | 110 |"
+    assert reader.sentences([(f"Quarterly Duck Survey\n{flat}", "Quarterly Duck Survey")]) == [
+        reader.sentences([("Quarterly Duck Survey", "Quarterly Duck Survey")])[0]
+    ]
     assert reader.extract(Question.parse("How many ducks were observed in 2021?"), sentences) is None
 
 

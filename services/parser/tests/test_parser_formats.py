@@ -127,3 +127,6 @@ async def test_form_fields_sheet_names_and_chart_data_are_kept(parser_stub, docu
     chart = next(b for b in reply.blocks if b.kind == "table")
     assert chart.text.splitlines()[:2] == ["|  | Freshwater Ducks | Saltwater Ducks |", "| 2019 | 120 | 80 |"]
     assert chart.page == 1 and list(chart.section_path) == ["Quarterly Duck Survey"]
+    # the section's chunk opens with its caption, not with the table run together on one line
+    section = next(c for c in reply.chunks if c.level == 2 and c.text.startswith("Quarterly Duck Survey"))
+    assert "|" not in section.text and "Wild Duck Observations by Year" in section.text

@@ -118,7 +118,9 @@ TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
     AnswerType.PERSON: frozenset({"PERSON", "ORG", "NORP"}),
     AnswerType.PLACE: frozenset({"GPE", "LOC", "FAC", "ORG"}),
 }
-_TABLE_ROW = re.compile(r"^\|.*\|$")
+# A table's row, or rows run together on one line (a section chunk's text written before tables were kept out
+# of it: "… by Year | | Freshwater Ducks | Saltwater Ducks | | 2019 | 120 | 80 | …").
+_TABLE_ROW = re.compile(r"^\|.*\|$|(?:\|[^|\n]*){4}\|")
 _PRONOUNS = frozenset({"it", "he", "she", "they", "them", "this", "that", "these", "those", "which", "who", "what"})
 # A phrase headed by one of these, in a sentence that ends with a colon, stands for what follows it ("Here are
 # some interesting things a duck could eat:" then a table): no answer by itself, like a pronoun. ("Things that
@@ -247,7 +249,7 @@ class Reader:
             spans = sentence_spans(text)
             for k, (s, e) in enumerate(spans):
                 sentence = text[s:e]
-                if not words(sentence) or _TABLE_ROW.match(sentence):
+                if not words(sentence) or _TABLE_ROW.search(sentence):
                     continue  # a table's row is no sentence: its header is lines away (`tables.lookup` reads it)
                 context = sentence
                 if k > 0 and PRONOUN_START.match(sentence):

@@ -205,7 +205,7 @@ class Chunker:
                 )
                 sections.append(section)
                 continue
-            if section is not None:
+            if section is not None and block.kind != "table":  # a table is chunks of its own, rows kept apart
                 section.body.append(block.text)
             if block.kind == "table" and block.rows:
                 flush()
