@@ -112,6 +112,12 @@ def test_a_chart_row_found_by_its_year_in_the_column_that_names_the_most() -> No
     assert ask("How many ducks were observed in 2021?") is None  # both columns name ducks
     assert ask("How many saltwater ducks were observed in 2023?") is None  # no such row
     assert ask("How many saltwater ducks were counted in 2021?") is None  # nothing says "counted"
+    # a sheet's name (the chunk's heading) says it as well as a caption does
+    sheet = "| Year | Freshwater Ducks | Saltwater Ducks | Ducks |\n| 2019 | 120 | 80 | 200 |\n"
+    question = Question.parse("How many saltwater ducks were observed in 2019?")
+    found = lookup(question, [Source("c2", "ducks.xlsx", ("Duck Observations",), sheet)])
+    assert found is not None and found.text == "80"
+    assert lookup(question, [Source("c2", "ducks.xlsx", ("Sheet1",), sheet)]) is None
 
 
 RECEIPT = (

@@ -85,7 +85,7 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     found: list[Span] = []
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
-        said = {stem(w) for w in words(source.text)}
+        said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
         for header, rows in tables(source.text):
             columns = cells(header)
             heads = [{stem(w) for w in words(c.text)} for c in columns]
@@ -127,7 +127,7 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
         return []  # "Where is the restaurant?" is not its "Restaurant: Docling"
     best: list[tuple[int, Span]] = []
     for i, source in enumerate(sources):
-        said = {stem(w) for w in words(source.text)}
+        said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
         named = all(family_in(stem(e), said) for e in question.entities)
         if not named or not all(acronym_in(a, source.text) for a in question.acronyms):
             continue
