@@ -118,6 +118,14 @@ def test_a_chart_row_found_by_its_year_in_the_column_that_names_the_most() -> No
     found = lookup(question, [Source("c2", "ducks.xlsx", ("Duck Observations",), sheet)])
     assert found is not None and found.text == "80"
     assert lookup(question, [Source("c2", "ducks.xlsx", ("Sheet1",), sheet)]) is None
+    # another table with the row and the column but another cell: the documents disagree, nothing is answered
+    # (found with the shared XLSX and PPTX duck charts: 2021's saltwater ducks are 100 in one, 110 in the other)
+    other = "|  | Freshwater Ducks | Saltwater Ducks |\n| 2019 | 120 | 85 |\n"
+    observed = Source("c2", "ducks.xlsx", ("Duck Observations",), sheet)
+    assert lookup(question, [observed, Source("c3", "Quarterly Duck Survey", (), other)]) is None
+    same = "|  | Freshwater Ducks | Saltwater Ducks |\n| 2019 | 120 | 80 |\n"
+    agreeing = lookup(question, [observed, Source("c3", "Quarterly Duck Survey", (), same)])
+    assert agreeing is not None and agreeing.text == "80"
 
 
 RECEIPT = (

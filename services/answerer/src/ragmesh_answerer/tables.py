@@ -83,6 +83,7 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     if not wanted:
         return None
     found: list[Span] = []
+    rivals: set[str] = set()
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
         said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
@@ -99,10 +100,14 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                         continue
                     sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
                     found.append(Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0))
+                if not names:  # a table whose row and column match but whose source leaves a term unsaid
+                    rivals.update(row[k].text.casefold() for k in _labelled(row, heads, wanted, asked, None))
     if not found:
         found = _fields(question, sources)
-    # one answer, though several copies of a table may state it (the same list exported twice)
-    return found[0] if len({span.text.casefold() for span in found}) == 1 else None
+    # one answer, though several copies of a table may state it (the same list exported twice); a table that
+    # matches the row and column with another cell makes it a question the documents disagree on
+    answers = {span.text.casefold() for span in found}
+    return found[0] if len(answers) == 1 and rivals <= answers else None
 
 
 # A form's field on a line of its own: "Telephone: (123) 456-7890", "Receipt date: 16/03/2026" (the parser writes
@@ -164,12 +169,15 @@ def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[
     ]
 
 
-def _labelled(row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], said: set[str]) -> list[int]:
+def _labelled(
+    row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], said: set[str] | None
+) -> list[int]:
     """The columns that answer a question without names ("How many calories per portion do berries have?",
     "How many saltwater ducks were observed in 2021?"): the row's other cells hold some of its key terms
     ("Berries") or one of its numbers ("2021"), the column's header others ("Calories per portion", "Saltwater
     Ducks"), and the source says the rest (the table's caption: "Wild Duck Observations by Year"). Of a row's
-    columns, those whose header holds the most key terms ("Saltwater Ducks" over "Freshwater Ducks")."""
+    columns, those whose header holds the most key terms ("Saltwater Ducks" over "Freshwater Ducks"). `said`
+    None: the rest need not be said (the rivals `lookup` checks the answer against)."""
     cells_said = [{stem(w) for w in words(c.text)} for c in row]
     found: list[tuple[int, int]] = []
     for k, head in enumerate(heads):
@@ -180,7 +188,7 @@ def _labelled(row: list[Cell], heads: list[set[str]], wanted: set[str], asked: s
         by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
         numbered = any(row[j].text.strip() in asked for j in others)
         rest = wanted - by_column - by_row
-        if by_column and (by_row or numbered) and all(family_in(f, said) for f in rest):
+        if by_column and (by_row or numbered) and (said is None or all(family_in(f, said) for f in rest)):
             found.append((len(by_column), k))
     top = max((n for n, _ in found), default=0)
     return [k for n, k in found if n == top]
