@@ -126,6 +126,9 @@ def test_a_chart_row_found_by_its_year_in_the_column_that_names_the_most() -> No
     same = "|  | Freshwater Ducks | Saltwater Ducks |\n| 2019 | 120 | 80 |\n"
     agreeing = lookup(question, [observed, Source("c3", "Quarterly Duck Survey", (), same)])
     assert agreeing is not None and agreeing.text == "80"
+    fresh = "| Year | Freshwater Ducks |\n| 2019 | 120 |\n"  # no saltwater column: no rival
+    beside = lookup(question, [observed, Source("c4", "ducks.xlsx", (), fresh)])
+    assert beside is not None and beside.text == "80"
 
 
 RECEIPT = (

@@ -82,8 +82,8 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     wanted = {stem(f) for f in question.focus}
     if not wanted:
         return None
-    found: list[Span] = []
-    rivals: set[str] = set()
+    found: list[tuple[int, Span]] = []  # (key terms its column's header holds, the cell)
+    rivals: list[tuple[int, str]] = []
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
         said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
@@ -94,20 +94,25 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                 row = cells(line)
                 if len(row) != len(columns):
                     continue
-                answers = _named(row, heads, names, wanted) if names else _labelled(row, heads, wanted, asked, said)
-                for k in answers:
+                answers = (
+                    [(0, k) for k in _named(row, heads, names, wanted)]
+                    if names
+                    else _labelled(row, heads, wanted, asked, said)
+                )
+                for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
                     sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
-                    found.append(Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0))
+                    found.append((n, Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0)))
                 if not names:  # a table whose row and column match but whose source leaves a term unsaid
-                    rivals.update(row[k].text.casefold() for k in _labelled(row, heads, wanted, asked, None))
-    if not found:
-        found = _fields(question, sources)
+                    rivals += [(n, row[k].text) for n, k in _labelled(row, heads, wanted, asked, None)]
+    top = max((n for n, _ in found), default=0)
+    spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
-    # matches the row and column with another cell makes it a question the documents disagree on
-    answers = {span.text.casefold() for span in found}
-    return found[0] if len(answers) == 1 and rivals <= answers else None
+    # matches the row and a column naming as much with another cell: a question the documents disagree on
+    values = {span.text.casefold() for span in spans}
+    disagree = {text.casefold() for n, text in rivals if n >= top} - values
+    return spans[0] if len(values) == 1 and not disagree else None
 
 
 # A form's field on a line of its own: "Telephone: (123) 456-7890", "Receipt date: 16/03/2026" (the parser writes
@@ -171,13 +176,13 @@ def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[
 
 def _labelled(
     row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], said: set[str] | None
-) -> list[int]:
+) -> list[tuple[int, int]]:
     """The columns that answer a question without names ("How many calories per portion do berries have?",
     "How many saltwater ducks were observed in 2021?"): the row's other cells hold some of its key terms
     ("Berries") or one of its numbers ("2021"), the column's header others ("Calories per portion", "Saltwater
     Ducks"), and the source says the rest (the table's caption: "Wild Duck Observations by Year"). Of a row's
     columns, those whose header holds the most key terms ("Saltwater Ducks" over "Freshwater Ducks"). `said`
-    None: the rest need not be said (the rivals `lookup` checks the answer against)."""
+    None: the rest need not be said (the rivals `lookup` checks the answer against). (header terms, column)."""
     cells_said = [{stem(w) for w in words(c.text)} for c in row]
     found: list[tuple[int, int]] = []
     for k, head in enumerate(heads):
@@ -191,4 +196,4 @@ def _labelled(
         if by_column and (by_row or numbered) and (said is None or all(family_in(f, said) for f in rest)):
             found.append((len(by_column), k))
     top = max((n for n, _ in found), default=0)
-    return [k for n, k in found if n == top]
+    return [(n, k) for n, k in found if n == top]
