@@ -158,6 +158,7 @@ def test_a_form_field_answers_when_its_key_names_the_question() -> None:
     assert span is not None and span.sentence.text == "Server: Quack Quackling"
     assert RECEIPT[span.source_start : span.source_end] == "Quack Quackling"
     assert ask("Who was the server at IBM?") is None  # the receipt never names IBM
+    assert ask("Who was the server at the Docling restaurant?") == "Quack Quackling"  # not "Docling" again
     assert ask("Where is the restaurant?") is None  # "Restaurant: Docling" names it, it does not place it
     assert ask("When was the receipt issued?") is None  # nothing says "issued"
     assert ask("What is the dining type?") is None  # no such field

@@ -151,6 +151,9 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             value = match.group("value")
             if question.answer_type in NUMERIC and not numbers(value):
                 continue
+            said_by_value = {stem(w) for w in words(value)}
+            if said_by_value and said_by_value <= {stem(e) for e in question.entities} | wanted:
+                continue  # "Restaurant: Docling" for "… at the Docling restaurant?": the question's own words
             line = match.group(0).strip()
             offset = source.text.index(line, match.start())
             sentence = Sentence(i, offset, offset + len(line), line, line)
