@@ -102,6 +102,17 @@ def test_a_bridge_passage_is_graded_against_its_own_sub_query() -> None:
     assert alone.grade != grading.CORRECT and with_sub.grade == grading.CORRECT
 
 
+def test_a_hyphenated_name_counts_with_its_lower_case_part() -> None:
+    """Found asking a PDF handbook: "What is the Rol-top made of?" found nothing (the chunk's "top" of "Rol-top"
+    is in lower case, so the entity was not written as a name there)."""
+    said = chunk(
+        "z", "The Rol-top nut is cadmium-plated steel, and the bellows type is aluminum.", vector=0.2, hybrid=1.0
+    )
+    assert grade("What is the Rol-top made of?", [said]).grade == grading.CORRECT
+    lower = chunk("w", "Spin the rol-top lid to open the top of the jar.", vector=0.2, hybrid=1.0)
+    assert grade("What is the Rol-top made of?", [lower]).grade != grading.CORRECT
+
+
 def test_an_entity_counts_only_where_the_chunk_writes_it_as_a_name() -> None:
     lower = chunk("x", "Since its inception the studio directed every movie in house.", vector=0.2, hybrid=1.0)
     assert grade("Who directed the movie Inception?", [lower]).grade != grading.CORRECT

@@ -133,12 +133,19 @@ def _entity_present(entity: str, chunk: ChunkTerms) -> bool:
     return bool(words) and all(w in chunk.names for w in words)
 
 
+# A hyphenated name: its later parts are written in lower case ("Rol-top", "Coca-cola"), yet are the name's.
+_HYPHENATED_NAME = re.compile(r"\b[^\W\d_][^\W_]*(?:-[^\W_]+)+")
+
+
 def _chunk_terms(item: common_pb2.ScoredChunk) -> ChunkTerms:
     chunk = item.chunk
-    words = _WORD.findall(" ".join([chunk.text, chunk.title, *chunk.section_path]))
-    return ChunkTerms(
-        frozenset(stem(w) for w in words), frozenset(stem(w) for w in words if w[:1].isupper() or w[:1].isdigit())
-    )
+    text = " ".join([chunk.text, chunk.title, *chunk.section_path])
+    words = _WORD.findall(text)
+    names = {stem(w) for w in words if w[:1].isupper() or w[:1].isdigit()}
+    for match in _HYPHENATED_NAME.finditer(text):
+        if match.group(0)[:1].isupper():
+            names.update(stem(w) for w in _WORD.findall(match.group(0)))
+    return ChunkTerms(frozenset(stem(w) for w in words), frozenset(names))
 
 
 def grade_chunk(
