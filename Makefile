@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-unit test-e2e lint fmt proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache bench-ocr
+.PHONY: install run test test-unit test-e2e lint fmt proto token clean-data clean help bench-retrieval bench-sweep bench-hops bench-spans bench-gateway bench-wakeup bench-faults bench-answer bench-verifier bench-load bench-grading bench-query proto-check bench-ingest bench-cache bench-ocr bench-parse
 
 help:  ## this list
 	@awk -F':.*## ' '/^[a-z][a-z0-9-]*:.*## /{printf "make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -116,3 +116,6 @@ bench-ingest: $(STAMP)  ## ingestion rate vs the raw embedder rate
 
 bench-ocr: $(STAMP)  ## OCR: character error rate on generated scans, scanned vs text retrieval, pages per second
 	$(BIN)/python bench/ocr.py $(ARGS)
+
+bench-parse: $(STAMP)  ## parse coverage: the shared samples' words Docling reads that the parser keeps
+	$(BIN)/python bench/parse_coverage.py $(ARGS)
