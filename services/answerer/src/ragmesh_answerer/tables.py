@@ -86,7 +86,7 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     rivals: list[tuple[int, str]] = []
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
-        said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
+        said = _said(source)
         for header, rows in tables(source.text):
             columns = cells(header)
             heads = [{stem(w) for w in words(c.text)} for c in columns]
@@ -125,11 +125,16 @@ _FIELD = re.compile(
 _ASKS_NUMBER = frozenset({stem("number"), stem("amount")})
 
 
+def _said(source: Source) -> set[str]:
+    """The stems a source says, its headings (title, section path: a sheet's name) included."""
+    return {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}
+
+
 def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
     """The values of the sources' "Key: value" lines whose key names the most of the question's key terms ("Who
     was the server?" → "Server: Quack Quackling"): of the asked type (a number for when and how many), every
-    other key term and name of the question said elsewhere in the same source. All of them, best first; the
-    caller answers only when they agree."""
+    other key term and name of the question said elsewhere in the same source, not the question's own words
+    again. All those that tie; the caller answers only when they agree."""
     wanted = {stem(f) for f in question.focus}
     if question.answer_type is AnswerType.NUMBER and len(wanted) > 1:
         wanted -= _ASKS_NUMBER  # "What is the telephone number …": "number" says what is asked, like "how many"
@@ -137,7 +142,7 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
         return []  # "Where is the restaurant?" is not its "Restaurant: Docling"
     best: list[tuple[int, Span]] = []
     for i, source in enumerate(sources):
-        said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}  # its headings say it too
+        said = _said(source)
         named = all(family_in(stem(e), said) for e in question.entities)
         if not named or not all(acronym_in(a, source.text) for a in question.acronyms):
             continue
