@@ -69,6 +69,31 @@ def test_no_key_term_falls_back_to_the_top_source_opening() -> None:
     assert quote.source_index == 0 and quote.start == 0
 
 
+def test_a_quote_that_ends_with_a_colon_brings_the_lines_it_announces() -> None:
+    """Found asking word_sample.docx "What should you not forget when swimming?": the unverified answer quoted
+    "Also, don't forget:" and not one item of the list under it."""
+    text = "Let's swim in the lake.\nAlso, don't forget:\nWear sunglasses\nDrink water\nUse sun cream\nThat is all."
+    swim = Source("doc-1", "Summer", (), text)
+    quote = next(
+        q for q in select_evidence("What should you not forget when swimming?", [swim], 3) if "forget" in q.text
+    )
+    assert quote.text == "Also, don't forget:\nWear sunglasses\nDrink water\nUse sun cream\nThat is all."
+    assert text[quote.start : quote.end] == quote.text
+    long_line = (
+        "Also, don't forget:\n" + "Every line here is a sentence of its own and far longer than any list item is."
+    )
+    [alone] = select_evidence("What should you not forget?", [Source("doc-2", "Summer", (), long_line)], 3)
+    assert alone.text == "Also, don't forget:"
+
+
+def test_a_text_of_short_lines_is_still_quoted() -> None:
+    """Found asking about Transitional.docx (its text: "Some text"): "What they say" was followed by nothing."""
+    [quote] = select_evidence(
+        "What is in the Transitional document?", [Source("d", "Transitional", (), "Some text")], 3
+    )
+    assert quote.text == "Some text"
+
+
 def test_prompt_numbers_the_quotes_and_ends_with_the_question() -> None:
     messages = build_prompt("When was IBM founded?", ["IBM was founded in 1911."], [("user", "Hi")], history_turns=4)
     assert messages[0]["role"] == "system" and messages[-2] == {"role": "user", "content": "Hi"}

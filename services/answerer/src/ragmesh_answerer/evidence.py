@@ -128,6 +128,7 @@ def select_evidence(
     quotes: list[EvidenceQuote] = []
     for i_f, first_f, last_f, score in merged:
         i, first, last = int(i_f), int(first_f), int(last_f)
+        last = _announced(sources[i].text, spans_by_source[i], last)
         start, end = _clip(sources[i].text, spans_by_source[i][first][0], spans_by_source[i][last][1], q)
         quotes.append(
             EvidenceQuote(
@@ -145,13 +146,34 @@ def select_evidence(
     return kept
 
 
+LIST_LINES = 6  # the most lines a sentence that ends with a colon brings into its quote
+_LIST_LINE_WORDS = 12
+
+
+def _announced(text: str, spans: list[tuple[int, int]], last: int) -> int:
+    """A quote that ends with a colon ("Also, don't forget:") goes on with the short lines it announces (a list's
+    items, up to LIST_LINES): without them it says nothing. The last sentence's index in `spans`."""
+    if not text[spans[last][0] : spans[last][1]].rstrip().endswith(":"):
+        return last
+    end = last
+    while end + 1 < len(spans) and end - last < LIST_LINES:
+        line = text[spans[end + 1][0] : spans[end + 1][1]]
+        if len(line.split()) > _LIST_LINE_WORDS or line.rstrip().endswith(":"):
+            break
+        end += 1
+    return end
+
+
 def _opening(
     sources: Sequence[Source], spans_by_source: list[list[tuple[int, int]]], q: Question
 ) -> list[EvidenceQuote]:
     """Nothing shares a key term: the first two sentences of the top-ranked source, so the model still has
     something to say; verification then finds whether it answers the question (usually not)."""
     for i, source in enumerate(sources):
-        spans = [(s, e) for s, e in spans_by_source[i] if not is_heading(source.text[s:e])][:2]
+        # a text of short lines only ("Some text") is what the document says all the same
+        spans = [(s, e) for s, e in spans_by_source[i] if not is_heading(source.text[s:e])][:2] or spans_by_source[i][
+            :2
+        ]
         if spans:
             start, end = _clip(source.text, spans[0][0], spans[-1][1], q)
             return [EvidenceQuote(i, source.chunk_id, source.text[start:end], start, end, source.heading_text)]
