@@ -29,6 +29,9 @@ def test_sentences_split_at_punctuation_and_line_breaks_not_abbreviations() -> N
     assert [text[s:e] for s, e in sentence_spans(text)] == ["Dr. Smith met J. Doe, e.g. in Paris.", "Then he left."]
     cited = "It debuted in 1981.[12] The company later found success."
     assert [cited[s:e] for s, e in sentence_spans(cited)] == ["It debuted in 1981.", "The company later found success."]
+    # an HTML page's markers, joined with spaces (wiki_duck.html: a summary sentence opened with "[9] [16]")
+    spaced = "It is in the subfamily Anserinae. [9] [16] The freckled duck is a duck."
+    assert split_sentences(spaced) == ["It is in the subfamily Anserinae.", "The freckled duck is a duck."]
     dotted = "It held the record for most annual U.S. patents for 29 years. It sold its PC division in 2005."
     assert [dotted[s:e] for s, e in sentence_spans(dotted)] == [
         "It held the record for most annual U.S. patents for 29 years.",

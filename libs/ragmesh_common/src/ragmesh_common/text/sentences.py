@@ -12,8 +12,9 @@ import re
 import re2
 
 _LINE = re.compile(r"[^\n]+")
-# A closing quote or bracket, or citation markers ("founded in 1911.[12] The…"), may follow the end mark.
-_END = re.compile(r"(?<=[.!?])(?:\[\d{1,4}\])*[\"'”’)\]]?\s+")
+# A closing quote or bracket, or citation markers ("founded in 1911.[12] The…", "… Anserinae. [9] [16] The…", as
+# HTML pages joined with spaces write them), may follow the end mark.
+_END = re.compile(r"(?<=[.!?])(?:[ \t]*\[\d{1,4}\])*[\"'”’)\]]?\s+")
 # RE2 (linear time; \w as letters, digits and _ in any script): a long run of word characters made the
 # backtracking engine quadratic
 _LAST_WORD = re2.compile(r"([\pL\pN_.]+)[.!?][\"'”’)\]]?$")
