@@ -32,6 +32,8 @@ def test_sentences_split_at_punctuation_and_line_breaks_not_abbreviations() -> N
     # an HTML page's markers, joined with spaces (wiki_duck.html: a summary sentence opened with "[9] [16]")
     spaced = "It is in the subfamily Anserinae. [9] [16] The freckled duck is a duck."
     assert split_sentences(spaced) == ["It is in the subfamily Anserinae.", "The freckled duck is a duck."]
+    cut = "[9] [16] The freckled duck is a duck."  # a chunk that starts between a sentence and its markers
+    assert [cut[s:e] for s, e in sentence_spans(cut)] == ["The freckled duck is a duck."]
     dotted = "It held the record for most annual U.S. patents for 29 years. It sold its PC division in 2005."
     assert [dotted[s:e] for s, e in sentence_spans(dotted)] == [
         "It held the record for most annual U.S. patents for 29 years.",

@@ -12,6 +12,8 @@ import re
 import re2
 
 _LINE = re.compile(r"[^\n]+")
+# Citation markers that open a line (a chunk cut between a sentence and its markers): they belong to no sentence.
+_LEADING_MARKERS = re.compile(r"(?:\[\d{1,4}\][ \t]*)+(?=\S)")
 # A closing quote or bracket, or citation markers ("founded in 1911.[12] The…", "… Anserinae. [9] [16] The…", as
 # HTML pages joined with spaces write them), may follow the end mark.
 _END = re.compile(r"(?<=[.!?])(?:[ \t]*\[\d{1,4}\])*[\"'”’)\]]?\s+")
@@ -76,6 +78,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     for s, e in spans:
         while s < e and text[s].isspace():
             s += 1
+        if leading := _LEADING_MARKERS.match(text, s, e):  # the markers of the sentence before ("[9] [16] The…")
+            s = leading.end()
         while e > s and text[e - 1].isspace():
             e -= 1
         if e > s:
