@@ -76,6 +76,26 @@ def test_big_table_splits_by_rows_with_header(chunker: Chunker) -> None:
     assert sum(c.text.count("\n") for c in chunks) == 80  # every data row once
 
 
+def test_a_caption_opens_every_piece_of_its_table(chunker: Chunker) -> None:
+    """Found with pptx_chart.pptx: "How many saltwater ducks were observed in 2021?" was withheld, as the chart's
+    table chunk did not say "Observations" (its caption was a chunk of its own)."""
+    rows = [["Year", "Saltwater Ducks"]] + [[str(2000 + i), str(i)] for i in range(40)]
+    blocks = [Block("caption", "Wild Duck Observations by Year"), Block("table", "", rows=rows)]
+    chunks = [
+        c for c in chunker.chunk(ParsedDocument("T", "pptx", 0, blocks, "simple"), "x", 60) if c.level == "paragraph"
+    ]
+    assert len(chunks) > 2 and all(c.kind == "table" for c in chunks)
+    assert all(c.text.startswith("Wild Duck Observations by Year\n| Year | Saltwater Ducks |") for c in chunks)
+    assert all(chunker.count(c.text) <= 60 for c in chunks)
+    assert sum(c.text.count("\n") for c in chunks) == 40 + len(chunks)  # every row once, the caption line each
+    # a paragraph before a table stays a paragraph of its own
+    blocks = [Block("paragraph", "Some words before."), Block("table", "", rows=rows[:3])]
+    texts = [
+        c.text for c in chunker.chunk(ParsedDocument("T", "docx", 0, blocks, "simple"), "x") if c.level == "paragraph"
+    ]
+    assert texts[0] == "Some words before." and texts[1].startswith("| Year")
+
+
 def test_document_chunk_has_extractive_summary(chunker: Chunker) -> None:
     text = " ".join(f"Lead sentence {i} of the report." for i in range(100))
     doc = ParsedDocument("Report", "txt", 0, [Block("paragraph", text)], "plain_text")

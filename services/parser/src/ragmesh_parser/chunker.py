@@ -208,10 +208,17 @@ class Chunker:
             if section is not None and block.kind != "table":  # a table is chunks of its own, rows kept apart
                 section.body.append(block.text)
             if block.kind == "table" and block.rows:
+                # the caption right before a table ("Wild Duck Observations by Year") says what its cells are:
+                # it opens every piece of the table, so a piece read alone still says it
+                caption = ""
+                if pending and pending[-1].kind == "caption" and self.count(pending[-1].text) <= limit // 4:
+                    caption = pending.pop().text
                 flush()
                 parent = section.chunk.chunk_id if section else doc_chunk.chunk_id
-                for piece in self._table_pieces(block.rows, limit):
-                    add(LEVEL_PARAGRAPH, parent, block.section_path, block.page, piece, "table", block.ocr_confidence)
+                room = limit - (self.count(caption) + 1 if caption else 0)
+                for piece in self._table_pieces(block.rows, room):
+                    text = f"{caption}\n{piece}" if caption else piece
+                    add(LEVEL_PARAGRAPH, parent, block.section_path, block.page, text, "table", block.ocr_confidence)
                 continue
             if block.kind == "code" or (pending and (pending[0].kind == "code") != (block.kind == "code")):
                 flush()
