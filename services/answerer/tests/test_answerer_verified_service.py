@@ -302,8 +302,9 @@ async def test_invalid_utf8_on_the_wire_is_invalid_argument(service: GrpcService
     assert "UTF-8" in (err.value.details() or "")
 
 
-def _source(chunk_id: str, title: str, text: str, score: float = 0.8) -> common_pb2.ScoredChunk:
-    return common_pb2.ScoredChunk(score=score, chunk=common_pb2.Chunk(chunk_id=chunk_id, title=title, text=text))
+def _source(chunk_id: str, title: str, text: str, score: float = 0.8, kind: int = 0) -> common_pb2.ScoredChunk:
+    chunk = common_pb2.Chunk(chunk_id=chunk_id, title=title, text=text, kind=kind)
+    return common_pb2.ScoredChunk(score=score, chunk=chunk)
 
 
 EXIES = _source("exies-1", "The Exies", "The Exies are an American rock band formed in 1997 in Los Angeles.")
@@ -418,16 +419,14 @@ async def test_without_the_summary_flag_the_same_question_is_withheld_and_off_to
     assert final.answer.startswith("I could not verify an answer")
 
 
-CUSTOMERS = common_pb2.ScoredChunk(
-    score=0.9,
-    chunk=common_pb2.Chunk(
-        chunk_id="csv-1",
-        title="customers",
-        kind=common_pb2.CHUNK_KIND_TABLE,
-        text="| Index | First Name | Last Name | Company | Country |\n"
-        "| 1 | Sheryl | Baxter | Rasmussen Group | Chile |\n"
-        "| 2 | Preston | Lozano | Vega-Gentry | Djibouti |",
-    ),
+CUSTOMERS = _source(
+    "csv-1",
+    "customers",
+    "| Index | First Name | Last Name | Company | Country |\n"
+    "| 1 | Sheryl | Baxter | Rasmussen Group | Chile |\n"
+    "| 2 | Preston | Lozano | Vega-Gentry | Djibouti |",
+    0.9,
+    common_pb2.CHUNK_KIND_TABLE,
 )
 
 
@@ -451,27 +450,23 @@ async def test_a_table_cell_answers_what_no_sentence_states(service: GrpcService
     assert unknown.withheld and not unknown.verified
 
 
-CHART = common_pb2.ScoredChunk(
-    score=0.9,
-    chunk=common_pb2.Chunk(
-        chunk_id="pptx-1",
-        title="Quarterly Duck Survey",
-        kind=common_pb2.CHUNK_KIND_TABLE,
-        text="Wild Duck Observations by Year\n"
-        "|  | Freshwater Ducks | Saltwater Ducks |\n"
-        "| 2019 | 120 | 80 |\n"
-        "| 2020 | 130 | 95 |\n"
-        "| 2021 | 150 | 110 |",
-    ),
+CHART = _source(
+    "pptx-1",
+    "Quarterly Duck Survey",
+    "Wild Duck Observations by Year\n"
+    "|  | Freshwater Ducks | Saltwater Ducks |\n"
+    "| 2019 | 120 | 80 |\n"
+    "| 2020 | 130 | 95 |\n"
+    "| 2021 | 150 | 110 |",
+    0.9,
+    common_pb2.CHUNK_KIND_TABLE,
 )
-RECEIPT = common_pb2.ScoredChunk(
-    score=0.9,
-    chunk=common_pb2.Chunk(
-        chunk_id="html-1",
-        title="HEADER",
-        text="Receipt documentation for table service:\nRestaurant: Docling\nTelephone: (123) 456-7890\n"
-        "Server: Quack Quackling\nOrder Number: 12345\nNumber of guests: 5\nReceipt date: 16/03/2026",
-    ),
+RECEIPT = _source(
+    "html-1",
+    "HEADER",
+    "Receipt documentation for table service:\nRestaurant: Docling\nTelephone: (123) 456-7890\n"
+    "Server: Quack Quackling\nOrder Number: 12345\nNumber of guests: 5\nReceipt date: 16/03/2026",
+    0.9,
 )
 
 

@@ -170,10 +170,9 @@ def _opening(
     """Nothing shares a key term: the first two sentences of the top-ranked source, so the model still has
     something to say; verification then finds whether it answers the question (usually not)."""
     for i, source in enumerate(sources):
+        every = spans_by_source[i]
         # a text of short lines only ("Some text") is what the document says all the same
-        spans = [(s, e) for s, e in spans_by_source[i] if not is_heading(source.text[s:e])][:2] or spans_by_source[i][
-            :2
-        ]
+        spans = [(s, e) for s, e in every if not is_heading(source.text[s:e])][:2] or every[:2]
         if spans:
             start, end = _clip(source.text, spans[0][0], spans[-1][1], q)
             return [EvidenceQuote(i, source.chunk_id, source.text[start:end], start, end, source.heading_text)]

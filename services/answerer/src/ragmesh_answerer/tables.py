@@ -94,18 +94,18 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                 row = cells(line)
                 if len(row) != len(columns):
                     continue
-                answers = (
-                    [(0, k) for k in _named(row, heads, names, wanted)]
-                    if names
-                    else _labelled(row, heads, wanted, asked, said)
-                )
+                if names:
+                    answers = [(0, k) for k in _named(row, heads, names, wanted)]
+                else:
+                    labelled = _labelled(row, heads, wanted, asked)
+                    answers = _most([(n, k) for n, k, rest in labelled if all(family_in(f, said) for f in rest)])
+                    # a table whose row and column match, though its source leaves a term unsaid
+                    rivals += [(n, row[k].text) for n, k in _most([(n, k) for n, k, _ in labelled])]
                 for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
                     sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
                     found.append((n, Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0)))
-                if not names:  # a table whose row and column match but whose source leaves a term unsaid
-                    rivals += [(n, row[k].text) for n, k in _labelled(row, heads, wanted, asked, None)]
     top = max((n for n, _ in found), default=0)
     spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
@@ -140,6 +140,7 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
         wanted -= _ASKS_NUMBER  # "What is the telephone number …": "number" says what is asked, like "how many"
     if question.answer_type is AnswerType.PLACE:
         return []  # "Where is the restaurant?" is not its "Restaurant: Docling"
+    own = {stem(e) for e in question.entities} | wanted  # a value that says only these repeats the question
     best: list[tuple[int, Span]] = []
     for i, source in enumerate(sources):
         said = _said(source)
@@ -147,9 +148,10 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
         if not named or not all(acronym_in(a, source.text) for a in question.acronyms):
             continue
         for match in _FIELD.finditer(source.text):
-            key = {stem(w) for w in words(match.group("key"))}
-            if len(words(match.group("key"))) > 6:
+            key_words = words(match.group("key"))
+            if len(key_words) > 6:
                 continue
+            key = {stem(w) for w in key_words}
             by_key = {f for f in wanted if family_in(f, key)}
             if not by_key or not all(family_in(f, said) for f in wanted - by_key):
                 continue
@@ -157,7 +159,7 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             if question.answer_type in NUMERIC and not numbers(value):
                 continue
             said_by_value = {stem(w) for w in words(value)}
-            if said_by_value and said_by_value <= {stem(e) for e in question.entities} | wanted:
+            if said_by_value and said_by_value <= own:
                 continue  # "Restaurant: Docling" for "… at the Docling restaurant?": the question's own words
             line = match.group(0).strip()
             offset = source.text.index(line, match.start())
@@ -183,16 +185,16 @@ def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[
 
 
 def _labelled(
-    row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], said: set[str] | None
-) -> list[tuple[int, int]]:
-    """The columns that answer a question without names ("How many calories per portion do berries have?",
+    row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str]
+) -> list[tuple[int, int, set[str]]]:
+    """The columns that may answer a question without names ("How many calories per portion do berries have?",
     "How many saltwater ducks were observed in 2021?"): the row's other cells hold some of its key terms
     ("Berries") or one of its numbers ("2021"), the column's header others ("Calories per portion", "Saltwater
-    Ducks"), and the source says the rest (the table's caption: "Wild Duck Observations by Year"). Of a row's
-    columns, those whose header holds the most key terms ("Saltwater Ducks" over "Freshwater Ducks"). `said`
-    None: the rest need not be said (the rivals `lookup` checks the answer against). (header terms, column)."""
+    Ducks"). Each as (key terms its header holds, column, the key terms neither says): `lookup` answers from those
+    whose source says the rest (the table's caption: "Wild Duck Observations by Year"), the header holding the
+    most ("Saltwater Ducks" over "Freshwater Ducks"), and counts the others as rivals."""
     cells_said = [{stem(w) for w in words(c.text)} for c in row]
-    found: list[tuple[int, int]] = []
+    found: list[tuple[int, int, set[str]]] = []
     for k, head in enumerate(heads):
         if not row[k].text:
             continue
@@ -200,8 +202,12 @@ def _labelled(
         by_column = {f for f in wanted if family_in(f, head)}
         by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
         numbered = any(row[j].text.strip() in asked for j in others)
-        rest = wanted - by_column - by_row
-        if by_column and (by_row or numbered) and (said is None or all(family_in(f, said) for f in rest)):
-            found.append((len(by_column), k))
-    top = max((n for n, _ in found), default=0)
-    return [(n, k) for n, k in found if n == top]
+        if by_column and (by_row or numbered):
+            found.append((len(by_column), k, wanted - by_column - by_row))
+    return found
+
+
+def _most(columns: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (key terms, column) pairs whose header holds the most key terms."""
+    top = max((n for n, _ in columns), default=0)
+    return [(n, k) for n, k in columns if n == top]
