@@ -47,15 +47,20 @@ marker = sys.argv[1]
 
 
 class SlowTeardown:  # a module global: torn down after the interpreter has reset its signal handlers
-    def __del__(self):
-        deadline = time.monotonic() + 120
-        while not os.path.exists(marker) and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def __del__(self, open=open, exists=os.path.exists, monotonic=time.monotonic, sleep=time.sleep, marker=marker):
+        open(marker + ".tearing-down", "w").close()  # builtins are gone by now: bound as defaults
+        deadline = monotonic() + 120
+        while not exists(marker) and monotonic() < deadline:
+            sleep(0.01)
 
 
 slow = SlowTeardown()
-# Ctrl-C from outside once the command is done, while the process tears down
-code = f"import os, signal, time; time.sleep(0.2); os.kill({os.getpid()}, signal.SIGINT); open({marker!r}, 'w').close()"
+# Ctrl-C from outside once the command is done, while the process tears down (however slow a loaded machine is)
+code = (
+    f"import os, signal, time\\n"
+    f"while not os.path.exists({marker + '.tearing-down'!r}): time.sleep(0.01)\\n"
+    f"os.kill({os.getpid()}, signal.SIGINT); open({marker!r}, 'w').close()"
+)
 subprocess.Popen([sys.executable, "-c", code])
 sys.argv = ["ragmesh", "--help"]
 from ragmesh_cli.main import run
