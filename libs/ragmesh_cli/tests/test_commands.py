@@ -516,6 +516,26 @@ def test_docs_list_passes_filters_and_notes_a_server_that_ignores_them() -> None
     assert json.loads(result.stdout)["total"] == 2 and "ignored" not in result.stderr
 
 
+def test_docs_list_keeps_ids_whole_and_shows_the_format_as_docs_list_filters_it() -> None:
+    """On an 80-column console (a pipe) the id stays on one line and owner and time are left out; a wide console
+    shows them, the time to the minute in UTC; the next page's cursor is one line, to copy."""
+    long_title = "Quarterly report of the northern region " * 2
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        rows = [document(title=long_title, filename="q3.XLSX", updated_at="2026-11-27T21:37:08.83+01:00")]
+        return httpx.Response(200, json={"documents": rows, "total": 9, "next_cursor": "c" * 120})
+
+    narrow = invoke(handler, "docs", "list", env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    row = next(line for line in narrow.stdout.splitlines() if DOC_ID in line)
+    assert row.split()[-3:] == ["ready", "7", "xlsx"] and "dana" not in narrow.stdout
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines() if "c" * 20 not in line)
+    assert f"next page: --cursor {'c' * 120}" in narrow.stdout.splitlines()
+    wide = invoke(handler, "docs", "list", env={"COLUMNS": "160"})
+    row = next(line for line in wide.stdout.splitlines() if DOC_ID in line)
+    assert row.split()[-6:] == ["ready", "7", "xlsx", "dana", "2026-11-27", "20:37"]
+
+
 def test_docs_show_with_and_without_the_chunks_endpoint() -> None:
     chunks = {
         "chunks": [

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,12 +25,30 @@ STATUS_STYLE = {
     "queued": "cyan",
 }
 TEXT_CHARS = 100
+WIDE_CONSOLE = 110  # columns from which `docs list` also shows owner and update time
 SUMMARY_ROWS = 200  # files an ingest summary lists one by one; a bigger run lists only its problems
 
 
 def short(text: Any, limit: int = TEXT_CHARS) -> str:
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def file_format(doc: dict[str, Any]) -> str:
+    """The file's extension, as `docs list --format` filters by ("xlsx", "md"); its MIME type when it has none."""
+    suffix = PurePosixPath(str(doc.get("filename") or "")).suffix.lstrip(".").lower()
+    return suffix or str(doc.get("mime_type") or "")
+
+
+def minute(stamp: Any) -> str:
+    """An ISO 8601 time to the minute in UTC, "2026-11-27 20:37" (as given when it does not parse)."""
+    try:
+        when = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return str(stamp or "")
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M")
 
 
 def location(item: dict[str, Any]) -> str:
@@ -62,24 +83,38 @@ def ingest_summary(console: Console, outcomes: list[Outcome]) -> None:
 
 
 def documents_table(console: Console, body: dict[str, Any]) -> None:
+    """One row per document: the id whole (to copy into `docs show` / `docs rm`) and the short columns unbroken,
+    the title folding; owner and update time only where the console is wide enough (`--json` has everything)."""
     documents = body.get("documents") or []
-    table = Table(title=f"{len(documents)} of {body.get('total', len(documents))} documents", title_justify="left")
-    for column in ("id", "title", "status", "chunks", "owner", "format", "updated"):
-        table.add_column(column, overflow="fold")
+    table = Table(
+        title=f"{len(documents)} of {body.get('total', len(documents))} documents",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    wide = console.width >= WIDE_CONSOLE
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", overflow="fold", ratio=1)
+    for column in ("status", "chunks", "format"):
+        table.add_column(column, no_wrap=True)
+    if wide:
+        table.add_column("owner", overflow="fold")
+        table.add_column("updated (UTC)", no_wrap=True)
     for d in documents:
         status = str(d.get("status", ""))
-        table.add_row(
+        row = [
             str(d.get("document_id", "")),
             escape(short(d.get("title"), 60)),
             f"[{STATUS_STYLE.get(status, 'yellow')}]{status}[/]",
             str(d.get("chunk_count", "")),
-            escape(str(d.get("owner_user", ""))),
-            escape(str(d.get("mime_type", ""))),
-            str(d.get("updated_at", "")),
-        )
+            escape(file_format(d)),
+        ]
+        if wide:
+            row += [escape(str(d.get("owner_user", ""))), minute(d.get("updated_at"))]
+        table.add_row(*row)
     console.print(table)
     if body.get("next_cursor"):
-        console.print(f"next page: --cursor {body['next_cursor']}")
+        console.print(f"next page: --cursor {body['next_cursor']}", soft_wrap=True)  # one line, to copy
 
 
 def document_details(console: Console, doc: dict[str, Any]) -> None:
