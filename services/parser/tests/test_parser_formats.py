@@ -130,3 +130,19 @@ async def test_form_fields_sheet_names_and_chart_data_are_kept(parser_stub, docu
     # the section's chunk opens with its caption, not with the table run together on one line
     section = next(c for c in reply.chunks if c.level == 2 and c.text.startswith("Quarterly Duck Survey"))
     assert "|" not in section.text and "Wild Duck Observations by Year" in section.text
+
+
+async def test_the_title_is_the_one_the_file_declares(parser_stub, documents: Path) -> None:
+    """An HTML page's <title> over its first heading (the receipt was titled "HEADER", the Wikipedia page
+    "Contents", after its table-of-contents box); without one, the body's title; a workbook keeps its file name."""
+    expected = {
+        "html/sources/kvp_data_example.html": "Restaurant Receipt Form",
+        "html/sources/wiki_duck.html": "Duck - Wikipedia",
+        "html/sources/example_01.html": "Introduction",
+        "docx/sources/word_sample.docx": "Swimming in the lake",
+        "xlsx/sources/xlsx_05_table_with_title.xlsx": "xlsx_05_table_with_title",
+    }
+    for relpath, title in expected.items():
+        reply = await parse(parser_stub, documents / relpath)
+        assert reply.title == title, relpath
+        assert reply.chunks[0].text.startswith(title)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import re2
 from docling_core.types.doc import (
     CodeItem,
+    ContentLayer,
     CoordOrigin,
     DocItemLabel,
     DoclingDocument,
@@ -170,6 +171,17 @@ def _field_text(runs: list[TextItem]) -> str:
     if key and value:
         return f"{key.rstrip(':')}: {value}"
     return key or value or " ".join(clean_text(r.text) for r in runs if r.label != DocItemLabel.MARKER).strip()
+
+
+def declared_title(doc: DoclingDocument) -> str:
+    """The title the file declares: an HTML page's `<title>` (Docling keeps it as a furniture title: "Restaurant
+    Receipt Form", where the body's first heading is "HEADER"), else the body's first title item (a DOCX Title
+    paragraph, an HTML `<h1>`, a slide's title; a Wikipedia page's "Duck", not its "Contents" box before it);
+    "" when it declares none (its first heading, else its file name, is then the title)."""
+    titles = [t for t in doc.texts if isinstance(t, TitleItem) and clean_text(t.text)]
+    furniture = [t for t in titles if t.content_layer == ContentLayer.FURNITURE]
+    chosen = furniture or titles
+    return clean_text(chosen[0].text) if chosen else ""
 
 
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
