@@ -58,6 +58,18 @@ def test_higher_ranked_source_wins_ties() -> None:
     assert [q.chunk_id for q in quotes] == ["hb-3"]
 
 
+def test_a_sentence_two_sources_share_is_quoted_once() -> None:
+    """A copy of a document in another format (duck.md and word_sample.docx) showed the same quote twice in
+    "what the documents say"; the freed place goes to the next sentence. Numbers tell sentences apart."""
+    copy = Source("hb-4", "Employee Handbook (docx)", ("Leave",), LEAVE.text.replace("  ", " ").upper())
+    question = "How many days of paid vacation do employees get, and until when can unused days be carried over?"
+    quotes = select_evidence(question, [LEAVE, copy], max_quotes=2)
+    assert [(q.chunk_id, q.text[:9]) for q in quotes] == [("hb-3", "Full-time"), ("hb-3", "Unused da")]
+    later = Source("hb-5", "Employee Handbook 2027", ("Leave",), LEAVE.text.replace("25 days", "28 days"))
+    quotes = select_evidence("How many days of paid vacation do employees get?", [LEAVE, later], max_quotes=2)
+    assert {q.chunk_id for q in quotes} == {"hb-3", "hb-5"}
+
+
 def test_at_most_max_quotes_and_the_budget() -> None:
     assert len(select_evidence("IBM name company headquarters founded", [IBM], max_quotes=2)) <= 2
     quotes = select_evidence("IBM name company headquarters founded", [IBM], max_quotes=5, max_chars=60)

@@ -12,7 +12,8 @@ first on ties. A sentence that opens with a pronoun ("It was founded in 1911.") 
 sentence along in the same quote, so the quote says what "it" is, and is scored together with it.
 Other sentences stay separate quotes even when adjacent: verification checks a claim against the quote that
 supports it, and "founded in 1911. Renamed in 1924." as one quote would let "founded in 1924" pass.
-Quotes are numbered in the prompt in order of score.
+A sentence said already by a better-ranked source (a copy of the document in another format) is not quoted
+again. Quotes are numbered in the prompt in order of score.
 """
 
 from __future__ import annotations
@@ -85,6 +86,23 @@ def _clip(text: str, start: int, end: int, question: Question) -> tuple[int, int
     return lo, hi
 
 
+def _distinct(
+    candidates: Sequence[tuple[float, int, int, int, int]], sources: Sequence[Source]
+) -> list[tuple[float, int, int, int, int]]:
+    """The candidates without a sentence said already (the same text, case and spacing aside) by a better-ranked
+    one: a copy of a document in another format, or a section's chunk and its document's, would otherwise fill the
+    quotes (and "what the documents say") with one sentence twice."""
+    seen: set[str] = set()
+    kept = []
+    for candidate in candidates:
+        _, i, _, s, e = candidate
+        key = " ".join(normalise(sources[i].text[s:e]).casefold().split())  # numbers too: 2019's ≠ 2020's
+        if key not in seen:
+            seen.add(key)
+            kept.append(candidate)
+    return kept
+
+
 def select_evidence(
     question: str, sources: Sequence[Source], max_quotes: int, max_chars: int = 2000
 ) -> list[EvidenceQuote]:
@@ -110,7 +128,7 @@ def select_evidence(
         return _opening(sources, spans_by_source, q)
     candidates.sort()
     best = -candidates[0][0]
-    chosen = [c for c in candidates if -c[0] >= best * MIN_RELATIVE_SCORE][:max_quotes]
+    chosen = [c for c in _distinct(candidates, sources) if -c[0] >= best * MIN_RELATIVE_SCORE][:max_quotes]
     # Each chosen sentence is its own quote (a date from the next sentence must not back a claim about this
     # one); a sentence opening with a pronoun is quoted with its predecessor, and overlapping quotes merge.
     groups: list[tuple[int, int, int, float]] = []  # (source, first sentence, last sentence, score)
