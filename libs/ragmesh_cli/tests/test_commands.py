@@ -593,6 +593,24 @@ def test_docs_rm_tries_each_and_fails_if_any_failed() -> None:
     assert "graph cleanup pending" in result.stderr
 
 
+def test_docs_reingest_queues_each_and_fails_if_any_failed() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.method == "POST"
+        calls.append(request.url.path)
+        if "/gone/" in request.url.path:
+            return httpx.Response(409, json={"detail": "the stored file of version 1 is gone"})
+        return httpx.Response(202, json={**document(status="queued"), "note": "re-ingest of version 2 queued"})
+
+    result = invoke(handler, "docs", "reingest", "gone", DOC_ID)
+    assert result.exit_code == 1
+    assert calls == ["/api/v1/documents/gone/reingest", f"/api/v1/documents/{DOC_ID}/reingest"]
+    assert f"{DOC_ID}: re-ingest of version 2 queued" in result.stdout
+    assert "error: gone: HTTP 409: the stored file of version 1 is gone" in result.stderr
+    assert invoke(handler, "docs", "reingest", DOC_ID).exit_code == 0
+
+
 # ---------- traces / auth ----------
 def test_traces_list_show_and_refusal() -> None:
     spans = {

@@ -536,6 +536,25 @@ def docs_rm(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argumen
         raise typer.Exit(1)
 
 
+@docs_app.command("reingest")
+def docs_reingest(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argument(metavar="ID...")]) -> None:
+    """Parse and index documents you own again from their stored files (after a parser upgrade: a newer parser
+    reads more of a file); each stays searchable meanwhile. Each is tried; exit code 1 if any failed."""
+    st = state(ctx)
+    failed = 0
+    with Api(st.settings) as api:
+        for document_id in document_ids:
+            try:
+                body = api.post(f"/api/v1/documents/{document_id}/reingest", {})
+            except ApiError as exc:
+                st.err.print(f"[red]error:[/] {escape(document_id)}: {escape(str(exc))}")
+                failed += 1
+                continue
+            st.out.print(f"{document_id}: {escape(str(body.get('note') or 'queued'))}")
+    if failed:
+        raise typer.Exit(1)
+
+
 # ---------- conversations ----------
 @conversations_app.command("list")
 def conversations_list(
