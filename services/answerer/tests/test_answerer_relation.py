@@ -317,6 +317,35 @@ def test_a_placeholder_or_a_piece_of_a_hyphenated_word_is_no_answer(reader: Read
     assert "French" in {c.text for c in reader.candidates(question, said)}
 
 
+def test_a_count_of_a_narrower_kind_does_not_answer_how_many(reader: Reader) -> None:
+    """Found asking the shared Wikipedia page: "How many species of duck are there?" was answered "Three"
+    (verified) from "Three species of steamer duck are almost flightless"."""
+    duck = (
+        "The wings are very strong and are generally short and pointed. Three species of steamer duck are almost "
+        "flightless, however. Many species of duck are temporarily flightless while moulting.",
+        "Duck",
+    )
+    question = Question.parse("How many species of duck are there?")
+    assert reader.extract(question, reader.sentences([duck])) is None
+    assert not check(reader, "How many species of duck are there?", "Three", duck)
+    # asked about the narrower kind, the count answers; a count of the kind asked about, too
+    assert check(reader, "How many species of steamer duck are almost flightless?", "Three", duck)
+    flock = ("About 120 species of duck live on the lakes, among them three species of steamer duck.", "Duck")
+    span = reader.extract(question, reader.sentences([flock]))
+    assert span is not None and "120" in span.text
+
+
+def test_a_small_number_matches_written_either_way(reader: Reader) -> None:
+    """ "5" is what "five" says (a model writes digits; the verifier bench's gold "5" was refused for "five")."""
+    game = ("Denver linebacker Von Miller recorded five tackles and two forced fumbles in the game.", "Super Bowl 50")
+    assert check(reader, "How many tackles did Von Miller record?", "5", game)
+    assert check(reader, "How many tackles did Von Miller record?", "five", game)
+    assert not check(reader, "How many tackles did Von Miller record?", "2", game)
+    assert not check(reader, "How many tackles did Von Miller record?", "6", game)
+    listed = ("The plan lists 21 projects.", "Plan")
+    assert check(reader, "How many projects does the plan list?", "twenty-one", listed)
+
+
 def test_a_table_row_is_no_sentence_and_a_lone_year_counts_nothing(reader: Reader) -> None:
     """ "How many saltwater ducks were observed in 2021?" was answered 120 from a chart's rows read as a sentence,
     and "How many ducks …?" by the caption's "Year" (spaCy: DATE)."""

@@ -491,3 +491,34 @@ async def test_a_chart_row_and_a_form_field_answer_and_a_row_is_never_read_as_a_
         assert final.verified and final.short_answer == expected, question
     _, elsewhere = await _events(service, "Who was the server at IBM?", [RECEIPT])
     assert elsewhere.withheld and not elsewhere.verified
+
+
+SHEET = _source(
+    "xlsx-1",
+    "xlsx_01",
+    "Wild Duck Observations by Year\n| Year | Freshwater Ducks | Saltwater Ducks |\n| 2021 | 150 | 100 |",
+    0.8,
+    common_pb2.CHUNK_KIND_TABLE,
+)
+
+
+async def test_sources_whose_tables_disagree_are_shown_side_by_side(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found asking the shared XLSX and PPTX duck charts: 2021's saltwater ducks are 100 in one and 110 in the
+    other; the reply was "I could not verify" with unrelated quotes. Now it says they disagree, each value with
+    its source, and verifies neither (the model is not asked)."""
+    chat.reply, chat.messages = "There were 110 saltwater ducks.", []
+    _, final = await _events(service, "How many saltwater ducks were observed in 2021?", [CHART, SHEET])
+    assert final.withheld and not final.verified and chat.messages == []
+    assert final.answer.splitlines() == [
+        "Your documents disagree, so no answer is verified. What each says (check the sources):",
+        "- 2021, Saltwater Ducks: 110 [1]",
+        "- 2021, Saltwater Ducks: 100 [2]",
+    ]
+    assert [(q.source_index, q.text) for q in final.evidence] == [
+        (0, "| 2021 | 150 | 110 |"),
+        (1, "| 2021 | 150 | 100 |"),
+    ]
+    assert any('"110", "100"' in w for w in final.warnings)
+    # one source giving two values is a question it does not settle, not a disagreement
+    _, both = await _events(service, "How many ducks were observed in 2021?", [CHART, SHEET])
+    assert both.withheld and "disagree" not in both.answer

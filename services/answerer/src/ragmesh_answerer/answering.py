@@ -15,7 +15,9 @@
 5. No sentence states an answer, but a table among the sources does: the cell of the one row that names the
    question's names (or its key terms, or its year), in the one column whose header names its other key terms
    (`tables.py`), is the span, its row the evidence sentence; a form's "Key: value" line likewise. A table's
-   rows are never read as sentences.
+   rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
+   says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
+   not asked and nothing is verified.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
-from ragmesh_answerer.tables import TABLE
-from ragmesh_answerer.tables import lookup as table_lookup
+from ragmesh_answerer.tables import TABLE, describe
+from ragmesh_answerer.tables import read as read_tables
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
@@ -60,6 +62,7 @@ HISTORY_ROLES = frozenset({"user", "assistant"})
 # A short answer is one sentence: a blank line means the model has moved on to something else.
 STOP_SEQUENCES = ("\n\n",)
 WITHHELD_MESSAGE = "I could not verify an answer in your documents. What they say (unverified, check the sources):"
+DISAGREE_MESSAGE = "Your documents disagree, so no answer is verified. What each says (check the sources):"
 QUOTES_SHOWN = 2  # quotes in "what the documents say"
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
@@ -207,8 +210,14 @@ class Answerer:
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences, reading)
+            disagreeing: tuple[Span, ...] = ()
             if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
-                found = table_lookup(question, request.sources)  # a row's cell: no sentence states it
+                table = read_tables(question, request.sources)  # a row's cell: no sentence states it
+                found, disagreeing = table.answer, table.disagreeing
+        if disagreeing:
+            logger.info("the sources' tables disagree: %d values", len(disagreeing))
+            yield self._disagreement(disagreeing, request.sources)
+            return
         quotes = self._quotes(request)
         if found is None:
             logger.info("no sentence of %d sources answers the question as asked", len(request.sources))
@@ -310,6 +319,37 @@ class Answerer:
             sentences=summary.verification.sentences,
             verified=True,
             withheld=False,
+        )
+
+    def _disagreement(self, cells: Sequence[Span], sources: Sequence[Source]) -> AnswerResult:
+        """The sources' tables give different values for the same row and column: each value with its source,
+        nothing verified (the model not asked)."""
+        quotes = [
+            EvidenceQuote(
+                cell.sentence.source_index,
+                sources[cell.sentence.source_index].chunk_id,
+                cell.sentence.text,
+                cell.sentence.start,
+                cell.sentence.end,
+                sources[cell.sentence.source_index].heading_text,
+            )
+            for cell in cells
+        ]
+        shown = "\n".join(f"- {describe(cell)} [{cell.sentence.source_index + 1}]" for cell in cells)
+        values = ", ".join(f'"{cell.text}"' for cell in cells)
+        return AnswerResult(
+            answer=f"{DISAGREE_MESSAGE}\n{shown}",
+            citations=[],
+            grounding_score=0.0,
+            grounded=False,
+            warnings=[f"the sources disagree: their tables give {values} for the same row and column"],
+            model=self.llm.model,
+            prompt_tokens=0,
+            completion_tokens=0,
+            short_answer=DISAGREE_MESSAGE,
+            evidence=quotes,
+            verified=False,
+            withheld=True,
         )
 
     def _documents_say(

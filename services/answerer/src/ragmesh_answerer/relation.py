@@ -62,7 +62,14 @@ from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_answerer.prompting import SECTION_SEPARATOR
 from ragmesh_answerer.span_reader import Reading
 from ragmesh_common.text.names import names, without_qualifier
-from ragmesh_common.text.numbers import NumberToken, has_date, names_month, number_supported, numbers
+from ragmesh_common.text.numbers import (
+    NumberToken,
+    has_date,
+    names_month,
+    number_supported,
+    numbers,
+    spelled_alike,
+)
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
 from ragmesh_common.text.words import STOP_WORDS, content_stems, normalise, related, specificity, stem, words
@@ -234,6 +241,24 @@ class Reader:
         if not CLASS_NOUN_OPTIONAL or noun is None or noun.lower_ not in question.focus:
             return question, kind
         return dataclasses.replace(question, focus=tuple(f for f in question.focus if f != noun.lower_)), kind
+
+    def _counts_another(self, question: Question, span: Span, best: Span) -> str:
+        """For "how many <noun>": the noun `span` counts ("fumbles") when it is not the asked one and `best`
+        counts the asked one ("five tackles"), else "". Without such a rival a count of another noun may still
+        answer ("2 million inhabitants" for how many people)."""
+        if not COUNTED_NOUNS or question.answer_type is not AnswerType.NUMBER:
+            return ""
+        asked = _asked_count(self._parse([question.text])[0])
+        if asked is None:
+            return ""
+        counted = [
+            _counted_noun(self._parse([s.sentence.text])[0].char_span(s.start, s.end, alignment_mode="expand"))
+            for s in (span, best)
+        ]
+        mine, theirs = counted
+        if mine is None or theirs is None or stem(theirs.lower_) != asked or stem(mine.lower_) == asked:
+            return ""
+        return str(mine.text)
 
     def roles(self, question: Question) -> list[Role]:
         """The roles the answer plays in the question's parse (see `question_roles`)."""
@@ -495,11 +520,19 @@ class Reader:
         else:
             span = max(scored, key=lambda s: (s.typed, _overlaps(s, best), s.score))
         if not span.typed:
+            doc = self._parse([span.sentence.text])[0]
+            piece = doc.char_span(span.start, span.end, alignment_mode="expand")
+            part = _counts_a_part(question, piece) if piece is not None else ""
+            if part:
+                return Check(False, f'it counts only some of what is asked about: "{part}"', span, best)
             return Check(False, f"it is not a {question.answer_type.value}, which the question asks for", span, best)
         if span.coverage < MIN_COVERAGE:
             return Check(False, "the sentence that states it is not about the question", span, best)
         if _overlaps(span, best):
             return Check(True, "", span, best)
+        other = self._counts_another(question, span, best)
+        if other:
+            return Check(False, f'it counts "{other}"; the evidence counts what is asked: "{best.text}"', span, best)
         if reads is not None:
             combined = span.learned + READING_WEIGHT * span.reading
             if combined >= best.learned + READING_WEIGHT * best.reading - READING_CHECK_MARGIN:
@@ -844,7 +877,89 @@ def _typed(question: Question, label: str, piece: Any) -> bool:
         (_of_type(question.answer_type, label, piece.text) or _place_phrase(question.answer_type, label, piece))
         and question.offers(piece.text)
         and not _describes_someone(question.answer_type, label, piece)
+        and not _counts_a_part(question, piece)
     )
+
+
+# A count of the question's noun narrowed by a word the question does not say is no answer to how many: "*Three*
+# species of steamer duck are almost flightless" does not say how many species of duck there are.
+NARROWED_COUNTS = True
+
+
+# A number counting another noun than the one a how-many question asks about, beside one counting that noun,
+# is no answer: "five tackles and *two* forced fumbles" for "How many tackles …?".
+COUNTED_NOUNS = True
+
+
+def _asked_count(doc: Any) -> str | None:
+    """The stem of the noun "how many" counts ("tackles" → "tackl"), or None."""
+    for token in doc:
+        counts = token.lower_ in ("many", "much") and token.i > 0 and doc[token.i - 1].lower_ == "how"
+        if counts and token.head.pos_ in ("NOUN", "PROPN") and token.head.i > token.i:
+            return stem(token.head.lower_)
+    return None
+
+
+def _counted_noun(piece: Any) -> Any:
+    """The noun a count span counts ("two" of "two forced fumbles" → "fumbles"), or None."""
+    if piece is None:
+        return None
+    root = piece.root
+    if root.dep_ == "nummod" and root.head.pos_ in ("NOUN", "PROPN"):
+        return root.head
+    if root.pos_ in ("NOUN", "PROPN") and any(c.dep_ == "nummod" and c in piece for c in root.children):
+        return root
+    return None
+
+
+def _counts_a_part(question: Question, piece: Any) -> str:
+    """The number counts a noun of the question ("species") whose of-phrase names another of the question's
+    nouns narrowed by a word the question does not say ("of *steamer* duck", "of *wild* duck"): a part of what is
+    asked about; the narrowed phrase ("steamer duck"), else "". (Only the of-phrase: "five solo tackles", "3,000
+    police officers" still answer.)"""
+    if not NARROWED_COUNTS or question.answer_type is not AnswerType.NUMBER:
+        return ""
+    root = piece.root
+    if root.dep_ == "nummod":
+        counted = root.head  # "Three" of "Three species"
+    elif any(c.dep_ == "nummod" and c in piece for c in root.children):
+        counted = root  # "Three species"
+    else:
+        return ""
+    keys = question.key_stems()
+    if stem(counted.lower_) not in keys:
+        return ""
+    for prep in counted.children:
+        if prep.dep_ != "prep" or prep.lower_ != "of":
+            continue
+        for noun in prep.children:
+            if noun.dep_ != "pobj" or stem(noun.lower_) not in keys:
+                continue
+            for word in noun.children:
+                if (
+                    word.dep_ in ("compound", "amod")
+                    and word.is_alpha
+                    and not word.is_stop
+                    and stem(word.lower_) not in keys
+                    and not question.says(word.text)
+                ):
+                    return f"{word.text} {noun.text}"
+    return ""
+    keys = question.key_stems()
+    counted = piece.root.head
+    if stem(counted.lower_) not in keys:
+        return False
+    for prep in counted.children:
+        if prep.dep_ != "prep" or prep.lower_ != "of":
+            continue
+        for noun in prep.children:
+            if noun.dep_ == "pobj" and stem(noun.lower_) in keys:
+                narrowing = [
+                    c for c in noun.children if c.dep_ in ("compound", "amod") and c.is_alpha and not c.is_stop
+                ]
+                if any(stem(c.lower_) not in keys and not question.says(c.text) for c in narrowing):
+                    return True
+    return False
 
 
 def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:
@@ -922,22 +1037,26 @@ def _clean(answer: str) -> str:
 
 def _occurrences(answer: str, sentences: Sequence[Sentence]) -> list[tuple[Sentence, int, int]]:
     """Where the sentences state `answer`: a case-insensitive match on word boundaries (so numbers, dates and
-    names match exactly, "1911" not in "19110"); an answer with a leading article also matches without it."""
+    names match exactly, "1911" not in "19110"); an answer with a leading article also matches without it, and a
+    small number written the other way ("5" where the evidence says "five")."""
     variants = [answer]
     bare = re.sub(r"^(?:the|a|an)\s+", "", answer, flags=re.IGNORECASE)
     if bare != answer and bare:
         variants.append(bare)
     found: list[tuple[Sentence, int, int]] = []
     for variant in variants:
-        # word-bounded, and a number is not part of a longer one ("288" is not in "288,000" nor "1.5" in "21.5")
-        body = r"\s+".join(map(re.escape, variant.split()))
-        pattern = re.compile(r"(?<![\w])(?<!\d[,.])" + body + r"(?![\w])(?![,.]\d)", re.IGNORECASE)
-        for sentence in sentences:
-            for m in pattern.finditer(sentence.text):
-                found.append((sentence, m.start(), m.end()))
+        found = _stated(variant, sentences)
         if found:
             break
-    return found
+    # the number written the other way is the same number, wherever it is stated
+    return found + [where for other in spelled_alike(answer) for where in _stated(other, sentences)]
+
+
+def _stated(text: str, sentences: Sequence[Sentence]) -> list[tuple[Sentence, int, int]]:
+    # word-bounded, and a number is not part of a longer one ("288" is not in "288,000" nor "1.5" in "21.5")
+    body = r"\s+".join(map(re.escape, text.split()))
+    pattern = re.compile(r"(?<![\w])(?<!\d[,.])" + body + r"(?![\w])(?![,.]\d)", re.IGNORECASE)
+    return [(sentence, m.start(), m.end()) for sentence in sentences for m in pattern.finditer(sentence.text)]
 
 
 def _clip(text: str, limit: int = 80) -> str:

@@ -76,14 +76,29 @@ def tables(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     return found
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What the sources' tables and forms say to a question: the one cell that answers it, or, when sources give
+    different cells for the same row and column (a spreadsheet says 100, a slide's chart 110), one cell per value
+    in `disagreeing` (each from its own source), for the answer to show instead of an answer."""
+
+    answer: Span | None
+    disagreeing: tuple[Span, ...] = ()
+
+
 def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
     """The one cell of the sources' tables that answers `question`, or None (module docstring)."""
+    return read(question, sources).answer
+
+
+def read(question: Question, sources: Sequence[Source]) -> Reading:
+    """`lookup`'s cell, or the cells the sources disagree on (`Reading`)."""
     names = {*question.entities, *(a.lower() for a in question.acronyms)}
     wanted = {stem(f) for f in question.focus}
     if not wanted:
-        return None
+        return Reading(None)
     found: list[tuple[int, Span]] = []  # (key terms its column's header holds, the cell)
-    rivals: list[tuple[int, str]] = []
+    rivals: list[tuple[int, Span]] = []
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
     for i, source in enumerate(sources):
         said = _said(source)
@@ -94,25 +109,60 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
                 row = cells(line)
                 if len(row) != len(columns):
                     continue
+                sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
                 if names:
                     answers = [(0, k) for k in _named(row, heads, names, wanted)]
                 else:
                     labelled = _labelled(row, heads, wanted, asked)
                     answers = _most([(n, k) for n, k, rest in labelled if all(family_in(f, said) for f in rest)])
                     # a table whose row and column match, though its source leaves a term unsaid
-                    rivals += [(n, row[k].text) for n, k in _most([(n, k) for n, k, _ in labelled])]
+                    rivals += [(n, _cell(sentence, row[k])) for n, k in _most([(n, k) for n, k, _ in labelled])]
                 for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
-                    sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
-                    found.append((n, Span(sentence, row[k].start, row[k].end, TABLE, True, 1.0, 1.0)))
+                    found.append((n, _cell(sentence, row[k])))
     top = max((n for n, _ in found), default=0)
     spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
     # matches the row and a column naming as much with another cell: a question the documents disagree on
     values = {span.text.casefold() for span in spans}
-    disagree = {text.casefold() for n, text in rivals if n >= top} - values
-    return spans[0] if len(values) == 1 and not disagree else None
+    disagree = [span for n, span in rivals if n >= top and span.text.casefold() not in values]
+    if len(values) == 1 and not disagree:
+        return Reading(spans[0])
+    return Reading(None, _disagreeing([*spans, *disagree]))
+
+
+def describe(span: Span) -> str:
+    """What a cell says, for a reader: "2021, Saltwater Ducks: 110" (its row's other named cell, its column's
+    header, the value); a form's line as it is ("Server: Quack Quackling")."""
+    header, _, line = span.sentence.context.partition("\n")
+    if not line:
+        return span.sentence.text
+    row, columns = cells(line), cells(header)
+    k = next((j for j, c in enumerate(row) if c.start == span.start), None)
+    if k is None or len(columns) != len(row):
+        return span.text
+    label = next((c.text for j, c in enumerate(row) if j != k and c.text), "")
+    column = columns[k].text
+    return ", ".join(part for part in (label, column) if part) + f": {span.text}"
+
+
+def _cell(sentence: Sentence, cell: Cell) -> Span:
+    return Span(sentence, cell.start, cell.end, TABLE, True, 1.0, 1.0)
+
+
+def _disagreeing(spans: Sequence[Span]) -> tuple[Span, ...]:
+    """One cell per value when each source gives one value and they differ (the documents disagree); () when a
+    source gives several (the question does not say which column or row: unsettled, not a disagreement)."""
+    by_source: dict[int, set[str]] = {}
+    for span in spans:
+        by_source.setdefault(span.sentence.source_index, set()).add(span.text.casefold())
+    if len(by_source) < 2 or any(len(values) > 1 for values in by_source.values()):
+        return ()
+    first: dict[str, Span] = {}
+    for span in spans:
+        first.setdefault(span.text.casefold(), span)
+    return tuple(first.values()) if len(first) > 1 else ()
 
 
 # A form's field on a line of its own: "Telephone: (123) 456-7890", "Receipt date: 16/03/2026" (the parser writes

@@ -145,6 +145,27 @@ def numbers(text: str, *, number_words: bool = True, include_one: bool = True) -
     return found
 
 
+def spelled_alike(text: str) -> list[str]:
+    """A small whole number written the other way: "5" → ["five"], "21" → ["twenty-one", "twenty one"],
+    "Twenty-one" → ["21"]; [] for anything else (larger numbers, amounts, phrases)."""
+    stripped = text.strip()
+    if re.fullmatch(r"\d{1,2}", stripped):
+        value = int(stripped)
+        if value < 20:
+            return [list(_UNITS)[value]]
+        tens = next(w for w, v in _TENS.items() if v == value - value % 10)
+        if value % 10 == 0:
+            return [tens]
+        unit = list(_UNITS)[value % 10]
+        return [f"{tens}-{unit}", f"{tens} {unit}"]
+    m = _NUMBER_WORD.fullmatch(stripped)
+    if m is None:
+        return []
+    if m.group("single"):
+        return [str(_UNITS[m.group("single").lower()])]
+    return [str(_TENS[m.group("tens").lower()] + (_UNITS[m.group("unit").lower()] if m.group("unit") else 0))]
+
+
 def number_supported(claim: NumberToken, evidence: Sequence[NumberToken]) -> bool:
     for e in evidence:
         if claim.percent and not e.percent:
