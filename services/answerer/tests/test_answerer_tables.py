@@ -125,6 +125,20 @@ def test_a_chart_row_found_by_its_year_in_the_column_that_names_the_most() -> No
     assert beside is not None and beside.text == "80"
 
 
+def test_a_one_series_chart_is_named_by_its_heading_and_its_rows_by_codes() -> None:
+    """Found asking the shared PPTX: "What was the Q3 revenue?" was withheld though the slide "Quarterly revenue"
+    charts Q1..Q3 of 2026 (its only value column is headed "2026"; its rows "Q3", which is no number)."""
+    chart = "|  | 2026 |\n| Q1 | 10 |\n| Q2 | 20 |\n| Q3 | 30 |"
+    sources = [Source("c1", "Quarterly Duck Survey", ("Quarterly revenue",), chart)]
+    assert answer("What was the Q3 revenue?", sources) == "30"
+    assert answer("How much revenue was there in Q2?", sources) == "20"
+    assert answer("What was the Q4 revenue?", sources) is None  # no such row
+    assert answer("What were the Q3 costs?", sources) is None  # nothing names costs
+    # with two value columns the header must name what is asked: the heading names both
+    two = "|  | 2025 | 2026 |\n| Q3 | 25 | 30 |"
+    assert answer("What was the Q3 revenue?", [Source("c2", "Survey", ("Quarterly revenue",), two)]) is None
+
+
 RECEIPT = (
     "Receipt documentation for table service:\n"
     "Restaurant: Docling\n"

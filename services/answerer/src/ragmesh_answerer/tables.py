@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from ragmesh_answerer.prompting import Source
@@ -99,9 +99,12 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
         return Reading(None)
     found: list[tuple[int, Span]] = []  # (key terms its column's header holds, the cell)
     rivals: list[tuple[int, Span]] = []
-    asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text))
+    # the question's numbers and codes with digits, as a row's label may hold them ("2021", "Q3", "FY24")
+    asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text)) | {
+        w.casefold() for w in re.findall(r"[^\W_]+", question.text) if any(c.isdigit() for c in w)
+    }
     for i, source in enumerate(sources):
-        said = _said(source)
+        said, caption = _said(source), _caption(source)
         for header, rows in tables(source.text):
             columns = cells(header)
             heads = [{stem(w) for w in words(c.text)} for c in columns]
@@ -113,7 +116,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                 if names:
                     answers = [(0, k) for k in _named(row, heads, names, wanted)]
                 else:
-                    labelled = _labelled(row, heads, wanted, asked)
+                    labelled = _labelled(row, heads, wanted, asked, caption)
                     answers = _most([(n, k) for n, k, rest in labelled if all(family_in(f, said) for f in rest)])
                     # a table whose row and column match, though its source leaves a term unsaid
                     rivals += [(n, _cell(sentence, row[k])) for n, k in _most([(n, k) for n, k, _ in labelled])]
@@ -180,6 +183,13 @@ def _said(source: Source) -> set[str]:
     return {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}
 
 
+def _caption(source: Source) -> set[str]:
+    """The stems of a source's headings (title, section path) and of its lines that are no table row: what names
+    a table's values when its header does not (a chart's caption, the slide's title)."""
+    lines = [line for line in source.text.splitlines() if not _ROW.match(line)]
+    return {stem(w) for w in words("\n".join([source.heading_text, *lines]))}
+
+
 def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
     """The values of the sources' "Key: value" lines whose key names the most of the question's key terms ("Who
     was the server?" → "Server: Quack Quackling"): of the asked type (a number for when and how many), every
@@ -235,23 +245,26 @@ def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[
 
 
 def _labelled(
-    row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str]
+    row: list[Cell], heads: list[set[str]], wanted: set[str], asked: set[str], caption: Set[str] = frozenset()
 ) -> list[tuple[int, int, set[str]]]:
     """The columns that may answer a question without names ("How many calories per portion do berries have?",
     "How many saltwater ducks were observed in 2021?"): the row's other cells hold some of its key terms
     ("Berries") or one of its numbers ("2021"), the column's header others ("Calories per portion", "Saltwater
     Ducks"). Each as (key terms its header holds, column, the key terms neither says): `lookup` answers from those
     whose source says the rest (the table's caption: "Wild Duck Observations by Year"), the header holding the
-    most ("Saltwater Ducks" over "Freshwater Ducks"), and counts the others as rivals."""
+    most ("Saltwater Ducks" over "Freshwater Ducks"), and counts the others as rivals. A table of labels and one
+    column of values (a chart of one series: "| Q3 | 30 |" under "| | 2026 |") has its values named by its
+    caption or heading ("Quarterly revenue"), `caption`."""
     cells_said = [{stem(w) for w in words(c.text)} for c in row]
     found: list[tuple[int, int, set[str]]] = []
     for k, head in enumerate(heads):
         if not row[k].text:
             continue
         others = [j for j in range(len(row)) if j != k]
-        by_column = {f for f in wanted if family_in(f, head)}
+        named_by = head | caption if len(row) == 2 else head
+        by_column = {f for f in wanted if family_in(f, named_by)}
         by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
-        numbered = any(row[j].text.strip() in asked for j in others)
+        numbered = any(row[j].text.strip().casefold() in asked for j in others)
         if by_column and (by_row or numbered):
             found.append((len(by_column), k, wanted - by_column - by_row))
     return found
