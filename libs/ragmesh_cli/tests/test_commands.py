@@ -370,6 +370,21 @@ def test_ask_streams_verified_sentences_then_sources_and_verification() -> None:
     assert "queued at position 2" in result.stderr
 
 
+def test_ask_shows_a_lists_items_a_line_each_once() -> None:
+    items = ["- Finalize pricing model [1]", "- Launch APAC campaign [1]"]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sentences = [
+            ("sentence", {"index": n, "text": t, "sources": [1], "extractive": True}) for n, t in enumerate(items)
+        ]
+        return sse(*sentences, ("final", {**FINAL, "answer": "\n".join(items)}))
+
+    result = invoke(handler, "ask", "What are the next steps?")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("- Finalize pricing model [1]\n- Launch APAC campaign [1]\n")
+    assert result.stdout.count("Finalize pricing model") == 1
+
+
 def test_ask_never_shows_a_draft_that_verification_withheld() -> None:
     withheld = {
         **FINAL,

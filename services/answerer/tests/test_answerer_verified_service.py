@@ -444,7 +444,11 @@ async def test_a_table_cell_answers_what_no_sentence_states(service: GrpcService
     chat.reply = "Sheryl Baxter works for Vega-Gentry."  # the wrong row's company: overruled by the row
     _, wrong = await _events(service, "Which company does Sheryl Baxter work for?", [CUSTOMERS])
     assert wrong.verified and wrong.overruled and wrong.short_answer == "Rasmussen Group"
-    assert wrong.answer == "| 1 | Sheryl | Baxter | Rasmussen Group | Chile | [1]"
+    # the row read as a reader reads it, each cell after its column's header (not the Markdown line)
+    assert (
+        wrong.answer
+        == "Index: 1 · First Name: Sheryl · Last Name: Baxter · Company: Rasmussen Group · Country: Chile [1]"
+    )
     # a question the table does not settle (no row names her) is withheld as before
     _, unknown = await _events(service, "Which company does Jane Doe work for?", [CUSTOMERS])
     assert unknown.withheld and not unknown.verified
@@ -522,3 +526,38 @@ async def test_sources_whose_tables_disagree_are_shown_side_by_side(service: Grp
     # one source giving two values is a question it does not settle, not a disagreement
     _, both = await _events(service, "How many ducks were observed in 2021?", [CHART, SHEET])
     assert both.withheld and "disagree" not in both.answer
+
+
+NEXT_STEPS = common_pb2.ScoredChunk(
+    score=0.9,
+    chunk=common_pb2.Chunk(
+        chunk_id="deck-4",
+        title="Q3 Revenue Summary",
+        section_path=["Next Steps"],
+        text="1. Finalize pricing model\n2. Launch APAC campaign\n3. Hire 3 additional SEs",
+    ),
+)
+
+
+async def test_a_list_under_a_heading_that_names_the_question_is_the_answer(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared PPTX: "What are the next steps?" was withheld, "what the documents say" showing the
+    slide's first two items only. The items are the answer, each verbatim and cited; the model is not asked."""
+    chat.reply, chat.messages = "The next steps are to hire.", []
+    streamed, final = await _events(service, "What are the next steps?", [CAFETERIA, NEXT_STEPS])
+    assert final.verified and not final.withheld and chat.messages == []
+    assert final.answer.splitlines() == [
+        "- Finalize pricing model [2]",
+        "- Launch APAC campaign [2]",
+        "- Hire 3 additional SEs [2]",
+    ]
+    assert final.short_answer == "Finalize pricing model; Launch APAC campaign; Hire 3 additional SEs"
+    text = NEXT_STEPS.chunk.text
+    assert [text[q.start : q.end] for q in final.evidence] == [q.text for q in final.evidence]
+    assert streamed == " ".join(final.answer.splitlines())  # each item's line streamed as a verified sentence
+    assert [s.verdict for s in final.sentences] == [answerer_pb2.VERDICT_SUPPORTED] * 3
+    # a heading that does not name the question, or a question of another type, is not answered so
+    for question in ("What are the risks?", "How many next steps are there?", "Who takes the next steps?"):
+        _, other = await _events(service, question, [NEXT_STEPS])
+        assert not other.verified or other.short_answer != final.short_answer, question

@@ -315,9 +315,8 @@ def stream_answer(st: State, api: Api, body: dict[str, Any], as_json: bool) -> d
                     if status:
                         status.stop()
                     text = str(data.get("text", ""))
-                    st.out.print(
-                        ("" if not shown else " ") + text, end="", markup=False, highlight=False, soft_wrap=True
-                    )
+                    gap = "" if not shown else "\n" if text.startswith("- ") else " "  # a list's items: a line each
+                    st.out.print(gap + text, end="", markup=False, highlight=False, soft_wrap=True)
                     shown.append(text)
                 elif name == "progress":
                     if data.get("status") == "queued":
@@ -345,7 +344,7 @@ def stream_answer(st: State, api: Api, body: dict[str, Any], as_json: bool) -> d
     answer = str(final.get("answer", ""))
     if not shown:
         st.out.print(answer, markup=False, highlight=False)
-    elif " ".join(shown) != answer:  # cannot happen with this gateway; the final answer is authoritative
+    elif " ".join(shown).split() != answer.split():  # cannot happen with this gateway; the final one is authoritative
         st.out.print("\n" + answer, markup=False, highlight=False)
     else:
         st.out.print()

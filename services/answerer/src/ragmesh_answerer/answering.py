@@ -18,6 +18,8 @@
    rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
    says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
    not asked and nothing is verified.
+6. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
+   "What are the next steps?") answers with its items, verbatim and cited (`lists.py`); the model is not asked.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
 from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
+from ragmesh_answerer.lists import Listed, listed
 from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
-from ragmesh_answerer.tables import TABLE, describe
+from ragmesh_answerer.tables import TABLE, describe, row_text
 from ragmesh_answerer.tables import read as read_tables
 from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
 from ragmesh_common import attributes as attr
@@ -218,6 +221,12 @@ class Answerer:
             logger.info("the sources' tables disagree: %d values", len(disagreeing))
             yield self._disagreement(disagreeing, request.sources)
             return
+        items = listed(question, request.sources) if found is None else None
+        if items is not None:
+            for n, line in enumerate(items.text.splitlines()):  # "- item [n]": the answer is these lines
+                yield Sentence(n, line, (items.source_index,), True)
+            yield self._list_result(items, request.sources)
+            return
         quotes = self._quotes(request)
         if found is None:
             logger.info("no sentence of %d sources answers the question as asked", len(request.sources))
@@ -318,6 +327,26 @@ class Answerer:
             evidence=list(summary.sentences),
             sentences=summary.verification.sentences,
             verified=True,
+            withheld=False,
+        )
+
+    def _list_result(self, items: Listed, sources: Sequence[Source]) -> AnswerResult:
+        """A list under a heading that names the question: its items, verbatim and cited; the model not asked."""
+        quotes = [item.as_quote() for item in items.items]
+        numbered = "\n".join(f"- {item.text} [{n}]" for n, item in enumerate(items.items, 1))  # [n]: the n-th quote
+        verification = verify("", numbered, quotes, self.settings.min_sentence_support, summary=True)
+        return AnswerResult(
+            answer=items.text,
+            citations=[Citation(items.source_index, sources[items.source_index].chunk_id, 1.0)],
+            grounding_score=1.0,
+            grounded=True,
+            model=self.llm.model,
+            prompt_tokens=0,
+            completion_tokens=0,
+            short_answer=items.short,
+            evidence=list(items.items),
+            sentences=verification.sentences,
+            verified=verification.verified,
             withheld=False,
         )
 
@@ -515,8 +544,9 @@ class _Gate:
         self.overruled, self.closed = True, True
         out: list[Sentence] = []
         for where in (self.span.sentence, *self.span.also):
+            said = row_text(where) if self.span.label == TABLE else where.text  # a row: each cell after its header
             sentence = Sentence(
-                len(self.sent), f"{where.text} [{where.source_index + 1}]", (where.source_index,), extractive=True
+                len(self.sent), f"{said} [{where.source_index + 1}]", (where.source_index,), extractive=True
             )
             self.sent.append(sentence)
             out.append(sentence)

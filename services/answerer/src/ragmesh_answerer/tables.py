@@ -150,6 +150,16 @@ def describe(span: Span) -> str:
     return ", ".join(part for part in (label, column) if part) + f": {span.text}"
 
 
+def row_text(sentence: Sentence) -> str:
+    """A table's row as a reader reads it, each cell after its column's header: "Index: 1 · First Name: Sheryl ·
+    Company: Rasmussen Group" ("Q3 · 2026: 30" under an empty corner); a line that is no table row as it is."""
+    header, _, line = sentence.context.partition("\n")
+    row, columns = cells(line), cells(header)
+    if not line or len(row) != len(columns):
+        return sentence.text
+    return " · ".join(f"{h.text}: {c.text}" if h.text else c.text for h, c in zip(columns, row, strict=True) if c.text)
+
+
 def _cell(sentence: Sentence, cell: Cell) -> Span:
     return Span(sentence, cell.start, cell.end, TABLE, True, 1.0, 1.0)
 

@@ -1,0 +1,74 @@
+"""lists: a question answered by the list under a heading that names it.
+
+"What are the next steps?" on a deck whose slide "Next Steps" is a numbered list was withheld: no span of one
+sentence answers it (the answer is the list), and "what the documents say" showed the list's first two items only.
+When extraction and the tables find nothing, `listed` looks for a source (a chunk) that is a list of at least
+`MIN_ITEMS` items and nothing else, whose own heading (the last of its section path) says one of the question's key
+terms and whose headings together (title and path) say all of them: "Q3 Revenue Summary › Next Steps" for "What are
+the next steps?". Its items are the answer, each an exact slice of the source without its bullet or number, shown
+in order and cited; the model is not asked. The first such source (the caller's ranking) answers alone. Only
+what-and-which questions of no other asked type (not who, when, where or how many), with no choice offered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragmesh_answerer.evidence import EvidenceQuote
+from ragmesh_answerer.prompting import Source
+from ragmesh_common.text.questions import AnswerType, Question
+from ragmesh_common.text.words import family_in, stem, words
+
+MIN_ITEMS = 2
+# a list item's line: a bullet or a number ("1.", "2)", "a."), then its text
+_ITEM = re.compile(r"^[ \t]*(?:[-*•‣◦▪]|\d{1,3}[.)]|[a-z][.)])[ \t]+(?P<text>[^\n]+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Listed:
+    source_index: int
+    items: list[EvidenceQuote]  # each an exact slice of the source's text, in order
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f"- {q.text} [{self.source_index + 1}]" for q in self.items)
+
+    @property
+    def short(self) -> str:
+        return "; ".join(q.text for q in self.items)
+
+
+def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
+    """The items of the first source that is a list under a heading naming the question (module docstring)."""
+    if question.answer_type is not AnswerType.OTHER or question.options:
+        return None
+    keys = question.key_stems()
+    if not keys:
+        return None
+    for i, source in enumerate(sources):
+        if not source.section_path:
+            continue
+        own = {stem(w) for w in words(source.section_path[-1])}
+        heads = {stem(w) for w in words(source.heading_text)}
+        if not any(family_in(k, own) for k in keys) or not all(family_in(k, heads) for k in keys):
+            continue
+        items = _items(source)
+        if len(items) >= MIN_ITEMS:
+            quotes = [EvidenceQuote(i, source.chunk_id, text, s, e, source.heading_text, 1.0) for text, s, e in items]
+            return Listed(i, quotes)
+    return None
+
+
+def _items(source: Source) -> list[tuple[str, int, int]]:
+    """The list items of the source's text (text, start, end) when every other non-blank line is one of its
+    headings (a chunk may open with its section's), else []."""
+    headings = {h.strip().casefold() for h in (source.title, *source.section_path)}
+    lines = [line for line in source.text.splitlines() if line.strip() and line.strip().casefold() not in headings]
+    found = []
+    for m in _ITEM.finditer(source.text):
+        item = m.group("text").rstrip()
+        if item:
+            found.append((item, m.start("text"), m.start("text") + len(item)))
+    return found if len(found) == len(lines) else []
