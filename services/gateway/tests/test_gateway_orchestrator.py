@@ -617,3 +617,29 @@ async def test_graph_placement_fetch_failure_keeps_the_search_order() -> None:
     prepared, items = await orchestrator.search(USER, SearchRequest(query=RELATIONAL, top_k=5, relevance_gate=False))
     assert [i.chunk.chunk_id for i in items] == ["a1", "b1", "c1"]
     assert {"step": "graph", "reason": "graph placement UNAVAILABLE; the search's order kept"} in prepared.degraded
+
+
+async def test_a_source_restating_another_level_of_its_document_gives_way_to_the_next() -> None:
+    """Found asking the shared PPTX: a one-slide section's paragraph, section and document chunks (one text under
+    its title) were three of five sources. The section and document chunks go; the next candidate moves up."""
+    paragraph = hit("c1", 0.8)
+    section = hit("c2", 0.7, text=f"T\n{IBM_TEXT}")
+    section.chunk.level = common_pb2.CHUNK_LEVEL_SECTION
+    whole = hit("c3", 0.6, text=f"T\n{IBM_TEXT}")
+    whole.chunk.level = common_pb2.CHUNK_LEVEL_DOCUMENT
+    other = hit("c4", 0.5)
+    other.chunk.document_id = "d2"  # the same text in another document: a source of its own
+    mesh = FakeMesh(
+        retriever=Stub(
+            Search=retriever_pb2.SearchResponse(
+                results=[paragraph, section, whole, other], accessible_documents=2, readable_documents=2
+            )
+        ),
+        reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False)),
+    )
+    prepared, events = await run(mesh)
+    assert [r.chunk.chunk_id for r in prepared.results] == ["c1", "c4"]
+    assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["c1", "c4"]
+    assert {"stage": "distinct", "dropped": 2} in [
+        {k: v for k, v in e["data"].items() if k in ("stage", "dropped")} for e in events if e["event"] == "progress"
+    ]

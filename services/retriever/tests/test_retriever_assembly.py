@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ragmesh.retriever.v1 import retriever_pb2
@@ -12,6 +14,7 @@ from ragmesh_retriever.assembly import (
     assemble,
     coverage_boost,
     documents_to_expand,
+    drop_restated,
     estimate_tokens,
     expand_documents,
     expand_thin,
@@ -273,6 +276,26 @@ def test_assemble_is_idempotent() -> None:
     cut = assemble(hits, budgeted, section_totals=totals, doc_chunks=doc_chunks, neighbours=neighbours)
     assert ids(cut) == ["h1", "h2", "d1c1", "h1dup"]  # 230 tokens; d2n's 100 more would pass 300
     assert assemble(cut, budgeted, section_totals=totals, doc_chunks=doc_chunks, neighbours=neighbours) == cut
+
+
+def test_a_chunk_that_restates_a_better_one_of_its_document_is_dropped() -> None:
+    """Found asking the shared PPTX: a one-slide section's paragraph, section and document chunks (the same text
+    under its title) were three of the five sources of "How many monthly active users are there?"."""
+    text = "Total revenue grew 18% year-over-year. Monthly active users: 4.2M. Net retention rate: 112%."
+    hits = [
+        cand("p", 0.9, text=text),
+        replace(cand("s", 0.8, text=f"Q3 Revenue Summary\n{text}"), level=2),
+        replace(cand("doc", 0.7, text=f"Q3 Revenue Summary\n{text}"), level=1),
+        cand("copy", 0.6, doc="d2", text=text),  # another document saying it stays: a source of its own
+        cand("more", 0.5, text=f"{text} APAC region exceeded targets by 12%. Hire three more."),
+        replace(cand("2020", 0.4, text=text.replace("18%", "11%")), level=2),  # a number more: something to say
+        cand("same", 0.3, text=text),  # the same level: two paragraphs of the document that say it twice stay
+    ]
+    assert ids(drop_restated(hits)) == ["p", "copy", "more", "2020", "same"]
+    # the best hit is never dropped, even when a chunk scored above it says more
+    assert ids(drop_restated(hits, first="s")) == ["s", "copy", "more", "2020"]  # the paragraphs it holds go
+    out = assemble(hits, AssemblyOptions(mmr=False), limit=5)
+    assert ids(out) == ["p", "copy", "more", "2020", "same"]
 
 
 def test_assemble_of_nothing_is_nothing() -> None:

@@ -381,6 +381,7 @@ class Stage(StrEnum):
     CONVERSATION = "conversation"
     PLAN = "plan"
     ITERATE = "iterate"
+    DISTINCT = "distinct"
     BUDGET = "budget"
 
 
@@ -425,6 +426,9 @@ class StageRecord(Reply):
     agent_step: str | None = Field(None, description="retrieve/rerank/grade within an agentic step: its query")
     llm_tokens: int | None = Field(None, description="budget: LLM tokens of the request with the answer (estimated)")
     cut: str | None = Field(None, description="budget: the step cut by the LLM token limit (answer)")
+    dropped: int | None = Field(
+        None, description="distinct: sources left out that restate a better-ranked one of their document"
+    )
 
 
 class ProgressEvent(StageRecord):

@@ -7,8 +7,9 @@ passes them in. `assemble` runs the steps in this order:
 1. coverage boost   — rank chunks of sections the search covered densely a little higher;
 2. document expansion — add more chunks of the documents that scored near the top;
 3. thin expansion   — add the parent and neighbours of chunks too short to stand alone;
-4. MMR              — re-order for diversity (near-duplicates fall back);
-5. token budget     — keep the longest prefix that fits.
+4. restated         — drop a chunk that says nothing a better-ranked chunk of its document does not;
+5. MMR              — re-order for diversity (near-duplicates fall back);
+6. token budget     — keep the longest prefix that fits.
 
 Guarantees: a chunk id appears once; the best search chunk (by its score before the boost) is always
 first; the input is not mutated; assembling an assembled list again with the same fetched rows gives the
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from ragmesh_common.text.words import restates, word_set
 
 SEARCH = "search"
 DOCUMENT_EXPANSION = "document_expansion"
@@ -138,6 +141,25 @@ def dedupe(cands: Iterable[Candidate]) -> list[Candidate]:
         if kept is None or c.score > kept.score:
             best[c.chunk_id] = c
     return list(best.values())
+
+
+def drop_restated(cands: Sequence[Candidate], first: str | None = None) -> list[Candidate]:
+    """The candidates, best first, without one that restates (`words.restates`: its words, numbers included, all
+    among those of the other but for a few) a better-ranked chunk of the same document at another level: a short
+    document's
+    paragraph, section and document chunks say one text three times, and filled three of five sources with it.
+    `first` (the best hit) is never dropped; a chunk with more to say (a section beyond its paragraph) stays."""
+    kept: list[Candidate] = []
+    said: list[tuple[str, int, frozenset[str]]] = []
+    ranked = _ranked(cands)
+    ranked = [c for c in ranked if c.chunk_id == first] + [c for c in ranked if c.chunk_id != first]
+    for c in ranked:
+        mine = word_set(c.text)
+        if any(doc == c.document_id and level != c.level and restates(mine, theirs) for doc, level, theirs in said):
+            continue
+        kept.append(c)
+        said.append((c.document_id, c.level, mine))
+    return kept
 
 
 def coverage_boost(
@@ -380,6 +402,7 @@ def assemble(
         items = expand_documents(items, chosen, options.max_chunks_per_document, options.decay)
     if options.sibling_expansion and neighbours:
         items = expand_thin(items, neighbours, options.thin_chunk_tokens, options.decay)
+    items = drop_restated(items, first=top.chunk_id)
     if options.mmr:
         items = mmr(items, options.mmr_lambda, limit, first=top.chunk_id)
     else:

@@ -393,3 +393,24 @@ def same_sense(a: str, b: str, main: int) -> bool:
         return False
     b_first, b_every = senses(b, main)
     return bool(a_first & b_every) or bool(b_first & a_every)
+
+
+# A text that adds at most this many words to another, and shares at least this share of its own with it, restates
+# it: a paragraph's section or document chunk whose only other words are its headings ("Q3 Revenue Summary").
+RESTATED_EXTRA_WORDS = 12
+RESTATED_SHARE = 0.75
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The text's words and numbers, lower-cased (what `restates` compares)."""
+    return frozenset(_ALNUM.findall(text.lower()))
+
+
+def restates(mine: frozenset[str], theirs: frozenset[str]) -> bool:
+    """A text of words `mine` says nothing the text of words `theirs` does not (`word_set` of each): at most
+    `RESTATED_EXTRA_WORDS` words more, at least `RESTATED_SHARE` of its own shared, and no number the other does
+    not state ("11%" beside "18%" is something to say)."""
+    extra = mine - theirs
+    if any(word.isdigit() for word in extra):
+        return False
+    return bool(mine) and len(extra) <= RESTATED_EXTRA_WORDS and len(extra) <= (1 - RESTATED_SHARE) * len(mine)

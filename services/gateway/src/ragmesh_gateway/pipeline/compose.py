@@ -31,6 +31,7 @@ from ragmesh_gateway.pipeline.budget import AnswerBudget
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
 from ragmesh_gateway.pipeline.communities import Communities
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
+from ragmesh_gateway.pipeline.distinct import Distinct
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
 from ragmesh_gateway.pipeline.graph import Graph
@@ -123,6 +124,7 @@ class Orchestrator:
                 ),
                 link,  # after the direct search's grade, or after the agent's merged steps
                 Communities(mesh, deadlines.communities, enabled=graph_enabled),
+                Distinct(),
                 AnswerBudget(agent.max_llm_tokens),
             ],
             during=[
