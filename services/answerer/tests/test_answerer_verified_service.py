@@ -302,8 +302,10 @@ async def test_invalid_utf8_on_the_wire_is_invalid_argument(service: GrpcService
     assert "UTF-8" in (err.value.details() or "")
 
 
-def _source(chunk_id: str, title: str, text: str, score: float = 0.8, kind: int = 0) -> common_pb2.ScoredChunk:
-    chunk = common_pb2.Chunk(chunk_id=chunk_id, title=title, text=text, kind=kind)
+def _source(
+    chunk_id: str, title: str, text: str, score: float = 0.8, kind: int = 0, section_path: tuple[str, ...] = ()
+) -> common_pb2.ScoredChunk:
+    chunk = common_pb2.Chunk(chunk_id=chunk_id, title=title, text=text, kind=kind, section_path=section_path)
     return common_pb2.ScoredChunk(score=score, chunk=chunk)
 
 
@@ -528,14 +530,12 @@ async def test_sources_whose_tables_disagree_are_shown_side_by_side(service: Grp
     assert both.withheld and "disagree" not in both.answer
 
 
-NEXT_STEPS = common_pb2.ScoredChunk(
-    score=0.9,
-    chunk=common_pb2.Chunk(
-        chunk_id="deck-4",
-        title="Q3 Revenue Summary",
-        section_path=["Next Steps"],
-        text="1. Finalize pricing model\n2. Launch APAC campaign\n3. Hire 3 additional SEs",
-    ),
+NEXT_STEPS = _source(
+    "deck-4",
+    "Q3 Revenue Summary",
+    "1. Finalize pricing model\n2. Launch APAC campaign\n3. Hire 3 additional SEs",
+    0.9,
+    section_path=("Next Steps",),
 )
 
 

@@ -519,20 +519,14 @@ def docs_show(
 def docs_rm(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argument(metavar="ID...")]) -> None:
     """Delete documents you own (each is tried; exit code 1 if any failed)."""
     st = state(ctx)
-    failed = 0
-    with Api(st.settings) as api:
-        for document_id in document_ids:
-            try:
-                body = api.delete(f"/api/v1/documents/{document_id}")
-            except ApiError as exc:
-                st.err.print(f"[red]error:[/] {escape(document_id)}: {escape(str(exc))}")
-                failed += 1
-                continue
-            st.out.print(f"deleted {document_id}")
-            for warning in body.get("warnings") or []:
-                st.err.print(f"[yellow]warning[/] {escape(document_id)}: {escape(str(warning))}")
-    if failed:
-        raise typer.Exit(1)
+
+    def delete(api: Api, document_id: str) -> None:
+        body = api.delete(f"/api/v1/documents/{document_id}")
+        st.out.print(f"deleted {document_id}")
+        for warning in body.get("warnings") or []:
+            st.err.print(f"[yellow]warning[/] {escape(document_id)}: {escape(str(warning))}")
+
+    each_or_exit(st, document_ids, delete)
 
 
 @docs_app.command("reingest")
@@ -540,16 +534,24 @@ def docs_reingest(ctx: typer.Context, document_ids: Annotated[list[str], typer.A
     """Parse and index documents you own again from their stored files (after a parser upgrade: a newer parser
     reads more of a file); each stays searchable meanwhile. Each is tried; exit code 1 if any failed."""
     st = state(ctx)
+
+    def reingest(api: Api, document_id: str) -> None:
+        body = api.post(f"/api/v1/documents/{document_id}/reingest", {})
+        st.out.print(f"{document_id}: {escape(str(body.get('note') or 'queued'))}")
+
+    each_or_exit(st, document_ids, reingest)
+
+
+def each_or_exit(st: State, ids: list[str], act: Callable[[Api, str], None]) -> None:
+    """`act` on each id in turn; a refusal is one line on stderr and the next is tried; exit code 1 if any was."""
     failed = 0
     with Api(st.settings) as api:
-        for document_id in document_ids:
+        for item in ids:
             try:
-                body = api.post(f"/api/v1/documents/{document_id}/reingest", {})
+                act(api, item)
             except ApiError as exc:
-                st.err.print(f"[red]error:[/] {escape(document_id)}: {escape(str(exc))}")
+                st.err.print(f"[red]error:[/] {escape(item)}: {escape(str(exc))}")
                 failed += 1
-                continue
-            st.out.print(f"{document_id}: {escape(str(body.get('note') or 'queued'))}")
     if failed:
         raise typer.Exit(1)
 
@@ -592,18 +594,12 @@ def conversations_rm(
 ) -> None:
     """Delete conversations of yours with their turns and feedback (exit code 1 if any failed)."""
     st = state(ctx)
-    failed = 0
-    with Api(st.settings) as api:
-        for conversation_id in conversation_ids:
-            try:
-                api.delete(f"/api/v1/conversations/{conversation_id}")
-            except ApiError as exc:
-                st.err.print(f"[red]error:[/] {escape(conversation_id)}: {escape(str(exc))}")
-                failed += 1
-                continue
-            st.out.print(f"deleted {conversation_id}")
-    if failed:
-        raise typer.Exit(1)
+
+    def delete(api: Api, conversation_id: str) -> None:
+        api.delete(f"/api/v1/conversations/{conversation_id}")
+        st.out.print(f"deleted {conversation_id}")
+
+    each_or_exit(st, conversation_ids, delete)
 
 
 @conversations_app.command("export")
