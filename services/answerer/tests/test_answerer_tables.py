@@ -168,3 +168,8 @@ def test_a_form_field_answers_when_its_key_names_the_question() -> None:
     assert answer("Where is the restaurant?", sources) is None  # "Restaurant: Docling" names it, it does not place it
     assert answer("When was the receipt issued?", sources) is None  # nothing says "issued"
     assert answer("What is the dining type?", sources) is None  # no such field
+    # found in a chat: "Who was the server on the receipt?" was withheld ("Receipt date" named "receipt" as much);
+    # a who-question is no date, and the role it asks for ("server") outranks its context ("restaurant")
+    assert answer("Who was the server on the receipt?", sources) == "Quack Quackling"
+    assert answer("Who was the server at the restaurant?", sources) == "Quack Quackling"
+    assert answer("Who is the restaurant's server?", sources) == "Quack Quackling"

@@ -186,6 +186,11 @@ _FIELD = re.compile(
 
 
 _ASKS_NUMBER = frozenset({stem("number"), stem("amount")})
+# "Who was the server at the restaurant?": the role asked for is the copula's noun ("server"); the rest is context
+# ("Who is the restaurant's server?": "server", not its possessor)
+_ROLE = re.compile(
+    r"who\s+(?:is|was|are|were)\s+(?:the\s+|a\s+|an\s+)?(?:[^\W\d_]+['’]s?\s+)?([^\W\d_]+)", re.IGNORECASE
+)
 
 
 def _said(source: Source) -> set[str]:
@@ -202,15 +207,18 @@ def _caption(source: Source) -> set[str]:
 
 def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
     """The values of the sources' "Key: value" lines whose key names the most of the question's key terms ("Who
-    was the server?" → "Server: Quack Quackling"): of the asked type (a number for when and how many), every
-    other key term and name of the question said elsewhere in the same source, not the question's own words
-    again. All those that tie; the caller answers only when they agree."""
+    was the server?" → "Server: Quack Quackling"): of the asked type (a number for when and how many, none for
+    who), every other key term and name of the question said elsewhere in the same source, not the question's own
+    words again; a key naming the role a copular who-question asks for ("Who was the server at the restaurant?")
+    first. All those that tie; the caller answers only when they agree."""
     wanted = {stem(f) for f in question.focus}
     if question.answer_type is AnswerType.NUMBER and len(wanted) > 1:
         wanted -= _ASKS_NUMBER  # "What is the telephone number …": "number" says what is asked, like "how many"
     if question.answer_type is AnswerType.PLACE:
         return []  # "Where is the restaurant?" is not its "Restaurant: Docling"
     own = {stem(e) for e in question.entities} | wanted  # a value that says only these repeats the question
+    asked_role = _ROLE.match(question.text.strip())
+    role = stem(asked_role.group(1)) if asked_role else None
     best: list[tuple[int, Span]] = []
     for i, source in enumerate(sources):
         said = _said(source)
@@ -228,6 +236,8 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             value = match.group("value")
             if question.answer_type in NUMERIC and not numbers(value):
                 continue
+            if question.answer_type is AnswerType.PERSON and any(c.isdigit() for c in value):
+                continue  # a who-question is not answered by "Receipt date: 16/03/2026"
             said_by_value = {stem(w) for w in words(value)}
             if said_by_value and said_by_value <= own:
                 continue  # "Restaurant: Docling" for "… at the Docling restaurant?": the question's own words
@@ -235,7 +245,9 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             offset = source.text.index(line, match.start())
             sentence = Sentence(i, offset, offset + len(line), line, line)
             start = match.start("value") - offset
-            best.append((len(by_key), Span(sentence, start, start + len(value), TABLE, True, 1.0, 1.0)))
+            # the role a copular who-question asks for ("Who was the server …?") outranks its other terms
+            rank = len(by_key) + (len(wanted) if role is not None and family_in(role, key) else 0)
+            best.append((rank, Span(sentence, start, start + len(value), TABLE, True, 1.0, 1.0)))
     top = max((n for n, _ in best), default=0)
     return [span for n, span in best if n == top]
 
