@@ -410,6 +410,18 @@ async def test_a_summary_question_gets_the_sources_sentences_about_its_topic_eac
         assert source[quote.start : quote.end] == quote.text
 
 
+async def test_what_a_document_contains_is_summarised_from_the_sources_about_its_topic(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared samples: "What does the equations document contain?" was summarised with a VML
+    test document's "Below is a VML image" (its source "contains" images, and "contain" counted as the topic)."""
+    equations = _source("eq-1", "equations", "The quadratic formula solves every equation of the second degree.")
+    images = _source("vml-1", "VML Image Test Document", "This file contains two images. Below is a VML image here.")
+    _, final = await _events(service, "What does the equations document contain?", [equations, images], summary=True)
+    assert final.verified and [c.source_index for c in final.citations] == [0]
+    assert "VML" not in final.answer
+
+
 async def test_without_the_summary_flag_the_same_question_is_withheld_and_off_topic_sources_say_nothing(
     service: GrpcService, chat: ScriptedChat
 ) -> None:

@@ -219,6 +219,12 @@ SUMMARY_WORDS = frozenset(
         "know",
         "tell",
         "give",
+        "contain",  # "What does the equations document contain?": the topic is the equations
+        "contains",
+        "cover",
+        "covers",
+        "discuss",
+        "discusses",
     ]
 )
 
