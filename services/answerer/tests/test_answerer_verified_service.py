@@ -458,11 +458,8 @@ async def test_a_table_cell_answers_what_no_sentence_states(service: GrpcService
     chat.reply = "Sheryl Baxter works for Vega-Gentry."  # the wrong row's company: overruled by the row
     _, wrong = await _events(service, "Which company does Sheryl Baxter work for?", [CUSTOMERS])
     assert wrong.verified and wrong.overruled and wrong.short_answer == "Rasmussen Group"
-    # the row read as a reader reads it, each cell after its column's header (not the Markdown line)
-    assert (
-        wrong.answer
-        == "Index: 1 · First Name: Sheryl · Last Name: Baxter · Company: Rasmussen Group · Country: Chile [1]"
-    )
+    # the row read as a reader reads it: the cells the question names and the answer's, each after its header
+    assert wrong.answer == "First Name: Sheryl · Last Name: Baxter · Company: Rasmussen Group [1]"
     # a question the table does not settle (no row names her) is withheld as before
     _, unknown = await _events(service, "Which company does Jane Doe work for?", [CUSTOMERS])
     assert unknown.withheld and not unknown.verified

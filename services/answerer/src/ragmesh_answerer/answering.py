@@ -544,7 +544,10 @@ class _Gate:
         self.overruled, self.closed = True, True
         out: list[Sentence] = []
         for where in (self.span.sentence, *self.span.also):
-            said = row_text(where) if self.span.label == TABLE else where.text  # a row: each cell after its header
+            if self.span.label == TABLE and where == self.span.sentence:  # a row: its named cells after their headers
+                said = row_text(where, self.span.start, self.question)
+            else:
+                said = where.text
             sentence = Sentence(
                 len(self.sent), f"{said} [{where.source_index + 1}]", (where.source_index,), extractive=True
             )

@@ -150,14 +150,22 @@ def describe(span: Span) -> str:
     return ", ".join(part for part in (label, column) if part) + f": {span.text}"
 
 
-def row_text(sentence: Sentence) -> str:
-    """A table's row as a reader reads it, each cell after its column's header: "Index: 1 · First Name: Sheryl ·
-    Company: Rasmussen Group" ("Q3 · 2026: 30" under an empty corner); a line that is no table row as it is."""
+def row_text(sentence: Sentence, answer_start: int | None = None, asked: str = "") -> str:
+    """A table's row as a reader reads it, each cell after its column's header: "First Name: Sheryl · Last Name:
+    Baxter · Company: Rasmussen Group" ("Q3 · 2026: 30" under an empty corner); with the answer's cell
+    (`answer_start`, its offset in the row) and the question (`asked`), only the cells that name a word of the
+    question and the answer's, when there are such (a 12-column customer row shows the name and the e-mail, not
+    the phones and the website); a line that is no table row as it is."""
     header, _, line = sentence.context.partition("\n")
     row, columns = cells(line), cells(header)
     if not line or len(row) != len(columns):
         return sentence.text
-    return " · ".join(f"{h.text}: {c.text}" if h.text else c.text for h, c in zip(columns, row, strict=True) if c.text)
+    pairs = [(h, c) for h, c in zip(columns, row, strict=True) if c.text]
+    said = set(words(asked))
+    named = [(h, c) for h, c in pairs if c.start == answer_start or set(words(c.text)) & said]
+    if answer_start is not None and len(named) > 1:
+        pairs = named
+    return " · ".join(f"{h.text}: {c.text}" if h.text else c.text for h, c in pairs)
 
 
 def _cell(sentence: Sentence, cell: Cell) -> Span:
