@@ -919,15 +919,9 @@ def _counts_a_part(question: Question, piece: Any) -> str:
     police officers" still answer.)"""
     if not NARROWED_COUNTS or question.answer_type is not AnswerType.NUMBER:
         return ""
-    root = piece.root
-    if root.dep_ == "nummod":
-        counted = root.head  # "Three" of "Three species"
-    elif any(c.dep_ == "nummod" and c in piece for c in root.children):
-        counted = root  # "Three species"
-    else:
-        return ""
+    counted = _counted_noun(piece)
     keys = question.key_stems()
-    if stem(counted.lower_) not in keys:
+    if counted is None or stem(counted.lower_) not in keys:
         return ""
     for prep in counted.children:
         if prep.dep_ != "prep" or prep.lower_ != "of":
@@ -945,21 +939,6 @@ def _counts_a_part(question: Question, piece: Any) -> str:
                 ):
                     return f"{word.text} {noun.text}"
     return ""
-    keys = question.key_stems()
-    counted = piece.root.head
-    if stem(counted.lower_) not in keys:
-        return False
-    for prep in counted.children:
-        if prep.dep_ != "prep" or prep.lower_ != "of":
-            continue
-        for noun in prep.children:
-            if noun.dep_ == "pobj" and stem(noun.lower_) in keys:
-                narrowing = [
-                    c for c in noun.children if c.dep_ in ("compound", "amod") and c.is_alpha and not c.is_stop
-                ]
-                if any(stem(c.lower_) not in keys and not question.says(c.text) for c in narrowing):
-                    return True
-    return False
 
 
 def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:

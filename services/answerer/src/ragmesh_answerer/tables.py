@@ -138,16 +138,14 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
 def describe(span: Span) -> str:
     """What a cell says, for a reader: "2021, Saltwater Ducks: 110" (its row's other named cell, its column's
     header, the value); a form's line as it is ("Server: Quack Quackling")."""
-    header, _, line = span.sentence.context.partition("\n")
-    if not line:
+    if "\n" not in span.sentence.context:
         return span.sentence.text
-    row, columns = cells(line), cells(header)
-    k = next((j for j, c in enumerate(row) if c.start == span.start), None)
-    if k is None or len(columns) != len(row):
+    pairs = _headed(span.sentence)
+    k = next((j for j, (_, c) in enumerate(pairs or []) if c.start == span.start), None)
+    if pairs is None or k is None:
         return span.text
-    label = next((c.text for j, c in enumerate(row) if j != k and c.text), "")
-    column = columns[k].text
-    return ", ".join(part for part in (label, column) if part) + f": {span.text}"
+    label = next((c.text for j, (_, c) in enumerate(pairs) if j != k and c.text), "")
+    return ", ".join(part for part in (label, pairs[k][0].text) if part) + f": {span.text}"
 
 
 def row_text(sentence: Sentence, answer_start: int | None = None, asked: str = "") -> str:
@@ -156,16 +154,23 @@ def row_text(sentence: Sentence, answer_start: int | None = None, asked: str = "
     (`answer_start`, its offset in the row) and the question (`asked`), only the cells that name a word of the
     question and the answer's, when there are such (a 12-column customer row shows the name and the e-mail, not
     the phones and the website); a line that is no table row as it is."""
-    header, _, line = sentence.context.partition("\n")
-    row, columns = cells(line), cells(header)
-    if not line or len(row) != len(columns):
+    headed = _headed(sentence)
+    if headed is None:
         return sentence.text
-    pairs = [(h, c) for h, c in zip(columns, row, strict=True) if c.text]
+    pairs = [(h, c) for h, c in headed if c.text]
     said = set(words(asked))
     named = [(h, c) for h, c in pairs if c.start == answer_start or set(words(c.text)) & said]
     if answer_start is not None and len(named) > 1:
         pairs = named
     return " · ".join(f"{h.text}: {c.text}" if h.text else c.text for h, c in pairs)
+
+
+def _headed(sentence: Sentence) -> list[tuple[Cell, Cell]] | None:
+    """A table row's cells, each with its column's header cell (the row's context is the header, then the row);
+    None for a line that is no such row (a form's field)."""
+    header, _, line = sentence.context.partition("\n")
+    row, columns = cells(line), cells(header)
+    return list(zip(columns, row, strict=True)) if line and len(row) == len(columns) else None
 
 
 def _cell(sentence: Sentence, cell: Cell) -> Span:
@@ -255,7 +260,7 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             start = match.start("value") - offset
             # the role a copular who-question asks for ("Who was the server …?") outranks its other terms
             rank = len(by_key) + (len(wanted) if role is not None and family_in(role, key) else 0)
-            best.append((rank, Span(sentence, start, start + len(value), TABLE, True, 1.0, 1.0)))
+            best.append((rank, _cell(sentence, Cell(value, start, start + len(value)))))
     top = max((n for n, _ in best), default=0)
     return [span for n, span in best if n == top]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmesh_common.text.words import restates, word_set
+from ragmesh_common.text.words import without_restated
 
 SEARCH = "search"
 DOCUMENT_EXPANSION = "document_expansion"
@@ -144,22 +144,13 @@ def dedupe(cands: Iterable[Candidate]) -> list[Candidate]:
 
 
 def drop_restated(cands: Sequence[Candidate], first: str | None = None) -> list[Candidate]:
-    """The candidates, best first, without one that restates (`words.restates`: its words, numbers included, all
-    among those of the other but for a few) a better-ranked chunk of the same document at another level: a short
-    document's
-    paragraph, section and document chunks say one text three times, and filled three of five sources with it.
-    `first` (the best hit) is never dropped; a chunk with more to say (a section beyond its paragraph) stays."""
-    kept: list[Candidate] = []
-    said: list[tuple[str, int, frozenset[str]]] = []
+    """The candidates, best first, without one that restates a better-ranked chunk of the same document at another
+    level (`words.without_restated`: a short document's paragraph, section and document chunks say one text three
+    times, and filled three of five sources with it). `first` (the best hit) is never dropped; a chunk with more
+    to say (a section beyond its paragraph) stays."""
     ranked = _ranked(cands)
     ranked = [c for c in ranked if c.chunk_id == first] + [c for c in ranked if c.chunk_id != first]
-    for c in ranked:
-        mine = word_set(c.text)
-        if any(doc == c.document_id and level != c.level and restates(mine, theirs) for doc, level, theirs in said):
-            continue
-        kept.append(c)
-        said.append((c.document_id, c.level, mine))
-    return kept
+    return without_restated(ranked, lambda c: (c.document_id, c.level, c.text))
 
 
 def coverage_boost(

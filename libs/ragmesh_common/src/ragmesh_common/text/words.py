@@ -20,7 +20,8 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ragmesh_common.text.numbers import strip_numbers
 from ragmesh_common.text.stopwords import ENGLISH, stop_words
@@ -28,6 +29,7 @@ from ragmesh_common.text.stopwords import ENGLISH, stop_words
 WORD = re.compile(r"[^\W\d_]+")
 TERM = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _ALNUM = re.compile(r"[^\W_]+")
+T = TypeVar("T")
 # Longest first; "ies"/"ied" end in "y" again ("companies" -> "company").
 SUFFIXES = (
     "ations",
@@ -414,3 +416,20 @@ def restates(mine: frozenset[str], theirs: frozenset[str]) -> bool:
     if any(word.isdigit() for word in extra):
         return False
     return bool(mine) and len(extra) <= RESTATED_EXTRA_WORDS and len(extra) <= (1 - RESTATED_SHARE) * len(mine)
+
+
+def without_restated(items: Sequence[T], where: Callable[[T], tuple[str, int, str]]) -> list[T]:
+    """`items` in order, without one that `restates` an earlier one of the same document at another level
+    (`where(item)`: its document id, level and text): a short document's paragraph, section and document chunks
+    say one text three times. Items of the same level stay (two paragraphs that say it twice), and so do copies
+    in other documents."""
+    kept: list[T] = []
+    said: list[tuple[str, int, frozenset[str]]] = []
+    for item in items:
+        document, level, text = where(item)
+        mine = word_set(text)
+        if any(d == document and lv != level and restates(mine, theirs) for d, lv, theirs in said):
+            continue
+        kept.append(item)
+        said.append((document, level, mine))
+    return kept
