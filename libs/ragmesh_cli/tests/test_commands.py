@@ -99,6 +99,41 @@ def test_ingest_uploads_follows_and_summarizes(tmp_path: Path) -> None:
     assert "1 duplicate · 1 failed · 1 ready · 1 skipped" in result.stdout
 
 
+def test_ingest_counts_many_skipped_files_per_reason_and_prints_no_empty_table(tmp_path: Path) -> None:
+    """A folder of ground-truth files beside the documents: the skipped ones are counted per extension, not listed
+    one line each, and a run past SUMMARY_ROWS files with nothing wrong prints its counts on one line, no table."""
+    from ragmesh_cli import render
+
+    for i in range(render.SUMMARY_ROWS):
+        (tmp_path / f"doc{i}.md").write_text(f"doc {i}")
+        (tmp_path / f"doc{i}.md.json").write_text("{}")
+    (tmp_path / "notes.itxt").write_text("x")
+    made: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/formats":
+            return httpx.Response(200, json={"extensions": [".md"]})
+        if request.method == "POST":
+            made.append(f"id-{len(made)}")
+            return httpx.Response(202, json=document(made[-1], status="queued"))
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    result = invoke(handler, "ingest", str(tmp_path), str(tmp_path / "missing.md"))
+    assert result.exit_code == 1, result.output  # the missing path is an error
+    skipping = [line for line in result.stderr.splitlines() if line.startswith("skipping")]
+    assert f"skipping {render.SUMMARY_ROWS} files: unsupported extension .json" in skipping
+    assert "skipping 1 file: unsupported extension .itxt" in skipping
+    assert any("missing.md: no such file or folder" in line for line in skipping) and len(skipping) == 3
+    assert f"ingest: 1 error · {render.SUMMARY_ROWS} queued · 201 skipped (listing the 1 not ok)" in result.stdout
+    assert "missing.md" in result.stdout  # the one row not ok
+
+    (tmp_path / "notes.itxt").unlink()
+    made.clear()
+    result = invoke(handler, "ingest", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "(all ok; --json lists each file)" in result.stdout and "│" not in result.stdout and "┃" not in result.stdout
+
+
 def test_ingest_polls_where_there_is_no_events_stream_and_json_output(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("a")
     polls: list[str] = []

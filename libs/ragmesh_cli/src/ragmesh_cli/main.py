@@ -187,8 +187,8 @@ def upload_with_progress(
 ) -> list[Outcome]:
     """`ragmesh ingest`'s uploads under one progress bar; the outcomes of the files done. The first Ctrl-C lets
     the uploads in flight finish (so that the outcomes list every document created), a second one aborts."""
-    for o in skipped:
-        st.err.print(f"[dim]skipping {escape(str(o.path))}: {escape(o.reason)}[/]")
+    for line in render.skipped_lines(skipped):
+        st.err.print(f"[dim]{line}[/]")
     outcomes: list[Outcome] = []
     if not files:
         return outcomes

@@ -27,6 +27,7 @@ STATUS_STYLE = {
 TEXT_CHARS = 100
 WIDE_CONSOLE = 110  # columns from which `docs list` also shows owner and update time
 SUMMARY_ROWS = 200  # files an ingest summary lists one by one; a bigger run lists only its problems
+SKIPPED_LINES = 10  # files skipped before upload named one by one; more are counted per reason
 
 
 def short(text: Any, limit: int = TEXT_CHARS) -> str:
@@ -68,18 +69,33 @@ def status_counts(counts: Counter[str]) -> str:
 
 
 def ingest_summary(console: Console, outcomes: list[Outcome]) -> None:
-    """One row per file; past SUMMARY_ROWS files, only the files that did not go well (the counts say the rest)."""
+    """The counts on a line of their own (a table's title would wrap at the table's width), then one row per file;
+    past SUMMARY_ROWS files, only the files that did not go well, and no table at all when there are none."""
     rows = outcomes if len(outcomes) <= SUMMARY_ROWS else [o for o in outcomes if not o.ok]
     title = f"ingest: {outcome_counts(outcomes)}"
     if len(rows) < len(outcomes):
-        title += f" (listing the {len(rows)} not ok)"
-    table = Table(title=title, title_justify="left")
+        title += f" (listing the {len(rows)} not ok)" if rows else " (all ok; --json lists each file)"
+    console.print(title, soft_wrap=True)
+    if not rows:
+        return
+    table = Table()
     for column in ("file", "status", "document", "reason"):
         table.add_column(column, overflow="fold")
     for o in rows:
         style = STATUS_STYLE.get(o.status, "yellow")
         table.add_row(escape(str(o.path)), f"[{style}]{o.status}[/]", o.document_id, escape(o.reason))
     console.print(table)
+
+
+def skipped_lines(skipped: list[Outcome]) -> list[str]:
+    """What `ragmesh ingest` says about the paths it does not upload: each one while they are few; past
+    SKIPPED_LINES, the files skipped for one reason on one line with their count (a missing path is always named)."""
+    if len(skipped) <= SKIPPED_LINES:
+        return [f"skipping {escape(str(o.path))}: {escape(o.reason)}" for o in skipped]
+    lines = [f"skipping {escape(str(o.path))}: {escape(o.reason)}" for o in skipped if not o.ok]
+    reasons = Counter(o.reason for o in skipped if o.ok)
+    lines += [f"skipping {n} file{'s' * (n != 1)}: {escape(reason)}" for reason, n in sorted(reasons.items())]
+    return lines
 
 
 def documents_table(console: Console, body: dict[str, Any]) -> None:
