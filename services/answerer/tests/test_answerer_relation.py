@@ -460,3 +460,106 @@ def test_a_sentence_repeating_the_questions_word_pairs_says_so(reader: Reader) -
     pairs = {c.text: dict(c.syntax)["bigrams"] for c in typed}
     assert pairs["1911"] == pytest.approx(1 / 2)
     assert pairs["1888"] == 0.0
+
+
+def test_a_noun_phrase_answers_with_the_examples_it_introduces(reader: Reader) -> None:
+    """Found asking the shared lake page: "What do ducks eat?" was answered "food sources" (verified) from "Ducks
+    eat food sources such as grasses, …, and small molluscs": the examples are what the sentence says."""
+    lake = (
+        "Ducks eat food sources such as grasses, aquatic plants, fish, insects, small amphibians, worms, and small "
+        "molluscs.",
+        "Swimming in the lake",
+    )
+    span = reader.extract(Question.parse("What do ducks eat?"), reader.sentences([lake]))
+    assert span is not None
+    assert span.text == (
+        "food sources such as grasses, aquatic plants, fish, insects, small amphibians, worms, and small molluscs"
+    )
+    shop = ("The shop sells products including shoes, hats and bags.", "Shop")
+    span = reader.extract(Question.parse("What does the shop sell?"), reader.sentences([shop]))
+    assert span is not None and span.text == "products including shoes, hats and bags"
+    # a phrase without examples is its chunk; an example asked about is still a candidate of its own
+    plain = ("The shop sells shoes.", "Shop")
+    span = reader.extract(Question.parse("What does the shop sell?"), reader.sentences([plain]))
+    assert span is not None and span.text == "shoes"
+    assert "hats" in {
+        c.text for c in reader.candidates(Question.parse("What does the shop sell?"), reader.sentences([shop]))
+    }
+
+
+def test_what_something_is_is_answered_by_the_sentence_that_defines_it(reader: Reader) -> None:
+    """Found asking the shared documents: "What is a Boots self-locking nut?" got the short answer "one piece",
+    "What is DocLayNet?" "close to 95" (of its documents are in English); "What is TableFormer?" was withheld
+    though the paper says "We propose TableFormer, a transformer based model that …"."""
+    paper = (
+        "Given the image of a table, TableFormer is able to predict: 1) a sequence of tokens. TableFormer is "
+        "implemented with PyTorch. We propose TableFormer, a transformer based model that predicts tables structure "
+        "and bounding boxes.",
+        "TableFormer",
+    )
+    cases = [
+        ("What is TableFormer?", paper, "transformer based model that predicts tables structure and bounding boxes"),
+        (
+            "What is a Boots self-locking nut?",
+            (
+                "The  Boots  self-locking  nut  is  of  one  piece,  all-metal construction designed to hold tight.",
+                "Boots Self-Locking Nut",
+            ),
+            "one  piece,  all-metal construction designed to hold tight",
+        ),
+        (
+            "What is IBM?",
+            (
+                "IBM is not a bank. International Business Machines Corporation (IBM) is an American multinational "
+                "technology company headquartered in Armonk, New York.",
+                "IBM",
+            ),
+            "American multinational technology company headquartered in Armonk, New York",
+        ),
+        (
+            "What does OTSL mean?",
+            ("OTSL stands for Optimized Table Structure Language.", "OTSL"),
+            "Optimized Table Structure Language",
+        ),
+        ("Who was the first mayor?", ("The first mayor was Jan Menich (1695–1696).", "Warsaw"), "Jan Menich"),
+    ]
+    for question, source, expected in cases:
+        span = reader.extract(Question.parse(question), reader.sentences([source]))
+        assert span is not None and span.text == expected, (question, span)
+    # not a definition: the subject is more than the term, the sentence denies it, or the aside is a gloss
+    for question, text in [
+        ("What is TableFormer?", "TableFormer predictions are shown in Figure 5."),
+        ("What is a bank?", "A bank is not a charity."),
+        ("What does zheng mean?", "The word zheng (Chinese: 正) is old."),
+    ]:
+        asked = reader.asked(Question.parse(question))
+        assert asked is not None and reader.defined(asked, reader.sentences([(text, "")])) is None, question
+    # a bare thing asked about is answered by its definition or not at all; "What is a duck?" was answered "drake"
+    drake = ("A male is called a drake and the female is called a duck, or in ornithology a hen.", "Duck")
+    assert reader.extract(Question.parse("What is a duck?"), reader.sentences([drake])) is None
+    # a name asked about is no number: "What is DocLayNet?" from a sentence with a percentage is withheld
+    doclaynet = ("The vast majority of documents contained in DocLayNet (close to 95%) are published in English.", "")
+    assert reader.extract(Question.parse("What is DocLayNet?"), reader.sentences([doclaynet])) is None
+    share = reader.extract(Question.parse("What share of DocLayNet is in English?"), reader.sentences([doclaynet]))
+    assert share is not None and "95" in share.text
+
+
+def test_which_questions_ask_what_something_is(reader: Reader) -> None:
+    """Only a question whose one argument besides the wh-word is the thing asks for its definition; "bare" (a
+    thing named, nothing else) is answered by a definition or not at all."""
+    expected = {
+        "What is TableFormer?": ("TableFormer", True, True),
+        "What is a Boots self-locking nut?": ("a Boots self-locking nut", True, False),
+        "What does OTSL stand for?": ("OTSL", True, True),
+        "What is the capital of France?": ("the capital of France", False, False),
+        "Who was the first Warsaw President?": ("the first Warsaw President", False, False),
+        "What are the next steps?": ("the next steps", False, False),
+        "What is terra preta called?": None,
+        "What was notable about the butterflies?": None,
+        "What is located within this district?": None,
+        "When was IBM founded?": None,
+    }
+    for question, want in expected.items():
+        asked = reader.asked(Question.parse(question))
+        got = (asked.term, asked.bare, asked.name) if asked is not None else None
+        assert got == want, question

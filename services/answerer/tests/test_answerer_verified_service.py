@@ -570,3 +570,25 @@ async def test_a_list_under_a_heading_that_names_the_question_is_the_answer(
     for question in ("What are the risks?", "How many next steps are there?", "Who takes the next steps?"):
         _, other = await _events(service, question, [NEXT_STEPS])
         assert not other.verified or other.short_answer != final.short_answer, question
+
+
+TABLEFORMER = _source(
+    "paper-1",
+    "TableFormer: Table Structure Understanding with Transformers",
+    "TableFormer is implemented with PyTorch. We propose TableFormer, a transformer based model that predicts "
+    "tables structure and bounding boxes for the table content simultaneously.",
+    0.9,
+)
+
+
+async def test_what_something_is_is_answered_by_its_definition(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found asking the shared PDF: "What is TableFormer?" was withheld though the paper defines it; the
+    appositive is the short answer, its sentence the verified answer when the model does not state it."""
+    chat.reply = "TableFormer is a library by PyTorch."
+    streamed, final = await _events(service, "What is TableFormer?", [CAFETERIA, TABLEFORMER])
+    assert final.verified and not final.withheld
+    assert final.short_answer == (
+        "transformer based model that predicts tables structure and bounding boxes for the table content simultaneously"
+    )
+    assert "PyTorch" not in streamed and "We propose TableFormer, a transformer based model" in final.answer
+    assert [q.source_index for q in final.evidence][:1] == [1]

@@ -18,7 +18,9 @@
    rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
    says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
    not asked and nothing is verified.
-6. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
+6. A question that asks only what or who something is ("What is TableFormer?") is answered first by the sentence
+   that defines it: "X is a …", "X means …", "We propose X, a …" (`definitions.py`); the complement is the span.
+7. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
    "What are the next steps?") answers with its items, verbatim and cited (`lists.py`); the model is not asked.
 """
 

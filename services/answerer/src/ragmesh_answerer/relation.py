@@ -57,7 +57,7 @@ from typing import Any
 
 import re2
 
-from ragmesh_answerer import comparison, span_model
+from ragmesh_answerer import comparison, definitions, span_model
 from ragmesh_answerer.grounding import clean_sentence
 from ragmesh_answerer.prompting import SECTION_SEPARATOR
 from ragmesh_answerer.span_reader import Reading
@@ -117,6 +117,13 @@ SPECIFIC_TERMS = True
 # rejects 0.84 instead of 0.86) but then accepts the author of a report as the company's CEO: kept.
 CHECK_REQUIRES_RELATION = True
 MAX_SPAN_WORDS = 12
+# a noun phrase with the examples it introduces ("food sources such as grasses, …, and small molluscs") may be
+# longer: the examples are what it says
+MAX_EXAMPLES_SPAN_WORDS = 40
+EXAMPLES_SPANS = True  # off (bench `--set EXAMPLES_SPANS=0`): a noun phrase ends where its chunk does
+DEFINITIONS = True  # off (bench `--set DEFINITIONS=0`): "What is X?" is read like any other question
+# "What is X?" of a bare X (no preposition, ordinal or superlative) is answered by a definition or not at all
+DEFINITION_ONLY = True
 CACHE_SENTENCES = 4096
 
 TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
@@ -315,7 +322,7 @@ class Reader:
                     continue
                 seen.add((start, end))
                 piece = doc[start:end]
-                if _restates_not_chosen(question, piece.text, keys, asked) or len(piece) > MAX_SPAN_WORDS:
+                if _restates_not_chosen(question, piece.text, keys, asked) or len(piece) > _span_limit(piece):
                     continue
                 typed = _typed(question, label, piece)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
@@ -346,18 +353,41 @@ class Reader:
             spans.sort(key=lambda s: (-s.typed, -s.score, s.sentence.source_index, s.source_start))
         return spans
 
+    def asked(self, question: Question) -> definitions.Asked | None:
+        """What the question asks the definition of, if it asks only what or who something is (`definitions`)."""
+        return definitions.asked(self._parse([question.text])[0]) if DEFINITIONS else None
+
+    def defined(self, asked: definitions.Asked, sentences: Sequence[Sentence]) -> Span | None:
+        """The first sentence's account of what `asked` is: the complement of "X is …", the object of "X means …",
+        an appositive ("X, a …") — see `definitions`."""
+        n, start, end = definitions.defined(asked.term, self._parse([s.text for s in sentences]))
+        if n < 0:
+            return None
+        return Span(sentences[n], start, end, "DEF", True, 1.0, 1.0, role=1.0)
+
     def extract(self, question: Question, sentences: Sequence[Sentence], reading: Reading | None = None) -> Span | None:
         """The best span of the asked type in a sentence about the question, or None: when no sentence covers
         `ANSWER_MIN_COVERAGE` of the question, or another sentence offers a different answer within `SENTENCE_MARGIN`
         (the same sentence in two overlapping chunks, or the same answer twice, is no rival). A question that
         offers a choice gets the option the evidence's dates settle (`choose`), or None. `reading`: the span
         reader's logits over the sources the sentences come from (`span_reader`), weighed with the learned
-        ranking when given."""
+        ranking when given. A question that asks only what or who something is gets the sentence that defines it
+        first (`defined`)."""
         if question.options:
             return self.choose(question, sentences)
+        asked = self.asked(question)
+        defined = self.defined(asked, sentences) if asked is not None else None
+        if defined is not None:
+            return defined
+        if asked is not None and asked.bare and DEFINITION_ONLY:
+            return None  # "What is a duck?" is not answered "drake" from "A male is called a drake"
         if LEARNED_RANKING:
-            return self._extract_learned(question, sentences, reading)
-        return self.extract_by_score(question, sentences)
+            found = self._extract_learned(question, sentences, reading)
+        else:
+            found = self.extract_by_score(question, sentences)
+        if found is not None and asked is not None and asked.name and found.label in TYPE_LABELS[AnswerType.NUMBER]:
+            return None  # "What is DocLayNet?" is not answered "close to 95" (of its documents are English)
+        return found
 
     def extract_by_score(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
         """`extract` by the hand-set score and gates (`LEARNED_RANKING` off; bench/span_ranker.py's baseline)."""
@@ -768,8 +798,33 @@ def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
             or _in_compound(doc, chunk.start, chunk.end)
         ):
             continue
-        found.append((*_trim(doc, chunk.start, chunk.end, "NP"), "NP"))
+        found.append((*_trim(doc, chunk.start, _examples_end(chunk), "NP"), "NP"))
     return found
+
+
+_INTRODUCES_EXAMPLES = frozenset({"including", "especially", "notably"})
+
+
+def _examples_end(chunk: Any) -> int:
+    """Where a noun phrase ends with the examples it introduces: "food sources" in "Ducks eat food sources such as
+    grasses, aquatic plants and worms" ends after "worms" (the head alone answers "What do ducks eat?" with the
+    least informative words of the sentence); a phrase without examples ends where its chunk does."""
+    if not EXAMPLES_SPANS:
+        return int(chunk.end)
+    for prep in chunk.root.rights:
+        if prep.dep_ != "prep" or not any(c.dep_ == "pobj" for c in prep.children):
+            continue
+        such_as = prep.lower_ == "as" and any(c.lower_ == "such" for c in prep.children)
+        if such_as or prep.lower_ in _INTRODUCES_EXAMPLES:
+            return max(int(chunk.end), int(prep.right_edge.i) + 1)
+    return int(chunk.end)
+
+
+def _span_limit(piece: Any) -> int:
+    """The most words a candidate may have: `MAX_SPAN_WORDS`, or `MAX_EXAMPLES_SPAN_WORDS` for a noun phrase with
+    its examples (`_examples_end`)."""
+    head = piece.doc[piece.start : piece.root.i + 1]
+    return MAX_EXAMPLES_SPAN_WORDS if _examples_end(head) == piece.end > head.end else MAX_SPAN_WORDS
 
 
 def _label_of(doc: Any, start: int, end: int) -> str:
