@@ -530,6 +530,7 @@ def test_what_something_is_is_answered_by_the_sentence_that_defines_it(reader: R
     for question, text in [
         ("What is TableFormer?", "TableFormer predictions are shown in Figure 5."),
         ("What is a bank?", "A bank is not a charity."),
+        ("What is OTSL?", "In essence, the OTSL defines only 5 tokens that describe a table."),
         ("What does zheng mean?", "The word zheng (Chinese: 正) is old."),
     ]:
         asked = reader.asked(Question.parse(question))
@@ -551,6 +552,8 @@ def test_which_questions_ask_what_something_is(reader: Reader) -> None:
         "What is TableFormer?": ("TableFormer", True, True),
         "What is a Boots self-locking nut?": ("a Boots self-locking nut", True, False),
         "What does OTSL stand for?": ("OTSL", True, True),
+        "What is Docling?": ("Docling", True, True),  # spaCy: "Docling" a gerund, the root
+        "Who is Quack Quackling?": ("Quack Quackling", True, True),
         "What is the capital of France?": ("the capital of France", False, False),
         "Who was the first Warsaw President?": ("the first Warsaw President", False, False),
         "What are the next steps?": ("the next steps", False, False),

@@ -26,6 +26,7 @@ Measured with the verifier bench's SQuAD sample (600 + HotpotQA, the 55 question
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,10 @@ _MEANING_VERBS = frozenset({"mean", "refer", "stand", "define", "denote"})
 # a term with one of these asks which one, not what it is ("the next steps", "the first president")
 _WHICH_ONE = frozenset({"first", "last", "next", "previous", "current", "main", "latest", "new", "other"})
 MAX_TERM_WORDS = 8
+# "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
+_NAME_ASKED = re.compile(
+    r"^(?i:what|who)\s+(?i:is|are|was|were)\s+(?P<term>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*){0,2})\s*\?$"
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,9 @@ def asked(question: Any) -> Asked | None:
     root = next((t for t in question if t.dep_ == "ROOT"), None)
     if root is None:
         return None
+    named = _NAME_ASKED.match(question.text)
+    if named is not None and root.lemma_.lower() != "be":  # "What is Docling?": the name parsed as a gerund
+        return Asked(named.group("term"), True, True)
     wh = [t for t in question if t.tag_ in ("WP", "WDT") and t.lower_ in ("what", "who")]
     subjects = [c for c in root.children if c.dep_ == "nsubj" and c.tag_ not in ("WP", "WDT")]
     if len(wh) != 1 or len(subjects) != 1:
@@ -159,6 +167,8 @@ def _complement(verb: Any, subject: Any) -> tuple[int, int] | None:
         if lemma == "be" and child.dep_ == "prep" and child.lower_ == "of" and _has_object(child):
             first = next(c for c in child.children if c.dep_ == "pobj")
             return first.left_edge.i, child.right_edge.i
+        if lemma == "define" and subject.dep_ != "nsubjpass":
+            return None  # "X defines 5 tokens" says what X does; "X is defined as …" what it is
         if lemma in _MEANING_VERBS:
             if child.dep_ == "dobj":
                 return child.left_edge.i, child.right_edge.i
