@@ -135,6 +135,12 @@ def test_word_families_match_but_not_mere_prefixes() -> None:
     assert related(stem("retiring"), stem("retirements"))
     assert not related(stem("part"), stem("particular"))
     assert not related(stem("art"), stem("artist"))  # too short to be a root
+    # a verb and its -ion noun whose root's last sound changed ("When did Sheryl Baxter subscribe?" found no
+    # "Subscription Date" column)
+    for verb, noun in [("subscribe", "subscription"), ("describe", "descriptions"), ("decided", "decision")]:
+        assert related(stem(verb), stem(noun)) and related(stem(noun), stem(verb)), (verb, noun)
+    assert related(stem("produce"), stem("production")) and related(stem("receive"), stem("reception"))
+    assert not related(stem("bid"), stem("bision")) and not related(stem("describe"), stem("descent"))
     question = Question.parse("Which government department operated the mine?")
     assert question.coverage("The mine's operation by the governing department")[2] == list(question.focus)
     assert question.coverage("The partisans' mine")[2] == ["mine"]

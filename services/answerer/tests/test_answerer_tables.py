@@ -27,6 +27,7 @@ def test_the_cell_of_the_named_row_in_the_asked_column() -> None:
     assert answer("Which company does Sheryl Baxter work for?") == "Rasmussen Group"
     assert answer("In which country does Preston Lozano live?") == "Djibouti"
     assert answer("What is the subscription date of Roy Berry?") == "2020-03-25"
+    assert answer("When did Sheryl Baxter subscribe?") == "2020-08-24"  # the verb names the -ion noun's column
     span = lookup(Question.parse("Which company does Sheryl Baxter work for?"), SOURCES)
     assert span is not None and span.label == "TABLE"
     # the span is an exact slice of its source; its sentence is the row, its context the header and the row

@@ -295,10 +295,25 @@ DERIVATIONS = frozenset(
 )
 
 
+# A verb's stem and its -ion noun's where the root's last sound changes ("subscrib" / "subscript(ion)",
+# "produc" / "product(ion)", "decid" / "decis(ion)", "receiv" / "recept(ion)", "assum" / "assumpt(ion)")
+ALTERNATIONS = (("b", "pt"), ("c", "ct"), ("d", "s"), ("iv", "pt"), ("m", "mpt"))
+ALTERNATION_MIN = 5  # letters of the verb's stem: "decid" yes, "bid" / "hum" too short to tell
+
+
+def _alternate(verb: str, noun: str) -> bool:
+    return len(verb) >= ALTERNATION_MIN and any(
+        verb.endswith(v) and noun == verb[: -len(v)] + n for v, n in ALTERNATIONS
+    )
+
+
 def related(a: str, b: str) -> bool:
     """Two stems of one word family: equal, or one is the other plus a derivational suffix ("govern" /
-    "government", "discover" / "discovery"); the shorter has at least 4 letters ("part" is no root of "party")."""
+    "government", "discover" / "discovery"); the shorter has at least 4 letters ("part" is no root of "party");
+    or a verb and its -ion noun with the root's last sound changed ("subscribe" / "subscription", `ALTERNATIONS`)."""
     if a == b:
+        return True
+    if _alternate(a, b) or _alternate(b, a):
         return True
     short, long = (a, b) if len(a) <= len(b) else (b, a)
     if len(short) < 4 or not long.startswith(short):
