@@ -531,6 +531,7 @@ def test_what_something_is_is_answered_by_the_sentence_that_defines_it(reader: R
         ("What is TableFormer?", "TableFormer predictions are shown in Figure 5."),
         ("What is a bank?", "A bank is not a charity."),
         ("What is OTSL?", "In essence, the OTSL defines only 5 tokens that describe a table."),
+        ("What is OTSL?", "It shows the key features of OTSL, namely its reduced vocabulary size (12 versus 5)."),
         ("What does zheng mean?", "The word zheng (Chinese: 正) is old."),
     ]:
         asked = reader.asked(Question.parse(question))

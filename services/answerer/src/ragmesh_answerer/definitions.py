@@ -39,6 +39,8 @@ _MEANING_VERBS = frozenset({"mean", "refer", "stand", "define", "denote"})
 # a term with one of these asks which one, not what it is ("the next steps", "the first president")
 _WHICH_ONE = frozenset({"first", "last", "next", "previous", "current", "main", "latest", "new", "other"})
 MAX_TERM_WORDS = 8
+# an appositive led by one of these lists members or instances, not what its head is
+_INTRODUCES_MEMBERS = frozenset({"namely", "including", "especially", "e.g.", "i.e.", "like", "such"})
 # "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
 _NAME_ASKED = re.compile(
     r"^(?i:what|who)\s+(?i:is|are|was|were)\s+(?P<term>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*){0,2})\s*\?$"
@@ -121,9 +123,18 @@ def _names(token: Any, want: frozenset[str]) -> bool:
 
 
 def _set_off_by_comma(appos: Any) -> bool:
-    """ "TableFormer, a transformer based model" is a definition; "zhèng (Chinese: 正)" a gloss in brackets."""
+    """ "We propose TableFormer, a transformer based model" is a definition; "zhèng (Chinese: 正)" is a gloss in
+    brackets, and "the key features of OTSL, namely its reduced vocabulary size" names what the phrase that holds
+    the term (an of-phrase's object) stands for, not the term."""
     first = appos.left_edge.i
-    return first > 0 and appos.doc[first - 1].text == "," and not appos.doc[first].is_bracket
+    head = appos.head
+    return (
+        first > 0
+        and appos.doc[first - 1].text == ","
+        and not appos.doc[first].is_bracket
+        and appos.doc[first].lower_ not in _INTRODUCES_MEMBERS
+        and head.dep_ != "pobj"
+    )
 
 
 def _slice(doc: Any, first: int, last: int) -> tuple[int, int]:
