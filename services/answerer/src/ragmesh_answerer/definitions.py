@@ -62,9 +62,9 @@ def asked(question: Any) -> Asked | None:
     root = next((t for t in question if t.dep_ == "ROOT"), None)
     if root is None:
         return None
-    named = _NAME_ASKED.match(question.text)
-    if named is not None and root.lemma_.lower() != "be":  # "What is Docling?": the name parsed as a gerund
-        return Asked(named.group("term"), True, True)
+    name_asked = _NAME_ASKED.match(question.text)
+    if name_asked is not None and root.lemma_.lower() != "be":  # "What is Docling?": the name parsed as a gerund
+        return Asked(name_asked.group("term"), True, True)
     wh = [t for t in question if t.tag_ in ("WP", "WDT") and t.lower_ in ("what", "who")]
     subjects = [c for c in root.children if c.dep_ == "nsubj" and c.tag_ not in ("WP", "WDT")]
     if len(wh) != 1 or len(subjects) != 1:
