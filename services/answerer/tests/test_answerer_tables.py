@@ -84,6 +84,12 @@ def test_a_question_without_names_finds_its_row_by_a_key_term_when_row_and_heade
     assert answer("How many calories per portion do berries have?", sources) == "150"
     assert answer("What is the calories per portion of grain?", sources) == "200"
     assert answer("What food are berries?", sources) == "Blueberry, Strawberry, Cranberry"
+    # the table's own parts named in the question need not be said in the source ("… in the grain row?" was
+    # withheld: no source says "row")
+    assert answer("What foods are in the grain row?", sources) == "Corn, Buckwheat, Barley"
+    assert answer("What food does the berries row list?", sources) == "Blueberry, Strawberry, Cranberry"
+    assert answer("How many calories are in the leaves row of the table?", sources) == "50"
+    assert answer("What foods are in the grain aisle?", sources) is None  # any other word must still be said
     assert answer("Which grains could a duck eat?", sources) is None  # "duck" and "eat" are in no row nor header
     assert answer("How many portions?", sources) is None  # no row term
     assert answer("How many calories do apples have?", sources) is None  # no row says apples

@@ -146,3 +146,17 @@ async def test_the_title_is_the_one_the_file_declares(parser_stub, documents: Pa
         reply = await parse(parser_stub, documents / relpath)
         assert reply.title == title, relpath
         assert reply.chunks[0].text.startswith(title)
+
+
+async def test_a_checkbox_keeps_its_state(parser_stub, documents: Path) -> None:
+    """Found asking the shared DOCX: "Which breakfast options were chosen?" quoted "Choose as many as you like:
+    Orange juice Tea Coffee Milk Water" — which boxes were ticked was lost, in the body's task list as in a table's
+    cell. Each checkbox is written with its state, as Docling's Markdown writes it."""
+    reply = await parse(parser_stub, documents / "docx/sources/docx_checkboxes.docx")
+    texts = [b.text for b in reply.blocks]
+    assert "[x] Design" in texts and "[x] Implementation" in texts
+    assert any(t.startswith("[ ] Documentation of the task") for t in texts)
+    table = next(b for b in reply.blocks if b.kind == "table")
+    assert "| Choose as many as you like: [x] Orange juice [ ] Tea [x] Coffee [ ] Milk [x] Water |" in table.text
+    # a paragraph that is no checkbox is as it was
+    assert "Tasks before release:" in texts

@@ -35,6 +35,9 @@ _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\s|:-]+$")
 NUMERIC = frozenset({AnswerType.DATE, AnswerType.NUMBER})
 TABLE = "TABLE"  # the label of a span that is a table's cell
+# words for a table's own parts: "What foods are in the grain row?" names the row and the column; "row" need not
+# be said anywhere in the source (a header that says it still matches)
+_STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entry", "line", "list", "sheet"))
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                     answers = [(0, k) for k in _named(row, heads, names, wanted)]
                 else:
                     labelled = _labelled(row, heads, wanted, asked, caption)
-                    answers = _most([(n, k) for n, k, rest in labelled if all(family_in(f, said) for f in rest)])
+                    answers = _most([(n, k) for n, k, rest in labelled if _said_all(rest, said)])
                     # a table whose row and column match, though its source leaves a term unsaid
                     rivals += [(n, _cell(sentence, row[k])) for n, k in _most([(n, k) for n, k, _ in labelled])]
                 for n, k in answers:
@@ -133,6 +136,12 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
     if len(values) == 1 and not disagree:
         return Reading(spans[0])
     return Reading(None, _disagreeing([*spans, *disagree]))
+
+
+def _said_all(rest: set[str], said: set[str]) -> bool:
+    """Does the source say each key term that neither the row nor the column did, a word for the table's own
+    parts aside ("row", "column": `_STRUCTURE`)?"""
+    return all(family_in(f, said) or f in _STRUCTURE for f in rest)
 
 
 def describe(span: Span) -> str:

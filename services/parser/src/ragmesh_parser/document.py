@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import re2
 from docling_core.types.doc import (
@@ -106,9 +107,44 @@ def table_text(rows: list[list[str]]) -> str:
     return "\n".join("| " + " | ".join(cell.replace("\n", " ").strip() for cell in row) + " |" for row in rows)
 
 
-def _table_rows(item: TableItem) -> list[list[str]]:
-    rows = [[clean_text(cell.text) for cell in row] for row in item.data.grid]
+# a checkbox's state written before its text, as Docling's Markdown does ("[x] Coffee", "[ ] Tea"): the text alone
+# lost which options were chosen and which tasks were done
+_CHECKBOX_MARK = {DocItemLabel.CHECKBOX_SELECTED: "[x]", DocItemLabel.CHECKBOX_UNSELECTED: "[ ]"}
+
+
+def marked(item: TextItem) -> str:
+    """A text item's text, a checkbox's with its state ("[x] Design")."""
+    mark = _CHECKBOX_MARK.get(item.label)
+    return f"{mark} {item.text}" if mark else item.text
+
+
+def _table_rows(item: TableItem, doc: DoclingDocument) -> list[list[str]]:
+    rows = [[clean_text(_cell_text(cell, doc)) for cell in row] for row in item.data.grid]
     return [row for row in rows if any(row)]
+
+
+def _cell_text(cell: Any, doc: DoclingDocument) -> str:
+    """A cell's text; a rich cell (its own items: "Choose as many as you like:" and checkboxes) from its items, so
+    that each checkbox keeps its state."""
+    ref = getattr(cell, "ref", None)
+    if ref is None:
+        return str(cell.text)
+    node = ref.resolve(doc)
+    items = [node] if isinstance(node, TextItem) else _texts_under(node, doc)
+    if not any(t.label in _CHECKBOX_MARK for t in items):
+        return str(cell.text)
+    return " ".join(marked(t) for t in items if t.text.strip())
+
+
+def _texts_under(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
+    """Every text item under a node, in order."""
+    found: list[TextItem] = []
+    for ref in node.children:
+        child = ref.resolve(doc)
+        if isinstance(child, TextItem):
+            found.append(child)
+        found.extend(_texts_under(child, doc))
+    return found
 
 
 def _bbox(item: TextItem | TableItem | PictureItem, doc: DoclingDocument, fmt: str) -> tuple[int, BBox | None]:
@@ -229,7 +265,7 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
             continue
         if isinstance(item, TableItem):
             consumed.add(item.self_ref)
-            rows = _table_rows(item)
+            rows = _table_rows(item, doc)
             if not rows:
                 continue
             page, box = _bbox(item, doc, fmt)
@@ -237,8 +273,8 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
             continue
         if not isinstance(item, TextItem):
             continue
-        text = clean_text(item.text)
-        if not text:
+        text = clean_text(marked(item))
+        if not text or not clean_text(item.text):
             continue
         page, box = _bbox(item, doc, fmt)
         if isinstance(item, TitleItem):
