@@ -13,11 +13,12 @@ import sys
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from ragmesh_dev.devstack import Stack
 
-from .conftest import DOCS
+from .conftest import DOCS, settled, wait_document
 
 pytestmark = pytest.mark.e2e
 
@@ -153,6 +154,32 @@ def test_bad_token_and_minted_token(mesh: Stack, dana: str, ingested: dict[str, 
     assert minted.returncode == 0, minted.stderr
     listed = ragmesh(mesh, minted.stdout.strip(), "docs", "list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["total"] == 3
+
+
+def test_stale_documents_are_listed_and_reingested(
+    mesh: Stack, dana: str, ingested: dict[str, str], client: httpx.Client
+) -> None:
+    """A document an older parser read (its reading below the parser's: here set back to 0, as for documents
+    parsed before readings were recorded) is listed by `docs list --stale` and parsed again by `docs reingest
+    --stale`; then nothing is stale."""
+    reading = client.get("/api/v1/formats", headers={"Authorization": f"Bearer {dana}"}).json()["parser_version"]
+    assert reading >= 1
+    wiki = ingested["wiki.md"]
+    assert json.loads(ragmesh(mesh, dana, "docs", "list", "--stale", "--json").stdout)["total"] == 0
+    with psycopg.connect(mesh.postgres.owner_dsn()) as conn:
+        conn.execute("UPDATE documents SET parser_version = 0 WHERE id = %s", (wiki,))
+    stale = json.loads(ragmesh(mesh, dana, "docs", "list", "--stale", "--mine", "--json").stdout)
+    assert [d["document_id"] for d in stale["documents"]] == [wiki] and stale["documents"][0]["parser_version"] == 0
+    reader = mesh.token("erin", DEPARTMENT, ["employee"])  # reads it, does not own it
+    assert json.loads(ragmesh(mesh, reader, "docs", "list", "--stale", "--json").stdout)["total"] == 1
+    assert json.loads(ragmesh(mesh, reader, "docs", "list", "--stale", "--mine", "--json").stdout)["total"] == 0
+    done = ragmesh(mesh, dana, "docs", "reingest", "--stale")
+    assert done.returncode == 0, done.stderr
+    assert "re-ingesting 1 documents" in done.stdout and wiki in done.stdout
+    doc = wait_document(client, dana, wiki, lambda d: settled(d) and d["version"] == 2)
+    assert (doc["status"], doc["parser_version"]) == ("ready", reading)
+    again = ragmesh(mesh, dana, "docs", "reingest", "--stale")
+    assert again.returncode == 0 and "no stale documents" in again.stdout, again.stdout + again.stderr
 
 
 def test_docs_rm_deletes_and_reports_the_rest(mesh: Stack, dana: str, ingested: dict[str, str]) -> None:

@@ -661,6 +661,37 @@ def test_docs_reingest_queues_each_and_fails_if_any_failed() -> None:
     assert invoke(handler, "docs", "reingest", DOC_ID).exit_code == 0
 
 
+def test_docs_reingest_stale_pages_through_your_stale_documents() -> None:
+    """`docs reingest --stale`: every page of your documents an older parser read, each re-ingested; none: said so.
+    `docs list --stale --mine` passes the filters on."""
+    pages = {"": (["s1", "s2"], "next"), "next": (["s3"], "")}
+    listed: list[dict[str, str]] = []
+    posted: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            params = dict(request.url.params)
+            listed.append(params)
+            ids, following = pages[params.get("cursor", "")]
+            docs = [document(i, parser_version=0) for i in ids]
+            return httpx.Response(200, json={"documents": docs, "total": 3, "next_cursor": following})
+        posted.append(request.url.path.split("/")[-2])
+        return httpx.Response(202, json={**document(status="queued"), "note": "re-ingest of version 2 queued"})
+
+    result = invoke(handler, "docs", "reingest", "--stale")
+    assert result.exit_code == 0, result.output
+    assert posted == ["s1", "s2", "s3"] and "re-ingesting 3 documents" in result.stdout
+    assert all((p["stale"], p["mine"]) == ("true", "true") for p in listed) and len(listed) == 2
+    pages[""] = ([], "")
+    posted.clear()
+    result = invoke(handler, "docs", "reingest", "--stale")
+    assert result.exit_code == 0 and posted == [] and "no stale documents" in result.stdout
+    assert invoke(handler, "docs", "reingest").exit_code == 2  # neither ids nor --stale
+    listed.clear()
+    assert invoke(handler, "docs", "list", "--stale", "--mine").exit_code == 0
+    assert (listed[0]["stale"], listed[0]["mine"]) == ("true", "true")
+
+
 # ---------- traces / auth ----------
 def test_traces_list_show_and_refusal() -> None:
     spans = {

@@ -75,7 +75,9 @@ class Stub:
 class FakeMesh:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
-        self.parser = Stub(self.calls, ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md", ".txt"]))
+        self.parser = Stub(
+            self.calls, ListFormats=parser_pb2.ListFormatsResponse(extensions=[".md", ".txt"], parser_version=3)
+        )
         self.retriever = Stub(
             self.calls,
             GetDocument=document(),
@@ -437,8 +439,26 @@ def test_the_problems_view_is_for_admins(
         assert mesh.requests("ListProblemDocuments")[0].stuck_after_seconds == 60
 
 
-def test_formats_are_the_shared_list(client: TestClient) -> None:
-    assert client.get("/api/v1/formats").json()["extensions"] == sorted(accepted_extensions())
+def test_formats_are_the_shared_list(client: TestClient, mesh: FakeMesh) -> None:
+    body = client.get("/api/v1/formats").json()
+    assert body["extensions"] == sorted(accepted_extensions()) and body["parser_version"] == 3  # the parser's
+    mesh.parser.replies["ListFormats"] = rpc_error(grpc.StatusCode.UNAVAILABLE, "down")
+    assert client.get("/api/v1/formats").json()["parser_version"] == 0  # unknown, said as 0
+
+
+def test_stale_lists_what_an_older_parser_read_and_mine_the_callers_own(client: TestClient, mesh: FakeMesh) -> None:
+    """`stale`: documents whose reading is below the parser's current one (asked each time: a rolling upgrade
+    changes it); `mine`: the caller's own. A parser that does not say its reading makes `stale` a 503, not an
+    empty list (which would say nothing is stale)."""
+    assert client.get("/api/v1/documents?stale=true&mine=true").status_code == 200
+    [request] = mesh.requests("ListDocuments")
+    assert (request.parsed_before, request.owner_user) == (3, "alice")
+    assert client.get("/api/v1/documents").json()["documents"][0]["parser_version"] == 0
+    assert mesh.requests("ListDocuments")[1].parsed_before == 0  # no filter unless asked
+    mesh.parser.replies["ListFormats"] = rpc_error(grpc.StatusCode.UNAVAILABLE, "down")
+    refused = client.get("/api/v1/documents?stale=true")
+    assert refused.status_code == 503 and "stale is unknown" in refused.json()["detail"]
+    assert len(mesh.requests("ListDocuments")) == 2
 
 
 def test_events_follow_a_pending_version(client: TestClient, mesh: FakeMesh) -> None:

@@ -187,16 +187,19 @@ async def test_events_count_chunks_as_the_api_does(tmp_path: Path) -> None:
 
 
 async def test_ocr_progress_is_published_per_page_and_warnings_reach_the_catalogue(tmp_path: Path) -> None:
+    """… and the parser's reading, which marks the document stale once a later parser reads files otherwise."""
     chunks = [common_pb2.Chunk(chunk_id="p", document_id=DOC, level=common_pb2.CHUNK_LEVEL_PARAGRAPH, text="Scan.")]
     note = "OCR confidence below 0.8 on page(s) 2 (0.61): check the text of the scan"
-    parsed = parser_pb2.ParseResponse(chunks=chunks, page_count=3, title="T", format="pdf", warnings=[note])
+    parsed = parser_pb2.ParseResponse(
+        chunks=chunks, page_count=3, title="T", format="pdf", warnings=[note], parser_version=4
+    )
     clients = FakeClients(parse=parsed, progress=((1, 3), (2, 3), (3, 3)))
     redis = await ingest(tmp_path, clients)
     pages = [(e["pages_done"], e["pages_total"], e["progress"]) for _, e in redis.published if "pages_done" in e]
     assert pages == [(1, 3, 0.167), (2, 3, 0.233), (3, 3, 0.3)]
     assert all(e["status"] == "parsing" for _, e in redis.published if "pages_done" in e)
     ready = [r for name, r in clients.calls if name == "UpdateDocumentStatus" and status_name(r.status) == "ready"]
-    assert list(ready[0].warnings) == [note]
+    assert list(ready[0].warnings) == [note] and ready[0].parser_version == 4
     assert redis.published[-1][1]["warnings"] == [note]
 
 

@@ -212,11 +212,13 @@ async def test_new_version_swaps_chunks_without_a_gap(stub: Stub) -> None:
             version=2,
             page_count=7,
             title="Ledger, second edition",
+            parser_version=2,
         ),
         metadata=ALICE.metadata(),
     )
     assert parsing.status == READY and parsing.pending_status == common_pb2.DOCUMENT_STATUS_PARSING
     assert parsing.title == "ledger" and parsing.page_count == 0  # metadata waits for the swap
+    assert parsing.parser_version == 0  # the visible version's reading, until the new one replaces it
     assert any(t.endswith(" old") for t in await search_texts(stub, ALICE, "quarterly ledger"))
 
     seen: list[set[str]] = []
@@ -257,7 +259,7 @@ async def test_new_version_swaps_chunks_without_a_gap(stub: Stub) -> None:
         sha(b"v2"),
         200,
     )
-    assert (doc.title, doc.page_count) == ("Ledger, second edition", 7)
+    assert (doc.title, doc.page_count, doc.parser_version) == ("Ledger, second edition", 7, 2)
     texts = await search_texts(stub, ALICE, "quarterly ledger")
     assert texts and all(t.endswith(" new") for t in texts)
     # the old ingestion's late calls are refused, not applied
@@ -600,7 +602,8 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
         metadata=BOB.metadata(),
     )
     await stub.UpdateDocumentStatus(
-        retriever_pb2.UpdateDocumentStatusRequest(document_id=made[1], status=READY), metadata=ALICE.metadata()
+        retriever_pb2.UpdateDocumentStatusRequest(document_id=made[1], status=READY, parser_version=3),
+        metadata=ALICE.metadata(),
     )
 
     async def listed(**fields: object) -> retriever_pb2.ListDocumentsResponse:
@@ -628,6 +631,10 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
     assert {d.document_id for d in (await listed(extension="pdf")).documents} == {made[0], made[2], bobs.document_id}
     assert {d.document_id for d in (await listed(mime_type="text/")).documents} == {made[1], made[3], made[4]}
     assert {d.document_id for d in (await listed(mime_type="text/plain")).documents} == {made[3]}
+    # parsed by an older reading than 3 (unparsed ones count as 0), or than 4
+    stale = await listed(parsed_before=3)
+    assert made[1] not in {d.document_id for d in stale.documents} and stale.total == 5
+    assert (await listed(parsed_before=4)).total == 6 and (await listed(parsed_before=1)).total == 5
     recent = await listed(updated_since=everything.documents[1].updated_at)
     assert [d.document_id for d in recent.documents] == order[:2] and recent.total == 2
     filtered = await listed(statuses=[common_pb2.DOCUMENT_STATUS_QUEUED], extension="pdf", limit=1)
@@ -642,6 +649,7 @@ async def test_list_documents_filters_and_cursor(stub: Stub) -> None:
         {"extension": "p.df"},
         {"statuses": [42]},
         {"limit": -1},
+        {"parsed_before": -1},
     ):
         error = await rpc_error(listed(**bad))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details(), bad

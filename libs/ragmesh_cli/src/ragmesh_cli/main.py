@@ -453,6 +453,10 @@ def docs_list(
     cursor: Annotated[str | None, typer.Option(help="Next page, from the previous listing")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
     offset: Annotated[int | None, typer.Option(min=0)] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only your own documents")] = False,
+    stale: Annotated[
+        bool, typer.Option("--stale", help="Only documents an older parser read (`docs reingest --stale` redoes them)")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """The documents you may read. Filters are passed to the server as given."""
@@ -460,6 +464,8 @@ def docs_list(
     params = {
         "status": status,
         "owner": owner,
+        "mine": "true" if mine else None,
+        "stale": "true" if stale else None,
         "format": format,
         "updated_since": updated_since,
         "cursor": cursor,
@@ -530,16 +536,45 @@ def docs_rm(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argumen
 
 
 @docs_app.command("reingest")
-def docs_reingest(ctx: typer.Context, document_ids: Annotated[list[str], typer.Argument(metavar="ID...")]) -> None:
+def docs_reingest(
+    ctx: typer.Context,
+    document_ids: Annotated[list[str] | None, typer.Argument(metavar="[ID...]")] = None,
+    stale: Annotated[
+        bool, typer.Option("--stale", help="All your documents an older parser read (`docs list --stale --mine`)")
+    ] = False,
+) -> None:
     """Parse and index documents you own again from their stored files (after a parser upgrade: a newer parser
     reads more of a file); each stays searchable meanwhile. Each is tried; exit code 1 if any failed."""
     st = state(ctx)
+    ids = list(document_ids or [])
+    if stale:
+        with failing_clearly(st), Api(st.settings) as api:
+            ids += [i for i in stale_documents(api) if i not in ids]
+        if not ids:
+            st.out.print("no stale documents: the parser has read each of yours as it now would")
+            return
+        st.out.print(f"re-ingesting {len(ids)} documents")
+    elif not ids:
+        st.err.print("[red]error:[/] name documents (ID...) or pass --stale")
+        raise typer.Exit(2)
 
     def reingest(api: Api, document_id: str) -> None:
         body = api.post(f"/api/v1/documents/{document_id}/reingest", {})
         st.out.print(f"{document_id}: {escape(str(body.get('note') or 'queued'))}")
 
-    each_or_exit(st, document_ids, reingest)
+    each_or_exit(st, ids, reingest)
+
+
+def stale_documents(api: Api) -> list[str]:
+    """The ids of your documents an older parser read, every page."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        body = api.get("/api/v1/documents", {"stale": "true", "mine": "true", "limit": 1000, "cursor": cursor})
+        ids += [str(d["document_id"]) for d in body.get("documents") or []]
+        cursor = body.get("next_cursor") or None
+        if cursor is None:
+            return ids
 
 
 def each_or_exit(st: State, ids: list[str], act: Callable[[Api, str], None]) -> None:

@@ -32,6 +32,7 @@ class Deadlines:
     communities: float = 20.0  # community reports: graph reads and chunk text for each report
     answer: float = 180.0
     parse: float = 300.0
+    parse_info: float = 5.0  # the parser's formats and reading (ListFormats)
     index: float = 120.0
 
 

@@ -154,13 +154,27 @@ class DocumentLifecycle:
         if self._formats is None:
             try:
                 reply = await self.mesh.parser.ListFormats(
-                    parser_pb2.ListFormatsRequest(), metadata=user.metadata(), timeout=5
+                    parser_pb2.ListFormatsRequest(),
+                    metadata=user.metadata(),
+                    timeout=self.settings.deadlines.parse_info,
                 )
             except aio.AioRpcError:
                 logger.warning("parser unreachable for ListFormats; using the built-in list")
                 return FALLBACK_FORMATS
             self._formats = frozenset(e if e.startswith(".") else f".{e}" for e in reply.extensions)
         return self._formats
+
+    async def parser_version(self, user: UserContext) -> int:
+        """The parser's current reading (`ParseResponse.parser_version`), asked each time (a rolling upgrade
+        changes it); 0 when the parser does not answer."""
+        try:
+            reply = await self.mesh.parser.ListFormats(
+                parser_pb2.ListFormatsRequest(), metadata=user.metadata(), timeout=self.settings.deadlines.parse_info
+            )
+        except aio.AioRpcError as exc:
+            logger.warning("parser unreachable for ListFormats (%s); its reading is unknown", exc.code().name)
+            return 0
+        return int(reply.parser_version)
 
     async def _read_upload(self, user: UserContext, file: UploadFile) -> tuple[str, bytes, str]:
         """The upload's safe file name, bytes and content type, checked (name, extension, size, content)."""
@@ -384,11 +398,17 @@ class DocumentLifecycle:
         updated_since: datetime | None = None,
         cursor: str = "",
         content_sha256: list[str] | None = None,
+        parsed_before: int = 0,
     ) -> dict[str, Any]:
-        """The documents `user` may read, newest change first, filtered (by visible-version content hash too);
-        paged by offset or by cursor."""
+        """The documents `user` may read, newest change first, filtered (by visible-version content hash too, and
+        with `parsed_before` to those a lower parser reading parsed); paged by offset or by cursor."""
         request = retriever_pb2.ListDocumentsRequest(
-            limit=limit, offset=offset, owner_user=owner, cursor=cursor, content_sha256=content_sha256 or []
+            limit=limit,
+            offset=offset,
+            owner_user=owner,
+            cursor=cursor,
+            content_sha256=content_sha256 or [],
+            parsed_before=parsed_before,
         )
         for name in statuses or []:
             request.statuses.append(common_pb2.DocumentStatus.Value(f"DOCUMENT_STATUS_{name.upper()}"))

@@ -738,6 +738,10 @@ class DocumentOut(Reply):
         description="a person chose the title (upload, connector source, update): ingestion keeps it; otherwise "
         "the file name's stem until the parser finds the document's own title"
     )
+    parser_version: int = Field(
+        description="the parser's reading the visible version was parsed with (0: before readings were recorded); "
+        "lower than /api/v1/formats' parser_version: re-ingest to read the file as the parser now would"
+    )
 
 
 class UploadResponse(DocumentOut):
@@ -807,6 +811,10 @@ class ProblemList(Reply):
 
 class FormatList(Reply):
     extensions: list[str] = Field(description="file name extensions an upload may have, with the dot")
+    parser_version: int = Field(
+        description="the parser's current reading (0 when it did not answer): a document parsed with a lower one "
+        "is stale (`GET /api/v1/documents?stale=true`)"
+    )
 
 
 class DeleteResponse(Reply):

@@ -320,6 +320,7 @@ class Ingestor:
                 "summary": summary[:2000],
                 "page_count": parsed.page_count,
                 "warnings": list(parsed.warnings),  # ready with warnings: e.g. OCR pages read poorly or not at all
+                "parser_version": parsed.parser_version,  # which reading: a later parser's makes this one stale
             },
             progress=1.0,
             chunks=paragraphs,

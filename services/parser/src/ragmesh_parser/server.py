@@ -23,6 +23,7 @@ from ragmesh_parser.chunker import LEVEL_DOCUMENT, LEVEL_SECTION, Chunker, Chunk
 from ragmesh_parser.config import Settings
 from ragmesh_parser.document import Block, ParsedDocument
 from ragmesh_parser.isolation import Converter, Job, Limits, ParsePool, Splitter, WorkerFactory
+from ragmesh_parser.reading import PARSER_VERSION
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -180,6 +181,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
             title=parsed.title,
             format=parsed.format,
             page_count=parsed.page_count,
+            parser_version=PARSER_VERSION,
             headings=[parser_pb2.Heading(text=h.text, level=h.level, page=h.page) for h in parsed.headings],
             blocks=[_block_pb(b) for b in parsed.blocks],
             chunks=[_chunk_pb(c) for c in chunks],
@@ -193,7 +195,7 @@ class ParserServicer(parser_pb2_grpc.ParserServiceServicer):
         request: parser_pb2.ListFormatsRequest,
         context: aio.ServicerContext[parser_pb2.ListFormatsRequest, parser_pb2.ListFormatsResponse],
     ) -> parser_pb2.ListFormatsResponse:
-        return parser_pb2.ListFormatsResponse(extensions=accepted_extensions())
+        return parser_pb2.ListFormatsResponse(extensions=accepted_extensions(), parser_version=PARSER_VERSION)
 
 
 def build_worker(settings: Settings) -> tuple[Converter, Splitter]:

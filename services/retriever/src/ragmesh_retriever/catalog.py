@@ -202,10 +202,12 @@ class Catalog:
         updated_since: datetime | None = None,
         cursor: str = "",
         content_sha256: list[str] | None = None,
+        parsed_before: int = 0,
     ) -> tuple[list[common_pb2.Document], int, str]:
         """The documents the user may read, newest change first (updated_at, id), filtered; the matching total
         and the cursor of the next page ("" on the last). `content_sha256`: only those whose visible version has
-        one of these hashes (RLS applies as to every read: another user's hashes are never matched)."""
+        one of these hashes (RLS applies as to every read: another user's hashes are never matched).
+        `parsed_before`: only those whose visible version a lower parser reading parsed (stale ones)."""
         if offset < 0:
             raise InvalidArgument("offset must not be negative")
         if offset and cursor:
@@ -240,6 +242,11 @@ class Catalog:
         if content_sha256:  # at most limits.CONTENT_HASHES (the validation interceptor)
             where.append("content_sha256 = ANY(%s)")
             params.append(sorted({check_sha256(sha, required=True) for sha in content_sha256}))
+        if parsed_before < 0:
+            raise InvalidArgument("parsed_before must not be negative")
+        if parsed_before:
+            where.append("parser_version < %s")
+            params.append(parsed_before)
         page_where, page_params = list(where), list(params)
         if cursor:
             at, last_id = decode_cursor(cursor, 2)
@@ -282,6 +289,8 @@ class Catalog:
                     meta["summary"] = request.summary
                 if warnings:
                     meta["warnings"] = warnings
+                if request.parser_version:
+                    meta["parser_version"] = request.parser_version
                 await cur.execute(
                     f"UPDATE documents SET pending_status = %s, pending_error = %s, "
                     f"pending_meta = pending_meta || %s::jsonb, updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
@@ -311,6 +320,9 @@ class Catalog:
                 if warnings:
                     sets.append("warnings = %s")
                     params.append(warnings)
+                if request.parser_version:
+                    sets.append("parser_version = %s")
+                    params.append(request.parser_version)
                 await cur.execute(
                     f"UPDATE documents SET {', '.join(sets)} WHERE id = %s RETURNING {COLUMNS}", (*params, doc_id)
                 )

@@ -31,7 +31,7 @@ STATUS_VALUES = {name: value for value, name in STATUS_NAMES.items()}
 COLUMNS = (
     "id, title, filename, mime_type, owner_user, owner_department, acl_public, acl_departments, "
     "acl_roles, acl_users, status, error, chunk_count, page_count, size_bytes, summary, created_at, updated_at, "
-    "content_sha256, version, warnings, pending_version, pending_status, pending_error, title_given"
+    "content_sha256, version, warnings, pending_version, pending_status, pending_error, title_given, parser_version"
 )
 
 
@@ -68,6 +68,7 @@ def document_message(row: dict[str, Any]) -> common_pb2.Document:
         pending_error=row["pending_error"],
         pending_status=STATUS_VALUES.get(row["pending_status"], common_pb2.DOCUMENT_STATUS_UNSPECIFIED),
         title_given=row["title_given"],
+        parser_version=row["parser_version"],
     )
 
 
@@ -165,6 +166,7 @@ async def finish_index(conn: psycopg.AsyncConnection[Any], target: IndexTarget, 
         "title = CASE WHEN title_given THEN title ELSE coalesce(nullif(pending_meta->>'title', ''), title) END, "
         "summary = coalesce(nullif(pending_meta->>'summary', ''), summary), "
         "page_count = coalesce((pending_meta->>'page_count')::integer, page_count), "
+        "parser_version = coalesce((pending_meta->>'parser_version')::integer, parser_version), "
         "warnings = coalesce(ARRAY(SELECT jsonb_array_elements_text(pending_meta->'warnings')), '{}'), "
         "error = '', pending_version = 0, pending_status = '', pending_error = '', pending_filename = '', "
         "pending_mime_type = '', pending_size_bytes = 0, pending_sha256 = '', pending_meta = '{}', "

@@ -90,6 +90,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             updated_since=request.updated_since.ToDatetime(tzinfo=UTC) if request.HasField("updated_since") else None,
             cursor=request.cursor,
             content_sha256=list(request.content_sha256),
+            parsed_before=request.parsed_before,
         )
         return retriever_pb2.ListDocumentsResponse(documents=docs, total=total, next_cursor=next_cursor)
 

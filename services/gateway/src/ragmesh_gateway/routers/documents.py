@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
 from sse_starlette.sse import EventSourceResponse
 
 from ragmesh_common import limits
@@ -93,6 +93,7 @@ async def list_documents(
     offset: int = Query(0, ge=0, le=INT32_MAX, description="not with cursor"),
     status: Annotated[list[StatusName], Query(max_length=6, description="any of these")] = [],  # noqa: B006 - FastAPI copies parameter defaults per request
     owner: Annotated[Text, Query(max_length=200, description="owner user id")] = "",
+    mine: Annotated[bool, Query(description="only your own documents (as owner=<your user id>)")] = False,
     format: Annotated[
         Text,
         Query(
@@ -103,16 +104,33 @@ async def list_documents(
     ] = "",
     updated_since: Annotated[datetime | None, Query(description="ISO 8601 with a time zone")] = None,
     cursor: Cursor = "",
+    stale: Annotated[
+        bool,
+        Query(
+            description="only documents an older parser read (their parser_version is below the parser's "
+            "current one): worth re-ingesting"
+        ),
+    ] = False,
 ) -> Any:
+    parsed_before = 0
+    if stale:
+        parsed_before = await documents.parser_version(user)
+        if not parsed_before:
+            raise HTTPException(
+                503,
+                "the parser did not say which reading it gives, so which documents are stale is unknown; retry shortly",
+                headers={"Retry-After": "2"},
+            )
     return await documents.list_readable(
         user,
         limit=limit,
         offset=offset,
         statuses=list(status),
-        owner=owner,
+        owner=user.user_id if mine else owner,
         fmt=format,
         updated_since=updated_since,
         cursor=cursor,
+        parsed_before=parsed_before,
     )
 
 
@@ -143,8 +161,8 @@ async def lookup_documents(lookup: DocumentLookup, user: User, documents: Docume
     response_model=FormatList,
     responses=error_responses(401, 422),
 )
-async def formats(user: User) -> Any:
-    return {"extensions": sorted(accepted_extensions())}
+async def formats(user: User, documents: Documents) -> Any:
+    return {"extensions": sorted(accepted_extensions()), "parser_version": await documents.parser_version(user)}
 
 
 @router.get(

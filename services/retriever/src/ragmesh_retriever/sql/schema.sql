@@ -147,6 +147,9 @@ ALTER TABLE documents ADD COLUMN IF NOT EXISTS pending_meta jsonb NOT NULL DEFAU
 -- A title a person chose (at upload, from a connector's source, by an update) is kept by ingestion, which
 -- otherwise replaces the file-name stem with the title the parser finds.
 ALTER TABLE documents ADD COLUMN IF NOT EXISTS title_given boolean NOT NULL DEFAULT false;
+-- The parser's reading the visible version was parsed with (ParseResponse.parser_version; 0: before readings were
+-- recorded): a lower one than the parser's current reading marks a document worth re-ingesting.
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS parser_version integer NOT NULL DEFAULT 0;
 -- Who may read a document, as one array of grants: 'u:<user>' (the owner and each ACL user), 'public',
 -- 'd:<department>' and 'r:<role>'. The read policy compares it with the verified identity's grants in one
 -- array overlap, so a statement verifies the identity once per scan of `documents`, not once per ACL clause.

@@ -220,6 +220,7 @@ class Document(_message.Message):
     PENDING_STATUS_FIELD_NUMBER: _builtins.int
     PENDING_ERROR_FIELD_NUMBER: _builtins.int
     TITLE_GIVEN_FIELD_NUMBER: _builtins.int
+    PARSER_VERSION_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     title: _builtins.str
     filename: _builtins.str
@@ -246,6 +247,10 @@ class Document(_message.Message):
     title_given: _builtins.bool
     """A person chose the title (at upload, as the connector's source named it, or by an update): ingestion keeps
     it. Otherwise the title is the file name's stem until the parser finds the document's own title.
+    """
+    parser_version: _builtins.int
+    """The parser's reading its visible version was parsed with (ParseResponse.parser_version; 0: parsed before
+    readings were recorded). Lower than the parser's current one: re-ingest to read the file as it now would.
     """
     @_builtins.property
     def acl(self) -> Global___Acl: ...
@@ -282,10 +287,11 @@ class Document(_message.Message):
         pending_status: Global___DocumentStatus.ValueType = ...,
         pending_error: _builtins.str = ...,
         title_given: _builtins.bool = ...,
+        parser_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "chunk_count", b"chunk_count", "content_sha256", b"content_sha256", "created_at", b"created_at", "document_id", b"document_id", "error", b"error", "filename", b"filename", "mime_type", b"mime_type", "owner_department", b"owner_department", "owner_user", b"owner_user", "page_count", b"page_count", "pending_error", b"pending_error", "pending_status", b"pending_status", "pending_version", b"pending_version", "size_bytes", b"size_bytes", "status", b"status", "summary", b"summary", "title", b"title", "title_given", b"title_given", "updated_at", b"updated_at", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "chunk_count", b"chunk_count", "content_sha256", b"content_sha256", "created_at", b"created_at", "document_id", b"document_id", "error", b"error", "filename", b"filename", "mime_type", b"mime_type", "owner_department", b"owner_department", "owner_user", b"owner_user", "page_count", b"page_count", "parser_version", b"parser_version", "pending_error", b"pending_error", "pending_status", b"pending_status", "pending_version", b"pending_version", "size_bytes", b"size_bytes", "status", b"status", "summary", b"summary", "title", b"title", "title_given", b"title_given", "updated_at", b"updated_at", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragmesh.common.v1 import common_pb2 as ragmesh_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eragmesh/parser/v1/parser.proto\x12\x11ragmesh.parser.v1\x1a\x1eragmesh/common/v1/common.proto\"s\n\x0cParseRequest\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x18\n\x10max_chunk_tokens\x18\x05 \x01(\x05\"U\n\x0b\x42oundingBox\x12\x0c\n\x04left\x18\x01 \x01(\x01\x12\x0b\n\x03top\x18\x02 \x01(\x01\x12\r\n\x05right\x18\x03 \x01(\x01\x12\x0e\n\x06\x62ottom\x18\x04 \x01(\x01\x12\x0c\n\x04unit\x18\x05 \x01(\t\"4\n\x07Heading\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\x0c\n\x04page\x18\x03 \x01(\x05\"\x19\n\x08TableRow\x12\r\n\x05\x63\x65lls\x18\x01 \x03(\t\"V\n\x05Table\x12\x10\n\x08num_rows\x18\x01 \x01(\x05\x12\x10\n\x08num_cols\x18\x02 \x01(\x05\x12)\n\x04rows\x18\x03 \x03(\x0b\x32\x1b.ragmesh.parser.v1.TableRow\"\xe5\x01\n\x05\x42lock\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x14\n\x0csection_path\x18\x03 \x03(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05\x12,\n\x04\x62\x62ox\x18\x05 \x01(\x0b\x32\x1e.ragmesh.parser.v1.BoundingBox\x12\'\n\x05table\x18\x06 \x01(\x0b\x32\x18.ragmesh.parser.v1.Table\x12\x15\n\rheading_level\x18\x07 \x01(\x05\x12\x1b\n\x0eocr_confidence\x18\x08 \x01(\x02H\x00\x88\x01\x01\x42\x11\n\x0f_ocr_confidence\"\xf9\x01\n\rParseResponse\x12\r\n\x05title\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x12\n\npage_count\x18\x03 \x01(\x05\x12,\n\x08headings\x18\x04 \x03(\x0b\x32\x1a.ragmesh.parser.v1.Heading\x12(\n\x06\x62locks\x18\x05 \x03(\x0b\x32\x18.ragmesh.parser.v1.Block\x12(\n\x06\x63hunks\x18\x06 \x03(\x0b\x32\x18.ragmesh.common.v1.Chunk\x12\x10\n\x08warnings\x18\x08 \x03(\t\x12\x11\n\tocr_pages\x18\t \x01(\x05J\x04\x08\x07\x10\x08R\x08pipeline\"8\n\rParseProgress\x12\x12\n\npages_done\x18\x01 \x01(\x05\x12\x13\n\x0bpages_total\x18\x02 \x01(\x05\"F\n\x12ParseStreamRequest\x12\x30\n\x07request\x18\x01 \x01(\x0b\x32\x1f.ragmesh.parser.v1.ParseRequest\"\x8a\x01\n\x13ParseStreamResponse\x12\x34\n\x08progress\x18\x01 \x01(\x0b\x32 .ragmesh.parser.v1.ParseProgressH\x00\x12\x34\n\x08response\x18\x02 \x01(\x0b\x32 .ragmesh.parser.v1.ParseResponseH\x00\x42\x07\n\x05\x65vent\"\x14\n\x12ListFormatsRequest\")\n\x13ListFormatsResponse\x12\x12\n\nextensions\x18\x01 \x03(\t2\x99\x02\n\rParserService\x12J\n\x05Parse\x12\x1f.ragmesh.parser.v1.ParseRequest\x1a .ragmesh.parser.v1.ParseResponse\x12^\n\x0bParseStream\x12%.ragmesh.parser.v1.ParseStreamRequest\x1a&.ragmesh.parser.v1.ParseStreamResponse0\x01\x12\\\n\x0bListFormats\x12%.ragmesh.parser.v1.ListFormatsRequest\x1a&.ragmesh.parser.v1.ListFormatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eragmesh/parser/v1/parser.proto\x12\x11ragmesh.parser.v1\x1a\x1eragmesh/common/v1/common.proto\"s\n\x0cParseRequest\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x18\n\x10max_chunk_tokens\x18\x05 \x01(\x05\"U\n\x0b\x42oundingBox\x12\x0c\n\x04left\x18\x01 \x01(\x01\x12\x0b\n\x03top\x18\x02 \x01(\x01\x12\r\n\x05right\x18\x03 \x01(\x01\x12\x0e\n\x06\x62ottom\x18\x04 \x01(\x01\x12\x0c\n\x04unit\x18\x05 \x01(\t\"4\n\x07Heading\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\x0c\n\x04page\x18\x03 \x01(\x05\"\x19\n\x08TableRow\x12\r\n\x05\x63\x65lls\x18\x01 \x03(\t\"V\n\x05Table\x12\x10\n\x08num_rows\x18\x01 \x01(\x05\x12\x10\n\x08num_cols\x18\x02 \x01(\x05\x12)\n\x04rows\x18\x03 \x03(\x0b\x32\x1b.ragmesh.parser.v1.TableRow\"\xe5\x01\n\x05\x42lock\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x14\n\x0csection_path\x18\x03 \x03(\t\x12\x0c\n\x04page\x18\x04 \x01(\x05\x12,\n\x04\x62\x62ox\x18\x05 \x01(\x0b\x32\x1e.ragmesh.parser.v1.BoundingBox\x12\'\n\x05table\x18\x06 \x01(\x0b\x32\x18.ragmesh.parser.v1.Table\x12\x15\n\rheading_level\x18\x07 \x01(\x05\x12\x1b\n\x0eocr_confidence\x18\x08 \x01(\x02H\x00\x88\x01\x01\x42\x11\n\x0f_ocr_confidence\"\x91\x02\n\rParseResponse\x12\r\n\x05title\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x12\n\npage_count\x18\x03 \x01(\x05\x12,\n\x08headings\x18\x04 \x03(\x0b\x32\x1a.ragmesh.parser.v1.Heading\x12(\n\x06\x62locks\x18\x05 \x03(\x0b\x32\x18.ragmesh.parser.v1.Block\x12(\n\x06\x63hunks\x18\x06 \x03(\x0b\x32\x18.ragmesh.common.v1.Chunk\x12\x10\n\x08warnings\x18\x08 \x03(\t\x12\x11\n\tocr_pages\x18\t \x01(\x05\x12\x16\n\x0eparser_version\x18\n \x01(\x05J\x04\x08\x07\x10\x08R\x08pipeline\"8\n\rParseProgress\x12\x12\n\npages_done\x18\x01 \x01(\x05\x12\x13\n\x0bpages_total\x18\x02 \x01(\x05\"F\n\x12ParseStreamRequest\x12\x30\n\x07request\x18\x01 \x01(\x0b\x32\x1f.ragmesh.parser.v1.ParseRequest\"\x8a\x01\n\x13ParseStreamResponse\x12\x34\n\x08progress\x18\x01 \x01(\x0b\x32 .ragmesh.parser.v1.ParseProgressH\x00\x12\x34\n\x08response\x18\x02 \x01(\x0b\x32 .ragmesh.parser.v1.ParseResponseH\x00\x42\x07\n\x05\x65vent\"\x14\n\x12ListFormatsRequest\"A\n\x13ListFormatsResponse\x12\x12\n\nextensions\x18\x01 \x03(\t\x12\x16\n\x0eparser_version\x18\x02 \x01(\x05\x32\x99\x02\n\rParserService\x12J\n\x05Parse\x12\x1f.ragmesh.parser.v1.ParseRequest\x1a .ragmesh.parser.v1.ParseResponse\x12^\n\x0bParseStream\x12%.ragmesh.parser.v1.ParseStreamRequest\x1a&.ragmesh.parser.v1.ParseStreamResponse0\x01\x12\\\n\x0bListFormats\x12%.ragmesh.parser.v1.ListFormatsRequest\x1a&.ragmesh.parser.v1.ListFormatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,17 +45,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BLOCK']._serialized_start=459
   _globals['_BLOCK']._serialized_end=688
   _globals['_PARSERESPONSE']._serialized_start=691
-  _globals['_PARSERESPONSE']._serialized_end=940
-  _globals['_PARSEPROGRESS']._serialized_start=942
-  _globals['_PARSEPROGRESS']._serialized_end=998
-  _globals['_PARSESTREAMREQUEST']._serialized_start=1000
-  _globals['_PARSESTREAMREQUEST']._serialized_end=1070
-  _globals['_PARSESTREAMRESPONSE']._serialized_start=1073
-  _globals['_PARSESTREAMRESPONSE']._serialized_end=1211
-  _globals['_LISTFORMATSREQUEST']._serialized_start=1213
-  _globals['_LISTFORMATSREQUEST']._serialized_end=1233
-  _globals['_LISTFORMATSRESPONSE']._serialized_start=1235
-  _globals['_LISTFORMATSRESPONSE']._serialized_end=1276
-  _globals['_PARSERSERVICE']._serialized_start=1279
-  _globals['_PARSERSERVICE']._serialized_end=1560
+  _globals['_PARSERESPONSE']._serialized_end=964
+  _globals['_PARSEPROGRESS']._serialized_start=966
+  _globals['_PARSEPROGRESS']._serialized_end=1022
+  _globals['_PARSESTREAMREQUEST']._serialized_start=1024
+  _globals['_PARSESTREAMREQUEST']._serialized_end=1094
+  _globals['_PARSESTREAMRESPONSE']._serialized_start=1097
+  _globals['_PARSESTREAMRESPONSE']._serialized_end=1235
+  _globals['_LISTFORMATSREQUEST']._serialized_start=1237
+  _globals['_LISTFORMATSREQUEST']._serialized_end=1257
+  _globals['_LISTFORMATSRESPONSE']._serialized_start=1259
+  _globals['_LISTFORMATSRESPONSE']._serialized_end=1324
+  _globals['_PARSERSERVICE']._serialized_start=1327
+  _globals['_PARSERSERVICE']._serialized_end=1608
 # @@protoc_insertion_point(module_scope)

@@ -220,12 +220,17 @@ class ParseResponse(_message.Message):
     CHUNKS_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
     OCR_PAGES_FIELD_NUMBER: _builtins.int
+    PARSER_VERSION_FIELD_NUMBER: _builtins.int
     title: _builtins.str
     format: _builtins.str
     """md, html, docx, pptx, xlsx, csv, pdf, txt"""
     page_count: _builtins.int
     ocr_pages: _builtins.int
     """pages read by OCR (scanned PDF pages, image pages)"""
+    parser_version: _builtins.int
+    """How this parser reads files (raised whenever the same file would give other blocks or chunks): a document
+    parsed by an older reading is worth re-ingesting.
+    """
     @_builtins.property
     def headings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Heading]: ...
     @_builtins.property
@@ -249,10 +254,11 @@ class ParseResponse(_message.Message):
         chunks: _abc.Iterable[_common_pb2.Chunk] | None = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
         ocr_pages: _builtins.int = ...,
+        parser_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "chunks", b"chunks", "format", b"format", "headings", b"headings", "ocr_pages", b"ocr_pages", "page_count", b"page_count", "title", b"title", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "chunks", b"chunks", "format", b"format", "headings", b"headings", "ocr_pages", b"ocr_pages", "page_count", b"page_count", "parser_version", b"parser_version", "title", b"title", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -350,16 +356,20 @@ class ListFormatsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EXTENSIONS_FIELD_NUMBER: _builtins.int
+    PARSER_VERSION_FIELD_NUMBER: _builtins.int
+    parser_version: _builtins.int
+    """as ParseResponse.parser_version: documents parsed by a lower one are stale"""
     @_builtins.property
     def extensions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         extensions: _abc.Iterable[_builtins.str] | None = ...,
+        parser_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["extensions", b"extensions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extensions", b"extensions", "parser_version", b"parser_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -168,6 +168,7 @@ class ListDocumentsRequest(_message.Message):
     UPDATED_SINCE_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     CONTENT_SHA256_FIELD_NUMBER: _builtins.int
+    PARSED_BEFORE_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """0 = 100, at most 1000"""
     offset: _builtins.int
@@ -180,6 +181,8 @@ class ListDocumentsRequest(_message.Message):
     """of the filename, without the dot, case-insensitive ("pdf")"""
     cursor: _builtins.str
     """opaque, from a previous response with the same filters"""
+    parsed_before: _builtins.int
+    """only documents whose visible version a lower parser reading parsed (0 = no filter)"""
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.DocumentStatus.ValueType]:
         """any of these; empty = any status"""
@@ -204,10 +207,11 @@ class ListDocumentsRequest(_message.Message):
         updated_since: _timestamp_pb2.Timestamp | None = ...,
         cursor: _builtins.str = ...,
         content_sha256: _abc.Iterable[_builtins.str] | None = ...,
+        parsed_before: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_since", b"updated_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "cursor", b"cursor", "extension", b"extension", "limit", b"limit", "mime_type", b"mime_type", "offset", b"offset", "owner_user", b"owner_user", "statuses", b"statuses", "updated_since", b"updated_since"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "cursor", b"cursor", "extension", b"extension", "limit", b"limit", "mime_type", b"mime_type", "offset", b"offset", "owner_user", b"owner_user", "parsed_before", b"parsed_before", "statuses", b"statuses", "updated_since", b"updated_since"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -253,6 +257,7 @@ class UpdateDocumentStatusRequest(_message.Message):
     SUMMARY_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    PARSER_VERSION_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     status: _common_pb2.DocumentStatus.ValueType
     error: _builtins.str
@@ -266,6 +271,8 @@ class UpdateDocumentStatusRequest(_message.Message):
     A call for a superseded version is FAILED_PRECONDITION. While a version is pending, the call updates
     pending_status/pending_error; title, summary, page_count and warnings wait for the swap (IndexChunks).
     """
+    parser_version: _builtins.int
+    """the parser's reading of this version (0: unchanged); waits for the swap, as title"""
     @_builtins.property
     def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """replaces the warnings when set ("ready with warnings")"""
@@ -281,10 +288,11 @@ class UpdateDocumentStatusRequest(_message.Message):
         summary: _builtins.str = ...,
         version: _builtins.int = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        parser_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "error", b"error", "page_count", b"page_count", "status", b"status", "summary", b"summary", "title", b"title", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "error", b"error", "page_count", b"page_count", "parser_version", b"parser_version", "status", b"status", "summary", b"summary", "title", b"title", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
