@@ -592,3 +592,40 @@ async def test_what_something_is_is_answered_by_its_definition(service: GrpcServ
     )
     assert "PyTorch" not in streamed and "We propose TableFormer, a transformer based model" in final.answer
     assert [q.source_index for q in final.evidence][:1] == [1]
+
+
+CHECKLIST = _source(
+    "tasks-1",
+    "Table with options",
+    "Tasks before release:\n[x] Design\n[x] Implementation\n[ ] Documentation of the task",
+    0.9,
+    section_path=("Paragraph with options",),
+)
+BREAKFAST = _source(
+    "menu-1",
+    "Table with options",
+    "| Breakfast options |\n| Choose as many as you like: [x] Orange juice [ ] Tea [x] Coffee |",
+    0.8,
+)
+
+
+async def test_a_checklist_answers_which_boxes_are_ticked(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found asking the shared DOCX (its checkboxes now keep their state): "Which tasks are done before
+    release?" quoted the tasks without saying which were done. The ticked items are the answer, verbatim and
+    cited; asked which are not, the unticked ones; the model is not asked."""
+    chat.reply, chat.messages = "All tasks are done.", []
+    _, done = await _events(service, "Which tasks are done before release?", [CAFETERIA, CHECKLIST, BREAKFAST])
+    assert done.verified and not done.withheld and chat.messages == []
+    assert done.answer.splitlines() == ["- Design [2]", "- Implementation [2]"]
+    assert done.short_answer == "Design; Implementation"
+    _, chosen = await _events(service, "Which breakfast options were chosen?", [CHECKLIST, BREAKFAST])
+    assert chosen.short_answer == "Orange juice; Coffee"  # the checklist that says "breakfast options"
+    _, left = await _events(service, "Which tasks are not done yet?", [CHECKLIST])
+    assert left.short_answer == "Documentation of the task"
+    text = CHECKLIST.chunk.text
+    assert [text[q.start : q.end] for q in done.evidence] == ["Design", "Implementation"]
+    # a question that does not ask about ticks, or a source without checkboxes, is answered as before
+    _, other = await _events(service, "What are the tasks before release?", [CHECKLIST])
+    assert other.short_answer != "Design; Implementation"
+    _, none = await _events(service, "Which options were chosen?", [CAFETERIA])
+    assert none.withheld

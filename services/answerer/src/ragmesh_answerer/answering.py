@@ -22,6 +22,8 @@
    that defines it: "X is a …", "X means …", "We propose X, a …" (`definitions.py`); the complement is the span.
 7. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
    "What are the next steps?") answers with its items, verbatim and cited (`lists.py`); the model is not asked.
+8. A question that asks which boxes of a checklist are ticked ("Which tasks are done before release?") is
+   answered by the ticked items ("[x] Design"), verbatim and cited, before anything else (`lists.checked`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
 from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
-from ragmesh_answerer.lists import Listed, listed
+from ragmesh_answerer.lists import Listed, checked, listed
 from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
@@ -47,7 +49,7 @@ from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
 from ragmesh_answerer.tables import TABLE, describe, row_text
 from ragmesh_answerer.tables import read as read_tables
-from ragmesh_answerer.verify import SentenceVerdict, Verification, verify
+from ragmesh_answerer.verify import SentenceVerdict, Verification, exact_quotes, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
@@ -212,6 +214,12 @@ class Answerer:
             if self.reader.weighs_reading(question)
             else None
         )
+        ticked = checked(question, request.sources)  # "Which tasks are done?": the checklist's ticked boxes
+        if ticked is not None:
+            for n, line in enumerate(ticked.text.splitlines()):
+                yield Sentence(n, line, (ticked.source_index,), True)
+            yield self._list_result(ticked, request.sources)
+            return
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences, reading)
@@ -336,7 +344,9 @@ class Answerer:
         """A list under a heading that names the question: its items, verbatim and cited; the model not asked."""
         quotes = [item.as_quote() for item in items.items]
         numbered = "\n".join(f"- {item.text} [{n}]" for n, item in enumerate(items.items, 1))  # [n]: the n-th quote
-        verification = verify("", numbered, quotes, self.settings.min_sentence_support, summary=True)
+        verification = exact_quotes(
+            verify("", numbered, quotes, self.settings.min_sentence_support, summary=True), quotes
+        )
         return AnswerResult(
             answer=items.text,
             citations=[Citation(items.source_index, sources[items.source_index].chunk_id, 1.0)],

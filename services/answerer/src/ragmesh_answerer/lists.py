@@ -1,4 +1,4 @@
-"""lists: a question answered by the list under a heading that names it.
+"""lists: a question answered by the list under a heading that names it, or by the boxes a checklist ticks.
 
 "What are the next steps?" on a deck whose slide "Next Steps" is a numbered list was withheld: no span of one
 sentence answers it (the answer is the list), and "what the documents say" showed the list's first two items only.
@@ -8,6 +8,11 @@ terms and whose headings together (title and path) say all of them: "Q3 Revenue 
 the next steps?". Its items are the answer, each an exact slice of the source without its bullet or number, shown
 in order and cited; the model is not asked. The first such source (the caller's ranking) answers alone. Only
 what-and-which questions of no other asked type (not who, when, where or how many), with no choice offered.
+
+A checklist (the parser writes each checkbox with its state: "[x] Design", "[ ] Documentation") answers a question
+that asks which were ticked ("Which tasks are done before release?", "Which breakfast options were chosen?":
+`CHECKED_WORDS`) or which were not ("not", `UNCHECKED_WORDS`): `checked` gives the ticked (or unticked) items of the
+first source with checkboxes that says the question's other key terms, each an exact slice, in order.
 """
 
 from __future__ import annotations
@@ -58,6 +63,47 @@ def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
         if len(items) >= MIN_ITEMS:
             quotes = [EvidenceQuote(i, source.chunk_id, text, s, e, source.heading_text, 1.0) for text, s, e in items]
             return Listed(i, quotes)
+    return None
+
+
+# a question asking which boxes are ticked, or which are not (its words, lower-cased)
+CHECKED_WORDS = frozenset(
+    {"choose", "chose", "chosen", "select", "selected", "check", "checked", "tick", "ticked", "done", "complete"}
+    | {"completed", "finished", "marked", "picked", "ticked"}
+)
+UNCHECKED_WORDS = frozenset({"not", "unchecked", "unticked", "open", "remaining", "pending", "left", "undone"})
+# a checkbox and its text: up to the next checkbox, a table cell's end or the line's
+_CHECKBOX = re.compile(r"\[(?P<mark>[x ])\] (?P<text>[^\[|\n]+)")
+
+
+def checked(question: Question, sources: Sequence[Source]) -> Listed | None:
+    """The ticked items (or, asked which are not, the unticked ones) of the first source with checkboxes that says
+    the question's key terms besides the asking words (module docstring)."""
+    if question.answer_type is not AnswerType.OTHER or question.options:
+        return None
+    asked = {w.casefold() for w in words(question.text)}
+    if not asked & CHECKED_WORDS:
+        return None
+    mark = " " if asked & UNCHECKED_WORDS else "x"
+    asking = {stem(w) for w in CHECKED_WORDS | UNCHECKED_WORDS}
+    keys = {k for k in question.key_stems() if k not in asking}
+    for i, source in enumerate(sources):
+        boxes = list(_CHECKBOX.finditer(source.text))
+        if not boxes:
+            continue
+        said = {stem(w) for w in words(f"{source.heading_text}\n{source.text}")}
+        if not all(family_in(k, said) for k in keys):
+            continue
+        found = []
+        for m in boxes:
+            text = m.group("text").rstrip()
+            if m.group("mark") == mark and text:
+                start = m.start("text")
+                found.append(
+                    EvidenceQuote(i, source.chunk_id, text, start, start + len(text), source.heading_text, 1.0)
+                )
+        if found:
+            return Listed(i, found)
     return None
 
 

@@ -182,6 +182,23 @@ def verify(
     )
 
 
+def exact_quotes(verification: Verification, quotes: Sequence[Quote]) -> Verification:
+    """`verification` with each sentence too short to check ("- Design [2]") that is, bullet aside, exactly one
+    of the quotes (an item sliced from its source) counted as supported by that quote."""
+    texts = {q.text.strip(): j for j, q in enumerate(quotes)}
+    for v in verification.sentences:
+        j = texts.get(clean_sentence(v.text).removeprefix("- ").strip())
+        if v.verdict is Verdict.NOT_CHECKABLE and j is not None:
+            v.checkable = v.supported = True
+            v.verdict, v.support, v.reason = Verdict.SUPPORTED, 1.0, "the quote itself"
+            v.evidence, v.sources = (j,), (quotes[j].source_index,)
+    checkable = [v for v in verification.sentences if v.checkable]
+    verification.checkable = len(checkable)
+    verification.supported = sum(v.supported for v in checkable)
+    verification.verified = bool(checkable) and verification.supported == len(checkable)
+    return verification
+
+
 def _check_sentence(
     sentence: str,
     quotes: Sequence[Quote],
