@@ -130,21 +130,10 @@ def _cell_text(cell: Any, doc: DoclingDocument) -> str:
     if ref is None:
         return str(cell.text)
     node = ref.resolve(doc)
-    items = [node] if isinstance(node, TextItem) else _texts_under(node, doc)
+    items = [node] if isinstance(node, TextItem) else _inline_texts(node, doc, every_child=True)
     if not any(t.label in _CHECKBOX_MARK for t in items):
         return str(cell.text)
     return " ".join(marked(t) for t in items if t.text.strip())
-
-
-def _texts_under(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
-    """Every text item under a node, in order."""
-    found: list[TextItem] = []
-    for ref in node.children:
-        child = ref.resolve(doc)
-        if isinstance(child, TextItem):
-            found.append(child)
-        found.extend(_texts_under(child, doc))
-    return found
 
 
 def _bbox(item: TextItem | TableItem | PictureItem, doc: DoclingDocument, fmt: str) -> tuple[int, BBox | None]:
@@ -169,15 +158,16 @@ _NO_SPACE_BEFORE = re2.compile(r"\s+([,.;:!?)\]}])")
 _NO_SPACE_AFTER = re2.compile(r"([(\[{])\s+")
 
 
-def _inline_texts(node: NodeItem, doc: DoclingDocument) -> list[TextItem]:
-    """The text items under an inline group, in order (inline groups may nest)."""
+def _inline_texts(node: NodeItem, doc: DoclingDocument, every_child: bool = False) -> list[TextItem]:
+    """The text items under an inline group, in order (inline groups may nest); with `every_child`, every text
+    item under the node (a rich table cell's)."""
     found: list[TextItem] = []
     for ref in node.children:
         child = ref.resolve(doc)
         if isinstance(child, TextItem):
             found.append(child)
-        elif isinstance(child, GroupItem):
-            found.extend(_inline_texts(child, doc))
+        if every_child or isinstance(child, GroupItem):
+            found.extend(_inline_texts(child, doc, every_child))
     return found
 
 
