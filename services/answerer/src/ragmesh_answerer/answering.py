@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -216,9 +216,8 @@ class Answerer:
         )
         ticked = checked(question, request.sources)  # "Which tasks are done?": the checklist's ticked boxes
         if ticked is not None:
-            for n, line in enumerate(ticked.text.splitlines()):
-                yield Sentence(n, line, (ticked.source_index,), True)
-            yield self._list_result(ticked, request.sources)
+            for event in self._listed(ticked, request.sources):
+                yield event
             return
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
@@ -233,9 +232,8 @@ class Answerer:
             return
         items = listed(question, request.sources) if found is None else None
         if items is not None:
-            for n, line in enumerate(items.text.splitlines()):  # "- item [n]": the answer is these lines
-                yield Sentence(n, line, (items.source_index,), True)
-            yield self._list_result(items, request.sources)
+            for event in self._listed(items, request.sources):
+                yield event
             return
         quotes = self._quotes(request)
         if found is None:
@@ -339,6 +337,12 @@ class Answerer:
             verified=True,
             withheld=False,
         )
+
+    def _listed(self, items: Listed, sources: Sequence[Source]) -> Iterator[Sentence | AnswerResult]:
+        """A list's answer as events: each "- item [n]" line a verified sentence, then the result."""
+        for n, line in enumerate(items.text.splitlines()):
+            yield Sentence(n, line, (items.source_index,), True)
+        yield self._list_result(items, sources)
 
     def _list_result(self, items: Listed, sources: Sequence[Source]) -> AnswerResult:
         """A list under a heading that names the question: its items, verbatim and cited; the model not asked."""

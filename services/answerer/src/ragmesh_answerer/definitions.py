@@ -117,7 +117,7 @@ def _names(token: Any, want: frozenset[str]) -> bool:
     left = token.left_edge.i
     right = token.i
     for child in token.rights:  # "the capital of France": the of-phrase is part of the term
-        if child.dep_ in ("prep", "compound", "amod") and child.dep_ != "appos":
+        if child.dep_ in ("prep", "compound", "amod"):
             right = child.right_edge.i
     return _stems(token.doc[left : right + 1].text) == want
 
@@ -175,19 +175,19 @@ def _complement(verb: Any, subject: Any) -> tuple[int, int] | None:
             return None  # "X is able to predict: 1) a sequence …": what follows the verb is no complement
         if lemma == "be" and child.dep_ == "attr":
             return child.left_edge.i, child.right_edge.i
-        if lemma == "be" and child.dep_ == "prep" and child.lower_ == "of" and _has_object(child):
-            first = next(c for c in child.children if c.dep_ == "pobj")
-            return first.left_edge.i, child.right_edge.i
+        obj = _object(child) if child.dep_ == "prep" else None
+        if lemma == "be" and obj is not None and child.lower_ == "of":
+            return obj.left_edge.i, child.right_edge.i
         if lemma == "define" and subject.dep_ != "nsubjpass":
             return None  # "X defines 5 tokens" says what X does; "X is defined as …" what it is
         if lemma in _MEANING_VERBS:
             if child.dep_ == "dobj":
                 return child.left_edge.i, child.right_edge.i
-            if child.dep_ == "prep" and child.lower_ in ("to", "for", "as") and _has_object(child):
-                first = next(c for c in child.children if c.dep_ == "pobj")
-                return first.left_edge.i, child.right_edge.i
+            if obj is not None and child.lower_ in ("to", "for", "as"):
+                return obj.left_edge.i, child.right_edge.i
     return None
 
 
-def _has_object(prep: Any) -> bool:
-    return any(c.dep_ == "pobj" for c in prep.children)
+def _object(prep: Any) -> Any:
+    """A preposition's object, or None."""
+    return next((c for c in prep.children if c.dep_ == "pobj"), None)

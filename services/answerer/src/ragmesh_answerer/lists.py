@@ -69,9 +69,10 @@ def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
 # a question asking which boxes are ticked, or which are not (its words, lower-cased)
 CHECKED_WORDS = frozenset(
     {"choose", "chose", "chosen", "select", "selected", "check", "checked", "tick", "ticked", "done", "complete"}
-    | {"completed", "finished", "marked", "picked", "ticked"}
+    | {"completed", "finished", "marked", "picked"}
 )
 UNCHECKED_WORDS = frozenset({"not", "unchecked", "unticked", "open", "remaining", "pending", "left", "undone"})
+_ASKING = frozenset(stem(w) for w in CHECKED_WORDS | UNCHECKED_WORDS)  # not key terms a checklist must say
 # a checkbox and its text: up to the next checkbox, a table cell's end or the line's
 _CHECKBOX = re.compile(r"\[(?P<mark>[x ])\] (?P<text>[^\[|\n]+)")
 
@@ -85,8 +86,7 @@ def checked(question: Question, sources: Sequence[Source]) -> Listed | None:
     if not asked & CHECKED_WORDS:
         return None
     mark = " " if asked & UNCHECKED_WORDS else "x"
-    asking = {stem(w) for w in CHECKED_WORDS | UNCHECKED_WORDS}
-    keys = {k for k in question.key_stems() if k not in asking}
+    keys = question.key_stems() - _ASKING
     for i, source in enumerate(sources):
         boxes = list(_CHECKBOX.finditer(source.text))
         if not boxes:

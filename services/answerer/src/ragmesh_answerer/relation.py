@@ -322,7 +322,7 @@ class Reader:
                     continue
                 seen.add((start, end))
                 piece = doc[start:end]
-                if _restates_not_chosen(question, piece.text, keys, asked) or len(piece) > _span_limit(piece):
+                if _restates_not_chosen(question, piece.text, keys, asked) or _too_long(piece):
                     continue
                 typed = _typed(question, label, piece)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
@@ -820,11 +820,16 @@ def _examples_end(chunk: Any) -> int:
     return int(chunk.end)
 
 
-def _span_limit(piece: Any) -> int:
-    """The most words a candidate may have: `MAX_SPAN_WORDS`, or `MAX_EXAMPLES_SPAN_WORDS` for a noun phrase with
-    its examples (`_examples_end`)."""
+def _too_long(piece: Any) -> bool:
+    """More words than `MAX_SPAN_WORDS`, or, for a noun phrase with its examples (`_examples_end`), than
+    `MAX_EXAMPLES_SPAN_WORDS` (the examples are looked for only past the first bound)."""
+    if len(piece) <= MAX_SPAN_WORDS:
+        return False
+    if len(piece) > MAX_EXAMPLES_SPAN_WORDS:
+        return True
     head = piece.doc[piece.start : piece.root.i + 1]
-    return MAX_EXAMPLES_SPAN_WORDS if _examples_end(head) == piece.end > head.end else MAX_SPAN_WORDS
+    with_examples = _examples_end(head) == piece.end > head.end
+    return not with_examples
 
 
 def _label_of(doc: Any, start: int, end: int) -> str:

@@ -150,16 +150,20 @@ class DocumentLifecycle:
                 "semantic cache: entries of %s not dropped (refused at hit time)", document_id, exc_info=True
             )
 
+    async def _list_formats(self, user: UserContext, unreachable: str) -> parser_pb2.ListFormatsResponse | None:
+        """The parser's ListFormats reply, or None (logged with what `unreachable` says follows) when it fails."""
+        try:
+            return await self.mesh.parser.ListFormats(
+                parser_pb2.ListFormatsRequest(), metadata=user.metadata(), timeout=self.settings.deadlines.parse_info
+            )
+        except aio.AioRpcError as exc:
+            logger.warning("parser unreachable for ListFormats (%s); %s", exc.code().name, unreachable)
+            return None
+
     async def accepted_formats(self, user: UserContext) -> frozenset[str]:
         if self._formats is None:
-            try:
-                reply = await self.mesh.parser.ListFormats(
-                    parser_pb2.ListFormatsRequest(),
-                    metadata=user.metadata(),
-                    timeout=self.settings.deadlines.parse_info,
-                )
-            except aio.AioRpcError:
-                logger.warning("parser unreachable for ListFormats; using the built-in list")
+            reply = await self._list_formats(user, "using the built-in list")
+            if reply is None:
                 return FALLBACK_FORMATS
             self._formats = frozenset(e if e.startswith(".") else f".{e}" for e in reply.extensions)
         return self._formats
@@ -167,14 +171,8 @@ class DocumentLifecycle:
     async def parser_version(self, user: UserContext) -> int:
         """The parser's current reading (`ParseResponse.parser_version`), asked each time (a rolling upgrade
         changes it); 0 when the parser does not answer."""
-        try:
-            reply = await self.mesh.parser.ListFormats(
-                parser_pb2.ListFormatsRequest(), metadata=user.metadata(), timeout=self.settings.deadlines.parse_info
-            )
-        except aio.AioRpcError as exc:
-            logger.warning("parser unreachable for ListFormats (%s); its reading is unknown", exc.code().name)
-            return 0
-        return int(reply.parser_version)
+        reply = await self._list_formats(user, "its reading is unknown")
+        return int(reply.parser_version) if reply is not None else 0
 
     async def _read_upload(self, user: UserContext, file: UploadFile) -> tuple[str, bytes, str]:
         """The upload's safe file name, bytes and content type, checked (name, extension, size, content)."""
