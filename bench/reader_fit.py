@@ -1,4 +1,5 @@
-"""The span reader's training loop, standalone: torch, transformers, peft and safetensors only.
+"""The span reader's training loop, standalone: torch, transformers, peft and safetensors only (and
+`ragmesh_answerer.span_reader` from this checkout, which imports none of the services' dependencies).
 
 `bench/qa_reader.py fit` builds the examples (tokenised question + paragraph pairs of SQuAD dev's fit two thirds)
 and calls `train` here. The same loop runs on a machine that has only those four libraries (a GPU machine),
@@ -28,7 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MAX_ANSWER_TOKENS = 30  # as span_reader.MAX_ANSWER_TOKENS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "answerer" / "src"))
+
+from ragmesh_answerer.span_reader import MAX_ANSWER_TOKENS, merge
+
 TARGETS = ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"]
 
 
@@ -128,7 +132,7 @@ def _batch(torch: Any, exs: list[dict[str, Any]], device: str) -> tuple[Any, Any
 
 
 def adapter_tensors(encoder: Any, head: Any) -> dict[str, Any]:
-    """What span_reader.SpanReader.load reads: the head, and each adapted layer's `lora_A` / `lora_B` (fp16)."""
+    """What span_reader.merge reads: the head, and each adapted layer's `lora_A` / `lora_B` (fp16)."""
     tensors = {"head.weight": head.weight.detach().half().cpu(), "head.bias": head.bias.detach().half().cpu()}
     for name, value in encoder.state_dict().items():
         if ".lora_" in name:
@@ -188,25 +192,13 @@ def evaluate(encoder: Any, head: Any, examples: list[dict[str, Any]], device: st
 
 
 def load_adapter(path: str, base: str, device: str = "cpu") -> tuple[Any, Any]:
-    """An adapter file merged into the base, as span_reader.SpanReader.load does (to score a fitted one)."""
+    """An adapter file merged into the base, as the answerer loads it (to score a fitted one)."""
     import torch
-    from safetensors import safe_open
     from transformers import AutoModel
 
     encoder = AutoModel.from_pretrained(base, dtype=torch.float32)
-    with safe_open(path, framework="pt") as f:
-        scale = float(f.metadata()["scale"])
-        tensors = {k: f.get_tensor(k).float() for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
-    modules = dict(encoder.named_modules())
-    head = torch.nn.Linear(encoder.config.hidden_size, 2)
-    with torch.no_grad():
-        for key in tensors:
-            if key.endswith(".lora_A"):
-                name = key.removesuffix(".lora_A")
-                modules[name].weight += scale * (tensors[f"{name}.lora_B"] @ tensors[key])
-        head.weight.copy_(tensors["head.weight"])
-        head.bias.copy_(tensors["head.bias"])
-    return encoder.to(device).eval(), head.to(device).eval()
+    head, _ = merge(encoder, Path(path))
+    return encoder.to(device).eval(), head.to(device)
 
 
 def main() -> None:

