@@ -24,8 +24,9 @@ bench):
 Off- and near-topic questions have no answer in the index: every answer is wrong.
 
 A multi-step answer (a row with agentic `steps`) is checked, as live, on its last step's question with the
-bridge filled in (`ragmesh_gateway.pipeline.agentic.resolved_question` over the recorded steps); rows of an older
-file without `steps` from an agentic run are left out. Tune on the tuning half only; the reporting half is
+bridge filled in (`ragmesh_gateway.pipeline.agentic.resolved_question` over the recorded steps), and no span
+naming a bridge the walk searched with is its answer (`used_bridges`; `--keep-bridges` replays without that
+rule); rows of an older file without `steps` from an agentic run are left out. Tune on the tuning half only; the reporting half is
 reported.
 """
 
@@ -54,7 +55,7 @@ from ragmesh_answerer.prompting import Source  # noqa: E402
 from ragmesh_answerer.span_reader import SpanReader  # noqa: E402
 from ragmesh_common.text import questions  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
-from ragmesh_gateway.pipeline.agentic import resolved_question  # noqa: E402
+from ragmesh_gateway.pipeline.agentic import resolved_question, used_bridges  # noqa: E402
 
 UNANSWERABLE = frozenset({"offtopic", "neartopic"})
 
@@ -77,9 +78,12 @@ def override(assignments: list[str]) -> dict[str, float | bool]:
     return applied
 
 
-def replay(reader: relation.Reader, line: dict[str, Any], spans: SpanReader | None = None) -> dict[str, Any]:
+def replay(
+    reader: relation.Reader, line: dict[str, Any], spans: SpanReader | None = None, skip_bridges: bool = True
+) -> dict[str, Any]:
     """The extractive decision on one recorded question, scored as the live bench scores an answer (with the
-    span reader's reading of the sources when `spans` is given, as the answerer does)."""
+    span reader's reading of the sources when `spans` is given, as the answerer does; spans naming a bridge the
+    walk searched with left out, as live, unless `skip_bridges` is off)."""
     sources = [
         Source("", str(s.get("title") or ""), tuple(s.get("section_path") or ()), str(s.get("text") or ""))
         for s in line["sources"]
@@ -88,7 +92,8 @@ def replay(reader: relation.Reader, line: dict[str, Any], spans: SpanReader | No
     asked = resolved_question(line["steps"]) if line.get("steps") else ""
     text = asked or line["question"]
     reading = spans.read(text, [s.text for s in sources]) if spans is not None and sentences else None
-    span = reader.extract(Question.parse(text), sentences, reading) if sentences else None
+    bridges = used_bridges(line["steps"]) if line.get("steps") and skip_bridges else []
+    span = reader.extract(Question.parse(text), sentences, reading, bridges) if sentences else None
     row = {"answered": span is not None, "live_answered": bool(line.get("answered"))}
     golds = list(line.get("golds") or [])
     if line["dataset"] in UNANSWERABLE:
@@ -133,6 +138,9 @@ def main() -> None:
     parser.add_argument("--output", default=None, help="write the report (JSON) here")
     parser.add_argument("--details", default=None, help="also write one JSON line per question here")
     parser.add_argument(
+        "--keep-bridges", action="store_true", help="let a multi-step answer be a bridge it searched with (before)"
+    )
+    parser.add_argument(
         "--spacy-model", default=Settings.model_fields["spacy_model"].default, help="the answerer's default"
     )
     args = parser.parse_args()
@@ -144,7 +152,7 @@ def main() -> None:
     started = time.perf_counter()
     rows = []
     for line in lines:
-        row = replay(reader, line, spans)
+        row = replay(reader, line, spans, skip_bridges=not args.keep_bridges)
         row.update({k: line.get(k) for k in ("dataset", "id", "half", "mode", "question", "golds")})
         rows.append(row)
     groups: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
@@ -157,6 +165,7 @@ def main() -> None:
         "sources": args.sources,
         "questions": len(rows),
         "set": applied,
+        "bridges": "kept" if args.keep_bridges else "left out",
         "seconds": round(time.perf_counter() - started, 1),
         "command": " ".join(sys.argv),
     }

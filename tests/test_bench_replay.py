@@ -72,6 +72,21 @@ def test_a_multi_step_answer_is_replayed_on_its_resolved_question(reader: Any) -
     assert row["answered"] and row["short_answer"] == "Charles Flint" and row["em"] == 1.0
 
 
+def test_a_multi_step_answer_is_never_a_bridge_the_walk_searched_with(reader: Any) -> None:
+    player = {"text": "Ada Brill is a retired Harbor Town basketball player.", "title": "Ada Brill"}
+    show = {"text": "Ada Brill hosts the television show Court Nights.", "title": "Ada Brill"}
+    question = "What show does a retired Harbor Town player host?"
+    line = _line("hotpotqa", question, ["Court Nights"], True, player, show)
+    line["steps"] = [
+        {"tool": "search", "sub_question": question, "query": question, "decision": "found", "bridge": "Ada Brill"},
+        {"tool": "search", "sub_question": "#1 retired Harbor Town player host",
+         "queries": ["Ada Brill retired Harbor Town player host"], "decision": "found"},
+    ]  # fmt: skip
+    kept = replay.replay(reader, line, skip_bridges=False)
+    assert kept["short_answer"] == "Ada Brill" and kept["false_grounded"]  # before: the bridge answered
+    assert replay.replay(reader, line).get("short_answer") != "Ada Brill"
+
+
 def test_constants_are_overridden_by_name_and_only_numbers_or_booleans() -> None:
     before = replay.relation.ANSWER_MIN_COVERAGE
     try:

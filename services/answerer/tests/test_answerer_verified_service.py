@@ -92,9 +92,12 @@ async def _answer(
     *,
     stream_draft: bool = False,
     resolved: str = "",
+    bridges: tuple[str, ...] = (),
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     """(the streamed text: verified sentences, or raw tokens with `stream_draft`, the final message)."""
-    text, final = await _events(service, question, sources, stream_draft=stream_draft, resolved=resolved)
+    text, final = await _events(
+        service, question, sources, stream_draft=stream_draft, resolved=resolved, bridges=bridges
+    )
     return text, final
 
 
@@ -106,11 +109,17 @@ async def _events(
     stream_draft: bool = False,
     resolved: str = "",
     summary: bool = False,
+    bridges: tuple[str, ...] = (),
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
         request = answerer_pb2.AnswerRequest(
-            question=question, sources=sources, stream_draft=stream_draft, resolved_question=resolved, summary=summary
+            question=question,
+            sources=sources,
+            stream_draft=stream_draft,
+            resolved_question=resolved,
+            summary=summary,
+            bridges=bridges,
         )
         tokens, sentences, final = [], [], None
         async for event in stub.Answer(request, timeout=30):
@@ -355,6 +364,36 @@ async def test_a_multi_step_answer_is_checked_against_its_resolved_question(
     assert final.verified and final.short_answer == "Ada Brill"  # the last step's question, its bridge filled
     assert "Ben Ortiz" not in final.answer
     assert chat.messages[-1]["content"].rstrip().endswith(question)  # the model is still asked the user's question
+
+
+PLAYER = _source("brill-1", "Ada Brill", "Ada Brill is a retired Harbor Town basketball player.")
+SHOW = _source("brill-2", "Ada Brill", "Ada Brill hosts the television show Court Nights.", 0.7)
+
+
+async def test_a_multi_step_answer_is_never_a_bridge_its_steps_searched_with(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """ "What show does a retired Harbor Town player host?": the walk found the player (Ada Brill) and searched
+    with her name; the player is the way to the answer, not the show. Without the bridge the reader answers her."""
+    chat.reply = "Ada Brill hosts it."
+    question = "What show does a retired Harbor Town player host?"
+    _, alone = await _answer(service, question, [PLAYER, SHOW])
+    _, walked = await _answer(service, question, [PLAYER, SHOW], bridges=("Ada Brill",))
+    assert alone.short_answer == "Ada Brill"  # a single search's answer: nothing says she was a step
+    assert walked.short_answer != "Ada Brill" and "Ada Brill hosts it" not in walked.answer
+    assert walked.withheld and not walked.verified  # nothing else verifies: what the documents say, unverified
+
+
+async def test_too_many_or_empty_bridges_are_invalid_argument(service: GrpcService) -> None:
+    async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
+        stub = answerer_pb2_grpc.AnswererServiceStub(channel)
+        for bridges, says in (([f"Name {i}" for i in range(11)], "the limit is 10"), (["Ada", " "], "bridges[1]")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                request = answerer_pb2.AnswerRequest(question="Who?", sources=[PLAYER], bridges=bridges)
+                async for _ in stub.Answer(request, timeout=10):
+                    pass
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert says in (err.value.details() or "")
 
 
 HISTORY = common_pb2.ScoredChunk(

@@ -31,6 +31,7 @@ from ragmesh_gateway.pipeline.agentic import (
     plan_by_rules,
     question_names,
     resolved_question,
+    used_bridges,
     wants_agentic,
 )
 from ragmesh_gateway.pipeline.budget import estimate_tokens
@@ -361,6 +362,7 @@ async def test_the_answer_is_checked_against_the_last_steps_question_with_its_br
     assert [s["query"] for s in events[-1]["data"]["steps"] if s["tool"] == "search"][-1] == "Who directed Gull Song?"
     assert mesh.answerer.requests["Answer"].question == "Who directed the film that was shot in Harbor Town?"
     assert mesh.answerer.requests["Answer"].resolved_question == "Who directed Gull Song?"
+    assert list(mesh.answerer.requests["Answer"].bridges) == ["Gull Song"]  # the way, never the answer
     assert any("'Who directed Gull Song?'" in note for note in events[-1]["data"]["notes"])
 
 
@@ -386,6 +388,25 @@ def test_a_keyword_query_or_a_verbless_cut_is_no_resolved_question() -> None:
         == ""
     )
     assert resolved_question([step(f"Who directed {BRIDGE}", "Who directed Gull Song", "gave_up")]) == ""
+
+
+def test_the_bridges_used_are_what_filled_each_searched_slot() -> None:
+    def step(sub: str, query: str, tool: str = "search", retry: str = "") -> dict[str, Any]:
+        queries = [query, retry] if retry else [query]
+        return {"tool": tool, "sub_question": sub, "queries": queries, "query": queries[-1], "decision": "found"}
+
+    steps = [
+        step("Which film was set in Harbor Town?", "Which film was set in Harbor Town?"),
+        step(f"Who  directed {BRIDGE}?", "Who directed Gull Song?", retry="directed Gull Song"),  # the first query
+        step(f"{BRIDGE} retired player host", "Ada Brill retired player host"),  # slot first
+        step(f"Where was {BRIDGE} born?", "Where was born?"),  # no bridge found: the slot dropped
+        step(f"What did {BRIDGE} write?", "What did Gull Song write?"),  # the same bridge again: once
+        step(f"Where is {BRIDGE}?", "Ben Ortiz; Gull Song", tool="fetch_section"),  # a tool call: no search
+        step(f"Who is {BRIDGE}?", "Who is " + "x" * 501 + "?"),  # longer than any title: not sent
+    ]
+    assert used_bridges(steps) == ["Gull Song", "Ada Brill"]
+    many = [step(f"Who is {BRIDGE}?", f"Who is Name {i}?") for i in range(12)]
+    assert used_bridges(many) == [f"Name {i}" for i in range(10)]  # at most limits.BRIDGES
 
 
 async def test_direct_mode_searches_once_and_lists_no_steps() -> None:

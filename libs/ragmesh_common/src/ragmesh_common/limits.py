@@ -54,6 +54,9 @@ CONVERSATION_TITLE = Limit(
 FEEDBACK_COMMENT = Limit("feedback comment", 2000, "characters", "the comment with a rating of an answer")
 CURSOR = Limit("cursor", 2000, "characters", "a paging cursor")
 ID = Limit("id", 512, "characters", "a document or chunk id sent to a service")
+BRIDGES = Limit(
+    "bridges", 10, "items", "entities a multi-step answer searched with, sent to the answerer (each: title)"
+)
 
 ALL: tuple[Limit, ...] = (
     QUESTION,
@@ -75,6 +78,7 @@ ALL: tuple[Limit, ...] = (
     FEEDBACK_COMMENT,
     CURSOR,
     ID,
+    BRIDGES,
 )
 
 # gRPC request fields (full protobuf names) and their limits: characters for a string (each item of a repeated
@@ -84,6 +88,7 @@ FIELDS: dict[str, Limit] = {
     "ragmesh.answerer.v1.CheckInputRequest.history": HISTORY_TURNS,
     "ragmesh.answerer.v1.AnswerRequest.question": QUESTION,
     "ragmesh.answerer.v1.AnswerRequest.history": HISTORY_TURNS,
+    "ragmesh.answerer.v1.AnswerRequest.bridges": BRIDGES,
     "ragmesh.answerer.v1.RewriteRequest.question": QUESTION,
     "ragmesh.answerer.v1.RewriteRequest.history": HISTORY_TURNS,
     "ragmesh.answerer.v1.ChatTurn.content": TURN,
@@ -114,6 +119,7 @@ FIELDS: dict[str, Limit] = {
 }
 # Each item of these repeated string fields is also bounded (the list's own limit is in FIELDS).
 ITEM_FIELDS: dict[str, Limit] = {
+    "ragmesh.answerer.v1.AnswerRequest.bridges": TITLE,
     "ragmesh.retriever.v1.SearchRequest.sub_queries": QUESTION,
     "ragmesh.common.v1.Acl.departments": IDENTIFIER,
     "ragmesh.common.v1.Acl.roles": IDENTIFIER,

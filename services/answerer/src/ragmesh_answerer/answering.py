@@ -124,6 +124,7 @@ class AnswerInput:
     deadline: float | None = None  # the caller's deadline (time.monotonic()); bounds the generation
     resolved_question: str = ""  # a multi-step answer's last question, bridge filled: what the answer is checked on
     summary: bool = False  # a question about a collection or a topic as a whole: the sources' sentences (summary.py)
+    bridges: tuple[str, ...] = ()  # the entities earlier steps found and later steps searched with: never the answer
 
 
 class Answerer:
@@ -164,6 +165,13 @@ class Answerer:
             malformed = check_form(request.resolved_question, limits.QUESTION.value, ())
             if malformed is not None:
                 raise InvalidArgument(f"resolved_question refused: {malformed.reason}")
+        problem = limits.too_long(limits.BRIDGES, "bridges", len(request.bridges))
+        for i, bridge in enumerate(request.bridges):
+            problem = problem or limits.too_long(limits.TITLE, f"bridges[{i}]", len(bridge))
+            if not bridge.strip():
+                problem = problem or f"bridges[{i}] is empty"
+        if problem:
+            raise InvalidArgument(problem)
         if not request.sources:
             raise InvalidArgument("at least one source is required (answers without sources are not generated here)")
         if not 0 <= request.max_tokens <= MAX_TOKENS_LIMIT:
@@ -221,7 +229,7 @@ class Answerer:
             return
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
-            found = self.reader.extract(question, evidence_sentences, reading)
+            found = self.reader.extract(question, evidence_sentences, reading, request.bridges)
             disagreeing: tuple[Span, ...] = ()
             if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
                 table = read_tables(question, request.sources)  # a row's cell: no sentence states it

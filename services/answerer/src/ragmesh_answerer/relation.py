@@ -365,14 +365,21 @@ class Reader:
             return None
         return Span(sentences[n], start, end, "DEF", True, 1.0, 1.0, role=1.0)
 
-    def extract(self, question: Question, sentences: Sequence[Sentence], reading: Reading | None = None) -> Span | None:
+    def extract(
+        self,
+        question: Question,
+        sentences: Sequence[Sentence],
+        reading: Reading | None = None,
+        bridges: Sequence[str] = (),
+    ) -> Span | None:
         """The best span of the asked type in a sentence about the question, or None: when no sentence covers
         `ANSWER_MIN_COVERAGE` of the question, or another sentence offers a different answer within `SENTENCE_MARGIN`
         (the same sentence in two overlapping chunks, or the same answer twice, is no rival). A question that
         offers a choice gets the option the evidence's dates settle (`choose`), or None. `reading`: the span
         reader's logits over the sources the sentences come from (`span_reader`), weighed with the learned
         ranking when given. A question that asks only what or who something is gets the sentence that defines it
-        first (`defined`)."""
+        first (`defined`). `bridges`: the entities a multi-step answer's earlier steps found and later steps
+        searched with — the way to the answer, so a span naming only one of them is no candidate (`_bridge`)."""
         if question.options:
             return self.choose(question, sentences)
         asked = self.asked(question)
@@ -382,16 +389,18 @@ class Reader:
         if asked is not None and asked.bare and DEFINITION_ONLY:
             return None  # "What is a duck?" is not answered "drake" from "A male is called a drake"
         if LEARNED_RANKING:
-            found = self._extract_learned(question, sentences, reading)
+            found = self._extract_learned(question, sentences, reading, bridges)
         else:
-            found = self.extract_by_score(question, sentences)
+            found = self.extract_by_score(question, sentences, bridges)
         if found is not None and asked is not None and asked.name and found.label in TYPE_LABELS[AnswerType.NUMBER]:
             return None  # "What is DocLayNet?" is not answered "close to 95" (of its documents are English)
         return found
 
-    def extract_by_score(self, question: Question, sentences: Sequence[Sentence]) -> Span | None:
+    def extract_by_score(
+        self, question: Question, sentences: Sequence[Sentence], bridges: Sequence[str] = ()
+    ) -> Span | None:
         """`extract` by the hand-set score and gates (`LEARNED_RANKING` off; bench/span_ranker.py's baseline)."""
-        typed = [c for c in self.candidates(question, sentences) if c.typed]
+        typed = [c for c in self.candidates(question, sentences) if c.typed and not _bridge(c.text, bridges)]
         if not typed or typed[0].coverage < ANSWER_MIN_COVERAGE:
             return None
         best = typed[0]
@@ -406,12 +415,16 @@ class Reader:
         return best
 
     def _extract_learned(
-        self, question: Question, sentences: Sequence[Sentence], reading: Reading | None = None
+        self,
+        question: Question,
+        sentences: Sequence[Sentence],
+        reading: Reading | None = None,
+        bridges: Sequence[str] = (),
     ) -> Span | None:
         """The learned ranking's top span of the asked type (with `reading`: by the learned logit plus
         `READING_WEIGHT` × its reading score), when the answer-or-withhold model's confidence in it is at least
-        `min_confidence` (the reader's, else the default)."""
-        typed = self.ranked(question, sentences, reading)
+        `min_confidence` (the reader's, else the default); spans naming a bridge left out before either."""
+        typed = [c for c in self.ranked(question, sentences, reading) if not _bridge(c.text, bridges)]
         if not typed:
             return None
         best = typed[0]
@@ -1005,6 +1018,13 @@ def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:
     """A nationality or group word that modifies a noun ("a *Jamaican* reggae singer") says what someone is, not
     who: no answer to a who-question (a group as the subject, "the Democrats opposed it", still is)."""
     return NORP_MODIFIER_NO_WHO and kind is AnswerType.PERSON and label == "NORP" and piece.root.dep_ == "amod"
+
+
+def _bridge(text: str, bridges: Sequence[str]) -> bool:
+    """`text` names only what one of `bridges` names: its content words are all among that name's ("Hill",
+    "Grant Hill's" for the bridge "Grant Hill")."""
+    said = content_stems(text)
+    return bool(said) and any(said <= content_stems(b) for b in bridges)
 
 
 def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:

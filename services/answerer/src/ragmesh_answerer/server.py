@@ -152,6 +152,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             deadline=_deadline(context),
             resolved_question=request.resolved_question,
             summary=request.summary,
+            bridges=tuple(request.bridges),
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())

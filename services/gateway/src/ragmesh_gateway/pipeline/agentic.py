@@ -32,6 +32,7 @@ from opentelemetry import trace
 from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common import limits
 from ragmesh_common.text.entities import extract_entities, is_name, spot
 from ragmesh_common.text.sentences import sentence_spans
 from ragmesh_common.text.words import content_stems, stem
@@ -602,6 +603,7 @@ class Iterate(Step):
                 if record["decision"] in ("found", "retried"):
                     record["bridge"] = walk.bridges[0] if walk.bridges else None
         state.resolved_question = resolved_question(state.agent_steps)
+        state.bridges = used_bridges(state.agent_steps)
         if state.resolved_question:
             state.notes.append(
                 f"The answer was checked against the last step's question, its bridge filled in: "
@@ -819,6 +821,24 @@ def resolved_question(steps: list[dict[str, Any]]) -> str:
             return str(asked)
         return ""
     return ""
+
+
+def used_bridges(steps: list[dict[str, Any]]) -> list[str]:
+    """The bridges the walk searched with: what filled each planned sub-question's slot in the query a search
+    step sent ("Love Forecast" of "Who directed #1?" asked as "Who directed Love Forecast?"), once each, in
+    order. They are the way to the answer, never the answer (the answerer leaves them out)."""
+    found: list[str] = []
+    for step in steps:
+        sub = step.get("sub_question", "")
+        if step.get("tool") != "search" or BRIDGE not in sub:
+            continue
+        before, after = (" ".join(part.split()) for part in sub.split(BRIDGE, 1))
+        asked = " ".join(str((step.get("queries") or [step.get("query", "")])[0]).split())
+        if len(asked) > len(before) + len(after) and asked.startswith(before) and asked.endswith(after):
+            bridge = asked[len(before) : len(asked) - len(after)].strip()
+            if bridge and BRIDGE not in bridge and bridge not in found and len(bridge) <= limits.TITLE.value:
+                found.append(bridge)
+    return found[: limits.BRIDGES.value]
 
 
 def fill(sub_question: str, bridges: list[str]) -> str:

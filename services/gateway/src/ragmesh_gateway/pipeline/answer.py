@@ -62,6 +62,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         history=state.answer_history(),
         stream_draft=request.stream_draft,
         resolved_question=state.resolved_question,
+        bridges=state.bridges,
         summary=asks_summary(state),
     )
 

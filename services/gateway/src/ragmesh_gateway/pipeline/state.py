@@ -62,6 +62,7 @@ class RequestState:
     mode: str = "direct"
     sub_questions: list[str] = field(default_factory=list)
     agent_steps: list[dict[str, Any]] = field(default_factory=list)
+    bridges: list[str] = field(default_factory=list)  # what filled the walk's bridge slots: never the answer
     resolved_question: str = ""  # the last step's question with its bridge filled (the answer is checked on it)
     llm_tokens: int = 0
     answer_max_tokens: int | None = None  # the answer's reply cap lowered by the LLM token bound

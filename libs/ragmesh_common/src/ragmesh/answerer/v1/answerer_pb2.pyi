@@ -151,6 +151,7 @@ class AnswerRequest(_message.Message):
     STREAM_DRAFT_FIELD_NUMBER: _builtins.int
     RESOLVED_QUESTION_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
+    BRIDGES_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     max_tokens: _builtins.int
     """0 = service default"""
@@ -178,6 +179,13 @@ class AnswerRequest(_message.Message):
     def graph_facts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatTurn]: ...
+    @_builtins.property
+    def bridges(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The entities the earlier steps of a multi-step answer found and a later step searched with ("Love Forecast"
+        above): the way to the answer, so a short answer naming only one of them is never extracted. At most 10, each
+        at most 500 characters (ragmesh_common.limits: BRIDGES, TITLE).
+        """
+
     def __init__(
         self,
         *,
@@ -190,10 +198,11 @@ class AnswerRequest(_message.Message):
         stream_draft: _builtins.bool = ...,
         resolved_question: _builtins.str = ...,
         summary: _builtins.bool = ...,
+        bridges: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "summary", b"summary", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "bridges", b"bridges", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "summary", b"summary", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
