@@ -74,6 +74,42 @@ def test_extract_weighs_the_reading_and_can_be_switched_off(spans: SpanReader, r
     assert all(s.reading == 0.0 for s in reader.ranked(question, sentences))
 
 
+CELLS = "Neutrophils and macrophages are the first cells to arrive at a site of infection."
+
+
+def test_an_answer_coordinated_with_others_is_given_with_them_when_the_reader_reads_them_together(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = Question.parse("Which cells arrive first at an infection?")
+    sentences = reader.sentences([(CELLS, "Immune system")])
+    reading = spans.read(question.text, [CELLS])
+    found = reader.extract(question, sentences, reading)
+    assert found is not None and found.text == "Neutrophils and macrophages"
+    assert CELLS[found.source_start : found.source_end] == found.text  # still an exact slice, with its offsets
+    monkeypatch.setattr(relation, "COORDINATION_GAIN", None)  # off: the candidate alone
+    alone = reader.extract(question, sentences, reading)
+    assert alone is not None and alone.text == "Neutrophils"
+    monkeypatch.setattr(relation, "COORDINATION_GAIN", 50.0)  # the reader must prefer the coordination
+    assert reader.extract(question, sentences, reading).text == "Neutrophils"  # type: ignore[union-attr]
+
+
+def test_a_coordination_is_the_members_joined_by_and_or_or_within_the_word_bound(
+    reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def joined(text: str, member: str) -> str | None:
+        doc = reader._parse([text])[0]
+        found = relation._coordination(doc, text.index(member), text.index(member) + len(member))
+        return text[found[0] : found[1]] if found else None
+
+    assert joined("The midwives Shiphrah and Puah refused.", "Puah") == "Shiphrah and Puah"
+    assert joined("It is led by ministers or party leaders.", "party leaders") == "ministers or party leaders"
+    assert joined("It was founded in 1911 by Charles Flint.", "Charles Flint") is None  # nothing coordinated
+    cities = "Paris, Rome, Madrid, Lisbon, Berlin, Vienna, Prague, Warsaw, Oslo, Dublin, Athens, Sofia and Riga"
+    assert joined(f"The tour visited {cities} in May.", "Riga") is None  # longer than MAX_SPAN_WORDS
+    monkeypatch.setattr(relation, "MAX_SPAN_WORDS", 40)
+    assert joined(f"The tour visited {cities} in May.", "Riga") == cities
+
+
 def test_the_reading_moves_the_order_and_the_decision(
     spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
