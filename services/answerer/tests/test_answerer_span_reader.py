@@ -93,6 +93,17 @@ def test_an_answer_coordinated_with_others_is_given_with_them_when_the_reader_re
     assert reader.extract(question, sentences, reading).text == "Neutrophils"  # type: ignore[union-attr]
 
 
+def test_a_coordination_that_names_what_the_question_asks_about_is_not_the_answer(
+    spans: SpanReader, reader: Reader
+) -> None:
+    text = "The CombinedTabnet dataset is the processed combination of PubTabNet and Fintabnet."
+    sentences = reader.sentences([(text, "Datasets")])
+    for asked, member in (("What is FinTabNet?", "Fintabnet"), ("What is PubTabNet?", "PubTabNet")):
+        question = Question.parse(asked)
+        found = reader.extract(question, sentences, spans.read(asked, [text]))
+        assert found is None or member not in found.text  # "PubTabNet and Fintabnet" names FinTabNet itself
+
+
 def test_a_coordination_is_the_members_joined_by_and_or_or_within_the_word_bound(
     reader: Reader, monkeypatch: pytest.MonkeyPatch
 ) -> None:

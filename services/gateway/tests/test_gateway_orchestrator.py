@@ -643,3 +643,28 @@ async def test_a_source_restating_another_level_of_its_document_gives_way_to_the
     assert {"stage": "distinct", "dropped": 2} in [
         {k: v for k, v in e["data"].items() if k in ("stage", "dropped")} for e in events if e["event"] == "progress"
     ]
+
+
+async def test_a_question_asking_what_a_term_is_gets_a_source_that_says_it() -> None:
+    """Found asking the shared TableFormer paper "What is TableFormer?": its five best passages named TableFormer
+    and none said what it is; "We propose TableFormer, a transformer based model …" ranked eleventh. It now takes
+    the last of the answer's places; a question of another kind keeps the search's order."""
+    texts = [f"TableFormer result {n}: TableFormer scores {90 + n} TEDS on dataset {n}." for n in range(6)]
+    texts.append("We propose TableFormer, a transformer based model that predicts table structure.")
+    results = []
+    for n, text in enumerate(texts):
+        item = hit(f"c{n}", 0.9 - n * 0.05, text=text)
+        item.chunk.document_id = f"d{n}"  # distinct documents: none restates another
+        results.append(item)
+    mesh = FakeMesh(
+        retriever=Stub(Search=retriever_pb2.SearchResponse(results=results, accessible_documents=7)),
+        reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False)),
+    )
+    prepared, events = await run(mesh, "What is TableFormer?")
+    sent = [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources]
+    assert sent == ["c0", "c1", "c2", "c3", "c6"]  # the defining passage in the last place
+    assert [r.chunk.chunk_id for r in prepared.results][5] == "c4"  # the one it displaced right behind it
+    record = next(e["data"] for e in events if e["event"] == "progress" and e["data"].get("stage") == "define")
+    assert record["term"] == "TableFormer" and record["promoted_from"] == 7
+    _, _ = await run(mesh, "How well does TableFormer score?")
+    assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["c0", "c1", "c2", "c3", "c4"]

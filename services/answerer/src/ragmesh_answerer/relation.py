@@ -433,17 +433,21 @@ class Reader:
         needed = self.min_confidence if self.min_confidence is not None else min_confidence(reading is not None)
         if confidence(question, typed, reading) < needed:
             return None
-        return self._joined(best, reading) if reading is not None and READING else best
+        return self._joined(question, best, reading) if reading is not None and READING else best
 
-    def _joined(self, span: Span, reading: Reading) -> Span:
+    def _joined(self, question: Question, span: Span, reading: Reading) -> Span:
         """`span` with the items coordinated with it ("Shiphrah and Puah" for "Shiphrah": `_coordination`), when the
-        reader scores the coordination at least `COORDINATION_GAIN` above `span` alone; else `span`."""
+        reader scores the coordination at least `COORDINATION_GAIN` above `span` alone and the items add none of
+        the question's key terms ("What is FinTabNet?" is not answered "PubTabNet and FinTabNet"); else `span`."""
         if COORDINATION_GAIN is None:
             return span
         joined = _coordination(self._parse([span.sentence.text])[0], span.start, span.end)
         if joined is None:
             return span
         start, end = joined
+        added = content_stems(span.sentence.text[start:end]) - content_stems(span.text)
+        if added & question.key_stems():
+            return span
         where = span.sentence.source_index
         alone = reading.score(where, span.source_start, span.source_end)
         value = reading.score(where, span.sentence.start + start, span.sentence.start + end)

@@ -382,6 +382,7 @@ class Stage(StrEnum):
     PLAN = "plan"
     ITERATE = "iterate"
     DISTINCT = "distinct"
+    DEFINE = "define"
     BUDGET = "budget"
 
 
@@ -428,6 +429,10 @@ class StageRecord(Reply):
     cut: str | None = Field(None, description="budget: the step cut by the LLM token limit (answer)")
     dropped: int | None = Field(
         None, description="distinct: sources left out that restate a better-ranked one of their document"
+    )
+    term: str | None = Field(None, description="define: the term the question asks the definition of")
+    promoted_from: int | None = Field(
+        None, description="define: the rank of the candidate that says what the term is, moved into the sources"
     )
 
 

@@ -1,13 +1,14 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
     chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade → communities
-            → budget ┃ graph → cache pin → answer → cache store → verify ⇒ record turn
+            → distinct → define → budget ┃ graph → cache pin → answer → cache store → verify ⇒ record turn
                                                          (a cache hit ends the steps at cache)
                                                          └ agentic: iterate (retrieve → rerank → grade per
                                                            sub-question; tools: fetch_section, graph_neighbours)
     search:                                           understand → retrieve → rerank → grade → graph
 
-(communities: a collection-level question's map-reduce over community reports; budget: the answer within the
+(communities: a collection-level question's map-reduce over community reports; distinct: one source per text;
+define: a source that says what the asked term is; budget: the answer within the
 LLM token bound; ┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
 only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
 """
@@ -31,6 +32,7 @@ from ragmesh_gateway.pipeline.budget import AnswerBudget
 from ragmesh_gateway.pipeline.cache import CacheLookup, CachePin, CacheStore
 from ragmesh_gateway.pipeline.communities import Communities
 from ragmesh_gateway.pipeline.conversation import Conversation, RecordTurn
+from ragmesh_gateway.pipeline.define import Define
 from ragmesh_gateway.pipeline.distinct import Distinct
 from ragmesh_gateway.pipeline.events import Event
 from ragmesh_gateway.pipeline.grade import Grade
@@ -125,6 +127,7 @@ class Orchestrator:
                 link,  # after the direct search's grade, or after the agent's merged steps
                 Communities(mesh, deadlines.communities, enabled=graph_enabled),
                 Distinct(),
+                Define(),
                 AnswerBudget(agent.max_llm_tokens),
             ],
             during=[
