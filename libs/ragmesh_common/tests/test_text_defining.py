@@ -37,6 +37,7 @@ def test_the_asked_term(question: str, term: str | None) -> None:
         ("TableFormer", "TableFormerV2 is a later model.", False),  # another word
         ("TableFormer", "Across all datasets TableFormer outperforms existing methods.", False),
         ("OTSL", "", False),
+        ("OTSL", "We propose here our Optimised Table Structure Language (OTSL).", True),  # written out
         ("duck", "Duck is the common name for numerous species of waterfowl.", True),
         ("duck", "Trapping works. The call duck is the smallest domestic duck breed.", False),  # a call duck
         ("duck", "In Europe a duck is a bird of the family Anatidae.", True),

@@ -546,6 +546,29 @@ def test_what_something_is_is_answered_by_the_sentence_that_defines_it(reader: R
     assert share is not None and "95" in share.text
 
 
+def test_an_acronym_no_sentence_defines_is_answered_by_the_words_that_spell_it_out(reader: Reader) -> None:
+    """Found asking the shared OTSL paper: "What does OTSL stand for?" was withheld although it says "we propose
+    here our Optimised Table Structure Language (OTSL)"."""
+    otsl = "To mitigate the issues with HTML, we propose here our Optimised Table Structure Language (OTSL)."
+    hyphen = "We propose a new, optimised table-structure language (OTSL) with a minimized vocabulary."
+    sla = "The service level agreement (SLA) sets a response time of four hours."
+    cases = [
+        ("What does OTSL stand for?", otsl, "Optimised Table Structure Language"),
+        ("What is OTSL?", otsl, "Optimised Table Structure Language"),
+        ("What does OTSL stand for?", hyphen, "optimised table-structure language"),
+        ("What does SLA mean?", sla, "service level agreement"),
+    ]
+    for question, text, expected in cases:
+        span = reader.extract(Question.parse(question), reader.sentences([(text, "")]))
+        assert span is not None and span.text == expected and text[span.source_start : span.source_end] == expected
+    for question, text in [
+        ("What does OTSL stand for?", "Tables are written in a new language (OTSL) here."),  # letters not spelled
+        ("What does OTSL stand for?", "OTSL is used in Figure 3 (see OTSL)."),  # no brackets around it alone
+        ("What is Docling?", "It converts documents with our tool (Docling)."),  # no acronym
+    ]:
+        assert reader.extract(Question.parse(question), reader.sentences([(text, "")])) is None, (question, text)
+
+
 def test_which_questions_ask_what_something_is(reader: Reader) -> None:
     """Only a question whose one argument besides the wh-word is the thing asks for its definition; "bare" (a
     thing named, nothing else) is answered by a definition or not at all."""

@@ -34,6 +34,9 @@ from typing import Any
 from ragmesh_common.text.words import stem, words
 
 _ARTICLES = frozenset({"a", "an", "the", "s"})
+MAX_ACRONYM = 10
+# where a word starts (after a space, a hyphen is inside the word: "table-structure")
+_WORD_START = re.compile(r"(?<!\S)\S")
 # verbs whose object says what their subject is ("X refers to Y", "X means Y", "X stands for Y")
 _MEANING_VERBS = frozenset({"mean", "refer", "stand", "define", "denote"})
 # a term with one of these asks which one, not what it is ("the next steps", "the first president")
@@ -110,6 +113,51 @@ def defined(term: str, docs: Sequence[Any]) -> tuple[int, int, int]:
         if found is not None:
             return n, found[0], found[1]
     return -1, 0, 0
+
+
+def spelled_out(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
+    """Where an acronym is written out: the first (text index, start char, end char) of the words before "(TERM)"
+    whose letters spell it ("our Optimised Table Structure Language (OTSL)" → "Optimised Table Structure
+    Language"); (-1, 0, 0) when `term` is no acronym (at least two capitals, no space) or no text spells it."""
+    short = term.strip()
+    if " " in short or sum(c.isupper() for c in short) < 2 or len(short) > MAX_ACRONYM:
+        return -1, 0, 0
+    marker = f"({short})"
+    for n, text in enumerate(texts):
+        at = text.find(marker)
+        while at >= 0:
+            found = _long_form(short, text, at)
+            if found is not None:
+                return n, found[0], found[1]
+            at = text.find(marker, at + 1)
+    return -1, 0, 0
+
+
+def _long_form(short: str, text: str, at: int) -> tuple[int, int] | None:
+    """The shortest run of the words right before `at` that spells `short` (Schwartz and Hearst's rule: every
+    letter of the acronym, right to left, found in order in the words, its first letter starting the first word),
+    at most len(short) + 5 words; None if there is none."""
+    before = text[:at].rstrip()
+    starts = [m.start() for m in _WORD_START.finditer(before)]
+    for k in range(1, min(len(starts), len(short) + 5) + 1):
+        first = starts[-k]
+        if _spells(short.lower(), before[first:].lower()):
+            return first, len(before)
+    return None
+
+
+def _spells(short: str, long: str) -> bool:
+    letters = [c for c in short if c.isalnum()]
+    if not letters or not long or long[0] != letters[0]:
+        return False
+    j = len(long) - 1
+    for i in range(len(letters) - 1, -1, -1):
+        while j >= 0 and (long[j] != letters[i] or (i == 0 and j > 0 and long[j - 1].isalnum())):
+            j -= 1
+        if j < 0:
+            return False
+        j -= 1
+    return True
 
 
 def _names(token: Any, want: frozenset[str]) -> bool:

@@ -359,8 +359,11 @@ class Reader:
 
     def defined(self, asked: definitions.Asked, sentences: Sequence[Sentence]) -> Span | None:
         """The first sentence's account of what `asked` is: the complement of "X is …", the object of "X means …",
-        an appositive ("X, a …") — see `definitions`."""
+        an appositive ("X, a …") — see `definitions`; for an acronym none defines, the words that spell it out
+        before "(X)" (`definitions.spelled_out`)."""
         n, start, end = definitions.defined(asked.term, self._parse([s.text for s in sentences]))
+        if n < 0:  # an acronym no sentence defines: where it is written out ("… Language (OTSL)")
+            n, start, end = definitions.spelled_out(asked.term, [s.text for s in sentences])
         if n < 0:
             return None
         return Span(sentences[n], start, end, "DEF", True, 1.0, 1.0, role=1.0)

@@ -5,7 +5,8 @@ asks what one term is (`asked_term`). A text states it (`defines`) when the term
 "is a / an / the / one …" (also are, was, were), by an appositive ", a / an …" ("We propose TableFormer, a
 transformer based model …"; not ", the …", which as often starts a clause: "in DocLayNet, the difference is …"), or
 by "means", "refers to", "stands for", "is defined as" — a bracketed aside ("OTSL (Optimised Table Structure
-Language) is …") may come before the verb. The term must head its clause: the call duck is no duck. Surface patterns only (no parse): the gateway
+Language) is …") may come before the verb; an acronym is also defined where it follows its words in brackets
+("our Optimised Table Structure Language (OTSL)"). The term must head its clause: the call duck is no duck. Surface patterns only (no parse): the gateway
 uses them to choose which sources reach the answerer; the answerer's own parse (`ragmesh_answerer.definitions`)
 still decides what the definition is.
 """
@@ -102,6 +103,8 @@ def asked_term(question: str) -> str | None:
 def defines(term: str, text: str) -> bool:
     """`text` says what `term` is: the term as a whole word (any case), heading its clause (`_leads`), followed by
     a defining phrase (module docstring)."""
+    if _acronym(term) and f"({term})" in text:  # "our Optimised Table Structure Language (OTSL)": written out
+        return True
     lowered, wanted = normalise(text).lower(), term.lower()
     start = lowered.find(wanted)
     while start >= 0:
@@ -122,3 +125,8 @@ def _leads(before: str) -> bool:
         return True
     word = stripped.split()[-1].strip("\"'“”(*,")
     return word in LEADING
+
+
+def _acronym(term: str) -> bool:
+    """One word with at least two capitals ("OTSL", "PhD"): written out before it in brackets, it is defined."""
+    return " " not in term and sum(c.isupper() for c in term) >= 2
