@@ -4,7 +4,7 @@ names its other key terms; nothing when the table does not settle it."""
 from __future__ import annotations
 
 from ragmesh_answerer.prompting import Source
-from ragmesh_answerer.tables import cells, lookup, tables
+from ragmesh_answerer.tables import cells, extreme, lookup, tables
 from ragmesh_common.text.questions import Question
 
 CUSTOMERS = (
@@ -180,3 +180,40 @@ def test_a_form_field_answers_when_its_key_names_the_question() -> None:
     assert answer("Who was the server on the receipt?", sources) == "Quack Quackling"
     assert answer("Who was the server at the restaurant?", sources) == "Quack Quackling"
     assert answer("Who is the restaurant's server?", sources) == "Quack Quackling"
+
+
+DUCKS = (
+    "## Duck Observations\n\n"
+    "| Year | Freshwater Ducks | Saltwater Ducks | Ducks |\n"
+    "| - | - | - | - |\n"
+    "| 2019 | 120 | 80 | 200 |\n"
+    "| 2020 | 135 | 95 | 230 |\n"
+    "| 2022 | 170 | 110 | 280 |\n"
+    "| 2023 | 160 | 120 | 280 |\n"
+    "| 2024 | 180 | 130 | 310 |\n"
+)
+
+
+def test_a_superlative_gets_the_row_with_the_largest_or_smallest_value_of_the_named_column() -> None:
+    """Found asking the shared spreadsheet: "Which year had the most saltwater ducks?" was withheld."""
+    sources = [Source("d1", "Duck Observations", ("Duck Observations",), DUCKS)]
+
+    def ask(question: str) -> str | None:
+        span = extreme(Question.parse(question), sources)
+        return span.text if span else None
+
+    assert ask("Which year had the most saltwater ducks?") == "2024"
+    assert ask("In which year were the fewest freshwater ducks observed?") == "2019"
+    assert ask("What year had the lowest number of saltwater ducks?") == "2019"
+    span = extreme(Question.parse("Which year had the most saltwater ducks?"), sources)
+    assert span is not None and DUCKS[span.source_start : span.source_end] == "2024"  # an exact slice, cited
+    assert span.sentence.text == "| 2024 | 180 | 130 | 310 |"
+    assert ask("Which year had the most ducks?") is None  # three columns name ducks as much: unsettled
+    tied = [Source("d1", "Duck Observations", (), DUCKS.replace("| 180 | 130 |", "| 180 | 120 |"))]
+    assert extreme(Question.parse("Which year had the most saltwater ducks?"), tied) is None  # 2023 and 2024: 120
+    assert ask("Which year had saltwater ducks?") is None  # no superlative
+    # copies agree; a copy that says otherwise settles nothing
+    copy = Source("d2", "copy", (), DUCKS)
+    assert extreme(Question.parse("Which year had the most saltwater ducks?"), [*sources, copy]) is not None
+    other = Source("d3", "other", (), DUCKS.replace("| 2019 | 120 | 80 |", "| 2019 | 120 | 900 |"))
+    assert extreme(Question.parse("Which year had the most saltwater ducks?"), [*sources, other]) is None

@@ -547,6 +547,21 @@ async def test_a_chart_row_and_a_form_field_answer_and_a_row_is_never_read_as_a_
     assert elsewhere.withheld and not elsewhere.verified
 
 
+async def test_a_superlative_is_answered_by_the_row_with_the_largest_value_of_the_named_column(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared spreadsheet: "Which year had the most saltwater ducks?" was withheld. The chart's
+    first column has no header: its rows are labelled by their first cell."""
+    chat.reply = "The documents do not say."
+    _, final = await _events(service, "Which year had the most saltwater ducks?", [CHART])
+    assert final.verified and final.short_answer == "2021"
+    assert final.answer_span.quote == "| 2021 | 150 | 110 |"
+    _, fewest = await _events(service, "Which year had the fewest freshwater ducks?", [CHART])
+    assert fewest.verified and fewest.short_answer == "2019"
+    _, unsettled = await _events(service, "Which year had the most ducks?", [CHART])
+    assert unsettled.withheld and not unsettled.verified  # two columns name ducks
+
+
 SHEET = _source(
     "xlsx-1",
     "xlsx_01",

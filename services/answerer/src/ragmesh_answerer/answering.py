@@ -47,7 +47,7 @@ from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
-from ragmesh_answerer.tables import TABLE, describe, row_text
+from ragmesh_answerer.tables import TABLE, describe, extreme, row_text
 from ragmesh_answerer.tables import read as read_tables
 from ragmesh_answerer.verify import SentenceVerdict, Verification, exact_quotes, verify
 from ragmesh_common import attributes as attr
@@ -234,6 +234,8 @@ class Answerer:
             if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
                 table = read_tables(question, request.sources)  # a row's cell: no sentence states it
                 found, disagreeing = table.answer, table.disagreeing
+                if found is None and not disagreeing:  # "Which year had the most …?": a column's largest
+                    found = extreme(question, request.sources)
         if disagreeing:
             logger.info("the sources' tables disagree: %d values", len(disagreeing))
             yield self._disagreement(disagreeing, request.sources)

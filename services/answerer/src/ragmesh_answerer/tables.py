@@ -15,6 +15,8 @@ the column "Calories per portion"), or by one of its numbers ("… in 2021?"), b
 header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
 the most. A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way:
 the value of the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
+A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
+smallest) number in the column its key terms name, by the row's label (`extreme`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ TABLE = "TABLE"  # the label of a span that is a table's cell
 # words for a table's own parts: "What foods are in the grain row?" names the row and the column; "row" need not
 # be said anywhere in the source (a header that says it still matches)
 _STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entry", "line", "list", "sheet"))
+# a superlative that asks for the row with the largest or the smallest value of a column (`extreme`)
+_MOST = frozenset({"most", "highest", "largest", "greatest", "biggest", "maximum"})
+_LEAST = frozenset({"least", "lowest", "smallest", "fewest", "minimum"})
+# which row: "Which year …", "In which quarter …", "What region …", "Who …"
+_WHICH = re.compile(r"^\s*(?:in\s+|during\s+)?(?:(?:which|what)\s+([^\W\d_]+)|who)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,63 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
     if len(values) == 1 and not disagree:
         return Reading(spans[0])
     return Reading(None, _disagreeing([*spans, *disagree]))
+
+
+def extreme(question: Question, sources: Sequence[Source]) -> Span | None:
+    """ "Which year had the most saltwater ducks?": the label cell of the row whose value is the largest (most,
+    highest, …: `_MOST`) or the smallest (`_LEAST`) in the column whose header names the most of the question's
+    key terms (one column, every cell of it a number). The label is the cell under a header naming what the
+    question asks which of ("year"), else the row's first. Two columns naming as much, a tie for the extreme, or
+    tables that give different rows → None: the tables do not settle it."""
+    said = {w.lower() for w in words(question.text)}
+    most, least = bool(said & _MOST), bool(said & _LEAST)
+    kind = _WHICH.match(question.text)
+    if most == least or question.options or kind is None:
+        return None
+    asked = stem(kind.group(1).lower()) if kind.group(1) else ""
+    wanted = question.key_stems() - {asked} - {stem(w) for w in _MOST | _LEAST}
+    if not wanted:
+        return None
+    found: list[tuple[int, Span]] = []
+    for i, source in enumerate(sources):
+        for header, rows in tables(source.text):
+            columns = cells(header)
+            heads = [{stem(w) for w in words(c.text)} for c in columns]
+            label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
+            named = [(len(head & wanted), j) for j, head in enumerate(heads) if j != label]
+            best = max((n for n, _ in named), default=0)
+            value = [j for n, j in named if n == best]
+            if best == 0 or len(value) != 1:
+                continue
+            scored = _column(rows, len(columns), value[0])
+            if len(scored) < 2:
+                continue
+            top = (max if most else min)(v for v, _, _ in scored)
+            winners = [(offset, line) for v, offset, line in scored if v == top]
+            if len(winners) != 1:
+                continue
+            offset, line = winners[0]
+            row = cells(line)
+            if not row[label].text:
+                continue
+            found.append((best, _cell(Sentence(i, offset, offset + len(line), line, f"{header}\n{line}"), row[label])))
+    best = max((n for n, _ in found), default=0)
+    spans = [span for n, span in found if n == best]
+    return spans[0] if spans and len({span.text.casefold() for span in spans}) == 1 else None
+
+
+def _column(rows: Sequence[tuple[int, str]], width: int, k: int) -> list[tuple[float, int, str]]:
+    """(value, offset, line) of each row by its cell in column `k`; [] when a cell there is no single number."""
+    scored = []
+    for offset, line in rows:
+        row = cells(line)
+        if len(row) != width:
+            continue
+        stated = numbers(row[k].text, number_words=False)
+        if len(stated) != 1:
+            return []
+        scored.append((stated[0].value, offset, line))
+    return scored
 
 
 def _said_all(rest: set[str], said: set[str]) -> bool:
