@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragmesh_common.text.defining import is_acronym
 from ragmesh_common.text.words import stem, words
 
 _ARTICLES = frozenset({"a", "an", "the", "s"})
@@ -120,7 +121,7 @@ def spelled_out(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
     whose letters spell it ("our Optimised Table Structure Language (OTSL)" → "Optimised Table Structure
     Language"); (-1, 0, 0) when `term` is no acronym (at least two capitals, no space) or no text spells it."""
     short = term.strip()
-    if " " in short or sum(c.isupper() for c in short) < 2 or len(short) > MAX_ACRONYM:
+    if not is_acronym(short) or len(short) > MAX_ACRONYM:
         return -1, 0, 0
     marker = f"({short})"
     for n, text in enumerate(texts):

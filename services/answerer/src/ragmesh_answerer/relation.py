@@ -403,7 +403,8 @@ class Reader:
         self, question: Question, sentences: Sequence[Sentence], bridges: Sequence[str] = ()
     ) -> Span | None:
         """`extract` by the hand-set score and gates (`LEARNED_RANKING` off; bench/span_ranker.py's baseline)."""
-        typed = [c for c in self.candidates(question, sentences) if c.typed and not _bridge(c.text, bridges)]
+        named = _stems_of(bridges)
+        typed = [c for c in self.candidates(question, sentences) if c.typed and not _bridge(c.text, named)]
         if not typed or typed[0].coverage < ANSWER_MIN_COVERAGE:
             return None
         best = typed[0]
@@ -427,7 +428,8 @@ class Reader:
         """The learned ranking's top span of the asked type (with `reading`: by the learned logit plus
         `READING_WEIGHT` × its reading score), when the answer-or-withhold model's confidence in it is at least
         `min_confidence` (the reader's, else the default); spans naming a bridge left out before either."""
-        typed = [c for c in self.ranked(question, sentences, reading) if not _bridge(c.text, bridges)]
+        named = _stems_of(bridges)
+        typed = [c for c in self.ranked(question, sentences, reading) if not _bridge(c.text, named)]
         if not typed:
             return None
         best = typed[0]
@@ -1069,11 +1071,16 @@ def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:
     return NORP_MODIFIER_NO_WHO and kind is AnswerType.PERSON and label == "NORP" and piece.root.dep_ == "amod"
 
 
-def _bridge(text: str, bridges: Sequence[str]) -> bool:
-    """`text` names only what one of `bridges` names: its content words are all among that name's ("Hill",
-    "Grant Hill's" for the bridge "Grant Hill")."""
+def _stems_of(bridges: Sequence[str]) -> list[set[str]]:
+    """Each bridge's content stems, computed once for all the candidates `_bridge` is asked about."""
+    return [content_stems(b) for b in bridges]
+
+
+def _bridge(text: str, named: Sequence[set[str]]) -> bool:
+    """`text` names only what one bridge names (`named`: their content stems, `_stems_of`): its content words are
+    all among that name's ("Hill", "Grant Hill's" for the bridge "Grant Hill")."""
     said = content_stems(text)
-    return bool(said) and any(said <= content_stems(b) for b in bridges)
+    return bool(said) and any(said <= stems for stems in named)
 
 
 def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:

@@ -117,12 +117,12 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
         said, caption = _said(source), _caption(source)
         for header, rows in tables(source.text):
             columns = cells(header)
-            heads = [{stem(w) for w in words(c.text)} for c in columns]
+            heads = _heads(columns)
             for offset, line in rows:
                 row = cells(line)
                 if len(row) != len(columns):
                     continue
-                sentence = Sentence(i, offset, offset + len(line), line, f"{header}\n{line}")
+                sentence = _row(i, offset, line, header)
                 if names:
                     answers = [(0, k) for k in _named(row, heads, names, wanted)]
                 else:
@@ -164,7 +164,7 @@ def extreme(question: Question, sources: Sequence[Source]) -> Span | None:
     for i, source in enumerate(sources):
         for header, rows in tables(source.text):
             columns = cells(header)
-            heads = [{stem(w) for w in words(c.text)} for c in columns]
+            heads = _heads(columns)
             label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
             named = [(len(head & wanted), j) for j, head in enumerate(heads) if j != label]
             best = max((n for n, _ in named), default=0)
@@ -182,7 +182,7 @@ def extreme(question: Question, sources: Sequence[Source]) -> Span | None:
             row = cells(line)
             if not row[label].text:
                 continue
-            found.append((best, _cell(Sentence(i, offset, offset + len(line), line, f"{header}\n{line}"), row[label])))
+            found.append((best, _cell(_row(i, offset, line, header), row[label])))
     best = max((n for n, _ in found), default=0)
     spans = [span for n, span in found if n == best]
     return spans[0] if spans and len({span.text.casefold() for span in spans}) == 1 else None
@@ -244,6 +244,16 @@ def _headed(sentence: Sentence) -> list[tuple[Cell, Cell]] | None:
     header, _, line = sentence.context.partition("\n")
     row, columns = cells(line), cells(header)
     return list(zip(columns, row, strict=True)) if line and len(row) == len(columns) else None
+
+
+def _heads(columns: Sequence[Cell]) -> list[set[str]]:
+    """Each header cell's word stems (what a question's key terms are matched against)."""
+    return [{stem(w) for w in words(c.text)} for c in columns]
+
+
+def _row(source: int, offset: int, line: str, header: str) -> Sentence:
+    """A table's row as a sentence of its source: the line, read in the context of its header."""
+    return Sentence(source, offset, offset + len(line), line, f"{header}\n{line}")
 
 
 def _cell(sentence: Sentence, cell: Cell) -> Span:

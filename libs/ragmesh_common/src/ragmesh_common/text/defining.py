@@ -6,9 +6,9 @@ asks what one term is (`asked_term`). A text states it (`defines`) when the term
 transformer based model …"; not ", the …", which as often starts a clause: "in DocLayNet, the difference is …"), or
 by "means", "refers to", "stands for", "is defined as" — a bracketed aside ("OTSL (Optimised Table Structure
 Language) is …") may come before the verb; an acronym is also defined where it follows its words in brackets
-("our Optimised Table Structure Language (OTSL)"). The term must head its clause: the call duck is no duck. Surface patterns only (no parse): the gateway
-uses them to choose which sources reach the answerer; the answerer's own parse (`ragmesh_answerer.definitions`)
-still decides what the definition is.
+("our Optimised Table Structure Language (OTSL)"). The term must head its clause: the call duck is no duck.
+Surface patterns only (no parse): the gateway uses them to choose which sources reach the answerer; the answerer's
+own parse (`ragmesh_answerer.definitions`) still decides what the definition is.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def asked_term(question: str) -> str | None:
 def defines(term: str, text: str) -> bool:
     """`text` says what `term` is: the term as a whole word (any case), heading its clause (`_leads`), followed by
     a defining phrase (module docstring)."""
-    if _acronym(term) and f"({term})" in text:  # "our Optimised Table Structure Language (OTSL)": written out
+    if is_acronym(term) and f"({term})" in text:  # "our Optimised Table Structure Language (OTSL)": written out
         return True
     lowered, wanted = normalise(text).lower(), term.lower()
     start = lowered.find(wanted)
@@ -127,6 +127,7 @@ def _leads(before: str) -> bool:
     return word in LEADING
 
 
-def _acronym(term: str) -> bool:
-    """One word with at least two capitals ("OTSL", "PhD"): written out before it in brackets, it is defined."""
+def is_acronym(term: str) -> bool:
+    """One word with at least two capitals ("OTSL", "PhD"): written out before it in brackets, it is defined
+    (here, and where the answerer looks for its words: `ragmesh_answerer.definitions.spelled_out`)."""
     return " " not in term and sum(c.isupper() for c in term) >= 2
