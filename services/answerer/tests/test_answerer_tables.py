@@ -4,7 +4,7 @@ names its other key terms; nothing when the table does not settle it."""
 from __future__ import annotations
 
 from ragmesh_answerer.prompting import Source
-from ragmesh_answerer.tables import cells, extreme, lookup, tables
+from ragmesh_answerer.tables import cells, describe, extreme, lookup, tables
 from ragmesh_common.text.questions import Question
 
 CUSTOMERS = (
@@ -182,6 +182,7 @@ def test_a_form_field_answers_when_its_key_names_the_question() -> None:
     assert answer("Who is the restaurant's server?", sources) == "Quack Quackling"
 
 
+CHART = "Wild Duck Observations by Year\n|  | Freshwater Ducks | Saltwater Ducks |\n| 2019 | 120 | 70 |\n| 2022 | 175 | 140 |\n"
 DUCKS = (
     "## Duck Observations\n\n"
     "| Year | Freshwater Ducks | Saltwater Ducks | Ducks |\n"
@@ -198,22 +199,53 @@ def test_a_superlative_gets_the_row_with_the_largest_or_smallest_value_of_the_na
     """Found asking the shared spreadsheet: "Which year had the most saltwater ducks?" was withheld."""
     sources = [Source("d1", "Duck Observations", ("Duck Observations",), DUCKS)]
 
-    def ask(question: str) -> str | None:
-        span = extreme(Question.parse(question), sources)
+    def ask(question: str, among: list[Source] = sources) -> str | None:
+        span = extreme(Question.parse(question), among).answer
         return span.text if span else None
 
     assert ask("Which year had the most saltwater ducks?") == "2024"
     assert ask("In which year were the fewest freshwater ducks observed?") == "2019"
     assert ask("What year had the lowest number of saltwater ducks?") == "2019"
-    span = extreme(Question.parse("Which year had the most saltwater ducks?"), sources)
+    span = extreme(Question.parse("Which year had the most saltwater ducks?"), sources).answer
     assert span is not None and DUCKS[span.source_start : span.source_end] == "2024"  # an exact slice, cited
     assert span.sentence.text == "| 2024 | 180 | 130 | 310 |"
-    assert ask("Which year had the most ducks?") is None  # three columns name ducks as much: unsettled
+    # three columns name ducks; "Ducks" says exactly what is asked, the others a part of it
+    assert ask("Which year had the most ducks?") == "2024"
+    assert ask("Which year had the most ducks?", [Source("d1", "Survey", (), CHART)]) is None  # two parts: a tie
     tied = [Source("d1", "Duck Observations", (), DUCKS.replace("| 180 | 130 |", "| 180 | 120 |"))]
-    assert extreme(Question.parse("Which year had the most saltwater ducks?"), tied) is None  # 2023 and 2024: 120
+    assert ask("Which year had the most saltwater ducks?", tied) is None  # 2023 and 2024: 120
     assert ask("Which year had saltwater ducks?") is None  # no superlative
-    # copies agree; a copy that says otherwise settles nothing
     copy = Source("d2", "copy", (), DUCKS)
-    assert extreme(Question.parse("Which year had the most saltwater ducks?"), [*sources, copy]) is not None
-    other = Source("d3", "other", (), DUCKS.replace("| 2019 | 120 | 80 |", "| 2019 | 120 | 900 |"))
-    assert extreme(Question.parse("Which year had the most saltwater ducks?"), [*sources, other]) is None
+    assert ask("Which year had the most saltwater ducks?", [*sources, copy]) == "2024"  # copies agree
+
+
+def test_tables_whose_extremes_differ_disagree_each_with_its_own_row() -> None:
+    """Found asking the shared documents: the spreadsheet's saltwater ducks peak in 2024 (130), the slide's chart
+    (other numbers, 2019-2022) in 2022; the answer was withheld with no word of why."""
+    sheet = Source("d1", "Duck Observations", ("Duck Observations",), DUCKS)
+    slide = Source("d2", "Quarterly Duck Survey", (), CHART)
+    reading = extreme(Question.parse("Which year had the most saltwater ducks?"), [sheet, slide])
+    assert reading.answer is None
+    assert [(describe(cell), cell.sentence.source_index) for cell in reading.disagreeing] == [
+        ("2024, Saltwater Ducks: 130", 0),
+        ("2022, Saltwater Ducks: 140", 1),
+    ]
+    # both tables agree on the fewest: one answer
+    fewest = extreme(Question.parse("Which year had the fewest saltwater ducks?"), [sheet, slide])
+    assert fewest.answer is not None and fewest.answer.text == "2019" and not fewest.disagreeing
+
+
+def test_the_column_that_says_exactly_what_is_asked_answers_it() -> None:
+    """Found asking the shared spreadsheet: "What was the total number of ducks in 2024?" was withheld (three
+    columns say ducks; the source never says "total"), and "How many ducks were observed in 2024?" gave 180, the
+    freshwater ducks of a one-column table captioned "Duck Observations" (the caption counted as its header)."""
+    sheet = Source("d1", "Duck Observations", ("Duck Observations",), DUCKS)
+    fresh = Source("d2", "Duck Observations", ("Duck Observations",), "| Year | Freshwater Ducks |\n| 2024 | 180 |\n")
+    assert answer("What was the total number of ducks in 2024?", [sheet]) == "310"
+    assert answer("How many ducks were observed in 2024?", [fresh, sheet]) == "310"
+    assert answer("How many freshwater ducks were observed in 2024?", [fresh, sheet]) == "180"
+    # the only column names a part of what is asked: still its value (nothing names the whole better)
+    assert answer("How many ducks were observed in 2024?", [fresh]) == "180"
+    # "total" need not be said, but a column that says it is read so
+    totals = "| Year | Freshwater | Saltwater | Total |\n| 2024 | 180 | 130 | 310 |\n"
+    assert answer("What was the total number of ducks in 2024?", [Source("d3", "Ducks", (), totals)]) == "310"

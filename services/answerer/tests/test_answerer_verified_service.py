@@ -587,10 +587,23 @@ async def test_sources_whose_tables_disagree_are_shown_side_by_side(service: Grp
         (0, "| 2021 | 150 | 110 |"),
         (1, "| 2021 | 150 | 100 |"),
     ]
-    assert any('"110", "100"' in w for w in final.warnings)
+    assert any('"2021, Saltwater Ducks: 110", "2021, Saltwater Ducks: 100"' in w for w in final.warnings)
     # one source giving two values is a question it does not settle, not a disagreement
     _, both = await _events(service, "How many ducks were observed in 2021?", [CHART, SHEET])
     assert both.withheld and "disagree" not in both.answer
+    # a superlative the tables answer with different rows (found with the shared spreadsheet and slide: the
+    # sheet's saltwater ducks peak in 2024, the slide's chart in 2022): each row with its source
+    chat.messages = []
+    longer = _source(
+        "xlsx-2",
+        "Duck Observations",
+        "| Year | Freshwater Ducks | Saltwater Ducks |\n| 2019 | 120 | 80 |\n| 2024 | 180 | 130 |",
+        0.8,
+        common_pb2.CHUNK_KIND_TABLE,
+    )
+    _, peak = await _events(service, "Which year had the most saltwater ducks?", [longer, CHART])
+    assert peak.withheld and not peak.verified and chat.messages == []
+    assert peak.answer.splitlines()[1:] == ["- 2024, Saltwater Ducks: 130 [1]", "- 2021, Saltwater Ducks: 110 [2]"]
 
 
 NEXT_STEPS = _source(

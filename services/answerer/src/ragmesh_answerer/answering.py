@@ -17,7 +17,8 @@
    (`tables.py`), is the span, its row the evidence sentence; a form's "Key: value" line likewise. A table's
    rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
    says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
-   not asked and nothing is verified.
+   not asked and nothing is verified. A superlative ("Which year had the most saltwater ducks?") is the label of
+   the row with the column's largest value; tables whose largest rows differ disagree the same way.
 6. A question that asks only what or who something is ("What is TableFormer?") is answered first by the sentence
    that defines it: "X is a …", "X means …", "We propose X, a …" (`definitions.py`); the complement is the span.
 7. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
@@ -235,7 +236,8 @@ class Answerer:
                 table = read_tables(question, request.sources)  # a row's cell: no sentence states it
                 found, disagreeing = table.answer, table.disagreeing
                 if found is None and not disagreeing:  # "Which year had the most …?": a column's largest
-                    found = extreme(question, request.sources)
+                    ranked = extreme(question, request.sources)
+                    found, disagreeing = ranked.answer, ranked.disagreeing
         if disagreeing:
             logger.info("the sources' tables disagree: %d values", len(disagreeing))
             yield self._disagreement(disagreeing, request.sources)
@@ -377,8 +379,8 @@ class Answerer:
         )
 
     def _disagreement(self, cells: Sequence[Span], sources: Sequence[Source]) -> AnswerResult:
-        """The sources' tables give different values for the same row and column: each value with its source,
-        nothing verified (the model not asked)."""
+        """The sources' tables give different values for the same row and column (or different rows for a
+        superlative): each value with its row, column and source; nothing verified (the model not asked)."""
         quotes = [
             EvidenceQuote(
                 cell.sentence.source_index,
@@ -391,13 +393,13 @@ class Answerer:
             for cell in cells
         ]
         shown = "\n".join(f"- {describe(cell)} [{cell.sentence.source_index + 1}]" for cell in cells)
-        values = ", ".join(f'"{cell.text}"' for cell in cells)
+        values = ", ".join(f'"{describe(cell)}"' for cell in cells)
         return AnswerResult(
             answer=f"{DISAGREE_MESSAGE}\n{shown}",
             citations=[],
             grounding_score=0.0,
             grounded=False,
-            warnings=[f"the sources disagree: their tables give {values} for the same row and column"],
+            warnings=[f"the sources disagree: their tables give {values}"],
             model=self.llm.model,
             prompt_tokens=0,
             completion_tokens=0,

@@ -13,10 +13,11 @@ find the row by, or an empty cell → None: the table does not settle it. A ques
 by a key term in the row's cells instead ("How many calories per portion do berries have?": the row "Berries",
 the column "Calories per portion"), or by one of its numbers ("… in 2021?"), but only when the row, the column's
 header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
-the most. A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way:
+the most, and of those the one whose header says nothing the question does not ("Ducks" over "Freshwater Ducks"). A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way:
 the value of the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
-smallest) number in the column its key terms name, by the row's label (`extreme`).
+smallest) number in the column its key terms name, by the row's label (`extreme`); tables whose rows differ
+disagree.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\s|:-]+$")
 NUMERIC = frozenset({AnswerType.DATE, AnswerType.NUMBER})
 TABLE = "TABLE"  # the label of a span that is a table's cell
+Rank = tuple[int, int]  # (key terms a column's header names, minus the header's words the question does not say)
 # words for a table's own parts: "What foods are in the grain row?" names the row and the column; "row" need not
 # be said anywhere in the source (a header that says it still matches)
 _STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entry", "line", "list", "sheet"))
@@ -107,8 +109,10 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
     wanted = {stem(f) for f in question.focus}
     if not wanted:
         return Reading(None)
-    found: list[tuple[int, Span]] = []  # (key terms its column's header holds, the cell)
-    rivals: list[tuple[int, Span]] = []
+    found: list[tuple[Rank, Span]] = []  # (how well its column's header names the question, the cell)
+    rivals: list[tuple[Rank, Span]] = []
+    asked_words = _asked_words(question)
+    optional = _AGGREGATE if question.answer_type is AnswerType.NUMBER else frozenset()
     # the question's numbers and codes with digits, as a row's label may hold them ("2021", "Q3", "FY24")
     asked = set(re.findall(r"\d[\d,.]*\d|\d", question.text)) | {
         w.casefold() for w in re.findall(r"[^\W_]+", question.text) if any(c.isdigit() for c in w)
@@ -124,17 +128,20 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                     continue
                 sentence = _row(i, offset, line, header)
                 if names:
-                    answers = [(0, k) for k in _named(row, heads, names, wanted)]
+                    answers = [((0, 0), k) for k in _named(row, heads, names, wanted)]
                 else:
-                    labelled = _labelled(row, heads, wanted, asked, caption)
-                    answers = _most([(n, k) for n, k, rest in labelled if _said_all(rest, said)])
+                    labelled = [
+                        (_rank(n, heads[k], asked_words), k, rest)
+                        for n, k, rest in _labelled(row, heads, wanted, asked, caption)
+                    ]
+                    answers = _most([(n, k) for n, k, rest in labelled if _said_all(rest - optional, said)])
                     # a table whose row and column match, though its source leaves a term unsaid
                     rivals += [(n, _cell(sentence, row[k])) for n, k in _most([(n, k) for n, k, _ in labelled])]
                 for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
                     found.append((n, _cell(sentence, row[k])))
-    top = max((n for n, _ in found), default=0)
+    top = max((n for n, _ in found), default=(0, 0))
     spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
     # matches the row and a column naming as much with another cell: a question the documents disagree on
@@ -145,33 +152,35 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
     return Reading(None, _disagreeing([*spans, *disagree]))
 
 
-def extreme(question: Question, sources: Sequence[Source]) -> Span | None:
+def extreme(question: Question, sources: Sequence[Source]) -> Reading:
     """ "Which year had the most saltwater ducks?": the label cell of the row whose value is the largest (most,
-    highest, …: `_MOST`) or the smallest (`_LEAST`) in the column whose header names the most of the question's
-    key terms (one column, every cell of it a number). The label is the cell under a header naming what the
-    question asks which of ("year"), else the row's first. Two columns naming as much, a tie for the extreme, or
-    tables that give different rows → None: the tables do not settle it."""
+    highest, …: `_MOST`) or the smallest (`_LEAST`) in the column whose header names the question best (`_rank`;
+    one column, every cell of it a number). The label is the cell under a header naming what the question asks
+    which of ("year"), else the row's first. Two columns naming it as well or a tie for the extreme settle nothing
+    in that table; tables that give different rows disagree (`Reading.disagreeing`: each one's value cell, as
+    "2022, Saltwater Ducks: 130", from its own source)."""
     said = {w.lower() for w in words(question.text)}
     most, least = bool(said & _MOST), bool(said & _LEAST)
     kind = _WHICH.match(question.text)
     if most == least or question.options or kind is None:
-        return None
+        return Reading(None)
     asked = stem(kind.group(1).lower()) if kind.group(1) else ""
     wanted = question.key_stems() - {asked} - {stem(w) for w in _MOST | _LEAST}
     if not wanted:
-        return None
-    found: list[tuple[int, Span]] = []
+        return Reading(None)
+    asked_words = _asked_words(question)
+    found: list[tuple[Rank, Span, Span]] = []  # (the value column's rank, the row's label cell, its value cell)
     for i, source in enumerate(sources):
         for header, rows in tables(source.text):
             columns = cells(header)
             heads = _heads(columns)
             label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
-            named = [(len(head & wanted), j) for j, head in enumerate(heads) if j != label]
-            best = max((n for n, _ in named), default=0)
-            value = [j for n, j in named if n == best]
-            if best == 0 or len(value) != 1:
+            named = [(_rank(len(head & wanted), head, asked_words), j) for j, head in enumerate(heads) if j != label]
+            value = _most([(n, j) for n, j in named if n[0] > 0])
+            if len(value) != 1:
                 continue
-            scored = _column(rows, len(columns), value[0])
+            rank, k = value[0]
+            scored = _column(rows, len(columns), k)
             if len(scored) < 2:
                 continue
             top = (max if most else min)(v for v, _, _ in scored)
@@ -182,10 +191,16 @@ def extreme(question: Question, sources: Sequence[Source]) -> Span | None:
             row = cells(line)
             if not row[label].text:
                 continue
-            found.append((best, _cell(_row(i, offset, line, header), row[label])))
-    best = max((n for n, _ in found), default=0)
-    spans = [span for n, span in found if n == best]
-    return spans[0] if spans and len({span.text.casefold() for span in spans}) == 1 else None
+            sentence = _row(i, offset, line, header)
+            found.append((rank, _cell(sentence, row[label]), _cell(sentence, row[k])))
+    best = max((n for n, _, _ in found), default=(0, 0))
+    chosen = [(labelled, cell) for n, labelled, cell in found if n == best]
+    by_label: dict[str, Span] = {}  # one value cell per label, from the first table that gives it
+    for labelled, cell in chosen:
+        by_label.setdefault(labelled.text.casefold(), cell)
+    if len(by_label) == 1:
+        return Reading(chosen[0][0])
+    return Reading(None, tuple(by_label.values()) if len(by_label) > 1 else ())
 
 
 def _column(rows: Sequence[tuple[int, str]], width: int, k: int) -> list[tuple[float, int, str]]:
@@ -282,6 +297,9 @@ _FIELD = re.compile(
 
 
 _ASKS_NUMBER = frozenset({stem("number"), stem("amount")})
+# "What was the total number of ducks in 2024?": words that say a number is asked (and how it adds up); a column
+# may name them, but the source need not say them
+_AGGREGATE = _ASKS_NUMBER | {stem("total")}
 # "Who was the server at the restaurant?": the role asked for is the copula's noun ("server"); the rest is context
 # ("Who is the restaurant's server?": "server", not its possessor)
 _ROLE = re.compile(
@@ -379,8 +397,9 @@ def _labelled(
         if not row[k].text:
             continue
         others = [j for j in range(len(row)) if j != k]
-        named_by = head | caption if len(row) == 2 else head
-        by_column = {f for f in wanted if family_in(f, named_by)}
+        by_column = {f for f in wanted if family_in(f, head)}
+        if not by_column and len(row) == 2:  # a header that names nothing asked ("2026"): the caption names it
+            by_column = {f for f in wanted if family_in(f, set(caption))}
         by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
         numbered = any(row[j].text.strip().casefold() in asked for j in others)
         if by_column and (by_row or numbered):
@@ -388,7 +407,19 @@ def _labelled(
     return found
 
 
-def _most(columns: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The (key terms, column) pairs whose header holds the most key terms."""
-    top = max((n for n, _ in columns), default=0)
+def _most(columns: list[tuple[Rank, int]]) -> list[tuple[Rank, int]]:
+    """The (rank, column) pairs whose header names the question best (`_rank`)."""
+    top = max((n for n, _ in columns), default=(0, 0))
     return [(n, k) for n, k in columns if n == top]
+
+
+def _rank(named: int, head: set[str], asked: set[str]) -> Rank:
+    """How well a column's header names a question: the key terms it holds, then the fewer words the question
+    does not say ("Ducks" over "Freshwater Ducks" for "How many ducks were observed in 2024?": the column that
+    says exactly what is asked, not a part of it)."""
+    return (named, -len(head - asked))
+
+
+def _asked_words(question: Question) -> set[str]:
+    """The stems of every word of the question (what a header may say without narrowing it)."""
+    return {stem(w.lower()) for w in words(question.text)}
