@@ -44,6 +44,11 @@ def test_the_asked_term(question: str, term: str | None) -> None:
         ("DocLayNet", "While this also applies to DocLayNet, the difference is far less pronounced.", False),
         ("DocLayNet", "Lists in PubLayNet versus DocLayNet (separate list-items), the label set of size 4.", False),
         ("DocLayNet", "In this paper, we present DocLayNet , a new, publicly available, dataset.", True),
+        # a glossary's entry opening a line: a description list's term as the parser writes it, a dashed line
+        ("CSS", "HTML: HyperText Markup Language\nCSS: Cascading Style Sheets; Used for styling", True),
+        ("SLA", "Terms\n- SLA – Service Level Agreement", True),
+        ("CSS", "We style pages with CSS: it is the standard.", False),  # not opening its line
+        ("CSS", "CSS:Cascading", False),  # no space: a code, a time, a URL
     ],
 )
 def test_a_text_says_what_the_term_is(term: str, text: str, says: bool) -> None:

@@ -569,6 +569,33 @@ def test_an_acronym_no_sentence_defines_is_answered_by_the_words_that_spell_it_o
         assert reader.extract(Question.parse(question), reader.sentences([(text, "")])) is None, (question, text)
 
 
+def test_a_glossary_entry_answers_what_its_term_is(reader: Reader) -> None:
+    """Found asking the shared HTML description list: "What does CSS stand for?" and "What is coffee?" were
+    withheld; the parser now writes each term with its descriptions ("CSS: Cascading Style Sheets; Used for …")."""
+    glossary = (
+        "Coffee: Black hot drink\n"
+        "Soda\n"
+        "HTML: HyperText Markup Language - used for structuring web content\n"
+        "CSS: Cascading Style Sheets; Used for styling and layout\n"
+        "- SLA – Service Level Agreement\n"
+        "Python: A high-level programming language; Known for its simplicity and readability"
+    )
+    sentences = reader.sentences([(glossary, "Beverages")])
+    for question, expected in [
+        ("What is coffee?", "Black hot drink"),
+        ("What does CSS stand for?", "Cascading Style Sheets"),  # the first description
+        ("What does HTML stand for?", "HyperText Markup Language"),  # the words that spell it, not what follows
+        ("What does SLA mean?", "Service Level Agreement"),
+        ("What is Python?", "A high-level programming language"),
+    ]:
+        span = reader.extract(Question.parse(question), sentences)
+        assert span is not None and span.text == expected, question
+        assert glossary[span.source_start : span.source_end] == expected
+    assert reader.extract(Question.parse("What is soda?"), sentences) is None  # a term without a description
+    said = reader.sentences([("We style every page with CSS: it is the standard.", "")])
+    assert reader.extract(Question.parse("What does CSS stand for?"), said) is None  # not opening its line
+
+
 def test_which_questions_ask_what_something_is(reader: Reader) -> None:
     """Only a question whose one argument besides the wh-word is the thing asks for its definition; "bare" (a
     thing named, nothing else) is answered by a definition or not at all."""

@@ -661,6 +661,27 @@ async def test_what_something_is_is_answered_by_its_definition(service: GrpcServ
     assert [q.source_index for q in final.evidence][:1] == [1]
 
 
+GLOSSARY = _source(
+    "dl-1",
+    "Description List Test",
+    "HTML: HyperText Markup Language - used for structuring web content\n"
+    "CSS: Cascading Style Sheets; Used for styling and layout",
+    0.9,
+    common_pb2.CHUNK_KIND_LIST,
+    section_path=("Beverages", "Complex Example"),
+)
+
+
+async def test_a_glossary_entry_answers_what_its_term_stands_for(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found asking the shared HTML description list: "What does CSS stand for?" was withheld (the parser wrote
+    the term and its description on lines of their own); its entry, "CSS: Cascading Style Sheets; …", answers."""
+    chat.reply = "CSS stands for Computer Style Sheets."
+    streamed, final = await _events(service, "What does CSS stand for?", [CAFETERIA, GLOSSARY])
+    assert final.verified and not final.withheld and final.short_answer == "Cascading Style Sheets"
+    assert "Computer" not in streamed and "CSS: Cascading Style Sheets" in final.answer
+    assert [q.source_index for q in final.evidence][:1] == [1]
+
+
 CHECKLIST = _source(
     "tasks-1",
     "Table with options",

@@ -160,3 +160,22 @@ async def test_a_checkbox_keeps_its_state(parser_stub, documents: Path) -> None:
     assert "| Choose as many as you like: [x] Orange juice [ ] Tea [x] Coffee [ ] Milk [x] Water |" in table.text
     # a paragraph that is no checkbox is as it was
     assert "Tasks before release:" in texts
+
+
+async def test_a_description_list_keeps_each_term_with_what_it_says(parser_stub, documents: Path) -> None:
+    """Found asking the shared HTML: "What does CSS stand for?" and "What is coffee?" were withheld, as a <dl>'s
+    terms and descriptions came out as lines of one list ("CSS", "Cascading Style Sheets", "Used for …"): which
+    description is whose was lost. Each term is one list item with its <dd>s, as a form's field is written."""
+    reply = await parse(parser_stub, documents / "html/sources/html_description_list.html")
+    items = [b.text for b in reply.blocks if b.kind == "list_item"]
+    assert items[:4] == ["Coffee: Black hot drink", "Milk: White cold drink", "Soda", "Water"]
+    assert "Python: A high-level programming language; Known for its simplicity and readability" in items
+    assert "HTML: HyperText Markup Language - used for structuring web content" in items  # inline runs joined
+    assert "CSS: Cascading Style Sheets; Used for styling and layout" in items
+    # a nested list's terms keep theirs; a description that ends a sentence is followed by the next one
+    assert "Sub-term A: Detail for sub-term A." in items
+    assert "Main Term 3 (Mixed): This is a regular text description. Final regular text description." in items
+    assert not any(t == "Cascading Style Sheets" for t in items)  # no description on a line of its own
+    # an ordinary list is as it was
+    reply = await parse(parser_stub, documents / "html/sources/example_01.html")
+    assert all(":" not in b.text for b in reply.blocks if b.kind == "list_item")

@@ -23,6 +23,7 @@ READ = [
     "md/sources/wiki.md",
     "html/sources/kvp_data_example.html",
     "html/sources/example_01.html",
+    "html/sources/html_description_list.html",
     "docx/sources/word_sample.docx",
     "docx/sources/docx_checkboxes.docx",
     "pptx/sources/pptx_chart.pptx",

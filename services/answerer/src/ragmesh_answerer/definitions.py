@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import re2
+
 from ragmesh_common.text.defining import is_acronym
 from ragmesh_common.text.words import stem, words
 
@@ -46,6 +48,12 @@ MAX_TERM_WORDS = 8
 # an appositive led by one of these lists members or instances, not what its head is
 _INTRODUCES_MEMBERS = frozenset({"namely", "including", "especially", "e.g.", "i.e.", "like", "such"})
 # "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
+# a glossary's line: a term of at most six words opening a line (after a bullet), set off by a colon or a dash, and
+# what it says up to a semicolon or the line's end ("CSS: Cascading Style Sheets; Used for styling and layout")
+_GLOSSARY_LINE = re2.compile(
+    r"(?m)^[ \t]*(?:[-*•][ \t]+)?(?P<term>[^\W\d_][^:;\n]{0,60}?)[ \t]*(?::|[ \t][-–—])[ \t]+(?P<said>[^;\n]*[^;\s.])"
+)
+_SPELLED_UNTIL = re2.compile(r"\s+[-–—]\s|,\s|\s\(")  # where an acronym's words end and a description starts
 _NAME_ASKED = re.compile(
     r"^(?i:what|who)\s+(?i:is|are|was|were)\s+(?P<term>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*){0,2})\s*\?$"
 )
@@ -131,6 +139,29 @@ def spelled_out(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
             if found is not None:
                 return n, found[0], found[1]
             at = text.find(marker, at + 1)
+    return -1, 0, 0
+
+
+def glossed(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
+    """A glossary's entry for `term`: the first (text index, start char, end char) of what follows the term where
+    it opens a line (a bullet aside) and a colon or dash sets it off ("CSS: Cascading Style Sheets; Used for
+    styling", a description list's term as the parser writes it; "SLA - Service Level Agreement"): the entry's
+    first description, up to a semicolon; for an acronym, its words up to a dash or comma when they spell it
+    ("HTML: HyperText Markup Language - used for …" → "HyperText Markup Language"). (-1, 0, 0) when none."""
+    want = _stems(term)
+    if not want:
+        return -1, 0, 0
+    for n, text in enumerate(texts):
+        for entry in _GLOSSARY_LINE.finditer(text):
+            if _stems(entry.group(1)) != want:
+                continue
+            start, end = entry.span(2)
+            said = text[start:end]
+            if is_acronym(term.strip()):
+                cut = _SPELLED_UNTIL.search(said)
+                if cut is not None and _spells(term.strip().lower(), said[: cut.start()].lower()):
+                    end = start + cut.start()
+            return n, start, end
     return -1, 0, 0
 
 

@@ -188,6 +188,37 @@ def _chart_rows(item: PictureItem) -> list[list[str]]:
     return [row for row in rows if any(row)]
 
 
+# Docling's HTML backend: a <dl> is a list group named so, each <dt> a list item, its <dd>s a list group under it
+_DESCRIPTION_LIST, _DESCRIPTIONS = "description list", "descriptions"
+_ENDS_SENTENCE = (".", "!", "?", ";", ":")
+
+
+def _descriptions(item: ListItem, doc: DoclingDocument) -> list[GroupItem] | None:
+    """The groups of <dd>s under a description list's term (a <dt>); None for any other list item."""
+    parent = item.parent.resolve(doc) if item.parent is not None else None
+    if not (isinstance(parent, GroupItem) and parent.name == _DESCRIPTION_LIST):
+        return None
+    children = [ref.resolve(doc) for ref in item.children]
+    return [c for c in children if isinstance(c, GroupItem) and c.name == _DESCRIPTIONS]
+
+
+def _description_texts(groups: list[GroupItem], doc: DoclingDocument) -> str:
+    """What a term's <dd>s say, as one line ("A high-level programming language; Known for its simplicity"): each
+    <dd>'s text, or its inline runs joined; a <dd> that ends a sentence is followed by a space only."""
+    said: list[str] = []
+    for group in groups:
+        for ref in group.children:
+            child = ref.resolve(doc)
+            runs = _inline_texts(child, doc) if not clean_text(getattr(child, "text", "")) else [child]
+            text = clean_text(join_inline([r.text for r in runs if isinstance(r, TextItem)]))
+            if text:
+                said.append(text)
+    line = said[0] if said else ""
+    for text in said[1:]:
+        line += (" " if line.endswith(_ENDS_SENTENCE) else "; ") + text
+    return line
+
+
 def _field_text(runs: list[TextItem]) -> str:
     """A form field (Docling's key-value items: an HTML receipt's "Telephone" / "(123) 456-7890") as one line,
     "Telephone: (123) 456-7890", so that search and answers read the key with its value; its marker ("3") is
@@ -267,6 +298,12 @@ def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
         if not text or not clean_text(item.text):
             continue
         page, box = _bbox(item, doc, fmt)
+        descriptions = _descriptions(item, doc) if isinstance(item, ListItem) else None
+        if descriptions is not None:  # a description list's term with what its <dd>s say: "CSS: Cascading …"
+            consumed.update(group.self_ref for group in descriptions)
+            said = _description_texts(descriptions, doc)
+            raw.append((Block("list_item", f"{text}: {said}" if said else text, page=page, bbox=box), -1))
+            continue
         if isinstance(item, TitleItem):
             raw.append((Block("heading", text, page=page, bbox=box), 0))
         elif isinstance(item, SectionHeaderItem):

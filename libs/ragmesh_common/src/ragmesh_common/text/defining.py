@@ -6,7 +6,8 @@ asks what one term is (`asked_term`). A text states it (`defines`) when the term
 transformer based model …"; not ", the …", which as often starts a clause: "in DocLayNet, the difference is …"), or
 by "means", "refers to", "stands for", "is defined as" — a bracketed aside ("OTSL (Optimised Table Structure
 Language) is …") may come before the verb; an acronym is also defined where it follows its words in brackets
-("our Optimised Table Structure Language (OTSL)"). The term must head its clause: the call duck is no duck.
+("our Optimised Table Structure Language (OTSL)"), and a glossary's entry opening a line defines its term ("CSS:
+Cascading Style Sheets", "SLA – Service Level Agreement"). The term must head its clause: the call duck is no duck.
 Surface patterns only (no parse): the gateway uses them to choose which sources reach the answerer; the answerer's
 own parse (`ragmesh_answerer.definitions`) still decides what the definition is.
 """
@@ -87,6 +88,10 @@ _DEFINES = re2.compile(
     r"|(?:\([^()\n]{0,120}\)\s*)?(?:means|refers\s+to|stands\s+for|is\s+defined\s+as)\s)"
 )
 
+# a glossary's entry, matched at the character after a term that opens its line: a colon or a spaced dash, then what
+# it says ("CSS: Cascading Style Sheets", "SLA – Service Level Agreement"; the parser writes a description list so)
+_GLOSSED = re2.compile(r"[ \t]*(?::|[ \t][-–—])[ \t]+\S")
+
 
 def asked_term(question: str) -> str | None:
     """The term a question asks the definition of ("TableFormer" of "What is TableFormer?"), without a leading
@@ -112,8 +117,15 @@ def defines(term: str, text: str) -> bool:
         whole = (start == 0 or not lowered[start - 1].isalnum()) and (end == len(lowered) or not lowered[end].isalnum())
         if whole and _leads(lowered[:start]) and _DEFINES.match(lowered, end):
             return True
+        if whole and _opens_line(lowered[:start]) and _GLOSSED.match(lowered, end):
+            return True
         start = lowered.find(wanted, start + 1)
     return False
+
+
+def _opens_line(before: str) -> bool:
+    """The term after `before` opens its line, a bullet aside (a glossary's entry, a description list's term)."""
+    return not before[before.rfind("\n") + 1 :].strip(" \t-*•")
 
 
 def _leads(before: str) -> bool:
