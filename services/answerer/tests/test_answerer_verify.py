@@ -176,6 +176,36 @@ def test_partial_support_is_warned_per_statement() -> None:
     assert len(result.warnings) == 1 and "Unused days expire" in result.warnings[0] and "90" in result.warnings[0]
 
 
+GLOSSARY = [Quote(0, "HTML: HyperText Markup Language - used for structuring web content", "Web › Terms")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "added"),
+    [
+        # found using the product: the 0.5 share passed a clause the evidence never says
+        (
+            "HTML stands for HyperText Markup Language, which is a markup language used to create web pages.",
+            ["create", "pages"],
+        ),
+        ("Full-time employees receive 25 days of paid vacation, which they can sell back for cash.", None),
+    ],
+)
+def test_a_sentence_that_adds_what_the_evidence_does_not_say_is_unsupported(
+    answer: str, added: list[str] | None
+) -> None:
+    question, quotes = (
+        ("What does HTML stand for?", GLOSSARY) if "HTML" in answer else ("How many vacation days?", VACATION)
+    )
+    sentence = _only(verify(question, answer, quotes, 0.5))
+    assert not sentence.supported and sentence.verdict is Verdict.LOW_SUPPORT
+    if added is not None:
+        assert sentence.unsupported_tokens == added and "it adds what the evidence does not say" in sentence.reason
+    # a paraphrase of the evidence with one word of its own (the verb) still passes
+    assert verify(
+        "What does HTML stand for?", "HTML means HyperText Markup Language, for web content.", GLOSSARY, 0.5
+    ).verified
+
+
 STEAM = [
     Quote(
         0,

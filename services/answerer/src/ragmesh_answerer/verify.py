@@ -22,6 +22,13 @@ and answers a neighbouring question, so nothing it writes is trusted:
    date or number, a how-many/how-much question a number, a who-question a name that is not just the
    question's own.
 
+4. **Nothing added.** A sentence may restate the question and its evidence in other words, but the content words
+   that neither its evidence (with heading) nor the question says are at most `MAX_ADDED_SHARE` of its content
+   words (at least one always allowed): "HTML stands for HyperText Markup Language, which is a markup language
+   used to create web pages" passed on "HTML: HyperText Markup Language - used for structuring web content" with
+   "create" and "pages" the evidence never says (found using the product). Such a first sentence is replaced by
+   the evidence sentence (the answer stays verified by extraction); a later one is not shown.
+
 `verified` only when the draft has a checkable sentence and every checkable sentence passes.
 """
 
@@ -34,15 +41,16 @@ from dataclasses import dataclass, field
 
 from ragmesh_answerer.grounding import clean_sentence, markers
 from ragmesh_common.text.names import capitalised, name_supported, names
-from ragmesh_common.text.numbers import NumberToken, names_month, number_supported, numbers
+from ragmesh_common.text.numbers import NumberToken, names_month, number_supported, numbers, strip_numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
-from ragmesh_common.text.words import content_stems, words
+from ragmesh_common.text.words import content_stems, stem, words
 
 __all__ = ["AnswerType", "Question", "Quote", "Verdict", "names", "numbers", "type_problem", "verify"]
 
 TIE_MARGIN = 0.1
 MIN_CONTENT_WORDS = 2
+MAX_ADDED_SHARE = 0.2  # of a sentence's content words, those neither its evidence nor the question says (rule 4)
 
 
 class Verdict(enum.Enum):
@@ -159,7 +167,7 @@ def verify(
     unit_numbers = [numbers(c) for c in contexts]
     verdicts: list[SentenceVerdict] = []
     for sentence in split_sentences(answer):
-        verdict = _check_sentence(sentence, units, unit_stems, unit_words, unit_numbers, threshold)
+        verdict = _check_sentence(sentence, units, unit_stems, unit_words, unit_numbers, threshold, q)
         verdicts.append(verdict)
     checkable = [v for v in verdicts if v.checkable]
     short = checkable[0] if checkable and not summary else None
@@ -206,6 +214,7 @@ def _check_sentence(
     quote_words: list[set[str]],
     quote_numbers: list[list[NumberToken]],
     threshold: float,
+    question: Question | None = None,
 ) -> SentenceVerdict:
     body = clean_sentence(sentence)
     content = content_stems(body)
@@ -268,9 +277,32 @@ def _check_sentence(
             unsupported_tokens=missing,
             reason="the evidence does not state " + ", ".join(f"'{t}'" for t in missing),
         )
+    added = _added_words(body, content, [quote_stems[j] for j in evidence], question)
+    if added:
+        return SentenceVerdict(
+            sentence.strip(),
+            True,
+            False,
+            Verdict.LOW_SUPPORT,
+            support=round(best, 4),
+            evidence=evidence,
+            sources=sources,
+            unsupported_tokens=added,
+            reason="it adds what the evidence does not say: " + ", ".join(f"'{t}'" for t in added),
+        )
     return SentenceVerdict(
         sentence.strip(), True, True, Verdict.SUPPORTED, support=round(best, 4), evidence=evidence, sources=sources
     )
+
+
+def _added_words(body: str, content: set[str], evidence: list[set[str]], question: Question | None) -> list[str]:
+    """The words of a sentence whose stems neither its evidence nor the question says, when they are more than
+    `MAX_ADDED_SHARE` of its content words (at least one allowed: a paraphrase's verb); [] otherwise (rule 4)."""
+    said = set().union(*evidence, content_stems(question.text) if question is not None else set())
+    added = content - said
+    if len(added) <= max(1, int(MAX_ADDED_SHARE * len(content))):
+        return []
+    return list(dict.fromkeys(w for w in words(strip_numbers(body)) if stem(w) in added))
 
 
 def _check_short_answer(verdict: SentenceVerdict, q: Question, units: Sequence[Quote], threshold: float) -> None:
