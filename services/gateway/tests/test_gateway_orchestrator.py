@@ -668,3 +668,53 @@ async def test_a_question_asking_what_a_term_is_gets_a_source_that_says_it() -> 
     assert record["term"] == "TableFormer" and record["promoted_from"] == 7
     _, _ = await run(mesh, "How well does TableFormer score?")
     assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["c0", "c1", "c2", "c3", "c4"]
+
+
+async def test_a_definition_no_candidate_gives_is_looked_for_deeper_in_the_same_search() -> None:
+    """Found asking the shared OTSL paper "What does OTSL stand for?": every passage names OTSL, and the one that
+    spells it out ("our Optimised Table Structure Language (OTSL)") ranked 33rd, past the 30 candidates. The same
+    search, deeper, finds it; it takes the last of the answer's places. A failed deeper search degrades."""
+    first = []
+    for n in range(6):
+        item = hit(f"c{n}", 0.9 - n * 0.05, text=f"OTSL result {n}: OTSL scores {90 + n} TEDS on dataset {n}.")
+        item.chunk.document_id = f"d{n}"
+        first.append(item)
+    spelled = hit("c9", 0.2, text="To mitigate this, we propose here our Optimised Table Structure Language (OTSL).")
+    spelled.chunk.document_id = "d9"
+
+    def search(request: retriever_pb2.SearchRequest) -> retriever_pb2.SearchResponse:
+        found = [*first, spelled] if request.top_k >= 100 else first
+        return retriever_pb2.SearchResponse(results=found, accessible_documents=7, readable_documents=7)
+
+    mesh = FakeMesh(retriever=Stub(Search=search), reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False)))
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, define_depth=100)
+    chosen = ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000009"]
+    request = ChatRequest(question="What does OTSL stand for?", top_k=5, document_ids=chosen)  # type: ignore[arg-type]
+    prepared = await orchestrator.prepare(USER, request)
+    events = [e async for e in orchestrator.run(prepared)]
+    assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["c0", "c1", "c2", "c3", "c9"]
+    deeper = mesh.retriever.requests["Search"]  # the user's own search: same question and filter, deeper
+    assert deeper.top_k == 100 and deeper.query == "What does OTSL stand for?"
+    assert list(deeper.document_ids) == chosen
+    record = next(e["data"] for e in events if e["event"] == "progress" and e["data"].get("stage") == "define")
+    assert record["term"] == "OTSL" and record["promoted_from"] == 7 and record["deeper"] == 7
+    # off, or the deeper search failing: the sources as they were
+    for depth, fails in ((0, False), (100, True)):
+        calls = {"n": 0}
+
+        def flaky(request: retriever_pb2.SearchRequest, fails: bool = fails, calls: dict[str, int] = calls) -> Any:
+            calls["n"] += 1
+            if fails and request.top_k >= 100:
+                return rpc_error(grpc.StatusCode.UNAVAILABLE)
+            return search(request)
+
+        mesh = FakeMesh(
+            retriever=Stub(Search=flaky), reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False))
+        )
+        orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, define_depth=depth)
+        prepared = await orchestrator.prepare(USER, ChatRequest(question="What does OTSL stand for?", top_k=5))
+        events = [e async for e in orchestrator.run(prepared)]
+        assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["c0", "c1", "c2", "c3", "c4"]
+        assert calls["n"] == (1 if depth == 0 else 2)
+        final = events[-1]["data"]
+        assert final["outcome"] == "answer" and (any(d["step"] == "define" for d in final["degraded"]) is fails)

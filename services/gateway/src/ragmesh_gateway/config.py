@@ -95,6 +95,9 @@ class Settings(ServiceSettings):
     # (pipeline/link.py); 0 = off; per request `linked_documents`
     linked_documents: int = Field(1, ge=0, le=10)
     link_passages: int = Field(2, ge=1, le=20)
+    # "What is X?" with no candidate that says what X is: the same search once more, this many candidates deep,
+    # for one that does (pipeline/define.py); 0 = off
+    define_depth: int = Field(100, ge=0, le=500)
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

@@ -434,6 +434,9 @@ class StageRecord(Reply):
     promoted_from: int | None = Field(
         None, description="define: the rank of the candidate that says what the term is, moved into the sources"
     )
+    deeper: int | None = Field(
+        None, description="define: the candidates a deeper search read, when none of the first said what the term is"
+    )
 
 
 class ProgressEvent(StageRecord):

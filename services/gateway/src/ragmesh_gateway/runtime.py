@@ -99,6 +99,7 @@ async def open_runtime(
         graph_placed=settings.graph_placed,
         linked_documents=settings.linked_documents,
         link_passages=settings.link_passages,
+        define_depth=settings.define_depth,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,

@@ -75,6 +75,7 @@ class Orchestrator:
         graph_placed: int = 1,
         linked_documents: int = 0,
         link_passages: int = 2,
+        define_depth: int = 0,
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
@@ -127,7 +128,7 @@ class Orchestrator:
                 link,  # after the direct search's grade, or after the agent's merged steps
                 Communities(mesh, deadlines.communities, enabled=graph_enabled),
                 Distinct(),
-                Define(),
+                Define(mesh, deadlines.retrieve, depth=define_depth, default_context=default_context),
                 AnswerBudget(agent.max_llm_tokens),
             ],
             during=[
