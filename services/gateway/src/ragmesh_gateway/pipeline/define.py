@@ -64,7 +64,7 @@ class Define(Step):
             return {"term": term, "promoted_from": found + 1}
         if self.mesh is None or self.depth <= len(state.results):
             return {"term": term}
-        request = search_request(
+        search = search_request(
             state,
             state.query,
             state.levels,
@@ -72,7 +72,7 @@ class Define(Step):
             candidates=self.depth,
             default_context=self.default_context,
         )
-        reply = await self.mesh.retriever.Search(request, metadata=state.user.metadata(), timeout=self.timeout)
+        reply = await self.mesh.retriever.Search(search, metadata=state.user.metadata(), timeout=self.timeout)
         known = {r.chunk.chunk_id for r in state.results}
         deeper = next(
             (
