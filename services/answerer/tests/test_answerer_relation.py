@@ -596,6 +596,34 @@ def test_a_glossary_entry_answers_what_its_term_is(reader: Reader) -> None:
     assert reader.extract(Question.parse("What does CSS stand for?"), said) is None  # not opening its line
 
 
+def test_what_something_is_called_answers_what_it_is_in_a_source_about_something_else(reader: Reader) -> None:
+    """Found asking the shared duck page "What is a drake?": withheld, though "A male is called a drake …". A
+    naming construction answers when no sentence defines the term outright, and not on a page about the term
+    itself (on "Duck", "the female is called a duck" is a narrower sense, not what a duck is)."""
+    text = (
+        "A male is called a drake and the female is called a duck, or in ornithology a hen. "
+        "A young duck is known as a duckling. The area where the river meets the sea is termed an estuary. "
+        "A goose is never called a drake."
+    )
+    sentences = reader.sentences([(text, "Duck")])
+    for question, expected in [
+        ("What is a drake?", "male"),
+        ("What is a duckling?", "young duck"),
+        ("What is an estuary?", "area where the river meets the sea"),  # "estuary" parsed as a second attr
+    ]:
+        span = reader.extract(Question.parse(question), sentences)
+        assert span is not None and span.text == expected, question
+        assert text[span.source_start : span.source_end] == expected
+    assert reader.extract(Question.parse("What is a duck?"), sentences) is None  # the page is about ducks
+    about_geese = reader.sentences([("The female is called a duck by some farmers.", "Geese")])
+    found = reader.extract(Question.parse("What is a duck?"), about_geese)
+    assert found is not None and found.text == "female"
+    # a definition outright comes first, wherever it is
+    both = reader.sentences([(text, "Birds"), ("A drake is an adult male duck.", "Birds")])
+    span = reader.extract(Question.parse("What is a drake?"), both)
+    assert span is not None and span.text == "adult male duck"
+
+
 def test_which_questions_ask_what_something_is(reader: Reader) -> None:
     """Only a question whose one argument besides the wh-word is the thing asks for its definition; "bare" (a
     thing named, nothing else) is answered by a definition or not at all."""

@@ -10,7 +10,9 @@ vibration". A question that asks only what or who something is (`asked`, on the 
   subject of "be" with a complement right after it: "X is a transformer based model …" (the complement, `attr`, is the
   answer), or "X is of one piece, all-metal construction …" (the `of` phrase);
 - X is the subject of "refers to", "means", "stands for", "is defined as" (their object);
-- X stands in apposition: "We propose TableFormer, a transformer based model that predicts …" (the appositive).
+- X stands in apposition: "We propose TableFormer, a transformer based model that predicts …" (the appositive);
+- only where no sentence does any of that: X is what something is called or known as ("A male is called a drake":
+  "A male"; `_named_so`), in a source not about X itself (the page "Duck" saying "the female is called a duck").
 
 The subject must be X itself: the same content words (stemmed; articles and possessives aside), so "TableFormer
 predictions are …" defines nothing. A sentence that says what X is *not* ("X is not a …") defines nothing. The
@@ -42,6 +44,8 @@ MAX_ACRONYM = 10
 _WORD_START = re.compile(r"(?<!\S)\S")
 # verbs whose object says what their subject is ("X refers to Y", "X means Y", "X stands for Y")
 _MEANING_VERBS = frozenset({"mean", "refer", "stand", "define", "denote"})
+# verbs that give a thing its name: "A male is called a drake" (the term is their object predicate)
+_NAMING_VERBS = frozenset({"call", "term", "name", "dub"})
 # a term with one of these asks which one, not what it is ("the next steps", "the first president")
 _WHICH_ONE = frozenset({"first", "last", "next", "previous", "current", "main", "latest", "new", "other"})
 MAX_TERM_WORDS = 8
@@ -79,6 +83,8 @@ def asked(question: Any) -> Asked | None:
         return Asked(name_asked.group("term"), True, True)
     wh = [t for t in question if t.tag_ in ("WP", "WDT") and t.lower_ in ("what", "who")]
     subjects = [c for c in root.children if c.dep_ == "nsubj" and c.tag_ not in ("WP", "WDT")]
+    if not subjects and root.lemma_.lower() == "be":  # "What is an estuary?": the term parsed as a second attr
+        subjects = [c for c in root.children if c.dep_ == "attr" and c.tag_ not in ("WP", "WDT")]
     if len(wh) != 1 or len(subjects) != 1:
         return None
     subject = subjects[0]
@@ -112,8 +118,11 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in words(text.replace("'s", " ").replace("’s", " ")) if w not in _ARTICLES)
 
 
-def defined(term: str, docs: Sequence[Any]) -> tuple[int, int, int]:
-    """The first (doc index, start char, end char) of what a parsed sentence says `term` is; (-1, 0, 0) if none."""
+def defined(term: str, docs: Sequence[Any], topics: Sequence[str] = ()) -> tuple[int, int, int]:
+    """The first (doc index, start char, end char) of what a parsed sentence says `term` is; else of what a
+    sentence names so ("A male is called a drake" → "A male", `_named_so`), unless its source is about the term
+    (`topics`, each doc's source heading: on the page "Duck", "the female is called a duck" is a narrower sense of
+    the page's own topic, not what a duck is); (-1, 0, 0) if none."""
     want = _stems(term)
     if not want:
         return -1, 0, 0
@@ -121,7 +130,33 @@ def defined(term: str, docs: Sequence[Any]) -> tuple[int, int, int]:
         found = _definition(doc, want)
         if found is not None:
             return n, found[0], found[1]
+    for n, doc in enumerate(docs):
+        if n < len(topics) and want <= _stems(topics[n]):
+            continue
+        found = _named_so(doc, want)
+        if found is not None:
+            return n, found[0], found[1]
     return -1, 0, 0
+
+
+def _named_so(doc: Any, want: frozenset[str]) -> tuple[int, int] | None:
+    """What a naming construction gives the term to: the passive subject of "is called / termed / named X" (its
+    object predicate) or "is known as X" ("A male is called a drake", "A young duck is known as a duckling")."""
+    for token in doc:
+        if not _names(token, want):
+            continue
+        if token.dep_ == "oprd" and token.head.lemma_.lower() in _NAMING_VERBS:
+            verb = token.head
+        elif token.dep_ == "pobj" and token.head.lower_ == "as" and token.head.head.lemma_.lower() == "know":
+            verb = token.head.head
+        else:
+            continue
+        if any(c.dep_ == "neg" for c in verb.children):
+            continue
+        subject = next((c for c in verb.children if c.dep_ == "nsubjpass"), None)
+        if subject is not None and not _names(subject, want):
+            return _slice(doc, subject.left_edge.i, subject.right_edge.i)
+    return None
 
 
 def spelled_out(term: str, texts: Sequence[str]) -> tuple[int, int, int]:

@@ -361,7 +361,8 @@ class Reader:
         """The first sentence's account of what `asked` is: the complement of "X is …", the object of "X means …",
         an appositive ("X, a …") — see `definitions`; else a glossary's entry ("X: …", `definitions.glossed`); for
         an acronym none defines, the words that spell it out before "(X)" (`definitions.spelled_out`)."""
-        n, start, end = definitions.defined(asked.term, self._parse([s.text for s in sentences]))
+        topics = [s.context.split("\n", 1)[0] if "\n" in s.context else "" for s in sentences]  # source headings
+        n, start, end = definitions.defined(asked.term, self._parse([s.text for s in sentences]), topics)
         if n < 0:  # a glossary's entry: "CSS: Cascading Style Sheets" (a description list's term, as parsed)
             n, start, end = definitions.glossed(asked.term, [s.text for s in sentences])
         if n < 0:  # an acronym no sentence defines: where it is written out ("… Language (OTSL)")
