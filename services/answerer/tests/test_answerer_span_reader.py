@@ -87,6 +87,7 @@ def test_an_answer_coordinated_with_others_is_given_with_them_when_the_reader_re
     assert found is not None and found.text == "Neutrophils and macrophages"
     assert CELLS[found.source_start : found.source_end] == found.text  # still an exact slice, with its offsets
     monkeypatch.setattr(relation, "COORDINATION_GAIN", None)  # off: the candidate alone
+    monkeypatch.setattr(relation, "WIDEN_GAIN", None)  # (the reader's own bounds would join them as well)
     alone = reader.extract(question, sentences, reading)
     assert alone is not None and alone.text == "Neutrophils"
     monkeypatch.setattr(relation, "COORDINATION_GAIN", 50.0)  # the reader must prefer the coordination
@@ -131,7 +132,7 @@ def test_the_reading_moves_the_order_and_the_decision(
     # the learned ranking alone is not confident enough to answer; with the reading it answers the city
     assert reader.extract(question, sentences) is None
     found = reader.extract(question, sentences, reading)
-    assert found is not None and found.text == "Endicott"
+    assert found is not None and found.text == "Endicott, New York"  # the city with its state: the reader's bounds
     # the order follows the reading as its weight grows
     monkeypatch.setattr(relation, "READING_WEIGHT", 100.0)
     ranked = reader.ranked(question, sentences, reading)
@@ -179,3 +180,42 @@ def test_no_sources_and_a_very_long_question_are_read_without_error(spans: SpanR
     reading = spans.read(long_question, [IBM])
     start = IBM.index("Charles Flint")
     assert reading.score(0, start, start + len("Charles Flint")) is not None
+
+
+def test_the_reader_sets_where_an_answer_begins_and_ends(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parse proposes "15 thousand" of "12 to 15 thousand", "fiber lock type" of "the all-metal type and the
+    fiber lock type", "about 40" without its unit; the reader's start and end logits widen it within its sentence
+    (`Reader._widened`), never by a word of the question."""
+    cases = [
+        (
+            "How many people moved to the valley?",
+            "Over the decade the farms drew 12 to 15 thousand people to the valley, most of them from the coast.",
+            "15 thousand",
+            "12 to 15 thousand",
+        ),
+        (
+            "What are the two general types of self-locking nuts?",
+            "The two general types of self-locking nuts currently in use are the all-metal type and the fiber lock type.",
+            "fiber lock type",
+            "all-metal type and the fiber lock type",
+        ),
+        (
+            "How big are the granules?",
+            "The granules organize into relatively large complexes about 40 nanometers across called bodies.",
+            "about 40",
+            "about 40 nanometers",
+        ),
+    ]
+    for asked, text, alone, widened in cases:
+        question, sentences = Question.parse(asked), reader.sentences([(text, "Notes")])
+        reading = spans.read(asked, [text])
+        monkeypatch.setattr(relation, "WIDEN_GAIN", None)  # off: the parse's span
+        found = reader.extract(question, sentences, reading)
+        assert found is not None and found.text == alone, asked
+        monkeypatch.setattr(relation, "WIDEN_GAIN", 0.0)
+        found = reader.extract(question, sentences, reading)
+        assert found is not None and found.text == widened, asked
+        assert text[found.source_start : found.source_end] == widened  # an exact slice, with its offsets
+        assert not found.text.lower().count("valley") and "nuts" not in found.text  # no word of the question
