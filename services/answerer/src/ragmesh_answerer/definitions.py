@@ -51,13 +51,13 @@ _WHICH_ONE = frozenset({"first", "last", "next", "previous", "current", "main", 
 MAX_TERM_WORDS = 8
 # an appositive led by one of these lists members or instances, not what its head is
 _INTRODUCES_MEMBERS = frozenset({"namely", "including", "especially", "e.g.", "i.e.", "like", "such"})
-# "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
-# a glossary's line: a term of at most six words opening a line (after a bullet), set off by a colon or a dash, and
+# a glossary's line: a term (at most 61 characters) opening a line (after a bullet), set off by a colon or a dash, and
 # what it says up to a semicolon or the line's end ("CSS: Cascading Style Sheets; Used for styling and layout")
 _GLOSSARY_LINE = re2.compile(
     r"(?m)^[ \t]*(?:[-*•][ \t]+)?(?P<term>[^\W\d_][^:;\n]{0,60}?)[ \t]*(?::|[ \t][-–—])[ \t]+(?P<said>[^;\n]*[^;\s.])"
 )
 _SPELLED_UNTIL = re2.compile(r"\s+[-–—]\s|,\s|\s\(")  # where an acronym's words end and a description starts
+# "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
 _NAME_ASKED = re.compile(
     r"^(?i:what|who)\s+(?i:is|are|was|were)\s+(?P<term>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*){0,2})\s*\?$"
 )

@@ -1521,7 +1521,7 @@ READING_RESCUE_MIN = 0.0
 COORDINATION_GAIN: float | None = 0.0
 # The answer's bounds, read by the reader: the span of its sentence that contains it and adds at most `WIDEN_WORDS`
 # words on each side, when the reader scores it at least `WIDEN_GAIN` above the span (`Reader._widened`; None: off).
-# Chosen on stop 52's live capture (/work/s53/widen.py), SQuAD tuning half, the span ranker's validation third
+# Chosen on stop 52's live capture (`bench/widen_sweep.py`), SQuAD tuning half, the span ranker's validation third
 # (167 questions, 108 answered, unseen by the reader), F1 / EM over all: off 0.4746 / 0.4192; gain 2: 0.4765 /
 # 0.4251; 1: 0.4901 / 0.4431; **0: 0.4948 / 0.4431** (11 answers changed: 7 better, none worse); -0.5: 0.4976 /
 # 0.4491 (1 worse); -1: 0.4951. Words at gain 0: 3: 0.4931, **6**, 10: 0.4921. Fit third (339, in-sample): off
