@@ -639,6 +639,40 @@ async def test_a_list_under_a_heading_that_names_the_question_is_the_answer(
         assert not other.verified or other.short_answer != final.short_answer, question
 
 
+COE = _source(
+    "redp-1",
+    "Row and Column Access Control Support in IBM DB2 for i",
+    "Global CoE engagements cover topics including:\n"
+    "r Database performance and scalability\n"
+    "r Advanced SQL knowledge and skills transfer\n"
+    "r DB2 Web Query\n"
+    "\n"
+    "Because no one else is IBM, we can do this for you.",
+    0.9,
+    section_path=("Who we are, some of what we do",),
+)
+
+
+async def test_the_items_a_lead_in_naming_the_question_introduces_are_the_answer(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared IBM Redpaper: "What topics do Global CoE engagements cover?" was withheld, its
+    list's bullets a PDF glyph the parser read as the letter "r". The lines after the lead-in are the items."""
+    chat.reply, chat.messages = "They cover cooking.", []
+    _, final = await _events(service, "What topics do Global CoE engagements cover?", [CAFETERIA, COE])
+    assert final.verified and not final.withheld and chat.messages == []
+    assert final.answer.splitlines() == [
+        "- Database performance and scalability [2]",
+        "- Advanced SQL knowledge and skills transfer [2]",
+        "- DB2 Web Query [2]",
+    ]
+    text = COE.chunk.text
+    assert [text[q.start : q.end] for q in final.evidence] == [q.text for q in final.evidence]
+    # a lead-in that does not say the question's terms answers nothing so
+    _, other = await _events(service, "What topics do the cafeteria engagements cover?", [COE])
+    assert not other.verified or "DB2 Web Query" not in other.answer
+
+
 TABLEFORMER = _source(
     "paper-1",
     "TableFormer: Table Structure Understanding with Transformers",

@@ -42,7 +42,7 @@ from ragmesh_answerer.config import Settings
 from ragmesh_answerer.evidence import EvidenceQuote, select_evidence
 from ragmesh_answerer.grounding import drop_out_of_range
 from ragmesh_answerer.guardrails import GuardrailResult, check_form, check_input
-from ragmesh_answerer.lists import Listed, checked, listed
+from ragmesh_answerer.lists import Listed, checked, led_in, listed
 from ragmesh_answerer.llm import ChatModel, Generation
 from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
@@ -242,7 +242,7 @@ class Answerer:
             logger.info("the sources' tables disagree: %d values", len(disagreeing))
             yield self._disagreement(disagreeing, request.sources)
             return
-        items = listed(question, request.sources) if found is None else None
+        items = (listed(question, request.sources) or led_in(question, request.sources)) if found is None else None
         if items is not None:
             for event in self._listed(items, request.sources):
                 yield event

@@ -8,6 +8,8 @@ terms and whose headings together (title and path) say all of them: "Q3 Revenue 
 the next steps?". Its items are the answer, each an exact slice of the source without its bullet or number, shown
 in order and cited; the model is not asked. The first such source (the caller's ranking) answers alone. Only
 what-and-which questions of no other asked type (not who, when, where or how many), with no choice offered.
+Without such a heading, a lead-in line that says every key term and ends with a colon ("Global CoE engagements
+cover topics including:") answers with the lines after it (`led_in`).
 
 A checklist (the parser writes each checkbox with its state: "[x] Design", "[ ] Documentation") answers a question
 that asks which were ticked ("Which tasks are done before release?", "Which breakfast options were chosen?":
@@ -27,6 +29,11 @@ from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.words import family_in, stem, words
 
 MIN_ITEMS = 2
+MAX_ITEM_WORDS = 20  # a line longer than this after a lead-in is prose, not an item
+# a lead-in: a line that ends with a colon ("Global CoE engagements cover topics including:")
+_LEAD_IN = re.compile(r"^[^\n:]{3,200}:[ \t]*$", re.MULTILINE)
+_LINE = re.compile(r"\n([^\n]*)")
+_GLYPH = re.compile(r"^[^\W\d_] \S")  # one letter and a space: a bullet glyph a PDF font drew as a letter
 # a list item's line: a bullet or a number ("1.", "2)", "a."), then its text
 _ITEM = re.compile(r"^[ \t]*(?:[-*•‣◦▪]|\d{1,3}[.)]|[a-z][.)])[ \t]+(?P<text>[^\n]+)$", re.MULTILINE)
 
@@ -64,6 +71,47 @@ def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
             quotes = [EvidenceQuote(i, source.chunk_id, text, s, e, source.heading_text, 1.0) for text, s, e in items]
             return Listed(i, quotes)
     return None
+
+
+def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
+    """The items a lead-in line introduces, when that line names the question: "Global CoE engagements cover topics
+    including:" then a line per topic, for "What topics do Global CoE engagements cover?" (a PDF's list whose
+    bullets were glyphs, not marks the parser knows). The lead-in ends with a colon and says every key term of
+    the question; the items are the lines right after it (at least `MIN_ITEMS`, each at most `MAX_ITEM_WORDS`
+    words, up to a blank line or the next lead-in), without a bullet; a one-character glyph that opens every item
+    ("r Database performance …") is a bullet too. Same questions as `listed`; the first such source answers."""
+    if question.answer_type is not AnswerType.OTHER or question.options:
+        return None
+    keys = question.key_stems()
+    if not keys:
+        return None
+    for i, source in enumerate(sources):
+        for lead in _LEAD_IN.finditer(source.text):
+            said = {stem(w) for w in words(f"{source.heading_text}\n{lead.group(0)}")}
+            if not all(family_in(k, said) for k in keys):
+                continue
+            items = _lines_after(source.text, lead.end())
+            if len(items) >= MIN_ITEMS:
+                quotes = [EvidenceQuote(i, source.chunk_id, t, a, b, source.heading_text, 1.0) for t, a, b in items]
+                return Listed(i, quotes)
+    return None
+
+
+def _lines_after(text: str, at: int) -> list[tuple[str, int, int]]:
+    """The item lines that follow a lead-in ending at `at`: (text, start, end), bullets and a common glyph off."""
+    found: list[tuple[str, int, int]] = []
+    for line in _LINE.finditer(text, at):
+        body, where = line.group(1), line.start(1)
+        if not body.strip() or body.rstrip().endswith(":") or len(words(body)) > MAX_ITEM_WORDS:
+            break
+        item = _ITEM.match(body)
+        start = where + (item.start("text") if item else len(body) - len(body.lstrip()))
+        end = where + len(body.rstrip())
+        found.append((text[start:end], start, end))
+    glyphs = {t[:2] for t, _, _ in found}
+    if len(found) >= MIN_ITEMS and len(glyphs) == 1 and _GLYPH.match(found[0][0]):
+        found = [(t[2:], a + 2, b) for t, a, b in found]  # "r Database …": every item opens with one glyph
+    return found
 
 
 # a question asking which boxes are ticked, or which are not (its words, lower-cased)
