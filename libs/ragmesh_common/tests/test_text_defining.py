@@ -19,6 +19,8 @@ from ragmesh_common.text.defining import asked_term, defines
         ("When was IBM founded?", None),  # another kind of question
         ("What is the name of the largest university press in the United States of America?", None),  # too long
         ("Which items are in the list?", None),
+        ("What is HTML used for?", None),  # a stranded preposition: what it is for, not what it is
+        ("What is the capital of France?", "capital of France"),
     ],
 )
 def test_the_asked_term(question: str, term: str | None) -> None:

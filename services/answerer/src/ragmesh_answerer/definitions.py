@@ -101,6 +101,8 @@ def asked(question: Any) -> Asked | None:
     term = question[subject.left_edge.i : subject.right_edge.i + 1]
     if len(term) > MAX_TERM_WORDS:
         return None
+    if any(t.dep_ == "prep" and not any(c.dep_ in ("pobj", "pcomp") for c in t.children) for t in term):
+        return None  # "What is HTML used for?": a stranded preposition asks what the thing is for, not what it is
     named = [t for t in term if t.lower_ not in _ARTICLES and not t.is_punct]
     bare = not any(
         t.pos_ == "ADP"

@@ -54,10 +54,8 @@ class Listed:
 
 def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
     """The items of the first source that is a list under a heading naming the question (module docstring)."""
-    if question.answer_type is not AnswerType.OTHER or question.options:
-        return None
-    keys = question.key_stems()
-    if not keys:
+    keys = _list_keys(question)
+    if keys is None:
         return None
     for i, source in enumerate(sources):
         if not source.section_path:
@@ -73,6 +71,14 @@ def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
     return None
 
 
+def _list_keys(question: Question) -> set[str] | None:
+    """The key terms a list must be named by, for a what-or-which question of no other type and no choice; None
+    for any other question."""
+    if question.answer_type is not AnswerType.OTHER or question.options:
+        return None
+    return question.key_stems() or None
+
+
 def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
     """The items a lead-in line introduces, when that line names the question: "Global CoE engagements cover topics
     including:" then a line per topic, for "What topics do Global CoE engagements cover?" (a PDF's list whose
@@ -80,10 +86,8 @@ def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
     the question; the items are the lines right after it (at least `MIN_ITEMS`, each at most `MAX_ITEM_WORDS`
     words, up to a blank line or the next lead-in), without a bullet; a one-character glyph that opens every item
     ("r Database performance …") is a bullet too. Same questions as `listed`; the first such source answers."""
-    if question.answer_type is not AnswerType.OTHER or question.options:
-        return None
-    keys = question.key_stems()
-    if not keys:
+    keys = _list_keys(question)
+    if keys is None:
         return None
     for i, source in enumerate(sources):
         for lead in _LEAD_IN.finditer(source.text):

@@ -265,30 +265,21 @@ def _check_sentence(
     evidence = tuple(sorted(chosen))
     sources: tuple[int, ...] = ()  # filled in by `verify`, which knows the quotes
     missing = missing_in(evidence) if evidence else [n.text for n in stated_numbers] + stated_names
-    if missing:
+    verdict, unsupported, why = Verdict.MISSING_TOKEN, missing, "the evidence does not state "
+    if not missing:
+        unsupported = _added_words(body, content, [quote_stems[j] for j in evidence], question)
+        verdict, why = Verdict.LOW_SUPPORT, "it adds what the evidence does not say: "
+    if unsupported:
         return SentenceVerdict(
             sentence.strip(),
             True,
             False,
-            Verdict.MISSING_TOKEN,
+            verdict,
             support=round(best, 4),
             evidence=evidence,
             sources=sources,
-            unsupported_tokens=missing,
-            reason="the evidence does not state " + ", ".join(f"'{t}'" for t in missing),
-        )
-    added = _added_words(body, content, [quote_stems[j] for j in evidence], question)
-    if added:
-        return SentenceVerdict(
-            sentence.strip(),
-            True,
-            False,
-            Verdict.LOW_SUPPORT,
-            support=round(best, 4),
-            evidence=evidence,
-            sources=sources,
-            unsupported_tokens=added,
-            reason="it adds what the evidence does not say: " + ", ".join(f"'{t}'" for t in added),
+            unsupported_tokens=unsupported,
+            reason=why + ", ".join(f"'{t}'" for t in unsupported),
         )
     return SentenceVerdict(
         sentence.strip(), True, True, Verdict.SUPPORTED, support=round(best, 4), evidence=evidence, sources=sources

@@ -80,6 +80,8 @@ _ASKS = (
     re.compile(r"^(?:define|definition\s+of)\s+(?P<term>[^?.]+?)\s*[?.]?$", re.IGNORECASE),
 )
 _ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
+# a preposition that ends the asked term is stranded: the question asks about a relation of the term
+_STRANDED = frozenset({"for", "of", "to", "in", "on", "with", "about", "from", "by", "at", "as", "into"})
 # what follows a term that is being defined, matched at the character after it (RE2: linear time; the leading
 # whitespace run made the backtracking engine quadratic when searched for)
 _DEFINES = re2.compile(
@@ -101,7 +103,9 @@ def asked_term(question: str) -> str | None:
         found = pattern.match(text)
         if found:
             term = _ARTICLE.sub("", found.group("term")).strip(" \"'“”")
-            return term if term and len(term.split()) <= MAX_TERM_WORDS else None
+            if not term or len(term.split()) > MAX_TERM_WORDS or term.split()[-1].lower() in _STRANDED:
+                return None  # "What is HTML used for?" asks what it is for, not what it is
+            return term
     return None
 
 
