@@ -560,6 +560,12 @@ async def test_a_superlative_is_answered_by_the_row_with_the_largest_value_of_th
     assert fewest.verified and fewest.short_answer == "2019"
     _, unsettled = await _events(service, "Which year had the most ducks?", [CHART])
     assert unsettled.withheld and not unsettled.verified  # two columns name ducks
+    # found in a chat: the model copied the row ("The answer is: [1] | Grain | Corn, … | 200 |"), shown as verified
+    # prose; a table's row is no sentence, so the row is read out with its headers instead
+    chat.reply = "The answer is: 2021 [1] | 2021 | 150 | 110 |"
+    streamed, copied = await _events(service, "Which year had the most saltwater ducks?", [CHART])
+    assert copied.verified and copied.overruled and copied.short_answer == "2021"
+    assert "| 150 |" not in streamed and "| 150 |" not in copied.answer
 
 
 SHEET = _source(

@@ -8,7 +8,8 @@
 3. The model's draft is read sentence by sentence as it streams. A sentence is sent (`Sentence`) once it
    passes verification (`verify.py`); the first one must also state the extracted short answer. When it does
    not, the model is overruled: generation stops and the evidence sentence that states the short answer is
-   sent instead. A sentence that fails is never sent; raw draft tokens only with `stream_draft`.
+   sent instead. A sentence that fails is never sent, nor one that copies a table's row ("| Grain | … | 200 |"
+   is no prose: a row answer is read out with its headers); raw draft tokens only with `stream_draft`.
 4. A question about a collection or a topic as a whole (`summary`: the gateway's router says so) has no span to
    extract: its answer is the sources' own sentences about its topic, each cited and verified (`summary.py`);
    the model is not asked. No sentence about the topic: "what the documents say", as in 2.
@@ -73,6 +74,7 @@ WITHHELD_MESSAGE = "I could not verify an answer in your documents. What they sa
 DISAGREE_MESSAGE = "Your documents disagree, so no answer is verified. What each says (check the sources):"
 QUOTES_SHOWN = 2  # quotes in "what the documents say"
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+_TABLE_ROW = re.compile(r"(?:\|[^|\n]*){3}\|")  # three cells between bars: a table's row, not prose
 
 
 @dataclass(frozen=True)
@@ -551,7 +553,8 @@ class _Gate:
             return []  # "Sure!": nothing to check, nothing shown
         verdict = result.sentences[-1]
         first = not self.accepted
-        if verdict.supported and (not first or self.span is None or _states(text, self.span)):
+        prose = not _TABLE_ROW.search(text)  # a copied table row ("| Grain | Corn, … | 200 |") is no sentence
+        if prose and verdict.supported and (not first or self.span is None or _states(text, self.span)):
             self.accepted.append(text)
             sources = tuple(sorted({self.quotes[j].source_index for j in verdict.evidence}))
             shown = _to_source_markers(text, self.quotes).strip()
