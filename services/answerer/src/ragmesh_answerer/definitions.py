@@ -185,19 +185,19 @@ def glossed(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
     styling", a description list's term as the parser writes it; "SLA - Service Level Agreement"): the entry's
     first description, up to a semicolon; for an acronym, its words up to a dash or comma when they spell it
     ("HTML: HyperText Markup Language - used for …" → "HyperText Markup Language"). (-1, 0, 0) when none."""
-    want = _stems(term)
+    want, short = _stems(term), term.strip()
     if not want:
         return -1, 0, 0
+    acronym = is_acronym(short)
     for n, text in enumerate(texts):
         for entry in _GLOSSARY_LINE.finditer(text):
             if _stems(entry.group(1)) != want:
                 continue
             start, end = entry.span(2)
             said = text[start:end]
-            if is_acronym(term.strip()):
-                cut = _SPELLED_UNTIL.search(said)
-                if cut is not None and _spells(term.strip().lower(), said[: cut.start()].lower()):
-                    end = start + cut.start()
+            cut = _SPELLED_UNTIL.search(said) if acronym else None
+            if cut is not None and _spells(short.lower(), said[: cut.start()].lower()):
+                end = start + cut.start()
             return n, start, end
     return -1, 0, 0
 

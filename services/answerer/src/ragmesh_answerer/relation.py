@@ -361,12 +361,13 @@ class Reader:
         """The first sentence's account of what `asked` is: the complement of "X is …", the object of "X means …",
         an appositive ("X, a …") — see `definitions`; else a glossary's entry ("X: …", `definitions.glossed`); for
         an acronym none defines, the words that spell it out before "(X)" (`definitions.spelled_out`)."""
+        texts = [s.text for s in sentences]
         topics = [s.context.split("\n", 1)[0] if "\n" in s.context else "" for s in sentences]  # source headings
-        n, start, end = definitions.defined(asked.term, self._parse([s.text for s in sentences]), topics)
+        n, start, end = definitions.defined(asked.term, self._parse(texts), topics)
         if n < 0:  # a glossary's entry: "CSS: Cascading Style Sheets" (a description list's term, as parsed)
-            n, start, end = definitions.glossed(asked.term, [s.text for s in sentences])
+            n, start, end = definitions.glossed(asked.term, texts)
         if n < 0:  # an acronym no sentence defines: where it is written out ("… Language (OTSL)")
-            n, start, end = definitions.spelled_out(asked.term, [s.text for s in sentences])
+            n, start, end = definitions.spelled_out(asked.term, texts)
         if n < 0:
             return None
         return Span(sentences[n], start, end, "DEF", True, 1.0, 1.0, role=1.0)
@@ -477,8 +478,7 @@ class Reader:
         if chosen is None:
             return span
         start, end = chosen
-        added = content_stems(sentence.text[start:end]) - content_stems(span.text)
-        if added & question.key_stems():
+        if _adds_asked(question, span, start, end):
             return span
         return dataclasses.replace(span, start=start, end=end, reading=max(READING_FLOOR, top))
 
@@ -492,8 +492,7 @@ class Reader:
         if joined is None:
             return span
         start, end = joined
-        added = content_stems(span.sentence.text[start:end]) - content_stems(span.text)
-        if added & question.key_stems():
+        if _adds_asked(question, span, start, end):
             return span
         where = span.sentence.source_index
         alone = reading.score(where, span.source_start, span.source_end)
@@ -1111,6 +1110,13 @@ def _describes_someone(kind: AnswerType, label: str, piece: Any) -> bool:
     """A nationality or group word that modifies a noun ("a *Jamaican* reggae singer") says what someone is, not
     who: no answer to a who-question (a group as the subject, "the Democrats opposed it", still is)."""
     return NORP_MODIFIER_NO_WHO and kind is AnswerType.PERSON and label == "NORP" and piece.root.dep_ == "amod"
+
+
+def _adds_asked(question: Question, span: Span, start: int, end: int) -> bool:
+    """Does the wider span `start`..`end` of `span`'s sentence add one of the question's key terms to it (a
+    coordination or widening that restates what is asked: "What is FinTabNet?" is not "PubTabNet and FinTabNet")?"""
+    added = content_stems(span.sentence.text[start:end]) - content_stems(span.text)
+    return bool(added & question.key_stems())
 
 
 def _stems_of(bridges: Sequence[str]) -> list[set[str]]:

@@ -13,8 +13,9 @@ find the row by, or an empty cell → None: the table does not settle it. A ques
 by a key term in the row's cells instead ("How many calories per portion do berries have?": the row "Berries",
 the column "Calories per portion"), or by one of its numbers ("… in 2021?"), but only when the row, the column's
 header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
-the most, and of those the one whose header says nothing the question does not ("Ducks" over "Freshwater Ducks"). A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way:
-the value of the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
+the most, and of those the one whose header says nothing the question does not ("Ducks" over "Freshwater Ducks").
+A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way: the value of
+the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
 smallest) number in the column its key terms name, by the row's label (`extreme`); tables whose rows differ
 disagree.
@@ -399,7 +400,7 @@ def _labelled(
         others = [j for j in range(len(row)) if j != k]
         by_column = {f for f in wanted if family_in(f, head)}
         if not by_column and len(row) == 2:  # a header that names nothing asked ("2026"): the caption names it
-            by_column = {f for f in wanted if family_in(f, set(caption))}
+            by_column = {f for f in wanted if family_in(f, caption)}
         by_row = {f for f in wanted if any(family_in(f, cells_said[j]) for j in others)} - by_column
         numbered = any(row[j].text.strip().casefold() in asked for j in others)
         if by_column and (by_row or numbered):

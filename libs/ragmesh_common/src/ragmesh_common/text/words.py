@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Any, TypeVar
 
 from ragmesh_common.text.numbers import strip_numbers
@@ -322,7 +322,7 @@ def related(a: str, b: str) -> bool:
     return extra in DERIVATIONS or (extra[0] == "e" and extra[1:] in DERIVATIONS)
 
 
-def family_in(root: str, stems: set[str]) -> bool:
+def family_in(root: str, stems: Set[str]) -> bool:
     """`root` or a word of its family ("founding" for "foundation") is among `stems`."""
     return root in stems or any(related(root, s) for s in stems if s[:4] == root[:4])
 

@@ -34,12 +34,7 @@ class Define(Step):
     required = False
 
     def __init__(
-        self,
-        mesh: Mesh | None = None,
-        timeout: float = 0.0,
-        *,
-        depth: int = 0,
-        default_context: dict[str, Any] | None = None,
+        self, mesh: Mesh, timeout: float, *, depth: int = 0, default_context: dict[str, Any] | None = None
     ) -> None:
         self.mesh = mesh
         self.timeout = timeout
@@ -62,7 +57,7 @@ class Define(Step):
         if found is not None:
             state.results.insert(top_k - 1, state.results.pop(found))
             return {"term": term, "promoted_from": found + 1}
-        if self.mesh is None or self.depth <= len(state.results):
+        if self.depth <= len(state.results):
             return {"term": term}
         search = search_request(
             state,
