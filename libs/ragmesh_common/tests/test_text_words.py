@@ -79,6 +79,10 @@ def test_question_types() -> None:
     assert question_type("What was the population's main religion?") is AnswerType.OTHER
     assert question_type("A soap opera created by who?") is AnswerType.PERSON
     assert question_type("What is the capital?") is AnswerType.OTHER
+    # asked with the last word: "… and is based where?" asks for a place, "… was built when?" for a date
+    assert question_type("The novel was published by a house that is based where?") is AnswerType.PLACE
+    assert question_type("The French church in Portarlington was built when?") is AnswerType.DATE
+    assert question_type("There are direct contractual links between who?") is AnswerType.OTHER  # often a role
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)
     # "located" only asks where: a sentence saying "X in Wellington" states it
