@@ -249,3 +249,35 @@ def test_the_column_that_says_exactly_what_is_asked_answers_it() -> None:
     # "total" need not be said, but a column that says it is read so
     totals = "| Year | Freshwater | Saltwater | Total |\n| 2024 | 180 | 130 | 310 |\n"
     assert answer("What was the total number of ducks in 2024?", [Source("d3", "Ducks", (), totals)]) == "310"
+
+
+CONTACTS = (
+    "| Customer Id | Name | Company | Email | Phone 1 | Phone 2 | Subscription Date |\n"
+    "|---|---|---|---|---|---|---|\n"
+    "| DD37Cf93aecA6Dc | Sheryl Baxter | Rasmussen Group | zunigavanessa@smith.info | 229.077.5154 | 397.884 | 2020-08-24 |\n"
+    "| 1Ef7b82A4CAAD10 | Preston Lozano | Vega-Gentry | vmata@colon.com | 5153435776 | 686-620 | 2021-04-23 |\n"
+    "| 6F94879bDAfE5a6 | Roy Berry | Murillo-Perry | beckycarr@hogan.com | +1-539-402 | 001-808 | 2020-03-25 |\n"
+)
+
+
+def test_a_row_found_by_a_value_the_question_quotes() -> None:
+    """ "… the customer with email vmata@colon.com": the row holding that whole value, the column its other
+    key terms name; a when-question the dated column; a who-question the row's name."""
+    sources = [Source("c2", "contacts", (), CONTACTS)]
+    assert answer("Which company does the customer with email vmata@colon.com work for?", sources) == "Vega-Gentry"
+    assert answer("When did the customer with email vmata@colon.com subscribe?", sources) == "2021-04-23"
+    assert answer("Who has the email beckycarr@hogan.com?", sources) == "Roy Berry"
+    assert answer("What is the email of customer DD37Cf93aecA6Dc?", sources) == "zunigavanessa@smith.info"
+    assert answer("Which company does 6f94879bdafe5a6 belong to?", sources) == "Murillo-Perry"  # any case
+    # two phone columns name it alike: no one cell; a value no row holds, or only part of a cell: no row
+    assert answer("What is the phone number of customer DD37Cf93aecA6Dc?", sources) is None
+    assert answer("Which company does the customer with email nobody@colon.com work for?", sources) is None
+    assert answer("Which company does the customer with email colon.com work for?", sources) is None
+    # first and last name in two columns: no one cell names the person
+    split = "| First Name | Last Name | Email |\n|---|---|---|\n| Preston | Lozano | vmata@colon.com |\n"
+    assert answer("Who has the email vmata@colon.com?", [Source("c3", "t", (), split)]) is None
+    assert answer("What is the last name of vmata@colon.com?", [Source("c3", "t", (), split)]) == "Lozano"
+    # a chunk without the value's row: the value's words ("colon", "com") find no other row, no column
+    other = "| First Name | Email | Website |\n|---|---|---|\n| Sheryl | zunigavanessa@smith.info | http://a.com/ |\n"
+    assert answer("Who has the email vmata@colon.com?", [Source("c4", "t", (), other)]) is None
+    assert answer("What is the email of vmata@colon.com?", [Source("c4", "t", (), other)]) is None

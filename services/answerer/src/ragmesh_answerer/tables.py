@@ -14,6 +14,8 @@ by a key term in the row's cells instead ("How many calories per portion do berr
 the column "Calories per portion"), or by one of its numbers ("… in 2021?"), but only when the row, the column's
 header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
 the most, and of those the one whose header says nothing the question does not ("Ducks" over "Freshwater Ducks").
+A question that quotes a value a cell holds whole ("… the customer with email vmata@colon.com", "… customer
+DD37Cf93aecA6Dc": a word with an "@", a digit or a "/") finds its row by that cell, and only that row answers.
 A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way: the value of
 the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
@@ -47,6 +49,11 @@ _STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entr
 _MOST = frozenset({"most", "highest", "largest", "greatest", "biggest", "maximum"})
 _LEAST = frozenset({"least", "lowest", "smallest", "fewest", "minimum"})
 # which row: "Which year …", "In which quarter …", "What region …", "Who …"
+# what a quoted value may be wrapped in ("… email vmata@colon.com?", "(ID 4711)")
+_AROUND = "\"'“”‘’()[]{}<>,;:?!."
+_NAME = stem("name")
+_CODE = re.compile(r"[\d@]")
+_DATED = frozenset(stem(w) for w in ("date", "year", "day", "time", "when", "month"))
 _WHICH = re.compile(r"^\s*(?:in\s+|during\s+)?(?:(?:which|what)\s+([^\W\d_]+)|who)\b", re.IGNORECASE)
 
 
@@ -107,7 +114,9 @@ def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
 def read(question: Question, sources: Sequence[Source]) -> Reading:
     """`lookup`'s cell, or the cells the sources disagree on (`Reading`)."""
     names = {*question.entities, *(a.lower() for a in question.acronyms)}
-    wanted = {stem(f) for f in question.focus}
+    quoted = identifiers(question.text)
+    # the words a quoted value splits into ("vmata", "colon", "com") name no row and no column
+    wanted = {stem(f) for f in question.focus} - {stem(w) for v in quoted for w in words(v)}
     if not wanted:
         return Reading(None)
     found: list[tuple[Rank, Span]] = []  # (how well its column's header names the question, the cell)
@@ -128,7 +137,10 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                 if len(row) != len(columns):
                     continue
                 sentence = _row(i, offset, line, header)
-                if names:
+                if quoted:  # "… the customer with email vmata@colon.com": only the row that holds the value
+                    held = [k for k, c in enumerate(row) if c.text.casefold() in quoted]
+                    answers = _by_value(row, heads, held, wanted, asked_words, question) if held else []
+                elif names:
                     answers = [((0, 0), k) for k in _named(row, heads, names, wanted)]
                 else:
                     labelled = [
@@ -141,6 +153,8 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                 for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
+                    if question.answer_type is AnswerType.PERSON and _CODE.search(row[k].text):
+                        continue  # a who-question is not answered by an email address or a phone number
                     found.append((n, _cell(sentence, row[k])))
     top = max((n for n, _ in found), default=(0, 0))
     spans = [span for n, span in found if n == top] or _fields(question, sources)
@@ -365,6 +379,39 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
             best.append((rank, _cell(sentence, Cell(value, start, start + len(value)))))
     top = max((n for n, _ in best), default=0)
     return [span for n, span in best if n == top]
+
+
+def identifiers(text: str) -> set[str]:
+    """The values a question quotes that a table's cell may hold whole (casefolded): a word with an "@", a digit
+    or a "/" in it ("vmata@colon.com", "DD37Cf93aecA6Dc", "INV-2024/17"), its surrounding punctuation left out."""
+    found = set()
+    for raw in text.split():
+        token = raw.strip(_AROUND)
+        if len(token) >= 3 and any(c.isdigit() or c in "@/" for c in token) and any(c.isalpha() for c in token):
+            found.add(token.casefold())
+    return found
+
+
+def _by_value(
+    row: list[Cell], heads: list[set[str]], held: list[int], wanted: set[str], asked: set[str], question: Question
+) -> list[tuple[Rank, int]]:
+    """The columns that answer a question about the row holding one of its values (`identifiers`; the cells
+    `held`): those whose header names the most of its other key terms (`_rank`), not a column holding the value;
+    for a when-question, of those the ones headed as a date ("Subscription Date"; any such column when none
+    names more); for a who-question that names none, the row's one column headed as a name ("Name", "Customer
+    Name"; a first and a last name are two columns: no one cell answers)."""
+    ranked = [
+        (_rank(len(named), heads[k], asked), k)
+        for k in range(len(row))
+        if k not in held and row[k].text and (named := {f for f in wanted if family_in(f, heads[k])})
+    ]
+    if question.answer_type is AnswerType.DATE:  # "When did … subscribe?": a column headed as a date
+        dated = [(n, k) for n, k in ranked if heads[k] & _DATED]
+        ranked = dated or [((1, 0), k) for k in range(len(row)) if k not in held and heads[k] & _DATED]
+    if not ranked and question.answer_type is AnswerType.PERSON:
+        ranked = [((0, 0), k) for k in range(len(row)) if k not in held and row[k].text and _NAME in heads[k]]
+        return ranked if len(ranked) == 1 else []
+    return _most(ranked)
 
 
 def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[str]) -> list[int]:
