@@ -3,6 +3,8 @@ names its other key terms; nothing when the table does not settle it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.tables import cells, describe, extreme, lookup, tables
 from ragmesh_common.text.questions import Question
@@ -281,3 +283,36 @@ def test_a_row_found_by_a_value_the_question_quotes() -> None:
     other = "| First Name | Email | Website |\n|---|---|---|\n| Sheryl | zunigavanessa@smith.info | http://a.com/ |\n"
     assert answer("Who has the email vmata@colon.com?", [Source("c4", "t", (), other)]) is None
     assert answer("What is the email of vmata@colon.com?", [Source("c4", "t", (), other)]) is None
+
+
+SALES_HEADER = "| Product | Date | Quantity | Revenue |\n| - | - | - | - |\n"
+
+
+def test_the_chunks_of_one_sheet_are_one_table_for_a_superlative() -> None:
+    """Found asking the shared workbook: "Which product had the highest revenue?" answered that the documents
+    disagree (Widget B 12500, Widget C 15000): two chunks of the one sheet, each with its own largest row."""
+    first = Source(
+        "s1:3",
+        "SalesData",
+        ("SalesData",),
+        SALES_HEADER + "| Widget B | 2024-01-02 | 10 | 12000 |\n"
+        "| Widget C | 2024-01-03 | 3 | 3000 |\n| Widget B | 2024-01-18 | 12 | 12500 |\n",
+    )
+    second = Source(
+        "s1:1",
+        "SalesData",
+        ("SalesData",),
+        SALES_HEADER + "| Widget A | 2024-01-01 | 5 | 5000 |\n"
+        "| Widget C | 2024-01-07 | 12 | 15000 |\n| Widget B | 2024-01-02 | 10 | 12000 |\n",
+    )
+    reading = extreme(Question.parse("Which product had the highest revenue?"), [first, second])
+    assert reading.answer is not None and not reading.disagreeing
+    assert reading.answer.text == "Widget C" and reading.answer.sentence.source_index == 1  # cited in its chunk
+    least = extreme(Question.parse("Which product had the lowest revenue?"), [first, second]).answer
+    assert least is not None and least.text == "Widget C" and "3000" in least.sentence.text
+    # another document's copy of the sheet agrees; another document whose largest row differs disagrees
+    copy = dataclasses.replace(second, chunk_id="s2:1")
+    assert extreme(Question.parse("Which product had the highest revenue?"), [first, second, copy]).answer
+    other = dataclasses.replace(first, chunk_id="s3:1")
+    split = extreme(Question.parse("Which product had the highest revenue?"), [other, second])
+    assert split.answer is None and [c.text for c in split.disagreeing] == ["12500", "15000"]

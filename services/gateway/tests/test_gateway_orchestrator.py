@@ -718,3 +718,81 @@ async def test_a_definition_no_candidate_gives_is_looked_for_deeper_in_the_same_
         assert calls["n"] == (1 if depth == 0 else 2)
         final = events[-1]["data"]
         assert final["outcome"] == "answer" and (any(d["step"] == "define" for d in final["degraded"]) is fails)
+
+
+async def test_a_question_for_a_tables_largest_row_gets_the_whole_table() -> None:
+    """Found asking the shared workbook "Which product had the highest revenue?": the search gave two chunks of the
+    sheet, each with its own largest row, and the answer said the documents disagree. The rest of that table (same
+    document, section and header) now follows the sources; a question of another kind, or the step off, does not
+    fetch; a failed fetch degrades."""
+    header = "| Product | Revenue |\n| - | - |\n"
+
+    def table(n: int, score: float, document: str = "d1", head: str = header) -> common_pb2.ScoredChunk:
+        item = hit(f"{document}:{n}", score, text=f"{head}| Widget {n} | {1000 * n} |")
+        item.chunk.document_id = document
+        item.chunk.kind = common_pb2.CHUNK_KIND_TABLE
+        item.chunk.section_path.append("SalesData")
+        return item
+
+    found = [table(2, 0.9), table(5, 0.85), table(1, 0.84, document="d7")]  # d7: a copy of the sheet
+    others = [hit(f"p{n}", 0.8 - n * 0.05, text=f"Revenue of widgets grew in quarter {n}.") for n in range(4)]
+    for n, item in enumerate(others):
+        item.chunk.document_id = f"p{n}"
+    section = [table(n, 0.0) for n in range(1, 8)] + [table(9, 0.0, head="| Product | Units |\n| - | - |\n")]
+
+    def mesh_with(fetch: Any) -> FakeMesh:
+        return FakeMesh(
+            retriever=Stub(
+                Search=retriever_pb2.SearchResponse(results=[*found, *others], accessible_documents=5),
+                FetchSection=fetch,
+            ),
+            reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False)),
+        )
+
+    fetched: list[retriever_pb2.FetchSectionRequest] = []
+
+    def fetch(request: retriever_pb2.FetchSectionRequest) -> retriever_pb2.FetchSectionResponse:
+        fetched.append(request)
+        copy = [table(n, 0.0, document="d7") for n in range(1, 3)]
+        return retriever_pb2.FetchSectionResponse(results=copy if request.document_id == "d7" else section)
+
+    mesh = mesh_with(fetch)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=50)
+    chosen = ["00000000-0000-4000-8000-000000000001"]
+    request = ChatRequest(question="Which product had the highest revenue?", top_k=5, document_ids=chosen)  # type: ignore[arg-type]
+    prepared = await orchestrator.prepare(USER, request)
+    events = [e async for e in orchestrator.run(prepared)]
+    sent = [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources]
+    # the five sources, then each document's table's other chunks in document order (not another table)
+    added = ["d1:1", "d1:3", "d1:4", "d1:6", "d1:7", "d7:2"]
+    assert sent == ["d1:2", "d1:5", "d7:1", "p0", "p1", *added]
+    # as the user, within the request's documents, one document each
+    assert [(f.document_id, f.section, list(f.document_ids)) for f in fetched] == [
+        ("d1", "SalesData", chosen),
+        ("d7", "SalesData", chosen),
+    ]
+    record = next(e["data"] for e in events if e["event"] == "progress" and e["data"].get("stage") == "table")
+    assert record["table_chunks"] == 9 and record["added"] == 6 and record["complete"] is True
+    final = events[-1]["data"]
+    assert [s["chunk_id"] for s in final["sources"]][5:] == added
+    # a table with more chunks than are read: the answer says its row is of those read only
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=8)
+    prepared = await orchestrator.prepare(USER, ChatRequest(question="Which product had the lowest revenue?", top_k=5))
+    events = [e async for e in orchestrator.run(prepared)]
+    assert any("more than the 8 parts read" in note for note in events[-1]["data"]["notes"])
+    # not a superlative, the step off, or the fetch failing: the five sources as they were
+    for question, chunks, fetch in (
+        ("What was the revenue of Widget 2?", 50, retriever_pb2.FetchSectionResponse(results=section)),
+        ("Which product had the highest revenue?", 0, retriever_pb2.FetchSectionResponse(results=section)),
+        ("Which product had the highest revenue?", 50, rpc_error(grpc.StatusCode.UNAVAILABLE)),
+    ):
+        mesh = mesh_with(fetch)
+        orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=chunks)
+        prepared = await orchestrator.prepare(USER, ChatRequest(question=question, top_k=5))
+        events = [e async for e in orchestrator.run(prepared)]
+        sent = [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources]
+        assert len(sent) <= 5 and not {"d1:1", "d1:3", "d1:4", "d7:2"} & set(sent)  # no chunk of a table added
+        final = events[-1]["data"]
+        assert final["outcome"] == "answer"
+        assert any(d["step"] == "table" for d in final["degraded"]) is isinstance(fetch, aio.AioRpcError)
+        assert ("FetchSection" in mesh.retriever.requests) is (chunks > 0 and "highest" in question)

@@ -34,7 +34,7 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Sentence, Span
 from ragmesh_common.text.names import acronym_in
 from ragmesh_common.text.numbers import numbers
-from ragmesh_common.text.questions import AnswerType, Question
+from ragmesh_common.text.questions import LEAST_WORDS, MOST_WORDS, AnswerType, Question, superlative
 from ragmesh_common.text.words import family_in, stem, words
 
 _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
@@ -45,15 +45,12 @@ Rank = tuple[int, int]  # (key terms a column's header names, minus the header's
 # words for a table's own parts: "What foods are in the grain row?" names the row and the column; "row" need not
 # be said anywhere in the source (a header that says it still matches)
 _STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entry", "line", "list", "sheet"))
-# a superlative that asks for the row with the largest or the smallest value of a column (`extreme`)
-_MOST = frozenset({"most", "highest", "largest", "greatest", "biggest", "maximum"})
-_LEAST = frozenset({"least", "lowest", "smallest", "fewest", "minimum"})
-# which row: "Which year …", "In which quarter …", "What region …", "Who …"
 # what a quoted value may be wrapped in ("… email vmata@colon.com?", "(ID 4711)")
 _AROUND = "\"'“”‘’()[]{}<>,;:?!."
-_NAME = stem("name")
-_CODE = re.compile(r"[\d@]")
-_DATED = frozenset(stem(w) for w in ("date", "year", "day", "time", "when", "month"))
+_NAME = stem("name")  # a column headed as someone's name ("Name", "Customer Name")
+_CODE = re.compile(r"[\d@]")  # what no name holds: a digit, an "@"
+_DATED = frozenset(stem(w) for w in ("date", "year", "day", "time", "when", "month"))  # a column of dates
+# which row: "Which year …", "In which quarter …", "What region …", "Who …"
 _WHICH = re.compile(r"^\s*(?:in\s+|during\s+)?(?:(?:which|what)\s+([^\W\d_]+)|who)\b", re.IGNORECASE)
 
 
@@ -169,40 +166,52 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
 
 def extreme(question: Question, sources: Sequence[Source]) -> Reading:
     """ "Which year had the most saltwater ducks?": the label cell of the row whose value is the largest (most,
-    highest, …: `_MOST`) or the smallest (`_LEAST`) in the column whose header names the question best (`_rank`;
+    highest, …: `superlative`) or the smallest in the column whose header names the question best (`_rank`;
     one column, every cell of it a number). The label is the cell under a header naming what the question asks
     which of ("year"), else the row's first. Two columns naming it as well or a tie for the extreme settle nothing
     in that table; tables that give different rows disagree (`Reading.disagreeing`: each one's value cell, as
-    "2022, Saltwater Ducks: 130", from its own source)."""
-    said = {w.lower() for w in words(question.text)}
-    most, least = bool(said & _MOST), bool(said & _LEAST)
+    "2022, Saltwater Ducks: 130", from its own source). The chunks of one document with the same header are one
+    table (a sheet split into chunks: its largest row is the largest of all its rows given, not of each chunk)."""
+    extremity = superlative(question.text)
     kind = _WHICH.match(question.text)
-    if most == least or question.options or kind is None:
+    if extremity is None or question.options or kind is None:
         return Reading(None)
+    most = extremity == "most"
     asked = stem(kind.group(1).lower()) if kind.group(1) else ""
-    wanted = question.key_stems() - {asked} - {stem(w) for w in _MOST | _LEAST}
+    wanted = question.key_stems() - {asked} - {stem(w) for w in MOST_WORDS | LEAST_WORDS}
     if not wanted:
         return Reading(None)
     asked_words = _asked_words(question)
-    found: list[tuple[Rank, Span, Span]] = []  # (the value column's rank, the row's label cell, its value cell)
+    # one table per document and header: a sheet split into chunks is read whole, each row once
+    parts: dict[tuple[str, str], list[tuple[int, list[tuple[int, str]]]]] = {}
     for i, source in enumerate(sources):
         for header, rows in tables(source.text):
-            columns = cells(header)
-            heads = _heads(columns)
-            label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
-            named = [(_rank(len(head & wanted), head, asked_words), j) for j, head in enumerate(heads) if j != label]
-            value = _most([(n, j) for n, j in named if n[0] > 0])
-            if len(value) != 1:
-                continue
-            rank, k = value[0]
-            scored = _column(rows, len(columns), k)
+            parts.setdefault((_document_of(source), header), []).append((i, rows))
+    found: list[tuple[Rank, Span, Span]] = []  # (the value column's rank, the row's label cell, its value cell)
+    for (_, header), chunks in parts.items():
+        columns = cells(header)
+        heads = _heads(columns)
+        label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
+        named = [(_rank(len(head & wanted), head, asked_words), j) for j, head in enumerate(heads) if j != label]
+        value = _most([(n, j) for n, j in named if n[0] > 0])
+        if len(value) != 1:
+            continue
+        rank, k = value[0]
+        scored: dict[str, tuple[float, int, int]] = {}  # row line → (value, source, offset), the first copy
+        for i, rows in chunks:
+            column = _column(rows, len(columns), k)
+            if not column:
+                break  # a cell that is no single number: the column is not a measure
+            for v, offset, line in column:
+                scored.setdefault(line, (v, i, offset))
+        else:
             if len(scored) < 2:
                 continue
-            top = (max if most else min)(v for v, _, _ in scored)
-            winners = [(offset, line) for v, offset, line in scored if v == top]
+            top = (max if most else min)(v for v, _, _ in scored.values())
+            winners = [(line, i, offset) for line, (v, i, offset) in scored.items() if v == top]
             if len(winners) != 1:
                 continue
-            offset, line = winners[0]
+            line, i, offset = winners[0]
             row = cells(line)
             if not row[label].text:
                 continue
@@ -216,6 +225,11 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
     if len(by_label) == 1:
         return Reading(chosen[0][0])
     return Reading(None, tuple(by_label.values()) if len(by_label) > 1 else ())
+
+
+def _document_of(source: Source) -> str:
+    """The document a source is a chunk of: its chunk id's part before the ordinal ("<document id>:<ordinal>")."""
+    return source.chunk_id.rpartition(":")[0] or source.chunk_id
 
 
 def _column(rows: Sequence[tuple[int, str]], width: int, k: int) -> list[tuple[float, int, str]]:

@@ -98,6 +98,9 @@ class Settings(ServiceSettings):
     # "What is X?" with no candidate that says what X is: the same search once more, this many candidates deep,
     # for one that does (pipeline/define.py); 0 = off
     define_depth: int = Field(100, ge=0, le=500)
+    # "Which product had the highest revenue?": the chunks of the table it is about read from its document, at most
+    # this many (pipeline/table.py); 0 = off
+    table_chunks: int = Field(50, ge=0, le=50)
     answer_deadline_seconds: float = Deadlines.answer
     rewrite_deadline_seconds: float = Deadlines.rewrite
     relevance_vector_strong: float = Thresholds.vector_strong

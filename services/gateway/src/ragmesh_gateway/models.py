@@ -383,6 +383,7 @@ class Stage(StrEnum):
     ITERATE = "iterate"
     DISTINCT = "distinct"
     DEFINE = "define"
+    TABLE = "table"
     BUDGET = "budget"
 
 
@@ -436,6 +437,13 @@ class StageRecord(Reply):
     )
     deeper: int | None = Field(
         None, description="define: the candidates a deeper search read, when none of the first said what the term is"
+    )
+    table_chunks: int | None = Field(
+        None, description="table: the chunks of the table a superlative question is about, read from its document"
+    )
+    added: int | None = Field(None, description="table: those chunks given to the answer after its sources")
+    complete: bool | None = Field(
+        None, description="table: the whole table was read (false: more chunks than GATEWAY_TABLE_CHUNKS)"
     )
 
 

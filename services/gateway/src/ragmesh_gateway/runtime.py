@@ -100,6 +100,7 @@ async def open_runtime(
         linked_documents=settings.linked_documents,
         link_passages=settings.link_passages,
         define_depth=settings.define_depth,
+        table_chunks=settings.table_chunks,
         relevance=settings.relevance,
         corrective_alpha=settings.corrective_alpha,
         corrective_candidates=settings.corrective_candidates,

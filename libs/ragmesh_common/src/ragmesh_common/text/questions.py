@@ -259,6 +259,20 @@ _FRAME = re.compile(
 _EMBEDDED_POLAR = re.compile(r"^(?:if|whether|ob|si|s')\b", re.IGNORECASE)
 
 
+# A superlative that asks for a table's row with the largest or the smallest value of a column ("Which product had
+# the highest revenue?"): the answerer's `tables.extreme` reads it, the gateway's table step gives it the whole table.
+MOST_WORDS = frozenset({"most", "highest", "largest", "greatest", "biggest", "maximum"})
+LEAST_WORDS = frozenset({"least", "lowest", "smallest", "fewest", "minimum"})
+
+
+def superlative(text: str) -> str | None:
+    """ "most" when `text` asks for the largest (`MOST_WORDS`), "least" for the smallest, else None (neither, or
+    both)."""
+    said = set(words(text))
+    most, least = bool(said & MOST_WORDS), bool(said & LEAST_WORDS)
+    return None if most == least else ("most" if most else "least")
+
+
 def asked_question(text: str) -> str:
     """`text` without a request around it: "Can you tell me who founded IBM?" → "who founded IBM?"."""
     found = _FRAME.match(text)

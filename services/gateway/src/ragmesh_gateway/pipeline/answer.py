@@ -56,7 +56,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
     assert isinstance(request, ChatRequest)  # the answer steps are in the chat pipeline only
     return answerer_pb2.AnswerRequest(
         question=state.query,
-        sources=state.results[: request.top_k],
+        sources=state.answer_sources(),
         graph_facts=state.facts,
         max_tokens=state.answer_max_tokens or request.max_tokens,
         history=state.answer_history(),
@@ -146,4 +146,4 @@ class Verify(Step):
             raise StepFailed("answer", "the answerer ended without a final message", 503)
         request = state.request
         assert isinstance(request, ChatRequest)
-        yield answer_event(state, state.final, state.results[: request.top_k])
+        yield answer_event(state, state.final, state.answer_sources())

@@ -147,7 +147,7 @@ class CachePin(Step):
 
     async def run(self, state: RequestState) -> dict[str, Any]:
         assert self.cache is not None and isinstance(state.request, ChatRequest)
-        sources = state.results[: state.request.top_k]
+        sources = state.answer_sources()
         try:
             state.cache_stamps = await self.cache.pin(state.user, [item.chunk.document_id for item in sources])
         except (RedisError, OSError) as exc:
@@ -184,7 +184,7 @@ class CacheStore(Step):
     async def run(self, state: RequestState) -> dict[str, Any]:
         assert self.cache is not None and isinstance(state.request, ChatRequest)
         assert state.final is not None and state.cache_bucket and state.query_vector and state.cache_stamps
-        payload = answer_event(state, state.final, state.results[: state.request.top_k])["data"]
+        payload = answer_event(state, state.final, state.answer_sources())["data"]
         try:
             entry = await self.cache.store(
                 state.cache_bucket,

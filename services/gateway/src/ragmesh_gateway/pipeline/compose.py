@@ -1,14 +1,15 @@
 """The gateway's pipelines, composed of the same steps: chat (streamed or not) and search.
 
     chat:   guardrail → conversation → understand → cache → plan → retrieve → rerank → grade → communities
-            → distinct → define → budget ┃ graph → cache pin → answer → cache store → verify ⇒ record turn
+            → distinct → define → table → budget ┃ graph → cache pin → answer → cache store → verify ⇒ record turn
                                                          (a cache hit ends the steps at cache)
                                                          └ agentic: iterate (retrieve → rerank → grade per
                                                            sub-question; tools: fetch_section, graph_neighbours)
     search:                                           understand → retrieve → rerank → grade → graph
 
 (communities: a collection-level question's map-reduce over community reports; distinct: one source per text;
-define: a source that says what the asked term is; budget: the answer within the
+define: a source that says what the asked term is; table: the rest of the table a question for its largest or
+smallest row is about; budget: the answer within the
 LLM token bound; ┃: the response starts; before it a failure is an HTTP status, after it an `error` event. conversation runs
 only for a chat with a `conversation_id`; ⇒: a hook on the final event, answered or declined.)
 """
@@ -43,6 +44,7 @@ from ragmesh_gateway.pipeline.rerank import Rerank
 from ragmesh_gateway.pipeline.retrieve import Retrieve
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Pipeline
+from ragmesh_gateway.pipeline.table import WholeTable
 from ragmesh_gateway.pipeline.tools import Tools
 from ragmesh_gateway.pipeline.understand import Understand
 
@@ -76,6 +78,7 @@ class Orchestrator:
         linked_documents: int = 0,
         link_passages: int = 2,
         define_depth: int = 0,
+        table_chunks: int = 0,
         default_context: dict[str, Any] | None = None,
         relevance: Thresholds | None = None,
         corrective_alpha: float = 0.3,
@@ -129,6 +132,7 @@ class Orchestrator:
                 Communities(mesh, deadlines.communities, enabled=graph_enabled),
                 Distinct(),
                 Define(mesh, deadlines.retrieve, depth=define_depth, default_context=default_context),
+                WholeTable(mesh, deadlines.retrieve, chunks=table_chunks),
                 AnswerBudget(agent.max_llm_tokens),
             ],
             during=[

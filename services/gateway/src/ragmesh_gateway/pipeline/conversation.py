@@ -97,7 +97,7 @@ class RecordTurn:
         request = state.request
         assert isinstance(request, ChatRequest)
         answered = data.get("outcome") == Outcome.ANSWER.value
-        given = [item.chunk.document_id for item in state.results[: request.top_k]] if answered else []
+        given = [item.chunk.document_id for item in state.answer_sources()] if answered else []
         if answered and state.cached is not None:
             # an answer from the semantic cache: every source given to the model that wrote it (cited or not)
             given = [str(source["document_id"]) for source in state.cached.payload.get("sources", [])]

@@ -37,6 +37,8 @@ class RequestState:
     levels: list[str] = field(default_factory=list)
     strategy: str = "direct"
     results: list[common_pb2.ScoredChunk] = field(default_factory=list)
+    # the rest of the table a superlative question is about, given after the first `top_k` (pipeline/table.py)
+    table_chunks: list[common_pb2.ScoredChunk] = field(default_factory=list)
     accessible: int = 0
     ingesting: int = 0
     vector_used: bool = True  # the search had a vector leg (the grade may trust cosine scores)
@@ -97,6 +99,12 @@ class RequestState:
     def conversation_id(self) -> str | None:
         conversation = self.request.conversation_id if isinstance(self.request, ChatRequest) else None
         return str(conversation) if conversation is not None else None
+
+    def answer_sources(self) -> list[common_pb2.ScoredChunk]:
+        """The sources a chat's answer is given, cited by their place: the first `top_k` results, then the rest of
+        the table a superlative question is about (`table_chunks`)."""
+        top_k = self.request.top_k if isinstance(self.request, ChatRequest) else len(self.results)
+        return [*self.results[:top_k], *self.table_chunks]
 
     @property
     def answering(self) -> bool:
