@@ -56,7 +56,9 @@ def test_the_largest_row_of_a_whole_sheet_and_only_of_sheets_the_user_may_read(
     assert lowest["verified"] is True and lowest["short_answer"] == "Gadget 01", lowest
 
     # shared with finance: the two sheets' largest rows differ, and the answer shows both, each with its source
-    patched = client.patch(f"/api/v1/documents/{theirs}", headers=auth(hugo), json={"acl": {"departments": ["finance"]}})
+    patched = client.patch(
+        f"/api/v1/documents/{theirs}", headers=auth(hugo), json={"acl": {"departments": ["finance"]}}
+    )
     assert patched.status_code == 200, patched.text
     shared = chat(client, tess, "Which gadget had the highest revenue?")
     assert shared["verified"] is False and "99999" in shared["answer"] and "9900" in shared["answer"], shared

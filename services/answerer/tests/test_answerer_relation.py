@@ -569,6 +569,30 @@ def test_an_acronym_no_sentence_defines_is_answered_by_the_words_that_spell_it_o
         assert reader.extract(Question.parse(question), reader.sentences([(text, "")])) is None, (question, text)
 
 
+def test_what_an_acronym_stands_for_is_its_words_not_what_it_is(reader: Reader) -> None:
+    """Found asking the shared IBM page "What does IBM stand for?": "largest industrial research organization in
+    the world" was shown, verified ("IBM is the largest …"). Its words are in a sentence that uses it, though not
+    in brackets after them."""
+    ibm = [
+        (
+            "International Business Machines Corporation (using the trademark IBM), nicknamed Big Blue, is an "
+            "American multinational technology company headquartered in Armonk, New York.",
+            "IBM",
+        ),
+        ("IBM is the largest industrial research organization in the world.", "IBM"),
+    ]
+    sentences = reader.sentences(ibm)
+    span = reader.extract(Question.parse("What does IBM stand for?"), sentences)
+    assert span is not None and span.text == "International Business Machines"
+    assert ibm[0][0][span.source_start : span.source_end] == "International Business Machines"
+    is_ = reader.extract(Question.parse("What is IBM?"), sentences)  # what it is: the definition
+    assert is_ is not None and is_.text == "largest industrial research organization in the world"
+    # no words that spell it: nothing, rather than what it is; initials in a sentence without it: nothing
+    assert reader.extract(Question.parse("What does IBM stand for?"), reader.sentences(ibm[1:])) is None
+    elsewhere = reader.sentences([("Isabel Bruce Martin wrote the report.", "R"), ibm[1]])
+    assert reader.extract(Question.parse("What does IBM stand for?"), elsewhere) is None
+
+
 def test_a_glossary_entry_answers_what_its_term_is(reader: Reader) -> None:
     """Found asking the shared HTML description list: "What does CSS stand for?" and "What is coffee?" were
     withheld; the parser now writes each term with its descriptions ("CSS: Cascading Style Sheets; Used for …")."""
@@ -646,3 +670,41 @@ def test_which_questions_ask_what_something_is(reader: Reader) -> None:
         asked = reader.asked(Question.parse(question))
         got = (asked.term, asked.bare, asked.name) if asked is not None else None
         assert got == want, question
+
+
+def test_a_word_one_final_e_away_from_the_questions_is_another_word(reader: Reader) -> None:
+    """ "Rhin" and "Rhine" share a stem, but the French name adds what the question does not say."""
+    rhine = ("The Rhine (French: Rhin, German: Rhein) is a European river that flows into the North Sea.", "Rhine")
+    assert check(reader, "What is the French name for the Rhine?", "Rhin", rhine)
+    assert not check(reader, "What is the French name for the Rhine?", "the Rhine", rhine)  # restates it
+
+
+def test_a_widened_answer_closes_the_bracket_it_opens() -> None:
+    """The reader's words end before a closing bracket ("ft)" is the word "ft"): "120 m (390 ft" was shown."""
+    text = "The sea level dropped by 120 m (390 ft) in the ice ages."
+    start = text.index("120")
+    assert relation._closed(text, start, text.index(" in the")) == text.index(" in the")  # nothing left open
+    assert text[start : relation._closed(text, start, text.index(")"))] == "120 m (390 ft)"
+    assert not relation._balanced("120 m (390 ft") and not relation._balanced("focus.[further explanation")
+    assert relation._balanced("1–3 cm (0.39–1.18 in) per century")
+
+
+def test_of_two_coordinated_answers_the_one_whose_own_words_the_question_says(reader: Reader) -> None:
+    """Found asking the shared IBM page "What percentage of computers worldwide did IBM produce in the 1960s?":
+    "80 percent" (of computers in the U.S.) was shown, verified; the sentence's "70 percent of computers
+    worldwide" answers it. Its reference marker ("worldwide.[11]") no longer hides the word from the parse."""
+    ibm = (
+        "During the 1960s and 1970s, the IBM mainframe was the world's dominant computing platform, with the company "
+        "producing 80 percent of computers in the U.S. and 70 percent of computers worldwide.[11]",
+        "IBM",
+    )
+    sentences = reader.sentences([ibm])
+    for asked, answer in (
+        ("What percentage of computers worldwide did IBM produce in the 1960s?", "70 percent"),
+        ("What percentage of computers in the U.S. did IBM produce in the 1960s?", "80 percent"),
+    ):
+        ranked = reader.ranked(Question.parse(asked), sentences)
+        assert reader._parallel(Question.parse(asked), ranked)[0].text == answer, asked
+    # a marker is parsed as spaces of its length: offsets are the text's
+    doc = reader._parse([ibm[0]])[0]
+    assert doc.text == ibm[0].replace("[11]", "    ") and any(t.text == "worldwide" for t in doc)

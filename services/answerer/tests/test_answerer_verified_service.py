@@ -12,11 +12,14 @@ import pytest
 from ragmesh.answerer.v1 import answerer_pb2, answerer_pb2_grpc
 from ragmesh.common.v1 import common_pb2
 from ragmesh_answerer.config import Settings
+from ragmesh_answerer.lists import led_in
 from ragmesh_answerer.llm import Generation
+from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.server import build_service
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
 from ragmesh_common.testing import channel_as
+from ragmesh_common.text.questions import Question
 
 IBM = common_pb2.ScoredChunk(
     score=0.9,
@@ -677,6 +680,21 @@ async def test_the_items_a_lead_in_naming_the_question_introduces_are_the_answer
     # a lead-in that does not say the question's terms answers nothing so
     _, other = await _events(service, "What topics do the cafeteria engagements cover?", [COE])
     assert not other.verified or "DB2 Web Query" not in other.answer
+
+
+def test_a_lead_in_list_ends_where_its_bullets_do() -> None:
+    """Found asking the shared duck page "What should you not forget when swimming?": the paragraph after the
+    bulleted list ("Hmm, what else…") was shown as its fourth item."""
+    text = (
+        "To get started with swimming, lay down in a water.\nAlso, don’t forget:\n- Wear sunglasses\n"
+        "- Don’t forget to drink water\n- Use sun cream\nHmm, what else…\n"
+    )
+    found = led_in(Question.parse("What should you not forget when swimming?"), [Source("d", "Swimming", (), text)])
+    assert found is not None and [q.text for q in found.items] == [
+        "Wear sunglasses",
+        "Don’t forget to drink water",
+        "Use sun cream",
+    ]
 
 
 TABLEFORMER = _source(

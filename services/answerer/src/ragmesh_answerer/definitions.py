@@ -56,6 +56,9 @@ _INTRODUCES_MEMBERS = frozenset({"namely", "including", "especially", "e.g.", "i
 _GLOSSARY_LINE = re2.compile(
     r"(?m)^[ \t]*(?:[-*•][ \t]+)?(?P<term>[^\W\d_][^:;\n]{0,60}?)[ \t]*(?::|[ \t][-–—])[ \t]+(?P<said>[^;\n]*[^;\s.])"
 )
+# capitalised words in a row, "of", "and", "for", "the" or "&" between two of them ("Bank of America")
+_CAPITALISED_RUN = re2.compile(r"[A-Z][\w'-]*(?:\s+(?:(?:of|and|for|the|&)\s+)?[A-Z][\w'-]*)+")
+_WORD_END = re.compile(r"[\w'-]+")
 _SPELLED_UNTIL = re2.compile(r"\s+[-–—]\s|,\s|\s\(")  # where an acronym's words end and a description starts
 # "What is Docling?" / "Who is Quack Quackling?": a name of one to three capitalised words, however it parses
 _NAME_ASKED = re.compile(
@@ -68,6 +71,7 @@ class Asked:
     term: str  # what the question asks about: "TableFormer", "a Boots self-locking nut"
     bare: bool  # a thing named, nothing else: only a definition answers (no preposition, clause, ordinal, superlative)
     name: bool  # every word written with a capital ("DocLayNet"): no number or date answers it
+    expands: bool = False  # "What does IBM stand for?": the words an acronym abbreviates, not what the thing is
 
 
 def asked(question: Any) -> Asked | None:
@@ -113,7 +117,8 @@ def asked(question: Any) -> Asked | None:
         for t in term
     )
     name = bool(named) and all(any(c.isupper() for c in t.text) for t in named)
-    return Asked(term.text, bare, name)
+    expands = lemma == "stand" and is_acronym(term.text.strip())
+    return Asked(term.text, bare, name, expands)
 
 
 def _stems(text: str) -> frozenset[str]:
@@ -176,6 +181,32 @@ def spelled_out(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
             if found is not None:
                 return n, found[0], found[1]
             at = text.find(marker, at + 1)
+    return -1, 0, 0
+
+
+def initialled(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
+    """Where an acronym's words are written in a sentence that also uses it, without the brackets `spelled_out`
+    reads: the first (text index, start char, end char) of a run of capitalised words whose initials are the
+    acronym's letters, in order and no more ("International Business Machines Corporation (using the trademark
+    IBM)" → "International Business Machines"; "of", "and", "for", "the" inside the run are skipped). (-1, 0, 0)
+    when none."""
+    short = term.strip()
+    if not is_acronym(short) or len(short) > MAX_ACRONYM:
+        return -1, 0, 0
+    letters = short.lower()
+    for n, text in enumerate(texts):
+        if not re.search(rf"\b{re.escape(short)}\b", text):
+            continue
+        for run in _CAPITALISED_RUN.finditer(text):
+            capitals = [m for m in _WORD_START.finditer(run.group(0)) if run.group(0)[m.start()].isupper()]
+            if len(capitals) < len(letters):
+                continue
+            for first in range(len(capitals) - len(letters) + 1):
+                chosen = capitals[first : first + len(letters)]
+                if "".join(run.group(0)[m.start()].lower() for m in chosen) == letters:
+                    words_end = _WORD_END.match(run.group(0), chosen[-1].start())
+                    assert words_end is not None
+                    return n, run.start() + chosen[0].start(), run.start() + words_end.end()
     return -1, 0, 0
 
 

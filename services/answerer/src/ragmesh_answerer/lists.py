@@ -84,7 +84,7 @@ def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
     including:" then a line per topic, for "What topics do Global CoE engagements cover?" (a PDF's list whose
     bullets were glyphs, not marks the parser knows). The lead-in ends with a colon and says every key term of
     the question; the items are the lines right after it (at least `MIN_ITEMS`, each at most `MAX_ITEM_WORDS`
-    words, up to a blank line or the next lead-in), without a bullet; a one-character glyph that opens every item
+    words, up to a blank line or the next lead-in, or past the bullets when the first has one), without a bullet; a one-character glyph that opens every item
     ("r Database performance …") is a bullet too. Same questions as `listed`; the first such source answers."""
     keys = _list_keys(question)
     if keys is None:
@@ -104,11 +104,15 @@ def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
 def _lines_after(text: str, at: int) -> list[tuple[str, int, int]]:
     """The item lines that follow a lead-in ending at `at`: (text, start, end), bullets and a common glyph off."""
     found: list[tuple[str, int, int]] = []
+    bulleted = False  # the first item has a bullet: so must the rest
     for line in _LINE.finditer(text, at):
         body, where = line.group(1), line.start(1)
         if not body.strip() or body.rstrip().endswith(":") or len(words(body)) > MAX_ITEM_WORDS:
             break
         item = _ITEM.match(body)
+        if found and bulleted and item is None:
+            break  # "- Use sun cream", then "Hmm, what else…": the list's bullets ended
+        bulleted = bulleted or (not found and item is not None)
         start = where + (item.start("text") if item else len(body) - len(body.lstrip()))
         end = where + len(body.rstrip())
         found.append((text[start:end], start, end))
