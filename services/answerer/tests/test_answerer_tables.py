@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ragmesh_answerer.prompting import Source
-from ragmesh_answerer.tables import cells, describe, extreme, lookup, tables
+from ragmesh_answerer.tables import cells, describe, extreme, identifiers, lookup, tables
 from ragmesh_common.text.questions import Question
 
 CUSTOMERS = (
@@ -271,6 +271,7 @@ def test_a_row_found_by_a_value_the_question_quotes() -> None:
     assert answer("Who has the email beckycarr@hogan.com?", sources) == "Roy Berry"
     assert answer("What is the email of customer DD37Cf93aecA6Dc?", sources) == "zunigavanessa@smith.info"
     assert answer("Which company does 6f94879bdafe5a6 belong to?", sources) == "Murillo-Perry"  # any case
+    assert identifiers("Which and/or what company has vmata@colon.com?") == {"vmata@colon.com"}
     # two phone columns name it alike: no one cell; a value no row holds, or only part of a cell: no row
     assert answer("What is the phone number of customer DD37Cf93aecA6Dc?", sources) is None
     assert answer("Which company does the customer with email nobody@colon.com work for?", sources) is None

@@ -84,8 +84,9 @@ def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
     including:" then a line per topic, for "What topics do Global CoE engagements cover?" (a PDF's list whose
     bullets were glyphs, not marks the parser knows). The lead-in ends with a colon and says every key term of
     the question; the items are the lines right after it (at least `MIN_ITEMS`, each at most `MAX_ITEM_WORDS`
-    words, up to a blank line or the next lead-in, or past the bullets when the first has one), without a bullet; a one-character glyph that opens every item
-    ("r Database performance …") is a bullet too. Same questions as `listed`; the first such source answers."""
+    words, up to a blank line or the next lead-in; when the first has a bullet, as far as the bullets go), without
+    a bullet; a one-character glyph that opens every item ("r Database performance …") is a bullet too. Same
+    questions as `listed`; the first such source answers."""
     keys = _list_keys(question)
     if keys is None:
         return None

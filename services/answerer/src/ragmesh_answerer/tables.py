@@ -15,7 +15,8 @@ the column "Calories per portion"), or by one of its numbers ("… in 2021?"), b
 header and the source (a chart's caption) hold every key term; of a row's columns, the one whose header names
 the most, and of those the one whose header says nothing the question does not ("Ducks" over "Freshwater Ducks").
 A question that quotes a value a cell holds whole ("… the customer with email vmata@colon.com", "… customer
-DD37Cf93aecA6Dc": a word with an "@", a digit or a "/") finds its row by that cell, and only that row answers.
+DD37Cf93aecA6Dc": a word with letters and an "@", a digit or "://") finds its row by that cell, and only that row
+answers.
 A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way: the value of
 the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
@@ -200,7 +201,7 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
         scored: dict[str, tuple[float, int, int]] = {}  # row line → (value, source, offset), the first copy
         for i, rows in chunks:
             column = _column(rows, len(columns), k)
-            if not column:
+            if rows and not column:
                 break  # a cell that is no single number: the column is not a measure
             for v, offset, line in column:
                 scored.setdefault(line, (v, i, offset))
@@ -396,12 +397,14 @@ def _fields(question: Question, sources: Sequence[Source]) -> list[Span]:
 
 
 def identifiers(text: str) -> set[str]:
-    """The values a question quotes that a table's cell may hold whole (casefolded): a word with an "@", a digit
-    or a "/" in it ("vmata@colon.com", "DD37Cf93aecA6Dc", "INV-2024/17"), its surrounding punctuation left out."""
+    """The values a question quotes that a table's cell may hold whole (casefolded): a word with letters and an
+    "@", a digit or "://" in it ("vmata@colon.com", "DD37Cf93aecA6Dc", "INV-2024/17", "http://www.hobbs.com/"),
+    its surrounding punctuation left out ("and/or" is none)."""
     found = set()
     for raw in text.split():
         token = raw.strip(_AROUND)
-        if len(token) >= 3 and any(c.isdigit() or c in "@/" for c in token) and any(c.isalpha() for c in token):
+        coded = "@" in token or "://" in token or any(c.isdigit() for c in token)
+        if len(token) >= 3 and coded and any(c.isalpha() for c in token):
             found.add(token.casefold())
     return found
 

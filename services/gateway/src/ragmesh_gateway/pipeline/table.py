@@ -6,11 +6,11 @@ the largest of those rows only; two chunks with different largest rows even read
 superlative question (`ragmesh_common.text.questions.superlative`) whose sources (the first `top_k`) hold a table
 chunk, each such document's section (its best-ranked table chunk's; at most `TABLE_DOCUMENTS`) is fetched from it
 (FetchSection as the user: row-level security and the request's document filter decide what it returns) and the
-chunks of that table (the same header line) that the sources lack are given to the answerer after them (`RequestState.table_chunks`: sources like the
-others, cited by their place). At most `chunks` chunks are read (GATEWAY_TABLE_CHUNKS, 50; 0 turns the step off): a
-table with more is read as far as that, and the reply's notes say its largest row is of those read only (stage
-record `complete` false). A failed fetch leaves the sources as they were (optional step: logged, traced, reported
-as degraded).
+chunks of that table (the same header line) that the sources lack are given to the answerer after them
+(`RequestState.table_chunks`: sources like the others, cited by their place). At most `chunks` chunks are read
+(GATEWAY_TABLE_CHUNKS, 50; 0 turns the step off): a table with more is read as far as that, and the reply's notes
+say its largest row is of those read only (stage record `complete` false). A failed fetch leaves the sources as
+they were (optional step: logged, traced, reported as degraded).
 """
 
 from __future__ import annotations
