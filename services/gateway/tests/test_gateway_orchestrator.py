@@ -775,6 +775,18 @@ async def test_a_question_for_a_tables_largest_row_gets_the_whole_table() -> Non
     assert record["table_chunks"] == 9 and record["added"] == 6 and record["complete"] is True
     final = events[-1]["data"]
     assert [s["chunk_id"] for s in final["sources"]][5:] == added
+    # one document's fetch failing: none of the tables is added (not one read whole beside one read in part)
+
+    def half(request: retriever_pb2.FetchSectionRequest) -> Any:
+        return rpc_error(grpc.StatusCode.UNAVAILABLE) if request.document_id == "d7" else fetch(request)
+
+    mesh = mesh_with(half)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=50)
+    prepared = await orchestrator.prepare(USER, ChatRequest(question="Which product had the highest revenue?", top_k=5))
+    events = [e async for e in orchestrator.run(prepared)]
+    assert [s.chunk.chunk_id for s in mesh.answerer.requests["Answer"].sources] == ["d1:2", "d1:5", "d7:1", "p0", "p1"]
+    assert any(d["step"] == "table" for d in events[-1]["data"]["degraded"])
+    mesh = mesh_with(fetch)
     # a table with more chunks than are read: the answer says its row is of those read only
     orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=8)
     prepared = await orchestrator.prepare(USER, ChatRequest(question="Which product had the lowest revenue?", top_k=5))

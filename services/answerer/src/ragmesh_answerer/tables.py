@@ -198,26 +198,19 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
         if len(value) != 1:
             continue
         rank, k = value[0]
-        scored: dict[str, tuple[float, int, int]] = {}  # row line → (value, source, offset), the first copy
-        for i, rows in chunks:
-            column = _column(rows, len(columns), k)
-            if rows and not column:
-                break  # a cell that is no single number: the column is not a measure
-            for v, offset, line in column:
-                scored.setdefault(line, (v, i, offset))
-        else:
-            if len(scored) < 2:
-                continue
-            top = (max if most else min)(v for v, _, _ in scored.values())
-            winners = [(line, i, offset) for line, (v, i, offset) in scored.items() if v == top]
-            if len(winners) != 1:
-                continue
-            line, i, offset = winners[0]
-            row = cells(line)
-            if not row[label].text:
-                continue
-            sentence = _row(i, offset, line, header)
-            found.append((rank, _cell(sentence, row[label]), _cell(sentence, row[k])))
+        scored = _merged_column(chunks, len(columns), k)
+        if scored is None or len(scored) < 2:
+            continue
+        top = (max if most else min)(v for v, _, _ in scored.values())
+        winners = [(line, i, offset) for line, (v, i, offset) in scored.items() if v == top]
+        if len(winners) != 1:
+            continue
+        line, i, offset = winners[0]
+        row = cells(line)
+        if not row[label].text:
+            continue
+        sentence = _row(i, offset, line, header)
+        found.append((rank, _cell(sentence, row[label]), _cell(sentence, row[k])))
     best = max((n for n, _, _ in found), default=(0, 0))
     chosen = [(labelled, cell) for n, labelled, cell in found if n == best]
     by_label: dict[str, Span] = {}  # one value cell per label, from the first table that gives it
@@ -231,6 +224,21 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
 def _document_of(source: Source) -> str:
     """The document a source is a chunk of: its chunk id's part before the ordinal ("<document id>:<ordinal>")."""
     return source.chunk_id.rpartition(":")[0] or source.chunk_id
+
+
+def _merged_column(
+    chunks: Sequence[tuple[int, Sequence[tuple[int, str]]]], width: int, k: int
+) -> dict[str, tuple[float, int, int]] | None:
+    """Column `k` of one table given in chunks ((source index, rows) each): row line → (value, source, offset), a
+    row two chunks both hold counted once; None when a cell there is no single number (the column is no measure)."""
+    scored: dict[str, tuple[float, int, int]] = {}
+    for i, rows in chunks:
+        column = _column(rows, width, k)
+        if rows and not column:
+            return None
+        for v, offset, line in column:
+            scored.setdefault(line, (v, i, offset))
+    return scored
 
 
 def _column(rows: Sequence[tuple[int, str]], width: int, k: int) -> list[tuple[float, int, str]]:

@@ -75,7 +75,10 @@ _PLACE_Q = re.compile(
 # case. Not "who": a subject asked so ("… contractual links between who?") is as often a group or a role as a
 # person (on the SQuAD tuning half, two right answers lost to the person type).
 _IN_SITU = re.compile(r"\b(where|wo|où|when|wann|quand)[\s?!.]*$")
-_IN_SITU_TYPE = {**dict.fromkeys(("where", "wo", "où"), "place"), **dict.fromkeys(("when", "wann", "quand"), "date")}
+_IN_SITU_TYPE = {
+    **dict.fromkeys(("where", "wo", "où"), AnswerType.PLACE),
+    **dict.fromkeys(("when", "wann", "quand"), AnswerType.DATE),
+}
 
 
 # The verb a yes/no question opens with (English, German; French "est-ce que").
@@ -302,7 +305,7 @@ def question_type(text: str) -> AnswerType:
     if _PLACE_Q.search(text):
         return AnswerType.PLACE
     if found := _IN_SITU.search(asked):
-        return AnswerType(_IN_SITU_TYPE[found.group(1)])
+        return _IN_SITU_TYPE[found.group(1)]
     return AnswerType.OTHER
 
 

@@ -15,6 +15,7 @@ they were (optional step: logged, traced, reported as degraded).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ragmesh.common.v1 import common_pb2
@@ -66,32 +67,37 @@ class WholeTable(Step):
         if not tables:
             return {}
         known = {r.chunk.chunk_id for r in given}
-        read, complete = 0, True
-        for table, header in tables[:TABLE_DOCUMENTS]:
-            reply = await self.mesh.retriever.FetchSection(
-                retriever_pb2.FetchSectionRequest(
-                    document_id=table.document_id,
-                    section=table.section_path[-1] if table.section_path else "",
-                    document_ids=state.document_ids,
-                    limit=self.chunks,
-                    max_documents=1,
-                ),
-                metadata=state.user.metadata(),
-                timeout=self.timeout,
-            )
-            same = [
-                r
-                for r in reply.results
-                if r.chunk.document_id == table.document_id
-                and r.chunk.kind == common_pb2.CHUNK_KIND_TABLE
-                and header_of(r.chunk.text) == header
-            ]
-            read += len(same)
-            state.table_chunks += [r for r in same if r.chunk.chunk_id not in known]
-            complete = complete and len(reply.results) < self.chunks
+        chosen = tables[:TABLE_DOCUMENTS]
+        # one fetch per document, together; any failure leaves the sources as they were (nothing assigned yet)
+        replies = await asyncio.gather(*(self._fetch(state, table) for table, _ in chosen))
+        same = [
+            r
+            for (table, header), reply in zip(chosen, replies, strict=True)
+            for r in reply.results
+            if r.chunk.document_id == table.document_id
+            and r.chunk.kind == common_pb2.CHUNK_KIND_TABLE
+            and header_of(r.chunk.text) == header
+        ]
+        state.table_chunks = [r for r in same if r.chunk.chunk_id not in known]
+        complete = all(len(reply.results) < self.chunks for reply in replies)
         if not complete:
             state.notes.append(
                 f"A table has more than the {self.chunks} parts read for this answer: its largest or smallest row "
                 "is of those read only."
             )
-        return {"table_chunks": read, "added": len(state.table_chunks), "complete": complete}
+        return {"table_chunks": len(same), "added": len(state.table_chunks), "complete": complete}
+
+    async def _fetch(self, state: RequestState, table: common_pb2.Chunk) -> retriever_pb2.FetchSectionResponse:
+        """The section of `table`'s document that holds it, as the user reads it, at most `chunks` chunks."""
+        reply: retriever_pb2.FetchSectionResponse = await self.mesh.retriever.FetchSection(
+            retriever_pb2.FetchSectionRequest(
+                document_id=table.document_id,
+                section=table.section_path[-1] if table.section_path else "",
+                document_ids=state.document_ids,
+                limit=self.chunks,
+                max_documents=1,
+            ),
+            metadata=state.user.metadata(),
+            timeout=self.timeout,
+        )
+        return reply
