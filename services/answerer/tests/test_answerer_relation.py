@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ragmesh_answerer import relation, span_model
+from ragmesh_answerer import definitions, relation, span_model
 from ragmesh_answerer.answering import Answerer, AnswerInput
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.llm import OllamaChat
@@ -677,6 +677,25 @@ def test_a_word_one_final_e_away_from_the_questions_is_another_word(reader: Read
     rhine = ("The Rhine (French: Rhin, German: Rhein) is a European river that flows into the North Sea.", "Rhine")
     assert check(reader, "What is the French name for the Rhine?", "Rhin", rhine)
     assert not check(reader, "What is the French name for the Rhine?", "the Rhine", rhine)  # restates it
+
+
+def test_the_questions_own_name_in_other_letters_is_no_answer(reader: Reader) -> None:
+    """Found in the HotpotQA and SQuAD replays: "MIAL" answered "Which of the founders of the Mississippi Institute
+    of Arts and Letters …?" and "Kenya Certificate of Primary Education" "What does the KCPE determine?" — the
+    question's own name as an acronym, or its acronym's words. Asked for that form, it is the answer."""
+    mial = ("The Mississippi Institute of Arts and Letters (MIAL) was founded by William Winter in 1978.", "MIAL")
+    assert not check(reader, "Who founded the Mississippi Institute of Arts and Letters?", "MIAL", mial)
+    assert check(reader, "Who founded the Mississippi Institute of Arts and Letters?", "William Winter", mial)
+    asked = Question.parse("What is the acronym of the Mississippi Institute of Arts and Letters?")
+    assert not relation._abbreviates(asked, "MIAL", asked.key_stems())  # the form asked for restates nothing
+    kcpe = (
+        "The Kenya Certificate of Primary Education (KCPE) determines those who proceed to secondary school.",
+        "KCPE",
+    )
+    assert not check(reader, "What does the KCPE determine?", "Kenya Certificate of Primary Education", kcpe)
+    assert check(reader, "What does KCPE stand for?", "Kenya Certificate of Primary Education", kcpe)
+    assert definitions.written_out("MIAL", mial[0]) == (4, mial[0].index(" (MIAL"))
+    assert definitions.written_out("MIAL", "The Mississippi Arts Institute") is None
 
 
 def test_a_widened_answer_closes_the_bracket_it_opens() -> None:

@@ -191,23 +191,31 @@ def initialled(term: str, texts: Sequence[str]) -> tuple[int, int, int]:
     IBM)" → "International Business Machines"; "of", "and", "for", "the" inside the run are skipped). (-1, 0, 0)
     when none."""
     short = term.strip()
-    if not is_acronym(short) or len(short) > MAX_ACRONYM:
-        return -1, 0, 0
-    letters = short.lower()
     for n, text in enumerate(texts):
         if not re.search(rf"\b{re.escape(short)}\b", text):
             continue
-        for run in _CAPITALISED_RUN.finditer(text):
-            capitals = [m for m in _WORD_START.finditer(run.group(0)) if run.group(0)[m.start()].isupper()]
-            if len(capitals) < len(letters):
-                continue
-            for first in range(len(capitals) - len(letters) + 1):
-                chosen = capitals[first : first + len(letters)]
-                if "".join(run.group(0)[m.start()].lower() for m in chosen) == letters:
-                    words_end = _WORD_END.match(run.group(0), chosen[-1].start())
-                    assert words_end is not None
-                    return n, run.start() + chosen[0].start(), run.start() + words_end.end()
+        found = written_out(short, text)
+        if found is not None:
+            return n, found[0], found[1]
     return -1, 0, 0
+
+
+def written_out(short: str, text: str) -> tuple[int, int] | None:
+    """The first (start char, end char) in `text` of a run of capitalised words whose initials are the letters of
+    the acronym `short`, in order and no more ("of", "and", "for", "the" inside the run skipped: "Mississippi
+    Institute of Arts and Letters" writes out MIAL); None when none, or when `short` is no acronym."""
+    if not is_acronym(short) or len(short) > MAX_ACRONYM:
+        return None
+    letters = short.lower()
+    for run in _CAPITALISED_RUN.finditer(text):
+        capitals = [m for m in _WORD_START.finditer(run.group(0)) if run.group(0)[m.start()].isupper()]
+        for first in range(len(capitals) - len(letters) + 1):
+            chosen = capitals[first : first + len(letters)]
+            if "".join(run.group(0)[m.start()].lower() for m in chosen) == letters:
+                words_end = _WORD_END.match(run.group(0), chosen[-1].start())
+                assert words_end is not None
+                return run.start() + chosen[0].start(), run.start() + words_end.end()
+    return None
 
 
 def glossed(term: str, texts: Sequence[str]) -> tuple[int, int, int]:

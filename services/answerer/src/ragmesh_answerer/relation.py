@@ -1177,10 +1177,36 @@ def _bridge(text: str, named: Sequence[set[str]]) -> bool:
 
 
 def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: Sequence[NumberToken]) -> bool:
-    """`_restates`, but a choice the question offers is an answer although the question names it."""
+    """`_restates` (or `_abbreviates`), but a choice the question offers is an answer although the question names
+    it."""
     if question.options and question.offers(text):
         return False
+    if _abbreviates(question, text, keys):
+        return True
     return _restates(text, keys, asked) and not _final_e_twin(text, question.text)
+
+
+ABBREVIATIONS_RESTATE = True  # off (bench `--set ABBREVIATIONS_RESTATE=0`): an acronym of the question's name answers
+_ASKS_FORM = re2.compile(
+    r"(?i)\b(?:stands?|stood)\s+for\b|\babbreviat|\bacronym|\binitials\b|\bshort\s+for\b|\bfull\s+(?:name|form)\b"
+)
+
+
+def _abbreviates(question: Question, text: str, keys: set[str]) -> bool:
+    """`text` is a name the question already says, in other letters: the acronym of capitalised words it writes out
+    ("MIAL" to "Which of the founders of the Mississippi Institute of Arts and Letters …?", "MTM" to "What is
+    included in Medication Therapy Management?"), or the words of an acronym it uses, with nothing else new
+    ("Kenya Certificate of Primary Education" to "What does the KCPE determine?"). Not when the question asks for
+    that form ("What does IBM stand for?", "… its abbreviation?")."""
+    if not ABBREVIATIONS_RESTATE or _ASKS_FORM.search(question.text):
+        return False
+    if definitions.written_out(text.strip(), question.text) is not None:
+        return True
+    for acronym in question.acronyms:
+        found = definitions.written_out(acronym, text)
+        if found is not None and not content_stems(f"{text[: found[0]]} {text[found[1] :]}") - keys:
+            return True
+    return False
 
 
 def _final_e_twin(text: str, asked: str) -> bool:
