@@ -83,6 +83,8 @@ def test_question_types() -> None:
     assert question_type("The novel was published by a house that is based where?") is AnswerType.PLACE
     assert question_type("The French church in Portarlington was built when?") is AnswerType.DATE
     assert question_type("There are direct contractual links between who?") is AnswerType.OTHER  # often a role
+    assert question_type("What venue did Super Bowl 50 take place in?") is AnswerType.PLACE  # not "Super Bowl XXXVII"
+    assert question_type("At which stadium was the final played?") is AnswerType.PLACE
     q = Question.parse("When was IBM founded in New York?")
     assert q.acronyms == ("IBM",) and q.entities == ("new", "york") and q.focus == ("founded",)
     # "located" only asks where: a sentence saying "X in Wellington" states it

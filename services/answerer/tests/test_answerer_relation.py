@@ -727,3 +727,16 @@ def test_of_two_coordinated_answers_the_one_whose_own_words_the_question_says(re
     # a marker is parsed as spaces of its length: offsets are the text's
     doc = reader._parse([ibm[0]])[0]
     assert doc.text == ibm[0].replace("[11]", "    ") and any(t.text == "worldwide" for t in doc)
+    # so is a maintenance marker ("focus.[further explanation needed]" had given the answer "political focus.[further
+    # explanation"); an editor's bracketed words are the text's own
+    marked = "Imperialism has a political focus.[further explanation needed] Its rule [his] was short.[when?]"
+    parsed = reader._parse([marked])[0].text
+    assert "further" not in parsed and "when" not in parsed and "[his]" in parsed and len(parsed) == len(marked)
+
+
+def test_a_time_said_only_relative_to_another_does_not_say_when(reader: Reader) -> None:
+    """Found in the SQuAD replay: "the following week" answered "What was the date of the very first episode?"."""
+    show = ("The first episode was shown again the following week, on 30 November 1963, after a power cut.", "Show")
+    asked = "When was the first episode shown again?"
+    assert not check(reader, asked, "the following week", show)
+    assert check(reader, asked, "30 November 1963", show)

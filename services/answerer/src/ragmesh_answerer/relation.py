@@ -136,7 +136,13 @@ TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
 # of it: "… by Year | | Freshwater Ducks | Saltwater Ducks | | 2019 | 120 | 80 | …").
 # a reference marker a web page's text keeps ("… of computers worldwide.[11]"): parsed as spaces of its length, so
 # that offsets stay those of the text and "worldwide.[11" is not read as one word
-_CITATION = re.compile(r"\[(?:\d{1,4}|citation needed|clarification needed|note \d{1,3})\]", re.IGNORECASE)
+# ("… focus.[further explanation needed]", "[when?]"): Wikipedia's numbered and maintenance markers, not an
+# editor's bracketed words ("[his]", "[less than three years]"), which are the quoted text's own
+_CITATION = re.compile(
+    r"\[(?:\d{1,4}|note \d{1,3}|[a-z]+(?: [a-z]+){0,2} needed|update|vague|dubious|original research\?"
+    r"|improper synthesis\?|not in citation given|(?:who|when|where|which|why|by whom|according to whom)\?)\]",
+    re.IGNORECASE,
+)
 
 
 def _blank(found: re.Match[str]) -> str:
@@ -1040,6 +1046,16 @@ def _settled(question: Question, answer: str, chosen: Span | None) -> Check:
     return Check(True, "", chosen, chosen)
 
 
+# A time stated only relative to another ("the following week", "the same year", "later"): no answer to when.
+RELATIVE_DATES_NO_ANSWER = True
+_RELATIVE_TIME = re.compile(
+    r"(?:(?:the|that|this|a)\s+)?(?:following|next|previous|preceding|same|last|subsequent|coming|prior)\s+"
+    r"(?:day|week|month|year|season|decade|century|morning|afternoon|evening|night)s?$"
+    r"|(?:later|earlier|then|now|today|yesterday|tomorrow|recently|afterwards|soon after|shortly after)$",
+    re.IGNORECASE,
+)
+
+
 def _of_type(kind: AnswerType, label: str, text: str) -> bool:
     if kind is AnswerType.OTHER:
         return True
@@ -1049,6 +1065,8 @@ def _of_type(kind: AnswerType, label: str, text: str) -> bool:
         return False  # "2 June 1961" counts nothing: a how-many or population question's DATE is a span of years
     if kind is AnswerType.NUMBER and label in ("DATE", "TIME") and len(text.split()) == 1 and not numbers(text):
         return False  # nor does a lone "Year" ("Wild Duck Observations by Year", a chart's caption)
+    if kind is AnswerType.DATE and RELATIVE_DATES_NO_ANSWER and _RELATIVE_TIME.match(text.strip()):
+        return False  # "the following week" says when only with a date the sentence does not give
     if label in TYPE_LABELS[kind]:
         return True
     if kind is AnswerType.DATE:

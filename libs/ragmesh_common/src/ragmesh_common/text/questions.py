@@ -67,8 +67,10 @@ _PLACE_Q = re.compile(
     # "in which country", "of what city", "in what Australian city" ("state" only right after the wh-word:
     # "What articles state that …" asks no place)
     r"|\b(?:in|from|to|of|at|near)\s+(?:what|which)\s+"
-    r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location))\b"
-    r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location))\b",
+    r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location|venue"
+    r"|stadium|arena))\b"
+    r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place"
+    r"|location|venue|stadium|arena))\b",
     re.IGNORECASE,
 )
 # A question that asks where or when with its last word ("… and is based where?", "… was built when?"), in lower
