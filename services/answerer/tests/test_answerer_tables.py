@@ -429,6 +429,10 @@ def test_a_count_falls_through_when_no_column_holds_the_value_whole() -> None:
     assert count(Question.parse("How many entries are from Djibouti?"), sheet).tallies[0].short == "1"
     units = Source("u1:1", "Sales", (), "| Product | Units |\n|---|---|\n| Widget Beta | 7 |\n| Widget Gamma | 3 |\n")
     assert count(Question.parse("How many units did Widget Beta sell?"), [units]).tallies == ()
+    # a column of labels with numbers ("Gadget 05") is no measure: its noun counts rows
+    gadgets = "| Gadget | Region | Units |\n|---|---|---|\n| Gadget 05 | South | 3 |\n| Gadget 06 | North | 2 |\n"
+    south = count(Question.parse("How many gadgets are in the South region?"), [Source("g1:1", "g", (), gadgets)])
+    assert [t.short for t in south.tallies] == ["1"]
     assert answer("How many units did Widget Beta sell?", [units]) == "7"
 
 

@@ -20,8 +20,10 @@ answers.
 A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way: the value of
 the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
-smallest) number in the column its key terms name, by the row's label (`extreme`); tables whose rows differ
-disagree.
+smallest) number in the column its key terms name, by the row's label (`extreme`); rows that tie are named
+together (`Tally`); tables whose rows differ disagree.
+A how-many question that names a value whole cells of one column hold ("How many customers are from Chile?") is the
+number of the table's rows with it, the rows cited (`count`); tables whose counts differ disagree.
 """
 
 from __future__ import annotations
@@ -379,13 +381,14 @@ def _measures(noun: str, header: str, rows: Sequence[tuple[Sentence, list[Cell]]
     """Does the counted noun name a column of numbers ("How many units …" over "Units")? Then the question asks for
     that column's cell, not for a count of rows."""
     for k, head in enumerate(_heads(cells(header))):
-        if (
-            family_in(noun, head)
-            and rows
-            and all(len(numbers(row[k].text, number_words=False)) == 1 for _, row in rows)
-        ):
+        if family_in(noun, head) and rows and all(_a_number(row[k].text) for _, row in rows):
             return True
     return False
+
+
+def _a_number(text: str) -> bool:
+    """A cell that is one number and no word ("12", "$5,000"; not "Gadget 05", a label with a number)."""
+    return len(numbers(text, number_words=False)) == 1 and not words(text)
 
 
 def _held_value(asked: str, rows: Sequence[tuple[Sentence, list[Cell]]]) -> tuple[int, str] | None:
