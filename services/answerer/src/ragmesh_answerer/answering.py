@@ -19,7 +19,11 @@
    rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
    says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
    not asked and nothing is verified. A superlative ("Which year had the most saltwater ducks?") is the label of
-   the row with the column's largest value; tables whose largest rows differ disagree the same way.
+   the row with the column's largest value; tables whose largest rows differ disagree the same way. Rows that tie
+   for it, and the rows a how-many question over a table's value counts ("How many customers are from Chile?"),
+   are an answer of several rows (`tables.Tally`): its statement, then each row read out and cited, verified only
+   when the rows hold it (`Tally.holds`); the model is not asked. A count over a table the gateway read only in part
+   (`partial_tables`) is "at least N".
 6. A question that asks only what or who something is ("What is TableFormer?") is answered first by the sentence
    that defines it: "X is a …", "X means …", "We propose X, a …" (`definitions.py`); the complement is the span.
 7. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
