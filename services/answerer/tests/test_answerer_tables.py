@@ -6,7 +6,17 @@ from __future__ import annotations
 import dataclasses
 
 from ragmesh_answerer.prompting import Source
-from ragmesh_answerer.tables import cells, describe, extreme, identifiers, lookup, tables
+from ragmesh_answerer.tables import (
+    COUNTED_SHOWN,
+    TIED_SHOWN,
+    cells,
+    count,
+    describe,
+    extreme,
+    identifiers,
+    lookup,
+    tables,
+)
 from ragmesh_common.text.questions import Question
 
 CUSTOMERS = (
@@ -215,7 +225,9 @@ def test_a_superlative_gets_the_row_with_the_largest_or_smallest_value_of_the_na
     assert ask("Which year had the most ducks?") == "2024"
     assert ask("Which year had the most ducks?", [Source("d1", "Survey", (), CHART)]) is None  # two parts: a tie
     tied = [Source("d1", "Duck Observations", (), DUCKS.replace("| 180 | 130 |", "| 180 | 120 |"))]
-    assert ask("Which year had the most saltwater ducks?", tied) is None  # 2023 and 2024: 120
+    assert ask("Which year had the most saltwater ducks?", tied) is None  # 2023 and 2024: 120, the two together
+    both = extreme(Question.parse("Which year had the most saltwater ducks?"), tied).tallies
+    assert [t.short for t in both] == ["2023 and 2024"]
     assert ask("Which year had saltwater ducks?") is None  # no superlative
     copy = Source("d2", "copy", (), DUCKS)
     assert ask("Which year had the most saltwater ducks?", [*sources, copy]) == "2024"  # copies agree
@@ -317,3 +329,121 @@ def test_the_chunks_of_one_sheet_are_one_table_for_a_superlative() -> None:
     other = dataclasses.replace(first, chunk_id="s3:1")
     split = extreme(Question.parse("Which product had the highest revenue?"), [other, second])
     assert split.answer is None and [c.text for c in split.disagreeing] == ["12500", "15000"]
+
+
+def _sales(chunk_id: str, *rows: tuple[str, int]) -> Source:
+    """A chunk of the sales sheet: (product, quantity) per row, its revenue 1000 per unit."""
+    lines = "".join(f"| {p} | 2024-01-{n + 1:02d} | {q} | {q * 1000} |\n" for n, (p, q) in enumerate(rows))
+    return Source(chunk_id, "SalesData", ("SalesData",), SALES_HEADER + lines)
+
+
+def test_rows_that_tie_for_the_extreme_are_the_answer_together() -> None:
+    """Found asking the shared workbook "Which product sold the largest quantity?": Widget B and Widget C both sold
+    12, the table was skipped as unsettled and the user saw only a quote. Each tied row is named and cited."""
+    first = _sales("s1:1", ("Widget A", 12), ("Widget C", 3))
+    second = _sales("s1:2", ("Widget B", 4), ("Widget D", 12))
+    reading = extreme(Question.parse("Which product sold the largest quantity?"), [first, second])
+    assert reading.answer is None and not reading.disagreeing and len(reading.tallies) == 1
+    tie = reading.tallies[0]
+    assert tie.short == "Widget A and Widget D"
+    assert tie.statement == "Widget A and Widget D tie for the largest quantity (12)."
+    assert [(c.text, c.sentence.source_index) for c in tie.cited] == [("12", 0), ("12", 1)]  # each row in its chunk
+    assert tie.holds([first, second])
+    # a tally whose cited row does not hold the value, or does not name a label it says, is not verified
+    assert not dataclasses.replace(tie, value="13").holds([first, second])
+    assert not dataclasses.replace(tie, named=("Widget A", "Widget C")).holds([first, second])
+    # the smallest: one row, as before
+    least = extreme(Question.parse("Which product sold the smallest quantity?"), [first, second])
+    assert least.answer is not None and least.answer.text == "Widget C" and not least.tallies
+    # one product on two rows at the top: that product, both rows cited
+    twice = _sales("s2:1", ("Widget C", 12), ("Widget A", 5), ("Widget C", 12))
+    again = extreme(Question.parse("Which product sold the largest quantity?"), [twice]).tallies
+    assert [(t.short, t.statement, len(t.cited)) for t in again] == [
+        ("Widget C", "Widget C has the largest quantity (12), in 2 rows.", 2)
+    ]
+    # more rows than are named: how many, and the first ones cited
+    many = _sales("s3:1", *((f"Widget {n}", 7) for n in range(TIED_SHOWN + 2)), ("Widget Z", 1))
+    most = extreme(Question.parse("Which product sold the largest quantity?"), [many]).tallies[0]
+    assert most.short == f"{TIED_SHOWN + 2} rows tie at 7" and len(most.cited) == TIED_SHOWN
+    assert most.statement.startswith(f"{TIED_SHOWN + 2} rows tie for the largest quantity (7), among them Widget 0")
+
+
+def test_documents_whose_ties_differ_disagree() -> None:
+    """Another document's copy with the same tie agrees; one whose top rows differ disagrees, each table's rows
+    shown with its own source."""
+    first = _sales("s1:1", ("Widget A", 12), ("Widget D", 12), ("Widget C", 3))
+    copy = dataclasses.replace(first, chunk_id="s2:1")
+    question = Question.parse("Which product sold the largest quantity?")
+    assert [t.short for t in extreme(question, [first, copy]).tallies] == ["Widget A and Widget D"]
+    other = _sales("s3:1", ("Widget A", 12), ("Widget B", 9))
+    split = extreme(question, [first, other])
+    assert split.answer is None and not split.tallies
+    assert [(describe(c), c.sentence.source_index) for c in split.disagreeing] == [
+        ("Widget A, Quantity: 12", 0),
+        ("Widget D, Quantity: 12", 0),
+        ("Widget A, Quantity: 12", 1),
+    ]
+
+
+COUNTRY_HEADER = "| Index | Customer Id | First Name | Country |\n|---|---|---|---|\n"
+
+
+def _customers(chunk_id: str, *countries: str, start: int = 1) -> Source:
+    rows = "".join(f"| {start + n} | C{start + n:04d}x | Name{start + n} | {c} |\n" for n, c in enumerate(countries))
+    return Source(chunk_id, "customers-100.csv", (), COUNTRY_HEADER + rows)
+
+
+def test_a_how_many_question_counts_the_rows_that_hold_the_value_it_names() -> None:
+    """ "How many customers are from Chile?" over a sheet in chunks: the rows of the whole table whose Country cell
+    is "Chile", whole and in any case; "Chile Norte" is another value."""
+    first = _customers("c1:1", "Chile", "Djibouti", "Chile Norte")
+    second = _customers("c1:2", "chile", "CHILE", "Peru", start=4)
+    reading = count(Question.parse("How many customers are from Chile?"), [first, second])
+    assert reading.answer is None and len(reading.tallies) == 1
+    tally = reading.tallies[0]
+    assert (tally.short, tally.statement) == ("3", "3 rows have Country “Chile”.")
+    assert [(c.text, c.sentence.source_index) for c in tally.cited] == [("Chile", 0), ("chile", 1), ("CHILE", 1)]
+    assert tally.holds([first, second])
+    assert count(Question.parse("How many customers are from CHILE?"), [first, second]).tallies[0].rows == 3
+    norte = count(Question.parse("How many customers live in Chile Norte?"), [first, second]).tallies
+    assert [(t.short, [c.text for c in t.cited]) for t in norte] == [("1", ["Chile Norte"])]
+    # read in part: a lower bound
+    partial = count(Question.parse("How many customers are from Chile?"), [first, second], partial=True).tallies[0]
+    assert partial.short == "at least 3" and partial.statement.startswith("At least 3 rows have Country “Chile”")
+    # more rows than are cited: the count, the first cited, how many more
+    many = _customers("c2:1", *(["Chile"] * (COUNTED_SHOWN + 4)))
+    big = count(Question.parse("How many customers are from Chile?"), [many]).tallies[0]
+    assert big.rows == COUNTED_SHOWN + 4 and len(big.cited) == COUNTED_SHOWN
+    assert f"({COUNTED_SHOWN} cited, 4 more)" in big.statement
+
+
+def test_a_count_falls_through_when_no_column_holds_the_value_whole() -> None:
+    """No cell is the named value, the question names no rows, or the noun names a column of numbers (a cell
+    answers: `read`): no count, the answerer reads the tables as before."""
+    sheet = [_customers("c1:1", "Chile Norte", "Djibouti")]
+    assert count(Question.parse("How many customers are from Chile?"), sheet).tallies == ()
+    assert count(Question.parse("How many customers are from Peru?"), sheet).tallies == ()
+    assert count(Question.parse("How many are from Djibouti?"), sheet).tallies == ()  # what is counted?
+    assert count(Question.parse("Which customers are from Djibouti?"), sheet).tallies == ()  # no how-many
+    assert count(Question.parse("How many planets are from Djibouti?"), sheet).tallies == ()  # not the sheet's
+    assert count(Question.parse("How many entries are from Djibouti?"), sheet).tallies[0].short == "1"
+    units = Source("u1:1", "Sales", (), "| Product | Units |\n|---|---|\n| Widget Beta | 7 |\n| Widget Gamma | 3 |\n")
+    assert count(Question.parse("How many units did Widget Beta sell?"), [units]).tallies == ()
+    # a column of labels with numbers ("Gadget 05") is no measure: its noun counts rows
+    gadgets = "| Gadget | Region | Units |\n|---|---|---|\n| Gadget 05 | South | 3 |\n| Gadget 06 | North | 2 |\n"
+    south = count(Question.parse("How many gadgets are in the South region?"), [Source("g1:1", "g", (), gadgets)])
+    assert [t.short for t in south.tallies] == ["1"]
+    assert answer("How many units did Widget Beta sell?", [units]) == "7"
+
+
+def test_tables_whose_counts_differ_disagree() -> None:
+    """Two documents' customer sheets: the same count agrees (one answer); different counts are one tally each."""
+    mine = _customers("c1:1", "Chile", "Peru", "Chile")
+    copy = dataclasses.replace(mine, chunk_id="c2:1")
+    question = Question.parse("How many customers are from Chile?")
+    assert [t.short for t in count(question, [mine, copy]).tallies] == ["2"]
+    theirs = _customers("c3:1", "Chile", "Peru", "Peru")
+    assert [(t.short, t.cited[0].sentence.source_index) for t in count(question, [mine, theirs]).tallies] == [
+        ("2", 0),
+        ("1", 1),
+    ]

@@ -113,6 +113,7 @@ async def _events(
     resolved: str = "",
     summary: bool = False,
     bridges: tuple[str, ...] = (),
+    partial_tables: bool = False,
 ) -> tuple[str, answerer_pb2.AnswerFinal]:
     async with channel_as(f"127.0.0.1:{service.port}", UserContext("tester", "eng", ("employee",))) as channel:
         stub = answerer_pb2_grpc.AnswererServiceStub(channel)
@@ -123,6 +124,7 @@ async def _events(
             resolved_question=resolved,
             summary=summary,
             bridges=bridges,
+            partial_tables=partial_tables,
         )
         tokens, sentences, final = [], [], None
         async for event in stub.Answer(request, timeout=30):
@@ -613,6 +615,54 @@ async def test_sources_whose_tables_disagree_are_shown_side_by_side(service: Grp
     _, peak = await _events(service, "Which year had the most saltwater ducks?", [longer, CHART])
     assert peak.withheld and not peak.verified and chat.messages == []
     assert peak.answer.splitlines()[1:] == ["- 2024, Saltwater Ducks: 130 [1]", "- 2021, Saltwater Ducks: 110 [2]"]
+
+
+SALES_HEADER = "| Product | Date | Quantity | Revenue |\n| - | - | - | - |\n"
+
+
+async def test_rows_that_tie_and_rows_a_count_counts_are_answered_each_row_cited(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared workbook "Which product sold the largest quantity?": Widget B and Widget C both sold
+    12, and the reply was a quote, unverified. Now both are named, each row cited; a how-many question over a
+    table's value is the number of its rows, the rows cited; the model is not asked."""
+    chat.reply, chat.messages = "Widget B sold the most.", []
+    first = _source(
+        "s1:1", "sales", SALES_HEADER + "| Widget B | 2024-01-18 | 12 | 12500 |\n| Widget A | 2024-01-01 | 5 | 5000 |"
+    )
+    second = _source("s1:2", "sales", SALES_HEADER + "| Widget C | 2024-01-07 | 12 | 15000 |")
+    streamed, final = await _events(service, "Which product sold the largest quantity?", [first, second])
+    assert final.verified and not final.withheld and chat.messages == []
+    assert final.short_answer == "Widget B and Widget C"
+    assert final.answer.splitlines() == [
+        "Widget B and Widget C tie for the largest quantity (12). [1, 2]",
+        "- Product: Widget B · Date: 2024-01-18 · Quantity: 12 · Revenue: 12500 [1]",
+        "- Product: Widget C · Date: 2024-01-07 · Quantity: 12 · Revenue: 15000 [2]",
+    ]
+    assert streamed == " ".join(final.answer.splitlines())
+    assert [(c.source_index, c.chunk_id) for c in final.citations] == [(0, "s1:1"), (1, "s1:2")]
+    assert [q.text for q in final.evidence] == [
+        "| Widget B | 2024-01-18 | 12 | 12500 |",
+        "| Widget C | 2024-01-07 | 12 | 15000 |",
+    ]
+    customers = "| Index | Name | Country |\n|---|---|---|\n"
+    sheet = [
+        _source("c1:1", "customers.csv", customers + "| 1 | Sheryl Baxter | Chile |\n| 2 | Roy Berry | Chile Norte |"),
+        _source("c1:2", "customers.csv", customers + "| 3 | Linda Olsen | chile |\n| 4 | Preston Lozano | Peru |"),
+    ]
+    _, counted = await _events(service, "How many customers are from Chile?", sheet)
+    assert counted.verified and counted.short_answer == "2" and chat.messages == []
+    assert counted.answer.splitlines()[0] == "2 rows have Country “Chile”. [1, 2]"
+    assert [q.text for q in counted.evidence] == ["| 1 | Sheryl Baxter | Chile |", "| 3 | Linda Olsen | chile |"]
+    # the table read only in part (the gateway says so): a lower bound, not a count
+    _, partial = await _events(service, "How many customers are from Chile?", sheet, partial_tables=True)
+    assert partial.verified and partial.short_answer == "at least 2"
+    assert partial.answer.startswith("At least 2 rows have Country “Chile”, of the rows read")
+    # another document's sheet with another count: the documents disagree, each count with its source
+    other = _source("c2:1", "customers_hr.csv", customers + "| 1 | Sheryl Baxter | Chile |")
+    _, split = await _events(service, "How many customers are from Chile?", [*sheet, other])
+    assert split.withheld and not split.verified
+    assert split.answer.splitlines()[1:] == ["- 2 rows have Country “Chile” [1, 2]", "- 1 row has Country “Chile” [3]"]
 
 
 NEXT_STEPS = _source(

@@ -808,3 +808,53 @@ async def test_a_question_for_a_tables_largest_row_gets_the_whole_table() -> Non
         assert final["outcome"] == "answer"
         assert any(d["step"] == "table" for d in final["degraded"]) is isinstance(fetch, aio.AioRpcError)
         assert ("FetchSection" in mesh.retriever.requests) is (chunks > 0 and "highest" in question)
+
+
+async def test_a_how_many_question_over_a_table_gets_the_whole_table() -> None:
+    """ "How many customers are from Chile?": the answerer counts the rows of the whole table that hold the value,
+    so the table step fetches it as for a superlative; a table longer than is read is said to the answerer
+    (`partial_tables`: a lower bound) and in the notes. A how-many question whose sources hold no table, or the step
+    off, does not fetch."""
+    header = "| Index | Name | Country |\n| - | - | - |\n"
+
+    def table(n: int, score: float) -> common_pb2.ScoredChunk:
+        item = hit(f"c1:{n}", score, text=f"{header}| {n} | Customer {n} | Chile |")
+        item.chunk.document_id = "c1"
+        item.chunk.kind = common_pb2.CHUNK_KIND_TABLE
+        item.chunk.section_path.append("customers")
+        return item
+
+    found = [table(2, 0.9), table(5, 0.85)]
+    others = [hit(f"p{n}", 0.8 - n * 0.05, text=f"Customers in Chile grew in quarter {n}.") for n in range(4)]
+    for n, item in enumerate(others):
+        item.chunk.document_id = f"p{n}"
+    section = retriever_pb2.FetchSectionResponse(results=[table(n, 0.0) for n in range(1, 8)])
+
+    async def ask(question: str, chunks: int, results: list[common_pb2.ScoredChunk]) -> tuple[FakeMesh, Any]:
+        mesh = FakeMesh(
+            retriever=Stub(
+                Search=retriever_pb2.SearchResponse(results=results, accessible_documents=5), FetchSection=section
+            ),
+            reranker=Stub(Rerank=reranker_pb2.RerankResponse(configured=False)),
+        )
+        orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, table_chunks=chunks)
+        prepared = await orchestrator.prepare(USER, ChatRequest(question=question, top_k=5))
+        return mesh, [e async for e in orchestrator.run(prepared)]
+
+    mesh, events = await ask("How many customers are from Chile?", 50, [*found, *others])
+    sent = mesh.answerer.requests["Answer"]
+    assert [s.chunk.chunk_id for s in sent.sources] == [
+        "c1:2", "c1:5", "p0", "p1", "p2", "c1:1", "c1:3", "c1:4", "c1:6", "c1:7"
+    ]  # fmt: skip
+    assert sent.partial_tables is False
+    record = next(e["data"] for e in events if e["event"] == "progress" and e["data"].get("stage") == "table")
+    assert record["complete"] is True and record["added"] == 5
+    # more chunks than are read: the answerer counts a lower bound, the notes say so
+    mesh, events = await ask("How many customers are from Chile?", 7, [*found, *others])
+    assert mesh.answerer.requests["Answer"].partial_tables is True
+    assert any("at least that many" in note for note in events[-1]["data"]["notes"])
+    # no table among the sources, or the step off: nothing fetched
+    for results, chunks in (([*others], 50), ([*found, *others], 0)):
+        mesh, events = await ask("How many customers are from Chile?", chunks, results)
+        assert "FetchSection" not in mesh.retriever.requests and events[-1]["data"]["outcome"] == "answer"
+        assert mesh.answerer.requests["Answer"].partial_tables is False

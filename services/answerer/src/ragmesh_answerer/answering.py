@@ -19,7 +19,11 @@
    rows are never read as sentences. When sources give different cells for that row and column (a spreadsheet
    says 100, a slide's chart 110), the reply says they disagree and lists each value with its source; the model is
    not asked and nothing is verified. A superlative ("Which year had the most saltwater ducks?") is the label of
-   the row with the column's largest value; tables whose largest rows differ disagree the same way.
+   the row with the column's largest value; tables whose largest rows differ disagree the same way. Rows that tie
+   for it, and the rows a how-many question over a table's value counts ("How many customers are from Chile?"),
+   are an answer of several rows (`tables.Tally`): its statement, then each row read out and cited, verified only
+   when the rows hold it (`Tally.holds`); the model is not asked. A count over a table the gateway read only in part
+   (`partial_tables`) is "at least N".
 6. A question that asks only what or who something is ("What is TableFormer?") is answered first by the sentence
    that defines it: "X is a …", "X means …", "We propose X, a …" (`definitions.py`); the complement is the span.
 7. Nothing extracted and no table: a source that is a list under a heading naming the question ("Next Steps" for
@@ -49,9 +53,10 @@ from ragmesh_answerer.prompting import Source, build_prompt
 from ragmesh_answerer.relation import Reader, Span, load_model
 from ragmesh_answerer.span_reader import Reading, SpanReader
 from ragmesh_answerer.summary import Summary, summarise
-from ragmesh_answerer.tables import TABLE, describe, extreme, row_text
+from ragmesh_answerer.tables import TABLE, Tally, count, describe, extreme, row_text
+from ragmesh_answerer.tables import Reading as TableReading
 from ragmesh_answerer.tables import read as read_tables
-from ragmesh_answerer.verify import SentenceVerdict, Verification, exact_quotes, verify
+from ragmesh_answerer.verify import SentenceVerdict, Verdict, Verification, exact_quotes, verify
 from ragmesh_common import attributes as attr
 from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
@@ -128,6 +133,7 @@ class AnswerInput:
     resolved_question: str = ""  # a multi-step answer's last question, bridge filled: what the answer is checked on
     summary: bool = False  # a question about a collection or a topic as a whole: the sources' sentences (summary.py)
     bridges: tuple[str, ...] = ()  # the entities earlier steps found and later steps searched with: never the answer
+    partial_tables: bool = False  # the gateway read a table only in part: a count of its rows is a lower bound
 
 
 class Answerer:
@@ -233,16 +239,17 @@ class Answerer:
         with tracer.start_as_current_span("extract"):
             evidence_sentences = self.reader.sentences([(s.text, s.heading_text) for s in request.sources])
             found = self.reader.extract(question, evidence_sentences, reading, request.bridges)
-            disagreeing: tuple[Span, ...] = ()
+            table = TableReading(None)
             if found is None and question.answer_type is not AnswerType.YES_NO and not question.options:
-                table = read_tables(question, request.sources)  # a row's cell: no sentence states it
-                found, disagreeing = table.answer, table.disagreeing
-                if found is None and not disagreeing:  # "Which year had the most …?": a column's largest
-                    ranked = extreme(question, request.sources)
-                    found, disagreeing = ranked.answer, ranked.disagreeing
-        if disagreeing:
-            logger.info("the sources' tables disagree: %d values", len(disagreeing))
-            yield self._disagreement(disagreeing, request.sources)
+                table = _table_reading(question, request.sources, request.partial_tables)
+                found = table.answer
+        if table.disagreeing or len(table.tallies) > 1:
+            logger.info("the sources' tables disagree: %d values", len(table.disagreeing) or len(table.tallies))
+            yield self._disagreement(table, request.sources)
+            return
+        if table.tallies:  # rows that tie for the extreme, or the rows a count counts
+            for event in self._tallied(table.tallies[0], request):
+                yield event
             return
         items = (listed(question, request.sources) or led_in(question, request.sources)) if found is None else None
         if items is not None:
@@ -380,22 +387,74 @@ class Answerer:
             withheld=False,
         )
 
-    def _disagreement(self, cells: Sequence[Span], sources: Sequence[Source]) -> AnswerResult:
-        """The sources' tables give different values for the same row and column (or different rows for a
-        superlative): each value with its row, column and source; nothing verified (the model not asked)."""
-        quotes = [
-            EvidenceQuote(
-                cell.sentence.source_index,
-                sources[cell.sentence.source_index].chunk_id,
-                cell.sentence.text,
-                cell.sentence.start,
-                cell.sentence.end,
-                sources[cell.sentence.source_index].heading_text,
-            )
-            for cell in cells
+    def _tallied(self, tally: Tally, request: AnswerInput) -> Iterator[Sentence | AnswerResult]:
+        """An answer that rests on several rows of a table (`tables.Tally`) as events: its statement, then each cited
+        row read out with its headers, each a verified sentence, then the result; the model not asked. When the
+        rows do not hold what the statement says (`Tally.holds`), what the documents say instead, unverified."""
+        quotes = [_row_quote(cell, request.sources) for cell in tally.cited]
+        lines = [f"- {row_text(cell.sentence, cell.start, request.question)}" for cell in tally.cited]
+        rows = exact_quotes(
+            verify(
+                "",
+                "\n".join(f"{line} [{n}]" for n, line in enumerate(lines, 1)),
+                [q.as_quote() for q in quotes],
+                self.settings.min_sentence_support,
+                summary=True,
+            ),
+            [q.as_quote() for q in quotes],
+        )
+        holds = tally.holds(request.sources)
+        if not (holds and rows.verified):
+            logger.info("a table's rows do not hold what their tally says (%s)", tally.statement)
+            yield self._unasked(quotes, request.sources)
+            return
+        cited = tuple(sorted({cell.sentence.source_index for cell in tally.cited}))
+        statement = f"{tally.statement} [{', '.join(str(i + 1) for i in cited)}]"
+        verdict = SentenceVerdict(
+            statement,
+            checkable=True,
+            supported=True,
+            verdict=Verdict.SUPPORTED,
+            support=1.0,
+            evidence=tuple(range(len(quotes))),
+            sources=cited,
+            reason="each row it names or counts is cited and holds the value",
+            short_answer=True,
+        )
+        events = [Sentence(0, statement, cited, True)] + [
+            Sentence(n, f"{line} [{cell.sentence.source_index + 1}]", (cell.sentence.source_index,), True)
+            for n, (line, cell) in enumerate(zip(lines, tally.cited, strict=True), 1)
         ]
-        shown = "\n".join(f"- {describe(cell)} [{cell.sentence.source_index + 1}]" for cell in cells)
-        values = ", ".join(f'"{describe(cell)}"' for cell in cells)
+        yield from events
+        yield AnswerResult(
+            answer="\n".join(event.text for event in events),
+            citations=[Citation(i, request.sources[i].chunk_id, 1.0) for i in cited],
+            grounding_score=1.0,
+            grounded=True,
+            model=self.llm.model,
+            prompt_tokens=0,
+            completion_tokens=0,
+            short_answer=tally.short,
+            evidence=quotes,
+            sentences=[verdict, *rows.sentences],
+            verified=True,
+            withheld=False,
+        )
+
+    def _disagreement(self, table: TableReading, sources: Sequence[Source]) -> AnswerResult:
+        """The sources' tables give different values for the same row and column (or different rows for a
+        superlative, or different counts): each value (or count) with its row, column and source; nothing verified
+        (the model not asked)."""
+        if table.tallies:  # each table's count: its statement, its first row quoted, every row it cites cited
+            quotes = [_row_quote(tally.cited[0], sources) for tally in table.tallies]
+            said = [tally.statement.removesuffix(".") for tally in table.tallies]
+            marks = [sorted({c.sentence.source_index + 1 for c in tally.cited}) for tally in table.tallies]
+        else:
+            quotes = [_row_quote(cell, sources) for cell in table.disagreeing]
+            said = [describe(cell) for cell in table.disagreeing]
+            marks = [[cell.sentence.source_index + 1] for cell in table.disagreeing]
+        shown = "\n".join(f"- {text} [{', '.join(map(str, mark))}]" for text, mark in zip(said, marks, strict=True))
+        values = ", ".join(f'"{text}"' for text in said)
         return AnswerResult(
             answer=f"{DISAGREE_MESSAGE}\n{shown}",
             citations=[],
@@ -585,6 +644,36 @@ class _Gate:
             self.sent.append(sentence)
             out.append(sentence)
         return out
+
+
+def _table_reading(question: Question, sources: Sequence[Source], partial: bool) -> TableReading:
+    """What the sources' tables say when no sentence does (module docstring, 5): a count of rows ("How many
+    customers are from Chile?": only where its noun names no column of numbers), else a row's cell, else a column's
+    largest or smallest row ("Which year had the most …?")."""
+    counted = count(question, sources, partial=partial)
+    if counted.tallies:
+        return counted
+    table = read_tables(question, sources)
+    if table.answer is not None or table.disagreeing:
+        return table
+    return extreme(question, sources)
+
+
+def _row_quote(cell: Span, sources: Sequence[Source]) -> EvidenceQuote:
+    """A table cell's row as an evidence quote: the row's line, under its source's headings and the table's header
+    (what the row's cells are)."""
+    where = cell.sentence
+    heading = sources[where.source_index].heading_text
+    header = where.context.split("\n", 1)[0] if "\n" in where.context else ""
+    return EvidenceQuote(
+        where.source_index,
+        sources[where.source_index].chunk_id,
+        where.text,
+        where.start,
+        where.end,
+        "\n".join(part for part in (heading, header) if part),
+        1.0,
+    )
 
 
 def _states(text: str, span: Span) -> bool:

@@ -153,6 +153,7 @@ class AnswererServicer(answerer_pb2_grpc.AnswererServiceServicer):
             resolved_question=request.resolved_question,
             summary=request.summary,
             bridges=tuple(request.bridges),
+            partial_tables=request.partial_tables,
         )
         try:
             ticket = self._limiter.enter(context.time_remaining())

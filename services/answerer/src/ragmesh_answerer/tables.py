@@ -20,8 +20,10 @@ answers.
 A form's "Key: value" lines (the parser writes Docling's key-value fields so) are read the same way: the value of
 the field whose key names the most key terms ("Who was the server?" → "Server: Quack Quackling").
 A question with a superlative ("Which year had the most saltwater ducks?") gets the row with the largest (or
-smallest) number in the column its key terms name, by the row's label (`extreme`); tables whose rows differ
-disagree.
+smallest) number in the column its key terms name, by the row's label (`extreme`); rows that tie are named
+together (`Tally`); tables whose rows differ disagree.
+A how-many question that names a value whole cells of one column hold ("How many customers are from Chile?") is the
+number of the table's rows with it, the rows cited (`count`); tables whose counts differ disagree.
 """
 
 from __future__ import annotations
@@ -35,14 +37,22 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.relation import Sentence, Span
 from ragmesh_common.text.names import acronym_in
 from ragmesh_common.text.numbers import numbers
-from ragmesh_common.text.questions import LEAST_WORDS, MOST_WORDS, AnswerType, Question, superlative
-from ragmesh_common.text.words import family_in, stem, words
+from ragmesh_common.text.questions import (
+    LEAST_WORDS,
+    MOST_WORDS,
+    AnswerType,
+    Question,
+    asks_how_many,
+    superlative,
+)
+from ragmesh_common.text.words import STOP_WORDS, family_in, stem, words
 
 _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\s|:-]+$")
 NUMERIC = frozenset({AnswerType.DATE, AnswerType.NUMBER})
 TABLE = "TABLE"  # the label of a span that is a table's cell
 Rank = tuple[int, int]  # (key terms a column's header names, minus the header's words the question does not say)
+Top = tuple[tuple[Span, Span], ...]  # the rows with a column's extreme value: (label cell, value cell) of each
 # words for a table's own parts: "What foods are in the grain row?" names the row and the column; "row" need not
 # be said anywhere in the source (a header that says it still matches)
 _STRUCTURE = frozenset(stem(w) for w in ("row", "column", "table", "cell", "entry", "line", "list", "sheet"))
@@ -52,6 +62,7 @@ _NAME = stem("name")  # a column headed as someone's name ("Name", "Customer Nam
 _CODE = re.compile(r"[\d@]")  # what no name holds: a digit, an "@"
 _DATED = frozenset(stem(w) for w in ("date", "year", "day", "time", "when", "month"))  # a column of dates
 # which row: "Which year …", "In which quarter …", "What region …", "Who …"
+_RUN = re.compile(r"[^\W_]+")  # a run of letters and digits
 _WHICH = re.compile(r"^\s*(?:in\s+|during\s+)?(?:(?:which|what)\s+([^\W\d_]+)|who)\b", re.IGNORECASE)
 
 
@@ -102,6 +113,38 @@ class Reading:
 
     answer: Span | None
     disagreeing: tuple[Span, ...] = ()
+    # an answer that rests on several rows (`Tally`): one, or one per table when tables give different counts
+    tallies: tuple[Tally, ...] = ()
+
+
+TIED_SHOWN = 5  # rows of a tie named and cited; a longer tie is said as "7 rows tie at 12", its first rows cited
+COUNTED_SHOWN = 10  # rows a count cites; the answer says how many more it counted
+
+
+@dataclass(frozen=True)
+class Tally:
+    """An answer that rests on several rows of one table: the rows that tie for a column's largest (or smallest)
+    value (`extreme`), or the rows a how-many question counts (`count`). `short` is the short answer ("Widget B and
+    Widget C", "3"), `statement` the sentence that says it, `cited` one cell of each row cited (the tied value, the
+    counted value; at most `TIED_SHOWN` / `COUNTED_SHOWN` of `rows` in all), each holding `value`; `named` the
+    labels the statement names, each a cell of a cited row."""
+
+    short: str
+    statement: str
+    cited: tuple[Span, ...]
+    rows: int
+    value: str
+    named: tuple[str, ...] = ()
+
+    def holds(self, sources: Sequence[Source]) -> bool:
+        """What makes the answer verified: each cited cell is its source's exact slice and holds `value` (the same
+        number, or the same words whole), and each label named is a cell of a cited row."""
+        for cell in self.cited:
+            text = sources[cell.sentence.source_index].text if cell.sentence.source_index < len(sources) else ""
+            if text[cell.source_start : cell.source_end] != cell.text or not _same_value(cell.text, self.value):
+                return False
+        labels = {c.text for cell in self.cited for c in cells(cell.sentence.text)}
+        return bool(self.cited) and self.rows >= len(self.cited) and all(name in labels for name in self.named)
 
 
 def lookup(question: Question, sources: Sequence[Source]) -> Span | None:
@@ -169,10 +212,12 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
     """ "Which year had the most saltwater ducks?": the label cell of the row whose value is the largest (most,
     highest, …: `superlative`) or the smallest in the column whose header names the question best (`_rank`;
     one column, every cell of it a number). The label is the cell under a header naming what the question asks
-    which of ("year"), else the row's first. Two columns naming it as well or a tie for the extreme settle nothing
-    in that table; tables that give different rows disagree (`Reading.disagreeing`: each one's value cell, as
-    "2022, Saltwater Ducks: 130", from its own source). The chunks of one document with the same header are one
-    table (a sheet split into chunks: its largest row is the largest of all its rows given, not of each chunk)."""
+    which of ("year"), else the row's first. Two columns naming it as well settle nothing in that table. Rows that
+    tie for the extreme are the answer together (`Tally`: "Widget B and Widget C tie for the largest quantity
+    (12)", each row cited; more than `TIED_SHOWN`: "7 rows tie …", the first cited). Tables that give different
+    rows disagree (`Reading.disagreeing`: each one's value cells, as "2022, Saltwater Ducks: 130", from its own
+    source). The chunks of one document with the same header are one table (a sheet split into chunks: its largest
+    row is the largest of all its rows given, not of each chunk)."""
     extremity = superlative(question.text)
     kind = _WHICH.match(question.text)
     if extremity is None or question.options or kind is None:
@@ -183,13 +228,8 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
     if not wanted:
         return Reading(None)
     asked_words = _asked_words(question)
-    # one table per document and header: a sheet split into chunks is read whole, each row once
-    parts: dict[tuple[str, str], list[tuple[int, list[tuple[int, str]]]]] = {}
-    for i, source in enumerate(sources):
-        for header, rows in tables(source.text):
-            parts.setdefault((_document_of(source), header), []).append((i, rows))
-    found: list[tuple[Rank, Span, Span]] = []  # (the value column's rank, the row's label cell, its value cell)
-    for (_, header), chunks in parts.items():
+    found: list[tuple[Rank, Top, str]] = []  # (the value column's rank, its top rows, its header)
+    for (_, header), chunks in _by_document(sources).items():
         columns = cells(header)
         heads = _heads(columns)
         label = next((j for j, head in enumerate(heads) if asked and asked in head), 0)
@@ -198,27 +238,205 @@ def extreme(question: Question, sources: Sequence[Source]) -> Reading:
         if len(value) != 1:
             continue
         rank, k = value[0]
-        scored = _merged_column(chunks, len(columns), k)
-        if scored is None or len(scored) < 2:
+        top = _top_rows(chunks, header, label, k, most)
+        if top:
+            found.append((rank, top, columns[k].text))
+    best = max((n for n, _, _ in found), default=(0, 0))
+    return _settled(question, [(top, head) for n, top, head in found if n == best])
+
+
+def _top_rows(
+    chunks: Sequence[tuple[int, Sequence[tuple[int, str]]]], header: str, label: int, k: int, most: bool
+) -> Top:
+    """The rows of one table (given in chunks) whose cell in column `k` is its largest (`most`) or smallest value;
+    () when the column is no measure, the table has fewer than two rows, or such a row has no label."""
+    scored = _merged_column(chunks, len(cells(header)), k)
+    if scored is None or len(scored) < 2:
+        return ()
+    top = (max if most else min)(v for v, _, _ in scored.values())
+    rows = []
+    for line, (v, i, offset) in scored.items():
+        if v != top:
             continue
-        top = (max if most else min)(v for v, _, _ in scored.values())
-        winners = [(line, i, offset) for line, (v, i, offset) in scored.items() if v == top]
-        if len(winners) != 1:
-            continue
-        line, i, offset = winners[0]
         row = cells(line)
         if not row[label].text:
-            continue
+            return ()
         sentence = _row(i, offset, line, header)
-        found.append((rank, _cell(sentence, row[label]), _cell(sentence, row[k])))
-    best = max((n for n, _, _ in found), default=(0, 0))
-    chosen = [(labelled, cell) for n, labelled, cell in found if n == best]
-    by_label: dict[str, Span] = {}  # one value cell per label, from the first table that gives it
-    for labelled, cell in chosen:
-        by_label.setdefault(labelled.text.casefold(), cell)
-    if len(by_label) == 1:
-        return Reading(chosen[0][0])
-    return Reading(None, tuple(by_label.values()) if len(by_label) > 1 else ())
+        rows.append((_cell(sentence, row[label]), _cell(sentence, row[k])))
+    return tuple(rows)
+
+
+def _settled(question: Question, chosen: Sequence[tuple[Top, str]]) -> Reading:
+    """The tables' top rows (each with its value column's header) as one answer when every table names the same
+    labels: one row's label, or the tie (`_tie`); else each table's top values, from the first table that names
+    those labels (the documents disagree)."""
+    by_labels: dict[frozenset[str], tuple[Top, str]] = {}
+    for top, head in chosen:
+        by_labels.setdefault(frozenset(label.text.casefold() for label, _ in top), (top, head))
+    if len(by_labels) > 1:
+        return Reading(None, tuple(cell for top, _ in by_labels.values() for _, cell in top[:TIED_SHOWN]))
+    if not by_labels:
+        return Reading(None)
+    top, head = chosen[0]
+    if len(top) == 1:
+        return Reading(top[0][0])
+    return Reading(None, tallies=(_tie(question, head, top),))
+
+
+def _tie(question: Question, head: str, top: Top) -> Tally:
+    """ "Widget B and Widget C tie for the largest quantity (12)": the labels of the tied rows (of the first
+    `TIED_SHOWN`), the question's own superlative, the column's header and the value."""
+    word = next((w for w in words(question.text) if w in MOST_WORDS | LEAST_WORDS), "")
+    what = " ".join(part for part in ("the", word, head if head.isupper() else head.lower()) if part)
+    value = top[0][1].text
+    shown = top[:TIED_SHOWN]
+    names = tuple(dict.fromkeys(label.text for label, _ in shown))
+    if len(top) > TIED_SHOWN:
+        short = f"{len(top)} rows tie at {value}"
+        statement = f"{len(top)} rows tie for {what} ({value}), among them {_joined(names)}."
+    elif len(names) == 1:  # one label in several rows ("Widget C" sold 12 on two days)
+        short = names[0]
+        statement = f"{short} has {what} ({value}), in {len(top)} rows."
+    else:
+        short = _joined(names)
+        statement = f"{short} tie for {what} ({value})."
+    return Tally(short, statement, tuple(cell for _, cell in shown), len(top), value, names)
+
+
+def _joined(names: Sequence[str]) -> str:
+    """ "A", "A and B", "A, B and C"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _by_document(sources: Sequence[Source]) -> dict[tuple[str, str], list[tuple[int, list[tuple[int, str]]]]]:
+    """The sources' tables, one per document and header: (document, header) → [(source index, rows)] (a sheet
+    split into chunks is read whole, each chunk in the sources' order)."""
+    parts: dict[tuple[str, str], list[tuple[int, list[tuple[int, str]]]]] = {}
+    for i, source in enumerate(sources):
+        for header, rows in tables(source.text):
+            parts.setdefault((_document_of(source), header), []).append((i, rows))
+    return parts
+
+
+def count(question: Question, sources: Sequence[Source], *, partial: bool = False) -> Reading:
+    """ "How many customers are from Chile?": the rows of a table whose cell in one column is, whole, a value the
+    question names ("Chile": case and punctuation aside; not "Chile Norte"), counted over the whole table (its
+    chunks of one document and header), the first `COUNTED_SHOWN` cited (`Tally`). Only when the question names
+    the rows it counts right after "how many" (`_counted_noun`), a noun the table's source says (its sheet, header
+    or cells: "customers" by "Customer Id") or a word for a table's rows ("rows", "entries"), and no column of
+    numbers ("How many units did Widget B sell?" asks for a cell: `read`); when exactly one column holds one such
+    value (a value with a letter: a number the question says is no row's value here). Tables whose counts differ
+    disagree (one `Tally` each). `partial`: a table was read only in part (the gateway's table step), so the count
+    is a lower bound ("at least 3")."""
+    noun = _counted_noun(question) if asks_how_many(question.text) and not question.options else None
+    if noun is None:
+        return Reading(None)
+    asked = f" {_folded(question.text)} "
+    counted: dict[int, Tally] = {}  # one tally per count, from the first table that gives it
+    for (_, header), chunks in _by_document(sources).items():
+        said = set().union(*(_said(sources[i]) for i, _ in chunks))
+        rows = _merged_rows(sources, chunks, header)
+        if not (family_in(noun, said) or noun in _COUNTABLE) or _measures(noun, header, rows):
+            continue
+        held = _held_value(asked, rows)
+        if held is not None:
+            k, value = held
+            matching = [_cell(sentence, row[k]) for sentence, row in rows if _folded(row[k].text) == value]
+            counted.setdefault(len(matching), _counted(cells(header)[k].text, matching, partial))
+    return Reading(None, tallies=tuple(counted.values()))
+
+
+# what a count may count though the table never says it: its own rows ("How many entries …", "… records …")
+_COUNTABLE = _STRUCTURE | {stem(w) for w in ("record", "item")}
+
+
+def _counted_noun(question: Question) -> str | None:
+    """The stem of the noun right after "how many" ("customers" → its stem), or None (no such noun: "How many are
+    from Chile?", "How many of them …": nothing says what is counted, so nothing is)."""
+    said = words(question.text)
+    for first, second, noun in zip(said, said[1:], said[2:], strict=False):
+        if (first, second) in (("how", "many"), ("wie", "viele")) and noun not in STOP_WORDS:
+            return stem(noun)
+    return None
+
+
+def _merged_rows(
+    sources: Sequence[Source], chunks: Sequence[tuple[int, Sequence[tuple[int, str]]]], header: str
+) -> list[tuple[Sentence, list[Cell]]]:
+    """Each row of one table given in chunks, as a sentence of its source with its cells; rows of another width
+    left out, a chunk given twice read once (two equal rows are two rows: counted twice)."""
+    width = len(cells(header))
+    seen: set[tuple[str, int]] = set()
+    merged = []
+    for i, rows in chunks:
+        for offset, line in rows:
+            row = cells(line)
+            if len(row) == width and (sources[i].chunk_id, offset) not in seen:
+                seen.add((sources[i].chunk_id, offset))
+                merged.append((_row(i, offset, line, header), row))
+    return merged
+
+
+def _measures(noun: str, header: str, rows: Sequence[tuple[Sentence, list[Cell]]]) -> bool:
+    """Does the counted noun name a column of numbers ("How many units …" over "Units")? Then the question asks for
+    that column's cell, not for a count of rows."""
+    for k, head in enumerate(_heads(cells(header))):
+        if family_in(noun, head) and rows and all(_a_number(row[k].text) for _, row in rows):
+            return True
+    return False
+
+
+def _a_number(text: str) -> bool:
+    """A cell that is one number and no word ("12", "$5,000"; not "Gadget 05", a label with a number)."""
+    return len(numbers(text, number_words=False)) == 1 and not words(text)
+
+
+def _held_value(asked: str, rows: Sequence[tuple[Sentence, list[Cell]]]) -> tuple[int, str] | None:
+    """The one column and value (folded: `_folded`) such that a cell of that column is, whole, words the question
+    says (`asked`, folded and padded); a value inside another the question says as well ("Chile" in "Chile Norte")
+    is that one's part. None when no cell or several columns or values are (the question does not say which)."""
+    held: dict[tuple[int, str], None] = {}
+    for _, row in rows:
+        for k, cell in enumerate(row):
+            value = _folded(cell.text)
+            if value and f" {value} " in asked and _names_a_value(value):
+                held[(k, value)] = None
+    kept = [(k, v) for k, v in held if not any(v != w and f" {v} " in f" {w} " for _, w in held)]
+    return kept[0] if len(kept) == 1 else None
+
+
+def _names_a_value(folded: str) -> bool:
+    """A cell's folded words that may be a value a question names: a letter in them, and a word that is no stop
+    word ("Chile", "Widget B"; not "12", not "a")."""
+    return any(c.isalpha() for c in folded) and any(w not in STOP_WORDS for w in folded.split())
+
+
+def _counted(head: str, matching: Sequence[Span], partial: bool) -> Tally:
+    """ "3 rows have Country “Chile”.": the count, the column and the value; the first `COUNTED_SHOWN` rows cited
+    (the rest said as "10 cited, 4 more"); "at least" when the table was read only in part."""
+    n, value = len(matching), matching[0].text
+    short = f"at least {n}" if partial else str(n)
+    rows = "row has" if n == 1 else "rows have"
+    statement = f"{short[:1].upper()}{short[1:]} {rows} {head} “{value}”"
+    if n > COUNTED_SHOWN:
+        statement += f" ({COUNTED_SHOWN} cited, {n - COUNTED_SHOWN} more)"
+    if partial:
+        statement += ", of the rows read (the table is longer than the part read)"
+    return Tally(short, f"{statement}.", tuple(matching[:COUNTED_SHOWN]), n, value)
+
+
+def _folded(text: str) -> str:
+    """`text`'s letter and digit runs in lower case, one space apart: what a cell and a question are compared as
+    ("Chile." = "chile", "Vega-Gentry" = "vega gentry")."""
+    return " ".join(_RUN.findall(text.casefold()))
+
+
+def _same_value(text: str, value: str) -> bool:
+    """A cell holds `value`: the same folded words, or the same one number ("12" and "12.0")."""
+    if _folded(text) == _folded(value):
+        return True
+    mine, theirs = numbers(text, number_words=False), numbers(value, number_words=False)
+    return len(mine) == len(theirs) == 1 and mine[0].value == theirs[0].value
 
 
 def _document_of(source: Source) -> str:

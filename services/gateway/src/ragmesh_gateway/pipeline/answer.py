@@ -64,6 +64,7 @@ def answer_request(state: RequestState) -> answerer_pb2.AnswerRequest:
         resolved_question=state.resolved_question,
         bridges=state.bridges,
         summary=asks_summary(state),
+        partial_tables=state.tables_partial,
     )
 
 

@@ -37,8 +37,9 @@ class RequestState:
     levels: list[str] = field(default_factory=list)
     strategy: str = "direct"
     results: list[common_pb2.ScoredChunk] = field(default_factory=list)
-    # the rest of the table a superlative question is about, given after the first `top_k` (pipeline/table.py)
+    # the rest of the table a superlative or how-many question is about, given after the first `top_k` (pipeline/table.py)
     table_chunks: list[common_pb2.ScoredChunk] = field(default_factory=list)
+    tables_partial: bool = False  # a table was read only in part: a count of its rows is a lower bound
     accessible: int = 0
     ingesting: int = 0
     vector_used: bool = True  # the search had a vector leg (the grade may trust cosine scores)
@@ -102,7 +103,7 @@ class RequestState:
 
     def answer_sources(self) -> list[common_pb2.ScoredChunk]:
         """The sources a chat's answer is given, cited by their place: the first `top_k` results, then the rest of
-        the table a superlative question is about (`table_chunks`)."""
+        the table a superlative or how-many question is about (`table_chunks`)."""
         top_k = self.request.top_k if isinstance(self.request, ChatRequest) else len(self.results)
         return [*self.results[:top_k], *self.table_chunks]
 

@@ -1,4 +1,5 @@
-"""table: a question for a table's largest or smallest row reads the whole table, not the chunks the search found.
+"""table: a question for a table's largest or smallest row, or for how many rows hold a value, reads the whole table,
+not the chunks the search found.
 
 "Which product had the highest revenue?" over a workbook: the sheet is split into chunks of a few rows each (the
 header repeated in each), and the search gives the answer two or three of them, so the answerer's largest row was
@@ -11,6 +12,12 @@ chunks of that table (the same header line) that the sources lack are given to t
 (GATEWAY_TABLE_CHUNKS, 50; 0 turns the step off): a table with more is read as far as that, and the reply's notes
 say its largest row is of those read only (stage record `complete` false). A failed fetch leaves the sources as
 they were (optional step: logged, traced, reported as degraded).
+
+A how-many question (`ragmesh_common.text.questions.asks_how_many`: "How many customers are from Chile?") reads the
+whole table the same way: the answerer counts the rows of the whole table that hold the value it names, not those of
+the chunks the search found. When the table was read only in part, the answerer is told (`partial_tables` on the
+answer request: `RequestState.tables_partial`) and says its count as a lower bound ("at least 3"), and the notes say
+the count is of the rows read only.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 
 from ragmesh.common.v1 import common_pb2
 from ragmesh.retriever.v1 import retriever_pb2
-from ragmesh_common.text.questions import superlative
+from ragmesh_common.text.questions import asks_how_many, superlative
 from ragmesh_gateway.mesh import Mesh
 from ragmesh_gateway.models import ChatRequest
 from ragmesh_gateway.pipeline.state import RequestState
@@ -36,11 +43,17 @@ def header_of(text: str) -> str | None:
     return None
 
 
+def reads_whole_table(question: str) -> bool:
+    """A question whose answer is about all of a table's rows: its largest or smallest row ("Which product had the
+    highest revenue?") or how many rows hold a value ("How many customers are from Chile?")."""
+    return superlative(question) is not None or asks_how_many(question)
+
+
 TABLE_DOCUMENTS = 3  # the documents whose table is read: copies of a sheet agree only when each is read whole
 
 
 class WholeTable(Step):
-    """table: the chunks of the table a superlative question is about join the answer's sources."""
+    """table: the chunks of the table a superlative or how-many question is about join the answer's sources."""
 
     name = "table"
     required = False
@@ -56,7 +69,7 @@ class WholeTable(Step):
     async def run(self, state: RequestState) -> dict[str, Any]:
         request = state.request
         assert isinstance(request, ChatRequest)  # applies() checked it
-        if superlative(state.query) is None:
+        if not reads_whole_table(state.query):
             return {}
         given = state.results[: request.top_k]
         tables: list[tuple[common_pb2.Chunk, str]] = []  # each document's best-ranked table chunk and its header
@@ -81,9 +94,10 @@ class WholeTable(Step):
         state.table_chunks = [r for r in same if r.chunk.chunk_id not in known]
         complete = all(len(reply.results) < self.chunks for reply in replies)
         if not complete:
+            state.tables_partial = True
             state.notes.append(
-                f"A table has more than the {self.chunks} parts read for this answer: its largest or smallest row "
-                "is of those read only."
+                f"A table has more than the {self.chunks} parts read for this answer: its largest or smallest row, "
+                "or a count of its rows (at least that many), is of those read only."
             )
         return {"table_chunks": len(same), "added": len(state.table_chunks), "complete": complete}
 

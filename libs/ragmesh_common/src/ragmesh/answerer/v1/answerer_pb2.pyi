@@ -152,6 +152,7 @@ class AnswerRequest(_message.Message):
     RESOLVED_QUESTION_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
     BRIDGES_FIELD_NUMBER: _builtins.int
+    PARTIAL_TABLES_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     max_tokens: _builtins.int
     """0 = service default"""
@@ -172,6 +173,10 @@ class AnswerRequest(_message.Message):
     themes in my documents?", "Give me an overview of the travel policy"): no span answers it, so the answer is
     the sources' own sentences about its topic, each cited and verified, without a short-answer check; the model
     is not asked. The gateway sets it for the router's collection and overview questions.
+    """
+    partial_tables: _builtins.bool
+    """The gateway's table step read a table only in part (it has more chunks than the step reads): a count of its
+    rows ("How many customers are from Chile?") is then said as a lower bound ("at least 3").
     """
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredChunk]: ...
@@ -199,10 +204,11 @@ class AnswerRequest(_message.Message):
         resolved_question: _builtins.str = ...,
         summary: _builtins.bool = ...,
         bridges: _abc.Iterable[_builtins.str] | None = ...,
+        partial_tables: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "temperature", b"temperature"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "bridges", b"bridges", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "summary", b"summary", "temperature", b"temperature"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_temperature", b"_temperature", "bridges", b"bridges", "graph_facts", b"graph_facts", "history", b"history", "max_tokens", b"max_tokens", "partial_tables", b"partial_tables", "question", b"question", "resolved_question", b"resolved_question", "sources", b"sources", "stream_draft", b"stream_draft", "summary", b"summary", "temperature", b"temperature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
