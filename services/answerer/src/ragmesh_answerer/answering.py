@@ -344,18 +344,39 @@ class Answerer:
     def _summary_result(self, summary: Summary, sources: Sequence[Source]) -> AnswerResult:
         """A verified summary: the sources' own sentences, each cited; the model was not asked."""
         cited = sorted({q.source_index for q in summary.sentences})
+        return self._extracted(
+            summary.text,
+            [Citation(i, sources[i].chunk_id, 1.0) for i in cited],
+            summary.sentences[0].text,
+            list(summary.sentences),
+            summary.verification.sentences,
+            verified=True,
+        )
+
+    def _extracted(
+        self,
+        answer: str,
+        citations: list[Citation],
+        short_answer: str,
+        evidence: list[EvidenceQuote],
+        sentences: list[SentenceVerdict],
+        *,
+        verified: bool,
+    ) -> AnswerResult:
+        """An answer the documents' own text makes (a summary, a list, a table's rows): grounded, the model not
+        asked (it used no tokens)."""
         return AnswerResult(
-            answer=summary.text,
-            citations=[Citation(i, sources[i].chunk_id, 1.0) for i in cited],
+            answer=answer,
+            citations=citations,
             grounding_score=1.0,
             grounded=True,
             model=self.llm.model,
             prompt_tokens=0,
             completion_tokens=0,
-            short_answer=summary.sentences[0].text,
-            evidence=list(summary.sentences),
-            sentences=summary.verification.sentences,
-            verified=True,
+            short_answer=short_answer,
+            evidence=evidence,
+            sentences=sentences,
+            verified=verified,
             withheld=False,
         )
 
@@ -372,19 +393,13 @@ class Answerer:
         verification = exact_quotes(
             verify("", numbered, quotes, self.settings.min_sentence_support, summary=True), quotes
         )
-        return AnswerResult(
-            answer=items.text,
-            citations=[Citation(items.source_index, sources[items.source_index].chunk_id, 1.0)],
-            grounding_score=1.0,
-            grounded=True,
-            model=self.llm.model,
-            prompt_tokens=0,
-            completion_tokens=0,
-            short_answer=items.short,
-            evidence=list(items.items),
-            sentences=verification.sentences,
+        return self._extracted(
+            items.text,
+            [Citation(items.source_index, sources[items.source_index].chunk_id, 1.0)],
+            items.short,
+            list(items.items),
+            verification.sentences,
             verified=verification.verified,
-            withheld=False,
         )
 
     def _tallied(self, tally: Tally, request: AnswerInput) -> Iterator[Sentence | AnswerResult]:
@@ -426,19 +441,13 @@ class Answerer:
             for n, (line, cell) in enumerate(zip(lines, tally.cited, strict=True), 1)
         ]
         yield from events
-        yield AnswerResult(
-            answer="\n".join(event.text for event in events),
-            citations=[Citation(i, request.sources[i].chunk_id, 1.0) for i in cited],
-            grounding_score=1.0,
-            grounded=True,
-            model=self.llm.model,
-            prompt_tokens=0,
-            completion_tokens=0,
-            short_answer=tally.short,
-            evidence=quotes,
-            sentences=[verdict, *rows.sentences],
+        yield self._extracted(
+            "\n".join(event.text for event in events),
+            [Citation(i, request.sources[i].chunk_id, 1.0) for i in cited],
+            tally.short,
+            quotes,
+            [verdict, *rows.sentences],
             verified=True,
-            withheld=False,
         )
 
     def _disagreement(self, table: TableReading, sources: Sequence[Source]) -> AnswerResult:
