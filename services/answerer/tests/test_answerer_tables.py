@@ -15,6 +15,7 @@ from ragmesh_answerer.tables import (
     extreme,
     identifiers,
     lookup,
+    read,
     tables,
 )
 from ragmesh_common.text.questions import Question
@@ -288,7 +289,7 @@ def test_a_row_found_by_a_value_the_question_quotes() -> None:
     assert answer("What is the phone number of customer DD37Cf93aecA6Dc?", sources) is None
     assert answer("Which company does the customer with email nobody@colon.com work for?", sources) is None
     assert answer("Which company does the customer with email colon.com work for?", sources) is None
-    # first and last name in two columns: no one cell names the person
+    # first and last name in two columns: no one cell names the person, the two together do (`Tally`)
     split = "| First Name | Last Name | Email |\n|---|---|---|\n| Preston | Lozano | vmata@colon.com |\n"
     assert answer("Who has the email vmata@colon.com?", [Source("c3", "t", (), split)]) is None
     assert answer("What is the last name of vmata@colon.com?", [Source("c3", "t", (), split)]) == "Lozano"
@@ -335,6 +336,25 @@ def _sales(chunk_id: str, *rows: tuple[str, int]) -> Source:
     """A chunk of the sales sheet: (product, quantity) per row, its revenue 1000 per unit."""
     lines = "".join(f"| {p} | 2024-01-{n + 1:02d} | {q} | {q * 1000} |\n" for n, (p, q) in enumerate(rows))
     return Source(chunk_id, "SalesData", ("SalesData",), SALES_HEADER + lines)
+
+
+def test_who_holds_a_quoted_value_is_a_first_and_a_last_name_column_together() -> None:
+    """Found asking the shared customers CSV "Who has the email vmata@colon.com?": its name is two columns, so no
+    cell answered and the row was only quoted. The two cells are the name, the value's cell cited; a copy that
+    names another person disagrees; a what-question still reads one column."""
+    split = "| First Name | Last Name | Email |\n|---|---|---|\n| Preston | Lozano | vmata@colon.com |\n"
+    sources = [Source("c3:1", "t", (), split), Source("c4:1", "copy", (), split)]  # two copies agree
+    reading = read(Question.parse("Who has the email vmata@colon.com?"), sources)
+    assert reading.answer is None and [t.short for t in reading.tallies] == ["Preston Lozano"]
+    person = reading.tallies[0]
+    assert person.statement == "Preston Lozano (First Name “Preston”, Last Name “Lozano”) has Email “vmata@colon.com”."
+    assert [c.text for c in person.cited] == ["vmata@colon.com"] and person.holds(sources)
+    given = "| Given Name | Surname | Email |\n|---|---|---|\n| Ana | Ruiz | vmata@colon.com |\n"
+    other = read(Question.parse("Who has the email vmata@colon.com?"), [sources[0], Source("c5:1", "hr", (), given)])
+    assert [t.short for t in other.tallies] == ["Preston Lozano", "Ana Ruiz"]  # two people: the documents disagree
+    assert not read(Question.parse("What is the email of vmata@colon.com?"), sources).tallies
+    coded = "| First Name | Last Name | Email |\n|---|---|---|\n| P1 | Lozano | vmata@colon.com |\n"
+    assert not read(Question.parse("Who has the email vmata@colon.com?"), [Source("c6:1", "t", (), coded)]).tallies
 
 
 def test_rows_that_tie_for_the_extreme_are_the_answer_together() -> None:

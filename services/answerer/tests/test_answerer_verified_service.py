@@ -663,6 +663,13 @@ async def test_rows_that_tie_and_rows_a_count_counts_are_answered_each_row_cited
     _, split = await _events(service, "How many customers are from Chile?", [*sheet, other])
     assert split.withheld and not split.verified
     assert split.answer.splitlines()[1:] == ["- 2 rows have Country “Chile” [1, 2]", "- 1 row has Country “Chile” [3]"]
+    # a name in two columns: who holds a quoted value is both cells, the row cited
+    people = "| First Name | Last Name | Email |\n|---|---|---|\n| Preston | Lozano | vmata@colon.com |"
+    _, person = await _events(service, "Who has the email vmata@colon.com?", [_source("p1:1", "people", people)])
+    assert person.verified and person.short_answer == "Preston Lozano" and chat.messages == []
+    assert person.answer.splitlines()[0] == (
+        "Preston Lozano (First Name “Preston”, Last Name “Lozano”) has Email “vmata@colon.com”. [1]"
+    )
 
 
 NEXT_STEPS = _source(

@@ -663,7 +663,7 @@ def _table_reading(question: Question, sources: Sequence[Source], partial: bool)
     if counted.tallies:
         return counted
     table = read_tables(question, sources)
-    if table.answer is not None or table.disagreeing:
+    if table.answer is not None or table.disagreeing or table.tallies:
         return table
     return extreme(question, sources)
 

@@ -162,6 +162,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
         return Reading(None)
     found: list[tuple[Rank, Span]] = []  # (how well its column's header names the question, the cell)
     rivals: list[tuple[Rank, Span]] = []
+    people: dict[str, Tally] = {}  # who holds a quoted value, by a first and a last name column (`_full_name`)
     asked_words = _asked_words(question)
     optional = _AGGREGATE if question.answer_type is AnswerType.NUMBER else frozenset()
     # the question's numbers and codes with digits, as a row's label may hold them ("2021", "Q3", "FY24")
@@ -181,6 +182,10 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                 if quoted:  # "… the customer with email vmata@colon.com": only the row that holds the value
                     held = [k for k, c in enumerate(row) if c.text.casefold() in quoted]
                     answers = _by_value(row, heads, held, wanted, asked_words, question) if held else []
+                    if held and not answers and question.answer_type is AnswerType.PERSON:
+                        person = _full_name(row, columns, held, sentence)
+                        if person is not None:
+                            people.setdefault(person.short.casefold(), person)
                 elif names:
                     answers = [((0, 0), k) for k in _named(row, heads, names, wanted)]
                 else:
@@ -197,6 +202,8 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                     if question.answer_type is AnswerType.PERSON and _CODE.search(row[k].text):
                         continue  # a who-question is not answered by an email address or a phone number
                     found.append((n, _cell(sentence, row[k])))
+    if people and not found:  # copies that name one person agree; rows naming others disagree
+        return Reading(None, tallies=tuple(people.values()))
     top = max((n for n, _ in found), default=(0, 0))
     spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
@@ -642,7 +649,7 @@ def _by_value(
     `held`): those whose header names the most of its other key terms (`_rank`), not a column holding the value;
     for a when-question, of those the ones headed as a date ("Subscription Date"; any such column when none
     names more); for a who-question that names none, the row's one column headed as a name ("Name", "Customer
-    Name"; a first and a last name are two columns: no one cell answers)."""
+    Name"; a first and a last name are two columns: no one cell answers, `_full_name` reads both)."""
     ranked = [
         (_rank(len(named), heads[k], asked), k)
         for k in range(len(row))
@@ -652,9 +659,38 @@ def _by_value(
         dated = [(n, k) for n, k in ranked if heads[k] & _DATED]
         ranked = dated or [((1, 0), k) for k in range(len(row)) if k not in held and heads[k] & _DATED]
     if not ranked and question.answer_type is AnswerType.PERSON:
-        ranked = [((0, 0), k) for k in range(len(row)) if k not in held and row[k].text and _NAME in heads[k]]
+        ranked = [((0, 0), k) for k in range(len(row)) if k not in held and row[k].text and _whole_name(heads[k])]
         return ranked if len(ranked) == 1 else []
     return _most(ranked)
+
+
+_FIRST = frozenset(stem(w) for w in ("first", "given", "fore"))  # with "name": the column of a first name
+_LAST = frozenset(stem(w) for w in ("last", "family"))  # with "name": the column of a last name
+_SURNAME = stem("surname")
+
+
+def _whole_name(head: set[str]) -> bool:
+    """A column headed as someone's whole name ("Name", "Customer Name"; not "First Name" or "Surname")."""
+    return _NAME in head and not head & (_FIRST | _LAST)
+
+
+def _full_name(row: list[Cell], columns: list[Cell], held: list[int], sentence: Sentence) -> Tally | None:
+    """ "Who has the email vmata@colon.com?" over a table that writes a name in two columns ("First Name", "Last
+    Name"; "Given Name", "Surname"): the row's two cells as one name, said with the value the row holds, that value's
+    cell cited and both name cells named (`Tally.holds` checks they are the cited row's); None when the row has not
+    exactly one of each, or a name cell holds a digit or an "@"."""
+    heads = _heads(columns)
+    first = [j for j, head in enumerate(heads) if _NAME in head and head & _FIRST and row[j].text]
+    last = [j for j, head in enumerate(heads) if ((_NAME in head and head & _LAST) or _SURNAME in head) and row[j].text]
+    if len(first) != 1 or len(last) != 1 or any(_CODE.search(row[j].text) for j in (*first, *last)):
+        return None
+    given, family, value = row[first[0]], row[last[0]], _cell(sentence, row[held[0]])
+    short = f"{given.text} {family.text}"
+    statement = (
+        f"{short} ({columns[first[0]].text} “{given.text}”, {columns[last[0]].text} “{family.text}”) has "
+        f"{columns[held[0]].text} “{value.text}”."
+    )
+    return Tally(short, statement, (value,), 1, value.text, (given.text, family.text))
 
 
 def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[str]) -> list[int]:
