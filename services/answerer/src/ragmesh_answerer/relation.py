@@ -132,12 +132,10 @@ TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
     AnswerType.PERSON: frozenset({"PERSON", "ORG", "NORP"}),
     AnswerType.PLACE: frozenset({"GPE", "LOC", "FAC", "ORG"}),
 }
-# A table's row, or rows run together on one line (a section chunk's text written before tables were kept out
-# of it: "… by Year | | Freshwater Ducks | Saltwater Ducks | | 2019 | 120 | 80 | …").
-# a reference marker a web page's text keeps ("… of computers worldwide.[11]"): parsed as spaces of its length, so
-# that offsets stay those of the text and "worldwide.[11" is not read as one word
-# ("… focus.[further explanation needed]", "[when?]"): Wikipedia's numbered and maintenance markers, not an
-# editor's bracketed words ("[his]", "[less than three years]"), which are the quoted text's own
+# A reference marker a web page's text keeps ("… of computers worldwide.[11]", "… focus.[further explanation
+# needed]", "[when?]"): parsed as spaces of its length, so that offsets stay those of the text and "worldwide.[11"
+# is not read as one word. Wikipedia's numbered and maintenance markers only, not an editor's bracketed words
+# ("[his]", "[less than three years]"), which are the quoted text's own.
 _CITATION = re.compile(
     r"\[(?:\d{1,4}|note \d{1,3}|[a-z]+(?: [a-z]+){0,2} needed|update|vague|dubious|original research\?"
     r"|improper synthesis\?|not in citation given|(?:who|when|where|which|why|by whom|according to whom)\?)\]",
@@ -149,6 +147,8 @@ def _blank(found: re.Match[str]) -> str:
     return " " * len(found.group(0))
 
 
+# A table's row, or rows run together on one line (a section chunk's text written before tables were kept out
+# of it: "… by Year | | Freshwater Ducks | Saltwater Ducks | | 2019 | 120 | 80 | …").
 _TABLE_ROW = re.compile(r"^\|.*\|$|(?:\|[^|\n]*){4}\|")
 _PRONOUNS = frozenset({"it", "he", "she", "they", "them", "this", "that", "these", "those", "which", "who", "what"})
 # A phrase headed by one of these, in a sentence that ends with a colon, stands for what follows it ("Here are

@@ -38,6 +38,7 @@ from ragmesh_answerer.relation import Sentence, Span
 from ragmesh_common.text.names import acronym_in
 from ragmesh_common.text.numbers import numbers
 from ragmesh_common.text.questions import (
+    HOW_MANY,
     LEAST_WORDS,
     MOST_WORDS,
     AnswerType,
@@ -183,7 +184,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                     held = [k for k, c in enumerate(row) if c.text.casefold() in quoted]
                     answers = _by_value(row, heads, held, wanted, asked_words, question) if held else []
                     if held and not answers and question.answer_type is AnswerType.PERSON:
-                        person = _full_name(row, columns, held, sentence)
+                        person = _full_name(row, columns, heads, held, sentence)
                         if person is not None:
                             people.setdefault(person.short.casefold(), person)
                 elif names:
@@ -362,7 +363,7 @@ def _counted_noun(question: Question) -> str | None:
     from Chile?", "How many of them …": nothing says what is counted, so nothing is)."""
     said = words(question.text)
     for first, second, noun in zip(said, said[1:], said[2:], strict=False):
-        if (first, second) in (("how", "many"), ("wie", "viele")) and noun not in STOP_WORDS:
+        if (first, second) in HOW_MANY and noun not in STOP_WORDS:
             return stem(noun)
     return None
 
@@ -674,12 +675,13 @@ def _whole_name(head: set[str]) -> bool:
     return _NAME in head and not head & (_FIRST | _LAST)
 
 
-def _full_name(row: list[Cell], columns: list[Cell], held: list[int], sentence: Sentence) -> Tally | None:
+def _full_name(
+    row: list[Cell], columns: list[Cell], heads: list[set[str]], held: list[int], sentence: Sentence
+) -> Tally | None:
     """ "Who has the email vmata@colon.com?" over a table that writes a name in two columns ("First Name", "Last
     Name"; "Given Name", "Surname"): the row's two cells as one name, said with the value the row holds, that value's
     cell cited and both name cells named (`Tally.holds` checks they are the cited row's); None when the row has not
-    exactly one of each, or a name cell holds a digit or an "@"."""
-    heads = _heads(columns)
+    exactly one of each, or a name cell holds a digit or an "@" (`heads`: the header cells' stems, `_heads`)."""
     first = [j for j, head in enumerate(heads) if _NAME in head and head & _FIRST and row[j].text]
     last = [j for j, head in enumerate(heads) if ((_NAME in head and head & _LAST) or _SURNAME in head) and row[j].text]
     if len(first) != 1 or len(last) != 1 or any(_CODE.search(row[j].text) for j in (*first, *last)):

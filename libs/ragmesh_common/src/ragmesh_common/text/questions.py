@@ -281,13 +281,13 @@ def superlative(text: str) -> str | None:
 
 # The words that open a question for a count of things ("How many customers are from Chile?"; not "how much"): the
 # answerer's `tables.count` counts a table's rows for it, the gateway's table step gives it the whole table.
-_HOW_MANY = frozenset({("how", "many"), ("wie", "viele")})
+HOW_MANY = frozenset({("how", "many"), ("wie", "viele")})
 
 
 def asks_how_many(text: str) -> bool:
-    """`text` asks how many (`_HOW_MANY`: two words in a row, any case), the request around it aside."""
+    """`text` asks how many (`HOW_MANY`: two words in a row, any case), the request around it aside."""
     said = words(asked_question(normalise(text)))
-    return any(pair in _HOW_MANY for pair in itertools.pairwise(said))
+    return any(pair in HOW_MANY for pair in itertools.pairwise(said))
 
 
 def asked_question(text: str) -> str:

@@ -37,7 +37,8 @@ class RequestState:
     levels: list[str] = field(default_factory=list)
     strategy: str = "direct"
     results: list[common_pb2.ScoredChunk] = field(default_factory=list)
-    # the rest of the table a superlative or how-many question is about, given after the first `top_k` (pipeline/table.py)
+    # the rest of the table a superlative or how-many question is about, given after the first `top_k`
+    # (pipeline/table.py)
     table_chunks: list[common_pb2.ScoredChunk] = field(default_factory=list)
     tables_partial: bool = False  # a table was read only in part: a count of its rows is a lower bound
     accessible: int = 0
