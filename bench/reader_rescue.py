@@ -2,6 +2,7 @@
 
     python bench/answer.py --hotpot 0 --sources-out S            # once: a live run that keeps its sources
     python bench/reader_rescue.py S --output O.json                # every part: fit, validate, reporting
+    python bench/reader_rescue.py S --parts validate --set READING_MIN_CONFIDENCE=0.75   # with another threshold
 
 The answerer's candidates are the parse's spans of the asked type in sentences that say what the question asks
 about (`relation.Reader.candidates`); the reader only scores them. Where no candidate is confident enough, the
