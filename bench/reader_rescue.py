@@ -6,7 +6,7 @@
 
 The answerer's candidates are the parse's spans of the asked type in sentences that say what the question asks
 about (`relation.Reader.candidates`); the reader only scores them. Where no candidate is confident enough, the
-reader's own best span over all the sources (any span of at most `span_reader.MAX_ANSWER_TOKENS` tokens: "Kenya",
+reader's own best span over all the sources (`span_reader.Reading.best_span`, at most `MAX_ANSWER_TOKENS` tokens: "Kenya",
 "friendly and supportive", "white flight") may still be right. This measures that rescue without building it: per
 question withheld, the reader's best span, its reading score, and whether the verifier's check
 (`Reader.check`, as for any given answer) accepts it; then, per threshold on the score, how many answers the
@@ -24,36 +24,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-for src in (ROOT / "libs").glob("*/src"):
-    sys.path.insert(0, str(src))
-for src in (ROOT / "services").glob("*/src"):
-    sys.path.insert(0, str(src))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling scripts (the .venv has the sources)
 
-from answer import F1_WRONG, contains_gold, token_f1  # noqa: E402
-from replay import override  # noqa: E402
-from widen_sweep import third  # noqa: E402
+from answer import F1_WRONG, contains_gold, token_f1
+from replay import override
+from widen_sweep import third
 
-from ragmesh_answerer import relation  # noqa: E402
-from ragmesh_answerer.config import Settings  # noqa: E402
-from ragmesh_answerer.prompting import Source  # noqa: E402
-from ragmesh_answerer.span_reader import MAX_ANSWER_TOKENS, Reading, SpanReader  # noqa: E402
-from ragmesh_common.text.questions import Question  # noqa: E402
-
-
-def best_span(reading: Reading) -> tuple[float, int, int, int] | None:
-    """The reader's best span over all sources: (score, source, start, end), offsets in the source's text."""
-    top: tuple[float, int, int, int] | None = None
-    for source, windows in reading.windows.items():
-        for w in windows:
-            n = len(w.offsets)
-            for i in range(n):
-                for j in range(i, min(n, i + MAX_ANSWER_TOKENS)):
-                    value = w.start[w.first + i] + w.end[w.first + j] - w.null
-                    if top is None or value > top[0]:
-                        top = (value, source, w.offsets[i][0], w.offsets[j][1])
-    return top
+from ragmesh_answerer import relation
+from ragmesh_answerer.config import Settings
+from ragmesh_answerer.prompting import Source
+from ragmesh_answerer.span_reader import SpanReader
+from ragmesh_common.text.questions import Question
 
 
 def main() -> None:
@@ -98,7 +79,7 @@ def main() -> None:
             base[part]["false_grounded"] += f1 < F1_WRONG and not contains_gold(span.sentence.text, golds)
             f1_base[part] += f1
             continue
-        top = best_span(reading)
+        top = reading.best_span
         if top is None:
             continue
         score, source, start, end = top

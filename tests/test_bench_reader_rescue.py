@@ -11,8 +11,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # bench_modules (tests run in importlib mode)
 from bench_modules import load_bench
 
-from ragmesh_answerer.span_reader import Reading, Window
-
 rescue = load_bench("reader_rescue")
 
 VALLEY = {
@@ -21,15 +19,6 @@ VALLEY = {
     "title": "Valley",
     "section_path": [],
 }
-
-
-def test_the_best_span_is_the_best_start_and_end_within_the_length_limit() -> None:
-    offsets = [(0, 4), (5, 10), (11, 17), (18, 22)]
-    window = Window(offsets=offsets, first=1, start=[9.0, 0.0, 3.0, 1.0, 0.0], end=[9.0, 0.0, 0.0, 2.0, 5.0], null=1.0)
-    score, source, start, end = rescue.best_span(Reading(windows={2: [window]}))
-    # the [CLS] logits (index 0) are no span; the start at token 1 (3.0) with the end at token 3 (5.0), minus null
-    assert (score, source, start, end) == (7.0, 2, 5, 22)
-    assert rescue.best_span(Reading(windows={})) is None
 
 
 def test_a_rescue_only_adds_to_what_the_decision_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ import pytest
 from ragmesh_answerer import relation
 from ragmesh_answerer.config import Settings
 from ragmesh_answerer.relation import Reader, load_model
-from ragmesh_answerer.span_reader import ADAPTER, SpanReader
+from ragmesh_answerer.span_reader import ADAPTER, Reading, SpanReader, Window
 from ragmesh_common.text.questions import Question
 
 IBM = (
@@ -58,6 +58,16 @@ def test_a_score_is_the_best_over_the_windows_of_a_long_source(spans: SpanReader
     flint = reading.score(0, start, start + len("Charles Flint"))
     assert flint is not None and flint == reading.best
     assert reading.score(5, 0, 4) is None  # a source that was not read
+
+
+def test_the_best_span_is_the_best_start_and_end_and_where_it_is() -> None:
+    offsets = [(0, 4), (5, 10), (11, 17), (18, 22)]
+    window = Window(offsets=offsets, first=1, start=[9.0, 0.0, 3.0, 1.0, 0.0], end=[9.0, 0.0, 0.0, 2.0, 5.0], null=1.0)
+    reading = Reading(windows={2: [window]})
+    score, source, start, end = reading.best_span
+    # the [CLS] logits (index 0) are no span; the start at token 1 (3.0) with the end at token 3 (5.0), minus null
+    assert (score, source, start, end) == (7.0, 2, 5, 22) and reading.best == 7.0
+    assert Reading(windows={}).best_span is None and Reading(windows={}).best == -1e9
 
 
 def test_extract_weighs_the_reading_and_can_be_switched_off(spans: SpanReader, reader: Reader) -> None:

@@ -63,15 +63,25 @@ class Reading:
     @functools.cached_property
     def best(self) -> float:
         """The best reading score of any span of at most `MAX_ANSWER_TOKENS` tokens in any source (computed once:
-        the confidence and each check of a question read it)."""
-        top = -1e9
-        for windows in self.windows.values():
+        the confidence and each check of a question read it); -1e9 when nothing was read."""
+        top = self.best_span
+        return -1e9 if top is None else top[0]
+
+    @functools.cached_property
+    def best_span(self) -> tuple[float, int, int, int] | None:
+        """That best span: (score, source index, start, end), the offsets in the source's text; the first of equal
+        scores (sources, windows and start tokens in order, then the nearest end). None when nothing was read."""
+        top: tuple[float, int, int, int] | None = None
+        for source, windows in self.windows.items():
             for w in windows:
                 n = len(w.offsets)
                 ends = w.end[w.first : w.first + n]
                 for i in range(n):
                     stop = min(n, i + MAX_ANSWER_TOKENS)
-                    top = max(top, w.start[w.first + i] + max(ends[i:stop]) - w.null)
+                    end = max(ends[i:stop])
+                    value = w.start[w.first + i] + end - w.null
+                    if top is None or value > top[0]:
+                        top = (value, source, w.offsets[i][0], w.offsets[ends.index(end, i, stop)][1])
         return top
 
 
