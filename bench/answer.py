@@ -4,6 +4,7 @@
     python bench/answer.py --limit 20                         # a quick run: 20 questions per set
     python bench/answer.py --data-dir /tmp/answer-stack       # keep the mesh's data; a second run reuses the uploads
     python bench/answer.py --mode direct,agentic --limit 20   # every question in each chat mode, side by side
+    python bench/answer.py --typos 1                          # every question with one slip in a key word
 
 Starts the whole mesh with its embedded defaults (`ragmesh_dev.devstack.Stack`: SmolLM2-135M behind the
 local Ollama server, all-MiniLM-L6-v2, no reranker model), uploads the corpora as a user would
@@ -64,6 +65,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import retrieval as bench  # read_jsonl, read_qrels, percentile, log
+
+from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS
 
 SEED = 20240617
 UPLOADS_IN_FLIGHT = 8
@@ -151,6 +154,33 @@ class Corpus:
 # The fixed split of every set: sha256 of the question id, even first byte = tuning, odd = reporting (one
 # definition, in retrieval.py, which also reports HotpotQA retrieval on it)
 half = bench.id_half
+
+
+def with_typo(question: str, seed: str) -> str:
+    """`question` with one slip in one of its key words (lower case, at least 5 letters, no stop or question
+    word; none: unchanged): a letter left out, doubled, changed to another or swapped with the next, at any
+    position, the first included (people's slips rarely hit it; this bench does not spare it). Seeded."""
+    rng = random.Random(seed)
+    found = [
+        m
+        for m in re.finditer(r"(?<![\w'’-])[a-z]{5,}(?![\w'’-])", question)
+        if m.group(0) not in STOP_WORDS and m.group(0) not in QUESTION_WORDS
+    ]
+    if not found:
+        return question
+    match = rng.choice(found)
+    word, at = match.group(0), rng.randrange(len(match.group(0)))
+    kind = rng.choice(("drop", "double", "change", "swap"))
+    if kind == "drop":
+        slip = word[:at] + word[at + 1 :]
+    elif kind == "double":
+        slip = word[: at + 1] + word[at:]
+    elif kind == "change":
+        slip = word[:at] + rng.choice([c for c in "abcdefghijklmnopqrstuvwxyz" if c != word[at]]) + word[at + 1 :]
+    else:
+        at = min(at, len(word) - 2)
+        slip = word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+    return question[: match.start()] + slip + question[match.end() :]
 
 
 def squad_questions(
@@ -821,6 +851,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     hotpot, hotpot_corpus = hotpot_questions(eval_dir, hotpot_n) if hotpot_n else ([], Corpus())
     offtopic_rows = offtopic_questions(Path(args.offtopic_file), offtopic_n) if offtopic_n != 0 else []
+    if args.typos is not None:  # users' typing: one slip per question, the same one for a question in every run
+        for q in [*squad, *neartopic, *hotpot, *(row for row, _ in offtopic_rows)]:
+            q.text = with_typo(q.text, f"{args.typos}:{q.qid}")
     # the off-topic check runs against both corpora in full, whatever this run ingests
     all_texts = [
         p["text"] + " " + p["title"]
@@ -907,6 +940,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     report[f"{prefix}/{part}"] = summarise(some, offtopic=offtopic)
     report["meta"] = {
         "seed": args.seed,
+        "typos": args.typos,
         "squad": len(squad),
         "hotpotqa": len(hotpot),
         "offtopic": len(offtopic_rows),
@@ -1053,6 +1087,9 @@ def main() -> None:
         help="chat mode(s): auto, direct, agentic, or a comma list (direct,agentic) run side by side",
     )
     parser.add_argument("--limit", type=int, default=0, help="at most N questions per set (a quick run)")
+    parser.add_argument(
+        "--typos", type=int, default=None, help="SEED: one slip in a key word of every question asked (with_typo)"
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="chats in flight (the model is the bottleneck)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(

@@ -3,13 +3,19 @@
     python bench/answer.py --hotpot 0 --sources-out /tmp/sources.jsonl   # once: a live run that keeps its sources
     python bench/replay.py /tmp/sources.jsonl                              # then, in seconds, after each change
     python bench/replay.py /tmp/sources.jsonl --set ANSWER_MIN_COVERAGE=0.7
+    python bench/replay.py /tmp/sources.jsonl --typos 1 [--no-respell]     # one slip per question, read or not
 
 Whether a chat is answered, and with which sentence, is decided by `Reader.extract` over the sources the
 retriever gave (`ragmesh_answerer.answering`: no span → the answer is withheld; a span → its evidence sentence
 is what the user is shown when the model does not state it). A live run of `bench/answer.py` takes minutes; this
 reruns only that decision on the same sources, so a change to `ragmesh_answerer.relation` or to the text
 library is measured in seconds. `--set NAME=VALUE` overrides one of `relation`'s constants for the run
-(`--set READING=0`: without the span reader, as `ANSWERER_SPAN_READER=false`).
+(`--set READING=0`: without the span reader, as `ANSWERER_SPAN_READER=false`). The question's slips are read
+with the sources' spelling, as the answerer does (`ragmesh_common.text.spelling`; `--no-respell`: as written).
+`--typos SEED` first puts one slip into a key word of each question (`with_typo`: a letter dropped, doubled,
+changed or swapped, the first letter not spared): how much of the answerer's decision survives users' typing.
+The sources stay those the live run retrieved for the question as written, so what retrieval itself loses to the
+slip is not counted.
 
 Per set (and chat mode, when the live run asked in several) and half (the same split by question id as the live
 bench):
@@ -47,13 +53,13 @@ for src in (ROOT / "services").glob("*/src"):
     sys.path.insert(0, str(src))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from answer import F1_WRONG, contains_gold, exact_match, token_f1  # noqa: E402
+from answer import F1_WRONG, contains_gold, exact_match, token_f1, with_typo  # noqa: E402
 
 from ragmesh_answerer import relation  # noqa: E402
 from ragmesh_answerer.config import Settings  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
 from ragmesh_answerer.span_reader import SpanReader  # noqa: E402
-from ragmesh_common.text import questions  # noqa: E402
+from ragmesh_common.text import questions, spelling  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
 from ragmesh_gateway.pipeline.agentic import resolved_question, used_bridges  # noqa: E402
 
@@ -79,11 +85,18 @@ def override(assignments: list[str]) -> dict[str, float | bool]:
 
 
 def replay(
-    reader: relation.Reader, line: dict[str, Any], spans: SpanReader | None = None, skip_bridges: bool = True
+    reader: relation.Reader,
+    line: dict[str, Any],
+    spans: SpanReader | None = None,
+    skip_bridges: bool = True,
+    respell: bool = True,
+    typos: int | None = None,
 ) -> dict[str, Any]:
     """The extractive decision on one recorded question, scored as the live bench scores an answer (with the
     span reader's reading of the sources when `spans` is given, as the answerer does; spans naming a bridge the
-    walk searched with left out, as live, unless `skip_bridges` is off)."""
+    walk searched with left out, as live, unless `skip_bridges` is off; the question's slips read with the
+    sources' spelling, as live, unless `respell` is off). `typos` (a seed): one slip put in each question first
+    (`with_typo`); the sources stay those the live run retrieved for the question as written."""
     sources = [
         Source("", str(s.get("title") or ""), tuple(s.get("section_path") or ()), str(s.get("text") or ""))
         for s in line["sources"]
@@ -91,10 +104,17 @@ def replay(
     sentences = reader.sentences([(s.text, s.heading_text) for s in sources])
     asked = resolved_question(line["steps"]) if line.get("steps") else ""
     text = asked or line["question"]
+    if typos is not None:
+        text = with_typo(text, f"{typos}:{line['id']}")
+    read_as: list[tuple[str, str]] = []
+    if respell:  # as the answerer does (ANSWERER_RESPELL_QUESTIONS)
+        text, read_as = spelling.respelled(text, [t for s in sources for t in (s.text, s.heading_text)])
     reading = spans.read(text, [s.text for s in sources]) if spans is not None and sentences else None
     bridges = used_bridges(line["steps"]) if line.get("steps") and skip_bridges else []
     span = reader.extract(Question.parse(text), sentences, reading, bridges) if sentences else None
-    row = {"answered": span is not None, "live_answered": bool(line.get("answered"))}
+    row: dict[str, Any] = {"answered": span is not None, "live_answered": bool(line.get("answered"))}
+    if typos is not None or read_as:
+        row.update(asked=text, read_as=read_as)
     golds = list(line.get("golds") or [])
     if line["dataset"] in UNANSWERABLE:
         row.update(false_grounded=span is not None, wrong_span=span is not None, em=0.0, f1=0.0)
@@ -141,6 +161,12 @@ def main() -> None:
         "--keep-bridges", action="store_true", help="let a multi-step answer be a bridge it searched with (before)"
     )
     parser.add_argument(
+        "--no-respell", action="store_true", help="read the question as written (ANSWERER_RESPELL_QUESTIONS=false)"
+    )
+    parser.add_argument(
+        "--typos", type=int, default=None, help="SEED: put one slip in each question's key words first (with_typo)"
+    )
+    parser.add_argument(
         "--spacy-model", default=Settings.model_fields["spacy_model"].default, help="the answerer's default"
     )
     args = parser.parse_args()
@@ -152,7 +178,9 @@ def main() -> None:
     started = time.perf_counter()
     rows = []
     for line in lines:
-        row = replay(reader, line, spans, skip_bridges=not args.keep_bridges)
+        row = replay(
+            reader, line, spans, skip_bridges=not args.keep_bridges, respell=not args.no_respell, typos=args.typos
+        )
         row.update({k: line.get(k) for k in ("dataset", "id", "half", "mode", "question", "golds")})
         rows.append(row)
     groups: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
@@ -166,6 +194,9 @@ def main() -> None:
         "questions": len(rows),
         "set": applied,
         "bridges": "kept" if args.keep_bridges else "left out",
+        "respell": not args.no_respell,
+        "typos": args.typos,
+        "respelled": sum(bool(r.get("read_as")) for r in rows),
         "seconds": round(time.perf_counter() - started, 1),
         "command": " ".join(sys.argv),
     }

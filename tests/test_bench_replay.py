@@ -111,3 +111,19 @@ def test_the_live_bench_writes_every_source_in_full() -> None:
     assert line["sources"][1] == {"text": "only this", "title": "T", "section_path": []}  # not found: the snippet
     assert line["short_answer"] == "a" and line["golds"] == ["a"]
     assert line["steps"] == final["steps"]  # what the resolved question is taken from
+
+
+def test_a_slip_in_the_question_is_read_as_live_and_can_be_put_in(reader: Any) -> None:
+    """The replay reads the question's slips with the sources' spelling as the answerer does; `--typos` puts one
+    slip (seeded, into a key word) in each question first, `--no-respell` reads it as written."""
+    line = _line("squad", "When was IBM fonded?", ["1911"], False, IBM)
+    read = replay.replay(reader, line)
+    assert read["answered"] and read["em"] == 1.0 and read["read_as"] == [("fonded", "founded")]
+    assert not replay.replay(reader, line, respell=False)["answered"]
+    question = "When was the company founded in New York?"
+    slipped = replay.with_typo(question, "1:q")
+    assert slipped == replay.with_typo(question, "1:q")  # seeded
+    written = question.split(" ")
+    changed = [i for i, word in enumerate(slipped.split(" ")) if word != written[i]]
+    assert len(changed) == 1 and written[changed[0]] in ("company", "founded")  # a key word of 5 letters or more
+    assert replay.with_typo("Who is he?", "1:q") == "Who is he?"  # no key word of 5 letters: unchanged

@@ -135,6 +135,26 @@ def test_what_is_the_date_asks_when() -> None:
     assert question_type("What did they update?") is AnswerType.OTHER
 
 
+def test_what_is_the_city_asks_where() -> None:
+    """Found by using the product: "What is the IBM headquarters city?" was typed other and read as "what is X?"."""
+    for asked in (
+        "What is the IBM headquarters city?",
+        "What is the capital of Prussia?",
+        "What was the name of the city where IBM is headquartered?",
+        "Which is the largest city in California?",
+        "What is another country that permits it?",
+    ):
+        assert question_type(asked) is AnswerType.PLACE, asked
+    # the place noun must head what is asked
+    for asked in (
+        "What is the city council called?",
+        "What is the city's mayor called?",
+        "What is the city known for?",
+    ):
+        assert question_type(asked) is AnswerType.OTHER, asked
+    assert question_type("What is the population of the city?") is AnswerType.NUMBER
+
+
 def test_word_families_match_but_not_mere_prefixes() -> None:
     assert related(stem("government"), stem("governed"))
     assert related(stem("discovered"), stem("discovery"))

@@ -184,6 +184,37 @@ async def test_wrong_year_is_overruled_by_the_evidence_and_never_streamed(
     assert sentence.verdict == answerer_pb2.VERDICT_MISSING_TOKEN and "1924" in sentence.reason
 
 
+async def test_a_misspelled_key_word_is_read_as_the_sources_spell_it(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found by using the product: "When was IBM fonded?" was withheld, the sources never writing "fonded"."""
+    chat.reply = "IBM was founded in 1911. [1]"
+    streamed, final = await _answer(service, "When was IBM fonded?", [CAFETERIA, IBM])
+    assert final.verified and final.short_answer == "1911" and streamed == "IBM was founded in 1911. [2]"
+    # said beside the answer, not as a warning: the answer is verified for the question as read
+    assert [(r.written, r.read) for r in final.respelled] == [("fonded", "founded")] and not final.warnings
+    assert chat.messages[-1]["content"].endswith("When was IBM founded?")  # the model is asked the question as read
+    # a name is never respelled, nor an English word ("fondled"), nor a word two edits from the sources' ones
+    for question in ("When was IBN founded?", "When was IBM fondled?", "When was IBM fownted?"):
+        _, final = await _answer(service, question, [IBM])
+        assert not final.respelled, question
+
+
+async def test_what_is_the_city_asks_which_city_not_a_definition(service: GrpcService, chat: ScriptedChat) -> None:
+    """Found by using the product: "What is the IBM headquarters city?" read as "what is X?" got no answer."""
+    hq = common_pb2.ScoredChunk(
+        score=0.9,
+        chunk=common_pb2.Chunk(
+            chunk_id="ibm-hq",
+            title="IBM",
+            text="IBM is an American technology company headquartered in Armonk, New York, and present in over "
+            "175 countries.",
+        ),
+    )
+    chat.reply = "The headquarters city is Armonk, New York. [1]"
+    for question in ("What is the IBM headquarters city?", "What is the headquarters city of IBM?"):
+        _, final = await _answer(service, question, [hq])
+        assert final.verified and final.short_answer == "Armonk, New York", question
+
+
 async def test_raw_draft_tokens_only_on_request(service: GrpcService, chat: ScriptedChat) -> None:
     chat.reply = "IBM was founded in 1924."
     streamed, final = await _answer(service, "When was IBM founded?", [IBM], stream_draft=True)

@@ -415,6 +415,28 @@ async def test_final_event_carries_verification_and_evidence_mapped_to_documents
     ]
 
 
+async def test_a_question_read_with_the_documents_spelling_is_said_in_the_notes_not_as_a_warning() -> None:
+    read = [
+        answerer_pb2.AnswerEvent(
+            final=answerer_pb2.AnswerFinal(
+                answer="IBM was founded in 1911. [2]",
+                grounding_score=1.0,
+                grounded=True,
+                verified=True,
+                short_answer="1911",
+                model="m",
+                citations=[answerer_pb2.Citation(source_index=1, chunk_id="c2", support=0.9)],
+                respelled=[answerer_pb2.Respelled(written="fonded", read="founded")],
+            )
+        )
+    ]
+    mesh = FakeMesh(answerer=Stub(CheckInput=answerer_pb2.CheckInputResponse(allowed=True), Answer=read))
+    _, events = await run(mesh, "When was IBM fonded?")
+    final = events[-1]["data"]
+    assert final["verified"] is True and final["warnings"] == []
+    assert "Your question was read with your documents' spelling: \"fonded\" as \"founded\"." in final["notes"]
+
+
 async def test_a_client_leaving_mid_answer_cancels_the_answer_call_at_once() -> None:
     cancelled: list[bool] = []
 

@@ -81,6 +81,9 @@ RAG_SOURCES = "rag.answer.sources"
 RAG_ANSWER_EVIDENCE = "rag.answer.evidence_quotes"
 RAG_ANSWER_VERIFIED = "rag.answer.verified"
 RAG_ANSWER_WITHHELD = "rag.answer.withheld"
+RAG_QUESTION_RESPELLED = (
+    "rag.answer.respelled"  # the question's words read with the sources' spelling ("fonded -> founded")
+)
 RAG_OUTCOME = "rag.chat.outcome"
 RAG_QUEUE_POSITION = "rag.answer.queue_position"  # place taken in the answerer's queue (0 = started at once)
 RAG_QUEUE_WAIT_MS = "rag.answer.queue_wait_ms"

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import AsyncGenerator, Iterator, Sequence
@@ -62,7 +63,7 @@ from ragmesh_common import limits
 from ragmesh_common.errors import InvalidArgument, Unavailable
 from ragmesh_common.metrics import count_generation
 from ragmesh_common.telemetry import llm_content_attributes, llm_output_attributes, token_attributes
-from ragmesh_common.text import questions
+from ragmesh_common.text import questions, spelling
 from ragmesh_common.text.numbers import number_supported, numbers
 from ragmesh_common.text.questions import AnswerType, Question
 from ragmesh_common.text.sentences import sentence_spans
@@ -108,6 +109,7 @@ class AnswerResult:
     span: Span | None = None  # the extractive short answer
     span_chunk_id: str = ""  # the chunk it is quoted from
     overruled: bool = False  # the model's answer was replaced by the evidence sentence
+    respelled: list[tuple[str, str]] = field(default_factory=list)  # (written, read as): the question's slips
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,20 @@ class Answerer:
 
     async def answer(self, request: AnswerInput) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
         """Yields each verified `Sentence` as the model writes it (and the raw pieces with `stream_draft`),
-        then one `AnswerResult` (see the module docstring)."""
+        then one `AnswerResult` (see the module docstring). A key word of the question the sources never write is
+        read as the sources' word it is a slip of (`respelled`), and the result says so (`AnswerResult.respelled`:
+        not a warning, the answer is verified for the question so read; the gateway tells the user in `notes`)."""
+        self._validate(request)
+        request, read_as = respelled(request) if self.settings.respell_questions else (request, [])
+        if read_as:
+            logger.info("question read with the sources' spelling: %s", read_as)
+            trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, [f"{a} -> {b}" for a, b in read_as])
+        async for event in self._answer(request):
+            if read_as and isinstance(event, AnswerResult):
+                event.respelled = list(read_as)
+            yield event
+
+    async def _answer(self, request: AnswerInput) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
         max_tokens, temperature = self._validate(request)
         if self.reader is None:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
@@ -653,6 +668,21 @@ class _Gate:
             self.sent.append(sentence)
             out.append(sentence)
         return out
+
+
+def respelled(request: AnswerInput) -> tuple[AnswerInput, list[tuple[str, str]]]:
+    """`request` with its question (and resolved question) read as its sources spell them
+    (`ragmesh_common.text.spelling`: only the sources' words, which the caller may read, are candidates), and the
+    (written, read as) pairs."""
+    texts = [text for s in request.sources for text in (s.text, s.heading_text)]
+    question, read_as = spelling.respelled(request.question, texts)
+    resolved, resolved_as = (
+        spelling.respelled(request.resolved_question, texts) if request.resolved_question else ("", [])
+    )
+    pairs = list(dict.fromkeys([*read_as, *resolved_as]))
+    if not pairs:
+        return request, []
+    return dataclasses.replace(request, question=question, resolved_question=resolved), pairs
 
 
 def _table_reading(question: Question, sources: Sequence[Source], partial: bool) -> TableReading:

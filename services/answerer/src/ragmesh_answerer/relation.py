@@ -126,6 +126,8 @@ DEFINITIONS = True  # off (bench `--set DEFINITIONS=0`): "What is X?" is read li
 DEFINITION_ONLY = True
 CACHE_SENTENCES = 4096
 
+# Question types that ask which one (a date, a number, a place): no definition only (`DEFINITION_ONLY`).
+_WHICH_ONE_TYPES = frozenset({AnswerType.DATE, AnswerType.NUMBER, AnswerType.PLACE})
 TYPE_LABELS: dict[AnswerType, frozenset[str]] = {
     AnswerType.DATE: frozenset({"DATE", "TIME"}),
     AnswerType.NUMBER: frozenset({"CARDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "ORDINAL"}),
@@ -417,8 +419,10 @@ class Reader:
         defined = self.defined(asked, sentences) if asked is not None else None
         if defined is not None:
             return defined
-        if asked is not None and asked.bare and DEFINITION_ONLY:
-            return None  # "What is a duck?" is not answered "drake" from "A male is called a drake"
+        if asked is not None and asked.bare and DEFINITION_ONLY and question.answer_type not in _WHICH_ONE_TYPES:
+            # "What is a duck?" is not answered "drake" from "A male is called a drake"; a question typed a date,
+            # number or place asks which one ("What is the IBM headquarters city?"), not only what the thing is
+            return None
         if LEARNED_RANKING:
             found = self._extract_learned(question, sentences, reading, bridges)
         else:

@@ -48,6 +48,7 @@ def _final(result: AnswerResult) -> answerer_pb2.AnswerFinal:
         grounding_score=result.grounding_score,
         grounded=result.grounded,
         warnings=result.warnings,
+        respelled=[answerer_pb2.Respelled(written=written, read=read) for written, read in result.respelled],
         model=result.model,
         short_answer=result.short_answer,
         evidence=[

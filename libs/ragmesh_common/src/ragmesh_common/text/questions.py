@@ -71,7 +71,13 @@ _PLACE_Q = re.compile(
     r"(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place|location|venue"
     r"|stadium|arena))\b"
     r"|^\s*(?:what|which)\s+(?:state|(?:[^\W\d_]+\s+)?(?:country|city|town|region|province|county|continent|place"
-    r"|location|venue|stadium|arena))\b",
+    r"|location|venue|stadium|arena))\b"
+    # "What is the IBM headquarters city?", "What was the capital of Prussia?", "What is the name of the city where
+    # …": the place noun heads what is asked (followed by "of", "in", "where", … or the end; not "the city council",
+    # "the city's mayor" or "the city known for"); a capital only "of" something ("What is the capital?" may be money)
+    r"|^\s*(?:what|which)\s+(?:is|was|are|were)\s+(?:[^\W\d_][\w.-]*\s+){1,4}?"
+    r"(?:(?:country|city|town|region|province|county|continent|location|venue|stadium|arena|birthplace|hometown)"
+    r"(?=\s*[?.!]*\s*$|\s+(?:of|in|on|at|for|where|that|which|whose)\b|\s*,)|capital(?=\s+of\b))",
     re.IGNORECASE,
 )
 # A question that asks where or when with its last word ("… and is based where?", "… was built when?"), in lower

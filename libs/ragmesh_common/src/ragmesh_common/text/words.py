@@ -383,6 +383,12 @@ def _wordnet() -> Any:
 
 
 @functools.lru_cache(maxsize=65536)
+def is_word(word: str) -> bool:
+    """`word` is an English word WordNet knows, through its word forms ("culled" → cull); not a function word."""
+    return bool(_wordnet().synsets(word))
+
+
+@functools.lru_cache(maxsize=65536)
 def senses(word: str, main: int) -> tuple[frozenset[str], frozenset[str]]:
     """WordNet's senses (synsets) of `word`, found through WordNet's own word forms ("shipped" → ship): its `main`
     commonest per part of speech, and all of them."""

@@ -12,7 +12,7 @@ sentence) mapped onto the user's sources as the final event; an answer without a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import grpc
@@ -100,6 +100,8 @@ class Answer(Step):
                         yield event("progress", stage=self.name, status="started")
                     if reply.HasField("final"):
                         state.final = reply.final
+                        if reply.final.respelled:  # the answer is for the question read with the sources' spelling
+                            state.notes.append(respelled_note(reply.final.respelled))
                     elif reply.HasField("queued"):
                         yield event(
                             "progress",
@@ -135,6 +137,12 @@ class Answer(Step):
             span.set_attribute(attr.RAG_CITATIONS, len(state.final.citations))
         span.set_attribute(attr.RAG_SOURCES, sources)
         span.set_attribute(attr.RAG_OUTCOME, Outcome.ANSWER.value)
+
+
+def respelled_note(respelled: Iterable[answerer_pb2.Respelled]) -> str:
+    """What the user is told when the answerer read words of the question with the sources' spelling."""
+    read = ", ".join(f'"{r.written}" as "{r.read}"' for r in respelled)
+    return f"Your question was read with your documents' spelling: {read}."
 
 
 class Verify(Step):

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from ragmesh.common.v1 import common_pb2 as ragmesh_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/answerer/v1/answerer.proto\x12\x13ragmesh.answerer.v1\x1a\x1eragmesh/common/v1/common.proto\"U\n\x11\x43heckInputRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12.\n\x07history\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\"D\n\x12\x43heckInputResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05rules\x18\x03 \x03(\t\")\n\x08\x43hatTurn\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xd7\x02\n\rAnswerRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12/\n\x07sources\x18\x02 \x03(\x0b\x32\x1e.ragmesh.common.v1.ScoredChunk\x12\x13\n\x0bgraph_facts\x18\x03 \x03(\t\x12.\n\x07history\x18\x04 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x18\n\x0btemperature\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x0cstream_draft\x18\x08 \x01(\x08\x12\x19\n\x11resolved_question\x18\t \x01(\t\x12\x0f\n\x07summary\x18\n \x01(\x08\x12\x0f\n\x07\x62ridges\x18\x0b \x03(\t\x12\x16\n\x0epartial_tables\x18\x0c \x01(\x08\x42\x0e\n\x0c_temperatureJ\x04\x08\x07\x10\x08R\x0fhas_temperature\"C\n\x08\x43itation\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0f\n\x07support\x18\x03 \x01(\x01\"\x89\x04\n\x0b\x41nswerFinal\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\x30\n\tcitations\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.Citation\x12\x17\n\x0fgrounding_score\x18\x03 \x01(\x01\x12\x10\n\x08grounded\x18\x04 \x01(\x08\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x14\n\x0cshort_answer\x18\t \x01(\t\x12\x34\n\x08\x65vidence\x18\n \x03(\x0b\x32\".ragmesh.answerer.v1.EvidenceQuote\x12\x37\n\tsentences\x18\x0b \x03(\x0b\x32$.ragmesh.answerer.v1.SentenceVerdict\x12\x10\n\x08verified\x18\x0c \x01(\x08\x12\x10\n\x08withheld\x18\r \x01(\x08\x12\x12\n\x05\x64raft\x18\x0e \x01(\tH\x00\x88\x01\x01\x12\x34\n\x0b\x61nswer_span\x18\x0f \x01(\x0b\x32\x1f.ragmesh.answerer.v1.AnswerSpan\x12\x11\n\toverruled\x18\x10 \x01(\x08\x12.\n\x05usage\x18\x11 \x01(\x0b\x32\x1f.ragmesh.answerer.v1.TokenUsageB\x08\n\x06_draftJ\x04\x08\x07\x10\x08J\x04\x08\x08\x10\tR\rprompt_tokensR\x11\x63ompletion_tokens\"9\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\"\x95\x01\n\nAnswerSpan\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x05\x12\r\n\x05quote\x18\x06 \x01(\t\x12\x13\n\x0bquote_start\x18\x07 \x01(\x05\x12\x11\n\tquote_end\x18\x08 \x01(\x05\"[\n\x10VerifiedSentence\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x16\n\x0esource_indexes\x18\x03 \x03(\x05\x12\x12\n\nextractive\x18\x04 \x01(\x08\"a\n\rEvidenceQuote\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x05\"\xd3\x01\n\x0fSentenceVerdict\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tsupported\x18\x02 \x01(\x08\x12\x16\n\x0esource_indexes\x18\x03 \x03(\x05\x12\x1a\n\x12unsupported_tokens\x18\x05 \x03(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12-\n\x07verdict\x18\x07 \x01(\x0e\x32\x1c.ragmesh.answerer.v1.Verdict\x12\x14\n\x0cshort_answer\x18\x08 \x01(\x08J\x04\x08\x04\x10\x05R\x10\x65vidence_indexes\"\xc9\x01\n\x0b\x41nswerEvent\x12\x0f\n\x05token\x18\x01 \x01(\tH\x00\x12\x31\n\x05\x66inal\x18\x02 \x01(\x0b\x32 .ragmesh.answerer.v1.AnswerFinalH\x00\x12\x32\n\x06queued\x18\x03 \x01(\x0b\x32 .ragmesh.answerer.v1.QueueStatusH\x00\x12\x39\n\x08sentence\x18\x04 \x01(\x0b\x32%.ragmesh.answerer.v1.VerifiedSentenceH\x00\x42\x07\n\x05\x65vent\"?\n\x0bQueueStatus\x12\x10\n\x08position\x18\x01 \x01(\x05\x12\x1e\n\x16\x65stimated_wait_seconds\x18\x02 \x01(\x01\"R\n\x0eRewriteRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12.\n\x07history\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\"A\n\x0fRewriteResponse\x12\x10\n\x08question\x18\x01 \x01(\tJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\trewrittenR\x05model*\xe0\x01\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x15\n\x11VERDICT_SUPPORTED\x10\x01\x12\x19\n\x15VERDICT_NOT_CHECKABLE\x10\x02\x12\x17\n\x13VERDICT_LOW_SUPPORT\x10\x03\x12\x19\n\x15VERDICT_MISSING_TOKEN\x10\x04\x12\x18\n\x14VERDICT_OFF_QUESTION\x10\x05\x12\x1d\n\x19VERDICT_WRONG_ANSWER_TYPE\x10\x06\x12\x1d\n\x19VERDICT_RESTATES_QUESTION\x10\x07\x32\x98\x02\n\x0f\x41nswererService\x12]\n\nCheckInput\x12&.ragmesh.answerer.v1.CheckInputRequest\x1a\'.ragmesh.answerer.v1.CheckInputResponse\x12P\n\x06\x41nswer\x12\".ragmesh.answerer.v1.AnswerRequest\x1a .ragmesh.answerer.v1.AnswerEvent0\x01\x12T\n\x07Rewrite\x12#.ragmesh.answerer.v1.RewriteRequest\x1a$.ragmesh.answerer.v1.RewriteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"ragmesh/answerer/v1/answerer.proto\x12\x13ragmesh.answerer.v1\x1a\x1eragmesh/common/v1/common.proto\"U\n\x11\x43heckInputRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12.\n\x07history\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\"D\n\x12\x43heckInputResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05rules\x18\x03 \x03(\t\")\n\x08\x43hatTurn\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xd7\x02\n\rAnswerRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12/\n\x07sources\x18\x02 \x03(\x0b\x32\x1e.ragmesh.common.v1.ScoredChunk\x12\x13\n\x0bgraph_facts\x18\x03 \x03(\t\x12.\n\x07history\x18\x04 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x18\n\x0btemperature\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x0cstream_draft\x18\x08 \x01(\x08\x12\x19\n\x11resolved_question\x18\t \x01(\t\x12\x0f\n\x07summary\x18\n \x01(\x08\x12\x0f\n\x07\x62ridges\x18\x0b \x03(\t\x12\x16\n\x0epartial_tables\x18\x0c \x01(\x08\x42\x0e\n\x0c_temperatureJ\x04\x08\x07\x10\x08R\x0fhas_temperature\"C\n\x08\x43itation\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0f\n\x07support\x18\x03 \x01(\x01\"\xbc\x04\n\x0b\x41nswerFinal\x12\x0e\n\x06\x61nswer\x18\x01 \x01(\t\x12\x30\n\tcitations\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.Citation\x12\x17\n\x0fgrounding_score\x18\x03 \x01(\x01\x12\x10\n\x08grounded\x18\x04 \x01(\x08\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12\r\n\x05model\x18\x06 \x01(\t\x12\x14\n\x0cshort_answer\x18\t \x01(\t\x12\x34\n\x08\x65vidence\x18\n \x03(\x0b\x32\".ragmesh.answerer.v1.EvidenceQuote\x12\x37\n\tsentences\x18\x0b \x03(\x0b\x32$.ragmesh.answerer.v1.SentenceVerdict\x12\x10\n\x08verified\x18\x0c \x01(\x08\x12\x10\n\x08withheld\x18\r \x01(\x08\x12\x12\n\x05\x64raft\x18\x0e \x01(\tH\x00\x88\x01\x01\x12\x34\n\x0b\x61nswer_span\x18\x0f \x01(\x0b\x32\x1f.ragmesh.answerer.v1.AnswerSpan\x12\x11\n\toverruled\x18\x10 \x01(\x08\x12.\n\x05usage\x18\x11 \x01(\x0b\x32\x1f.ragmesh.answerer.v1.TokenUsage\x12\x31\n\trespelled\x18\x12 \x03(\x0b\x32\x1e.ragmesh.answerer.v1.RespelledB\x08\n\x06_draftJ\x04\x08\x07\x10\x08J\x04\x08\x08\x10\tR\rprompt_tokensR\x11\x63ompletion_tokens\"*\n\tRespelled\x12\x0f\n\x07written\x18\x01 \x01(\t\x12\x0c\n\x04read\x18\x02 \x01(\t\"9\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\"\x95\x01\n\nAnswerSpan\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x05\x12\r\n\x05quote\x18\x06 \x01(\t\x12\x13\n\x0bquote_start\x18\x07 \x01(\x05\x12\x11\n\tquote_end\x18\x08 \x01(\x05\"[\n\x10VerifiedSentence\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x16\n\x0esource_indexes\x18\x03 \x03(\x05\x12\x12\n\nextractive\x18\x04 \x01(\x08\"a\n\rEvidenceQuote\x12\x14\n\x0csource_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\r\n\x05start\x18\x04 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x05\"\xd3\x01\n\x0fSentenceVerdict\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tsupported\x18\x02 \x01(\x08\x12\x16\n\x0esource_indexes\x18\x03 \x03(\x05\x12\x1a\n\x12unsupported_tokens\x18\x05 \x03(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12-\n\x07verdict\x18\x07 \x01(\x0e\x32\x1c.ragmesh.answerer.v1.Verdict\x12\x14\n\x0cshort_answer\x18\x08 \x01(\x08J\x04\x08\x04\x10\x05R\x10\x65vidence_indexes\"\xc9\x01\n\x0b\x41nswerEvent\x12\x0f\n\x05token\x18\x01 \x01(\tH\x00\x12\x31\n\x05\x66inal\x18\x02 \x01(\x0b\x32 .ragmesh.answerer.v1.AnswerFinalH\x00\x12\x32\n\x06queued\x18\x03 \x01(\x0b\x32 .ragmesh.answerer.v1.QueueStatusH\x00\x12\x39\n\x08sentence\x18\x04 \x01(\x0b\x32%.ragmesh.answerer.v1.VerifiedSentenceH\x00\x42\x07\n\x05\x65vent\"?\n\x0bQueueStatus\x12\x10\n\x08position\x18\x01 \x01(\x05\x12\x1e\n\x16\x65stimated_wait_seconds\x18\x02 \x01(\x01\"R\n\x0eRewriteRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12.\n\x07history\x18\x02 \x03(\x0b\x32\x1d.ragmesh.answerer.v1.ChatTurn\"A\n\x0fRewriteResponse\x12\x10\n\x08question\x18\x01 \x01(\tJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04R\trewrittenR\x05model*\xe0\x01\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x15\n\x11VERDICT_SUPPORTED\x10\x01\x12\x19\n\x15VERDICT_NOT_CHECKABLE\x10\x02\x12\x17\n\x13VERDICT_LOW_SUPPORT\x10\x03\x12\x19\n\x15VERDICT_MISSING_TOKEN\x10\x04\x12\x18\n\x14VERDICT_OFF_QUESTION\x10\x05\x12\x1d\n\x19VERDICT_WRONG_ANSWER_TYPE\x10\x06\x12\x1d\n\x19VERDICT_RESTATES_QUESTION\x10\x07\x32\x98\x02\n\x0f\x41nswererService\x12]\n\nCheckInput\x12&.ragmesh.answerer.v1.CheckInputRequest\x1a\'.ragmesh.answerer.v1.CheckInputResponse\x12P\n\x06\x41nswer\x12\".ragmesh.answerer.v1.AnswerRequest\x1a .ragmesh.answerer.v1.AnswerEvent0\x01\x12T\n\x07Rewrite\x12#.ragmesh.answerer.v1.RewriteRequest\x1a$.ragmesh.answerer.v1.RewriteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragmesh.answerer.v1.answerer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VERDICT']._serialized_start=2268
-  _globals['_VERDICT']._serialized_end=2492
+  _globals['_VERDICT']._serialized_start=2363
+  _globals['_VERDICT']._serialized_end=2587
   _globals['_CHECKINPUTREQUEST']._serialized_start=91
   _globals['_CHECKINPUTREQUEST']._serialized_end=176
   _globals['_CHECKINPUTRESPONSE']._serialized_start=178
@@ -45,25 +45,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CITATION']._serialized_start=637
   _globals['_CITATION']._serialized_end=704
   _globals['_ANSWERFINAL']._serialized_start=707
-  _globals['_ANSWERFINAL']._serialized_end=1228
-  _globals['_TOKENUSAGE']._serialized_start=1230
-  _globals['_TOKENUSAGE']._serialized_end=1287
-  _globals['_ANSWERSPAN']._serialized_start=1290
-  _globals['_ANSWERSPAN']._serialized_end=1439
-  _globals['_VERIFIEDSENTENCE']._serialized_start=1441
-  _globals['_VERIFIEDSENTENCE']._serialized_end=1532
-  _globals['_EVIDENCEQUOTE']._serialized_start=1534
-  _globals['_EVIDENCEQUOTE']._serialized_end=1631
-  _globals['_SENTENCEVERDICT']._serialized_start=1634
-  _globals['_SENTENCEVERDICT']._serialized_end=1845
-  _globals['_ANSWEREVENT']._serialized_start=1848
-  _globals['_ANSWEREVENT']._serialized_end=2049
-  _globals['_QUEUESTATUS']._serialized_start=2051
-  _globals['_QUEUESTATUS']._serialized_end=2114
-  _globals['_REWRITEREQUEST']._serialized_start=2116
-  _globals['_REWRITEREQUEST']._serialized_end=2198
-  _globals['_REWRITERESPONSE']._serialized_start=2200
-  _globals['_REWRITERESPONSE']._serialized_end=2265
-  _globals['_ANSWERERSERVICE']._serialized_start=2495
-  _globals['_ANSWERERSERVICE']._serialized_end=2775
+  _globals['_ANSWERFINAL']._serialized_end=1279
+  _globals['_RESPELLED']._serialized_start=1281
+  _globals['_RESPELLED']._serialized_end=1323
+  _globals['_TOKENUSAGE']._serialized_start=1325
+  _globals['_TOKENUSAGE']._serialized_end=1382
+  _globals['_ANSWERSPAN']._serialized_start=1385
+  _globals['_ANSWERSPAN']._serialized_end=1534
+  _globals['_VERIFIEDSENTENCE']._serialized_start=1536
+  _globals['_VERIFIEDSENTENCE']._serialized_end=1627
+  _globals['_EVIDENCEQUOTE']._serialized_start=1629
+  _globals['_EVIDENCEQUOTE']._serialized_end=1726
+  _globals['_SENTENCEVERDICT']._serialized_start=1729
+  _globals['_SENTENCEVERDICT']._serialized_end=1940
+  _globals['_ANSWEREVENT']._serialized_start=1943
+  _globals['_ANSWEREVENT']._serialized_end=2144
+  _globals['_QUEUESTATUS']._serialized_start=2146
+  _globals['_QUEUESTATUS']._serialized_end=2209
+  _globals['_REWRITEREQUEST']._serialized_start=2211
+  _globals['_REWRITEREQUEST']._serialized_end=2293
+  _globals['_REWRITERESPONSE']._serialized_start=2295
+  _globals['_REWRITERESPONSE']._serialized_end=2360
+  _globals['_ANSWERERSERVICE']._serialized_start=2590
+  _globals['_ANSWERERSERVICE']._serialized_end=2870
 # @@protoc_insertion_point(module_scope)

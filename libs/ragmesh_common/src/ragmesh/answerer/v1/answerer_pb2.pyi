@@ -262,6 +262,7 @@ class AnswerFinal(_message.Message):
     ANSWER_SPAN_FIELD_NUMBER: _builtins.int
     OVERRULED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    RESPELLED_FIELD_NUMBER: _builtins.int
     answer: _builtins.str
     grounding_score: _builtins.float
     """share of answer sentences supported by sources"""
@@ -302,6 +303,12 @@ class AnswerFinal(_message.Message):
         not asked.
         """
 
+    @_builtins.property
+    def respelled(self) -> _containers.RepeatedCompositeFieldContainer[Global___Respelled]:
+        """Key words of the question no source writes, read as the sources' words they are slips of ("fonded" as
+        "founded"): the answer was extracted and verified for the question so read. Empty: read as written.
+        """
+
     def __init__(
         self,
         *,
@@ -320,16 +327,41 @@ class AnswerFinal(_message.Message):
         answer_span: Global___AnswerSpan | None = ...,
         overruled: _builtins.bool = ...,
         usage: Global___TokenUsage | None = ...,
+        respelled: _abc.Iterable[Global___Respelled] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer_span", b"answer_span", "draft", b"draft", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer", b"answer", "answer_span", b"answer_span", "citations", b"citations", "draft", b"draft", "evidence", b"evidence", "grounded", b"grounded", "grounding_score", b"grounding_score", "model", b"model", "overruled", b"overruled", "sentences", b"sentences", "short_answer", b"short_answer", "usage", b"usage", "verified", b"verified", "warnings", b"warnings", "withheld", b"withheld"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_draft", b"_draft", "answer", b"answer", "answer_span", b"answer_span", "citations", b"citations", "draft", b"draft", "evidence", b"evidence", "grounded", b"grounded", "grounding_score", b"grounding_score", "model", b"model", "overruled", b"overruled", "respelled", b"respelled", "sentences", b"sentences", "short_answer", b"short_answer", "usage", b"usage", "verified", b"verified", "warnings", b"warnings", "withheld", b"withheld"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__draft: _TypeAlias = _typing.Literal["draft"]  # noqa: Y015
     _WhichOneofArgType__draft: _TypeAlias = _typing.Literal["_draft", b"_draft"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__draft) -> _WhichOneofReturnType__draft | None: ...
 
 Global___AnswerFinal: _TypeAlias = AnswerFinal  # noqa: Y015
+
+@_typing.final
+class Respelled(_message.Message):
+    """A word of the question as written, and the sources' word it was read as."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WRITTEN_FIELD_NUMBER: _builtins.int
+    READ_FIELD_NUMBER: _builtins.int
+    written: _builtins.str
+    read: _builtins.str
+    def __init__(
+        self,
+        *,
+        written: _builtins.str = ...,
+        read: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["read", b"read", "written", b"written"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Respelled: _TypeAlias = Respelled  # noqa: Y015
 
 @_typing.final
 class TokenUsage(_message.Message):
