@@ -140,7 +140,7 @@ def turns(history: list[tuple[str, str]]) -> list[Turn]:
 async def run(
     mesh: FakeMesh, question: str = RELATIONAL, history: list[tuple[str, str]] | None = None, mode: str = "auto"
 ) -> tuple[Any, list[dict[str, Any]]]:
-    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25)
+    orchestrator = Orchestrator(mesh, Deadlines(), min_relevance=0.25, respell_questions=True)
     request = ChatRequest(question=question, top_k=5, history=turns(history or []), mode=mode)  # type: ignore[arg-type]
     prepared = await orchestrator.prepare(USER, request)
     return prepared, [e async for e in orchestrator.run(prepared)]
@@ -434,7 +434,32 @@ async def test_a_question_read_with_the_documents_spelling_is_said_in_the_notes_
     _, events = await run(mesh, "When was IBM fonded?")
     final = events[-1]["data"]
     assert final["verified"] is True and final["warnings"] == []
-    assert "Your question was read with your documents' spelling: \"fonded\" as \"founded\"." in final["notes"]
+    assert 'Your question was read with your documents\' spelling: "fonded" as "founded".' in final["notes"]
+
+
+async def test_a_slip_in_the_question_is_searched_again_as_the_candidates_spell_it() -> None:
+    """ "Where is IBM headquartred?": the first search's candidates write "headquartered"; the question is searched
+    again so read, answered so read, and the notes say so. Only the candidates' words, which the user may read."""
+    searched: list[str] = []
+
+    def search(request: retriever_pb2.SearchRequest) -> retriever_pb2.SearchResponse:
+        searched.append(request.query)
+        return retriever_pb2.SearchResponse(
+            results=[hit("c1", 0.8), hit("c2", 0.6)], accessible_documents=2, readable_documents=2
+        )
+
+    mesh = FakeMesh(retriever=Stub(Search=search))
+    _, events = await run(mesh, "Where is IBM headquartred?")
+    assert searched == ["Where is IBM headquartred?", "Where is IBM headquartered?"]
+    assert mesh.answerer.requests["Answer"].question == "Where is IBM headquartered?"
+    final = events[-1]["data"]
+    assert (
+        'Your question was read with your documents\' spelling: "headquartred" as "headquartered".' in (final["notes"])
+    )
+    # written as the candidates write it: one search
+    searched.clear()
+    await run(FakeMesh(retriever=Stub(Search=search)), "Where is IBM headquartered?")
+    assert searched == ["Where is IBM headquartered?"]
 
 
 async def test_a_client_leaving_mid_answer_cancels_the_answer_call_at_once() -> None:

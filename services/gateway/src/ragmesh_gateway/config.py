@@ -94,6 +94,9 @@ class Settings(ServiceSettings):
     # the documents the question and its top passages name (their titles), placed right after those passages
     # (pipeline/link.py); 0 = off; per request `linked_documents`
     linked_documents: int = Field(1, ge=0, le=10)
+    # a chat question with a slip in a key word ("When was IBM fonded?") searched again as the first candidates spell
+    # it (`ragmesh_common.text.spelling`; the chat's notes say so); false: searched as written
+    respell_questions: bool = True
     link_passages: int = Field(2, ge=1, le=20)
     # "What is X?" with no candidate that says what X is: the same search once more, this many candidates deep,
     # for one that does (pipeline/define.py); 0 = off

@@ -98,6 +98,7 @@ async def open_runtime(
         graph_placement=settings.graph_placement,
         graph_placed=settings.graph_placed,
         linked_documents=settings.linked_documents,
+        respell_questions=settings.respell_questions,
         link_passages=settings.link_passages,
         define_depth=settings.define_depth,
         table_chunks=settings.table_chunks,

@@ -12,7 +12,7 @@ sentence) mapped onto the user's sources as the final event; an answer without a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import grpc
@@ -23,7 +23,7 @@ from ragmesh.answerer.v1 import answerer_pb2
 from ragmesh_common import attributes as attr
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import ChatRequest, Outcome
-from ragmesh_gateway.pipeline.events import Event, answer_event, event, sentence_event
+from ragmesh_gateway.pipeline.events import Event, answer_event, event, respelled_note, sentence_event
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step, elapsed_ms, step_span
 
@@ -101,7 +101,7 @@ class Answer(Step):
                     if reply.HasField("final"):
                         state.final = reply.final
                         if reply.final.respelled:  # the answer is for the question read with the sources' spelling
-                            state.notes.append(respelled_note(reply.final.respelled))
+                            state.notes.append(respelled_note((r.written, r.read) for r in reply.final.respelled))
                     elif reply.HasField("queued"):
                         yield event(
                             "progress",
@@ -137,12 +137,6 @@ class Answer(Step):
             span.set_attribute(attr.RAG_CITATIONS, len(state.final.citations))
         span.set_attribute(attr.RAG_SOURCES, sources)
         span.set_attribute(attr.RAG_OUTCOME, Outcome.ANSWER.value)
-
-
-def respelled_note(respelled: Iterable[answerer_pb2.Respelled]) -> str:
-    """What the user is told when the answerer read words of the question with the sources' spelling."""
-    read = ", ".join(f'"{r.written}" as "{r.read}"' for r in respelled)
-    return f"Your question was read with your documents' spelling: {read}."
 
 
 class Verify(Step):

@@ -76,6 +76,7 @@ class Orchestrator:
         graph_placement: str = "fuse",
         graph_placed: int = 1,
         linked_documents: int = 0,
+        respell_questions: bool = False,
         link_passages: int = 2,
         define_depth: int = 0,
         table_chunks: int = 0,
@@ -99,6 +100,7 @@ class Orchestrator:
             graph_placement=graph_placement,
             graph_placed=graph_placed,
             placed_after=link_passages,
+            respell=respell_questions,
         )
         rerank = Rerank(mesh, deadlines.rerank)
         link = Link(mesh, deadlines.retrieve, default=linked_documents, passages=link_passages)

@@ -4,7 +4,7 @@ the OpenAPI spec, are in `ragmesh_gateway.models` (ProgressEvent, TokenEvent, Fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ragmesh.answerer.v1 import answerer_pb2
@@ -97,6 +97,12 @@ def sentence_payload(verdict: answerer_pb2.SentenceVerdict) -> dict[str, Any]:
         "verdict": answerer_pb2.Verdict.Name(verdict.verdict).removeprefix("VERDICT_").lower(),
         "short_answer": verdict.short_answer,
     }
+
+
+def respelled_note(respelled: Iterable[tuple[str, str]]) -> str:
+    """What the user is told when words of the question were read with the documents' spelling (written, read)."""
+    read = ", ".join(f'"{written}" as "{as_read}"' for written, as_read in respelled)
+    return f"Your question was read with your documents' spelling: {read}."
 
 
 def retrieval_fields(state: RequestState) -> dict[str, Any]:

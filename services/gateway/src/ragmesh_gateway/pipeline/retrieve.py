@@ -22,8 +22,10 @@ from ragmesh.common.v1 import common_pb2
 from ragmesh.graph.v1 import graph_pb2
 from ragmesh.retriever.v1 import retriever_pb2
 from ragmesh_common import attributes as attr
+from ragmesh_common.text import spelling
 from ragmesh_gateway.mesh import Mesh, StepFailed
 from ragmesh_gateway.models import Outcome, SearchRequest
+from ragmesh_gateway.pipeline.events import respelled_note
 from ragmesh_gateway.pipeline.link import place
 from ragmesh_gateway.pipeline.state import RequestState
 from ragmesh_gateway.pipeline.step import Step
@@ -111,6 +113,7 @@ class Retrieve(Step):
         graph_placement: str = "fuse",
         graph_placed: int = 1,
         placed_after: int = 2,
+        respell: bool = False,
     ) -> None:
         self.mesh = mesh
         self.timeout = timeout
@@ -121,6 +124,7 @@ class Retrieve(Step):
         self.graph_placement = graph_placement
         self.graph_placed = graph_placed
         self.placed_after = placed_after
+        self.respell = respell
 
     def wants_graph(self, state: RequestState) -> bool:
         """The request's switch, else the default: on, off, or auto (the router's multi-hop/relational reading)."""
@@ -250,6 +254,15 @@ class Retrieve(Step):
         state.ingesting = found.ingesting_documents
         state.vector_used = not found.vector_unavailable and state.request.alpha != 0
         state.outcome = scope_outcome(found, bool(state.request.document_ids))
+        if self.respell and state.answering and state.mode != "agentic" and not state.respelled:
+            texts = [t for r in found.results for t in (r.chunk.text, r.chunk.title, *r.chunk.section_path)]
+            asked, read_as = spelling.respelled(state.query, texts)
+            if read_as:  # a slip in a key word: searched again as the candidates spell it, once
+                trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, [f"{a} -> {b}" for a, b in read_as])
+                state.respelled, state.query = read_as, asked
+                state.query_vector = state.embed_ms = None  # the slip's embedding: the retriever embeds the question
+                state.notes.append(respelled_note(read_as))
+                return {**await self.run(state), "respelled": [f"{a} -> {b}" for a, b in read_as]}
         if state.answering and found.ingesting_documents:
             state.notes.append(
                 f"{found.ingesting_documents} of your documents are still being processed and were not searched yet."

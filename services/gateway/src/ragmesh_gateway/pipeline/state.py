@@ -57,6 +57,7 @@ class RequestState:
     history_documents: list[str] = field(default_factory=list)
     message_id: str | None = None
     query_vector: list[float] | None = None  # the question's embedding, when the cache step embedded it
+    respelled: list[tuple[str, str]] = field(default_factory=list)  # the question's slips, searched again as read
     embed_ms: float | None = None  # the time of that embedding
     cache_bucket: str | None = None  # the semantic cache's bucket of this request's options (cache on)
     cached: Hit | None = None  # the answer served from the semantic cache
