@@ -352,6 +352,7 @@ FINAL = {
     "verified": True,
     "withheld": False,
     "warnings": ["one sentence is unsupported"],
+    "notes": ['Your question was read with your documents\' spelling: "fonded" as "founded".'],
     "degraded": [{"step": "graph", "reason": "graph unavailable"}],
     "trace_id": "ab" * 16,
     "sources": [
@@ -402,6 +403,7 @@ def test_ask_streams_verified_sentences_then_sources_and_verification() -> None:
     assert "[1] IBM › History › Founding, p. 3 (cited)" in out and "[2] IBM\n" in out
     assert "grounded (0.91)" in out and "verified" in out
     assert "warning one sentence is unsupported" in out and "degraded graph: graph unavailable" in out
+    assert 'note Your question was read with your documents\' spelling: "fonded" as "founded".' in out
     assert "queued at position 2" in result.stderr
 
 

@@ -224,6 +224,8 @@ def answer_footer(console: Console, final: dict[str, Any]) -> None:
         console.print("\n[bold]Verification[/] " + " · ".join(checks))
     for warning in final.get("warnings") or []:
         console.print(f"[yellow]warning[/] {escape(str(warning))}")
+    for note in final.get("notes") or []:  # what the user should know: how the question was read, documents pending
+        console.print(f"[cyan]note[/] {escape(str(note))}")
     degraded(console, final.get("degraded") or [])
     if final.get("trace_id"):
         console.print(f"[dim]trace {final['trace_id']}[/]")
