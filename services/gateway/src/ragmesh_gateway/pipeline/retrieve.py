@@ -13,6 +13,7 @@ two legs (the `graph` stage says so); it never fails the request."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from grpc import aio
@@ -256,10 +257,11 @@ class Retrieve(Step):
         state.outcome = scope_outcome(found, bool(state.request.document_ids))
         if self.respell and state.answering and state.mode != "agentic" and not state.respelled:
             texts = [t for r in found.results for t in (r.chunk.text, r.chunk.title, *r.chunk.section_path)]
-            asked, read_as = spelling.respelled(state.query, texts)
+            # in a thread: the first call reads WordNet's word forms (seconds), which must not stall the event loop
+            read_question, read_as = await asyncio.to_thread(spelling.respelled, state.query, texts)
             if read_as:  # a slip in a key word: searched again as the candidates spell it, once
                 trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, [f"{a} -> {b}" for a, b in read_as])
-                state.respelled, state.query = read_as, asked
+                state.respelled, state.query = read_as, read_question
                 state.query_vector = state.embed_ms = None  # the slip's embedding: the retriever embeds the question
                 state.notes.append(respelled_note(read_as))
                 return {**await self.run(state), "respelled": [f"{a} -> {b}" for a, b in read_as]}
