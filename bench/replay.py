@@ -56,10 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from answer import F1_WRONG, contains_gold, exact_match, token_f1, with_typo  # noqa: E402
 
 from ragmesh_answerer import relation  # noqa: E402
+from ragmesh_answerer.answering import read_as_sources  # noqa: E402
 from ragmesh_answerer.config import Settings  # noqa: E402
 from ragmesh_answerer.prompting import Source  # noqa: E402
 from ragmesh_answerer.span_reader import SpanReader  # noqa: E402
-from ragmesh_common.text import questions, spelling  # noqa: E402
+from ragmesh_common.text import questions  # noqa: E402
 from ragmesh_common.text.questions import Question  # noqa: E402
 from ragmesh_gateway.pipeline.agentic import resolved_question, used_bridges  # noqa: E402
 
@@ -108,7 +109,7 @@ def replay(
         text = with_typo(text, f"{typos}:{line['id']}")
     read_as: list[tuple[str, str]] = []
     if respell:  # as the answerer does (ANSWERER_RESPELL_QUESTIONS)
-        text, read_as = spelling.respelled(text, [t for s in sources for t in (s.text, s.heading_text)])
+        text, read_as = read_as_sources(text, sources)
     reading = spans.read(text, [s.text for s in sources]) if spans is not None and sentences else None
     bridges = used_bridges(line["steps"]) if line.get("steps") and skip_bridges else []
     span = reader.extract(Question.parse(text), sentences, reading, bridges) if sentences else None

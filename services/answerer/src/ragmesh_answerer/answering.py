@@ -213,18 +213,19 @@ class Answerer:
         then one `AnswerResult` (see the module docstring). A key word of the question the sources never write is
         read as the sources' word it is a slip of (`respelled`), and the result says so (`AnswerResult.respelled`:
         not a warning, the answer is verified for the question so read; the gateway tells the user in `notes`)."""
-        self._validate(request)
+        max_tokens, temperature = self._validate(request)
         request, read_as = respelled(request) if self.settings.respell_questions else (request, [])
         if read_as:
             logger.info("question read with the sources' spelling: %s", read_as)
             trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, [f"{a} -> {b}" for a, b in read_as])
-        async for event in self._answer(request):
+        async for event in self._answer(request, max_tokens, temperature):
             if read_as and isinstance(event, AnswerResult):
                 event.respelled = list(read_as)
             yield event
 
-    async def _answer(self, request: AnswerInput) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
-        max_tokens, temperature = self._validate(request)
+    async def _answer(
+        self, request: AnswerInput, max_tokens: int, temperature: float
+    ) -> AsyncGenerator[str | Sentence | AnswerResult, None]:
         if self.reader is None:
             raise Unavailable("the answerer is still loading its language analysis model; retry shortly")
         if request.summary:
@@ -671,18 +672,22 @@ class _Gate:
 
 
 def respelled(request: AnswerInput) -> tuple[AnswerInput, list[tuple[str, str]]]:
-    """`request` with its question (and resolved question) read as its sources spell them
-    (`ragmesh_common.text.spelling`: only the sources' words, which the caller may read, are candidates), and the
-    (written, read as) pairs."""
-    texts = [text for s in request.sources for text in (s.text, s.heading_text)]
-    question, read_as = spelling.respelled(request.question, texts)
+    """`request` with its question (and resolved question) read as its sources spell them (`read_as_sources`), and
+    the (written, read as) pairs."""
+    question, read_as = read_as_sources(request.question, request.sources)
     resolved, resolved_as = (
-        spelling.respelled(request.resolved_question, texts) if request.resolved_question else ("", [])
+        read_as_sources(request.resolved_question, request.sources) if request.resolved_question else ("", [])
     )
     pairs = list(dict.fromkeys([*read_as, *resolved_as]))
     if not pairs:
         return request, []
     return dataclasses.replace(request, question=question, resolved_question=resolved), pairs
+
+
+def read_as_sources(question: str, sources: Sequence[Source]) -> tuple[str, list[tuple[str, str]]]:
+    """`question` with its slips read as the sources' texts and headings spell them (`ragmesh_common.text.spelling`:
+    only the sources' words, which the caller may read, are candidates), and the (written, read as) pairs."""
+    return spelling.respelled(question, [text for s in sources for text in (s.text, s.heading_text)])
 
 
 def _table_reading(question: Question, sources: Sequence[Source], partial: bool) -> TableReading:

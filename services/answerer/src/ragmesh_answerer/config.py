@@ -39,7 +39,7 @@ class Settings(ServiceSettings):
     # off: the learned ranking decides alone (and the service loads no torch model)
     span_reader: bool = True
     # read a key word of the question that the sources never write as the sources' word it is a slip of ("fonded"
-    # → "founded"; `ragmesh_common.text.spelling`), and say so in the answer's warnings; off: as written
+    # → "founded"; `ragmesh_common.text.spelling`), and say so in `AnswerFinal.respelled`; off: as written
     respell_questions: bool = True
     history_turns: int = Field(4, ge=0)  # how many past chat turns go into the prompt
     seed: int | None = None  # fixed sampling seed (tests, evaluations); None = random

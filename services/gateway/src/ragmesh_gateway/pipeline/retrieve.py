@@ -260,11 +260,12 @@ class Retrieve(Step):
             # in a thread: the first call reads WordNet's word forms (seconds), which must not stall the event loop
             read_question, read_as = await asyncio.to_thread(spelling.respelled, state.query, texts)
             if read_as:  # a slip in a key word: searched again as the candidates spell it, once
-                trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, [f"{a} -> {b}" for a, b in read_as])
+                pairs = [f"{a} -> {b}" for a, b in read_as]
+                trace.get_current_span().set_attribute(attr.RAG_QUESTION_RESPELLED, pairs)
                 state.respelled, state.query = read_as, read_question
                 state.query_vector = state.embed_ms = None  # the slip's embedding: the retriever embeds the question
                 state.notes.append(respelled_note(read_as))
-                return {**await self.run(state), "respelled": [f"{a} -> {b}" for a, b in read_as]}
+                return {**await self.run(state), "respelled": pairs}
         if state.answering and found.ingesting_documents:
             state.notes.append(
                 f"{found.ingesting_documents} of your documents are still being processed and were not searched yet."
