@@ -16,6 +16,7 @@ from ragmesh_answerer.tables import (
     identifiers,
     lookup,
     read,
+    row_text,
     tables,
 )
 from ragmesh_common.text.questions import Question
@@ -467,3 +468,43 @@ def test_tables_whose_counts_differ_disagree() -> None:
         ("2", 0),
         ("1", 1),
     ]
+
+
+SALES = Source(
+    "s1:1",
+    "SalesData",
+    (),
+    "| Product | Date | Quantity | Revenue |\n| - | - | - | - |\n"
+    "| Widget A | 2024-01-01 00:00:00 | 5 | 5000 |\n"
+    "| Widget B | 2024-01-02 00:00:00 | 10 | 12000 |\n"
+    "| Widget C | 2024-01-03 00:00:00 | 3 | 3000 |\n"
+    "| Widget A | 2024-01-05 00:00:00 | 7 | 7000 |\n"
+    "| Widget B | 2024-01-06 00:00:00 | 6 | 6000 |\n"
+    "| Widget C | 2024-01-07 00:00:00 | 12 | 15000 |\n",
+)
+
+
+def test_the_row_is_the_one_that_says_the_questions_name_whole_and_its_dates() -> None:
+    """ "Widget C" is not every row whose product holds the name word "widget", and "on 2024-01-07" is that day's
+    row: one cell answers. A row of another day, or a day no row has, answers nothing."""
+    question = "What was the revenue of Widget C on 2024-01-07?"
+    span = lookup(Question.parse(question), [SALES])
+    assert span is not None and span.text == "15000"
+    # the row as the answer states it: the cells the question names or dates, and the answer's
+    said = row_text(span.sentence, span.start, question)
+    assert said == "Product: Widget C · Date: 2024-01-07 00:00:00 · Revenue: 15000"
+    assert answer("What was the quantity of Widget A on 2024-01-05?", [SALES]) == "7"
+    assert answer("What was the revenue of Widget C?", [SALES]) is None  # two rows of Widget C: not settled
+    assert answer("What was the revenue of Widget C on 2024-01-09?", [SALES]) is None  # no such day
+    assert answer("What was the revenue of Widget C on 2024-01-0?", [SALES]) is None  # a part of a date is none
+
+
+def test_a_count_of_rows_does_not_answer_how_many_of_a_product_were_sold() -> None:
+    """ "How many Widget B were sold on 2024-01-02?" asks for units, not for the rows that name Widget B (it was
+    answered "5 rows have Product Widget B", verified); "How many … rows …" still counts, on the day it names."""
+    question = Question.parse("How many Widget B were sold on 2024-01-02?")
+    assert count(question, [SALES]).tallies == ()
+    rows = count(Question.parse("How many rows have Widget B?"), [SALES]).tallies
+    assert [t.short for t in rows] == ["2"]
+    day = count(Question.parse("How many rows have Widget B on 2024-01-06?"), [SALES]).tallies
+    assert [t.short for t in day] == ["1"]

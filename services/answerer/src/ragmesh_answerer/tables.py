@@ -51,6 +51,9 @@ from ragmesh_common.text.words import STOP_WORDS, family_in, stem, words
 _ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\s|:-]+$")
 NUMERIC = frozenset({AnswerType.DATE, AnswerType.NUMBER})
+# A row answers only when it holds every word of the question with a digit ("… on 2024-01-07?", "… in 2021?"),
+# in a cell or in its table's header (`_holds_figures`); off: any row that holds the names answers.
+ROW_FIGURES = True
 TABLE = "TABLE"  # the label of a span that is a table's cell
 Rank = tuple[int, int]  # (key terms a column's header names, minus the header's words the question does not say)
 Top = tuple[tuple[Span, Span], ...]  # the rows with a column's extreme value: (label cell, value cell) of each
@@ -163,6 +166,8 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
         return Reading(None)
     found: list[tuple[Rank, Span]] = []  # (how well its column's header names the question, the cell)
     rivals: list[tuple[Rank, Span]] = []
+    figures = _figures(question.text)
+    whole: set[int] = set()  # which of `found` come from a row that says the question's names whole
     people: dict[str, Tally] = {}  # who holds a quoted value, by a first and a last name column (`_full_name`)
     asked_words = _asked_words(question)
     optional = _AGGREGATE if question.answer_type is AnswerType.NUMBER else frozenset()
@@ -177,7 +182,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
             heads = _heads(columns)
             for offset, line in rows:
                 row = cells(line)
-                if len(row) != len(columns):
+                if len(row) != len(columns) or not _holds_figures(row, header, figures):
                     continue
                 sentence = _row(i, offset, line, header)
                 if quoted:  # "… the customer with email vmata@colon.com": only the row that holds the value
@@ -202,9 +207,13 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                         continue
                     if question.answer_type is AnswerType.PERSON and _CODE.search(row[k].text):
                         continue  # a who-question is not answered by an email address or a phone number
+                    if names and _names_whole(row, names, question.text):
+                        whole.add(len(found))
                     found.append((n, _cell(sentence, row[k])))
     if people and not found:  # copies that name one person agree; rows naming others disagree
         return Reading(None, tallies=tuple(people.values()))
+    if whole:  # "Widget C" over the rows of "Widget A", which hold the name word "widget" as well
+        found = [f for j, f in enumerate(found) if j in whole]
     top = max((n for n, _ in found), default=(0, 0))
     spans = [span for n, span in found if n == top] or _fields(question, sources)
     # one answer, though several copies of a table may state it (the same list exported twice); a table that
@@ -346,8 +355,10 @@ def count(question: Question, sources: Sequence[Source], *, partial: bool = Fals
         rows = _merged_rows(sources, chunks, header)
         if not (family_in(noun, said) or noun in _COUNTABLE) or _measures(noun, header, rows):
             continue
+        figures = _figures(question.text)
+        rows = [(sentence, row) for sentence, row in rows if _holds_figures(row, header, figures)]
         held = _held_value(asked, rows)
-        if held is not None:
+        if held is not None and not _asks_units_of(asked, held[1]):
             k, value = held
             matching = [_cell(sentence, row[k]) for sentence, row in rows if _folded(row[k].text) == value]
             counted.setdefault(len(matching), _counted(cells(header)[k].text, matching, partial))
@@ -411,6 +422,14 @@ def _held_value(asked: str, rows: Sequence[tuple[Sentence, list[Cell]]]) -> tupl
                 held[(k, value)] = None
     kept = [(k, v) for k, v in held if not any(v != w and f" {v} " in f" {w} " for _, w in held)]
     return kept[0] if len(kept) == 1 else None
+
+
+def _asks_units_of(asked: str, value: str) -> bool:
+    """The question counts the value itself, with nothing after it that names rows ("How many Widget B were sold
+    …?": units of a product, a column's number, not rows; "How many Chile customers …?" counts customers): no
+    count of rows answers it."""
+    found = re.search(rf" (?:how many|how much) {re.escape(value)} (\w+)", asked)
+    return found is not None and found.group(1) in STOP_WORDS
 
 
 def _names_a_value(folded: str) -> bool:
@@ -510,8 +529,12 @@ def row_text(sentence: Sentence, answer_start: int | None = None, asked: str = "
     if headed is None:
         return sentence.text
     pairs = [(h, c) for h, c in headed if c.text]
-    said = set(words(asked))
-    named = [(h, c) for h, c in pairs if c.start == answer_start or set(words(c.text)) & said]
+    said, figures = set(words(asked)), _figures(asked)
+    named = [
+        (h, c)
+        for h, c in pairs
+        if c.start == answer_start or set(words(c.text)) & said or any(_writes(c.text, f) for f in figures)
+    ]
     if answer_start is not None and len(named) > 1:
         pairs = named
     return " · ".join(f"{h.text}: {c.text}" if h.text else c.text for h, c in pairs)
@@ -693,6 +716,37 @@ def _full_name(
         f"{columns[held[0]].text} “{value.text}”."
     )
     return Tally(short, statement, (value,), 1, value.text, (given.text, family.text))
+
+
+def _figures(question: str) -> set[str]:
+    """The question's words with a digit, casefolded and without the punctuation around them ("2024-01-07",
+    "2021", "q3"): values a row must hold to be the one asked about (`_holds_figures`)."""
+    if not ROW_FIGURES:
+        return set()
+    tokens = (raw.strip(_AROUND).casefold() for raw in question.split())
+    return {t for t in tokens if any(c.isdigit() for c in t)}
+
+
+def _holds_figures(row: list[Cell], header: str, figures: set[str]) -> bool:
+    """Every one of `figures` is written in one of the row's cells or in the table's header, not inside a longer
+    word or number ("2024-01-07" in "2024-01-07 00:00:00", "2021" in a "2021" column; not "7" in "07"): "What was
+    the revenue of Widget C on 2024-01-07?" is about that day's row only, and a row of another year answers no
+    question about 2021."""
+    texts = [c.text for c in row] + [header]
+    return all(any(_writes(t, f) for t in texts) for f in figures)
+
+
+def _writes(text: str, figure: str) -> bool:
+    """`text` writes `figure` (casefolded), not inside a longer word or number."""
+    return re.search(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", text.casefold()) is not None
+
+
+def _names_whole(row: list[Cell], names: set[str], question: str) -> bool:
+    """Every cell of the row that holds one of the question's name words is said whole by the question ("Widget
+    C" for "… of Widget C on …"; not "Widget A", which holds "widget" as well)."""
+    asked = f" {_folded(question)} "
+    holding = [c for c in row if set(words(c.text)) & names]
+    return bool(holding) and all(f" {_folded(c.text)} " in asked for c in holding)
 
 
 def _named(row: list[Cell], heads: list[set[str]], names: set[str], wanted: set[str]) -> list[int]:
