@@ -740,3 +740,30 @@ def test_a_time_said_only_relative_to_another_does_not_say_when(reader: Reader) 
     asked = "When was the first episode shown again?"
     assert not check(reader, asked, "the following week", show)
     assert check(reader, asked, "30 November 1963", show)
+
+
+REDPAPER = (
+    "In most cases, this means no data protection because the default setting for the Create default public "
+    "authority (QCRTAUT) system value is *CHANGE. For example, the following CHGFCNUSG command shows granting "
+    "authorization to user HBEDOYA to administer and manage RCAC rules:",
+    "Row and Column Access Control",
+)
+
+
+def test_technical_names_commands_and_values_answer(reader: Reader) -> None:
+    """A technical text's words in capitals are candidates although the parser reads "*CHANGE" as a verb; the name
+    right before "(QCRTAUT)" is QCRTAUT written out, which the question already names; a name written right before
+    the noun a which-question asks for ("the following CHGFCNUSG command") names one of that kind, not the user
+    the command grants to."""
+    sentences = reader.sentences([REDPAPER])
+    setting = Question.parse("What is the default setting for the QCRTAUT system value?")
+    texts = [c.text for c in reader.candidates(setting, sentences)]
+    assert "*CHANGE" in texts and "Create default public authority" not in texts
+    span = reader.extract(setting, sentences)
+    assert span is not None and span.text == "*CHANGE"
+    command = Question.parse("Which command grants a user authorization to administer RCAC rules?")
+    span = reader.extract(command, sentences)
+    assert span is not None and span.text == "CHGFCNUSG"
+    # a question that does not name QCRTAUT keeps the phrase a candidate
+    unnamed = Question.parse("What is the default setting for the public authority system value?")
+    assert "Create default public authority" in [c.text for c in reader.candidates(unnamed, sentences)]

@@ -106,6 +106,9 @@ CLASS_NOUN_OPTIONAL = True
 # in a sentence about the question. Tuning half: accepts 0.831 -> 0.834 of right answers, rejects 0.837 -> 0.835
 # of wrong ones (another institute's name), extractive F1 0.346 -> 0.348, wrong over answered 0.058 -> 0.053.
 KIND_HEAD_ROLE = True
+# So does a name written right before that noun, however the parser attached the two ("the following CHGFCNUSG
+# command" for "Which command …?", `_names_before`).
+KIND_BEFORE_NOUN = True
 # A question's other key terms weigh by how specific they are (`words.specificity`): a sentence sharing "players"
 # and "team" is not about "How many players are on a pickleball team?". SQuAD tuning half replayed on a live run's
 # sources (bench/replay.py, 506 questions): answered 297 -> 303, false-grounded 46 -> 44, EM 0.233 -> 0.237, F1
@@ -339,7 +342,11 @@ class Reader:
                     continue
                 seen.add((start, end))
                 piece = doc[start:end]
-                if _restates_not_chosen(question, piece.text, keys, asked) or _too_long(piece):
+                if (
+                    _restates_not_chosen(question, piece.text, keys, asked)
+                    or _too_long(piece)
+                    or _bracket_named(question, doc, end)
+                ):
                     continue
                 typed = _typed(question, label, piece)
                 tie = _tie(doc, range(start, end), anchors) + (ENTITY_BONUS if label != "NP" else 0.0)
@@ -793,9 +800,23 @@ def role_fillers(doc: Any, roles: Sequence[Role]) -> set[int]:
 def _names_kind(piece: Any, kind: Any) -> bool:
     """The span is a name of the kind the question asks for: its head is that noun, with a proper noun in it
     ("What institute …?" → "the Milton Friedman Institute", not "the institute" or "a new institute")."""
-    if kind is None or len(piece) < 2 or _lemma(piece.root) != _lemma(kind):
+    if kind is None:
+        return False
+    if KIND_BEFORE_NOUN and _names_before(piece, kind):
+        return True
+    if len(piece) < 2 or _lemma(piece.root) != _lemma(kind):
         return False
     return any(t.pos_ == "PROPN" for t in piece if t.i != piece.root.i)
+
+
+def _names_before(piece: Any, kind: Any) -> bool:
+    """The span is a name written right before the noun the question asks for, whatever the parse made of the
+    two: "CHGFCNUSG" of "the following CHGFCNUSG command" for "Which command …?" (the small parser read
+    "command" there as a compound of "shows", so the phrase's head is not the noun)."""
+    after = piece.end
+    if after >= len(piece.doc) or _lemma(piece.doc[after]) != _lemma(kind):
+        return False
+    return any(t.pos_ == "PROPN" or (t.is_upper and len(t) > 1) for t in piece)
 
 
 def _lemma(token: Any) -> str:
@@ -935,9 +956,28 @@ def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
         ):
             continue
         found.append((*_trim(doc, chunk.start, _examples_end(chunk), "NP"), "NP"))
+    if CODE_WORDS:
+        covered = {i for start, end, _ in found for i in range(start, end)}
+        found.extend((*_code_word(doc, t.i), "NP") for t in doc if t.i not in covered and _is_code_word(t))
     return found
 
 
+def _is_code_word(token: Any) -> bool:
+    """A word in capitals the parser took for no name or phrase: a command, setting or value of a technical text
+    ("*CHANGE", "WRKFCNUSG"), which the small parser often reads as a verb."""
+    return bool(token.is_upper and token.is_alpha and len(token) > 1 and token.pos_ not in ("PRON", "DET"))
+
+
+def _code_word(doc: Any, i: int) -> tuple[int, int]:
+    """The code word at `i` with the sign written against it ("*CHANGE")."""
+    glued = i > 0 and doc[i - 1].text in _CODE_SIGNS and not doc[i - 1].whitespace_
+    return (i - 1 if glued else i), i + 1
+
+
+# A word in capitals that no entity or noun phrase covers is a candidate of its own (`_is_code_word`): "*CHANGE" in
+# "the default setting for the … (QCRTAUT) system value is *CHANGE", parsed as a verb.
+CODE_WORDS = True
+_CODE_SIGNS = frozenset({"*", "%", "&", "#", "@", "$", "/"})
 _INTRODUCES_EXAMPLES = frozenset({"including", "especially", "notably"})
 
 
@@ -1208,6 +1248,9 @@ def _restates_not_chosen(question: Question, text: str, keys: set[str], asked: S
     return _restates(text, keys, asked) and not _final_e_twin(text, question.text)
 
 
+# A phrase right before "(X)", X an acronym the question uses, is X written out: it restates the question
+# (`_bracket_named`).
+BRACKET_NAME_RESTATES = True
 ABBREVIATIONS_RESTATE = True  # off (bench `--set ABBREVIATIONS_RESTATE=0`): an acronym of the question's name answers
 _ASKS_FORM = re2.compile(
     r"(?i)\b(?:stands?|stood)\s+for\b|\babbreviat|\bacronym|\binitials\b|\bshort\s+for\b|\bfull\s+(?:name|form)\b"
@@ -1229,6 +1272,19 @@ def _abbreviates(question: Question, text: str, keys: set[str]) -> bool:
         if found is not None and not content_stems(f"{text[: found[0]]} {text[found[1] :]}") - keys:
             return True
     return False
+
+
+def _bracket_named(question: Question, doc: Any, end: int) -> bool:
+    """The phrase ending at token `end` is followed by an acronym (a name in capitals) of the question in brackets: it is that name
+    written out ("Create default public authority (QCRTAUT)" to "What is the default setting for the QCRTAUT system
+    value?"), which the question already names, however its letters spell it. Not when the question asks for that
+    form ("What does QCRTAUT stand for?")."""
+    if not BRACKET_NAME_RESTATES or end + 2 >= len(doc) or doc[end].text != "(" or doc[end + 2].text != ")":
+        return False
+    inside = doc[end + 1]
+    if not inside.is_upper or len(inside) < 2 or _ASKS_FORM.search(question.text):
+        return False
+    return inside.text.lower() in {n.lower() for n in (*question.acronyms, *question.entities)}
 
 
 def _final_e_twin(text: str, asked: str) -> bool:
