@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,38 @@ def test_a_hit_through_the_api_says_so_and_matches_the_spec(tmp_path: Path, flus
     for alice in client_for(tmp_path, mesh, flushed, "alice"):
         again = alice.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()
         assert again["cache_hit"] is False and mesh.answers == 4
+
+
+def test_a_hit_in_a_conversation_is_recorded_as_its_turn(tmp_path: Path, flushed: str) -> None:
+    """An answer the cache serves in a stored conversation is appended to it like any other (it was not: the
+    conversation lost the turn and the final event had no message id), with the documents of its sources."""
+    mesh = CacheMesh(VERIFIED)
+    conversation, message = str(uuid.uuid4()), str(uuid.uuid4())
+    appended: list[retriever_pb2.AppendMessageRequest] = []
+
+    async def append(request: retriever_pb2.AppendMessageRequest, **_: Any) -> retriever_pb2.AppendMessageResponse:
+        appended.append(request)
+        return retriever_pb2.AppendMessageResponse(message_id=message)
+
+    mesh.retriever.replies["GetConversation"] = retriever_pb2.GetConversationResponse(
+        conversation=retriever_pb2.Conversation(conversation_id=conversation)
+    )
+    mesh.retriever.replies["AppendMessage"] = None
+    mesh.retriever.AppendMessage = append  # type: ignore[attr-defined]
+    for alice in client_for(tmp_path, mesh, flushed, "alice"):
+        first = alice.post("/api/v1/chat", json={"question": "When was IBM founded?"}).json()
+        second = alice.post(
+            "/api/v1/chat", json={"question": "In which year was IBM founded?", "conversation_id": conversation}
+        ).json()
+        assert first["cache_hit"] is False and second["cache_hit"] is True and mesh.answers == 1
+        assert (second["conversation_id"], second["message_id"]) == (conversation, message)
+        [turn] = appended
+        assert (turn.conversation_id, turn.question, turn.answer) == (
+            conversation,
+            "In which year was IBM founded?",
+            first["answer"],
+        )
+        assert list(turn.source_document_ids) == [DOC_ID] and turn.outcome == "answer"
 
 
 class CloseMesh(CacheMesh):

@@ -147,8 +147,8 @@ class Pipeline:
             span.set_attribute(attr.RAG_OUTCOME, state.outcome.value)
             span.set_attribute(attr.RAG_CACHE_HIT, True)
             span.set_attribute(attr.RAG_CACHE_TRACE_ID, state.cached.trace_id)
-            for item in cached_events(state):
-                yield item
+            for item in cached_events(state):  # a conversation records a cached answer as its turn too
+                yield await self._finished(state, item)
             return
         if not state.answering:
             trace.get_current_span().set_attribute(attr.RAG_OUTCOME, state.outcome.value)
