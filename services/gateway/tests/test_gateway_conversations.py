@@ -30,16 +30,19 @@ CONV = str(uuid.uuid4())
 MID = str(uuid.uuid4())
 
 
-def stored(question: str, answer: str, sources: list[str], withdrawn: bool = False) -> Any:
+def stored(
+    question: str, answer: str, sources: list[str], withdrawn: bool = False, rewritten: str = "", withheld: bool = False
+) -> Any:
     return retriever_pb2.ConversationMessage(
         message_id=str(uuid.uuid4()),
         conversation_id=CONV,
         question=question,
+        rewritten_question=rewritten,
         answer="" if withdrawn else answer,
         outcome="answer",
         source_document_ids=[] if withdrawn else sources,
         withdrawn=withdrawn,
-        details_json="{}",
+        details_json=json.dumps({"withheld": True}) if withheld else "{}",
     )
 
 
@@ -160,3 +163,24 @@ def test_bad_conversation_input_is_4xx_with_a_message(client: TestClient) -> Non
     feedback_foreign = client.post(f"/api/v1/conversations/{CONV}/messages/{MID}/feedback", json={"rating": "up"})
     assert feedback_foreign.status_code == 404
     assert client.get("/api/v1/feedback").status_code == 403  # admins only
+
+
+async def test_history_gives_questions_as_rewritten_and_leaves_withheld_answers_out() -> None:
+    """A rewritten follow-up is history as rewritten (what a later pronoun refers to); a withheld answer's text
+    ("I could not verify …" and unverified quotes) is no turn of the history, its question is."""
+    mesh = conversation_mesh(
+        [
+            stored("What is the Boots nut?", "The Boots nut is a self-locking nut.", ["d0"]),
+            stored("What is it made of?", "Steel.", ["d0"], rewritten="What is the Boots nut made of?"),
+            stored("Who sells it?", "I could not verify an answer in your documents.", ["d2"], withheld=True),
+        ]
+    )
+    await chat(mesh, "When was it invented?")
+    history = [(t.role, t.content) for t in mesh.answerer.requests["Answer"].history]
+    assert history == [
+        ("user", "What is the Boots nut?"),
+        ("assistant", "The Boots nut is a self-locking nut."),
+        ("user", "What is the Boots nut made of?"),
+        ("assistant", "Steel."),
+        ("user", "Who sells it?"),
+    ]

@@ -213,3 +213,39 @@ async def test_without_llm_the_async_variant_equals_the_rules() -> None:
     assert await arewrite_followup("What about the price?", history) == rewrite_followup(
         "What about the price?", history
     )
+
+
+NUTS = chat(
+    (
+        "What are the two general types of self-locking nuts?",
+        "The two general types of self-locking nuts are the all-metal type and the fiber lock type. [1, 4]",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What is the first one made of?", "What is the all-metal type made of?"),
+        ("What is the latter used for?", "What is the fiber lock type used for?"),
+        ("Is the second one cheaper?", "Is the fiber lock type cheaper?"),
+        ("What was the first car?", "What was the first car?"),  # an ordinal before its noun is no reference
+    ],
+)
+def test_an_ordinal_takes_the_item_of_the_previous_answers_list(question: str, expected: str) -> None:
+    assert rewrite_followup(question, NUTS).text == expected
+
+
+def test_an_ordinal_without_a_list_or_item_is_unresolved() -> None:
+    no_list = chat(("When was IBM founded?", "IBM was founded in 1911."))
+    assert rewrite_followup("What is the first one made of?", no_list).reason == "unresolved ordinal"
+    assert rewrite_followup("Is the fifth one cheaper?", NUTS).reason == "unresolved ordinal"  # two items only
+
+
+def test_a_topic_is_the_noun_phrase_without_its_participle_and_never_a_reference() -> None:
+    """ "What is the travel policy based on?" names "the travel policy"; "What is the first one made of?", not
+    rewritten, names nothing, so a pronoun after it looks further back."""
+    based = chat(("What is the travel policy based on?", "..."))
+    assert rewrite_followup("Who wrote it?", based).text == "Who wrote the travel policy?"
+    unresolved = chat(("What is the travel policy?", "..."), ("What is the first one made of?", "..."))
+    assert rewrite_followup("Who wrote it?", unresolved).text == "Who wrote the travel policy?"

@@ -47,17 +47,29 @@ DETAIL_KEYS = (
 def history_turns(messages: list[retriever_pb2.ConversationMessage]) -> tuple[list[Turn], list[str]]:
     """The stored turns as chat history, newest MAX_HISTORY_TURNS messages (question and answer each), and the
     documents their answers drew on. Withdrawn turns are left out whole; a turn without an answer (a declined
-    question) gives its question only."""
+    question) gives its question only, and so does a withheld one (its text says that nothing verified, and the
+    quotes it shows unverified name no antecedent). A question that was rewritten is given as rewritten: "Who
+    invented it?" after "What is it made of?" (read as "What is the Boots nut made of?") refers to the Boots nut."""
     turns: list[Turn] = []
     documents: list[str] = []
     kept = [m for m in messages if not m.withdrawn][-MAX_HISTORY_TURNS // 2 :]
     for message in kept:
         # stored by this gateway: valid as it was when it was asked; only cut to the history's bound
-        turns.append(Turn.model_construct(role="user", content=message.question[:HISTORY_TURN_CHARS]))
-        if message.outcome == Outcome.ANSWER.value and message.answer:
+        asked = message.rewritten_question or message.question
+        turns.append(Turn.model_construct(role="user", content=asked[:HISTORY_TURN_CHARS]))
+        if message.outcome == Outcome.ANSWER.value and message.answer and not _withheld(message):
             turns.append(Turn.model_construct(role="assistant", content=message.answer[:HISTORY_TURN_CHARS]))
             documents.extend(message.source_document_ids)
     return turns, list(dict.fromkeys(documents))
+
+
+def _withheld(message: retriever_pb2.ConversationMessage) -> bool:
+    """The stored turn's answer was withheld (nothing verified: its text is the "could not verify" message)."""
+    try:
+        details = json.loads(message.details_json or "{}")
+    except ValueError:
+        return False
+    return isinstance(details, dict) and details.get("withheld") is True
 
 
 class Conversation(Step):

@@ -106,6 +106,32 @@ _WH = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[?.!]+\s*$")
+# a participle (and its preposition) that ends a question's topic: "made of", "used for", "called"
+_TRAILING_VERB = re.compile(
+    r"\s+(?:\w+ed|made|done|built|known|seen|found|written|given|taken|sold|grown|worn|held|meant)"
+    r"(?:\s+(?:of|for|in|on|by|with|from|to|at|about|as|into))?$",
+    re.IGNORECASE,
+)
+# "the first one", "the second", "the latter", "the last one": an item of the previous answer's list
+_ORDINAL = re.compile(
+    r"\bthe\s+(?P<which>first|second|third|fourth|fifth|sixth|last|former|latter)(?:\s+(?:one|ones)\b|(?=\s*(?:[?.!,]|$|\s+(?:is|was|are|were|has|have|had|do|does|did|made|used|called|mean|means)\b)))",
+    re.IGNORECASE,
+)
+_ORDINAL_POSITION = {
+    "first": 0,
+    "former": 0,
+    "second": 1,
+    "third": 2,
+    "fourth": 3,
+    "fifth": 4,
+    "sixth": 5,
+    "last": -1,
+    "latter": -1,
+}
+_CITED = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+# the list an answer's sentence ends with: after "are", "is", "include(s)" or a colon
+_LIST_LEAD = re.compile(r"(?:\b(?:are|is|were|was|include|includes|including)\b|:)\s+(?P<items>[^:]+)$", re.IGNORECASE)
+_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", re.IGNORECASE)
 # "And when did it move there?": a conjunction before a full question (not an ellipsis like "And Microsoft?").
 _LEADING_CONJ = re.compile(
     r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b(?:\s*,\s+|\s+)(?=(?:what|when|where|who|whom|whose|"
@@ -157,6 +183,9 @@ def _find_reference(question: str) -> _Reference:
     m = _ELLIPSIS.match(question)
     if m:
         return _Reference("ellipsis", (m.group("a") or m.group("b") or "").strip())
+    om = _ORDINAL.search(question)
+    if om:
+        return _Reference("ordinal", om.group(0))
     for pm in _PRONOUN.finditer(question):
         if pm.group(1).lower() == "it" and _EXPLETIVE_IT.search(question):
             continue
@@ -186,12 +215,40 @@ def _user_turns(history: list[tuple[str, str]]) -> list[tuple[int, str]]:
 
 
 def _topic_phrase(text: str) -> str:
-    """The previous question's noun phrase once the wh-part is removed ("What is the travel policy?")."""
+    """The previous question's noun phrase once the wh-part is removed ("What is the travel policy?"), without a
+    participle and its preposition after it ("What is the Boots nut made of?" → "the Boots nut"); "" when the
+    phrase is itself a reference ("What is the first one made of?" names nothing)."""
     if not _WH.match(text):
         return ""
-    rest = _FILLER.sub("", _WH.sub("", text, count=1)).strip()
+    rest = _TRAILING_VERB.sub("", _FILLER.sub("", _WH.sub("", text, count=1)).strip())
     words = rest.split()
+    if _ORDINAL.search(rest) or any(w.lower() in _NEUTER or w.lower() in _PERSONAL for w in words):
+        return ""
     return " ".join(words) if 0 < len(words) <= 6 else ""
+
+
+def _ordinal_item(reference: str, history: list[tuple[str, str]]) -> str | None:
+    """The item of the latest answer's list that "the first one", "the second", "the latter" or "the last one"
+    points at: the answer's first sentence ends with a list of 2–6 short items after "are", "is", "include" or a
+    colon ("… are the all-metal type and the fiber lock type." → "the all-metal type", "the fiber lock type");
+    None without such an answer or with too few items."""
+    answer = next(
+        (c for role, c in reversed(history) if role == "assistant" and isinstance(c, str) and c.strip()), None
+    )
+    if answer is None:
+        return None
+    first = _CITED.sub("", re.split(r"(?<=[.!?])\s", answer.strip()[:MAX_QUESTION_CHARS], maxsplit=1)[0])
+    found = _LIST_LEAD.search(first)
+    if found is None:
+        return None
+    items = [i.strip() for i in _LIST_SPLIT.split(found.group("items").strip().rstrip(".!?")) if i.strip()]
+    if not 2 <= len(items) <= 6 or any(len(i.split()) > 6 for i in items):
+        return None
+    word = _ORDINAL.search(reference)
+    position = _ORDINAL_POSITION[word.group("which").lower()] if word else None
+    if position is None or position >= len(items):
+        return None
+    return items[position]
 
 
 def _antecedent(history: list[tuple[str, str]], personal: bool) -> tuple[str, str] | None:
@@ -347,7 +404,13 @@ def _resolve(question: str, history: list[tuple[str, str]]) -> Rewrite | _Refere
         if not resolved or resolved == question:
             return ref
         return Rewrite(resolved, True, "ellipsis")
-    if ref.kind:
+    if ref.kind == "ordinal":
+        item = _ordinal_item(ref.detail, history)
+        if item is None:
+            return ref
+        text = base.replace(ref.detail, item, 1)
+        reasons.append(f"{ref.detail} → {item}")
+    elif ref.kind:
         personal = ref.kind == "pronoun" and ref.detail.lower() in _PERSONAL
         found = _antecedent(history, personal)
         if found is None:
