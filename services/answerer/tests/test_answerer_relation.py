@@ -767,3 +767,23 @@ def test_technical_names_commands_and_values_answer(reader: Reader) -> None:
     # a question that does not name QCRTAUT keeps the phrase a candidate
     unnamed = Question.parse("What is the default setting for the public authority system value?")
     assert "Create default public authority" in [c.text for c in reader.candidates(unnamed, sentences)]
+
+
+BOOTS = (
+    "The Boots self-locking nut is of one piece, all-metal construction designed to hold tight despite severe "
+    "vibration. The spring, through the medium of the locking section, exerts a constant locking force on the bolt.",
+    "Boots Self-Locking Nut",
+)
+
+
+def test_what_something_does_is_answered_by_a_verb_phrase(reader: Reader) -> None:
+    """ "What is the nut designed to do?" asks for what is done: the verb phrase ("hold tight despite severe
+    vibration", not the noun phrase "severe vibration"); "What does the spring do?" gets what the spring, the
+    verb's subject, does. Other questions get no verb phrases."""
+    sentences = reader.sentences([BOOTS])
+    span = reader.extract(Question.parse("What is the Boots self-locking nut designed to do?"), sentences)
+    assert span is not None and span.text == "hold tight despite severe vibration"
+    span = reader.extract(Question.parse("What does the spring do?"), sentences)
+    assert span is not None and span.text == "exerts a constant locking force on the bolt"
+    texts = [c.text for c in reader.candidates(Question.parse("What does the spring exert?"), sentences)]
+    assert "exerts a constant locking force" not in texts and "constant locking force" in texts

@@ -328,6 +328,7 @@ class Reader:
         wanted = self.roles(question)
         about, kind = self.about(question)
         asking = _asking(self._parse([question.text])[0]) if learned else None
+        action = ACTION_SPANS and _asks_an_action(self._parse([question.text])[0])
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = _coverage_either(question, about, sentence.context)
@@ -335,9 +336,11 @@ class Reader:
                 continue
             anchors = [t.i for t in doc if _is_key(t, keys) or question.says(t.text)]
             fillers = role_fillers(doc, wanted)
+            if action:  # what the question's subject does: a verb whose subject is a key term of the question
+                fillers |= {t.i for t in doc if t.pos_ == "VERB" and any(_does(c, keys) for c in t.children)}
             pairs = _pair_share(doc, asking) if asking is not None else 0.0
             seen: set[tuple[int, int]] = set()
-            for start, end, label in _doc_candidates(doc):
+            for start, end, label in _doc_candidates(doc) + (_actions(doc) if action else []):
                 if (start, end) in seen:
                     continue
                 seen.add((start, end))
@@ -962,6 +965,40 @@ def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
     return found
 
 
+def _asks_an_action(doc: Any) -> bool:
+    """ "What does the spring do?", "What is the nut designed to do?": a what-question whose last word is the verb
+    "do" asks for what is done, a verb phrase, which no noun phrase of the evidence says."""
+    said = [t for t in doc if not t.is_punct]
+    return bool(said) and said[-1].lemma_ == "do" and said[-1].pos_ == "VERB" and any(t.lower_ == "what" for t in doc)
+
+
+def _actions(doc: Any) -> list[tuple[int, int, str]]:
+    """The verb phrases of a sentence (`_asks_an_action`): each verb with what follows it in its subtree ("hold
+    tight despite severe vibration" of "… construction designed to hold tight despite severe vibration"), and with
+    its first complement only ("exerts a constant locking force" of "exerts a constant locking force on the bolt
+    in the same direction as …"), without trailing punctuation, at most `MAX_SPAN_WORDS` words."""
+    found = []
+    for token in doc:
+        if token.pos_ != "VERB" or token.dep_ in ("amod", "aux", "auxpass", "compound"):
+            continue
+        complement = next((c for c in token.rights if c.dep_ in _COMPLEMENTS), None)
+        ends = {token.right_edge.i + 1, complement.right_edge.i + 1 if complement is not None else 0}
+        for end in sorted(e for e in ends if e > token.i):
+            while end - token.i > 1 and doc[end - 1].is_punct:
+                end -= 1
+            if 1 < end - token.i <= MAX_SPAN_WORDS:
+                found.append((token.i, end, "NP"))
+    return found
+
+
+_COMPLEMENTS = frozenset({"dobj", "attr", "acomp", "xcomp", "ccomp", "oprd", "prep"})
+
+
+def _does(child: Any, keys: set[str]) -> bool:
+    """`child` is a verb's subject that is one of the question's key terms (what the question asks about)."""
+    return child.dep_ in ("nsubj", "nsubjpass") and _is_key(child, keys)
+
+
 def _is_code_word(token: Any) -> bool:
     """A word in capitals the parser took for no name or phrase: a command, setting or value of a technical text
     ("*CHANGE", "WRKFCNUSG"), which the small parser often reads as a verb."""
@@ -977,6 +1014,9 @@ def _code_word(doc: Any, i: int) -> tuple[int, int]:
 # A word in capitals that no entity or noun phrase covers is a candidate of its own (`_is_code_word`): "*CHANGE" in
 # "the default setting for the … (QCRTAUT) system value is *CHANGE", parsed as a verb.
 CODE_WORDS = True
+# A what-question about what is done ("What does the spring do?") has the verb phrases of the evidence as candidates
+# (`_actions`): "hold tight despite severe vibration", where the noun phrases gave "severe vibration".
+ACTION_SPANS = True
 _CODE_SIGNS = frozenset({"*", "%", "&", "#", "@", "$", "/"})
 _INTRODUCES_EXAMPLES = frozenset({"including", "especially", "notably"})
 
