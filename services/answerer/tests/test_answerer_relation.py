@@ -787,3 +787,16 @@ def test_what_something_does_is_answered_by_a_verb_phrase(reader: Reader) -> Non
     assert span is not None and span.text == "exerts a constant locking force on the bolt"
     texts = [c.text for c in reader.candidates(Question.parse("What does the spring exert?"), sentences)]
     assert "exerts a constant locking force" not in texts and "constant locking force" in texts
+
+
+def test_numbers_keep_their_magnitude(reader: Reader) -> None:
+    """ "113k" is a count whatever the tagger calls it (it was a PRODUCT, "395k" an ORG), "1" of "1M" keeps its
+    magnitude."""
+    sets = (
+        "It was evaluated on three data sets: PubTabNet (395k samples), FinTabNet (113k samples) and "
+        "PubTables-1M (about 1M samples).",
+        "OTSL",
+    )
+    question = Question.parse("How many samples does FinTabNet have?")
+    found = {c.text: c.label for c in reader.candidates(question, reader.sentences([sets]))}
+    assert found.get("113k") == found.get("395k") == found.get("1M") == "CARDINAL" and "1" not in found

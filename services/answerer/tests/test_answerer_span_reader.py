@@ -229,3 +229,21 @@ def test_the_reader_sets_where_an_answer_begins_and_ends(
         assert found is not None and found.text == widened, asked
         assert text[found.source_start : found.source_end] == widened  # an exact slice, with its offsets
         assert not found.text.lower().count("valley") and "nuts" not in found.text  # no word of the question
+
+
+def test_a_widened_answer_takes_no_bullet_glyph(
+    spans: SpanReader, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PDF's bullet drawn as a glyph before a list item ("∞ Wang Laboratories : In the 1970s, …") was taken into
+    the widened answer ("∞ Wang Laboratories"): a word without a letter or digit is never added."""
+    text = (
+        "∞ Wang Laboratories : In the 1970s, Wang introduced dedicated word processing machines. These devices, "
+        "like the Wang 1200, featured small screens and floppy disks, making them revolutionary for their time."
+    )
+    asked = "Which company introduced the Wang 1200?"
+    question, sentences, reading = Question.parse(asked), reader.sentences([(text, "Notes")]), spans.read(asked, [text])
+    found = reader.extract(question, sentences, reading)
+    assert found is not None and found.text == "Wang Laboratories"
+    monkeypatch.setattr(relation, "_no_word", lambda text, bounds: False)  # without the rule
+    found = reader.extract(question, sentences, reading)
+    assert found is not None and found.text == "∞ Wang Laboratories"

@@ -532,6 +532,10 @@ class Reader:
             for j in ends:
                 if j - i + 1 > MAX_SPAN_WORDS or (i == first and j == last):
                     continue
+                if (i < first and _no_word(sentence.text, words_at[i])) or (
+                    j > last and _no_word(sentence.text, words_at[j])
+                ):
+                    continue  # a bullet drawn as a glyph ("∞ Wang Laboratories") is no part of an answer
                 start = min(words_at[i][0], span.start)
                 end = max(words_at[j][1], span.end)
                 closed = _closed(sentence.text, start, end)  # scored without its closing bracket, given with it
@@ -890,6 +894,11 @@ def _trim(doc: Any, start: int, end: int, label: str) -> tuple[int, int]:
     return start, end
 
 
+def _no_word(text: str, bounds: tuple[int, int]) -> bool:
+    """The word of `text` at `bounds` has no letter or digit."""
+    return not any(c.isalnum() for c in text[bounds[0] : bounds[1]])
+
+
 _DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
 # SQuAD tuning half, replayed on a live run's sources (bench/replay.py, 506 questions): one false-grounded answer
 # fewer ("During this period, …" → "period"), nothing else changed. Not kept: the question's noun with only
@@ -948,6 +957,9 @@ def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
     for t in doc:
         if t.like_num and not t.ent_type_:
             found.append((t.i, t.i + 1, "NUM"))
+    if SCALED_NUMBERS:
+        found = [_scaled(doc, start, end, label) for start, end, label in found]
+        found += [(t.i, t.i + 1, "CARDINAL") for t in doc if not t.ent_type_ and _SCALED.fullmatch(t.text)]
     announces = doc.text.rstrip().endswith(":")
     for chunk in doc.noun_chunks:
         if (
@@ -999,6 +1011,17 @@ def _does(child: Any, keys: set[str]) -> bool:
     return child.dep_ in ("nsubj", "nsubjpass") and _is_key(child, keys)
 
 
+def _scaled(doc: Any, start: int, end: int, label: str) -> tuple[int, int, str]:
+    """A number written with its magnitude ("113k", "3.5M", "2bn") is a count whatever the tagger called it
+    ("113k" was a PRODUCT, "395k" an ORG), and a number the tokenizer split from its magnitude ("1" of "1M") keeps
+    it."""
+    if end < len(doc) and doc[end - 1].like_num and not doc[end - 1].whitespace_ and doc[end].text in _MAGNITUDES:
+        return start, end + 1, "CARDINAL" if label in ("NUM", "CARDINAL") else label
+    if end - start == 1 and _SCALED.fullmatch(doc[start].text):
+        return start, end, "CARDINAL"
+    return start, end, label
+
+
 def _is_code_word(token: Any) -> bool:
     """A word in capitals the parser took for no name or phrase: a command, setting or value of a technical text
     ("*CHANGE", "WRKFCNUSG"), which the small parser often reads as a verb."""
@@ -1014,6 +1037,11 @@ def _code_word(doc: Any, i: int) -> tuple[int, int]:
 # A word in capitals that no entity or noun phrase covers is a candidate of its own (`_is_code_word`): "*CHANGE" in
 # "the default setting for the … (QCRTAUT) system value is *CHANGE", parsed as a verb.
 CODE_WORDS = True
+# A number with its magnitude ("113k samples", "about 1M samples") is a count (`_scaled`): "How many samples does
+# FinTabNet have?" got "1" (of "1M"), its "113k" tagged a product.
+SCALED_NUMBERS = True
+_SCALED = re.compile(r"\d+(?:[.,]\d+)?(?:[kKmMbB]|bn|BN)")
+_MAGNITUDES = frozenset({"k", "K", "m", "M", "b", "B", "bn", "BN"})
 # A what-question about what is done ("What does the spring do?") has the verb phrases of the evidence as candidates
 # (`_actions`): "hold tight despite severe vibration", where the noun phrases gave "severe vibration".
 ACTION_SPANS = True
