@@ -497,6 +497,10 @@ def test_the_row_is_the_one_that_says_the_questions_name_whole_and_its_dates() -
     assert answer("What was the revenue of Widget C?", [SALES]) is None  # two rows of Widget C: not settled
     assert answer("What was the revenue of Widget C on 2024-01-09?", [SALES]) is None  # no such day
     assert answer("What was the revenue of Widget C on 2024-01-0?", [SALES]) is None  # a part of a date is none
+    # a year the source's heading writes holds for its rows ("Sales 2021 › Q3")
+    sheet = Source("y1:1", "Sales 2021", ("Q3",), "| Product | Revenue |\n|---|---|\n| Widget C | 900 |\n")
+    assert answer("What was the revenue of Widget C in 2021?", [sheet]) == "900"
+    assert answer("What was the revenue of Widget C in 2022?", [sheet]) is None
 
 
 def test_a_count_of_rows_does_not_answer_how_many_of_a_product_were_sold() -> None:

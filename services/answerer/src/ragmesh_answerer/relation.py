@@ -1343,10 +1343,10 @@ def _abbreviates(question: Question, text: str, keys: set[str]) -> bool:
 
 
 def _bracket_named(question: Question, doc: Any, end: int) -> bool:
-    """The phrase ending at token `end` is followed by an acronym (a name in capitals) of the question in brackets: it is that name
-    written out ("Create default public authority (QCRTAUT)" to "What is the default setting for the QCRTAUT system
-    value?"), which the question already names, however its letters spell it. Not when the question asks for that
-    form ("What does QCRTAUT stand for?")."""
+    """The phrase ending at token `end` is followed by a name in capitals the question says, in brackets: it is
+    that name written out ("Create default public authority (QCRTAUT)" to "What is the default setting for the
+    QCRTAUT system value?"), which the question already names, however its letters spell it. Not when the question
+    asks for that form ("What does QCRTAUT stand for?")."""
     if not BRACKET_NAME_RESTATES or end + 2 >= len(doc) or doc[end].text != "(" or doc[end + 2].text != ")":
         return False
     inside = doc[end + 1]

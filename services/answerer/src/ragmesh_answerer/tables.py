@@ -182,7 +182,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
             heads = _heads(columns)
             for offset, line in rows:
                 row = cells(line)
-                if len(row) != len(columns) or not _holds_figures(row, header, figures):
+                if len(row) != len(columns) or not _holds_figures(row, f"{header}\n{source.heading_text}", figures):
                     continue
                 sentence = _row(i, offset, line, header)
                 if quoted:  # "… the customer with email vmata@colon.com": only the row that holds the value
@@ -349,14 +349,15 @@ def count(question: Question, sources: Sequence[Source], *, partial: bool = Fals
     if noun is None:
         return Reading(None)
     asked = f" {_folded(question.text)} "
+    figures = _figures(question.text)
     counted: dict[int, Tally] = {}  # one tally per count, from the first table that gives it
     for (_, header), chunks in _by_document(sources).items():
         said = set().union(*(_said(sources[i]) for i, _ in chunks))
         rows = _merged_rows(sources, chunks, header)
         if not (family_in(noun, said) or noun in _COUNTABLE) or _measures(noun, header, rows):
             continue
-        figures = _figures(question.text)
-        rows = [(sentence, row) for sentence, row in rows if _holds_figures(row, header, figures)]
+        headings = "\n".join(sources[i].heading_text for i, _ in chunks)
+        rows = [(sentence, row) for sentence, row in rows if _holds_figures(row, f"{header}\n{headings}", figures)]
         held = _held_value(asked, rows)
         if held is not None and not _asks_units_of(asked, held[1]):
             k, value = held
@@ -727,12 +728,12 @@ def _figures(question: str) -> set[str]:
     return {t for t in tokens if any(c.isdigit() for c in t)}
 
 
-def _holds_figures(row: list[Cell], header: str, figures: set[str]) -> bool:
-    """Every one of `figures` is written in one of the row's cells or in the table's header, not inside a longer
-    word or number ("2024-01-07" in "2024-01-07 00:00:00", "2021" in a "2021" column; not "7" in "07"): "What was
-    the revenue of Widget C on 2024-01-07?" is about that day's row only, and a row of another year answers no
-    question about 2021."""
-    texts = [c.text for c in row] + [header]
+def _holds_figures(row: list[Cell], around: str, figures: set[str]) -> bool:
+    """Every one of `figures` is written in one of the row's cells or `around` it (the table's header, its
+    source's headings: "Sales 2021"), not inside a longer word or number ("2024-01-07" in "2024-01-07 00:00:00",
+    "2021" in a "2021" column; not "7" in "07"): "What was the revenue of Widget C on 2024-01-07?" is about that
+    day's row only, and a row of another year answers no question about 2021."""
+    texts = [c.text for c in row] + [around]
     return all(any(_writes(t, f) for t in texts) for f in figures)
 
 
