@@ -247,5 +247,9 @@ def test_a_topic_is_the_noun_phrase_without_its_participle_and_never_a_reference
     rewritten, names nothing, so a pronoun after it looks further back."""
     based = chat(("What is the travel policy based on?", "..."))
     assert rewrite_followup("Who wrote it?", based).text == "Who wrote the travel policy?"
+    shed = chat(("What is the garden shed?", "..."))  # a noun in -ed is no participle
+    assert rewrite_followup("Who built it?", shed).text == "Who built the garden shed?"
+    called = chat(("What is the travel policy called?", "..."))
+    assert rewrite_followup("Who wrote it?", called).text == "Who wrote the travel policy?"
     unresolved = chat(("What is the travel policy?", "..."), ("What is the first one made of?", "..."))
     assert rewrite_followup("Who wrote it?", unresolved).text == "Who wrote the travel policy?"

@@ -107,14 +107,17 @@ _WH = re.compile(
 )
 _FILLER = re.compile(r"[?.!]+\s*$")
 # a participle (and its preposition) that ends a question's topic: "made of", "used for", "called"
+# (a word in -ed only with its preposition: "the shed" is a noun)
 _TRAILING_VERB = re.compile(
-    r"\s+(?:\w+ed|made|done|built|known|seen|found|written|given|taken|sold|grown|worn|held|meant)"
-    r"(?:\s+(?:of|for|in|on|by|with|from|to|at|about|as|into))?$",
-    re.IGNORECASE,
+    r"\s+(?:(?:[a-z]+ed|made|done|built|known|seen|found|written|given|taken|sold|grown|worn|held|meant)"
+    r"\s+(?:of|for|in|on|by|with|from|to|at|about|as|into)|called|named|made|used|based|known|sold|held)$"
 )
 # "the first one", "the second", "the latter", "the last one": an item of the previous answer's list
+# (followed by "one", or by the end of the question or a verb: "the first car" is no reference)
 _ORDINAL = re.compile(
-    r"\bthe\s+(?P<which>first|second|third|fourth|fifth|sixth|last|former|latter)(?:\s+(?:one|ones)\b|(?=\s*(?:[?.!,]|$|\s+(?:is|was|are|were|has|have|had|do|does|did|made|used|called|mean|means)\b)))",
+    r"\bthe\s+(?P<which>first|second|third|fourth|fifth|sixth|last|former|latter)"
+    r"(?:\s+(?:one|ones)\b|(?=\s*(?:[?.!,]|$|\s+(?:is|was|are|were|has|have|had|do|does|did|made|used|called"
+    r"|mean|means)\b)))",
     re.IGNORECASE,
 )
 _ORDINAL_POSITION = {
