@@ -1040,7 +1040,7 @@ CODE_WORDS = True
 # A number with its magnitude ("113k samples", "about 1M samples") is a count (`_scaled`): "How many samples does
 # FinTabNet have?" got "1" (of "1M"), its "113k" tagged a product.
 SCALED_NUMBERS = True
-_SCALED = re.compile(r"\d+(?:[.,]\d+)?(?:[kKmMbB]|bn|BN)")
+_SCALED = re2.compile(r"\d+(?:[.,]\d+)?(?:[kKmMbB]|bn|BN)")
 _MAGNITUDES = frozenset({"k", "K", "m", "M", "b", "B", "bn", "BN"})
 # A what-question about what is done ("What does the spring do?") has the verb phrases of the evidence as candidates
 # (`_actions`): "hold tight despite severe vibration", where the noun phrases gave "severe vibration".

@@ -18,6 +18,8 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import re2
+
 from ragmesh_common.text.entities import STOP_CAPS, extract_entities, is_name
 
 logger = logging.getLogger(__name__)
@@ -108,17 +110,18 @@ _WH = re.compile(
 _FILLER = re.compile(r"[?.!]+\s*$")
 # a participle (and its preposition) that ends a question's topic: "made of", "used for", "called"
 # (a word in -ed only with its preposition: "the shed" is a noun)
-_TRAILING_VERB = re.compile(
+_TRAILING_VERB = re2.compile(
     r"\s+(?:(?:[a-z]+ed|made|done|built|known|seen|found|written|given|taken|sold|grown|worn|held|meant)"
     r"\s+(?:of|for|in|on|by|with|from|to|at|about|as|into)|called|named|made|used|based|known|sold|held)$"
 )
 # "the first one", "the second", "the latter", "the last one": an item of the previous answer's list
-# (followed by "one", or by the end of the question or a verb: "the first car" is no reference)
-_ORDINAL = re.compile(
-    r"\bthe\s+(?P<which>first|second|third|fourth|fifth|sixth|last|former|latter)"
-    r"(?:\s+(?:one|ones)\b|(?=\s*(?:[?.!,]|$|\s+(?:is|was|are|were|has|have|had|do|does|did|made|used|called"
-    r"|mean|means)\b)))",
-    re.IGNORECASE,
+# (followed by "one", or by the end of the question or a verb: "the first car" is no reference); `one` or `bare`
+# is what is replaced, `which` or `alone` the ordinal
+_ORDINALS = "first|second|third|fourth|fifth|sixth|last|former|latter"
+_ORDINAL = re2.compile(
+    rf"(?i)\b(?P<one>the\s+(?P<which>{_ORDINALS})\s+ones?)\b"
+    rf"|\b(?P<bare>the\s+(?P<alone>{_ORDINALS}))"
+    r"(?:\s*[?.!,]|\s*$|\s+(?:is|was|are|were|has|have|had|do|does|did|made|used|called|mean|means)\b)"
 )
 _ORDINAL_POSITION = {
     "first": 0,
@@ -131,10 +134,11 @@ _ORDINAL_POSITION = {
     "last": -1,
     "latter": -1,
 }
-_CITED = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_CITED = re2.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 # the list an answer's sentence ends with: after "are", "is", "include(s)" or a colon
-_LIST_LEAD = re.compile(r"(?:\b(?:are|is|were|was|include|includes|including)\b|:)\s+(?P<items>[^:]+)$", re.IGNORECASE)
-_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", re.IGNORECASE)
+_LIST_LEAD = re2.compile(r"(?i)(?:\b(?:are|is|were|was|include|includes|including)\b|:)\s+(?P<items>[^:]+)$")
+_LIST_SPLIT = re2.compile(r"(?i)\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_SENTENCE_END = re2.compile(r"[.!?]\s")
 # "And when did it move there?": a conjunction before a full question (not an ellipsis like "And Microsoft?").
 _LEADING_CONJ = re.compile(
     r"^\s*(?:and|but|so|also|plus|ok(?:ay)?|well)\b(?:\s*,\s+|\s+)(?=(?:what|when|where|who|whom|whose|"
@@ -188,7 +192,7 @@ def _find_reference(question: str) -> _Reference:
         return _Reference("ellipsis", (m.group("a") or m.group("b") or "").strip())
     om = _ORDINAL.search(question)
     if om:
-        return _Reference("ordinal", om.group(0))
+        return _Reference("ordinal", om.group("one") or om.group("bare"))
     for pm in _PRONOUN.finditer(question):
         if pm.group(1).lower() == "it" and _EXPLETIVE_IT.search(question):
             continue
@@ -240,7 +244,9 @@ def _ordinal_item(reference: str, history: list[tuple[str, str]]) -> str | None:
     )
     if answer is None:
         return None
-    first = _CITED.sub("", re.split(r"(?<=[.!?])\s", answer.strip()[:MAX_QUESTION_CHARS], maxsplit=1)[0])
+    text = answer.strip()[:MAX_QUESTION_CHARS]
+    end = _SENTENCE_END.search(text)
+    first = _CITED.sub("", text[: end.start() + 1] if end else text)
     found = _LIST_LEAD.search(first)
     if found is None:
         return None
@@ -248,7 +254,7 @@ def _ordinal_item(reference: str, history: list[tuple[str, str]]) -> str | None:
     if not 2 <= len(items) <= 6 or any(len(i.split()) > 6 for i in items):
         return None
     word = _ORDINAL.search(reference)
-    position = _ORDINAL_POSITION[word.group("which").lower()] if word else None
+    position = _ORDINAL_POSITION[(word.group("which") or word.group("alone")).lower()] if word else None
     if position is None or position >= len(items):
         return None
     return items[position]
