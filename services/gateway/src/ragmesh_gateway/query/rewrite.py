@@ -250,7 +250,8 @@ def _ordinal_item(reference: str, history: list[tuple[str, str]]) -> str | None:
     found = _LIST_LEAD.search(first)
     if found is None:
         return None
-    items = [i.strip() for i in _LIST_SPLIT.split(found.group("items").strip().rstrip(".!?")) if i.strip()]
+    listed: str = found.group("items")
+    items = [str(i).strip() for i in _LIST_SPLIT.split(listed.strip().rstrip(".!?")) if str(i).strip()]
     if not 2 <= len(items) <= 6 or any(len(i.split()) > 6 for i in items):
         return None
     word = _ORDINAL.search(reference)
