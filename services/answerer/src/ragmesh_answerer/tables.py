@@ -167,6 +167,7 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
     found: list[tuple[Rank, Span]] = []  # (how well its column's header names the question, the cell)
     rivals: list[tuple[Rank, Span]] = []
     figures = _figures(question.text)
+    folded = f" {_folded(question.text)} "  # what `_names_whole` finds a row's names in
     whole: set[int] = set()  # which of `found` come from a row that says the question's names whole
     people: dict[str, Tally] = {}  # who holds a quoted value, by a first and a last name column (`_full_name`)
     asked_words = _asked_words(question)
@@ -202,12 +203,13 @@ def read(question: Question, sources: Sequence[Source]) -> Reading:
                     answers = _most([(n, k) for n, k, rest in labelled if _said_all(rest - optional, said)])
                     # a table whose row and column match, though its source leaves a term unsaid
                     rivals += [(n, _cell(sentence, row[k])) for n, k in _most([(n, k) for n, k, _ in labelled])]
+                says_whole = bool(answers) and bool(names) and _names_whole(row, names, folded)
                 for n, k in answers:
                     if question.answer_type in NUMERIC and not numbers(row[k].text):
                         continue
                     if question.answer_type is AnswerType.PERSON and _CODE.search(row[k].text):
                         continue  # a who-question is not answered by an email address or a phone number
-                    if names and _names_whole(row, names, question.text):
+                    if says_whole:
                         whole.add(len(found))
                     found.append((n, _cell(sentence, row[k])))
     if people and not found:  # copies that name one person agree; rows naming others disagree
@@ -742,10 +744,10 @@ def _writes(text: str, figure: str) -> bool:
     return re.search(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", text.casefold()) is not None
 
 
-def _names_whole(row: list[Cell], names: set[str], question: str) -> bool:
-    """Every cell of the row that holds one of the question's name words is said whole by the question ("Widget
-    C" for "… of Widget C on …"; not "Widget A", which holds "widget" as well)."""
-    asked = f" {_folded(question)} "
+def _names_whole(row: list[Cell], names: set[str], asked: str) -> bool:
+    """Every cell of the row that holds one of the question's name words is said whole by the question (`asked`:
+    folded and padded with spaces; "Widget C" for "… of Widget C on …"; not "Widget A", which holds "widget" as
+    well)."""
     holding = [c for c in row if set(words(c.text)) & names]
     return bool(holding) and all(f" {_folded(c.text)} " in asked for c in holding)
 
