@@ -11,9 +11,10 @@ questions (`bench/data/company_questions.jsonl`, 27 with an answer in the named 
 stop 58 after the answer path's fixes for the defects found by using the product, and never tuned on: they are a
 held-out check that "verified" holds on documents that are not Wikipedia. Each is asked once (`cache: false`)
 over everything the token's user may read (ingest the whole sources folders, as above: the other files are the
-distractors). Scored like bench/answer.py: answered = an answer that is not withheld; false-grounded = answered
-and verified, with the short answer below F1 0.5 against every gold and no gold in the answer (any answered
-question without an answer in the documents); beside it, wrong short answers (answered, short answer below F1
+distractors). Scored with bench/answer.py's own rules (`answered`, `trusted`): answered = an answer that is not
+withheld; false-grounded = answered and presented as trustworthy (grounded, verified, no warning), with the
+short answer below F1 0.5 against every gold and no gold in the answer (any answered question without an answer
+in the documents); beside it, wrong short answers (answered, short answer below F1
 0.5): the sentence shown may hold the gold while the short answer a user reads first does not. Writes the
 per-question rows and the totals as JSON; `--rescore FILE` recomputes the totals of a results file.
 """
@@ -31,7 +32,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from answer import F1_WRONG, contains_gold, exact_match, token_f1
+from answer import F1_WRONG, answered, contains_gold, exact_match, token_f1, trusted
 
 QUESTIONS = Path(__file__).resolve().parent / "data" / "company_questions.jsonl"
 
@@ -39,25 +40,24 @@ QUESTIONS = Path(__file__).resolve().parent / "data" / "company_questions.jsonl"
 def score(question: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
     """One question's row: what the user was shown and how it scores against the golds."""
     golds = list(question["answers"])
-    withheld = bool(final.get("withheld"))
-    answered = final.get("outcome") == "answer" and not withheld
-    short = str(final.get("short_answer") or "") if answered else ""
+    given = answered(final)
+    short = str(final.get("short_answer") or "") if given else ""
     text = str(final.get("answer") or "")
     em = max((exact_match(short, g) for g in golds), default=0.0)
     f1 = max((token_f1(short, g) for g in golds), default=0.0)
-    wrong = answered and (not golds or (f1 < F1_WRONG and not contains_gold(text, golds)))
+    wrong = given and (not golds or (f1 < F1_WRONG and not contains_gold(text, golds)))
     return {
         "id": question["id"],
         "question": question["question"],
         "golds": golds,
         "outcome": final.get("outcome"),
-        "answered": answered,
+        "answered": given,
         "verified": bool(final.get("verified")),
         "short_answer": short,
         "em": em,
         "f1": f1,
-        "false_grounded": wrong and bool(final.get("verified")),
-        "wrong_with_warning": wrong and not final.get("verified"),
+        "false_grounded": wrong and trusted(final),
+        "wrong_with_warning": wrong and not trusted(final),
     }
 
 
