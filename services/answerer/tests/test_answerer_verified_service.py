@@ -200,15 +200,8 @@ async def test_a_misspelled_key_word_is_read_as_the_sources_spell_it(service: Gr
 
 async def test_what_is_the_city_asks_which_city_not_a_definition(service: GrpcService, chat: ScriptedChat) -> None:
     """Found by using the product: "What is the IBM headquarters city?" read as "what is X?" got no answer."""
-    hq = common_pb2.ScoredChunk(
-        score=0.9,
-        chunk=common_pb2.Chunk(
-            chunk_id="ibm-hq",
-            title="IBM",
-            text="IBM is an American technology company headquartered in Armonk, New York, and present in over "
-            "175 countries.",
-        ),
-    )
+    text = "IBM is an American technology company headquartered in Armonk, New York, and present in over 175 countries."
+    hq = _source("ibm-hq", "IBM", text, 0.9)
     chat.reply = "The headquarters city is Armonk, New York. [1]"
     for question in ("What is the IBM headquarters city?", "What is the headquarters city of IBM?"):
         _, final = await _answer(service, question, [hq])
