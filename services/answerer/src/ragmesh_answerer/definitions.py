@@ -49,6 +49,9 @@ _NAMING_VERBS = frozenset({"call", "term", "name", "dub"})
 # a term with one of these asks which one, not what it is ("the next steps", "the first president")
 _WHICH_ONE = frozenset({"first", "last", "next", "previous", "current", "main", "latest", "new", "other"})
 MAX_TERM_WORDS = 8
+_COPULAS = frozenset({"is", "are", "was", "were"})
+_NOUN_PHRASE_OPENERS = frozenset({"a", "an", "the", "one"})  # "X is a …", not "X is used to …"
+_SENTENCE_ENDS = frozenset({".", ";", "!", "?", "\n"})
 # an appositive led by one of these lists members or instances, not what its head is
 _INTRODUCES_MEMBERS = frozenset({"namely", "including", "especially", "e.g.", "i.e.", "like", "such"})
 # a glossary's line: a term (at most 61 characters) opening a line (after a bullet), set off by a colon or a dash, and
@@ -318,6 +321,24 @@ def _definition(doc: Any, want: frozenset[str]) -> tuple[int, int] | None:
                 return _slice(doc, *found)
         if token.dep_ == "appos" and _names(token.head, want) and _set_off_by_comma(token):
             return _slice(doc, token.left_edge.i, token.right_edge.i)
+    return _opening_copula(doc, want)
+
+
+def _opening_copula(doc: Any, want: frozenset[str]) -> tuple[int, int] | None:
+    """ "X is a …" read from the words where the parse does not: a sentence that opens with the term (an article
+    before it), then "is" / "are" / "was" / "were" and a noun phrase's article; the rest of the sentence. The small
+    parser reads "The elastic stop nut is a standard nut with the height increased …" as two subjects ("stop",
+    "nut") and a clause, so no subject was the term."""
+    tokens = [t for t in doc if not t.is_space]
+    for k, token in enumerate(tokens[1 : MAX_TERM_WORDS + 2], start=1):
+        if token.lower_ not in _COPULAS:
+            continue
+        if _stems(doc[tokens[0].i : token.i].text) != want or k + 2 >= len(tokens):
+            return None
+        if tokens[k + 1].lower_ not in _NOUN_PHRASE_OPENERS:
+            return None
+        last = next((t.i - 1 for t in tokens[k + 2 :] if t.text in _SENTENCE_ENDS), tokens[-1].i)
+        return _slice(doc, tokens[k + 1].i, last) if last > tokens[k + 1].i else None
     return None
 
 

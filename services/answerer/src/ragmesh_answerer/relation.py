@@ -307,6 +307,8 @@ class Reader:
                 if k > 0 and PRONOUN_START.match(sentence):
                     prev = text[spans[k - 1][0] : spans[k - 1][1]]
                     context = " ".join(dict.fromkeys(names(prev))) + " " + sentence
+                if k > 0 and NAME_PARTS:
+                    context = " ".join(_named_in_full(sentence, text[: spans[k][0]])) + " " + context
                 if heading:
                     context = f"{heading}\n{context}"
                 found.append(Sentence(i, s, e, sentence, context))
@@ -917,6 +919,24 @@ def _points_elsewhere(doc: Any, start: int) -> bool:
 # *Sam Raimi*" → the page "Sam Raimi") is read in that sentence's context too, so its sentences can be about what
 # the naming sentence is about.
 BRIDGE_CONTEXT = True
+# "Jim began his career …" after "Jim Bainbridge is a senior consultant …": a sentence that calls a person by one
+# part of a two- or three-word name the text wrote whole before is read with the whole name (`_named_in_full`)
+NAME_PARTS = True
+_FULL_NAME = re2.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+){1,2}\b")
+_CAPITALISED_WORDS = re2.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*\b")
+
+
+def _named_in_full(sentence: str, before: str) -> list[str]:
+    """The names of `before` (runs of two or three capitalised words) whose first or last word `sentence` says
+    alone ("Jim" → "Jim Bainbridge"; "Diego" of "San Diego" is no "Northern San Diego"); the coverage context
+    adds them."""
+    alone = {run for run in _CAPITALISED_WORDS.findall(sentence) if " " not in run}  # "Jim", not "Jim Denton"
+    found: dict[str, None] = {}
+    for run in _FULL_NAME.findall(before):
+        parts = run.split()
+        if not any(p.lower() in STOP_WORDS for p in parts) and (parts[0] in alone or parts[-1] in alone):
+            found[run] = None
+    return list(found)
 
 
 def _bridged(found: list[Sentence], sources: Sequence[tuple[str, str]]) -> list[Sentence]:

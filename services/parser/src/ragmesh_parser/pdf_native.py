@@ -4,8 +4,11 @@ Docling's model-free `NativePdfPipeline` yields one text line per cell (page, bo
 headings, paragraphs or reading structure. This module rebuilds them:
 
 1. running headers/footers (lines repeated in the page margins across pages) and page numbers go;
-2. heading candidates are lines matching a PDF bookmark, set larger than the body text, or bold
-   where the body is regular; adjacent candidate lines of one style form one heading;
+2. heading candidates are lines matching a PDF bookmark, set larger than the body text, or set whole in an
+   emphasised font where the body is not (heavier, or italic and standing alone: `emphasised`); a line that
+   starts with a lower-case word or reads as a caption is not one; adjacent candidate lines of one style form
+   one heading. A line's style is read from its words' fonts, so a paragraph that opens with a bold name is
+   not a bold line;
 3. the remaining lines merge into paragraphs (and bullet list items) by spacing, size and indentation;
 4. Docling's `HeadingHierarchyModel` assigns the heading levels (bookmarks > numbering > style).
 
@@ -16,9 +19,12 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 import pypdfium2 as pdfium
 from docling.datamodel.document import ConversionResult
@@ -41,6 +47,18 @@ _BULLET = re.compile(r"^\s*([•∞▪◦●○■□➢►\-–*·]|\(?\d{1,2}[
 _BULLET_CHARS = "•∞▪◦●○■□➢►–*·-"
 _PAGE_NUMBER = re.compile(r"^\W*(page\s*)?(\d+|[ivxlcdm]+)(\s*(of|/)\s*\d+)?\W*$", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?:;\"”')\]]$")
+# a heading does not open with a lower-case word ("global businesses of all sizes. The …" is a paragraph's line
+# set in a taller box); "iPhone" and "a." (an enumeration) do
+_LOWER_START = re.compile(r"^[a-z]{2,}\b(?:[^.)]|$)")
+# a caption: "Figure 3-1 …", "Table 2. …", "[표 1] …" (a bracketed label with its number)
+_CAPTION = re.compile(
+    r"^(?:(?:figure|fig\.|table|listing|chart|exhibit|source|note)\s*[\dIVX]|\[[^\]]{1,12}\d+\])", re.IGNORECASE
+)
+HEAVIER = 200  # a font this much heavier than the body's (Medium over Light, Semibold over Regular) stands out
+# TeX's font names (CMBX10, SFTI1000, …) say the style in two letters after the family, which Docling's
+# parser does not read
+_TEX_FONT = re.compile(r"^(?:CM|SF|EC|TC|LM)(BX|B|TI|IT|SL|BXSL|BXTI|BI)\d+$")
+EMPHASIS_SHARE = 0.9  # a line is set in a style when this share of its characters is
 
 
 @dataclass
@@ -54,6 +72,8 @@ class Line:
     size: float
     bold: bool
     heading: bool = False
+    # characters per font (the name without its subset prefix), from the line's words; empty for OCR
+    fonts: Counter[str] = field(default_factory=Counter)
     confidence: float | None = None  # OCR's, for a line read from a page image; None for a text-layer line
     # OCR: the box on the page as given (left, top, right, bottom), for provenance; `left`..`bottom` are the line
     # on the page read upright and deskewed, for layout
@@ -98,30 +118,84 @@ def read_outline(content: bytes) -> list[_PdfOutlineItem]:
         pdf.close()
 
 
+def _font(name: str) -> str:
+    return re.sub(r"^/?[A-Z]{6}\+", "", name.lstrip("/"))
+
+
+@dataclass(frozen=True)
+class FontStyle:
+    """A font's weight and slant as its name says them."""
+
+    weight: int  # 400 regular, 700 bold; 400 when the name does not say
+    italic: bool
+
+
+@lru_cache(maxsize=1024)
+def font_style(name: str) -> FontStyle:
+    """Weight and slant from a PDF font name: Docling's reading, and TeX's two-letter codes it does not know."""
+    style = parse_font_style(name)
+    if style.known:
+        return FontStyle(style.weight, style.italic)
+    tex = _TEX_FONT.match(_font(name))
+    if tex:
+        code = tex.group(1)
+        return FontStyle(700 if "B" in code else 400, any(c in code for c in ("TI", "IT", "SL", "BI")))
+    return FontStyle(400, False)
+
+
+def _word_fonts(parsed: SegmentedPdfPage, height: float) -> list[tuple[float, float, str, int]]:
+    """(x, y) of each word's centre (top-left origin), its font and its length."""
+    words = []
+    for word in parsed.word_cells:
+        text = word.text.strip() if word.text else ""
+        name = getattr(word, "font_name", "") or ""
+        if text and name:
+            box = word.rect.to_bounding_box().to_top_left_origin(height)
+            words.append(((box.l + box.r) / 2, (box.t + box.b) / 2, _font(name), len(text)))
+    return words
+
+
 def _lines(pages: dict[int, SegmentedPdfPage]) -> list[Line]:
     lines: list[Line] = []
     for page_no in sorted(pages):
         parsed = pages[page_no]
         height = parsed.dimension.height
+        page_lines: list[Line] = []
+        cell_fonts: list[str] = []
         for cell in parsed.textline_cells:
             text = cell.text.strip() if cell.text else ""
             if not text:
                 continue
             box = cell.rect.to_bounding_box().to_top_left_origin(height)
-            style = parse_font_style(getattr(cell, "font_name", "") or "")
-            lines.append(
-                Line(
-                    page_no,
-                    box.l,
-                    box.t,
-                    box.r,
-                    box.b,
-                    text,
-                    round(cell.rect.height, 1),
-                    style.known and weight_class(style.weight) >= 2,
-                )
-            )
+            page_lines.append(Line(page_no, box.l, box.t, box.r, box.b, text, round(cell.rect.height, 1), False))
+            cell_fonts.append(_font(getattr(cell, "font_name", "") or ""))
+        _read_fonts(page_lines, cell_fonts, _word_fonts(parsed, height))
+        lines.extend(page_lines)
     return lines
+
+
+def _read_fonts(lines: list[Line], cell_fonts: list[str], words: list[tuple[float, float, str, int]]) -> None:
+    """Each line's characters per font, from the words whose centre lies in it (the line's cell carries one font
+    name only: its first run's). A line's `bold` is then whether nearly all of its characters are bold; a line no
+    word falls in keeps its cell's font."""
+    ordered = sorted(lines, key=lambda ln: ln.top)
+    tops = [ln.top for ln in ordered]
+    tallest = max((ln.height for ln in lines), default=0.0)
+    for cx, cy, font, chars in words:
+        at = bisect_right(tops, cy) - 1
+        while at >= 0 and ordered[at].top >= cy - tallest:
+            line = ordered[at]
+            if line.top <= cy <= line.bottom and line.left - 1 <= cx <= line.right + 1:
+                line.fonts[font] += chars
+                break
+            at -= 1
+    for line, cell_font in zip(lines, cell_fonts, strict=True):
+        if not line.fonts and cell_font:
+            line.fonts[cell_font] = len(line.text)
+        total = sum(line.fonts.values())
+        if total:
+            bold = sum(n for f, n in line.fonts.items() if weight_class(font_style(f).weight) >= 2)
+            line.bold = bold >= EMPHASIS_SHARE * total
 
 
 def _furniture_key(line: Line) -> str:
@@ -198,24 +272,77 @@ def mark_headings(lines: list[Line], outline: list[_PdfOutlineItem]) -> None:
     if not lines:
         return
     sizes: Counter[float] = Counter()
-    bold_chars = 0
+    fonts: Counter[str] = Counter()
     for line in lines:
         sizes[line.size] += len(line.text)
-        bold_chars += len(line.text) if line.bold else 0
+        fonts.update(line.fonts)
     body_size = sizes.most_common(1)[0][0]
-    body_bold = bold_chars > 0.5 * sum(sizes.values())
-    for line in lines:
+    body = font_style(fonts.most_common(1)[0][0]) if fonts else FontStyle(400, False)
+    body_bold = weight_class(body.weight) >= 2
+    bookmarked: set[int] = set()
+    for i, line in enumerate(lines):
         words = line.text.split()
         if not any(ch.isalpha() for ch in line.text) or len(words) > MAX_HEADING_WORDS or line.text[0] in _BULLET_CHARS:
             continue
         if outline and _matches_bookmark(line, outline):
             line.heading = True
+            bookmarked.add(id(line))
             continue
-        prominent = line.size >= body_size * HEADING_SIZE_RATIO or (
-            line.bold and not body_bold and line.size >= body_size * 0.95
+        if _CAPTION.match(line.text) or line.text.endswith((",", ";", "،", "؛")):
+            continue
+        larger = line.size >= body_size * HEADING_SIZE_RATIO
+        styled = line.size >= body_size * 0.95 and (
+            (line.bold and not body_bold) or emphasised(line, body, lines[i - 1 : i] + lines[i + 1 : i + 2])
         )
-        if prominent and not line.text.endswith((",", ";")):
+        if (larger or styled) and (not _LOWER_START.match(line.text) or _carries_on(lines[i - 1 : i], line)):
             line.heading = True
+    _unmark_rows([line for line in lines if line.heading and id(line) not in bookmarked])
+
+
+def _unmark_rows(candidates: list[Line]) -> None:
+    """Candidates side by side on one baseline, a few line heights apart, are a table's or a diagram's row of
+    labels, not headings (a page's other column is further away)."""
+    by_page: dict[int, list[Line]] = defaultdict(list)
+    for line in candidates:
+        by_page[line.page].append(line)
+    for page_lines in by_page.values():
+        beside = {
+            id(line)
+            for line in page_lines
+            for other in page_lines
+            if other is not line
+            and abs(other.top - line.top) <= 0.5 * min(line.height, other.height)
+            and 0 <= max(other.left - line.right, line.left - other.right) <= 3 * max(line.height, other.height)
+        }
+        for line in page_lines:
+            if id(line) in beside:
+                line.heading = False
+
+
+def _carries_on(previous: list[Line], line: Line) -> bool:
+    """Whether a line that starts lower-case goes on the heading right before it ("Implement roles and separation"
+    / "of duties")."""
+    return (
+        bool(previous)
+        and previous[0].heading
+        and _continues(Segment("heading", previous), previous[0], line, "heading")
+    )
+
+
+def _share(line: Line, test: Callable[[FontStyle], bool]) -> float:
+    total = sum(line.fonts.values())
+    return sum(n for font, n in line.fonts.items() if test(font_style(font))) / total if total else 0.0
+
+
+def emphasised(line: Line, body: FontStyle, neighbours: list[Line]) -> bool:
+    """Whether the line is set whole in a style that stands out from the body text: heavier ("Medium" over a
+    "Light" body), or italic over an upright body when it stands alone (not a line of an italic passage) and ends
+    no sentence. The amt handbook's section titles are Times-Italic lines at the body's size."""
+    if _share(line, lambda style: style.weight >= body.weight + HEAVIER) >= EMPHASIS_SHARE:
+        return True
+    if body.italic or _SENTENCE_END.search(line.text) or _share(line, lambda style: style.italic) < EMPHASIS_SHARE:
+        return False
+    return not any(_share(other, lambda style: style.italic) >= 0.5 for other in neighbours)
 
 
 def segments(lines: list[Line]) -> list[Segment]:
@@ -230,6 +357,9 @@ def segments(lines: list[Line]) -> list[Segment]:
         else:
             out.append(Segment(kind, [line]))
         prev = line
+    for segment in out:  # a passage set in a heading's style is no heading
+        if segment.kind == "heading" and len(segment.text.split()) > MAX_HEADING_WORDS:
+            segment.kind = "paragraph"
     return out
 
 
