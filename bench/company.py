@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one chat may take")
     parser.add_argument("--output", default=None, help="write rows and totals here (JSON)")
     parser.add_argument("--rescore", default=None, help="recompute the totals of this results file and exit")
+    parser.add_argument("--questions", default=str(QUESTIONS), help="a JSONL file of questions (stop 59's: a second set)")
     args = parser.parse_args()
     if args.rescore:
         kept = json.loads(Path(args.rescore).read_text())
@@ -102,7 +103,7 @@ def main() -> None:
         return
     if not args.token:
         raise SystemExit("a token is needed: --token or RAGMESH_TOKEN (make -s token user=… department=…)")
-    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
+    questions = [json.loads(line) for line in Path(args.questions).read_text().splitlines() if line.strip()]
     rows = []
     started = time.monotonic()
     with httpx.Client(base_url=args.url, headers={"Authorization": f"Bearer {args.token}"}) as client:
@@ -114,7 +115,7 @@ def main() -> None:
             mark = "WRONG, verified" if row["false_grounded"] else ("answered" if row["answered"] else "withheld")
             print(f"{q['id']:9} {mark:16} F1 {row['f1']:.2f}  {q['question']}  →  {row['short_answer']!r}")
     report = {
-        "command": "python bench/company.py",
+        "command": "python bench/company.py " + " ".join(sys.argv[1:]),
         "seconds": round(time.monotonic() - started, 1),
         "totals": totals(rows),
         "rows": rows,

@@ -229,3 +229,14 @@ def test_synonyms_with_the_parser_setting_off_are_only_word_families(monkeypatch
     question = Question.parse("Where was Tesla's property sent?")
     assert question.coverage("Tesla's entire estate was shipped to Belgrade")[2] == []
     assert not question.says("shipped")
+
+
+def test_capitals_make_an_acronym_of_a_stop_word_and_may_beside_a_number_a_month() -> None:
+    """Stop 59: "PAS" (French "pas"), "US", "IT" written in capitals are names; "May 2025" is a month."""
+    q = Question.parse("To which organization is the PAS submission made?")
+    assert q.acronyms == ("PAS",)
+    assert Question.parse("Who did the US provide aid to?").acronyms == ("US",)
+    assert Question.parse("Who did they give it to?").acronyms == ()
+    assert Question.parse("WHO FOUNDED THE COMPANY?").acronyms == ()
+    assert Question.parse("What was the cost in May 2025?").entities == ("may",)
+    assert Question.parse("What may happen in 2025?").entities == ()

@@ -512,3 +512,18 @@ def test_a_count_of_rows_does_not_answer_how_many_of_a_product_were_sold() -> No
     assert [t.short for t in rows] == ["2"]
     day = count(Question.parse("How many rows have Widget B on 2024-01-06?"), [SALES]).tallies
     assert [t.short for t in day] == ["1"]
+
+
+def test_may_beside_a_year_is_the_month_that_finds_the_row() -> None:
+    """Stop 59, a held-out question on the shared HTML pivot table: "What was the cost in May 2025?" was withheld —
+    "May" was read as the stop word "may", and every row of 2025 matched."""
+    pivot = (
+        "| Year | Month | Revenue | Cost |\n"
+        "| 2025 | January | $134 | $162 |\n"
+        "| 2025 | April | $210 | $150 |\n"
+        "| 2025 | May | $280 | $120 |\n"
+    )
+    sources = [Source("p1", "Pivot table", (), pivot)]
+    assert answer("What was the cost in May 2025?", sources) == "$120"
+    assert answer("What was the revenue in April 2025?", sources) == "$210"
+    assert Question.parse("What may happen in 2025?").entities == ()

@@ -67,6 +67,18 @@ def test_an_unnamed_entity_makes_the_set_at_best_ambiguous() -> None:
     assert any("Mongolia" in r for r in result.reasons)
 
 
+def test_an_acronym_that_spells_a_stop_word_is_a_name_the_chunk_must_write() -> None:
+    """Stop 59, a held-out question on a shared DOCX: "To which organization is the PAS submission made?" found
+    nothing — "pas" is a French stop word, so no chunk "named PAS" and its only other terms graded weak."""
+    pas = "This document identifies the edits needed for a PAS submission to ISO via ISO/IEC JTC/1."
+    result = grade("To which organization is the PAS submission made?", [chunk("pas", pas, vector=0.3, hybrid=0.9)])
+    assert result.grade == grading.CORRECT and [k.chunk.chunk_id for k in result.kept] == ["pas"]
+    assert grading.weighted_terms(GradedQuery.of("PAS"))  # a one-word search for it has a term
+    # the words in lower case are still stop words, and a question written all in capitals is no acronym list
+    assert "pas" not in grading.weighted_terms(GradedQuery.of("ce n'est pas la submission"))
+    assert "who" not in grading.weighted_terms(GradedQuery.of("WHO FOUNDED IBM?"))
+
+
 def test_nothing_with_a_signal_is_incorrect() -> None:
     result = grade(
         "What is the recommended tire pressure for a mountain bike?", [chunk("lorem", LOREM, vector=0.05, hybrid=1.0)]

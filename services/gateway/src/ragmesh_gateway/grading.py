@@ -31,7 +31,7 @@ from typing import Any
 from ragmesh.common.v1 import common_pb2
 from ragmesh_common.text.entities import extract_entities
 from ragmesh_common.text.stopwords import ENGLISH
-from ragmesh_common.text.words import QUESTION_WORDS, stem
+from ragmesh_common.text.words import QUESTION_WORDS, stem, written_as_acronym
 
 CORRECT, AMBIGUOUS, INCORRECT = "correct", "ambiguous", "incorrect"
 STRONG, WEAK, NONE = "strong", "weak", "none"
@@ -107,10 +107,10 @@ def terms(text: str) -> set[str]:
 
 def weighted_terms(query: GradedQuery) -> dict[str, float]:
     """The query's content terms (stemmed) and their weights."""
-    entity_terms = {stem(w) for e in query.entities for w in _WORD.findall(e) if w.lower() not in STOP_WORDS}
+    entity_terms = {stem(w) for e in query.entities for w in _WORD.findall(e) if _content(w, query.text)}
     weights: dict[str, float] = {}
     for word in _WORD.findall(query.text):
-        if word.lower() in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+        if not _content(word, query.text) or (len(word) < 2 and not word.isdigit()):
             continue
         term = stem(word)
         weights[term] = ENTITY_WEIGHT if term in entity_terms else 1.0
@@ -128,8 +128,13 @@ class ChunkTerms:
     names: frozenset[str]
 
 
+def _content(word: str, text: str) -> bool:
+    """Not a stop word, or one written as an acronym ("PAS", "US"; `written_as_acronym`)."""
+    return word.lower() not in STOP_WORDS or written_as_acronym(word, text)
+
+
 def _entity_present(entity: str, chunk: ChunkTerms) -> bool:
-    words = [stem(w) for w in _WORD.findall(entity) if w.lower() not in STOP_WORDS]
+    words = [stem(w) for w in _WORD.findall(entity) if _content(w, entity)]
     return bool(words) and all(w in chunk.names for w in words)
 
 

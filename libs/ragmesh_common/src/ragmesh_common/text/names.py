@@ -14,12 +14,27 @@ import re
 
 import re2
 
-from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, stem, words
+from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, normalise, stem, words, written_as_acronym
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _NOT_NAMES = frozenset(["answer", "quote", "quotes"])
 _QUALIFIER = re2.compile(r"\s*\([^)]*\)\s*$")  # RE2: linear on any title
+
+
+# "May" is a stop word ("may") except as a month beside a number: "in May 2025", "5 May" (stop 59: "What was the
+# cost in May 2025?" lost its month and matched every row of 2025)
+_MONTHS_LIKE_STOP_WORDS = frozenset({"May"})
+_NUMBER_AFTER = re2.compile(r"^\s*\d")
+_NUMBER_BEFORE = re2.compile(r"\d\s*$")
+
+
+def _dated(text: str, m: re.Match[str]) -> bool:
+    """The capitalised stop word at `m` is a month beside a number ("May 2025", "5 May")."""
+    return m.group(0) in _MONTHS_LIKE_STOP_WORDS and bool(
+        _NUMBER_AFTER.search(text[m.end() : m.end() + 8])
+        or _NUMBER_BEFORE.search(text[max(0, m.start() - 8) : m.start()])
+    )
 
 
 def without_qualifier(title: str) -> str:
@@ -34,7 +49,11 @@ def names(text: str) -> list[str]:
     found: list[str] = []
     for i, m in enumerate(tokens):
         token = _POSSESSIVE.sub("", m.group(0))
-        if len(token) < 2 or not token[0].isupper() or token.lower() in STOP_WORDS:
+        if (
+            len(token) < 2
+            or not token[0].isupper()
+            or (token.lower() in STOP_WORDS and not _dated(text, m) and not written_as_acronym(token, text))
+        ):
             continue
         before = text[: m.start()].rstrip(" \t\"'“”‘’([*")
         at_start = not before or before[-1] in ".!?:;\n•-–—>" or i == 0

@@ -27,7 +27,16 @@ import re2
 
 from ragmesh_common.text.names import acronym_in, names
 from ragmesh_common.text.numbers import strip_numbers
-from ragmesh_common.text.words import QUESTION_WORDS, STOP_WORDS, family_in, normalise, same_sense, stem, words
+from ragmesh_common.text.words import (
+    QUESTION_WORDS,
+    STOP_WORDS,
+    family_in,
+    normalise,
+    same_sense,
+    stem,
+    words,
+    written_as_acronym,
+)
 
 # A focus term also counts as found when a word of the text can mean the same (`words.same_sense` in the words'
 # `SYNONYM_SENSES` commonest senses: "shipped" for "sent", "established" for "founded"); 0: stems and families only.
@@ -342,7 +351,7 @@ class Question:
     def parse(cls, question: str) -> Question:
         text = normalise(question).strip()
         asked = asked_question(text)  # the request around it is no key term ("tell", "sagen", "dire")
-        raw_names = [n for n in names(asked) if n.lower() not in QUESTION_WORDS]
+        raw_names = [n for n in names(asked) if n.lower() not in QUESTION_WORDS or written_as_acronym(n, asked)]
         acronyms = tuple(dict.fromkeys(n for n in raw_names if n.isupper() and 2 <= len(n) <= 6))
         entity_words = [w for n in raw_names if n not in acronyms for w in words(n) if len(w) >= 2]
         entities = tuple(dict.fromkeys(entity_words))
