@@ -93,7 +93,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one chat may take")
     parser.add_argument("--output", default=None, help="write rows and totals here (JSON)")
     parser.add_argument("--rescore", default=None, help="recompute the totals of this results file and exit")
-    parser.add_argument("--questions", default=str(QUESTIONS), help="a JSONL file of questions (stop 59's: a second set)")
+    parser.add_argument(
+        "--questions", default=str(QUESTIONS), help="a JSONL file of questions (stop 59's: a second set)"
+    )
     args = parser.parse_args()
     if args.rescore:
         kept = json.loads(Path(args.rescore).read_text())
