@@ -31,7 +31,13 @@ MID = str(uuid.uuid4())
 
 
 def stored(
-    question: str, answer: str, sources: list[str], withdrawn: bool = False, rewritten: str = "", withheld: bool = False
+    question: str,
+    answer: str,
+    sources: list[str],
+    withdrawn: bool = False,
+    rewritten: str = "",
+    withheld: bool = False,
+    short: str = "",
 ) -> Any:
     return retriever_pb2.ConversationMessage(
         message_id=str(uuid.uuid4()),
@@ -39,6 +45,7 @@ def stored(
         question=question,
         rewritten_question=rewritten,
         answer="" if withdrawn else answer,
+        short_answer=short,
         outcome="answer",
         source_document_ids=[] if withdrawn else sources,
         withdrawn=withdrawn,
@@ -184,3 +191,23 @@ async def test_history_gives_questions_as_rewritten_and_leaves_withheld_answers_
         ("assistant", "Steel."),
         ("user", "Who sells it?"),
     ]
+
+
+async def test_history_answers_open_with_their_short_answer_so_he_is_the_answer() -> None:
+    """Stop 59, asking the IBM page: "Who patented the Electric Tabulating Machine?" → "Herman Hollerith" from a
+    sentence that names Julius E. Pitrap first; "When did he patent it?" was read "When did Julius E. Pitrap patent
+    Julius E. Pitrap?" and answered 1885, verified. The stored answer now opens with its short answer, and "he" and
+    "it" stand for different things."""
+    sentence = (
+        "Julius E. Pitrap patented the computing scale in 1885; Herman Hollerith patented the Electric Tabulating "
+        "Machine (1889)."
+    )
+    mesh = conversation_mesh(
+        [stored("Who patented the Electric Tabulating Machine?", sentence, ["d0"], short="Herman Hollerith")]
+    )
+    await chat(mesh, "When did he patent it?")
+    history = [(t.role, t.content) for t in mesh.answerer.requests["Answer"].history]
+    assert history[1] == ("assistant", f"Herman Hollerith.\n\n{sentence}")
+    assert mesh.answerer.requests["Answer"].question == (
+        "When did Herman Hollerith patent Electric Tabulating Machine?"
+    )

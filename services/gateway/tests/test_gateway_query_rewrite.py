@@ -253,3 +253,35 @@ def test_a_topic_is_the_noun_phrase_without_its_participle_and_never_a_reference
     assert rewrite_followup("Who wrote it?", called).text == "Who wrote the travel policy?"
     unresolved = chat(("What is the travel policy?", "..."), ("What is the first one made of?", "..."))
     assert rewrite_followup("Who wrote it?", unresolved).text == "Who wrote the travel policy?"
+
+
+def test_personal_and_other_pronouns_stand_for_different_things() -> None:
+    """Stop 59: "When did he patent it?" after a who-question had both pronouns replaced by one name."""
+    who = chat(("Who patented the Electric Tabulating Machine?", "Herman Hollerith.\n\nJulius E. Pitrap patented …"))
+    result = rewrite_followup("When did he patent it?", who)
+    assert result.text == "When did Herman Hollerith patent Electric Tabulating Machine?"
+    founders = chat(("Who founded Microsoft?", "Bill Gates and Paul Allen founded Microsoft."))
+    assert rewrite_followup("Where did he sell it?", founders).text == "Where did Bill Gates sell Microsoft?"
+    # two personal pronouns of one person stay one person
+    adele = chat(("Tell me about Adele", "..."))
+    assert rewrite_followup("Did she win an award for her album?", adele).text == (
+        "Did Adele win an award for Adele's album?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "previous", "expected"),
+    [
+        ("And the time clock?", "Who invented the dial recorder?", "Who invented the time clock?"),
+        ("And the movie?", "Who wrote the novel?", "Who wrote the movie?"),
+        ("And the Selectric?", "When was the typewriter introduced?", "When was the Selectric introduced?"),
+    ],
+)
+def test_an_ellipsis_with_an_article_takes_the_place_of_the_previous_object(
+    question: str, previous: str, expected: str
+) -> None:
+    """Stop 59: "And the time clock?" after "Who invented the dial recorder?" was left unresolved, and "And the
+    Selectric?" after "When was the typewriter introduced?" became "When was the Selectric?"."""
+    assert rewrite_followup(question, chat((previous, "an answer"))).text == expected
+    # a question that ends with its verb has no object to swap
+    assert not rewrite_followup("And a duck?", chat(("What does a goose eat?", "Grass."))).rewritten

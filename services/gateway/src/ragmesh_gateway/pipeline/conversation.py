@@ -49,7 +49,8 @@ def history_turns(messages: list[retriever_pb2.ConversationMessage]) -> tuple[li
     documents their answers drew on. Withdrawn turns are left out whole; a turn without an answer (a declined
     question) gives its question only, and so does a withheld one (its text says that nothing verified, and the
     quotes it shows unverified name no antecedent). A question that was rewritten is given as rewritten: "Who
-    invented it?" after "What is it made of?" (read as "What is the Boots nut made of?") refers to the Boots nut."""
+    invented it?" after "What is it made of?" (read as "What is the Boots nut made of?") refers to the Boots nut.
+    An answer is given with its short answer first (`_with_short_answer`)."""
     turns: list[Turn] = []
     documents: list[str] = []
     kept = [m for m in messages if not m.withdrawn][-MAX_HISTORY_TURNS // 2 :]
@@ -58,9 +59,20 @@ def history_turns(messages: list[retriever_pb2.ConversationMessage]) -> tuple[li
         asked = message.rewritten_question or message.question
         turns.append(Turn.model_construct(role="user", content=asked[:HISTORY_TURN_CHARS]))
         if message.outcome == Outcome.ANSWER.value and message.answer and not _withheld(message):
-            turns.append(Turn.model_construct(role="assistant", content=message.answer[:HISTORY_TURN_CHARS]))
+            said = _with_short_answer(message.short_answer, message.answer)
+            turns.append(Turn.model_construct(role="assistant", content=said[:HISTORY_TURN_CHARS]))
             documents.extend(message.source_document_ids)
     return turns, list(dict.fromkeys(documents))
+
+
+def _with_short_answer(short: str, answer: str) -> str:
+    """The answer as the user read it: its short answer first (where the answer does not open with it), so that
+    "he" after "Who patented the Electric Tabulating Machine?" is "Herman Hollerith", the short answer, not the
+    first name of the quoted sentence ("Julius E. Pitrap patented the computing scale …; Herman Hollerith …")."""
+    short = short.strip()
+    if not short or answer.lstrip().startswith(short):
+        return answer
+    return f"{short.rstrip('.')}.\n\n{answer}"
 
 
 def _withheld(message: retriever_pb2.ConversationMessage) -> bool:

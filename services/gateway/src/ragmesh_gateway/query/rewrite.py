@@ -2,7 +2,8 @@
 
 Rules first (`rewrite_followup`, synchronous, no I/O): a question without an unresolved reference is left
 alone; a pronoun takes the main entity of the latest user turn that names one (for he/she after a "who"
-question, the first entity of the answer); an ellipsis ("What about Microsoft?") re-asks the previous
+question, the first entity of the answer — a stored turn's answer opens with its short answer); personal and
+other pronouns stand for different things ("When did he patent it?": he is the answer, it what was asked about); an ellipsis ("What about Microsoft?") re-asks the previous
 question with the new entity; "there" takes the last place named in the history (user questions and
 assistant answers), "then" / "that year" / "at that time" the last date; a leading "And" / "But" / "So" /
 "Also" before a full question is dropped. `arewrite_followup` adds an LLM fallback (the answerer's `Rewrite`
@@ -114,6 +115,9 @@ _TRAILING_VERB = re2.compile(
     r"\s+(?:(?:[a-z]+ed|made|done|built|known|seen|found|written|given|taken|sold|grown|worn|held|meant)"
     r"\s+(?:of|for|in|on|by|with|from|to|at|about|as|into)|called|named|made|used|based|known|sold|held)$"
 )
+# "when / where / why / how was X <participle>?": the question's last word is the verb, never the topic's
+_ASKS_CIRCUMSTANCE = re2.compile(r"(?i)^\s*(?:when|where|why|how)\s+(?:is|are|was|were)\s")
+_TRAILING_PARTICIPLE = re2.compile(r"\s+[a-z]+(?:ed|en|wn|ld|lt|ught)$")
 # "the first one", "the second", "the latter", "the last one": an item of the previous answer's list
 # (followed by "one", or by the end of the question or a verb: "the first car" is no reference); `one` or `bare`
 # is what is replaced, `which` or `alone` the ordinal
@@ -169,6 +173,16 @@ _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|Octob
 _DATE = re.compile(
     rf"\b(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}|{_MONTHS}\s+\d{{4}}|"
     r"(?<![\w.$€£-])(?:1[5-9]\d\d|20\d\d)(?![\w%]))"
+)
+
+
+# a phrase led by an article, up to five more words, and the end of a question
+_ARTICLE_PHRASE = re2.compile(r"(?i)(?:the|a|an)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}")
+# "Who invented the dial recorder?": who / what / which, the verb (past tense or a common one), its object to the end
+_LAST_ARTICLE_PHRASE = re2.compile(
+    r"(?i)^\s*(?:who|what|which)\s+(?:[a-z]+ed|wrote|made|built|led|won|bought|sold|took|gave|began|drew|ran|"
+    r"owns|runs|leads|makes|builds|writes|sells|designs|invents|founds)\s+"
+    r"(?P<phrase>(?:the|a|an)\s+(?:[\w'’-]+\s+){0,4}(?P<last>[\w'’-]+))\s*[?.!]*\s*$"
 )
 
 
@@ -228,6 +242,8 @@ def _topic_phrase(text: str) -> str:
     if not _WH.match(text):
         return ""
     rest = _TRAILING_VERB.sub("", _FILLER.sub("", _WH.sub("", text, count=1)).strip())
+    if _ASKS_CIRCUMSTANCE.match(text):  # "When was the typewriter introduced?": the participle is no topic
+        rest = _TRAILING_PARTICIPLE.sub("", rest)
     words = rest.split()
     if _ORDINAL.search(rest) or any(w.lower() in _NEUTER or w.lower() in _PERSONAL for w in words):
         return ""
@@ -261,17 +277,18 @@ def _ordinal_item(reference: str, history: list[tuple[str, str]]) -> str | None:
     return items[position]
 
 
-def _antecedent(history: list[tuple[str, str]], personal: bool) -> tuple[str, str] | None:
-    """(entity, the user turn it came from) — the most recent user turn that names something."""
+def _antecedent(history: list[tuple[str, str]], personal: bool, exclude: str = "") -> tuple[str, str] | None:
+    """(entity, the user turn it came from) — the most recent user turn that names something (not `exclude`, what
+    another pronoun of the question already stands for)."""
     turns = _user_turns(history)
     for index, text in reversed(turns[-LOOKBACK_TURNS:]):
         if personal and re.match(r"^\s*who\b", text, re.IGNORECASE):
             # "Who founded IBM?" → "When was he born?": he is the answer, not IBM.
             answer = next((c for role, c in history[index + 1 :] if role == "assistant" and isinstance(c, str)), "")
-            names = [e for e in extract_entities(answer) if is_name(e)]
+            names = [e for e in extract_entities(answer) if is_name(e) and e != exclude]
             if names:
                 return names[0], text
-        names = [e for e in extract_entities(text) if is_name(e)]
+        names = [e for e in extract_entities(text) if is_name(e) and e != exclude]
         if names:
             return names[0], text
         if _find_reference(text).kind:
@@ -342,9 +359,14 @@ def _resolve_place_and_time(text: str, history: list[tuple[str, str]], entity: s
     return text, done
 
 
-def _substitute_pronoun(question: str, entity: str) -> str:
+def _substitute_pronoun(question: str, entity: str, personal: bool) -> str:
+    """`question` with its personal (he, she, …) or its other (it, they, …) pronouns standing for `entity`: "When
+    did he patent it?" names two things."""
+
     def repl(m: re.Match[str]) -> str:
         word = m.group(1).lower()
+        if (word in _PERSONAL) != personal:
+            return m.group(0)
         if word == "it" and _EXPLETIVE_IT.search(question[max(0, m.start() - 4) : m.end() + 20]):
             return m.group(0)
         if word == "her":
@@ -389,7 +411,19 @@ def _resolve_ellipsis(new: str, history: list[tuple[str, str]]) -> str | None:
     topic = _topic_phrase(previous)
     if topic:
         return previous.replace(topic, new, 1)
-    return None
+    return _swap_object(previous, new)
+
+
+def _swap_object(previous: str, new: str) -> str | None:
+    """ "And the time clock?" after "Who invented the dial recorder?": a new phrase with an article takes the place
+    of the object a who / what question ends with ("Who invented the time clock?"); None when the new phrase has
+    no article or the previous question is not of that shape ("What does a goose eat?" ends with its verb)."""
+    if not _ARTICLE_PHRASE.fullmatch(new.strip()):
+        return None
+    found = _LAST_ARTICLE_PHRASE.search(previous)
+    if found is None or found.group("last").lower().endswith("ed"):
+        return None
+    return previous[: found.start(1)] + new.strip() + previous[found.end(1) :]
 
 
 def _resolve(question: str, history: list[tuple[str, str]]) -> Rewrite | _Reference:
@@ -426,10 +460,19 @@ def _resolve(question: str, history: list[tuple[str, str]]) -> Rewrite | _Refere
         if found is None:
             return ref
         entity = found[0]
-        text = _substitute_pronoun(base, entity) if ref.kind == "pronoun" else _substitute_demonstrative(base, entity)
+        if ref.kind == "pronoun":
+            text = _substitute_pronoun(base, entity, personal)
+        else:
+            text = _substitute_demonstrative(base, entity)
         if text == base:
             return ref
         reasons.append(f"{ref.kind} → {entity}")
+        other = _find_reference(text) if ref.kind == "pronoun" else _Reference("")
+        if other.kind == "pronoun" and (other.detail.lower() in _PERSONAL) != personal:
+            second = _antecedent(history, not personal, exclude=entity)
+            if second is not None:  # "it" of "When did he patent it?": the thing the who-question asked about
+                text = _substitute_pronoun(text, second[0], not personal)
+                reasons.append(f"pronoun → {second[0]}")
     placed = _resolve_place_and_time(text, history, entity)
     if placed is None:
         return _Reference("place or time", text)
