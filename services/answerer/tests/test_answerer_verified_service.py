@@ -727,6 +727,13 @@ async def test_a_list_under_a_heading_that_names_the_question_is_the_answer(
     for question in ("What are the risks?", "How many next steps are there?", "Who takes the next steps?"):
         _, other = await _events(service, question, [NEXT_STEPS])
         assert not other.verified or other.short_answer != final.short_answer, question
+    # stop 59, the shared PPTX: "What is the title of the second slide?" got the second slide's list, verified;
+    # a question asking for a heading's own words is not answered by the items under it
+    titled = _source(
+        "deck-5", "powerpoint_sample", "- Item A\n- Item B\n- List1", 0.9, section_path=("Second slide title",)
+    )
+    _, title = await _events(service, "What is the title of the second slide?", [titled])
+    assert not (title.verified and "Item A" in title.short_answer)
 
 
 COE = _source(

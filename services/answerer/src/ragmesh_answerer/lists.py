@@ -71,12 +71,20 @@ def listed(question: Question, sources: Sequence[Source]) -> Listed | None:
     return None
 
 
+# a question asking for a heading's own words ("What is the title of the second slide?") is not answered by the
+# items under that heading (stop 59: it got the slide's bullet list, verified)
+_NAMING_NOUNS = frozenset(stem(w) for w in ("title", "name", "heading", "caption", "label", "subject"))
+
+
 def _list_keys(question: Question) -> set[str] | None:
-    """The key terms a list must be named by, for a what-or-which question of no other type and no choice; None
-    for any other question."""
+    """The key terms a list must be named by, for a what-or-which question of no other type and no choice that
+    does not ask for a title or name; None for any other question."""
     if question.answer_type is not AnswerType.OTHER or question.options:
         return None
-    return question.key_stems() or None
+    keys = question.key_stems()
+    if keys & _NAMING_NOUNS:
+        return None
+    return keys or None
 
 
 def led_in(question: Question, sources: Sequence[Source]) -> Listed | None:
