@@ -16,6 +16,7 @@ from ragmesh_answerer.lists import led_in
 from ragmesh_answerer.llm import Generation
 from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.server import build_service
+from ragmesh_answerer.summary import summarise
 from ragmesh_common.context import UserContext
 from ragmesh_common.server import GrpcService
 from ragmesh_common.testing import channel_as
@@ -476,6 +477,41 @@ async def test_a_summary_question_gets_the_sources_sentences_about_its_topic_eac
     for quote in final.evidence:  # every sentence is an exact slice of its source
         source = (HISTORY, PRODUCTS)[quote.source_index].chunk.text
         assert source[quote.start : quote.end] == quote.text
+
+
+async def test_a_summary_prefers_sentences_about_the_topic_and_leaves_notes_and_cited_titles_out(
+    service: GrpcService, chat: ScriptedChat
+) -> None:
+    """Found asking the shared duck page (stop 59): "Summarise what the documents say about ducks" opened with
+    "[citation needed] The duck is also the nickname of …" and quoted a reference list's title; sentences that
+    mention ducks in passing ranked with those about ducks."""
+    trivia = _source(
+        "duck-t",
+        "Duck in culture",
+        "The 1992 Disney film The Mighty Ducks, starring Emilio Estevez, chose the duck as the mascot of a team. "
+        "[citation needed] The duck is also the nickname of the University of Oregon sports teams.",
+    )
+    lead = _source(
+        "duck-l",
+        "Duck",
+        "Ducks are mostly aquatic birds, smaller than the swans and geese, found in fresh water and sea water. "
+        '"Don\'t feed the ducks bread, say conservationists".',
+    )
+    _, final = await _events(service, "Summarise what the documents say about ducks", [trivia, lead], summary=True)
+    assert final.verified
+    texts = [q.text for q in final.evidence]
+    assert "The duck is also the nickname of the University of Oregon sports teams." in texts  # without the note
+    assert not any(t.startswith(("[", '"')) for t in texts)
+    # two a source: the sentences about ducks before the one that mentions a duck in passing
+    page = Source(
+        "duck-p",
+        "Duck",
+        (),
+        "In 1992 a Disney film about a hockey team chose the duck as its mascot. Ducks are mostly aquatic birds "
+        "found in fresh water and sea water. Ducks are sometimes confused with several types of unrelated water birds.",
+    )
+    summary = summarise("Summarise what the documents say about ducks", [page], 0.5)
+    assert summary is not None and [q.text[:11] for q in summary.sentences] == ["Ducks are m", "Ducks are s"]
 
 
 async def test_what_a_document_contains_is_summarised_from_the_sources_about_its_topic(

@@ -8,14 +8,16 @@ was withheld as "no passage ties an answer of the asked type to the question".
 
 The answer is the sources' own sentences. Those that name the question's topic (its key terms without the words that
 only ask for a summary: "summarise", "themes", "documents"; every sentence when the question names no topic) are
-ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection scores), then
+ranked by how much of the topic they name (names and acronyms 2, other terms 1, as evidence selection scores; one
+more when the topic opens the sentence, `SUBJECT_BONUS`: it is about the topic, not a mention of it), then
 the other sentences of sources (with their headings) that name it (`IN_TOPIC_SOURCE`: "the disease" in a text on the
 Black Death), then by the caller's order of sources and their place in the source; a source that never names the
 topic gives nothing. At most `PER_SOURCE` are taken from one source and `SENTENCES` in all, never a heading, a table
-row, a fragment (fewer than `MIN_WORDS` words, or opening in lower case), code (`_prose`), a sentence that opens with a pronoun (out
+row, a fragment (fewer than `MIN_WORDS` words, or opening in lower case), code (`_prose`), a quotation standing
+alone (a cited work's title in a reference list), a sentence that opens with a pronoun (out
 of its context "It was renamed in 1924" says nothing), nor one that mostly repeats a sentence already taken
-(`REPEAT_OVERLAP` of its words); a document's own reference markers ending a sentence ("[16]") are left out of its
-quote. They are shown in source order, each with its source marker, and verified as any answer sentence is
+(`REPEAT_OVERLAP` of its words); a document's own reference markers ending a sentence ("[16]"), and an editor's
+note opening it ("[citation needed]", left there by the sentence split), are left out of its quote. They are shown in source order, each with its source marker, and verified as any answer sentence is
 (attribution and stated tokens, `verify(..., summary=True)`); a sentence that fails is left out. No sentence about
 the topic: None, and the caller shows what the documents say, unverified. The model is not asked: SmolLM2-135M
 condensing a dozen sentences adds errors, not meaning.
@@ -34,10 +36,14 @@ from ragmesh_answerer.prompting import Source
 from ragmesh_answerer.verify import Verification, verify
 from ragmesh_common.text.questions import Question
 from ragmesh_common.text.sentences import PRONOUN_START, sentence_spans
-from ragmesh_common.text.words import words
+from ragmesh_common.text.words import stem, words
 
 # a document's own reference markers ending a sentence (RE2: linear on a long run of spaces)
 _REFERENCES = re2.compile(r"(?:\s*\[\d{1,4}\])+$")
+# an editor's note left at a sentence's start by the split ("[citation needed] The duck is also …")
+_LEADING_NOTE = re2.compile(r"^(?:\[[^\]\n]{1,30}\]\s*)+")
+# a sentence that is all a quotation: a cited work's title in a reference list ("\"Don't feed the ducks bread\".")
+_QUOTED = re2.compile(r"^[\"“][^\"”]+[\"”][.,]?$")
 
 _LOWER_WORD = re.compile(r"[^\W\d_A-Z]{2,}(?:['’-][^\W\d_]+)*")  # a word in lower case ("don't", "well-known")
 _CODE = re.compile(r"[={}<>]")  # an assignment, a comparison, a block: code ("WHERE id = 1")
@@ -46,6 +52,10 @@ MIN_PROSE_WORDS = 3
 MIN_PROSE_SHARE = 0.3
 
 SENTENCES = 6
+# a sentence whose opening words name the topic is about it ("Ducks are mostly aquatic birds"), not one that
+# mentions it ("The 1992 Disney film The Mighty Ducks … chose the duck as the mascot")
+SUBJECT_BONUS = 1.0
+OPENING_WORDS = 3
 IN_TOPIC_SOURCE = 0.5  # the score of a sentence that does not name the topic in a source that does
 PER_SOURCE = 2
 MIN_WORDS = 5
@@ -71,14 +81,17 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
     """The verified sentences that best summarise the sources about the question's topic (module docstring)."""
     about = Question.parse(question).topic()
     named = about.key_terms() > 0
+    topic = about.key_stems()
     candidates: list[tuple[float, int, int, EvidenceQuote]] = []
     for i, source in enumerate(sources):
         # a source about the topic lends its other sentences a little of it ("the plague" in a text on the Black Death)
         lent = IN_TOPIC_SOURCE if named and about.about(f"{source.heading_text}\n{source.text}") else 0.0
         for k, (s, e) in enumerate(sentence_spans(source.text)):
             text = _REFERENCES.sub("", source.text[s:e].strip())  # "… six Turing Awards.[16]": not our [n]
+            text = _LEADING_NOTE.sub("", text)
             if (
                 is_heading(text)
+                or _QUOTED.match(text)
                 or text.startswith("|")
                 or text[:1].islower()  # a fragment a split left ("operations expanded to Europe.")
                 or len(words(text)) < MIN_WORDS
@@ -89,6 +102,8 @@ def summarise(question: str, sources: Sequence[Source], threshold: float) -> Sum
             score = (score_sentence(about, text) or lent) if named else 1.0
             if score <= 0:
                 continue
+            if named and {stem(w) for w in words(text)[:OPENING_WORDS]} & topic:
+                score += SUBJECT_BONUS
             start = s + source.text[s:e].index(text)
             quote = EvidenceQuote(i, source.chunk_id, text, start, start + len(text), source.heading_text, score)
             candidates.append((-score, i, k, quote))
