@@ -18,7 +18,14 @@ from PIL import Image
 
 from ragmesh_common.errors import InvalidArgument
 from ragmesh_common.formats import BY_NAME, FORMATS, IMAGE_FORMATS, MAX_IMAGE_PIXELS
-from ragmesh_parser.document import Block, ParsedDocument, blocks_from_docling, declared_title, paragraphs_from_text
+from ragmesh_parser.document import (
+    Block,
+    ParsedDocument,
+    blocks_from_docling,
+    bold_opening,
+    declared_title,
+    paragraphs_from_text,
+)
 from ragmesh_parser.ocr import ImageFile, OcrEngine, OcrPage, OcrReport, ocr_pages
 from ragmesh_parser.pdf_native import structure_pdf, structure_scan
 
@@ -207,9 +214,13 @@ class DocumentParser:
             hint = " (a scanned PDF? OCR is not enabled)" if fmt == "pdf" and self._engine is None else ""
             raise InvalidArgument(f"{filename}: no text content found in the {fmt} file{hint}")
         headings = [b for b in blocks if b.kind == "heading"]
-        # the title the file declares, else its first heading; a workbook's headings are its sheet names
-        # ("Sheet1"): its title is its file's name
-        title = (declared_title(doc) or (headings[0].text if headings else stem)) if fmt != "xlsx" else stem
+        # the title the file declares, else its first heading, else a bold opening line; a workbook's headings
+        # are its sheet names ("Sheet1"): its title is its file's name
+        title = (
+            (declared_title(doc) or (headings[0].text if headings else (bold_opening(doc) or stem)))
+            if fmt != "xlsx"
+            else stem
+        )
         return ParsedDocument(
             title=title,
             format=fmt,

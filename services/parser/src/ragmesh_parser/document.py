@@ -241,6 +241,28 @@ def declared_title(doc: DoclingDocument) -> str:
     return clean_text(chosen[0].text) if chosen else ""
 
 
+MAX_TITLE_WORDS = 12
+
+
+def bold_opening(doc: DoclingDocument) -> str:
+    """A document without a title or a heading that opens with a short paragraph set whole in bold is titled by
+    it: "Changes to the DOCLANG Core Spec" (a DOCX whose title is a bold line in the Normal style), where the file
+    name, "docx_rich_tables_01", said nothing a question asks about. "" otherwise (a long line, one that ends a
+    sentence, or one not bold)."""
+    for item, _ in doc.iterate_items():
+        if not isinstance(item, TextItem):
+            continue
+        text = clean_text(item.text)
+        if not text:
+            continue
+        formatting = getattr(item, "formatting", None)
+        bold = formatting is not None and bool(formatting.bold)
+        if bold and len(text.split()) <= MAX_TITLE_WORDS and not text.endswith((".", ",", ";", ":")):
+            return text
+        return ""
+    return ""
+
+
 def blocks_from_docling(doc: DoclingDocument, fmt: str) -> list[Block]:
     """Body items in reading order as blocks; heading levels compressed to 1..n, section paths attached.
 
