@@ -831,3 +831,18 @@ def test_a_person_called_by_one_part_of_the_name_is_the_person_named_in_full_bef
     # a part said with another name beside it is another name; the whole name said is no part
     assert relation._named_in_full("Most business is in San Diego.", "Northern San Diego grew.") == []
     assert relation._named_in_full("Jim Bainbridge began.", "Jim Bainbridge is a consultant.") == []
+
+
+def test_a_year_in_brackets_after_a_name_dates_its_origin_in_a_catalogue(reader: Reader) -> None:
+    """Found asking the shared PDF (stop 59): "When was WordStar released?" on "WordStar (1978): Developed for the
+    CP/M operating system, …" found no sentence that says "released"."""
+    catalogue = (
+        "WordStar (1978): Developed for the CP/M operating system, WordStar was one of the first widely used word "
+        "processing programs. The first mayor was Jan Menich (1695–1696).",
+        "The Rise of Personal Computers",
+    )
+    span = reader.extract(Question.parse("When was WordStar released?"), reader.sentences([catalogue]))
+    assert span is not None and span.text == "1978"
+    # not for a question that asks another relation, nor a range (a term of office)
+    assert reader.extract(Question.parse("When did WordStar lose its market?"), reader.sentences([catalogue])) is None
+    assert not relation._bracket_dated(Question.parse("When was Jan Menich born?"), catalogue[0])

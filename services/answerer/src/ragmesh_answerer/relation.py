@@ -334,7 +334,11 @@ class Reader:
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = _coverage_either(question, about, sentence.context)
-            if cov <= 0 or (require_relation and _missing_either(question, about, sentence.context)):
+            if cov <= 0 or (
+                require_relation
+                and _missing_either(question, about, sentence.context)
+                and not _bracket_dated(question, sentence.text)
+            ):
                 continue
             anchors = [t.i for t in doc if _is_key(t, keys) or question.says(t.text)]
             fillers = role_fillers(doc, wanted)
@@ -855,6 +859,38 @@ def _coverage_either(question: Question, about: Question, context: str) -> float
 
 def _missing_either(question: Question, about: Question, context: str) -> bool:
     return _relation_missing(question, context) and _relation_missing(about, context)
+
+
+# "When was WordStar released?" on "WordStar (1978): Developed for the CP/M operating system, …": a catalogue
+# writes a thing's year of origin in brackets after its name, and says no verb of the question (stop 59)
+BRACKET_YEAR = True
+_ORIGIN_VERBS = frozenset(
+    stem(w)
+    for w in (
+        "released", "published", "introduced", "launched", "founded", "established", "developed", "created",
+        "written", "invented", "built", "opened", "premiered", "formed", "made", "designed", "produced",
+    )
+)  # fmt: skip
+_YEAR_IN_BRACKETS = re2.compile(r"^\s*\((?:1[0-9]|20)\d\d\)")
+
+
+def _bracket_dated(question: Question, sentence: str) -> bool:
+    """A when-question that asks when something came to be ("released", "founded", …: every focus term one of
+    `_ORIGIN_VERBS`) and a sentence that writes the question's name with a single year in brackets right after it
+    ("WordStar (1978)"): the relation is the catalogue's, though no verb says it. Not a range ("Jan Menich
+    (1695–1696)" is a term of office)."""
+    if not BRACKET_YEAR or question.answer_type is not AnswerType.DATE or not question.entities:
+        return False
+    if not question.focus or any(stem(f) not in _ORIGIN_VERBS for f in question.focus):
+        return False
+    for name in names(sentence):
+        if name.lower() in question.entities:
+            at = sentence.find(name)
+            while at >= 0:
+                if _YEAR_IN_BRACKETS.match(sentence[at + len(name) :]):
+                    return True
+                at = sentence.find(name, at + 1)
+    return False
 
 
 def _relation_missing(question: Question, context: str) -> bool:
