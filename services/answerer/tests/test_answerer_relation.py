@@ -846,3 +846,19 @@ def test_a_year_in_brackets_after_a_name_dates_its_origin_in_a_catalogue(reader:
     # not for a question that asks another relation, nor a range (a term of office)
     assert reader.extract(Question.parse("When did WordStar lose its market?"), reader.sentences([catalogue])) is None
     assert not relation._bracket_dated(Question.parse("When was Jan Menich born?"), catalogue[0])
+
+
+def test_a_word_that_says_where_answers_a_where_question(reader: Reader) -> None:
+    """Found asking the shared duck page (stop 59): "Where do diving ducks forage?" on "Diving ducks and sea ducks
+    forage deep underwater." was withheld: no place name and no place preposition's phrase."""
+    ducks = ("Dabbling ducks feed on the surface of water. Diving ducks and sea ducks forage deep underwater.", "Duck")
+    span = reader.extract(Question.parse("Where do diving ducks forage?"), reader.sentences([ducks]))
+    assert span is not None and span.text in ("underwater", "deep underwater")
+    moved = ("The company moved its factories overseas in 1990.", "Acme")
+    span = reader.extract(Question.parse("Where did the company move its factories?"), reader.sentences([moved]))
+    assert span is not None and span.text == "overseas"
+    # not an answer to a question of another type
+    assert (
+        reader.extract(Question.parse("When did the company move its factories?"), reader.sentences([moved])).text
+        == "1990"
+    )

@@ -1030,6 +1030,8 @@ def _doc_candidates(doc: Any) -> list[tuple[int, int, str]]:
     if CODE_WORDS:
         covered = {i for start, end, _ in found for i in range(start, end)}
         found.extend((*_code_word(doc, t.i), "NP") for t in doc if t.i not in covered and _is_code_word(t))
+    if PLACE_ADVERBS:
+        found.extend(_place_adverbs(doc))
     return found
 
 
@@ -1258,6 +1260,8 @@ _PLACE_PREPOSITIONS = frozenset({"in", "at", "on", "into", "onto", "near", "with
 
 def _place_phrase(kind: AnswerType, label: str, piece: Any) -> bool:
     root = piece.root
+    if PLACE_ADVERBS and kind is AnswerType.PLACE and label == "NP" and root.lower_ in _PLACE_ADVERBS:
+        return True  # "forage deep underwater", "moved its factories overseas"
     return (
         PLACE_PHRASES
         and kind is AnswerType.PLACE
@@ -1265,6 +1269,29 @@ def _place_phrase(kind: AnswerType, label: str, piece: Any) -> bool:
         and root.dep_ == "pobj"
         and root.head.lower_ in _PLACE_PREPOSITIONS
     )
+
+
+# "Where do diving ducks forage?" — "Diving ducks and sea ducks forage deep underwater": a where-question is answered
+# by a word that says where as well as by a place's name or a place preposition's phrase (stop 59)
+PLACE_ADVERBS = True
+_PLACE_ADVERBS = frozenset(
+    {
+        "underwater", "underground", "offshore", "onshore", "overseas", "abroad", "inland", "upstream",
+        "downstream", "indoors", "outdoors", "ashore", "aboard", "upstairs", "downstairs", "uphill", "downhill",
+        "overhead", "nationwide", "worldwide", "elsewhere", "outdoor", "indoor", "subsurface", "airborne",
+    }
+)  # fmt: skip
+
+
+def _place_adverbs(doc: Any) -> list[tuple[int, int, str]]:
+    """The words of `_PLACE_ADVERBS` the parse reads as adverbs (no noun phrase holds them), with the adverbs that
+    modify them ("deep underwater")."""
+    found = []
+    for token in doc:
+        if token.lower_ in _PLACE_ADVERBS and token.pos_ in ("ADV", "ADJ"):
+            start = min([token.i, *(c.i for c in token.lefts if c.dep_ == "advmod")])
+            found.append((start, token.i + 1, "NP"))
+    return found
 
 
 def _typed(question: Question, label: str, piece: Any) -> bool:
