@@ -862,3 +862,16 @@ def test_a_word_that_says_where_answers_a_where_question(reader: Reader) -> None
         reader.extract(Question.parse("When did the company move its factories?"), reader.sentences([moved])).text
         == "1990"
     )
+
+
+def test_what_a_thing_is_called_is_the_name_given_to_a_subject_that_says_it(reader: Reader) -> None:
+    """Stop 58's company set: "What is a female duck called?" → "drake", verified — the name "A male is called"."""
+    duck = ("A male is called a drake and the female is called a duck, or in ornithology a hen.", "Duck")
+    female = reader.extract(Question.parse("What is a female duck called?"), reader.sentences([duck]))
+    assert female is None or female.text == "hen"
+    male = reader.extract(Question.parse("What is a male duck called?"), reader.sentences([duck]))
+    assert male is not None and male.text == "drake"
+    # a sentence that names nothing so is read as before
+    cestida = ("Cestida, the belt animals, are ribbon-shaped planktonic animals.", "Ctenophora")
+    assert relation._asks_a_name("What are cestida called?") == frozenset({"cestida"})
+    assert reader.sentences([cestida]) and not any(relation._is_naming(t) for t in reader._parse([cestida[0]])[0])

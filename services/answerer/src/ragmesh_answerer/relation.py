@@ -331,6 +331,7 @@ class Reader:
         about, kind = self.about(question)
         asking = _asking(self._parse([question.text])[0]) if learned else None
         action = ACTION_SPANS and _asks_an_action(self._parse([question.text])[0])
+        naming = _asks_a_name(question.text) if NAMED_FOR else None
         spans: list[Span] = []
         for sentence, doc in zip(sentences, docs, strict=True):
             cov = _coverage_either(question, about, sentence.context)
@@ -346,7 +347,10 @@ class Reader:
                 fillers |= {t.i for t in doc if t.pos_ == "VERB" and any(_does(c, keys) for c in t.children)}
             pairs = _pair_share(doc, asking) if asking is not None else 0.0
             seen: set[tuple[int, int]] = set()
-            for start, end, label in _doc_candidates(doc) + (_actions(doc) if action else []):
+            extra = (_actions(doc) if action else []) + (_joined_names(doc) if naming is not None else [])
+            # only a sentence that itself names things ("A male is called a drake …") is read so
+            names_some = naming is not None and any(_is_naming(t) for t in doc)
+            for start, end, label in _doc_candidates(doc) + extra:
                 if (start, end) in seen:
                     continue
                 seen.add((start, end))
@@ -355,6 +359,7 @@ class Reader:
                     _restates_not_chosen(question, piece.text, keys, asked)
                     or _too_long(piece)
                     or _bracket_named(question, doc, end)
+                    or (naming is not None and names_some and not _named_for(piece.root, naming))
                 ):
                     continue
                 typed = _typed(question, label, piece)
@@ -859,6 +864,53 @@ def _coverage_either(question: Question, about: Question, context: str) -> float
 
 def _missing_either(question: Question, about: Question, context: str) -> bool:
     return _relation_missing(question, context) and _relation_missing(about, context)
+
+
+# "What is a female duck called?" on "A male is called a drake and the female is called a duck, or in ornithology
+# a hen": the answer is what a naming verb gives to a subject that says the question's words — "hen", not "drake"
+# (stop 58's company set: "drake", verified)
+NAMED_FOR = True
+_ASKS_A_NAME = re2.compile(r"(?i)^\s*what\s+(?:is|are|was|were)\s+(?P<thing>.+?)\s+(?:called|named|termed)\s*\??\s*$")
+_NAMING_VERBS = frozenset({"call", "name", "term"})
+
+
+def _asks_a_name(question: str) -> frozenset[str] | None:
+    """The content stems of X in "What is X called?" (named, termed), or None for any other question."""
+    found = _ASKS_A_NAME.match(question)
+    if found is None:
+        return None
+    thing = frozenset(stem(w) for w in words(found.group("thing")) if w not in STOP_WORDS)
+    return thing or None
+
+
+def _is_naming(token: Any) -> bool:
+    """A naming verb with a passive subject: "A male *is called* a drake"."""
+    return token.lemma_.lower() in _NAMING_VERBS and any(c.dep_ == "nsubjpass" for c in token.children)
+
+
+def _joined_names(doc: Any) -> list[tuple[int, int, str]]:
+    """Nouns the parse joins to a naming verb itself ("is called a duck, or in ornithology a hen": "hen"), which no
+    noun phrase of the parse holds."""
+    return [
+        (t.i, t.i + 1, "NP")
+        for t in doc
+        if t.dep_ == "conj" and t.pos_ in ("NOUN", "PROPN") and t.head.lemma_.lower() in _NAMING_VERBS
+    ]
+
+
+def _named_for(root: Any, thing: frozenset[str]) -> bool:
+    """Whether the candidate whose head is `root` is the name a naming verb gives ("is called a drake": its object
+    predicate, or a name joined to it) to a subject that says one of `thing`'s words."""
+    token = root
+    while token.dep_ == "conj" and token.head is not token:
+        if token.head.lemma_.lower() in _NAMING_VERBS:
+            break  # "…, or in ornithology a hen": joined to the verb itself
+        token = token.head
+    verb = token.head if token.dep_ in ("oprd", "conj") else None
+    if verb is None or verb.lemma_.lower() not in _NAMING_VERBS:
+        return False
+    subject = next((c for c in verb.children if c.dep_ == "nsubjpass"), None)
+    return subject is not None and bool({stem(t.lower_) for t in subject.subtree} & thing)
 
 
 # "When was WordStar released?" on "WordStar (1978): Developed for the CP/M operating system, …": a catalogue
