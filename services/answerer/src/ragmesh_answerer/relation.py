@@ -907,10 +907,10 @@ def _named_for(root: Any, thing: frozenset[str]) -> bool:
             break  # "…, or in ornithology a hen": joined to the verb itself
         token = token.head
     verb = token.head if token.dep_ in ("oprd", "conj") else None
-    if verb is None or verb.lemma_.lower() not in _NAMING_VERBS:
+    if verb is None or not _is_naming(verb):
         return False
-    subject = next((c for c in verb.children if c.dep_ == "nsubjpass"), None)
-    return subject is not None and bool({stem(t.lower_) for t in subject.subtree} & thing)
+    subject = next(c for c in verb.children if c.dep_ == "nsubjpass")
+    return bool({stem(t.lower_) for t in subject.subtree} & thing)
 
 
 # "When was WordStar released?" on "WordStar (1978): Developed for the CP/M operating system, …": a catalogue

@@ -269,7 +269,7 @@ QUESTION_WORDS: frozenset[str] = stop_words("de", "fr") | frozenset(
 )
 
 
-_WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
+WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
 
 
 def written_as_acronym(word: str, text: str) -> bool:
@@ -278,7 +278,7 @@ def written_as_acronym(word: str, text: str) -> bool:
     capitals ("WHO") stays a question word. Stop 59: "To which organization is the PAS submission made?" found no
     chunk that names PAS, as "pas" is a French stop word."""
     shouted = text.isupper() and len(text.split()) > 2  # "WHO FOUNDED IBM?": capitals say nothing
-    return 2 <= len(word) <= 6 and word.isupper() and word.lower() not in _WH_WORDS and not shouted
+    return 2 <= len(word) <= 6 and word.isupper() and word.lower() not in WH_WORDS and not shouted
 
 
 def normalise(text: str) -> str:

@@ -16,6 +16,7 @@ import re2
 
 from ragmesh_common.text.entities import MAX_CHARS, extract_entities, is_name
 from ragmesh_common.text.stopwords import ENGLISH
+from ragmesh_common.text.words import WH_WORDS
 
 KINDS = ("factual", "comparative", "procedural", "relational", "aggregative", "temporal")
 PRIORITY = ("comparative", "aggregative", "relational", "procedural", "temporal")
@@ -180,7 +181,6 @@ _INTRO = _rx(
 )
 _MAIN_VERB_AUX = _rx(r"^\s*(?:[\w'-]+\s+){1,2}(is|are|was|were|has|have|had|been)\s*$")
 
-_WH_WORDS = frozenset(["what", "which", "who", "whom", "whose", "when", "where", "why", "how"])
 # Words left out of a sub-query: stop words and the vocabulary of comparing.
 _STOP = ENGLISH | frozenset(
     [
@@ -320,7 +320,7 @@ def _attribute_terms(question: str, entities: list[str], kind: str) -> str:
     for entity in sorted(entities, key=len, reverse=True):
         # whole words only: the name "War" leaves "awarded" as it is
         rest = re.sub(r"(?<!\w)" + re.escape(entity) + r"(['’]s?)?(?!\w)", " ", rest, flags=re.IGNORECASE)
-    words = [w for w in re.findall(r"[A-Za-z][\w-]*", rest) if w.lower() not in _STOP and w.lower() not in _WH_WORDS]
+    words = [w for w in re.findall(r"[A-Za-z][\w-]*", rest) if w.lower() not in _STOP and w.lower() not in WH_WORDS]
     words = [
         w
         for w in words
